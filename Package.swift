@@ -1,0 +1,66 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "risc",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "risc", targets: ["risc"]),
+        .library(name: "RISCCore", targets: ["RISCCore"]),
+        .library(name: "RISCClient", targets: ["RISCClient"]),
+        .library(name: "RISCTestKit", targets: ["RISCTestKit"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+    ],
+    targets: [
+        // C helpers over the system's libcrypto (libssl-dev) and libcurl (libcurl4-openssl-dev).
+        .target(name: "CRiscOpenSSL", linkerSettings: [.linkedLibrary("crypto")]),
+        .target(name: "CRiscCurl", linkerSettings: [.linkedLibrary("curl")]),
+        // The domain: JOSE on OpenSSL, SET claims and policy, events, subjects, errors. No HTTP, no storage.
+        .target(
+            name: "RISCCore",
+            dependencies: ["CRiscOpenSSL", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
+        // Outbound HTTP over libcurl: discovery document, JWKS cache.
+        .target(
+            name: "RISCClient",
+            dependencies: ["RISCCore", "CRiscCurl", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
+        // Test keys, SET factory, a loopback HTTP server: used by tests and by `risc sign`/`dev-issuer`.
+        .target(name: "RISCTestKit", dependencies: ["RISCCore"], swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "risc",
+            dependencies: [
+                "RISCCore", "RISCClient", "RISCTestKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "RISCCoreTests",
+            dependencies: ["RISCCore", "RISCTestKit"],
+            resources: [.copy("Vectors")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "RISCClientTests",
+            dependencies: ["RISCClient", "RISCCore", "RISCTestKit", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "riscTests",
+            dependencies: ["RISCTestKit", "RISCCore"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

@@ -1,0 +1,46 @@
+import CRiscOpenSSL
+
+/// Message digests fetched once from the default provider: an implicit fetch on every
+/// verification costs more than the hash itself.
+struct OpenSSLDigests: @unchecked Sendable {
+    let sha256: OpaquePointer
+    let sha384: OpaquePointer
+    let sha512: OpaquePointer
+
+    static let shared = OpenSSLDigests(
+        sha256: EVP_MD_fetch(nil, "SHA256", nil)!,
+        sha384: EVP_MD_fetch(nil, "SHA384", nil)!,
+        sha512: EVP_MD_fetch(nil, "SHA512", nil)!
+    )
+
+    func named(_ name: String) -> OpaquePointer {
+        switch name {
+        case "SHA384": sha384
+        case "SHA512": sha512
+        default: sha256
+        }
+    }
+
+    /// One-shot digest into a fixed buffer; returns the digest bytes.
+    static func digest(_ md: OpaquePointer, _ message: UnsafeRawBufferPointer) -> [UInt8] {
+        var output = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var length: UInt32 = 0
+        let ok = output.withUnsafeMutableBufferPointer { out in
+            EVP_Digest(message.baseAddress, message.count, out.baseAddress, &length, md, nil)
+        }
+        guard ok == 1 else { return [] }
+        return Array(output.prefix(Int(length)))
+    }
+}
+
+/// SHA-512, for Google's `hash_base64_sha512_sha512` token identifiers.
+public enum SHA512 {
+    public static func hash(_ bytes: some Collection<UInt8>) -> [UInt8] {
+        Array(bytes).withUnsafeBytes { OpenSSLDigests.digest(OpenSSLDigests.shared.sha512, $0) }
+    }
+
+    /// `base64(SHA512(SHA512(utf8(token))))`, standard alphabet with padding (spec §1.9).
+    public static func doubleHashBase64(_ token: String) -> String {
+        Base64URL.encodeStandard(hash(hash(Array(token.utf8))))
+    }
+}

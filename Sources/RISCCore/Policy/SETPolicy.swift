@@ -1,0 +1,81 @@
+/// What this receiver accepts: the claim rules of spec §8 steps 3–6, as values.
+public struct SETPolicy: Sendable {
+    /// Our OAuth client IDs: `aud` must hold one of them. Must not be empty.
+    public var audiences: Set<String>
+    /// The `alg` allow-list. Default: RS256 only, as Google signs. `none` and HMAC can never be added.
+    public var algorithms: Set<JWSAlgorithm>
+    /// Further accepted `iss` values besides the key set's issuer (for example `accounts.google.com`).
+    public var issuerAliases: [String]
+    /// How far in the future `iat` may be before a warning is attached (never fatal).
+    public var clockSkew: Double
+
+    public init(
+        audiences: Set<String>, algorithms: Set<JWSAlgorithm> = JWSAlgorithm.defaultAllowed,
+        issuerAliases: [String] = [], clockSkew: Double = 300
+    ) {
+        self.audiences = audiences
+        self.algorithms = algorithms
+        self.issuerAliases = issuerAliases
+        self.clockSkew = clockSkew
+    }
+
+    /// Problems with the policy itself, for start-up validation.
+    public var problems: [String] {
+        var problems: [String] = []
+        if audiences.isEmpty || audiences.contains(where: \.isEmpty) {
+            problems.append("at least one audience (OAuth client ID) is required, and none may be empty")
+        }
+        if algorithms.isEmpty { problems.append("the algorithm allow-list is empty") }
+        for algorithm in algorithms where algorithm.isForbidden || algorithm.family == nil {
+            problems.append("algorithm '\(algorithm)' cannot be allowed (supported: \(JWSAlgorithm.supported.map(\.rawValue).joined(separator: ", ")))")
+        }
+        return problems
+    }
+
+    /// Spec §1.4/§8.6: `iss` must equal the issuer, tolerating exactly one trailing `/`
+    /// difference (Google's discovery says `https://accounts.google.com`, its example SET
+    /// `https://accounts.google.com/`).
+    public static func issuerMatches(_ claimed: String, _ expected: String) -> Bool {
+        if claimed == expected { return true }
+        if claimed.hasSuffix("/"), !expected.hasSuffix("/"), claimed.dropLast() == expected { return true }
+        if expected.hasSuffix("/"), !claimed.hasSuffix("/"), expected.dropLast() == claimed { return true }
+        return false
+    }
+
+    /// Checks the token's claims against this policy.
+    ///
+    /// - `iss` equals `issuer` or an alias → else `invalid_issuer`.
+    /// - `aud` holds one of `audiences` → else `invalid_audience`.
+    /// - `jti` a non-empty string, `iat` a number → else `invalid_request`.
+    /// - `typ`, when present, is `secevent+jwt` (RFC 8417 §2.3) → else `invalid_request`.
+    /// - An ID-token shape (`nonce`, or top-level `sub` with `exp`) → `invalid_request`
+    ///   (RFC 8725 §3.12, spec §6.4).
+    /// - `exp` never rejects: SETs describe past events (spec §1.5).
+    public func validate(_ token: SecurityEventToken, header: JOSEHeader, issuer: String, now: Double) throws(SETError)
+        -> [String]
+    {
+        if let type = header.type {
+            let lowered = type.lowercased()
+            guard lowered == "secevent+jwt" || lowered == "application/secevent+jwt" else {
+                throw .invalidRequest("JWS 'typ' is not secevent+jwt")
+            }
+        }
+        guard let claimedIssuer = token.issuer else { throw SETError(.invalidIssuer, "no 'iss' claim") }
+        guard ([issuer] + issuerAliases).contains(where: { Self.issuerMatches(claimedIssuer, $0) }) else {
+            throw SETError(.invalidIssuer, "'iss' is not the configured issuer")
+        }
+        guard token.audience.contains(where: audiences.contains) else {
+            throw SETError(.invalidAudience, token.audience.isEmpty ? "no 'aud' claim" : "'aud' names none of our client IDs")
+        }
+        guard let jti = token.tokenID, !jti.isEmpty else { throw .invalidRequest("'jti' is missing or empty") }
+        guard let issuedAt = token.issuedAt else { throw .invalidRequest("'iat' is missing") }
+        if token.claims["nonce"] != nil || (token.claims["sub"] != nil && token.claims["exp"] != nil) {
+            throw .invalidRequest("claims have the shape of an ID token, not a Security Event Token")
+        }
+        var warnings: [String] = []
+        if issuedAt > now + clockSkew {
+            warnings.append("iat is \(Int(issuedAt - now)) s in the future (clock skew allowance \(Int(clockSkew)) s)")
+        }
+        return warnings
+    }
+}

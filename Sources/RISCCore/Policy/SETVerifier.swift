@@ -1,0 +1,51 @@
+/// Decides whether a POSTed body is a genuine Security Event Token for us.
+///
+/// The order follows Google's steps (spec §1.5) and RFC 8725: parse the compact JWS; refuse a
+/// disallowed `alg` before any key is looked up; find the key by `kid` alone; verify the
+/// signature; only then read and check the claims.
+public struct SETVerifier: Sendable {
+    public let policy: SETPolicy
+    public let keys: any KeyProvider
+
+    public init(policy: SETPolicy, keys: any KeyProvider) {
+        self.policy = policy
+        self.keys = keys
+    }
+
+    /// Verifies `body`, with surrounding whitespace trimmed.
+    ///
+    /// - Throws: `SETError` (the sender's fault, HTTP 400) or `KeyUnavailableError` (ours, 503).
+    public func verify(_ body: some Collection<UInt8>, now: Double) async throws -> ValidatedSET {
+        let jws = try Self.parse(body, policy: policy)
+        let resolved = try await keys.key(for: jws.header.keyID ?? "")
+        return try Self.check(jws, key: resolved, policy: policy, now: now)
+    }
+
+    /// Steps before the key lookup: parse and the algorithm allow-list.
+    public static func parse(_ body: some Collection<UInt8>, policy: SETPolicy) throws(SETError) -> CompactJWS {
+        let bytes = Array(body)
+        var start = 0
+        var end = bytes.count
+        while start < end, Self.isSpace(bytes[start]) { start += 1 }
+        while end > start, Self.isSpace(bytes[end - 1]) { end -= 1 }
+        guard start < end else { throw .invalidRequest("empty body: expected a compact JWS") }
+        let jws = try CompactJWS(bytes[start..<end])
+        try SignatureVerifier.checkAlgorithm(jws.header.algorithm, allowed: policy.algorithms)
+        guard let kid = jws.header.keyID, !kid.isEmpty else {
+            throw .invalidRequest("JWS header has no 'kid': the signing key cannot be selected")
+        }
+        return jws
+    }
+
+    /// Steps after the key lookup: signature, then claims.
+    public static func check(_ jws: CompactJWS, key: ResolvedKey, policy: SETPolicy, now: Double) throws(SETError)
+        -> ValidatedSET
+    {
+        let verified = try SignatureVerifier.verify(jws, with: key.key, allowed: policy.algorithms)
+        let token = try SecurityEventToken(payload: verified.payload)
+        let warnings = try policy.validate(token, header: verified.header, issuer: key.issuer, now: now)
+        return ValidatedSET(token: token, header: verified.header, keyIssuer: key.issuer, warnings: warnings)
+    }
+
+    static func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D }
+}

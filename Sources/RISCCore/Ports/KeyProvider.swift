@@ -1,0 +1,35 @@
+/// Where verification keys come from: a fetched, cached JWKS (`RISCClient.JWKSCache`) or a
+/// pinned file (`StaticKeyProvider`).
+public protocol KeyProvider: Sendable {
+    /// The key with `kid`, with the issuer its key set belongs to.
+    ///
+    /// - Throws: `SETError` `.invalidKey` when the set (after whatever refresh the provider
+    ///   allows) has no such key; `KeyUnavailableError` when no usable key set can be had now.
+    func key(for keyID: String) async throws -> ResolvedKey
+}
+
+/// A key found for a `kid`, and the issuer it speaks for.
+public struct ResolvedKey: Sendable {
+    public let key: JWK
+    public let issuer: String
+    public init(key: JWK, issuer: String) {
+        self.key = key
+        self.issuer = issuer
+    }
+}
+
+/// A fixed key set: `--jwks-file` and pinned offline mode. Never fetches anything.
+public struct StaticKeyProvider: KeyProvider {
+    public let keys: JWKSet
+    public let issuer: String
+
+    public init(keys: JWKSet, issuer: String) {
+        self.keys = keys
+        self.issuer = issuer
+    }
+
+    public func key(for keyID: String) throws(SETError) -> ResolvedKey {
+        guard let key = keys.key(for: keyID) else { throw SETError(.invalidKey, "no key with this kid in the pinned key set") }
+        return ResolvedKey(key: key, issuer: issuer)
+    }
+}

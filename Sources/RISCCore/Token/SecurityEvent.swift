@@ -1,0 +1,52 @@
+/// One entry of a SET's `events` claim: its type and payload (RFC 8417 §2.2).
+public struct SecurityEvent: Sendable, Equatable {
+    public let type: EventType
+    /// The subject: the event's own `subject`, else the SET's top-level `sub_id`.
+    public let subject: Subject?
+    /// The raw event payload object.
+    public let payload: JSONObject
+
+    /// `account-disabled`'s `reason` (`hijacking`, `bulk-account`, or absent), or an OAuth
+    /// revocation's reason.
+    public var reason: String? { payload["reason"]?.stringValue }
+    /// A verification event's `state`.
+    public var state: String? { payload["state"]?.stringValue }
+
+    init(type: EventType, payload: JSONObject, topLevelSubject: Subject?) throws(SETError) {
+        self.type = type
+        self.payload = payload
+        if let value = payload["subject"] {
+            guard let object = value.objectValue else { throw .invalidRequest("event subject is not a JSON object") }
+            subject = try Subject.parse(object)
+        } else {
+            subject = topLevelSubject
+        }
+        // Payload members with a type the event definition fixes.
+        for name in ["reason", "state"] {
+            if let value = payload[name], value.stringValue == nil {
+                throw .invalidRequest("event member '\(name)' is not a string")
+            }
+        }
+        let canonical = type.canonical
+        if type.needsSubject, type.isKnown, subject == nil {
+            throw .invalidRequest("\(canonical.shortName) event has no subject")
+        }
+        if canonical == .tokenRevoked {
+            guard case .oauthToken? = subject else {
+                throw .invalidRequest("token-revoked event needs an oauth_token subject")
+            }
+        }
+    }
+
+    /// A compact JSON view for the CLI and logs (no token material).
+    public var json: JSONValue {
+        var object = JSONObject()
+        object["type"] = .string(type.uri)
+        if type.canonical != type { object["canonical_type"] = .string(type.canonical.uri) }
+        object["known"] = .bool(type.isKnown)
+        if let subject { object["subject"] = subject.json }
+        if let reason { object["reason"] = .string(reason) }
+        if let state { object["state"] = .string(state) }
+        return .object(object)
+    }
+}

@@ -1,0 +1,2 @@
+import ArgumentParser
+@main struct RiscCommand: ParsableCommand { func run() {} }
