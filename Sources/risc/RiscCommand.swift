@@ -1,2 +1,22 @@
 import ArgumentParser
-@main struct RiscCommand: ParsableCommand { func run() {} }
+
+/// `risc`: a receiver for Google Cross-Account Protection (RISC) security events.
+///
+/// Exit codes: 0 success; 1 the input was refused (for `verify`: an RFC 8935 rejection);
+/// 2 usage errors (ArgumentParser's own); 3 a temporary failure on our side (key set
+/// unavailable, I/O).
+@main
+struct RiscCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "risc",
+        abstract: "Receive, verify and act on Google Cross-Account Protection (RISC) security events.",
+        version: "0.1.0",
+        subcommands: [Verify.self, Keys.self, Sign.self, Bench.self]
+    )
+}
+
+/// Documented exit statuses.
+enum ExitStatus {
+    static let rejected = ExitCode(1)
+    static let temporaryFailure = ExitCode(3)
+}

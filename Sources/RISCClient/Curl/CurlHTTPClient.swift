@@ -1,0 +1,128 @@
+import CRiscCurl
+import Dispatch
+
+/// HTTP over libcurl, for the issuer's discovery document and JWKS and, later, the RISC API
+/// and webhook sinks.
+///
+/// - TLS 1.2 or newer, with certificate and host checks on (libcurl's defaults, never turned off).
+/// - Only URLs `URLPolicy` allows; redirects are followed by hand, at most three, and only to
+///   the same host and an allowed scheme.
+/// - Timeouts and a response-size cap on every request.
+/// - The blocking `curl_easy_perform` runs on a dedicated dispatch queue, never on Swift's
+///   cooperative pool.
+public struct CurlHTTPClient: Sendable {
+    public var policy: URLPolicy
+    public var userAgent: String
+    /// A CA bundle to trust instead of the system's (for tests with their own CA).
+    public var caBundlePath: String?
+
+    private static let initialised: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
+    private static let queue = DispatchQueue(label: "risc.curl", attributes: .concurrent)
+
+    public init(policy: URLPolicy = URLPolicy(), userAgent: String = "risc/0.1", caBundlePath: String? = nil) {
+        self.policy = policy
+        self.userAgent = userAgent
+        self.caBundlePath = caBundlePath
+    }
+
+    /// Performs `request` off the cooperative pool.
+    public func perform(_ request: HTTPRequest) async throws(FetchError) -> HTTPResponse {
+        let result: Result<HTTPResponse, FetchError> = await withCheckedContinuation { continuation in
+            Self.queue.async {
+                continuation.resume(returning: Result { () throws(FetchError) in try self.performBlocking(request) })
+            }
+        }
+        return try result.get()
+    }
+
+    /// Performs `request` on the calling thread, following same-host redirects.
+    public func performBlocking(_ request: HTTPRequest) throws(FetchError) -> HTTPResponse {
+        guard Self.initialised else { throw FetchError(url: request.url, "libcurl failed to initialise") }
+        var current = request
+        for _ in 0...3 {
+            if let refusal = policy.refusal(for: current.url) { throw FetchError(url: current.url, refusal) }
+            let (response, location) = try performOnce(current)
+            guard (300..<400).contains(response.status), let location else { return response }
+            guard let from = URLPolicy.components(current.url), let to = URLPolicy.components(location),
+                from.host == to.host
+            else { throw FetchError(url: request.url, "redirect to another host refused") }
+            current.url = location
+            if response.status == 303 {
+                current.method = "GET"
+                current.body = nil
+            }
+        }
+        throw FetchError(url: request.url, "too many redirects")
+    }
+
+    private func performOnce(_ request: HTTPRequest) throws(FetchError) -> (HTTPResponse, String?) {
+        guard let curl = curl_easy_init() else { throw FetchError(url: request.url, "curl_easy_init failed") }
+        defer { curl_easy_cleanup(curl) }
+        var body = risc_curl_buffer(data: nil, length: 0, capacity: 0, cap: request.maxResponseBytes, overflow: 0)
+        var headerLines = risc_curl_buffer(data: nil, length: 0, capacity: 0, cap: 64 * 1024, overflow: 0)
+        defer {
+            risc_curl_buffer_free(&body)
+            risc_curl_buffer_free(&headerLines)
+        }
+        var list: UnsafeMutablePointer<curl_slist>? = nil
+        defer { curl_slist_free_all(list) }
+        for (name, value) in request.headers { list = curl_slist_append(list, "\(name): \(value)") }
+        if request.body != nil, !request.headers.contains(where: { $0.name.lowercased() == "expect" }) {
+            list = curl_slist_append(list, "Expect:")
+        }
+
+        let scheme = URLPolicy.components(request.url)?.scheme ?? "https"
+        var rc = risc_curl_set_string(curl, CURLOPT_URL, request.url)
+        func apply(_ code: CURLcode) { if rc == CURLE_OK { rc = code } }
+        apply(risc_curl_set_string(curl, CURLOPT_PROTOCOLS_STR, scheme))
+        apply(risc_curl_set_long(curl, CURLOPT_SSLVERSION, Int(CURL_SSLVERSION_TLSv1_2)))
+        apply(risc_curl_set_long(curl, CURLOPT_NOSIGNAL, 1))
+        apply(risc_curl_set_long(curl, CURLOPT_FOLLOWLOCATION, 0))
+        apply(risc_curl_set_long(curl, CURLOPT_TIMEOUT_MS, Int(request.timeout * 1000)))
+        apply(risc_curl_set_long(curl, CURLOPT_CONNECTTIMEOUT_MS, Int(request.connectTimeout * 1000)))
+        apply(risc_curl_set_string(curl, CURLOPT_USERAGENT, userAgent))
+        apply(risc_curl_set_string(curl, CURLOPT_ACCEPT_ENCODING, ""))
+        if let caBundlePath { apply(risc_curl_set_string(curl, CURLOPT_CAINFO, caBundlePath)) }
+        apply(risc_curl_set_headers(curl, list))
+        apply(risc_curl_capture(curl, &body, &headerLines))
+        if let payload = request.body {
+            apply(payload.withUnsafeBufferPointer { buffer in
+                buffer.withMemoryRebound(to: CChar.self) { risc_curl_set_body(curl, $0.baseAddress, $0.count) }
+            })
+        }
+        if request.method != "GET" && !(request.method == "POST" && request.body != nil) {
+            apply(risc_curl_set_string(curl, CURLOPT_CUSTOMREQUEST, request.method))
+        }
+        guard rc == CURLE_OK else { throw FetchError(url: request.url, "curl option: \(Self.message(rc))") }
+
+        let result = curl_easy_perform(curl)
+        if body.overflow != 0 {
+            throw FetchError(url: request.url, "response larger than \(request.maxResponseBytes) bytes")
+        }
+        guard result == CURLE_OK else { throw FetchError(url: request.url, Self.message(result)) }
+
+        let status = risc_curl_response_code(curl)
+        let location = risc_curl_redirect_url(curl).map { String(cString: $0) }
+        let bytes = body.data.map { Array(UnsafeRawBufferPointer(start: $0, count: body.length)) } ?? []
+        let headerText = headerLines.data.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: headerLines.length), as: UTF8.self) } ?? ""
+        return (HTTPResponse(status: status, headers: Self.parseHeaders(headerText), body: bytes, url: request.url), location)
+    }
+
+    /// Header fields of the final response (curl reports those of every hop; keep the last block).
+    static func parseHeaders(_ text: String) -> [(name: String, value: String)] {
+        var fields: [(name: String, value: String)] = []
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("HTTP/") {
+                fields.removeAll()
+                continue
+            }
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            fields.append((line[..<colon].lowercased(), line[line.index(after: colon)...].trimmingSpaces))
+        }
+        return fields
+    }
+
+    static func message(_ code: CURLcode) -> String {
+        String(cString: curl_easy_strerror(code))
+    }
+}

@@ -1,0 +1,71 @@
+import RISCCore
+
+/// The cache's decisions as a pure state machine, so they are tested with a clock value
+/// rather than by waiting.
+///
+/// | state of the held set              | known `kid`                     | unknown `kid`                                   |
+/// |------------------------------------|---------------------------------|-------------------------------------------------|
+/// | none                               | fetch, then decide              | fetch, then decide                              |
+/// | fresh (now < expiresAt)            | serve                           | forced refetch, unless within the cooldown      |
+/// | expired, within maximum staleness  | refresh; on failure serve stale | forced refetch unless cooling down              |
+/// | expired beyond maximum staleness   | refresh; on failure unavailable | refresh; on failure unavailable                 |
+struct JWKSCacheState: Sendable {
+    var current: CachedKeySet?
+    /// Start of the last forced refetch for an unknown `kid`.
+    var lastForcedRefetch: Double?
+    /// When the last fetch failed; cleared by a success.
+    var lastFailure: Double?
+    let unknownKeyCooldown: Double
+    let maximumStaleness: Double
+    /// After a failed fetch, lookups do not start another for this long.
+    let failureRetryInterval: Double
+
+    enum Decision: Equatable {
+        case serve
+        /// Past expiry, the last refresh failed recently, within the maximum staleness.
+        case serveStale
+        /// Past expiry: refresh first.
+        case refresh
+        /// The `kid` is unknown and the cooldown allows one forced refetch.
+        case forcedRefetch
+        /// The `kid` is unknown and a successful refetch happened within the cooldown.
+        case rejectUnknownKey
+        /// No key set is held, or it is too stale, and the issuer failed recently.
+        case unavailable
+        /// No key set is held at all.
+        case fetch
+    }
+
+    func decide(keyID: String, now: Double) -> Decision {
+        guard let current else { return failedRecently(now: now) ? .unavailable : .fetch }
+        let usable = isUsable(now: now)
+        guard current.keys.key(for: keyID) != nil else {
+            if let last = lastForcedRefetch, now - last < unknownKeyCooldown, lastFailure == nil, usable {
+                return .rejectUnknownKey
+            }
+            // An unknown kid during an issuer outage may be a rotation we cannot see: temporary.
+            return failedRecently(now: now) ? .unavailable : .forcedRefetch
+        }
+        if now < current.expiresAt { return .serve }
+        if failedRecently(now: now) { return usable ? .serveStale : .unavailable }
+        return .refresh
+    }
+
+    /// What to answer without fetching again, after this lookup already fetched or waited for a fetch.
+    func resolveWithoutFetching(keyID: String, now: Double) -> Decision {
+        guard let current, isUsable(now: now) else { return .unavailable }
+        guard current.keys.key(for: keyID) != nil else { return lastFailure == nil ? .rejectUnknownKey : .unavailable }
+        return now < current.expiresAt ? .serve : .serveStale
+    }
+
+    func failedRecently(now: Double) -> Bool {
+        guard let lastFailure else { return false }
+        return now - lastFailure < failureRetryInterval
+    }
+
+    /// Whether the held set may still be served: not past expiry by more than the maximum staleness.
+    func isUsable(now: Double) -> Bool {
+        guard let current else { return false }
+        return now <= current.expiresAt + maximumStaleness
+    }
+}

@@ -1,0 +1,62 @@
+import Foundation
+import RISCCore
+
+/// Builds Security Event Tokens shaped like Google's (spec §1.6) and signs them.
+public struct SETFactory: Sendable {
+    public var issuer: String
+    public var audience: String
+    public var signer: JWSSigner
+
+    public init(issuer: String = SETFactory.defaultIssuer, audience: String = SETFactory.defaultAudience, signer: JWSSigner) {
+        self.issuer = issuer
+        self.audience = audience
+        self.signer = signer
+    }
+
+    public static let defaultIssuer = "https://accounts.google.com/"
+    public static let defaultAudience = "risc-test-client.apps.googleusercontent.com"
+
+    /// An `iss-sub` subject for a Google account ID.
+    public func accountSubject(_ sub: String) -> JSONValue {
+        ["subject_type": "iss-sub", "iss": .string(issuer), "sub": .string(sub)]
+    }
+
+    /// An `oauth_token` subject naming `refreshToken` by prefix or double hash.
+    public static func tokenSubject(refreshToken: String, algorithm: OAuthTokenIdentifier.Algorithm) -> JSONValue {
+        let identifier = algorithm == .prefix
+            ? String(refreshToken.prefix(16)) : SHA512.doubleHashBase64(refreshToken)
+        return [
+            "subject_type": "oauth_token", "token_type": "refresh_token",
+            "token_identifier_alg": .string(algorithm.rawValue), "token": .string(identifier),
+        ]
+    }
+
+    /// The claims of a one-event SET.
+    public func claims(
+        type: EventType, subject: JSONValue?, extra: JSONObject = JSONObject(), jti: String? = nil, iat: Double? = nil
+    ) -> JSONObject {
+        var event = JSONObject()
+        if let subject { event["subject"] = subject }
+        for (name, value) in extra { event[name] = value }
+        var claims = JSONObject()
+        claims["iss"] = .string(issuer)
+        claims["aud"] = .string(audience)
+        claims["iat"] = .number(iat ?? Date().timeIntervalSince1970.rounded(.down))
+        claims["jti"] = .string(jti ?? UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased())
+        claims["events"] = .object(JSONObject([type.uri: .object(event)]))
+        return claims
+    }
+
+    /// A signed one-event SET.
+    public func make(
+        type: EventType, subject: JSONValue?, extra: JSONObject = JSONObject(), jti: String? = nil, iat: Double? = nil,
+        header: JSONObject = JSONObject()
+    ) throws -> String {
+        try signer.sign(claims: claims(type: type, subject: subject, extra: extra, jti: jti, iat: iat), header: header)
+    }
+
+    /// Signs arbitrary claims.
+    public func sign(_ claims: JSONObject, header: JSONObject = JSONObject()) throws -> String {
+        try signer.sign(claims: claims, header: header)
+    }
+}

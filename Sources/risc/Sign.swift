@@ -1,0 +1,70 @@
+import ArgumentParser
+import Foundation
+import RISCCore
+import RISCTestKit
+
+extension RiscCommand {
+    struct Sign: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print a signed Security Event Token made with a test key."
+        )
+
+        @Option(help: "Event type: a short name (sessions-revoked, tokens-revoked, token-revoked, account-disabled, account-enabled, account-credential-change-required, verification) or a full URI.")
+        var type: String = "sessions-revoked"
+
+        @Option(help: "The Google account ID (sub) the event is about.")
+        var subject: String = "7375626A656374"
+
+        @Option(help: "File holding a refresh token, for token-revoked (only its prefix or hash is put in the SET).")
+        var tokenFile: String?
+
+        @Option(help: "How token-revoked names the token: prefix or hash.")
+        var tokenAlg: String = "hash"
+
+        @Option(help: "account-disabled reason (hijacking, bulk-account).")
+        var reason: String?
+
+        @Option(help: "verification state.")
+        var state: String?
+
+        @Option(help: "Audience (client ID).")
+        var aud: String = SETFactory.defaultAudience
+
+        @Option(help: "Issuer.")
+        var iss: String = SETFactory.defaultIssuer
+
+        @Option(help: "Token ID; random when omitted.")
+        var jti: String?
+
+        @Option(help: "Issued-at, seconds since the epoch; now when omitted.")
+        var iat: Double?
+
+        @Option(help: "Key directory (as `risc keys generate` writes it).")
+        var keys: String = "keys/test"
+
+        @Option(help: "Key ID within the key directory; the first key when omitted.")
+        var kid: String?
+
+        func run() async throws {
+            guard let eventType = EventType(name: type) else { throw ValidationError("unknown event type \(type)") }
+            let directory = try KeyDirectory(url: URL(fileURLWithPath: keys))
+            guard let entry = kid.map({ directory.entry(keyID: $0) }) ?? directory.entries.first else {
+                throw ValidationError("no key \(kid ?? "") in \(keys)")
+            }
+            let factory = SETFactory(issuer: iss, audience: aud, signer: entry.signer)
+            var subjectValue = factory.accountSubject(subject)
+            if eventType.canonical == .tokenRevoked {
+                guard let tokenFile, let token = try? String(contentsOfFile: tokenFile, encoding: .utf8) else {
+                    throw ValidationError("token-revoked needs --token-file with the refresh token")
+                }
+                let algorithm: OAuthTokenIdentifier.Algorithm = tokenAlg == "prefix" ? .prefix : .hashSHA512SHA512
+                subjectValue = SETFactory.tokenSubject(
+                    refreshToken: token.trimmingCharacters(in: .whitespacesAndNewlines), algorithm: algorithm)
+            }
+            var extra = JSONObject()
+            if let reason { extra["reason"] = .string(reason) }
+            if let state { extra["state"] = .string(state) }
+            print(try factory.make(type: eventType, subject: subjectValue, extra: extra, jti: jti, iat: iat))
+        }
+    }
+}

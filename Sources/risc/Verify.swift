@@ -1,0 +1,44 @@
+import ArgumentParser
+import Foundation
+import RISCCore
+
+extension RiscCommand {
+    struct Verify: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Verify one Security Event Token and print its claims and events as JSON.",
+            discussion: """
+                Prints the verified header, claims and parsed events. A token that is refused prints \
+                {"err": CODE, "description": TEXT} (the RFC 8935 answer) and exits 1; a temporary \
+                failure on our side (no usable key set) exits 3.
+                """
+        )
+
+        @Argument(help: "File holding the compact token, or - for standard input.")
+        var file: String = "-"
+
+        @OptionGroup var verification: VerificationOptions
+        @OptionGroup var global: GlobalOptions
+
+        func run() async throws {
+            let body = try readInput(file)
+            let verifier = SETVerifier(policy: verification.policy, keys: try verification.keyProvider(logger: global.makeLogger()))
+            do {
+                let validated = try await verifier.verify(body, now: Date().timeIntervalSince1970)
+                print(validated.json.prettyPrinted)
+            } catch let error as SETError {
+                print(error.responseBody)
+                throw ExitStatus.rejected
+            } catch let error as KeyUnavailableError {
+                FileHandle.standardError.write(Data("risc: temporary failure: \(error)\n".utf8))
+                throw ExitStatus.temporaryFailure
+            }
+        }
+    }
+}
+
+/// Reads a whole file, or standard input for "-".
+func readInput(_ path: String) throws -> [UInt8] {
+    if path == "-" { return Array(FileHandle.standardInput.readDataToEndOfFile()) }
+    guard let data = FileManager.default.contents(atPath: path) else { throw ValidationError("cannot read \(path)") }
+    return Array(data)
+}
