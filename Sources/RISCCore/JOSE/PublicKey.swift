@@ -28,8 +28,16 @@ public final class PublicKey: @unchecked Sendable {
     public let kind: Kind
     private let pool = Mutex<[JWSAlgorithm: [Context]]>([:])
 
-    /// A prepared `EVP_PKEY_CTX`, used by one thread at a time (taken from and returned to the pool).
-    private struct Context: @unchecked Sendable { let pointer: OpaquePointer }
+    /// A prepared `EVP_PKEY_CTX` and a digest context, used by one thread at a time (taken from
+    /// and returned to the pool).
+    private struct Context: @unchecked Sendable {
+        let pointer: OpaquePointer
+        let digest: OpaquePointer
+        func free() {
+            EVP_PKEY_CTX_free(pointer)
+            EVP_MD_CTX_free(digest)
+        }
+    }
 
     /// Takes ownership of an `EVP_PKEY`.
     init(owning pointer: OpaquePointer) throws(OpenSSLError) {
@@ -59,7 +67,7 @@ public final class PublicKey: @unchecked Sendable {
 
     deinit {
         pool.withLock { pool in
-            for contexts in pool.values { for context in contexts { EVP_PKEY_CTX_free(context.pointer) } }
+            for contexts in pool.values { for context in contexts { context.free() } }
         }
         EVP_PKEY_free(pointer)
     }
@@ -98,34 +106,37 @@ public final class PublicKey: @unchecked Sendable {
     }
 
     /// Verifies `signature` over `message`. The caller has checked that the key fits `algorithm`.
-    public func verify(signature: some Collection<UInt8>, message: some Collection<UInt8>, algorithm: JWSAlgorithm) -> Bool {
+    public func verify(signature: [UInt8], message: ArraySlice<UInt8>, algorithm: JWSAlgorithm) -> Bool {
         guard let family = algorithm.family else { return false }
-        let message = Array(message)
-        var signature = Array(signature)
+        var signature = signature
         switch family {
         case .eddsa:
-            return verifyOneShot(signature: signature, message: message)
+            return verifyOneShot(signature: signature, message: Array(message))
         case .ecdsa(_, _, let size):
             // JWS carries raw r‖s (RFC 7518 §3.4), OpenSSL wants DER.
             guard signature.count == 2 * size, let der = Self.ecdsaDER(fromRaw: signature) else { return false }
             signature = der
             fallthrough
         case .rsaPKCS1, .rsaPSS:
-            let digest = message.withUnsafeBytes {
-                OpenSSLDigests.digest(OpenSSLDigests.shared.named(Self.digestName(family)), $0)
+            guard let context = takeContext(for: algorithm, family: family) else { return false }
+            defer { returnContext(context, for: algorithm) }
+            let md = OpenSSLDigests.shared.named(family.digest ?? .sha256)
+            var digest: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
+            return withUnsafeMutableBytes(of: &digest) { digestBuffer in
+                var length: UInt32 = 0
+                let hashed = message.withUnsafeBytes { bytes in
+                    EVP_DigestInit_ex2(context.digest, md, nil) == 1
+                        && EVP_DigestUpdate(context.digest, bytes.baseAddress, bytes.count) == 1
+                        && EVP_DigestFinal_ex(context.digest, digestBuffer.baseAddress, &length) == 1
+                }
+                guard hashed else {
+                    ERR_clear_error()
+                    return false
+                }
+                let result = EVP_PKEY_verify(context.pointer, signature, signature.count, digestBuffer.baseAddress, Int(length))
+                if result != 1 { ERR_clear_error() }
+                return result == 1
             }
-            guard !digest.isEmpty, let context = takeContext(for: algorithm, family: family) else { return false }
-            let result = EVP_PKEY_verify(context, signature, signature.count, digest, digest.count)
-            if result != 1 { ERR_clear_error() }
-            returnContext(context, for: algorithm)
-            return result == 1
-        }
-    }
-
-    static func digestName(_ family: JWSAlgorithm.Family) -> String {
-        switch family {
-        case .rsaPKCS1(let digest), .rsaPSS(let digest), .ecdsa(let digest, _, _): digest
-        case .eddsa: ""
         }
     }
 
@@ -141,9 +152,13 @@ public final class PublicKey: @unchecked Sendable {
         return result == 1
     }
 
-    private func takeContext(for algorithm: JWSAlgorithm, family: JWSAlgorithm.Family) -> OpaquePointer? {
-        if let context = pool.withLock({ $0[algorithm]?.popLast() }) { return context.pointer }
-        guard let context = EVP_PKEY_CTX_new_from_pkey(nil, pointer, nil) else { return nil }
+    private func takeContext(for algorithm: JWSAlgorithm, family: JWSAlgorithm.Family) -> Context? {
+        if let context = pool.withLock({ $0[algorithm]?.popLast() }) { return context }
+        guard let digest = EVP_MD_CTX_new() else { return nil }
+        guard let context = EVP_PKEY_CTX_new_from_pkey(nil, pointer, nil) else {
+            EVP_MD_CTX_free(digest)
+            return nil
+        }
         var ok = EVP_PKEY_verify_init(context) == 1
         switch family {
         case .rsaPKCS1:
@@ -154,22 +169,23 @@ public final class PublicKey: @unchecked Sendable {
                 && EVP_PKEY_CTX_set_rsa_pss_saltlen(context, RSA_PSS_SALTLEN_DIGEST) == 1
         default: break
         }
-        ok = ok && EVP_PKEY_CTX_set_signature_md(context, OpenSSLDigests.shared.named(Self.digestName(family))) == 1
+        ok = ok && EVP_PKEY_CTX_set_signature_md(context, OpenSSLDigests.shared.named(family.digest ?? .sha256)) == 1
         guard ok else {
             ERR_clear_error()
             EVP_PKEY_CTX_free(context)
+            EVP_MD_CTX_free(digest)
             return nil
         }
-        return context
+        return Context(pointer: context, digest: digest)
     }
 
-    private func returnContext(_ context: OpaquePointer, for algorithm: JWSAlgorithm) {
+    private func returnContext(_ context: Context, for algorithm: JWSAlgorithm) {
         let kept = pool.withLock { pool -> Bool in
             guard pool[algorithm, default: []].count < 16 else { return false }
-            pool[algorithm, default: []].append(Context(pointer: context))
+            pool[algorithm, default: []].append(context)
             return true
         }
-        if !kept { EVP_PKEY_CTX_free(context) }
+        if !kept { context.free() }
     }
 
     static func ecdsaDER(fromRaw raw: [UInt8]) -> [UInt8]? {

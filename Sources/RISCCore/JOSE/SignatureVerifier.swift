@@ -9,6 +9,11 @@ public enum SignatureVerifier {
     /// - A signature that does not verify is `authentication_failed`.
     public static func verify(_ jws: CompactJWS, with key: JWK, allowed: Set<JWSAlgorithm>) throws(SETError) -> VerifiedJWS {
         try checkAlgorithm(jws.header.algorithm, allowed: allowed)
+        return try verify(jws, with: key)
+    }
+
+    /// Verifies `jws` with `key` once `checkAlgorithm` has passed for its `alg`.
+    static func verify(_ jws: CompactJWS, with key: JWK) throws(SETError) -> VerifiedJWS {
         if let refusal = key.refusal(for: jws.header.algorithm) {
             throw SETError(.invalidKey, "signing key refused: \(refusal)")
         }

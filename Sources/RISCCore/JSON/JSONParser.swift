@@ -82,7 +82,7 @@ public struct JSONParser {
         mutating func parseObject(depth: Int) throws(Failure) -> JSONObject {
             guard depth <= JSONParser.maxDepth else { throw failure("nesting too deep") }
             index += 1
-            var object = JSONObject()
+            var object = JSONObject(reservingCapacity: 6)
             skipWhitespace()
             if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
                 index += 1
@@ -132,12 +132,14 @@ public struct JSONParser {
         mutating func parseString() throws(Failure) -> String {
             index += 1  // opening quote
             let start = index
-            // Fast path: no escapes.
+            var ascii = true
+            // Fast path: no escapes; plain ASCII needs no UTF-8 validation.
             while index < bytes.count {
                 let byte = bytes[index]
                 if byte == UInt8(ascii: "\"") {
                     let slice = UnsafeBufferPointer(rebasing: bytes[start..<index])
                     index += 1
+                    if ascii { return String(decoding: slice, as: UTF8.self) }
                     guard let string = String(validating: slice, as: UTF8.self) else {
                         throw Failure(reason: "invalid UTF-8 in string", offset: start)
                     }
@@ -145,6 +147,7 @@ public struct JSONParser {
                 }
                 if byte == UInt8(ascii: "\\") { break }
                 if byte < 0x20 { throw failure("control character in string") }
+                if byte >= 0x80 { ascii = false }
                 index += 1
             }
             var utf8 = Array(bytes[start..<index])

@@ -17,50 +17,81 @@ public enum JSONValue: Sendable, Equatable {
 }
 
 /// A JSON object with unique member names, in document order.
+///
+/// Members live in an array, searched linearly while the object is small (tokens and key sets
+/// have a handful of members); past `indexThreshold` members a dictionary index is kept too, so
+/// a hostile object with thousands of members costs linear, not quadratic, time.
 public struct JSONObject: Sendable, Equatable, Sequence {
-    public private(set) var keys: [String] = []
-    private var values: [String: JSONValue] = [:]
+    private var members: [(key: String, value: JSONValue)] = []
+    private var index: [String: Int]?
+    static let indexThreshold = 12
 
     public init() {}
+
+    init(reservingCapacity capacity: Int) {
+        members.reserveCapacity(capacity)
+    }
 
     public init(_ pairs: KeyValuePairs<String, JSONValue>) {
         for (key, value) in pairs { self[key] = value }
     }
 
-    public var count: Int { keys.count }
-    public var isEmpty: Bool { keys.isEmpty }
+    public var count: Int { members.count }
+    public var isEmpty: Bool { members.isEmpty }
+    public var keys: [String] { members.map(\.key) }
+
+    private func position(of key: String) -> Int? {
+        if let index { return index[key] }
+        return members.firstIndex { $0.key == key }
+    }
 
     public subscript(key: String) -> JSONValue? {
-        get { values[key] }
+        get { position(of: key).map { members[$0].value } }
         set {
-            if let newValue {
-                if values.updateValue(newValue, forKey: key) == nil { keys.append(key) }
-            } else if values.removeValue(forKey: key) != nil {
-                keys.removeAll { $0 == key }
+            if let at = position(of: key) {
+                if let newValue {
+                    members[at].value = newValue
+                } else {
+                    members.remove(at: at)
+                    if index != nil { rebuildIndex() }
+                }
+            } else if let newValue {
+                append(key, newValue)
             }
         }
     }
 
-    /// Inserts a member that must not exist yet; returns false on a duplicate name.
-    mutating func insertNew(_ key: String, _ value: JSONValue) -> Bool {
-        guard values.updateValue(value, forKey: key) == nil else { return false }
-        keys.append(key)
-        return true
-    }
-
-    public func makeIterator() -> some IteratorProtocol<(key: String, value: JSONValue)> {
-        var index = 0
-        let keys = self.keys
-        let values = self.values
-        return AnyIterator {
-            guard index < keys.count else { return nil }
-            defer { index += 1 }
-            return (keys[index], values[keys[index]]!)
+    private mutating func append(_ key: String, _ value: JSONValue) {
+        members.append((key, value))
+        if index != nil {
+            index![key] = members.count - 1
+        } else if members.count > Self.indexThreshold {
+            rebuildIndex()
         }
     }
 
+    private mutating func rebuildIndex() {
+        var rebuilt: [String: Int] = [:]
+        rebuilt.reserveCapacity(members.count)
+        for (offset, member) in members.enumerated() { rebuilt[member.key] = offset }
+        index = rebuilt
+    }
+
+    /// Inserts a member that must not exist yet; returns false on a duplicate name.
+    mutating func insertNew(_ key: String, _ value: JSONValue) -> Bool {
+        guard position(of: key) == nil else { return false }
+        append(key, value)
+        return true
+    }
+
+    public func makeIterator() -> IndexingIterator<[(key: String, value: JSONValue)]> {
+        members.makeIterator()
+    }
+
+    /// Equal when both hold the same members, in any order.
     public static func == (lhs: JSONObject, rhs: JSONObject) -> Bool {
-        lhs.values == rhs.values
+        guard lhs.count == rhs.count else { return false }
+        return lhs.members.allSatisfy { rhs[$0.key] == $0.value }
     }
 }
 

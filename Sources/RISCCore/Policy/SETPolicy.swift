@@ -61,7 +61,8 @@ public struct SETPolicy: Sendable {
             }
         }
         guard let claimedIssuer = token.issuer else { throw SETError(.invalidIssuer, "no 'iss' claim") }
-        guard ([issuer] + issuerAliases).contains(where: { Self.issuerMatches(claimedIssuer, $0) }) else {
+        guard Self.issuerMatches(claimedIssuer, issuer) || issuerAliases.contains(where: { Self.issuerMatches(claimedIssuer, $0) })
+        else {
             throw SETError(.invalidIssuer, "'iss' is not the configured issuer")
         }
         guard token.audience.contains(where: audiences.contains) else {
@@ -69,7 +70,7 @@ public struct SETPolicy: Sendable {
         }
         guard let jti = token.tokenID, !jti.isEmpty else { throw .invalidRequest("'jti' is missing or empty") }
         guard let issuedAt = token.issuedAt else { throw .invalidRequest("'iat' is missing") }
-        if token.claims["nonce"] != nil || (token.claims["sub"] != nil && token.claims["exp"] != nil) {
+        if token.looksLikeIDToken {
             throw .invalidRequest("claims have the shape of an ID token, not a Security Event Token")
         }
         var warnings: [String] = []

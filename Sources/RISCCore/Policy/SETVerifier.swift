@@ -29,7 +29,7 @@ public struct SETVerifier: Sendable {
         while start < end, Self.isSpace(bytes[start]) { start += 1 }
         while end > start, Self.isSpace(bytes[end - 1]) { end -= 1 }
         guard start < end else { throw .invalidRequest("empty body: expected a compact JWS") }
-        let jws = try CompactJWS(bytes[start..<end])
+        let jws = try CompactJWS(bytes: start == 0 && end == bytes.count ? bytes : Array(bytes[start..<end]))
         try SignatureVerifier.checkAlgorithm(jws.header.algorithm, allowed: policy.algorithms)
         guard let kid = jws.header.keyID, !kid.isEmpty else {
             throw .invalidRequest("JWS header has no 'kid': the signing key cannot be selected")
@@ -41,7 +41,8 @@ public struct SETVerifier: Sendable {
     public static func check(_ jws: CompactJWS, key: ResolvedKey, policy: SETPolicy, now: Double) throws(SETError)
         -> ValidatedSET
     {
-        let verified = try SignatureVerifier.verify(jws, with: key.key, allowed: policy.algorithms)
+        // `parse` has checked the algorithm against the allow-list.
+        let verified = try SignatureVerifier.verify(jws, with: key.key)
         let token = try SecurityEventToken(payload: verified.payload)
         let warnings = try policy.validate(token, header: verified.header, issuer: key.issuer, now: now)
         return ValidatedSET(token: token, header: verified.header, keyIssuer: key.issuer, warnings: warnings)

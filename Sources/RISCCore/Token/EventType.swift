@@ -76,10 +76,20 @@ public struct EventType: Hashable, Sendable, CustomStringConvertible, Comparable
         EventType(googleLegacy + "verification"): .verification,
     ]
 
-    /// The modern type this one stands for: itself, or what a legacy alias maps to.
-    public var canonical: EventType { Self.legacyAliases[self] ?? self }
+    /// Every known type mapped to its canonical type: one hash answers both questions.
+    private static let canonicalByType: [EventType: EventType] = {
+        var table: [EventType: EventType] = [:]
+        for type in known { table[type] = legacyAliases[type] ?? type }
+        return table
+    }()
 
-    public var isKnown: Bool { Self.known.contains(self) }
+    /// The modern type this one stands for: itself, or what a legacy alias maps to.
+    public var canonical: EventType { Self.canonicalByType[self] ?? self }
+
+    public var isKnown: Bool { Self.canonicalByType[self] != nil }
+
+    /// The canonical type of a known type, nil for an unknown one.
+    var knownCanonical: EventType? { Self.canonicalByType[self] }
 
     /// The type's short name (`account-disabled`), for logs and the CLI.
     public var shortName: String {
@@ -98,8 +108,7 @@ public struct EventType: Hashable, Sendable, CustomStringConvertible, Comparable
     }
 
     /// Whether an event of this type is about a subject (everything but verification and stream events).
-    var needsSubject: Bool {
-        let type = canonical
-        return type != .verification && type != .ssfVerification && type != .streamUpdated
+    static func needsSubject(canonical type: EventType) -> Bool {
+        type != .verification && type != .ssfVerification && type != .streamUpdated
     }
 }

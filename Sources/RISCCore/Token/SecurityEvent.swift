@@ -27,8 +27,8 @@ public struct SecurityEvent: Sendable, Equatable {
                 throw .invalidRequest("event member '\(name)' is not a string")
             }
         }
-        let canonical = type.canonical
-        if type.needsSubject, type.isKnown, subject == nil {
+        let canonical = type.knownCanonical
+        if let canonical, EventType.needsSubject(canonical: canonical), subject == nil {
             throw .invalidRequest("\(canonical.shortName) event has no subject")
         }
         if canonical == .tokenRevoked {

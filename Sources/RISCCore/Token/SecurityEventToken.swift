@@ -21,6 +21,9 @@ public struct SecurityEventToken: Sendable {
     /// Every claim as sent.
     public let claims: JSONObject
 
+    /// Whether the claims have the shape of an OpenID Connect ID token (`nonce`, or `sub` with `exp`).
+    public let looksLikeIDToken: Bool
+
     /// Reads the claims. Throws `invalid_request` for a payload that is not a SET.
     public init(payload: [UInt8]) throws(SETError) {
         let claims: JSONObject
@@ -28,64 +31,97 @@ public struct SecurityEventToken: Sendable {
             throw SETError(.invalidRequest, "JWT claims are not a JSON object", underlying: error)
         }
         self.claims = claims
-
-        if let value = claims["iss"], value.stringValue == nil { throw .invalidRequest("'iss' is not a string") }
-        issuer = claims["iss"]?.stringValue
-
-        switch claims["aud"] {
-        case nil: audience = []
-        case .string(let single)?: audience = [single]
-        case .array(let items)?:
-            var values: [String] = []
-            for item in items {
-                guard let text = item.stringValue else { throw .invalidRequest("'aud' array holds a non-string") }
-                values.append(text)
+        var issuer: String?, tokenID: String?, transactionID: String?
+        var issuedAt: Double?, timeOfEvent: Double?
+        var audience: [String] = []
+        var subjectID: Subject?
+        var eventsValue: JSONValue?
+        var hasNonce = false, hasSub = false, hasExp = false
+        // One pass over the members (this runs for every request).
+        for (name, value) in claims {
+            switch name {
+            case "iss":
+                guard let text = value.stringValue else { throw .invalidRequest("'iss' is not a string") }
+                issuer = text
+            case "aud":
+                switch value {
+                case .string(let single): audience = [single]
+                case .array(let items):
+                    for item in items {
+                        guard let text = item.stringValue else { throw .invalidRequest("'aud' array holds a non-string") }
+                        audience.append(text)
+                    }
+                default: throw .invalidRequest("'aud' is neither a string nor an array of strings")
+                }
+            case "jti":
+                guard let text = value.stringValue else { throw .invalidRequest("'jti' is not a string") }
+                tokenID = text
+            case "iat":
+                guard let number = value.numberValue else { throw .invalidRequest("'iat' is not a number") }
+                issuedAt = number
+            case "toe":
+                guard let number = value.numberValue else { throw .invalidRequest("'toe' is not a number") }
+                timeOfEvent = number
+            case "txn":
+                guard let text = value.stringValue else { throw .invalidRequest("'txn' is not a string") }
+                transactionID = text
+            case "sub_id":
+                guard let object = value.objectValue else { throw .invalidRequest("'sub_id' is not an object") }
+                subjectID = try Subject.parse(object)
+            case "events": eventsValue = value
+            case "nonce": hasNonce = true
+            case "sub": hasSub = true
+            case "exp": hasExp = true
+            default: break
             }
-            audience = values
-        default: throw .invalidRequest("'aud' is neither a string nor an array of strings")
         }
-
-        if let value = claims["jti"], value.stringValue == nil { throw .invalidRequest("'jti' is not a string") }
-        tokenID = claims["jti"]?.stringValue
-        if let value = claims["iat"], value.numberValue == nil { throw .invalidRequest("'iat' is not a number") }
-        issuedAt = claims["iat"]?.numberValue
-        if let value = claims["toe"], value.numberValue == nil { throw .invalidRequest("'toe' is not a number") }
-        timeOfEvent = claims["toe"]?.numberValue
-        if let value = claims["txn"], value.stringValue == nil { throw .invalidRequest("'txn' is not a string") }
-        transactionID = claims["txn"]?.stringValue
-
-        if let value = claims["sub_id"] {
-            guard let object = value.objectValue else { throw .invalidRequest("'sub_id' is not an object") }
-            subjectID = try Subject.parse(object)
-        } else {
-            subjectID = nil
-        }
+        self.issuer = issuer
+        self.audience = audience
+        self.tokenID = tokenID
+        self.issuedAt = issuedAt
+        self.timeOfEvent = timeOfEvent
+        self.transactionID = transactionID
+        self.subjectID = subjectID
+        self.looksLikeIDToken = hasNonce || (hasSub && hasExp)
 
         // RFC 8417 §4.3: a SET must carry `events`, so other JWTs (a Google ID token shares
         // Google's keys, issuer and our audience) cannot pass as one.
-        guard let eventsValue = claims["events"] else {
+        guard let eventsValue else {
             throw .invalidRequest("no 'events' claim: this JWT is not a Security Event Token")
         }
         guard let eventsObject = eventsValue.objectValue, !eventsObject.isEmpty else {
             throw .invalidRequest("'events' is not a non-empty JSON object")
         }
         var events: [SecurityEvent] = []
+        events.reserveCapacity(eventsObject.count)
         for (uri, payload) in eventsObject {
-            guard Self.looksLikeURI(uri) else { throw .invalidRequest("event type is not a URI") }
+            let type = EventType(uri)
+            guard type.isKnown || Self.looksLikeURI(uri) else { throw .invalidRequest("event type is not a URI") }
             guard let object = payload.objectValue else { throw .invalidRequest("event payload is not a JSON object") }
-            events.append(try SecurityEvent(type: EventType(uri), payload: object, topLevelSubject: subjectID))
+            events.append(try SecurityEvent(type: type, payload: object, topLevelSubject: subjectID))
         }
         self.events = events
     }
 
     /// RFC 8417 §1.2: the event identifier "MUST be a URI": a scheme, a colon, something after.
     static func looksLikeURI(_ text: String) -> Bool {
-        let utf8 = Array(text.utf8)
-        guard let colon = utf8.firstIndex(of: UInt8(ascii: ":")), colon > 0, colon < utf8.count - 1,
-            utf8[0].isASCIILetter
-        else { return false }
-        return utf8[..<colon].allSatisfy { $0.isASCIILetter || $0.isASCIIDigit || $0 == 0x2B || $0 == 0x2D || $0 == 0x2E }
-            && !utf8.contains { $0 <= 0x20 || $0 == 0x7F }
+        var sawColon = false
+        var position = 0
+        for byte in text.utf8 {
+            if byte <= 0x20 || byte == 0x7F { return false }
+            if !sawColon {
+                if byte == UInt8(ascii: ":") {
+                    if position == 0 { return false }
+                    sawColon = true
+                } else if position == 0 ? !byte.isASCIILetter
+                    : !(byte.isASCIILetter || byte.isASCIIDigit || byte == 0x2B || byte == 0x2D || byte == 0x2E)
+                {
+                    return false
+                }
+            }
+            position += 1
+        }
+        return sawColon && text.utf8.last != UInt8(ascii: ":")
     }
 }
 
