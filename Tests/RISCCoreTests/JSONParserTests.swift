@@ -1,0 +1,48 @@
+import RISCCore
+import Testing
+
+@Suite("JSON parser")
+struct JSONParserTests {
+    @Test("parses values and keeps member order")
+    func parses() throws {
+        let value = try JSONParser.parse(#" {"b": [1, -2.5, 3e2, true, false, null], "a": "x\u00e9\ud83d\ude00\n", "c": {}} "#)
+        let object = try #require(value.objectValue)
+        #expect(object.keys == ["b", "a", "c"])
+        #expect(object["b"] == [1, -2.5, 300, true, false, nil])
+        #expect(object["a"] == .string("xé😀\n"))
+        #expect(object["c"] == .object(JSONObject()))
+    }
+
+    @Test("refuses malformed documents", arguments: [
+        #"{"a":1,"a":2}"#, #"{"a":1,}"#, "[1,]", "01", "1.", "-", "+1", "1e", #"{"a" 1}"#, "tru", "nul",
+        #""\ud800""#, #""\udc00x""#, "\"a\u{01}\"", #""\x""#, "[1] 2", "", "{", #"{"a":1"#, "1e999",
+        String(repeating: "[", count: 40) + String(repeating: "]", count: 40),
+    ])
+    func refuses(_ text: String) {
+        #expect(throws: JSONParser.Failure.self) { try JSONParser.parse(text) }
+    }
+
+    @Test("refuses invalid UTF-8")
+    func invalidUTF8() {
+        #expect(throws: JSONParser.Failure.self) { try JSONParser.parse([0x22, 0xC3, 0x28, 0x22]) }
+        #expect(throws: JSONParser.Failure.self) { try JSONParser.parse([0x22, 0xFF, 0x22]) }
+    }
+
+    @Test("large objects stay unique and ordered")
+    func largeObject() throws {
+        let members = (0..<500).map { "\"k\($0)\":\($0)" }.joined(separator: ",")
+        let object = try JSONParser.parseObject(Array("{\(members)}".utf8))
+        #expect(object.count == 500)
+        #expect(object["k499"] == 499)
+        #expect(object.keys.first == "k0")
+        #expect(throws: JSONParser.Failure.self) { try JSONParser.parse("{\(members),\"k250\":1}") }
+    }
+
+    @Test("serializes and re-parses to the same value")
+    func roundTrip() throws {
+        let value: JSONValue = ["s": "quote\" back\\ ctl\u{01} é", "n": 1_508_184_845, "f": 0.5, "a": [true, nil]]
+        #expect(try JSONParser.parse(value.serialized) == value)
+        #expect(try JSONParser.parse(value.prettyPrinted) == value)
+        #expect(JSONValue.number(1_508_184_845).serialized == "1508184845")
+    }
+}

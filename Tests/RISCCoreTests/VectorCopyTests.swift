@@ -1,0 +1,21 @@
+import Foundation
+import Testing
+
+@Suite("Vector copies")
+struct VectorCopyTests {
+    @Test("every shared vector is copied into the test bundle, byte for byte")
+    func copiesMatchShared() throws {
+        let shared = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("shared/vectors")
+        let files = (try? FileManager.default.contentsOfDirectory(atPath: shared.path))?.filter { $0.hasSuffix(".json") } ?? []
+        try #require(!Vectors.names.isEmpty)
+        guard !files.isEmpty else { return }  // a clone without shared/ beside it checks its own copies only
+        #expect(Set(files.map { String($0.dropLast(5)) }) == Set(Vectors.names))
+        for file in files {
+            let original = try Data(contentsOf: shared.appendingPathComponent(file))
+            let copy = try Data(contentsOf: Vectors.url(String(file.dropLast(5))))
+            #expect(original == copy, "\(file) differs from ../shared/vectors")
+        }
+    }
+}
