@@ -9,6 +9,11 @@ public struct KeyDirectory: Sendable {
         public let algorithm: JWSAlgorithm
         public let key: PrivateKey
         public var signer: JWSSigner { JWSSigner(key: key, algorithm: algorithm, keyID: keyID) }
+        public init(keyID: String, algorithm: JWSAlgorithm, key: PrivateKey) {
+            self.keyID = keyID
+            self.algorithm = algorithm
+            self.key = key
+        }
     }
 
     public let url: URL

@@ -58,11 +58,17 @@ public struct CurlHTTPClient: Sendable {
     private func performOnce(_ request: HTTPRequest) throws(FetchError) -> (HTTPResponse, String?) {
         guard let curl = curl_easy_init() else { throw FetchError(url: request.url, "curl_easy_init failed") }
         defer { curl_easy_cleanup(curl) }
-        var body = risc_curl_buffer(data: nil, length: 0, capacity: 0, cap: request.maxResponseBytes, overflow: 0)
-        var headerLines = risc_curl_buffer(data: nil, length: 0, capacity: 0, cap: 64 * 1024, overflow: 0)
+        // libcurl keeps these pointers until the transfer ends, so they live on the heap, not in
+        // Swift inout temporaries.
+        let body = UnsafeMutablePointer<risc_curl_buffer>.allocate(capacity: 1)
+        let headerLines = UnsafeMutablePointer<risc_curl_buffer>.allocate(capacity: 1)
+        body.initialize(to: risc_curl_buffer(data: nil, length: 0, capacity: 0, cap: request.maxResponseBytes, overflow: 0))
+        headerLines.initialize(to: risc_curl_buffer(data: nil, length: 0, capacity: 0, cap: 64 * 1024, overflow: 0))
         defer {
-            risc_curl_buffer_free(&body)
-            risc_curl_buffer_free(&headerLines)
+            risc_curl_buffer_free(body)
+            risc_curl_buffer_free(headerLines)
+            body.deallocate()
+            headerLines.deallocate()
         }
         var list: UnsafeMutablePointer<curl_slist>? = nil
         defer { curl_slist_free_all(list) }
@@ -84,7 +90,7 @@ public struct CurlHTTPClient: Sendable {
         apply(risc_curl_set_string(curl, CURLOPT_ACCEPT_ENCODING, ""))
         if let caBundlePath { apply(risc_curl_set_string(curl, CURLOPT_CAINFO, caBundlePath)) }
         apply(risc_curl_set_headers(curl, list))
-        apply(risc_curl_capture(curl, &body, &headerLines))
+        apply(risc_curl_capture(curl, body, headerLines))
         if let payload = request.body {
             apply(payload.withUnsafeBufferPointer { buffer in
                 buffer.withMemoryRebound(to: CChar.self) { risc_curl_set_body(curl, $0.baseAddress, $0.count) }
@@ -96,22 +102,24 @@ public struct CurlHTTPClient: Sendable {
         guard rc == CURLE_OK else { throw FetchError(url: request.url, "curl option: \(Self.message(rc))") }
 
         let result = curl_easy_perform(curl)
-        if body.overflow != 0 {
+        if body.pointee.overflow != 0 {
             throw FetchError(url: request.url, "response larger than \(request.maxResponseBytes) bytes")
         }
         guard result == CURLE_OK else { throw FetchError(url: request.url, Self.message(result)) }
 
         let status = risc_curl_response_code(curl)
         let location = risc_curl_redirect_url(curl).map { String(cString: $0) }
-        let bytes = body.data.map { Array(UnsafeRawBufferPointer(start: $0, count: body.length)) } ?? []
-        let headerText = headerLines.data.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: headerLines.length), as: UTF8.self) } ?? ""
+        let bytes = body.pointee.data.map { Array(UnsafeRawBufferPointer(start: $0, count: body.pointee.length)) } ?? []
+        let headerText = headerLines.pointee.data.map {
+            String(decoding: UnsafeRawBufferPointer(start: $0, count: headerLines.pointee.length), as: UTF8.self)
+        } ?? ""
         return (HTTPResponse(status: status, headers: Self.parseHeaders(headerText), body: bytes, url: request.url), location)
     }
 
     /// Header fields of the final response (curl reports those of every hop; keep the last block).
     static func parseHeaders(_ text: String) -> [(name: String, value: String)] {
         var fields: [(name: String, value: String)] = []
-        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        for line in text.split(whereSeparator: \.isNewline) {  // "\r\n" is one Character
             if line.hasPrefix("HTTP/") {
                 fields.removeAll()
                 continue

@@ -1,0 +1,78 @@
+import Foundation
+import RISCClient
+import RISCTestKit
+import Testing
+
+@Suite("HTTP over libcurl")
+struct CurlHTTPClientTests {
+    @Test("GET and POST against a loopback server; headers and body come back")
+    func roundTrip() async throws {
+        let server = try LoopbackHTTPServer { request in
+            .json(#"{"method":"\#(request.method)","len":\#(request.body.count),"h":"\#(request.header("x-test") ?? "")"}"#,
+                headers: [("ETag", "\"abc\""), ("Cache-Control", "max-age=120"), ("Age", "20")])
+        }
+        defer { server.stop() }
+        let client = CurlHTTPClient()
+        let get = try await client.perform(HTTPRequest(url: server.baseURL + "/x", headers: [("X-Test", "1")]))
+        #expect(get.status == 200)
+        #expect(String(decoding: get.body, as: UTF8.self).contains(#""method":"GET""#))
+        #expect(get.header("ETag") == "\"abc\"")
+        #expect(get.maxAge == 100)
+        let post = try await client.perform(HTTPRequest(method: "POST", url: server.baseURL + "/y", body: Array("hello".utf8)))
+        #expect(String(decoding: post.body, as: UTF8.self).contains(#""method":"POST","len":5"#))
+    }
+
+    @Test("plain HTTP is refused for anything but loopback; malformed URLs are refused")
+    func urlPolicy() async {
+        let client = CurlHTTPClient()
+        for url in ["http://example.com/jwks", "ftp://127.0.0.1/x", "http://user:pw@127.0.0.1/x", "not a url", "file:///etc/passwd"] {
+            await #expect(throws: FetchError.self) { _ = try await client.perform(HTTPRequest(url: url)) }
+        }
+        #expect(URLPolicy().refusal(for: "https://www.googleapis.com/oauth2/v3/certs") == nil)
+        #expect(URLPolicy().refusal(for: "http://[::1]:8080/x") == nil)
+        #expect(URLPolicy(allowPlainHTTPOnLoopback: false).refusal(for: "http://127.0.0.1/x") != nil)
+    }
+
+    @Test("redirects: followed on the same host, refused to another host")
+    func redirects() async throws {
+        let server = try LoopbackHTTPServer { request in
+            switch request.path {
+            case "/same": .init(status: 302, headers: [("Location", "/final")])
+            case "/other": .init(status: 302, headers: [("Location", "http://localhost:1/final")])
+            default: .json(#"{"ok":true}"#)
+            }
+        }
+        defer { server.stop() }
+        let client = CurlHTTPClient()
+        let followed = try await client.perform(HTTPRequest(url: server.baseURL + "/same"))
+        #expect(followed.status == 200)
+        await #expect(throws: FetchError.self) { _ = try await client.perform(HTTPRequest(url: server.baseURL + "/other")) }
+    }
+
+    @Test("a response over the size cap fails; a timeout fails")
+    func limits() async throws {
+        let server = try LoopbackHTTPServer { request in
+            if request.path == "/slow" { Thread.sleep(forTimeInterval: 2) }
+            return .init(body: [UInt8](repeating: 0x41, count: 100_000))
+        }
+        defer { server.stop() }
+        let client = CurlHTTPClient()
+        let error = await #expect(throws: FetchError.self) {
+            _ = try await client.perform(HTTPRequest(url: server.baseURL + "/big", maxResponseBytes: 10_000))
+        }
+        #expect(error?.description.contains("larger") == true)
+        await #expect(throws: FetchError.self) {
+            _ = try await client.perform(HTTPRequest(url: server.baseURL + "/slow", timeout: 0.5))
+        }
+        let ok = try await client.perform(HTTPRequest(url: server.baseURL + "/big", maxResponseBytes: 200_000))
+        #expect(ok.body.count == 100_000)
+    }
+
+    @Test("a closed port is a transport error, not a crash")
+    func refused() async throws {
+        let server = try LoopbackHTTPServer { _ in .init() }
+        let port = server.port
+        server.stop()
+        await #expect(throws: FetchError.self) { _ = try await CurlHTTPClient().perform(HTTPRequest(url: "http://127.0.0.1:\(port)/")) }
+    }
+}

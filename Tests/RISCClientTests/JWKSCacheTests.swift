@@ -1,0 +1,242 @@
+import Foundation
+import RISCClient
+import RISCCore
+import RISCTestKit
+import Testing
+
+@Suite("JWKS cache against a loopback issuer")
+struct JWKSCacheTests {
+    let rsKid = Fixture.keys.entry(for: .rs256)!.keyID
+
+    @Test("fetches discovery then the key set, and serves keys by kid")
+    func fetches() async throws {
+        let issuer = try LocalIssuer(jwks: Fixture.jwks)
+        defer { issuer.stop() }
+        let cache = JWKSCache(configuration: Fixture.configuration(issuer), logger: Fixture.logger)
+        let resolved = try await cache.key(for: rsKid)
+        #expect(resolved.issuer == issuer.baseURL)
+        #expect(resolved.key.keyID == rsKid)
+        _ = try await cache.key(for: Fixture.keys.entry(for: .es256)!.keyID)
+        #expect(issuer.requests(to: "/jwks") == 1)
+        #expect(issuer.requests(to: "/.well-known/risc-configuration") == 1)
+        #expect(await cache.counters.fetched == 1)
+    }
+
+    @Test("max-age is honoured: no fetch before expiry, a conditional one after, 304 revalidates")
+    func maxAgeAndETag() async throws {
+        let issuer = try LocalIssuer(jwks: Fixture.jwks)
+        defer { issuer.stop() }
+        issuer.update { $0.maxAge = 600; $0.etag = "\"v1\"" }
+        let clock = TestClock()
+        let cache = JWKSCache(configuration: Fixture.configuration(issuer), logger: Fixture.logger, now: clock.function)
+        _ = try await cache.key(for: rsKid)
+        clock.advance(590)
+        _ = try await cache.key(for: rsKid)
+        #expect(issuer.requests(to: "/jwks") == 1)
+        clock.advance(20)
+        _ = try await cache.key(for: rsKid)
+        #expect(issuer.requests(to: "/jwks") == 2)
+        let counters = await cache.counters
+        #expect(counters.fetched == 1 && counters.revalidated == 1)
+        // The 304 renewed the lifetime.
+        clock.advance(590)
+        _ = try await cache.key(for: rsKid)
+        #expect(issuer.requests(to: "/jwks") == 2)
+    }
+
+    @Test("max-age is clamped to the configured bounds")
+    func clamped() async throws {
+        let issuer = try LocalIssuer(jwks: Fixture.jwks)
+        defer { issuer.stop() }
+        issuer.update { $0.maxAge = 1 }
+        let clock = TestClock()
+        let cache = JWKSCache(configuration: Fixture.configuration(issuer), logger: Fixture.logger, now: clock.function)
+        _ = try await cache.key(for: rsKid)
+        clock.advance(30)  // max-age 1 s, minimum TTL 60 s
+        _ = try await cache.key(for: rsKid)
+        #expect(issuer.requests(to: "/jwks") == 1)
+        let status = await cache.status()
+        #expect((status.expiresIn ?? 0) > 29 && (status.expiresIn ?? 0) <= 30)
+    }
+
+    @Test("1,000 concurrent lookups of unknown kids cost one forced refetch")
+    func unknownKidFlood() async throws {
+        let issuer = try LocalIssuer(jwks: Fixture.jwks)
+        defer { issuer.stop() }
+        let cache = JWKSCache(configuration: Fixture.configuration(issuer), logger: Fixture.logger)
+        _ = try await cache.key(for: rsKid)
+        issuer.update { $0.jwksDelay = 0.2 }
+        let outcomes = await withTaskGroup(of: String.self) { group in
+            for index in 0..<1_000 {
+                group.addTask {
+                    do {
+                        _ = try await cache.key(for: "junk-\(index)")
+                        return "served"
+                    } catch let error as SETError {
+                        return error.code.rawValue
+                    } catch {
+                        return "other"
+                    }
+                }
+            }
+            var all: [String] = []
+            for await outcome in group { all.append(outcome) }
+            return all
+        }
+        #expect(outcomes.allSatisfy { $0 == "invalid_key" })
+        #expect(issuer.requests(to: "/jwks") == 2)
+        let counters = await cache.counters
+        #expect(counters.forcedRefetches == 1)
+        #expect(counters.coalesced + counters.cooldownHits == 999)
+        // Known kids are still served without another fetch.
+        _ = try await cache.key(for: rsKid)
+        #expect(issuer.requests(to: "/jwks") == 2)
+    }
+
+    @Test("the cooldown ends: a later unknown kid may force one more refetch, and a rotation is picked up")
+    func rotation() async throws {
+        let issuer = try LocalIssuer(jwks: Fixture.jwks)
+        defer { issuer.stop() }
+        let clock = TestClock()
+        let cache = JWKSCache(configuration: Fixture.configuration(issuer), logger: Fixture.logger, now: clock.function)
+        _ = try await cache.key(for: rsKid)
+        await #expect(throws: SETError.self) { _ = try await cache.key(for: "rotated-key") }
+        #expect(issuer.requests(to: "/jwks") == 2)
+        let (rotated, entry) = try Fixture.rotatedKeySet(kid: "rotated-key")
+        issuer.update { $0.jwks = rotated }
+        clock.advance(30)
+        await #expect(throws: SETError.self) { _ = try await cache.key(for: "rotated-key") }
+        #expect(issuer.requests(to: "/jwks") == 2)  // within the 60 s cooldown
+        #expect(await cache.counters.cooldownHits == 1)
+        clock.advance(31)
+        let resolved = try await cache.key(for: "rotated-key")
+        #expect(resolved.key.keyID == entry.keyID)
+        #expect(issuer.requests(to: "/jwks") == 3)
+    }
+
+    @Test("stale-if-error: an expired set is served while the issuer fails, up to the maximum staleness, then 503-kind errors")
+    func staleIfError() async throws {
+        let issuer = try LocalIssuer(jwks: Fixture.jwks)
+        defer { issuer.stop() }
+        issuer.update { $0.maxAge = 300 }
+        let clock = TestClock()
+        var configuration = Fixture.configuration(issuer)
+        configuration.maximumStaleness = 3_600
+        let cache = JWKSCache(configuration: configuration, logger: Fixture.logger, now: clock.function)
+        _ = try await cache.key(for: rsKid)
+        issuer.update { $0.failWith = 503 }
+        clock.advance(1_000)
+        _ = try await cache.key(for: rsKid)
+        var counters = await cache.counters
+        #expect(counters.staleServed == 1 && counters.fetchFailed >= 1)
+        // An unknown kid while the issuer is down is temporary, not a rejection.
+        await #expect(throws: KeyUnavailableError.self) { _ = try await cache.key(for: "new-kid") }
+        clock.advance(3_000)  // 300 s lifetime + 3,600 s staleness passed
+        await #expect(throws: KeyUnavailableError.self) { _ = try await cache.key(for: rsKid) }
+        issuer.update { $0.failWith = nil }
+        _ = try await cache.key(for: rsKid)
+        counters = await cache.counters
+        #expect(counters.fetched == 2)
+    }
+
+    @Test("an empty or invalid key set never replaces a good one", arguments: [#"{"keys":[]}"#, "not json", #"{"keys":[{"kty":"oct","k":"AA"}]}"#])
+    func neverReplaceGood(bad: String) async throws {
+        let issuer = try LocalIssuer(jwks: Fixture.jwks)
+        defer { issuer.stop() }
+        let clock = TestClock()
+        let cache = JWKSCache(configuration: Fixture.configuration(issuer), logger: Fixture.logger, now: clock.function)
+        _ = try await cache.key(for: rsKid)
+        issuer.update { $0.jwks = bad }
+        clock.advance(400)
+        _ = try await cache.key(for: rsKid)
+        #expect(await cache.counters.fetchFailed == 1)
+        #expect(await cache.status().keyIDs.contains(rsKid))
+    }
+
+    @Test("cold start from the persisted copy while the issuer is down, then recovery")
+    func coldStartPersisted() async throws {
+        let directory = Fixture.temporaryDirectory()
+        let path = directory.appendingPathComponent("jwks-cache.json").path
+        let issuer = try LocalIssuer(jwks: Fixture.jwks)
+        defer { issuer.stop() }
+        let first = JWKSCache(configuration: Fixture.configuration(issuer, persistence: path), logger: Fixture.logger)
+        _ = try await first.key(for: rsKid)
+        #expect(FileManager.default.fileExists(atPath: path))
+        let persisted = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(!persisted.contains("PRIVATE"))
+
+        issuer.update { $0.failWith = 500 }
+        let second = JWKSCache(configuration: Fixture.configuration(issuer, persistence: path), logger: Fixture.logger)
+        #expect(await second.counters.loadedFromDisk == 1)
+        let resolved = try await second.key(for: rsKid)
+        #expect(resolved.issuer == issuer.baseURL)
+        #expect(await second.status().source == .persisted)
+        #expect(issuer.requests(to: "/jwks") == 1)  // fresh persisted copy: served without a fetch
+    }
+
+    @Test("cold start with no persisted copy and the issuer down is temporary, and recovers")
+    func coldStartNothing() async throws {
+        let issuer = try LocalIssuer(jwks: Fixture.jwks)
+        defer { issuer.stop() }
+        issuer.update { $0.failWith = 503 }
+        let cache = JWKSCache(configuration: Fixture.configuration(issuer), logger: Fixture.logger)
+        await #expect(throws: KeyUnavailableError.self) { _ = try await cache.key(for: rsKid) }
+        #expect(await cache.status().usable == false)
+        issuer.update { $0.failWith = nil }
+        _ = try await cache.key(for: rsKid)
+        #expect(await cache.status().usable)
+    }
+
+    @Test("a discovery document naming another issuer, or keys on a foreign host, is not used")
+    func discoveryPinning() async throws {
+        let issuer = try LocalIssuer(jwks: Fixture.jwks, issuer: "https://evil.example")
+        defer { issuer.stop() }
+        var configuration = Fixture.configuration(issuer)
+        configuration.expectedIssuer = "https://accounts.google.com"
+        let cache = JWKSCache(configuration: configuration, logger: Fixture.logger)
+        await #expect(throws: KeyUnavailableError.self) { _ = try await cache.key(for: rsKid) }
+        #expect(issuer.requests(to: "/jwks") == 0)
+
+        let second = try LocalIssuer(jwks: Fixture.jwks)
+        defer { second.stop() }
+        second.update { $0.jwksURI = "http://example.com/jwks" }
+        let cache2 = JWKSCache(configuration: Fixture.configuration(second), logger: Fixture.logger)
+        await #expect(throws: KeyUnavailableError.self) { _ = try await cache2.key(for: rsKid) }
+        var pinned = Fixture.configuration(second)
+        pinned.jwksHosts = ["www.googleapis.com"]
+        second.update { $0.jwksURI = nil }
+        let cache3 = JWKSCache(configuration: pinned, logger: Fixture.logger)
+        await #expect(throws: KeyUnavailableError.self) { _ = try await cache3.key(for: rsKid) }
+        #expect(second.requests(to: "/jwks") == 0)
+    }
+
+    @Test("the background refresher renews the set ahead of expiry")
+    func refreshAhead() async throws {
+        let issuer = try LocalIssuer(jwks: Fixture.jwks)
+        defer { issuer.stop() }
+        issuer.update { $0.maxAge = 1 }
+        var configuration = Fixture.configuration(issuer)
+        configuration.minimumTTL = 1.5
+        configuration.refreshAheadFraction = 0.5
+        let cache = JWKSCache(configuration: configuration, logger: Fixture.logger)
+        await cache.refreshNow()
+        let task = Task { await cache.run() }
+        try await Task.sleep(for: .seconds(2.5))
+        task.cancel()
+        await task.value
+        #expect(issuer.requests(to: "/jwks") >= 3)
+        #expect(await cache.status().usable)
+    }
+
+    @Test("an end-to-end verification through the cache")
+    func verifyThroughCache() async throws {
+        let issuer = try LocalIssuer(jwks: Fixture.jwks)
+        defer { issuer.stop() }
+        let cache = JWKSCache(configuration: Fixture.configuration(issuer), logger: Fixture.logger)
+        let factory = SETFactory(issuer: issuer.baseURL + "/", signer: Fixture.keys.entry(for: .rs256)!.signer)
+        let verifier = SETVerifier(policy: SETPolicy(audiences: [SETFactory.defaultAudience]), keys: cache)
+        let token = try factory.make(type: .sessionsRevoked, subject: factory.accountSubject("9"))
+        let validated = try await verifier.verify(Array(token.utf8), now: Date().timeIntervalSince1970)
+        #expect(validated.events.first?.type == .sessionsRevoked)
+    }
+}
