@@ -3,8 +3,7 @@ import ArgumentParser
 /// `risc`: a receiver for Google Cross-Account Protection (RISC) security events.
 ///
 /// Exit codes: 0 success; 1 the input was refused (for `verify`: an RFC 8935 rejection);
-/// 2 usage errors (ArgumentParser's own); 3 a temporary failure on our side (key set
-/// unavailable, I/O).
+/// 3 a temporary failure on our side (key set unavailable, I/O); 64 a usage error.
 @main
 struct RiscCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

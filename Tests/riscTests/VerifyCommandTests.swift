@@ -1,0 +1,97 @@
+import Foundation
+import RISCCore
+import RISCTestKit
+import Testing
+
+@Suite("risc verify, keys, sign (the built binary)")
+struct VerifyCommandTests {
+    static let audience = SETFactory.defaultAudience
+
+    @Test("the README sample verifies and prints claims and events as JSON")
+    func sample() throws {
+        let result = try RiscBinary.run([
+            "verify", "keys/test/sample-account-disabled.jwt", "--jwks-file", "keys/test/jwks.json", "--audience", Self.audience,
+        ])
+        #expect(result.status == 0, "\(result.stderr)")
+        let output = try JSONParser.parseObject(Array(result.stdout.utf8))
+        #expect(output["claims"]?.objectValue?["jti"] == "sample-0001")
+        let event = try #require(output["events"]?.arrayValue?.first?.objectValue)
+        #expect(event["reason"] == "hijacking")
+        #expect(event["subject"]?.objectValue?["sub"] == "7375626A656374")
+    }
+
+    @Test("a refused token prints the RFC 8935 error and exits 1; stdin works")
+    func refused() throws {
+        let token = try String(contentsOf: RiscBinary.repository.appendingPathComponent("keys/test/sample-account-disabled.jwt"), encoding: .utf8)
+        let result = try RiscBinary.run(["verify", "-", "--jwks-file", "keys/test/jwks.json", "--audience", "someone-else"], stdin: token)
+        #expect(result.status == 1)
+        let body = try JSONParser.parseObject(Array(result.stdout.utf8))
+        #expect(body["err"] == "invalid_audience")
+        #expect(!result.stdout.contains(token.prefix(30)))
+    }
+
+    @Test("usage errors exit 64 with a message")
+    func usage() throws {
+        let result = try RiscBinary.run(["verify", "keys/test/sample-account-disabled.jwt", "--jwks-file", "keys/test/jwks.json"])
+        #expect(result.status == 64)
+        #expect(result.stderr.contains("--audience"))
+        let hmac = try RiscBinary.run(["verify", "-", "--jwks-file", "x", "--audience", "a", "--algorithm", "HS256"], stdin: "")
+        #expect(hmac.status == 64)
+    }
+
+    @Test("verification through a discovery document, with the key set kept in the data directory")
+    func discovery() throws {
+        let keys = try KeyDirectory.repositoryTestKeys()
+        let issuer = try LocalIssuer(jwks: String(decoding: keys.jwksData, as: UTF8.self))
+        defer { issuer.stop() }
+        let factory = SETFactory(issuer: issuer.baseURL, signer: keys.entry(for: .rs256)!.signer)
+        let token = try factory.make(type: .tokensRevoked, subject: factory.accountSubject("5"))
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-cli-\(UUID().uuidString)")
+        let arguments = ["verify", "-", "--discovery-url", issuer.discoveryURL, "--audience", Self.audience, "--data-dir", data.path]
+        let result = try RiscBinary.run(arguments, stdin: token)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(FileManager.default.fileExists(atPath: data.appendingPathComponent("jwks-cache.json").path))
+        // The issuer goes away: the persisted key set still verifies.
+        issuer.update { $0.failWith = 503 }
+        #expect(try RiscBinary.run(arguments, stdin: token).status == 0)
+        // No persisted copy and no issuer: a temporary failure, exit 3.
+        let cold = try RiscBinary.run(["verify", "-", "--discovery-url", issuer.discoveryURL, "--audience", Self.audience], stdin: token)
+        #expect(cold.status == 3)
+        #expect(cold.stderr.contains("temporary"))
+    }
+
+    @Test("keys generate writes a 0600 private key and a JWKS; sign makes tokens that verify", arguments: ["RS256", "ES256", "Ed25519"])
+    func keysAndSign(alg: String) throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-keys-\(UUID().uuidString)")
+        let generated = try RiscBinary.run(["keys", "generate", "--dir", directory.path, "--alg", alg, "--kid", "k-\(alg)"])
+        #expect(generated.status == 0, "\(generated.stderr)")
+        let pem = directory.appendingPathComponent("k-\(alg).pem").path
+        let mode = try FileManager.default.attributesOfItem(atPath: pem)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        #expect(!generated.stdout.contains("PRIVATE KEY"))
+        let signed = try RiscBinary.run(["sign", "--keys", directory.path, "--type", "account-disabled", "--reason", "bulk-account"])
+        #expect(signed.status == 0, "\(signed.stderr)")
+        let algorithm = alg == "Ed25519" ? "EdDSA" : alg
+        let verified = try RiscBinary.run(
+            ["verify", "-", "--jwks-file", directory.appendingPathComponent("jwks.json").path, "--audience", Self.audience,
+             "--algorithm", algorithm],
+            stdin: signed.stdout)
+        #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
+        #expect(verified.stdout.contains("bulk-account"))
+    }
+
+    @Test("sign token-revoked puts only the prefix or hash of the refresh token in the SET")
+    func tokenRevoked() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("risc-token-\(UUID().uuidString)")
+        let refreshToken = "1//0gexample-refresh-token-for-tests"
+        try Data(refreshToken.utf8).write(to: file)
+        for (alg, expected) in [("prefix", "1//0gexample-ref"), ("hash", SHA512.doubleHashBase64(refreshToken))] {
+            let signed = try RiscBinary.run(["sign", "--type", "token-revoked", "--token-file", file.path, "--token-alg", alg])
+            #expect(signed.status == 0, "\(signed.stderr)")
+            let payload = try #require(Base64URL.decode(String(signed.stdout.split(separator: ".")[1])))
+            let text = String(decoding: payload, as: UTF8.self)
+            #expect(!text.contains(refreshToken))
+            #expect(text.contains(expected.replacingOccurrences(of: "/", with: "\\/")) || text.contains(expected))
+        }
+    }
+}
