@@ -18,11 +18,15 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         // C helpers over the system's libcrypto (libssl-dev) and libcurl (libcurl4-openssl-dev).
         .target(name: "CRiscOpenSSL", linkerSettings: [.linkedLibrary("crypto")]),
         .target(name: "CRiscCurl", linkerSettings: [.linkedLibrary("curl")]),
+        // The system's SQLite (libsqlite3-dev).
+        .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
         // The domain: JOSE on OpenSSL, SET claims and policy, events, subjects, errors. No HTTP, no storage.
         .target(
             name: "RISCCore",
@@ -35,12 +39,32 @@ let package = Package(
             dependencies: ["RISCCore", "CRiscCurl", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
+        // Durable storage: the SQLite event store (group commit) and the JSON-lines event log.
+        .target(
+            name: "RISCStore",
+            dependencies: ["RISCCore", "CSQLite", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
+        // The HTTP layer: the RFC 8935 endpoint, health and metrics, over Hummingbird.
+        .target(
+            name: "RISCServer",
+            dependencies: [
+                "RISCCore", "RISCClient", "RISCStore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // Test keys, SET factory, a loopback HTTP server: used by tests and by `risc sign`/`dev-issuer`.
         .target(name: "RISCTestKit", dependencies: ["RISCCore"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "risc",
             dependencies: [
-                "RISCCore", "RISCClient", "RISCTestKit",
+                "RISCCore", "RISCClient", "RISCStore", "RISCServer", "RISCTestKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -55,6 +79,11 @@ let package = Package(
         .testTarget(
             name: "RISCClientTests",
             dependencies: ["RISCClient", "RISCCore", "RISCTestKit", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "RISCServerTests",
+            dependencies: ["RISCServer", "RISCStore", "RISCClient", "RISCCore", "RISCTestKit", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -1,0 +1,109 @@
+/// What the push endpoint does with one POSTed body: verify, store durably, report.
+///
+/// RFC 8935 §2: "the SET Recipient … SHALL validate" then, on success, respond 202 — risc answers
+/// 202 only after `EventStore.append` returned, so the SET is on disk. Every outcome appends one
+/// line to the event log and one observation to the metrics.
+public struct Intake: Sendable {
+    public let verifier: SETVerifier
+    public let store: any EventStore
+    public let log: any EventLog
+    public let metrics: (any IntakeMetrics)?
+    let clock: @Sendable () -> Double
+
+    public init(
+        verifier: SETVerifier, store: any EventStore, log: any EventLog, metrics: (any IntakeMetrics)? = nil,
+        clock: @escaping @Sendable () -> Double
+    ) {
+        self.verifier = verifier
+        self.store = store
+        self.log = log
+        self.metrics = metrics
+        self.clock = clock
+    }
+
+    /// Where a request came from and how it was labelled.
+    public struct Delivery: Sendable {
+        public let body: [UInt8]
+        public let remoteAddress: String?
+        public let contentType: String?
+        public init(body: [UInt8], remoteAddress: String?, contentType: String?) {
+            self.body = body
+            self.remoteAddress = remoteAddress
+            self.contentType = contentType
+        }
+    }
+
+    /// Receives one delivery.
+    ///
+    /// - Returns: `.accepted` or `.duplicate`: answer 202.
+    /// - Throws: `SETError` (answer 400) after logging `rejected`; `KeyUnavailableError` or a
+    ///   store error (answer 503) after logging `failed`.
+    public func receive(_ delivery: Delivery) async throws -> AppendOutcome {
+        let start = clock()
+        var record = EventLogRecord(step: "received", outcome: "accepted", time: start)
+        if let remote = delivery.remoteAddress { record["remote"] = .string(remote) }
+        if let type = delivery.contentType, type.lowercased() != "application/secevent+jwt" {
+            record["content_type"] = .string(String(type.prefix(100)))
+        }
+        let validated: ValidatedSET
+        do {
+            validated = try await verifier.verify(delivery.body, now: start)
+        } catch let error as SETError {
+            let end = clock()
+            record["outcome"] = "rejected"
+            record["err"] = .string(error.code.rawValue)
+            record["description"] = .string(error.description)
+            record["latency_us"] = .number(((end - start) * 1e6).rounded())
+            log.record(record)
+            metrics?.observe(outcome: "rejected", err: error.code.rawValue, verifySeconds: end - start, commitSeconds: nil)
+            throw error
+        } catch {
+            fail(&record, error, start: start, verifySeconds: nil)
+            throw error
+        }
+        let verified = clock()
+        record["jti"] = .string(validated.tokenID)
+        record["iss"] = .string(validated.issuer)
+        record["events"] = .array(validated.events.map { .string($0.type.shortName) })
+        let subjects = validated.events.compactMap { $0.subject?.googleSubject?.subject }
+        if let first = subjects.first { record["subject"] = .string(first) }
+        if !validated.warnings.isEmpty { record["warnings"] = .array(validated.warnings.map { .string($0) }) }
+        let stored = SETRecord(
+            validated: validated, token: Self.trimmed(delivery.body), receivedAt: start,
+            remoteAddress: delivery.remoteAddress, contentType: delivery.contentType)
+        let outcome: AppendOutcome
+        do {
+            outcome = try await store.append(stored)
+        } catch {
+            fail(&record, error, start: start, verifySeconds: verified - start)
+            throw error
+        }
+        let end = clock()
+        if case .duplicate(_, let deliveries) = outcome {
+            record["outcome"] = "duplicate"
+            record["deliveries"] = .number(Double(deliveries))
+        }
+        record["latency_us"] = .number(((end - start) * 1e6).rounded())
+        log.record(record)
+        metrics?.observe(
+            outcome: record["outcome"]?.stringValue ?? "accepted", err: nil, verifySeconds: verified - start,
+            commitSeconds: end - verified)
+        return outcome
+    }
+
+    private func fail(_ record: inout EventLogRecord, _ error: any Error, start: Double, verifySeconds: Double?) {
+        let end = clock()
+        record["outcome"] = "failed"
+        record["error"] = .string(String(describing: error).prefix(300).description)
+        record["latency_us"] = .number(((end - start) * 1e6).rounded())
+        log.record(record)
+        metrics?.observe(outcome: "failed", err: nil, verifySeconds: verifySeconds, commitSeconds: nil)
+    }
+
+    static func trimmed(_ body: [UInt8]) -> String {
+        var slice = body[...]
+        while let first = slice.first, first <= 0x20 { slice = slice.dropFirst() }
+        while let last = slice.last, last <= 0x20 { slice = slice.dropLast() }
+        return String(decoding: slice, as: UTF8.self)
+    }
+}

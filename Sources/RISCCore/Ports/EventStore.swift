@@ -1,0 +1,49 @@
+/// A verified SET as it is kept: the raw token for audit plus what the queue and operators need.
+public struct SETRecord: Sendable {
+    /// The de-duplication scope: the key set's issuer, without a trailing `/`.
+    public let issuer: String
+    /// `iss` exactly as the token says.
+    public let claimedIssuer: String
+    public let tokenID: String
+    public let issuedAt: Double
+    public let receivedAt: Double
+    public let remoteAddress: String?
+    public let contentType: String?
+    /// Event type URIs, in token order.
+    public let eventTypes: [String]
+    /// The subjects, as JSON (`Subject.json`), one per event.
+    public let subjectsJSON: String
+    /// The compact JWS as received (stored for audit; never logged).
+    public let token: String
+
+    public init(validated: ValidatedSET, token: String, receivedAt: Double, remoteAddress: String?, contentType: String?) {
+        var scope = validated.keyIssuer
+        if scope.hasSuffix("/") { scope.removeLast() }
+        issuer = scope
+        claimedIssuer = validated.issuer
+        tokenID = validated.tokenID
+        issuedAt = validated.issuedAt
+        self.receivedAt = receivedAt
+        self.remoteAddress = remoteAddress
+        self.contentType = contentType
+        eventTypes = validated.events.map(\.type.uri)
+        subjectsJSON = JSONValue.array(validated.events.map { $0.subject?.json ?? .null }).serialized
+        self.token = token
+    }
+}
+
+/// What storing a SET did.
+public enum AppendOutcome: Sendable, Equatable {
+    /// First delivery: stored, queued for processing.
+    case accepted(id: Int64)
+    /// Seen before (same issuer and `jti`): not stored again; `deliveries` counts this one too.
+    case duplicate(id: Int64, deliveries: Int64)
+}
+
+/// Durable storage of received SETs. `append` returns only once the record is on disk
+/// (RFC 8935 §2.2: the 202 means the SET is safe).
+public protocol EventStore: Sendable {
+    /// Stores `record` durably, or counts a redelivery of the same (issuer, jti).
+    /// - Throws: an error of the store's own (disk full, I/O) — a temporary failure.
+    func append(_ record: SETRecord) async throws -> AppendOutcome
+}

@@ -1,0 +1,80 @@
+import Hummingbird
+import NIOCore
+import RISCClient
+import RISCCore
+import RISCStore
+
+/// The admin listener's `/healthz`, `/readyz` and `/metrics`.
+struct HealthController: Sendable {
+    let keys: KeySetSource
+    let store: SQLiteEventStore
+    let metrics: PrometheusMetrics
+
+    func register(on router: Router<RISCRequestContext>) {
+        router.get("/healthz") { _, _ in Responses.json(#"{"status":"ok"}"#, status: .ok) }
+        router.get("/readyz") { _, _ in await readiness() }
+        router.get("/metrics") { _, _ in await scrape() }
+    }
+
+    /// Ready only when a usable key set is loaded and the store takes writes.
+    func readiness() async -> Response {
+        let keySet = await keys.status()
+        let writable = store.isWritable()
+        let depth = (try? store.queueDepth()) ?? -1
+        let last = try? store.lastReceivedAt()
+        var keyObject = JSONObject()
+        keyObject["usable"] = .bool(keySet.usable)
+        keyObject["source"] = .string(keySet.source)
+        if let age = keySet.age { keyObject["age_seconds"] = .number(age.rounded()) }
+        if let issuer = keySet.issuer { keyObject["issuer"] = .string(issuer) }
+        keyObject["kids"] = .array(keySet.keyIDs.map { .string($0) })
+        if let error = keySet.lastError { keyObject["last_error"] = .string(error) }
+        var body = JSONObject()
+        body["ready"] = .bool(keySet.usable && writable)
+        body["key_set"] = .object(keyObject)
+        body["store"] = .object(["writable": .bool(writable), "queue_depth": .number(Double(depth))])
+        if let last = last ?? nil { body["last_set_at"] = .string(Timestamp.iso8601(last)) }
+        return Responses.json(JSONValue.object(body).serialized, status: keySet.usable && writable ? .ok : .serviceUnavailable)
+    }
+
+    func scrape() async -> Response {
+        let keySet = await keys.status()
+        var gauges: [(name: String, help: String, value: Double)] = [
+            ("risc_queue_depth", "SETs stored and not yet processed.", Double((try? store.queueDepth()) ?? 0)),
+            ("risc_jwks_usable", "1 when a usable key set is loaded.", keySet.usable ? 1 : 0),
+        ]
+        if let age = keySet.age { gauges.append(("risc_jwks_age_seconds", "Seconds since the key set was fetched or revalidated.", age)) }
+        let counters = keySet.counters.map { (name: "risc_jwks_fetches_total", help: "Key-set cache decisions, by result.", labels: "result=\"\($0.0)\"", value: Double($0.1)) }
+        return Responses.text(metrics.render(gauges: gauges, counters: counters), contentType: "text/plain; version=0.0.4")
+    }
+}
+
+/// What `/readyz` and `/metrics` need to know about the keys, whatever their source.
+struct KeySetSource: Sendable {
+    struct Status: Sendable {
+        let usable: Bool
+        let source: String
+        let age: Double?
+        let issuer: String?
+        let keyIDs: [String]
+        let lastError: String?
+        let counters: [(String, Int)]
+    }
+
+    let status: @Sendable () async -> Status
+
+    static func cache(_ cache: JWKSCache) -> KeySetSource {
+        KeySetSource {
+            let status = await cache.status()
+            return Status(
+                usable: status.usable, source: status.source?.rawValue ?? "none", age: status.age, issuer: status.issuer,
+                keyIDs: status.keyIDs, lastError: status.lastError, counters: status.counters.all)
+        }
+    }
+
+    static func pinned(_ provider: StaticKeyProvider) -> KeySetSource {
+        KeySetSource {
+            Status(usable: true, source: "pinned", age: nil, issuer: provider.issuer, keyIDs: provider.keys.keyIDs, lastError: nil, counters: [])
+        }
+    }
+}

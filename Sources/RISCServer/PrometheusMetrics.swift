@@ -1,0 +1,72 @@
+import Foundation
+import RISCCore
+import Synchronization
+
+/// The receiver's metrics in Prometheus text format (exposition format 0.0.4).
+///
+/// Labels are bounded: outcomes and RFC 8935 codes only, never `kid`, `jti`, `sub`, `iss` or paths.
+public final class PrometheusMetrics: IntakeMetrics, Sendable {
+    struct Histogram {
+        static let bounds: [Double] = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1]
+        var buckets = [Int](repeating: 0, count: Histogram.bounds.count)
+        var count = 0
+        var sum = 0.0
+        mutating func observe(_ value: Double) {
+            count += 1
+            sum += value
+            for (index, bound) in Histogram.bounds.enumerated() where value <= bound { buckets[index] += 1 }
+        }
+    }
+
+    struct State {
+        var requests: [String: Int] = [:]  // key: outcome + "\u{0}" + err
+        var verify = Histogram()
+        var commit = Histogram()
+    }
+
+    private let state = Mutex(State())
+
+    public init() {}
+
+    public func observe(outcome: String, err: String?, verifySeconds: Double?, commitSeconds: Double?) {
+        state.withLock { state in
+            state.requests[outcome + "\u{0}" + (err ?? ""), default: 0] += 1
+            if let verifySeconds { state.verify.observe(verifySeconds) }
+            if let commitSeconds { state.commit.observe(commitSeconds) }
+        }
+    }
+
+    /// Renders every metric; `gauges` and `counters` add values read at scrape time.
+    public func render(gauges: [(name: String, help: String, value: Double)], counters: [(name: String, help: String, labels: String, value: Double)]) -> String {
+        let snapshot = state.withLock { $0 }
+        var out = ""
+        out += "# HELP risc_sets_total SETs received, by outcome and RFC 8935 error code.\n# TYPE risc_sets_total counter\n"
+        for (key, value) in snapshot.requests.sorted(by: { $0.key < $1.key }) {
+            let parts = key.split(separator: "\u{0}", omittingEmptySubsequences: false)
+            let err = parts.count > 1 && !parts[1].isEmpty ? ",err=\"\(parts[1])\"" : ""
+            out += "risc_sets_total{outcome=\"\(parts[0])\"\(err)} \(value)\n"
+        }
+        func histogram(_ name: String, _ help: String, _ h: Histogram) {
+            out += "# HELP \(name) \(help)\n# TYPE \(name) histogram\n"
+            for (index, bound) in Histogram.bounds.enumerated() { out += "\(name)_bucket{le=\"\(bound)\"} \(h.buckets[index])\n" }
+            out += "\(name)_bucket{le=\"+Inf\"} \(h.count)\n\(name)_sum \(h.sum)\n\(name)_count \(h.count)\n"
+        }
+        histogram("risc_verify_duration_seconds", "Time to verify a SET (parse, key, signature, claims).", snapshot.verify)
+        histogram("risc_commit_duration_seconds", "Time from verified to durably stored (group commit).", snapshot.commit)
+        var typed = Set<String>()
+        for counter in counters {
+            if typed.insert(counter.name).inserted {
+                out += "# HELP \(counter.name) \(counter.help)\n# TYPE \(counter.name) counter\n"
+            }
+            out += "\(counter.name)\(counter.labels.isEmpty ? "" : "{\(counter.labels)}") \(Self.format(counter.value))\n"
+        }
+        for gauge in gauges {
+            out += "# HELP \(gauge.name) \(gauge.help)\n# TYPE \(gauge.name) gauge\n\(gauge.name) \(Self.format(gauge.value))\n"
+        }
+        return out
+    }
+
+    static func format(_ value: Double) -> String {
+        value.rounded() == value && abs(value) < 1e15 ? String(Int64(value)) : String(value)
+    }
+}

@@ -1,0 +1,20 @@
+import Hummingbird
+import Logging
+import NIOCore
+
+/// The request context: Hummingbird's core storage plus the peer address for the event log.
+public struct RISCRequestContext: RequestContext, RemoteAddressRequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public let remoteAddress: SocketAddress?
+
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        remoteAddress = source.channel.remoteAddress
+    }
+
+    /// `IP` or `[IPv6]`, without the port.
+    var remoteHost: String? {
+        guard let address = remoteAddress?.ipAddress else { return nil }
+        return address.contains(":") ? "[\(address)]" : address
+    }
+}

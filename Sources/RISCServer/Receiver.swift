@@ -1,0 +1,167 @@
+import Foundation
+import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
+import Logging
+import NIOCore
+import NIOSSL
+import RISCClient
+import RISCCore
+import RISCStore
+import ServiceLifecycle
+import UnixSignals
+
+/// `risc serve`: the public push endpoint, the admin listener, the key cache and the store, run
+/// as one `ServiceGroup`.
+///
+/// Start-up order: store, event log, keys (warmed before listening), admin listener, public
+/// listener. On SIGTERM/SIGINT the public listener stops accepting and finishes in-flight
+/// requests first, then the admin listener and the key refresher stop; the store then commits
+/// what is waiting and the event log flushes last. SIGHUP reopens the event log file.
+public final class Receiver: Sendable {
+    public let configuration: ReceiverConfiguration
+    public let store: SQLiteEventStore
+    public let eventLog: JSONLinesEventLog
+    public let metrics: PrometheusMetrics
+    public let keys: any KeyProvider
+    let keySource: KeySetSource
+    let cache: JWKSCache?
+    let logger: Logger
+    let group: ServiceGroup
+    private let publicPort: AsyncStream<Int>.Continuation
+    private let adminPort: AsyncStream<Int>.Continuation
+    /// The ports actually bound (useful with port 0), each yielded once the listener runs.
+    public let publicPorts: AsyncStream<Int>
+    public let adminPorts: AsyncStream<Int>
+
+    public init(configuration: ReceiverConfiguration, logger: Logger) throws {
+        self.configuration = configuration
+        self.logger = logger
+        let problems = configuration.problems
+        guard problems.isEmpty else { throw ConfigurationError(problems: problems) }
+
+        store = try SQLiteEventStore(directory: configuration.dataDirectory, logger: logger)
+        eventLog = try JSONLinesEventLog(
+            path: (configuration.dataDirectory as NSString).appendingPathComponent("events.log"),
+            toStandardOutput: configuration.eventLogToStandardOutput)
+        metrics = PrometheusMetrics()
+        if let file = configuration.jwksFile {
+            guard let data = FileManager.default.contents(atPath: file) else {
+                throw ConfigurationError(problems: ["jwks_file: cannot read \(file)"])
+            }
+            let provider = StaticKeyProvider(
+                keys: try JWKSet(json: Array(data)), issuer: configuration.issuer ?? DiscoveryDocument.googleIssuer)
+            keys = provider
+            keySource = .pinned(provider)
+            cache = nil
+        } else {
+            var jwks = configuration.jwksConfiguration
+            jwks.persistencePath = (configuration.dataDirectory as NSString).appendingPathComponent("jwks-cache.json")
+            let cache = JWKSCache(configuration: jwks, logger: logger)
+            keys = cache
+            keySource = .cache(cache)
+            self.cache = cache
+        }
+
+        let intake = Intake(
+            verifier: SETVerifier(policy: configuration.policy, keys: keys), store: store, log: eventLog, metrics: metrics,
+            clock: { Date().timeIntervalSince1970 })
+        let publicRouter = Router(context: RISCRequestContext.self)
+        EventsController(intake: intake, maxBodyBytes: configuration.maxBodyBytes, retryAfter: configuration.retryAfter, log: eventLog)
+            .register(on: publicRouter, path: configuration.eventsPath)
+        let adminRouter = Router(context: RISCRequestContext.self)
+        HealthController(keys: keySource, store: store, metrics: metrics).register(on: adminRouter)
+
+        let (publicPorts, publicPort) = AsyncStream.makeStream(of: Int.self)
+        let (adminPorts, adminPort) = AsyncStream.makeStream(of: Int.self)
+        self.publicPorts = publicPorts
+        self.adminPorts = adminPorts
+        self.publicPort = publicPort
+        self.adminPort = adminPort
+
+        let server: HTTPServerBuilder
+        if let certificate = configuration.tlsCertificate, let key = configuration.tlsKey {
+            var tls = TLSConfiguration.makeServerConfiguration(
+                certificateChain: try NIOSSLCertificate.fromPEMFile(certificate).map { .certificate($0) },
+                privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
+            tls.minimumTLSVersion = .tlsv12
+            server = try .tls(.http1(), tlsConfiguration: tls)
+        } else {
+            server = .http1()
+            if !Self.isLoopback(configuration.host) {
+                logger.warning(
+                    "serving plain HTTP on a non-loopback address: put a TLS-terminating proxy in front, or set tls.certificate and tls.key",
+                    metadata: ["risc.host": "\(configuration.host)"])
+            }
+        }
+        let publicApp = Application(
+            router: publicRouter, server: server,
+            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: nil),
+            onServerRunning: { channel in publicPort.yield(channel.localAddress?.port ?? 0) },
+            logger: logger)
+        let adminApp = Application(
+            router: adminRouter,
+            configuration: .init(address: .hostname(configuration.adminHost, port: configuration.adminPort)),
+            onServerRunning: { channel in adminPort.yield(channel.localAddress?.port ?? 0) },
+            logger: logger)
+
+        var services: [any Service] = [EventLogReopener(log: eventLog, logger: logger)]
+        if let cache { services.append(KeyRefresher(cache: cache)) }
+        services.append(adminApp)
+        services.append(publicApp)
+        group = ServiceGroup(
+            configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+    }
+
+    /// Runs until SIGTERM/SIGINT (or `shutdown()`), then closes the store and the event log.
+    public func run() async throws {
+        if let cache { await cache.refreshNow() }  // warm the keys before the first request
+        var startup = EventLogRecord(step: "serve", outcome: "started", time: Date().timeIntervalSince1970)
+        startup["events_path"] = .string(configuration.eventsPath)
+        startup["tls"] = .bool(configuration.tlsCertificate != nil)
+        eventLog.record(startup)
+        defer {
+            store.close()
+            eventLog.record(EventLogRecord(step: "serve", outcome: "stopped", time: Date().timeIntervalSince1970))
+            eventLog.close()
+            publicPort.finish()
+            adminPort.finish()
+        }
+        try await group.run()
+    }
+
+    /// Starts a graceful shutdown, as SIGTERM does.
+    public func shutdown() async { await group.triggerGracefulShutdown() }
+
+    static func isLoopback(_ host: String) -> Bool {
+        host == "localhost" || host == "::1" || host.hasPrefix("127.")
+    }
+}
+
+/// A configuration that cannot run, with every problem named.
+public struct ConfigurationError: Error, CustomStringConvertible {
+    public let problems: [String]
+    public var description: String { "invalid configuration:\n" + problems.map { "  - \($0)" }.joined(separator: "\n") }
+}
+
+/// Keeps the issuer's key set fresh until shutdown.
+struct KeyRefresher: Service {
+    let cache: JWKSCache
+    func run() async throws {
+        try await cancelWhenGracefulShutdown { await cache.run() }
+    }
+}
+
+/// Reopens the event log file on SIGHUP (log rotation).
+struct EventLogReopener: Service {
+    let log: JSONLinesEventLog
+    let logger: Logger
+    func run() async throws {
+        try await cancelWhenGracefulShutdown {
+            for await _ in await UnixSignalsSequence(trapping: .sighup) {
+                log.reopen()
+                logger.info("event log reopened (SIGHUP)")
+            }
+        }
+    }
+}

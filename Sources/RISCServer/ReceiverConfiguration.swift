@@ -1,0 +1,72 @@
+import RISCClient
+import RISCCore
+
+/// Everything `risc serve` needs, with the embedded defaults. Read from a config file, the
+/// environment and flags by the executable (`ReceiverConfiguration+ConfigReader.swift`).
+public struct ReceiverConfiguration: Sendable {
+    /// Our OAuth client IDs (`aud`). Required.
+    public var audiences: [String] = []
+    /// The issuer the discovery document must name; defaults to Google's with Google's document.
+    public var issuer: String?
+    public var issuerAliases: [String] = []
+    public var algorithms: [String] = ["RS256"]
+    public var discoveryURL: String = DiscoveryDocument.googleURL
+    /// A pinned JWK Set file instead of discovery (offline, tests).
+    public var jwksFile: String?
+    public var dataDirectory: String = "./data"
+
+    public var host: String = "0.0.0.0"
+    public var port: Int = 8443
+    public var eventsPath: String = "/events"
+    /// PEM certificate chain and private key for HTTPS. Both or neither; without them risc
+    /// serves plain HTTP, for deployments behind a TLS-terminating proxy.
+    public var tlsCertificate: String?
+    public var tlsKey: String?
+    public var adminHost: String = "127.0.0.1"
+    public var adminPort: Int = 9090
+    public var maxBodyBytes: Int = 64 * 1024
+    /// Seconds in `Retry-After` on 503.
+    public var retryAfter: Int = 30
+    /// Also write the event log to standard output.
+    public var eventLogToStandardOutput: Bool = false
+    public var clockSkew: Double = 300
+
+    public var jwksMinimumTTL: Double = 300
+    public var jwksMaximumTTL: Double = 86_400
+    public var jwksUnknownKeyCooldown: Double = 60
+    public var jwksMaximumStaleness: Double = 86_400
+    public var jwksFailureRetryInterval: Double = 10
+
+    public init() {}
+
+    public var policy: SETPolicy {
+        SETPolicy(
+            audiences: Set(audiences), algorithms: Set(algorithms.map(JWSAlgorithm.init(rawValue:))),
+            issuerAliases: issuerAliases, clockSkew: clockSkew)
+    }
+
+    public var jwksConfiguration: JWKSConfiguration {
+        var configuration = JWKSConfiguration(discoveryURL: discoveryURL, expectedIssuer: issuer)
+        configuration.minimumTTL = jwksMinimumTTL
+        configuration.maximumTTL = jwksMaximumTTL
+        configuration.unknownKeyCooldown = jwksUnknownKeyCooldown
+        configuration.maximumStaleness = jwksMaximumStaleness
+        configuration.failureRetryInterval = jwksFailureRetryInterval
+        return configuration
+    }
+
+    /// Every problem, each a sentence naming the setting; empty when the configuration is usable.
+    public var problems: [String] {
+        var problems = policy.problems.map { "audiences/algorithms: \($0)" }
+        if jwksFile == nil { problems += jwksConfiguration.problems.map { "jwks: \($0)" } }
+        if !(0...65_535).contains(port) { problems.append("port must be 0–65535, got \(port)") }
+        if !(0...65_535).contains(adminPort) { problems.append("admin.port must be 0–65535, got \(adminPort)") }
+        if port != 0 && port == adminPort && host == adminHost { problems.append("port and admin.port must differ") }
+        if !eventsPath.hasPrefix("/") { problems.append("events.path must start with '/', got '\(eventsPath)'") }
+        if (tlsCertificate == nil) != (tlsKey == nil) { problems.append("tls.certificate and tls.key go together") }
+        if maxBodyBytes < 1_024 || maxBodyBytes > 1 << 20 { problems.append("max_body_bytes must be 1 KiB–1 MiB") }
+        if retryAfter < 1 { problems.append("retry_after must be at least 1 second") }
+        if dataDirectory.isEmpty { problems.append("data_dir must not be empty") }
+        return problems
+    }
+}

@@ -1,0 +1,206 @@
+import CSQLite
+import Foundation
+import Logging
+import RISCCore
+
+/// The embedded default store: SQLite in WAL mode with full synchronous commits, in the data
+/// directory. No server to run.
+///
+/// **Group commit.** Requests hand their record to one writer thread and wait. The writer takes
+/// everything waiting (up to `maxBatch`), writes it in one transaction, and commits once — one
+/// fsync for the whole batch — then wakes every waiter with its outcome. While it commits, new
+/// requests queue up for the next batch, so batches grow with load and an acknowledgement never
+/// waits for a timer.
+public final class SQLiteEventStore: EventStore, @unchecked Sendable {
+    public let path: String
+    private let logger: Logger
+    private let maxBatch: Int
+    private let condition = NSCondition()
+    private var pending: [(SETRecord, CheckedContinuation<AppendOutcome, any Error>)] = []
+    private var stopping = false
+    private var writerDone = false
+    private let readLock = NSLock()
+    private let reader: SQLiteConnection
+    private var writerThread: Thread?
+    private let writer: SQLiteConnection
+    private let upsert: SQLiteStatement
+
+    /// Transactions committed and rows written, for metrics.
+    public private(set) var commits = 0
+    public private(set) var rowsWritten = 0
+
+    /// Opens (creating if needed) `directory/risc.sqlite3`.
+    public init(directory: String, logger: Logger, maxBatch: Int = 512) throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        path = (directory as NSString).appendingPathComponent("risc.sqlite3")
+        self.logger = logger
+        self.maxBatch = maxBatch
+        writer = try SQLiteConnection(path: path)
+        try writer.execute("PRAGMA journal_mode = WAL")
+        try writer.execute("PRAGMA synchronous = FULL")
+        try writer.execute("PRAGMA foreign_keys = ON")
+        try Self.migrate(writer)
+        upsert = try writer.prepare("""
+            INSERT INTO sets (issuer, jti, iss, iat, received_at, last_received_at, remote, content_type,
+                              event_types, subjects, token)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8, ?9, ?10)
+            ON CONFLICT (issuer, jti) DO UPDATE SET deliveries = deliveries + 1, last_received_at = excluded.last_received_at
+            RETURNING id, deliveries
+            """)
+        reader = try SQLiteConnection(path: path)
+        let thread = Thread { [unowned self] in self.writeLoop() }
+        thread.name = "risc.store.writer"
+        writerThread = thread
+        thread.start()
+    }
+
+    deinit { close() }
+
+    static func migrate(_ connection: SQLiteConnection) throws(StoreError) {
+        let current = try connection.scalar("PRAGMA user_version") ?? 0
+        guard current < Schema.version else { return }
+        try connection.execute("BEGIN IMMEDIATE")
+        do {
+            for version in (current + 1)...Schema.version {
+                try connection.execute(Schema.migrations[version]!)
+            }
+            try connection.execute("PRAGMA user_version = \(Schema.version)")
+            try connection.execute("COMMIT")
+        } catch {
+            try? connection.execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    // MARK: EventStore
+
+    public func append(_ record: SETRecord) async throws -> AppendOutcome {
+        try await withCheckedThrowingContinuation { continuation in
+            condition.lock()
+            if stopping {
+                condition.unlock()
+                continuation.resume(throwing: StoreError(code: SQLITE_MISUSE, "the store is closed"))
+                return
+            }
+            pending.append((record, continuation))
+            condition.signal()
+            condition.unlock()
+        }
+    }
+
+    /// Finishes every waiting append, then stops the writer. Idempotent.
+    public func close() {
+        condition.lock()
+        stopping = true
+        condition.broadcast()
+        while writerThread != nil && !writerDone { condition.wait() }
+        condition.unlock()
+    }
+
+    private func writeLoop() {
+        while true {
+            condition.lock()
+            while pending.isEmpty && !stopping { condition.wait() }
+            if pending.isEmpty && stopping {
+                writerDone = true
+                condition.broadcast()
+                condition.unlock()
+                return
+            }
+            let batch = Array(pending.prefix(maxBatch))
+            pending.removeFirst(batch.count)
+            condition.unlock()
+            commit(batch)
+        }
+    }
+
+    private func commit(_ batch: [(SETRecord, CheckedContinuation<AppendOutcome, any Error>)]) {
+        var outcomes: [AppendOutcome] = []
+        outcomes.reserveCapacity(batch.count)
+        do {
+            try writer.execute("BEGIN IMMEDIATE")
+            for (record, _) in batch {
+                try upsert.bind([
+                    .text(record.issuer), .text(record.tokenID), .text(record.claimedIssuer), .double(record.issuedAt),
+                    .double(record.receivedAt), .optional(record.remoteAddress), .optional(record.contentType),
+                    .text(JSONValue.array(record.eventTypes.map { .string($0) }).serialized), .text(record.subjectsJSON),
+                    .text(record.token),
+                ])
+                guard try upsert.step() else { throw StoreError(code: SQLITE_ERROR, "upsert returned no row") }
+                let id = upsert.int(0), deliveries = upsert.int(1)
+                upsert.reset()
+                outcomes.append(deliveries == 1 ? .accepted(id: id) : .duplicate(id: id, deliveries: deliveries))
+            }
+            try writer.execute("COMMIT")
+            commits += 1
+            rowsWritten += batch.count
+        } catch {
+            upsert.reset()
+            try? writer.execute("ROLLBACK")
+            logger.error("store commit failed", metadata: ["risc.error": "\(error)", "risc.batch": "\(batch.count)"])
+            for (_, continuation) in batch { continuation.resume(throwing: error) }
+            return
+        }
+        for ((_, continuation), outcome) in zip(batch, outcomes) { continuation.resume(returning: outcome) }
+    }
+
+    // MARK: Reads (a separate connection; WAL lets it run beside the writer)
+
+    private func read<T>(_ body: (SQLiteConnection) throws -> T) throws -> T {
+        readLock.lock()
+        defer { readLock.unlock() }
+        return try body(reader)
+    }
+
+    /// SETs acknowledged and not yet processed.
+    public func queueDepth() throws -> Int {
+        try read { Int(try $0.scalar("SELECT count(*) FROM sets WHERE state = 'pending'") ?? 0) }
+    }
+
+    /// Rows in the store.
+    public func count() throws -> Int {
+        try read { Int(try $0.scalar("SELECT count(*) FROM sets") ?? 0) }
+    }
+
+    /// When the newest SET arrived (seconds since the epoch), if any.
+    public func lastReceivedAt() throws -> Double? {
+        try read { connection in
+            let statement = try connection.prepare("SELECT max(last_received_at) FROM sets")
+            guard try statement.step(), !statement.isNull(0) else { return nil }
+            return statement.double(0)
+        }
+    }
+
+    /// One stored SET by issuer scope and jti, for tests and the CLI.
+    public func record(issuer: String, jti: String) throws -> StoredSET? {
+        try read { connection in
+            let statement = try connection.prepare(
+                "SELECT id, deliveries, state, event_types, token, remote FROM sets WHERE issuer = ?1 AND jti = ?2")
+            try statement.bind([.text(issuer), .text(jti)])
+            guard try statement.step() else { return nil }
+            return StoredSET(
+                id: statement.int(0), deliveries: statement.int(1), state: statement.text(2) ?? "",
+                eventTypes: statement.text(3) ?? "", token: statement.text(4) ?? "", remoteAddress: statement.text(5))
+        }
+    }
+
+    /// Whether a write transaction can be opened right now (readiness).
+    public func isWritable() -> Bool {
+        guard FileManager.default.isWritableFile(atPath: path) else { return false }
+        return (try? read { connection -> Bool in
+            try connection.execute("BEGIN IMMEDIATE")
+            try connection.execute("ROLLBACK")
+            return true
+        }) ?? false
+    }
+}
+
+/// A stored SET, as tests and the CLI read it back.
+public struct StoredSET: Sendable {
+    public let id: Int64
+    public let deliveries: Int64
+    public let state: String
+    public let eventTypes: String
+    public let token: String
+    public let remoteAddress: String?
+}

@@ -1,0 +1,133 @@
+import CSQLite
+import Foundation
+
+/// A failure in the store: ours, never the sender's, so it becomes a 503 and the transmitter retries.
+public struct StoreError: Error, Sendable, CustomStringConvertible {
+    /// SQLite's primary result code (`SQLITE_FULL` = 13 when the disk is full).
+    public let code: Int32
+    public let description: String
+
+    public init(code: Int32, _ description: String) {
+        self.code = code
+        self.description = description
+    }
+
+    public var isDiskFull: Bool { code & 0xFF == SQLITE_FULL }
+}
+
+/// One SQLite connection. Not thread-safe: each is used by one thread at a time.
+final class SQLiteConnection {
+    let handle: OpaquePointer
+
+    init(path: String, readOnly: Bool = false) throws(StoreError) {
+        var handle: OpaquePointer?
+        let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
+        let rc = sqlite3_open_v2(path, &handle, flags, nil)
+        guard rc == SQLITE_OK, let handle else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            if let handle { sqlite3_close_v2(handle) }
+            throw StoreError(code: rc, "cannot open \(path): \(message)")
+        }
+        self.handle = handle
+        sqlite3_busy_timeout(handle, 5_000)
+        sqlite3_extended_result_codes(handle, 1)
+    }
+
+    deinit { sqlite3_close_v2(handle) }
+
+    func error(_ rc: Int32, _ context: String) -> StoreError {
+        StoreError(code: rc, "\(context): \(String(cString: sqlite3_errmsg(handle)))")
+    }
+
+    func execute(_ sql: String) throws(StoreError) {
+        var message: UnsafeMutablePointer<CChar>?
+        let rc = sqlite3_exec(handle, sql, nil, nil, &message)
+        guard rc == SQLITE_OK else {
+            let text = message.map { String(cString: $0) } ?? ""
+            sqlite3_free(message)
+            throw StoreError(code: rc, "\(sql.prefix(60)): \(text)")
+        }
+    }
+
+    func prepare(_ sql: String) throws(StoreError) -> SQLiteStatement {
+        var statement: OpaquePointer?
+        let rc = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
+        guard rc == SQLITE_OK, let statement else { throw error(rc, "prepare") }
+        return SQLiteStatement(statement, connection: self)
+    }
+
+    /// The first column of the first row of a query, as an integer.
+    func scalar(_ sql: String) throws(StoreError) -> Int64? {
+        let statement = try prepare(sql)
+        guard try statement.step() else { return nil }
+        return statement.isNull(0) ? nil : statement.int(0)
+    }
+}
+
+/// A prepared statement, reset after each use.
+final class SQLiteStatement {
+    let handle: OpaquePointer
+    unowned let connection: SQLiteConnection
+
+    init(_ handle: OpaquePointer, connection: SQLiteConnection) {
+        self.handle = handle
+        self.connection = connection
+    }
+
+    deinit { sqlite3_finalize(handle) }
+
+    func bind(_ values: [SQLiteValue]) throws(StoreError) {
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+        for (offset, value) in values.enumerated() {
+            let index = Int32(offset + 1)
+            let rc: Int32
+            switch value {
+            case .null: rc = sqlite3_bind_null(handle, index)
+            case .int(let v): rc = sqlite3_bind_int64(handle, index, v)
+            case .double(let v): rc = sqlite3_bind_double(handle, index, v)
+            case .text(let v): rc = sqlite3_bind_text(handle, index, v, -1, risc_sqlite_transient())
+            }
+            guard rc == SQLITE_OK else { throw connection.error(rc, "bind") }
+        }
+    }
+
+    /// Steps once: true when a row is available, false when done.
+    func step() throws(StoreError) -> Bool {
+        let rc = sqlite3_step(handle)
+        switch rc {
+        case SQLITE_ROW: return true
+        case SQLITE_DONE:
+            return false
+        default:
+            sqlite3_reset(handle)
+            throw connection.error(rc, "step")
+        }
+    }
+
+    /// Runs to completion.
+    func run(_ values: [SQLiteValue] = []) throws(StoreError) {
+        try bind(values)
+        while try step() {}
+        sqlite3_reset(handle)
+    }
+
+    func reset() { sqlite3_reset(handle) }
+
+    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
+    func int(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
+    func double(_ column: Int32) -> Double { sqlite3_column_double(handle, column) }
+    func text(_ column: Int32) -> String? {
+        guard let pointer = sqlite3_column_text(handle, column) else { return nil }
+        return String(cString: pointer)
+    }
+}
+
+enum SQLiteValue {
+    case null
+    case int(Int64)
+    case double(Double)
+    case text(String)
+
+    static func optional(_ text: String?) -> SQLiteValue { text.map { .text($0) } ?? .null }
+}

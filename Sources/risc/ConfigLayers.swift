@@ -1,0 +1,144 @@
+import Foundation
+import RISCCore
+
+/// Settings read from, highest precedence first: flags, `RISC_*` environment variables, a JSON
+/// config file, defaults.
+///
+/// Strict on purpose: an unknown key in the file or an unknown `RISC_*` variable is an error (a
+/// typo must not silently fall back to a default), and a value of the wrong type names its source.
+/// (Departs from the style guide's swift-configuration, whose getters return the default when a
+/// value does not convert.)
+struct ConfigLayers {
+    struct Problem: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// Flattened dotted keys (`listen.port`) to values, per layer.
+    private var flags: [String: JSONValue] = [:]
+    private var environment: [String: (name: String, value: String)] = [:]
+    private var file: [String: JSONValue] = [:]
+    private var filePath: String?
+    private(set) var problems: [String] = []
+
+    init(filePath: String?, environment env: [String: String], flags: [String: JSONValue], knownKeys: Set<String>) {
+        self.flags = flags
+        self.filePath = filePath
+        if let filePath {
+            if let data = FileManager.default.contents(atPath: filePath) {
+                do {
+                    Self.flatten(try JSONParser.parseObject(Array(data)), prefix: "", into: &file)
+                } catch {
+                    problems.append("\(filePath): not a JSON object (\(error))")
+                }
+            } else {
+                problems.append("\(filePath): cannot read the config file")
+            }
+        }
+        for key in file.keys.sorted() where !knownKeys.contains(key) {
+            problems.append("\(filePath ?? "config"): unknown setting '\(key)'")
+        }
+        var byVariable: [String: String] = [:]
+        for key in knownKeys { byVariable[Self.variable(for: key)] = key }
+        for (name, value) in env where name.hasPrefix("RISC_") {
+            if let key = byVariable[name] {
+                environment[key] = (name, value)
+            } else {
+                problems.append("environment: unknown variable \(name)")
+            }
+        }
+    }
+
+    /// `listen.port` → `RISC_LISTEN_PORT`.
+    static func variable(for key: String) -> String {
+        "RISC_" + key.uppercased().replacingOccurrences(of: ".", with: "_")
+    }
+
+    static func flatten(_ object: JSONObject, prefix: String, into result: inout [String: JSONValue]) {
+        for (name, value) in object {
+            let key = prefix.isEmpty ? name : "\(prefix).\(name)"
+            if case .object(let nested) = value { flatten(nested, prefix: key, into: &result) } else { result[key] = value }
+        }
+    }
+
+    private enum Raw {
+        case json(JSONValue, source: String)
+        case text(String, source: String)
+    }
+
+    private func raw(_ key: String) -> Raw? {
+        if let value = flags[key] { return .json(value, source: "flag for \(key)") }
+        if let (name, value) = environment[key] { return .text(value, source: name) }
+        if let value = file[key], value != .null { return .json(value, source: "\(filePath ?? "config"): \(key)") }
+        return nil
+    }
+
+    mutating func string(_ key: String) -> String? {
+        switch raw(key) {
+        case nil: return nil
+        case .text(let text, _): return text
+        case .json(.string(let text), _): return text
+        case .json(let other, let source):
+            problems.append("\(source): expected a string, got \(other.serialized)")
+            return nil
+        }
+    }
+
+    mutating func strings(_ key: String) -> [String]? {
+        switch raw(key) {
+        case nil: return nil
+        case .text(let text, _):
+            return text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        case .json(.string(let text), _): return [text]
+        case .json(.array(let items), let source):
+            let texts = items.compactMap(\.stringValue)
+            if texts.count != items.count { problems.append("\(source): expected an array of strings") }
+            return texts
+        case .json(let other, let source):
+            problems.append("\(source): expected an array of strings, got \(other.serialized)")
+            return nil
+        }
+    }
+
+    mutating func double(_ key: String) -> Double? {
+        switch raw(key) {
+        case nil: return nil
+        case .text(let text, let source):
+            guard let value = Double(text), value.isFinite else {
+                problems.append("\(source): expected a number, got '\(text)'")
+                return nil
+            }
+            return value
+        case .json(.number(let value), _): return value
+        case .json(let other, let source):
+            problems.append("\(source): expected a number, got \(other.serialized)")
+            return nil
+        }
+    }
+
+    mutating func int(_ key: String) -> Int? {
+        guard let value = double(key) else { return nil }
+        guard value.rounded() == value, abs(value) < 1e15 else {
+            problems.append("\(key): expected a whole number, got \(value)")
+            return nil
+        }
+        return Int(value)
+    }
+
+    mutating func bool(_ key: String) -> Bool? {
+        switch raw(key) {
+        case nil: return nil
+        case .text(let text, let source):
+            switch text.lowercased() {
+            case "1", "true", "yes", "on": return true
+            case "0", "false", "no", "off": return false
+            default:
+                problems.append("\(source): expected true or false, got '\(text)'")
+                return nil
+            }
+        case .json(.bool(let value), _): return value
+        case .json(let other, let source):
+            problems.append("\(source): expected true or false, got \(other.serialized)")
+            return nil
+        }
+    }
+}

@@ -1,0 +1,58 @@
+import RISCServer
+
+extension ReceiverConfiguration {
+    /// Every key `risc serve` reads, with what it means. The README's table is this list.
+    static let keys: [(key: String, help: String)] = [
+        ("audiences", "OAuth client IDs accepted in `aud` (required; env: comma-separated)"),
+        ("issuer", "issuer the discovery document must name (default: Google's, with Google's document)"),
+        ("issuer_aliases", "further accepted `iss` values"),
+        ("algorithms", "allowed JWS algorithms (default RS256)"),
+        ("discovery_url", "RISC discovery document (default Google's)"),
+        ("jwks_file", "pinned JWK Set file instead of discovery (offline)"),
+        ("data_dir", "data directory: store, event log, key cache (default ./data)"),
+        ("listen.host", "public listener address (default 0.0.0.0)"),
+        ("listen.port", "public listener port (default 8443)"),
+        ("events_path", "path that receives SETs (default /events)"),
+        ("tls.certificate", "PEM certificate chain; with tls.key turns on HTTPS (TLS 1.2+)"),
+        ("tls.key", "PEM private key for tls.certificate"),
+        ("admin.host", "admin listener address for /healthz, /readyz, /metrics (default 127.0.0.1)"),
+        ("admin.port", "admin listener port (default 9090)"),
+        ("max_body_bytes", "largest accepted body; larger gets 413 (default 65536)"),
+        ("retry_after", "seconds in Retry-After on 503 (default 30)"),
+        ("event_log_stdout", "also write the event log to standard output (default false)"),
+        ("clock_skew", "seconds a future iat may be ahead before a warning (default 300)"),
+        ("jwks.min_ttl", "lower bound on a key set's lifetime from max-age (default 300)"),
+        ("jwks.max_ttl", "upper bound on it (default 86400)"),
+        ("jwks.unknown_kid_cooldown", "seconds between forced refetches for unknown kids (default 60)"),
+        ("jwks.max_staleness", "seconds past expiry a key set is still served during an issuer outage (default 86400)"),
+        ("jwks.failure_retry", "seconds between fetch attempts after a failure (default 10)"),
+    ]
+
+    /// Reads every setting from the layers onto the defaults.
+    init(layers: inout ConfigLayers) {
+        self.init()
+        if let value = layers.strings("audiences") { audiences = value }
+        issuer = layers.string("issuer")
+        if let value = layers.strings("issuer_aliases") { issuerAliases = value }
+        if let value = layers.strings("algorithms") { algorithms = value }
+        if let value = layers.string("discovery_url") { discoveryURL = value }
+        jwksFile = layers.string("jwks_file")
+        if let value = layers.string("data_dir") { dataDirectory = value }
+        if let value = layers.string("listen.host") { host = value }
+        if let value = layers.int("listen.port") { port = value }
+        if let value = layers.string("events_path") { eventsPath = value }
+        tlsCertificate = layers.string("tls.certificate")
+        tlsKey = layers.string("tls.key")
+        if let value = layers.string("admin.host") { adminHost = value }
+        if let value = layers.int("admin.port") { adminPort = value }
+        if let value = layers.int("max_body_bytes") { maxBodyBytes = value }
+        if let value = layers.int("retry_after") { retryAfter = value }
+        if let value = layers.bool("event_log_stdout") { eventLogToStandardOutput = value }
+        if let value = layers.double("clock_skew") { clockSkew = value }
+        if let value = layers.double("jwks.min_ttl") { jwksMinimumTTL = value }
+        if let value = layers.double("jwks.max_ttl") { jwksMaximumTTL = value }
+        if let value = layers.double("jwks.unknown_kid_cooldown") { jwksUnknownKeyCooldown = value }
+        if let value = layers.double("jwks.max_staleness") { jwksMaximumStaleness = value }
+        if let value = layers.double("jwks.failure_retry") { jwksFailureRetryInterval = value }
+    }
+}

@@ -1,0 +1,106 @@
+import ArgumentParser
+import Foundation
+import Logging
+import RISCCore
+import RISCServer
+
+extension RiscCommand {
+    struct Serve: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Run the receiver: the RFC 8935 push endpoint, health and metrics.",
+            discussion: """
+                Settings come from flags, then RISC_* environment variables (listen.port → RISC_LISTEN_PORT), \
+                then the JSON file given with --config, then defaults. Only the audiences (your OAuth client IDs) \
+                are required: with nothing else risc serves on 0.0.0.0:8443 (plain HTTP unless tls.certificate and \
+                tls.key are set), keeps its data in ./data and trusts Google's RISC discovery document. \
+                Keys: \(ReceiverConfiguration.keys.map(\.key).joined(separator: ", ")).
+                """
+        )
+
+        @Option(help: "JSON config file.")
+        var config: String?
+
+        @Option(name: .customLong("audience"), help: "An accepted OAuth client ID (repeatable).")
+        var audiences: [String] = []
+
+        @Option(help: "Data directory.")
+        var dataDir: String?
+
+        @Option(help: "Public listener address.")
+        var host: String?
+
+        @Option(help: "Public listener port.")
+        var port: Int?
+
+        @Option(help: "Admin listener port (/healthz, /readyz, /metrics).")
+        var adminPort: Int?
+
+        @Option(help: "PEM certificate chain for HTTPS.")
+        var tlsCert: String?
+
+        @Option(help: "PEM private key for HTTPS.")
+        var tlsKey: String?
+
+        @Option(help: "Pinned JWK Set file (no discovery).")
+        var jwksFile: String?
+
+        @Option(help: "Discovery document URL.")
+        var discoveryURL: String?
+
+        @Option(help: "Expected issuer.")
+        var issuer: String?
+
+        @Option(name: .customLong("set"), help: "Any setting as KEY=VALUE (for example jwks.min_ttl=60); repeatable.")
+        var overrides: [String] = []
+
+        @Flag(help: "Also write the event log to standard output.")
+        var logStdout = false
+
+        @OptionGroup var global: GlobalOptions
+
+        func flagValues() throws -> [String: JSONValue] {
+            var values: [String: JSONValue] = [:]
+            for override in overrides {
+                guard let equals = override.firstIndex(of: "=") else {
+                    throw ValidationError("--set expects KEY=VALUE, got '\(override)'")
+                }
+                let key = String(override[..<equals]), text = String(override[override.index(after: equals)...])
+                values[key] = (try? JSONParser.parse(text)) ?? .string(text)
+            }
+            if !audiences.isEmpty { values["audiences"] = .array(audiences.map { .string($0) }) }
+            if let dataDir { values["data_dir"] = .string(dataDir) }
+            if let host { values["listen.host"] = .string(host) }
+            if let port { values["listen.port"] = .number(Double(port)) }
+            if let adminPort { values["admin.port"] = .number(Double(adminPort)) }
+            if let tlsCert { values["tls.certificate"] = .string(tlsCert) }
+            if let tlsKey { values["tls.key"] = .string(tlsKey) }
+            if let jwksFile { values["jwks_file"] = .string(jwksFile) }
+            if let discoveryURL { values["discovery_url"] = .string(discoveryURL) }
+            if let issuer { values["issuer"] = .string(issuer) }
+            if logStdout { values["event_log_stdout"] = true }
+            return values
+        }
+
+        func run() async throws {
+            let known = Set(ReceiverConfiguration.keys.map(\.key))
+            let flags = try flagValues()
+            for key in flags.keys where !known.contains(key) { throw ValidationError("--set: unknown setting '\(key)'") }
+            var layers = ConfigLayers(filePath: config, environment: ProcessInfo.processInfo.environment, flags: flags, knownKeys: known)
+            let configuration = ReceiverConfiguration(layers: &layers)
+            let problems = layers.problems + configuration.problems
+            guard problems.isEmpty else {
+                throw ValidationError("invalid configuration:\n" + problems.map { "  - \($0)" }.joined(separator: "\n"))
+            }
+            let logger = global.makeLogger()
+            let receiver = try Receiver(configuration: configuration, logger: logger)
+            logger.notice(
+                "risc serving",
+                metadata: [
+                    "risc.listen": "\(configuration.host):\(configuration.port)\(configuration.eventsPath)",
+                    "risc.admin": "\(configuration.adminHost):\(configuration.adminPort)",
+                    "risc.data_dir": "\(configuration.dataDirectory)", "risc.tls": "\(configuration.tlsCertificate != nil)",
+                ])
+            try await receiver.run()
+        }
+    }
+}
