@@ -44,7 +44,10 @@ struct HealthController: Sendable {
             ("risc_jwks_usable", "1 when a usable key set is loaded.", keySet.usable ? 1 : 0),
         ]
         if let age = keySet.age { gauges.append(("risc_jwks_age_seconds", "Seconds since the key set was fetched or revalidated.", age)) }
-        let counters = keySet.counters.map { (name: "risc_jwks_fetches_total", help: "Key-set cache decisions, by result.", labels: "result=\"\($0.0)\"", value: Double($0.1)) }
+        var counters = keySet.counters.map { (name: "risc_jwks_fetches_total", help: "Key-set cache decisions, by result.", labels: "result=\"\($0.0)\"", value: Double($0.1)) }
+        let writes = store.writeCounts
+        counters.append((name: "risc_store_commits_total", help: "Store transactions committed (one fsync each).", labels: "", value: Double(writes.commits)))
+        counters.append((name: "risc_store_rows_total", help: "SET rows written by those commits.", labels: "", value: Double(writes.rows)))
         return Responses.text(metrics.render(gauges: gauges, counters: counters), contentType: "text/plain; version=0.0.4")
     }
 }

@@ -18,8 +18,14 @@ public final class PrometheusMetrics: IntakeMetrics, Sendable {
         }
     }
 
+    struct Key: Hashable, Comparable {
+        let outcome: String
+        let err: String?
+        static func < (a: Key, b: Key) -> Bool { (a.outcome, a.err ?? "") < (b.outcome, b.err ?? "") }
+    }
+
     struct State {
-        var requests: [String: Int] = [:]  // key: outcome + "\u{0}" + err
+        var requests: [Key: Int] = [:]
         var verify = Histogram()
         var commit = Histogram()
     }
@@ -30,7 +36,7 @@ public final class PrometheusMetrics: IntakeMetrics, Sendable {
 
     public func observe(outcome: String, err: String?, verifySeconds: Double?, commitSeconds: Double?) {
         state.withLock { state in
-            state.requests[outcome + "\u{0}" + (err ?? ""), default: 0] += 1
+            state.requests[Key(outcome: outcome, err: err), default: 0] += 1
             if let verifySeconds { state.verify.observe(verifySeconds) }
             if let commitSeconds { state.commit.observe(commitSeconds) }
         }
@@ -42,9 +48,8 @@ public final class PrometheusMetrics: IntakeMetrics, Sendable {
         var out = ""
         out += "# HELP risc_sets_total SETs received, by outcome and RFC 8935 error code.\n# TYPE risc_sets_total counter\n"
         for (key, value) in snapshot.requests.sorted(by: { $0.key < $1.key }) {
-            let parts = key.split(separator: "\u{0}", omittingEmptySubsequences: false)
-            let err = parts.count > 1 && !parts[1].isEmpty ? ",err=\"\(parts[1])\"" : ""
-            out += "risc_sets_total{outcome=\"\(parts[0])\"\(err)} \(value)\n"
+            let err = key.err.map { ",err=\"\($0)\"" } ?? ""
+            out += "risc_sets_total{outcome=\"\(key.outcome)\"\(err)} \(value)\n"
         }
         func histogram(_ name: String, _ help: String, _ h: Histogram) {
             out += "# HELP \(name) \(help)\n# TYPE \(name) histogram\n"

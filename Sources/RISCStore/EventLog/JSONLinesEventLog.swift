@@ -34,9 +34,7 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {
             fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o640)
             guard fd >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
         }
-        let thread = Thread { [unowned self] in self.flushLoop() }
-        thread.name = "risc.eventlog"
-        thread.start()
+        OSThread.start(name: "risc.eventlog") { [unowned self] in self.flushLoop() }
     }
 
     deinit { close() }

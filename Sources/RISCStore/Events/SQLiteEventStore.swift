@@ -21,13 +21,22 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
     private var writerDone = false
     private let readLock = NSLock()
     private let reader: SQLiteConnection
-    private var writerThread: Thread?
+    private var writerStarted = false
     private let writer: SQLiteConnection
     private let upsert: SQLiteStatement
+    private let checkpointer: SQLiteConnection
+    private var checkpointerDone = false
+
+    private var commits = 0
+    private var rowsWritten = 0
+    private var lastReceived: Double?
 
     /// Transactions committed and rows written, for metrics.
-    public private(set) var commits = 0
-    public private(set) var rowsWritten = 0
+    public var writeCounts: (commits: Int, rows: Int) {
+        condition.lock()
+        defer { condition.unlock() }
+        return (commits, rowsWritten)
+    }
 
     /// Opens (creating if needed) `directory/risc.sqlite3`.
     public init(directory: String, logger: Logger, maxBatch: Int = 512) throws {
@@ -39,6 +48,8 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
         try writer.execute("PRAGMA journal_mode = WAL")
         try writer.execute("PRAGMA synchronous = FULL")
         try writer.execute("PRAGMA foreign_keys = ON")
+        // Checkpoints run on their own thread (below), never inside a commit that requests wait on.
+        try writer.execute("PRAGMA wal_autocheckpoint = 0")
         try Self.migrate(writer)
         upsert = try writer.prepare("""
             INSERT INTO sets (issuer, jti, iss, iat, received_at, last_received_at, remote, content_type,
@@ -48,10 +59,10 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
             RETURNING id, deliveries
             """)
         reader = try SQLiteConnection(path: path)
-        let thread = Thread { [unowned self] in self.writeLoop() }
-        thread.name = "risc.store.writer"
-        writerThread = thread
-        thread.start()
+        checkpointer = try SQLiteConnection(path: path)
+        writerStarted = true
+        OSThread.start(name: "risc.store") { [unowned self] in self.writeLoop() }
+        OSThread.start(name: "risc.checkpoint") { [unowned self] in self.checkpointLoop() }
     }
 
     deinit { close() }
@@ -93,7 +104,7 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
         condition.lock()
         stopping = true
         condition.broadcast()
-        while writerThread != nil && !writerDone { condition.wait() }
+        while writerStarted && !(writerDone && checkpointerDone) { condition.wait() }
         condition.unlock()
     }
 
@@ -111,6 +122,29 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
             pending.removeFirst(batch.count)
             condition.unlock()
             commit(batch)
+        }
+    }
+
+    /// Copies the WAL into the database file every second (PASSIVE: never blocks the writer), so
+    /// the WAL stays small without a commit ever paying for a checkpoint.
+    private func checkpointLoop() {
+        while true {
+            condition.lock()
+            if !stopping { _ = condition.wait(until: Date(timeIntervalSinceNow: 1)) }
+            let stop = stopping && writerDone
+            condition.unlock()
+            do {
+                try checkpointer.execute(stop ? "PRAGMA wal_checkpoint(TRUNCATE)" : "PRAGMA wal_checkpoint(PASSIVE)")
+            } catch {
+                logger.warning("WAL checkpoint failed", metadata: ["risc.error": "\(error)"])
+            }
+            if stop {
+                condition.lock()
+                checkpointerDone = true
+                condition.broadcast()
+                condition.unlock()
+                return
+            }
         }
     }
 
@@ -132,8 +166,11 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
                 outcomes.append(deliveries == 1 ? .accepted(id: id) : .duplicate(id: id, deliveries: deliveries))
             }
             try writer.execute("COMMIT")
+            condition.lock()
             commits += 1
             rowsWritten += batch.count
+            lastReceived = max(lastReceived ?? 0, batch.map(\.0.receivedAt).max() ?? 0)
+            condition.unlock()
         } catch {
             upsert.reset()
             try? writer.execute("ROLLBACK")
@@ -162,10 +199,15 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
         try read { Int(try $0.scalar("SELECT count(*) FROM sets") ?? 0) }
     }
 
-    /// When the newest SET arrived (seconds since the epoch), if any.
+    /// When the newest SET arrived (seconds since the epoch), if any: kept in memory, read from
+    /// the newest row at start.
     public func lastReceivedAt() throws -> Double? {
-        try read { connection in
-            let statement = try connection.prepare("SELECT max(last_received_at) FROM sets")
+        condition.lock()
+        let known = lastReceived
+        condition.unlock()
+        if let known { return known }
+        return try read { connection in
+            let statement = try connection.prepare("SELECT last_received_at FROM sets ORDER BY id DESC LIMIT 1")
             guard try statement.step(), !statement.isNull(0) else { return nil }
             return statement.double(0)
         }

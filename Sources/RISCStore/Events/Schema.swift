@@ -29,7 +29,6 @@ enum Schema {
                 UNIQUE (issuer, jti)
             );
             CREATE INDEX sets_queue ON sets (next_attempt_at, id) WHERE state = 'pending';
-            CREATE INDEX sets_received ON sets (received_at);
             """
     ]
 }

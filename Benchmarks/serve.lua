@@ -1,0 +1,41 @@
+-- wrk script for `risc bench serve`: POSTs distinct pre-signed SETs, each wrk thread taking
+-- its own share of the tokens file (one compact SET per line), so no token is sent twice
+-- unless the run outlasts the file.
+local threads = {}
+local next_id = 0
+
+function setup(thread)
+  thread:set("id", next_id)
+  next_id = next_id + 1
+  table.insert(threads, thread)
+end
+
+function init(args)
+  local file = args[1]
+  local count = tonumber(args[2])
+  tokens = {}
+  local index = 0
+  for line in io.lines(file) do
+    if index % count == id then tokens[#tokens + 1] = line end
+    index = index + 1
+  end
+  position = 0
+  headers = { ["Content-Type"] = "application/secevent+jwt", ["Accept"] = "application/json" }
+end
+
+function request()
+  position = position + 1
+  if position > #tokens then position = 1 end
+  return wrk.format("POST", "/events", headers, tokens[position])
+end
+
+function response(status, headers, body)
+  if status ~= 202 then
+    bad = (bad or 0) + 1
+  end
+end
+
+function done(summary, latency, requests)
+  io.write(string.format("RESULT requests=%d duration_us=%d errors_status=%d p50_us=%d p99_us=%d max_us=%d\n",
+    summary.requests, summary.duration, summary.errors.status, latency:percentile(50), latency:percentile(99), latency.max))
+end

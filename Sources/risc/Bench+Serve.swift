@@ -1,0 +1,125 @@
+import ArgumentParser
+import Foundation
+import RISCClient
+import RISCCore
+import RISCTestKit
+
+extension RiscCommand.Bench {
+    struct ServeBench: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "serve",
+            abstract: "Load-test `risc serve`: distinct valid SETs over keep-alive connections with wrk; prints SETs/s, p50, p99, peak RSS.",
+            discussion: """
+                Starts this binary's `risc serve` on loopback with the test keys and a fresh data directory, then wrk \
+                (Debian package wrk) with Benchmarks/serve.lua. Every 202 is a SET committed to SQLite with fsync. \
+                Build with -c release: swift run -c release risc bench serve
+                """
+        )
+
+        @Option(help: "Seconds of load.") var duration: Int = 5
+        @Option(help: "Keep-alive connections.") var connections: Int = 32
+        @Option(help: "wrk threads.") var threads: Int = 2
+        @Option(help: "Distinct tokens to sign beforehand (default: enough for 25,000/s).") var tokens: Int?
+        @Option(help: "Key directory with an RS256 key.") var keys: String = "keys/test"
+        @Option(help: "Lua script for wrk.") var script: String = "Benchmarks/serve.lua"
+        @Option(help: "Port for the server under test.") var port: Int = 18_443
+        @Option(help: "Reuse (or create) this file of signed tokens instead of signing afresh.") var tokenFile: String?
+
+        func run() async throws {
+            let directory = try KeyDirectory(url: URL(fileURLWithPath: keys))
+            guard let entry = directory.entry(for: .rs256) else { throw ValidationError("no RS256 key in \(keys)") }
+            let work = FileManager.default.temporaryDirectory.appendingPathComponent("risc-bench-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: work) }
+
+            let count = tokens ?? duration * 25_000
+            let tokenFile = self.tokenFile.map(URL.init(fileURLWithPath:)) ?? work.appendingPathComponent("tokens.txt")
+            if !FileManager.default.fileExists(atPath: tokenFile.path) {
+                let signStart = Date()
+                try await Self.signTokens(count: count, signer: entry.signer, into: tokenFile)
+                print("signed \(count) distinct RS256 SETs in \(String(format: "%.1f", Date().timeIntervalSince(signStart))) s")
+            }
+
+            let server = Process()
+            server.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+            server.arguments = [
+                "serve", "--audience", SETFactory.defaultAudience, "--jwks-file", directory.url.appendingPathComponent("jwks.json").path,
+                "--issuer", SETFactory.defaultIssuer, "--host", "127.0.0.1", "--port", "\(port)", "--admin-port", "\(port + 1)",
+                "--data-dir", work.appendingPathComponent("data").path,
+            ]
+            server.standardOutput = FileHandle.nullDevice
+            try server.run()
+            defer { if server.isRunning { server.terminate() } }
+            try await Self.waitForReady(port: port + 1)
+
+            guard let output = runWithDefaultSignals([
+                "wrk", "-t\(threads)", "-c\(connections)", "-d\(duration)s", "--latency", "-s", script,
+                "http://127.0.0.1:\(port)", "--", tokenFile.path, "\(threads)",
+            ]), let line = output.split(separator: "\n").first(where: { $0.hasPrefix("RESULT") }) else {
+                throw ValidationError("wrk did not run: install it (apt-get install wrk)")
+            }
+            var fields: [String: Double] = [:]
+            for part in line.split(separator: " ").dropFirst() {
+                let pair = part.split(separator: "=")
+                if pair.count == 2 { fields[String(pair[0])] = Double(pair[1]) }
+            }
+            let metrics = (try? await CurlHTTPClient().perform(HTTPRequest(url: "http://127.0.0.1:\(port + 1)/metrics")))
+                .map { String(decoding: $0.body, as: UTF8.self) } ?? ""
+            let peakRSS = Self.peakRSS(pid: server.processIdentifier)
+            server.terminate()
+            server.waitUntilExit()
+
+            let requests = fields["requests"] ?? 0, seconds = (fields["duration_us"] ?? 1) / 1e6
+            func metric(_ name: String) -> Int {
+                metrics.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0
+            }
+            let accepted = metric("risc_sets_total{outcome=\"accepted\"}"), duplicates = metric("risc_sets_total{outcome=\"duplicate\"}")
+            print(String(format: "%.0f SETs/s acknowledged (202 after fsync) over %d connections for %.1f s; p50 %.2f ms, p99 %.2f ms, max %.2f ms",
+                requests / seconds, connections, seconds, (fields["p50_us"] ?? 0) / 1000, (fields["p99_us"] ?? 0) / 1000, (fields["max_us"] ?? 0) / 1000))
+            print("server: \(accepted) stored, \(duplicates) duplicates, \(Int(fields["errors_status"] ?? 0)) non-202 answers; peak RSS \(peakRSS / 1024) MB")
+            print("target: ≥ 20,000 SETs/s, p99 ≤ 10 ms, RSS ≤ 64 MB (2 cores, load generator included)")
+        }
+
+        static func signTokens(count: Int, signer: JWSSigner, into file: URL) async throws {
+            let workers = max(1, ProcessInfo.processInfo.activeProcessorCount)
+            let chunks = try await withThrowingTaskGroup(of: (Int, String).self) { group in
+                for worker in 0..<workers {
+                    group.addTask {
+                        let factory = SETFactory(signer: signer)
+                        var lines = ""
+                        for index in stride(from: worker, to: count, by: workers) {
+                            lines += try factory.make(
+                                type: .sessionsRevoked, subject: factory.accountSubject("\(100_000_000 + index)"),
+                                jti: "bench-\(index)") + "\n"
+                        }
+                        return (worker, lines)
+                    }
+                }
+                var all: [(Int, String)] = []
+                for try await chunk in group { all.append(chunk) }
+                return all.sorted { $0.0 < $1.0 }.map(\.1)
+            }
+            try Data(chunks.joined().utf8).write(to: file)
+        }
+
+        static func waitForReady(port: Int) async throws {
+            for _ in 0..<100 {
+                if let response = try? await CurlHTTPClient().perform(HTTPRequest(url: "http://127.0.0.1:\(port)/readyz")),
+                    response.status == 200
+                {
+                    return
+                }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            throw ValidationError("the server did not become ready")
+        }
+
+        /// VmHWM: the peak resident set size, in KiB.
+        static func peakRSS(pid: Int32) -> Int {
+            guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+                let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") })
+            else { return 0 }
+            return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+        }
+    }
+}
