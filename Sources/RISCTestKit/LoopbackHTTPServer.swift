@@ -1,4 +1,5 @@
 import Foundation
+import RISCCore
 import Synchronization
 
 #if canImport(Glibc)
@@ -70,8 +71,7 @@ public final class LoopbackHTTPServer: Sendable {
         self.listener = fd
         self.port = Int(UInt16(bigEndian: actual.sin_port))
         self.handler = handler
-        let thread = Thread { [self] in acceptLoop() }
-        thread.start()
+        OSThread.start(name: "test.http") { [self] in acceptLoop() }
     }
 
     /// `http://127.0.0.1:PORT`.
@@ -105,8 +105,7 @@ public final class LoopbackHTTPServer: Sendable {
                 close(client)
                 break
             }
-            let thread = Thread { [self] in serve(client) }
-            thread.start()
+            OSThread.start(name: "test.http.conn") { [self] in serve(client) }
         }
         done.signal()
     }

@@ -1,5 +1,5 @@
 import CRiscCurl
-import Dispatch
+import RISCCore
 
 /// HTTP over libcurl, for the issuer's discovery document and JWKS and, later, the RISC API
 /// and webhook sinks.
@@ -8,7 +8,7 @@ import Dispatch
 /// - Only URLs `URLPolicy` allows; redirects are followed by hand, at most three, and only to
 ///   the same host and an allowed scheme.
 /// - Timeouts and a response-size cap on every request.
-/// - The blocking `curl_easy_perform` runs on a dedicated dispatch queue, never on Swift's
+/// - The blocking `curl_easy_perform` runs on `BlockingPool`'s own threads, never on Swift's
 ///   cooperative pool.
 public struct CurlHTTPClient: Sendable {
     public var policy: URLPolicy
@@ -17,7 +17,6 @@ public struct CurlHTTPClient: Sendable {
     public var caBundlePath: String?
 
     private static let initialised: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
-    private static let queue = DispatchQueue(label: "risc.curl", attributes: .concurrent)
 
     public init(policy: URLPolicy = URLPolicy(), userAgent: String = "risc/0.1", caBundlePath: String? = nil) {
         self.policy = policy
@@ -27,10 +26,8 @@ public struct CurlHTTPClient: Sendable {
 
     /// Performs `request` off the cooperative pool.
     public func perform(_ request: HTTPRequest) async throws(FetchError) -> HTTPResponse {
-        let result: Result<HTTPResponse, FetchError> = await withCheckedContinuation { continuation in
-            Self.queue.async {
-                continuation.resume(returning: Result { () throws(FetchError) in try self.performBlocking(request) })
-            }
+        let result: Result<HTTPResponse, FetchError> = await BlockingPool.shared.run {
+            Result { () throws(FetchError) in try self.performBlocking(request) }
         }
         return try result.get()
     }

@@ -25,6 +25,8 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
     private let writer: SQLiteConnection
     private let upsert: SQLiteStatement
     private let checkpointer: SQLiteConnection
+    /// The checkpointer sleeps on its own condition, so an append's signal always wakes the writer.
+    private let checkpointTimer = NSCondition()
     private var checkpointerDone = false
 
     private var commits = 0
@@ -104,6 +106,7 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
         condition.lock()
         stopping = true
         condition.broadcast()
+        checkpointTimer.broadcast()
         while writerStarted && !(writerDone && checkpointerDone) { condition.wait() }
         condition.unlock()
     }
@@ -129,8 +132,10 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
     /// the WAL stays small without a commit ever paying for a checkpoint.
     private func checkpointLoop() {
         while true {
+            checkpointTimer.lock()
+            _ = checkpointTimer.wait(until: Date(timeIntervalSinceNow: 1))
+            checkpointTimer.unlock()
             condition.lock()
-            if !stopping { _ = condition.wait(until: Date(timeIntervalSinceNow: 1)) }
             let stop = stopping && writerDone
             condition.unlock()
             do {

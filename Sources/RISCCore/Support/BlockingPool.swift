@@ -1,0 +1,53 @@
+import Foundation
+
+/// A few dedicated OS threads for blocking calls (`curl_easy_perform`), so they never occupy
+/// Swift concurrency's cooperative threads or libdispatch's workers.
+public final class BlockingPool: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var jobs: [@Sendable () -> Void] = []
+    private var idle = 0
+    private var threads = 0
+    private let maximum: Int
+    private let name: String
+
+    /// The shared pool for outbound HTTP.
+    public static let shared = BlockingPool(name: "risc.blocking", maximumThreads: 16)
+
+    public init(name: String, maximumThreads: Int) {
+        self.name = name
+        self.maximum = maximumThreads
+    }
+
+    /// Runs `body` on a pool thread and returns its result.
+    public func run<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            submit { continuation.resume(returning: body()) }
+        }
+    }
+
+    private func submit(_ job: @escaping @Sendable () -> Void) {
+        condition.lock()
+        jobs.append(job)
+        if idle == 0 && threads < maximum {
+            threads += 1
+            OSThread.start(name: name) { [self] in work() }
+        } else {
+            condition.signal()
+        }
+        condition.unlock()
+    }
+
+    private func work() {
+        while true {
+            condition.lock()
+            while jobs.isEmpty {
+                idle += 1
+                condition.wait()
+                idle -= 1
+            }
+            let job = jobs.removeFirst()
+            condition.unlock()
+            job()
+        }
+    }
+}

@@ -1,0 +1,221 @@
+import Foundation
+import Logging
+import RISCClient
+import RISCCore
+import RISCServer
+import RISCStore
+import RISCTestKit
+import Testing
+
+@Suite("risc serve end to end", .serialized)
+struct EndpointTests {
+    @Test("a valid SET gets 202 with an empty body, is stored, and is logged")
+    func accepts() async throws {
+        let harness = try ServerHarness()
+        try await harness.start()
+        let jti = "accept-\(UUID().uuidString)"
+        let response = try await harness.post(try harness.token(jti: jti))
+        #expect(response.status == 202)
+        #expect(response.body.isEmpty)
+        let stored = try #require(try harness.receiver.store.record(issuer: harness.issuer.baseURL, jti: jti))
+        #expect(stored.deliveries == 1 && stored.state == "pending")
+        #expect(stored.remoteAddress == "127.0.0.1")
+        #expect(stored.token.hasPrefix("eyJ"))
+        let line = try #require(harness.eventLogLines.first { $0["jti"]?.stringValue == jti })
+        #expect(line["outcome"] == "accepted")
+        #expect(line["events"] == ["sessions-revoked"])
+        #expect(line["subject"] == "110169484474386276334")
+        #expect(line["latency_us"]?.numberValue != nil)
+        #expect(!harness.eventLogLines.contains { $0.keys.contains("token") })
+        try await harness.stop()
+        harness.issuer.stop()
+    }
+
+    @Test("every invalid kind gets 400 with the RFC 8935 body, and is logged without the token")
+    func rejects() async throws {
+        let harness = try ServerHarness()
+        try await harness.start()
+        let good = try harness.token()
+        let parts = good.split(separator: ".").map(String.init)
+        var flipped = Array(Base64URL.decode(parts[2])!)
+        flipped[10] ^= 1
+        let none = Base64URL.encode(Array(#"{"alg":"none","kid":"risc-test-rs256"}"#.utf8))
+        let hs256 = Base64URL.encode(Array(#"{"alg":"HS256","kid":"risc-test-rs256"}"#.utf8))
+        let unknownKid = JWSSigner(key: ServerHarness.keys.entry(for: .rs256)!.key, algorithm: .rs256, keyID: "nope")
+        let cases: [(String, String)] = [
+            (try harness.token { $0["aud"] = "someone-else" }, "invalid_audience"),
+            (try harness.token { $0["iss"] = "https://evil.example/" }, "invalid_issuer"),
+            (try unknownKid.sign(claims: harness.factory.claims(type: .sessionsRevoked, subject: harness.factory.accountSubject("1"))), "invalid_key"),
+            ("\(parts[0]).\(Base64URL.encode(Array(#"{"iss":"x"}"#.utf8))).\(parts[2])", "authentication_failed"),
+            ("\(parts[0]).\(parts[1]).\(Base64URL.encode(flipped))", "authentication_failed"),
+            ("\(none).\(parts[1]).", "invalid_request"),
+            ("\(hs256).\(parts[1]).\(parts[2])", "invalid_request"),
+            ("\(parts[0]).\(parts[1])", "invalid_request"),
+            (try harness.token { $0["events"] = nil }, "invalid_request"),
+            ("", "invalid_request"),
+        ]
+        for (token, code) in cases {
+            let response = try await harness.post(token)
+            #expect(response.status == 400, "\(code)")
+            #expect(response.header("content-type") == "application/json")
+            #expect(response.header("content-language") == "en")
+            let body = try JSONParser.parseObject(response.body)
+            #expect(body["err"]?.stringValue == code)
+            #expect(body["description"]?.stringValue?.isEmpty == false)
+        }
+        let rejected = harness.eventLogLines.filter { $0["outcome"] == "rejected" }
+        #expect(rejected.count == cases.count)
+        let log = try String(contentsOfFile: harness.dataDirectory + "/events.log", encoding: .utf8)
+        #expect(!log.contains(parts[1]))
+        #expect(try harness.receiver.store.count() == 0)
+        try await harness.stop()
+        harness.issuer.stop()
+    }
+
+    @Test("a duplicate gets 202 again, is stored once, and its delivery count goes up")
+    func duplicates() async throws {
+        let harness = try ServerHarness()
+        try await harness.start()
+        let token = try harness.token(jti: "dup-1")
+        for _ in 0..<3 { #expect(try await harness.post(token).status == 202) }
+        // Concurrent redeliveries land in one group commit and still count once each.
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<20 { group.addTask { try await harness.post(token).status } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(statuses.allSatisfy { $0 == 202 })
+        #expect(try harness.receiver.store.count() == 1)
+        #expect(try harness.receiver.store.record(issuer: harness.issuer.baseURL, jti: "dup-1")?.deliveries == 23)
+        #expect(harness.eventLogLines.filter { $0["outcome"] == "duplicate" }.count == 22)
+        try await harness.stop()
+        harness.issuer.stop()
+    }
+
+    @Test("oversized bodies get 413, other methods 405, a missing content type is tolerated and recorded")
+    func httpRules() async throws {
+        let harness = try ServerHarness()
+        try await harness.start()
+        let big = String(repeating: "a", count: 70_000)
+        #expect(try await harness.post(big).status == 413)
+        let get = try await harness.get(harness.publicURL + "/events")
+        #expect(get.status == 405)
+        #expect(get.header("allow") == "POST")
+        #expect(try await harness.post(try harness.token(jti: "ct"), contentType: "text/plain").status == 202)
+        #expect(try await harness.post(try harness.token(jti: "no-ct"), contentType: nil).status == 202)
+        let lines = harness.eventLogLines
+        #expect(lines.contains { $0["http_status"] == 413 })
+        #expect(lines.first { $0["jti"] == "ct" }?["content_type"] == "text/plain")
+        #expect(try await harness.post(try harness.token(), path: "/other").status == 404)
+        try await harness.stop()
+        harness.issuer.stop()
+    }
+
+    @Test("health, readiness and metrics on the admin listener")
+    func admin() async throws {
+        let harness = try ServerHarness()
+        try await harness.start()
+        _ = try await harness.post(try harness.token(jti: "m1"))
+        _ = try await harness.post(try harness.token(jti: "m1"))
+        _ = try await harness.post("junk")
+        #expect(try await harness.get(harness.adminURL + "/healthz").status == 200)
+        let ready = try await harness.get(harness.adminURL + "/readyz")
+        #expect(ready.status == 200)
+        let body = try JSONParser.parseObject(ready.body)
+        #expect(body["ready"] == true)
+        #expect(body["key_set"]?.objectValue?["source"] == "network")
+        #expect(body["store"]?.objectValue?["queue_depth"] == 1)
+        #expect(body["last_set_at"]?.stringValue != nil)
+        let metrics = String(decoding: try await harness.get(harness.adminURL + "/metrics").body, as: UTF8.self)
+        #expect(metrics.contains("risc_sets_total{outcome=\"accepted\"} 1"))
+        #expect(metrics.contains("risc_sets_total{outcome=\"duplicate\"} 1"))
+        #expect(metrics.contains("risc_sets_total{outcome=\"rejected\",err=\"invalid_request\"} 1"))
+        #expect(metrics.contains("risc_verify_duration_seconds_count 3"))
+        #expect(metrics.contains("risc_jwks_fetches_total{result=\"fetched\"} 1"))
+        #expect(metrics.contains("risc_queue_depth 1"))
+        // The admin paths are not on the public listener.
+        #expect(try await harness.get(harness.publicURL + "/metrics").status == 404)
+        try await harness.stop()
+        harness.issuer.stop()
+    }
+
+    @Test("a restart keeps everything; a duplicate after it is answered 202 and stored once")
+    func restart() async throws {
+        let first = try ServerHarness()
+        try await first.start()
+        let token = try first.token(jti: "persist-1")
+        #expect(try await first.post(token).status == 202)
+        try await first.stop()
+
+        let second = try ServerHarness(dataDirectory: first.dataDirectory, issuer: first.issuer)
+        try await second.start()
+        #expect(try await second.post(token).status == 202)
+        #expect(try second.receiver.store.count() == 1)
+        #expect(try second.receiver.store.record(issuer: first.issuer.baseURL, jti: "persist-1")?.deliveries == 2)
+        let lines = second.eventLogLines
+        #expect(lines.filter { $0["jti"] == "persist-1" }.map { $0["outcome"]?.stringValue ?? "" } == ["accepted", "duplicate"])
+        #expect(lines.filter { $0["step"] == "serve" }.count == 3)  // started, stopped, started
+        try await second.stop()
+        first.issuer.stop()
+    }
+
+    @Test("with the issuer unreachable and no key set kept: 503 with Retry-After, not ready; then it recovers")
+    func keysUnavailable() async throws {
+        let harness = try ServerHarness()
+        harness.issuer.update { $0.failWith = 503 }
+        try await harness.start()
+        let token = try harness.token(jti: "later")
+        let response = try await harness.post(token)
+        #expect(response.status == 503)
+        #expect(response.header("retry-after") == "7")
+        #expect(try await harness.get(harness.adminURL + "/readyz").status == 503)
+        #expect(harness.eventLogLines.contains { $0["outcome"] == "failed" })
+        harness.issuer.update { $0.failWith = nil }
+        #expect(try await harness.post(token).status == 202)
+        #expect(try await harness.get(harness.adminURL + "/readyz").status == 200)
+        try await harness.stop()
+        harness.issuer.stop()
+    }
+
+    @Test("HTTPS with TLS 1.2+: the endpoint answers over TLS")
+    func tls() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-tls-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let cert = directory.appendingPathComponent("cert.pem").path, key = directory.appendingPathComponent("key.pem").path
+        let openssl = Process()
+        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        openssl.arguments = [
+            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1",
+            "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-keyout", key, "-out", cert,
+        ]
+        openssl.standardError = FileHandle.nullDevice
+        try openssl.run()
+        openssl.waitUntilExit()
+        try #require(openssl.terminationStatus == 0)
+        let harness = try ServerHarness { $0.tlsCertificate = cert; $0.tlsKey = key }
+        try await harness.start()
+        #expect(harness.publicURL.hasPrefix("https://"))
+        #expect(try await harness.post(try harness.token(jti: "tls-1")).status == 202)
+        // Plain HTTP to the TLS port fails.
+        let plain = harness.publicURL.replacingOccurrences(of: "https://localhost", with: "http://127.0.0.1")
+        await #expect(throws: FetchError.self) {
+            let response = try await CurlHTTPClient().perform(HTTPRequest(method: "POST", url: plain + "/events", body: [0x41]))
+            if response.status == 202 { Issue.record("plain HTTP accepted") }
+            throw FetchError(url: plain, "answered \(response.status)")
+        }
+        try await harness.stop()
+        harness.issuer.stop()
+    }
+
+    @Test("configuration problems are all reported at once")
+    func configurationProblems() {
+        var configuration = ReceiverConfiguration()
+        configuration.port = 70_000
+        configuration.eventsPath = "events"
+        configuration.tlsKey = "/k.pem"
+        configuration.algorithms = ["HS256"]
+        let problems = configuration.problems
+        #expect(problems.count >= 5)
+        #expect(problems.contains { $0.contains("audience") })
+        #expect(throws: ConfigurationError.self) { _ = try Receiver(configuration: configuration, logger: .init(label: "x")) }
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+import Logging
+import RISCClient
+import RISCCore
+import RISCServer
+import RISCStore
+import RISCTestKit
+
+/// A real `Receiver` on 127.0.0.1 (ports picked by the OS) with a loopback issuer and the test keys.
+final class ServerHarness: @unchecked Sendable {
+    static let keys = try! KeyDirectory.repositoryTestKeys()
+    let issuer: LocalIssuer
+    let dataDirectory: String
+    var receiver: Receiver!
+    var task: Task<Void, any Error>!
+    var publicURL = ""
+    var adminURL = ""
+    let client: CurlHTTPClient
+    let factory: SETFactory
+    var configuration: ReceiverConfiguration
+
+    init(dataDirectory: String? = nil, issuer: LocalIssuer? = nil, edit: (inout ReceiverConfiguration) -> Void = { _ in }) throws {
+        self.issuer = try issuer ?? LocalIssuer(jwks: String(decoding: Self.keys.jwksData, as: UTF8.self))
+        self.dataDirectory = dataDirectory
+            ?? FileManager.default.temporaryDirectory.appendingPathComponent("risc-server-\(UUID().uuidString)").path
+        var configuration = ReceiverConfiguration()
+        configuration.audiences = [SETFactory.defaultAudience]
+        configuration.discoveryURL = self.issuer.discoveryURL
+        configuration.dataDirectory = self.dataDirectory
+        configuration.host = "127.0.0.1"
+        configuration.port = 0
+        configuration.adminPort = 0
+        configuration.retryAfter = 7
+        configuration.jwksFailureRetryInterval = 0
+        configuration.jwksMinimumTTL = 60
+        edit(&configuration)
+        self.configuration = configuration
+        client = CurlHTTPClient(caBundlePath: configuration.tlsCertificate)
+        factory = SETFactory(issuer: self.issuer.baseURL + "/", signer: Self.keys.entry(for: .rs256)!.signer)
+    }
+
+    func start() async throws {
+        var logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        logger.logLevel = .critical
+        receiver = try Receiver(configuration: configuration, logger: logger)
+        let receiver = self.receiver!
+        task = Task { try await receiver.run() }
+        var publicPorts = receiver.publicPorts.makeAsyncIterator()
+        var adminPorts = receiver.adminPorts.makeAsyncIterator()
+        let scheme = configuration.tlsCertificate == nil ? "http" : "https"
+        let host = configuration.tlsCertificate == nil ? "127.0.0.1" : "localhost"
+        publicURL = "\(scheme)://\(host):\(await publicPorts.next() ?? 0)"
+        adminURL = "http://127.0.0.1:\(await adminPorts.next() ?? 0)"
+    }
+
+    func stop() async throws {
+        await receiver.shutdown()
+        try await task.value
+    }
+
+    func post(_ body: String, contentType: String? = "application/secevent+jwt", path: String? = nil) async throws -> HTTPResponse {
+        var headers: [(name: String, value: String)] = [("Accept", "application/json")]
+        if let contentType { headers.append(("Content-Type", contentType)) }
+        return try await client.perform(
+            HTTPRequest(method: "POST", url: publicURL + (path ?? configuration.eventsPath), headers: headers, body: Array(body.utf8)))
+    }
+
+    func get(_ url: String) async throws -> HTTPResponse {
+        try await client.perform(HTTPRequest(url: url))
+    }
+
+    var eventLogLines: [JSONObject] {
+        receiver.eventLog.flush()
+        let text = (try? String(contentsOfFile: dataDirectory + "/events.log", encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").compactMap { try? JSONParser.parseObject(Array($0.utf8)) }
+    }
+
+    func token(jti: String = UUID().uuidString, type: EventType = .sessionsRevoked, edit: (inout JSONObject) -> Void = { _ in }) throws -> String {
+        var claims = factory.claims(type: type, subject: factory.accountSubject("110169484474386276334"), jti: jti)
+        edit(&claims)
+        return try factory.sign(claims)
+    }
+}
