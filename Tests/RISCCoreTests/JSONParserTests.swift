@@ -1,3 +1,4 @@
+import Foundation
 import RISCCore
 import Testing
 
@@ -44,5 +45,25 @@ struct JSONParserTests {
         #expect(try JSONParser.parse(value.serialized) == value)
         #expect(try JSONParser.parse(value.prettyPrinted) == value)
         #expect(JSONValue.number(1_508_184_845).serialized == "1508184845")
+    }
+}
+
+@Suite("Timestamps")
+struct TimestampTests {
+    @Test("RFC 3339 UTC with microseconds, as Foundation formats the same instant")
+    func matchesFoundation() {
+        for seconds in [0.0, 1_508_184_845.25, 1_800_000_000.999999, 951_782_400.5, 4_102_444_799.000001] {
+            let text = Timestamp.iso8601(seconds)
+            #expect(text.count == 27)
+            var components = Calendar(identifier: .gregorian).dateComponents(
+                in: TimeZone(identifier: "UTC")!, from: Date(timeIntervalSince1970: seconds.rounded(.down)))
+            components.nanosecond = nil
+            let expected = String(
+                format: "%04d-%02d-%02dT%02d:%02d:%02d", components.year!, components.month!, components.day!,
+                components.hour!, components.minute!, components.second!)
+            #expect(text.hasPrefix(expected), "\(text) vs \(expected)")
+            #expect(text.hasSuffix("Z"))
+        }
+        #expect(Timestamp.iso8601(1_508_184_845.25) == "2017-10-16T20:14:05.250000Z")
     }
 }

@@ -12,13 +12,26 @@ public enum Timestamp {
         if micros >= 1_000_000 { whole += 1; micros -= 1_000_000 }
         var parts = tm()
         gmtime_r(&whole, &parts)
-        func pad(_ value: Int32, _ width: Int) -> String {
-            let text = String(value)
-            return String(repeating: "0", count: max(0, width - text.count)) + text
+        // "YYYY-MM-DDTHH:MM:SS.uuuuuuZ", written digit by digit into one buffer.
+        return String(unsafeUninitializedCapacity: 27) { buffer in
+            var index = 0
+            func put(_ value: Int, digits: Int) {
+                var value = value
+                for offset in stride(from: digits - 1, through: 0, by: -1) {
+                    buffer[index + offset] = UInt8(ascii: "0") + UInt8(value % 10)
+                    value /= 10
+                }
+                index += digits
+            }
+            func put(_ character: Unicode.Scalar) {
+                buffer[index] = UInt8(ascii: character)
+                index += 1
+            }
+            put(Int(parts.tm_year) + 1900, digits: 4); put("-"); put(Int(parts.tm_mon) + 1, digits: 2); put("-")
+            put(Int(parts.tm_mday), digits: 2); put("T"); put(Int(parts.tm_hour), digits: 2); put(":")
+            put(Int(parts.tm_min), digits: 2); put(":"); put(Int(parts.tm_sec), digits: 2); put(".")
+            put(micros, digits: 6); put("Z")
+            return index
         }
-        let fraction = String(micros)
-        return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
-            + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2))."
-            + String(repeating: "0", count: 6 - fraction.count) + fraction + "Z"
     }
 }

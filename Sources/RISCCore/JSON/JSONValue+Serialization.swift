@@ -56,6 +56,14 @@ extension JSONValue {
     }
 
     static func writeString(_ string: String, to output: inout String) {
+        // Fast path: nothing to escape (the usual case for URIs, IDs and codes) → one append.
+        let plain = string.utf8.allSatisfy { $0 >= 0x20 && $0 != 0x22 && $0 != 0x5C && $0 != 0x7F && $0 != 0xE2 }
+        if plain {
+            output += "\""
+            output += string
+            output += "\""
+            return
+        }
         output += "\""
         for scalar in string.unicodeScalars {
             switch scalar {
