@@ -88,7 +88,7 @@ let package = Package(
         ),
         .testTarget(
             name: "riscTests",
-            dependencies: ["RISCTestKit", "RISCCore"],
+            dependencies: ["RISCTestKit", "RISCCore", "RISCClient"],
             swiftSettings: swiftSettings
         ),
     ]

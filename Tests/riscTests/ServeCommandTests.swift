@@ -1,0 +1,76 @@
+import Foundation
+import RISCClient
+import RISCCore
+import RISCTestKit
+import Testing
+
+@Suite("risc serve (the built binary)", .serialized)
+struct ServeCommandTests {
+    static func freePort() throws -> Int {
+        let server = try LoopbackHTTPServer { _ in .init() }
+        let port = server.port
+        server.stop()
+        return port
+    }
+
+    @Test("runs on embedded defaults with only the audience and keys given, answers 202, exits 0 on SIGTERM")
+    func servesAndStops() async throws {
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-serve-\(UUID().uuidString)")
+        let port = try Self.freePort(), admin = try Self.freePort()
+        let process = Process()
+        process.executableURL = RiscBinary.url
+        process.currentDirectoryURL = RiscBinary.repository
+        process.arguments = [
+            "serve", "--audience", SETFactory.defaultAudience, "--jwks-file", "keys/test/jwks.json", "--issuer",
+            SETFactory.defaultIssuer, "--host", "127.0.0.1", "--port", "\(port)", "--admin-port", "\(admin)",
+            "--data-dir", data.path,
+        ]
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        let client = CurlHTTPClient()
+        var ready = false
+        for _ in 0..<100 where !ready {
+            ready = (try? await client.perform(HTTPRequest(url: "http://127.0.0.1:\(admin)/readyz")))?.status == 200
+            if !ready { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        try #require(ready, "the server did not become ready")
+        let token = try String(contentsOf: RiscBinary.repository.appendingPathComponent("keys/test/sample-account-disabled.jwt"), encoding: .utf8)
+        let response = try await client.perform(
+            HTTPRequest(method: "POST", url: "http://127.0.0.1:\(port)/events", headers: [("Content-Type", "application/secevent+jwt")],
+                body: Array(token.utf8)))
+        #expect(response.status == 202)
+        process.terminate()  // SIGTERM
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        let log = try String(contentsOf: data.appendingPathComponent("events.log"), encoding: .utf8)
+        #expect(log.contains(#""jti":"sample-0001""#))
+        #expect(log.contains(#""outcome":"stopped""#))
+        #expect(!log.contains(token))
+    }
+
+    @Test("every configuration problem is reported at once, naming its source; exit 64")
+    func configurationErrors() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("risc-config-\(UUID().uuidString).json")
+        try Data(#"{"audiences": ["a"], "listen": {"port": "eighty"}, "jwks": {"min_tll": 5}, "retry_after": 0}"#.utf8).write(to: file)
+        let process = Process()
+        process.executableURL = RiscBinary.url
+        process.arguments = ["serve", "--config", file.path]
+        var environment = ProcessInfo.processInfo.environment
+        environment["RISC_ADMIN_PORT"] = "x"
+        environment["RISC_NOT_A_SETTING"] = "1"
+        process.environment = environment
+        let errors = Pipe()
+        process.standardError = errors
+        try process.run()
+        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 64)
+        #expect(text.contains("listen.port: expected a number"))
+        #expect(text.contains("unknown setting 'jwks.min_tll'"))
+        #expect(text.contains("RISC_ADMIN_PORT: expected a number"))
+        #expect(text.contains("unknown variable RISC_NOT_A_SETTING"))
+        #expect(text.contains("retry_after"))
+    }
+}
