@@ -82,6 +82,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "RISCStoreTests",
+            dependencies: ["RISCStore", "RISCCore", "RISCTestKit", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "RISCServerTests",
             dependencies: ["RISCServer", "RISCStore", "RISCClient", "RISCCore", "RISCTestKit", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings

@@ -10,7 +10,8 @@ extension RiscCommand.Bench {
             commandName: "serve",
             abstract: "Load-test `risc serve`: distinct valid SETs over keep-alive connections with wrk; prints SETs/s, p50, p99, peak RSS.",
             discussion: """
-                Starts this binary's `risc serve` on loopback with the test keys and a fresh data directory, then wrk \
+                Starts a loopback discovery document and JWKS with the test keys, this binary's `risc serve` on loopback \
+                with a fresh data directory, then wrk \
                 (Debian package wrk) with Benchmarks/serve.lua. Every 202 is a SET committed to SQLite with fsync. \
                 Build with -c release: swift run -c release risc bench serve
                 """
@@ -40,10 +41,13 @@ extension RiscCommand.Bench {
                 print("signed \(count) distinct RS256 SETs in \(String(format: "%.1f", Date().timeIntervalSince(signStart))) s")
             }
 
+            // Keys come the way they do in production: discovery document, then JWKS, through the cache.
+            let issuer = try LocalIssuer(jwks: String(decoding: directory.jwksData, as: UTF8.self), issuer: SETFactory.defaultIssuer)
+            defer { issuer.stop() }
             let server = Process()
             server.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
             server.arguments = [
-                "serve", "--audience", SETFactory.defaultAudience, "--jwks-file", directory.url.appendingPathComponent("jwks.json").path,
+                "serve", "--audience", SETFactory.defaultAudience, "--discovery-url", issuer.discoveryURL,
                 "--issuer", SETFactory.defaultIssuer, "--host", "127.0.0.1", "--port", "\(port)", "--admin-port", "\(port + 1)",
                 "--data-dir", work.appendingPathComponent("data").path,
             ]

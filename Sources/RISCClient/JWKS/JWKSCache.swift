@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import RISCCore
+import Synchronization
 
 /// The issuer's signing keys, fetched from the discovery document's `jwks_uri` and cached.
 ///
@@ -15,7 +16,7 @@ public actor JWKSCache: KeyProvider {
     public let configuration: JWKSConfiguration
     private let client: CurlHTTPClient
     private let logger: Logger
-    private let now: @Sendable () -> Double
+    private nonisolated let now: @Sendable () -> Double
     private var state: JWKSCacheState
     private var discovery: (document: DiscoveryDocument, fetchedAt: Double)?
     private var fetching = false
@@ -24,6 +25,9 @@ public actor JWKSCache: KeyProvider {
     public private(set) var counters = JWKSCacheCounters()
     /// The last fetch failure, for health output.
     public private(set) var lastError: String?
+    /// The held set while it is fresh, readable without entering the actor: the common lookup
+    /// (fresh set, known kid) costs a lock instead of two executor hops.
+    private nonisolated let fresh = Mutex<(keys: JWKSet, issuer: String, expiresAt: Double)?>(nil)
 
     public init(
         configuration: JWKSConfiguration, client: CurlHTTPClient = CurlHTTPClient(), logger: Logger,
@@ -40,12 +44,28 @@ public actor JWKSCache: KeyProvider {
             state.current = persisted.keySet
             discovery = (persisted.discovery, persisted.keySet.fetchedAt)
             counters.loadedFromDisk = 1
+            let keySet = persisted.keySet
+            fresh.withLock { $0 = (keySet.keys, keySet.issuer, keySet.expiresAt) }
         }
     }
 
     // MARK: KeyProvider
 
-    public func key(for keyID: String) async throws -> ResolvedKey {
+    public nonisolated func key(for keyID: String) async throws -> ResolvedKey {
+        if let hit = fresh.withLock({ snapshot -> ResolvedKey? in
+            guard let snapshot, now() < snapshot.expiresAt, let key = snapshot.keys.key(for: keyID) else { return nil }
+            return ResolvedKey(key: key, issuer: snapshot.issuer)
+        }) {
+            return hit
+        }
+        return try await lookup(keyID)
+    }
+
+    private func publishFresh() {
+        fresh.withLock { $0 = state.current.map { ($0.keys, $0.issuer, $0.expiresAt) } }
+    }
+
+    private func lookup(_ keyID: String) async throws -> ResolvedKey {
         var fetchedThisCall = false
         while true {
             if fetching {
@@ -218,6 +238,7 @@ public actor JWKSCache: KeyProvider {
             current.expiresAt = time + ttl
             current.source = .network
             state.current = current
+            publishFresh()
             counters.revalidated += 1
             logger.debug("key set revalidated (304)", metadata: ["risc.jwks.ttl": "\(Int(ttl))"])
             persist(current, document: document)
@@ -229,6 +250,7 @@ public actor JWKSCache: KeyProvider {
             keys: keys, issuer: document.issuer, jwksURI: document.jwksURI, body: response.body,
             etag: response.header("etag"), fetchedAt: time, expiresAt: time + ttl, source: .network)
         state.current = keySet
+        publishFresh()
         counters.fetched += 1
         logger.info(
             "key set fetched",
