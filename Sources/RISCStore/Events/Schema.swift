@@ -3,7 +3,7 @@
 /// `sets` is both the audit record and the work queue: a row is `pending` from the moment it is
 /// acknowledged until the action workers (issue 4) finish it; `id` gives arrival order.
 enum Schema {
-    static let version: Int64 = 1
+    static let version: Int64 = 2
 
     static let migrations: [Int64: String] = [
         1: """
@@ -29,6 +29,55 @@ enum Schema {
                 UNIQUE (issuer, jti)
             );
             CREATE INDEX sets_queue ON sets (next_attempt_at, id) WHERE state = 'pending';
-            """
+            """,
+        2: """
+            CREATE TABLE accounts (
+                id INTEGER PRIMARY KEY,
+                issuer TEXT NOT NULL,
+                subject TEXT NOT NULL,
+                user_id TEXT NOT NULL,
+                email TEXT,
+                google_signin_enabled INTEGER NOT NULL DEFAULT 1,
+                email_recovery_enabled INTEGER NOT NULL DEFAULT 1,
+                flagged_for_review INTEGER NOT NULL DEFAULT 0,
+                heightened_monitoring INTEGER NOT NULL DEFAULT 0,
+                access_changed_at REAL,
+                verification_state TEXT,
+                created_at REAL NOT NULL,
+                updated_at REAL NOT NULL,
+                UNIQUE (issuer, subject)
+            );
+            CREATE TABLE sessions (
+                id INTEGER PRIMARY KEY,
+                account_id INTEGER NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+                session_id TEXT NOT NULL,
+                via_google INTEGER NOT NULL DEFAULT 1,
+                created_at REAL NOT NULL,
+                ended_at REAL,
+                ended_reason TEXT,
+                UNIQUE (account_id, session_id)
+            );
+            CREATE TABLE tokens (
+                id INTEGER PRIMARY KEY,
+                account_id INTEGER NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+                kind TEXT NOT NULL CHECK (kind IN ('google_refresh', 'linked')),
+                hash TEXT NOT NULL,
+                prefix_mac TEXT NOT NULL,
+                label TEXT,
+                created_at REAL NOT NULL,
+                revoked_at REAL,
+                revoked_reason TEXT
+            );
+            CREATE INDEX tokens_hash ON tokens (hash);
+            CREATE INDEX tokens_prefix ON tokens (prefix_mac);
+            CREATE TABLE applied_actions (
+                set_id INTEGER NOT NULL,
+                event_index INTEGER NOT NULL,
+                action TEXT NOT NULL,
+                applied_at REAL NOT NULL,
+                result TEXT NOT NULL,
+                PRIMARY KEY (set_id, event_index, action)
+            );
+            """,
     ]
 }

@@ -56,6 +56,9 @@ final class SQLiteConnection {
         return SQLiteStatement(statement, connection: self)
     }
 
+    /// Rows changed by the last statement.
+    var changes: Int64 { Int64(sqlite3_changes(handle)) }
+
     /// The first column of the first row of a query, as an integer.
     func scalar(_ sql: String) throws(StoreError) -> Int64? {
         let statement = try prepare(sql)

@@ -1,0 +1,31 @@
+/// What to do for one stored SET: per event, the subject and the actions, and the time that
+/// orders it against other events about the same account.
+public struct ActionPlan: Sendable {
+    public struct Step: Sendable {
+        /// Position of the event in the SET's `events` (for idempotency keys).
+        public let eventIndex: Int
+        public let type: EventType
+        public let reason: String?
+        public let subject: Subject?
+        public let actions: [Action]
+        /// The event's `state` (verification).
+        public let state: String?
+    }
+
+    public let steps: [Step]
+    /// When the event happened, for ordering: `toe` if given, else `iat`.
+    public let eventTime: Double
+
+    /// RFC 8417 §5.3–5.4: events may arrive late or out of order. risc orders by `toe`, else
+    /// `iat`: an access change (suspend/restore) applies only if no newer one has been applied
+    /// to the account, and "end sessions" ends only sessions created at or before the event time,
+    /// so a user who signed in again after securing the account keeps the new session.
+    public static func plan(for token: SecurityEventToken, table: ActionTable) -> ActionPlan {
+        let steps = token.events.enumerated().map { index, event in
+            Step(
+                eventIndex: index, type: event.type, reason: event.reason, subject: event.subject,
+                actions: table.actions(for: event), state: event.state)
+        }
+        return ActionPlan(steps: steps, eventTime: token.timeOfEvent ?? token.issuedAt ?? 0)
+    }
+}

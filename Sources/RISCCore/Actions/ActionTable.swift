@@ -1,0 +1,48 @@
+/// Which actions answer which event, per event type and `reason`. Data, so operators can
+/// override any row in the configuration.
+///
+/// | event (canonical type)               | reason         | actions (default)                                     |
+/// |--------------------------------------|----------------|-------------------------------------------------------|
+/// | sessions-revoked                     |                | end_sessions                                          |
+/// | tokens-revoked                       |                | end_google_sessions, delete_google_tokens             |
+/// | token-revoked                        |                | revoke_token                                          |
+/// | account-disabled                     | hijacking      | end_sessions, suspend_google_signin                   |
+/// | account-disabled                     | bulk-account   | flag_for_review                                       |
+/// | account-disabled                     | (none / other) | suspend_google_signin, suspend_email_recovery         |
+/// | account-enabled                      |                | restore_google_signin, restore_email_recovery         |
+/// | account-credential-change-required   |                | heighten_monitoring                                   |
+/// | verification                         |                | record_verification                                   |
+/// | anything else                        |                | log_only                                              |
+///
+/// Legacy `https://accounts.google.com/risc/event/…` aliases use their modern type's rows.
+public struct ActionTable: Sendable {
+    /// Key: canonical event type URI; inner key: reason ("" for none or any other reason).
+    public private(set) var rows: [String: [String: [Action]]]
+
+    public static let `default` = ActionTable(rows: [
+        EventType.sessionsRevoked.uri: ["": [.endSessions]],
+        EventType.tokensRevoked.uri: ["": [.endGoogleSessions, .deleteGoogleTokens]],
+        EventType.tokenRevoked.uri: ["": [.revokeToken]],
+        EventType.accountDisabled.uri: [
+            "hijacking": [.endSessions, .suspendGoogleSignIn],
+            "bulk-account": [.flagForReview],
+            "": [.suspendGoogleSignIn, .suspendEmailRecovery],
+        ],
+        EventType.accountEnabled.uri: ["": [.restoreGoogleSignIn, .restoreEmailRecovery]],
+        EventType.accountCredentialChangeRequired.uri: ["": [.heightenMonitoring]],
+        EventType.verification.uri: ["": [.recordVerification]],
+    ])
+
+    public init(rows: [String: [String: [Action]]]) { self.rows = rows }
+
+    /// Replaces one row: `type` is a short name or URI, `reason` "" for the default row.
+    public mutating func set(_ type: EventType, reason: String, actions: [Action]) {
+        rows[type.canonical.uri, default: [:]][reason] = actions
+    }
+
+    /// The actions for one event.
+    public func actions(for event: SecurityEvent) -> [Action] {
+        guard let byReason = rows[event.type.canonical.uri] else { return [.logOnly] }
+        return byReason[event.reason ?? ""] ?? byReason[""] ?? [.logOnly]
+    }
+}

@@ -1,0 +1,48 @@
+import CRiscOpenSSL
+
+/// How risc keeps tokens: never in plain text, only what matching a `token-revoked` event needs,
+/// computed once when the token is registered and indexed.
+///
+/// - `hash`: `base64(SHA-512(SHA-512(token)))`, standard alphabet with padding: Google's
+///   `hash_base64_sha512_sha512` identifier, so an event matches by one index lookup.
+/// - `prefixMAC`: HMAC-SHA-256 of the token's first 16 characters under a key of the data
+///   directory, hex: matches a `prefix` identifier without storing the prefix itself.
+public struct TokenFingerprint: Sendable, Equatable {
+    public let hash: String
+    public let prefixMAC: String
+
+    public init(token: String, key: [UInt8]) {
+        hash = SHA512.doubleHashBase64(token)
+        prefixMAC = Self.prefixMAC(String(token.prefix(16)), key: key)
+    }
+
+    /// HMAC-SHA-256(key, prefix), hex.
+    public static func prefixMAC(_ prefix: String, key: [UInt8]) -> String {
+        var out = [UInt8](repeating: 0, count: 32)
+        var length = 0
+        let data = Array(prefix.utf8)
+        _ = EVP_Q_mac(nil, "HMAC", nil, "SHA256", nil, key, key.count, data, data.count, &out, out.count, &length)
+        return out.prefix(length).map { String($0, radix: 16).leftPadded(to: 2) }.joined()
+    }
+
+    /// A `hash_base64_sha512_sha512` identifier as the store keeps it: standard alphabet, padded
+    /// (events may use either alphabet, padded or not). nil when it is not base64 of 64 bytes.
+    public static func normalizedHash(_ identifier: String) -> String? {
+        guard let canonical = Base64URL.normalize(identifier), let bytes = Base64URL.decode(canonical), bytes.count == 64
+        else { return nil }
+        return Base64URL.encodeStandard(bytes)
+    }
+
+    /// Constant-time string equality (for matched identifiers).
+    public static func constantTimeEquals(_ a: String, _ b: String) -> Bool {
+        let x = Array(a.utf8), y = Array(b.utf8)
+        guard x.count == y.count else { return false }
+        return CRYPTO_memcmp(x, y, x.count) == 0
+    }
+}
+
+extension String {
+    func leftPadded(to width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
+    }
+}

@@ -1,0 +1,162 @@
+import Foundation
+import RISCCore
+
+/// The embedded linked-account store: Google accounts (issuer + `sub`) → the site's user, with
+/// their sessions, the Google refresh tokens the site holds and the tokens it issued to Google
+/// through account linking. Tokens are kept only as `TokenFingerprint`s.
+public final class AccountStore: @unchecked Sendable {
+    private let connection: SQLiteConnection
+    private let lock = NSLock()
+    /// The HMAC key for token prefixes, from `DATA_DIR/token-key` (created with mode 0600).
+    public let tokenKey: [UInt8]
+
+    public init(directory: String) throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let path = (directory as NSString).appendingPathComponent("risc.sqlite3")
+        connection = try SQLiteConnection(path: path)
+        try connection.execute("PRAGMA journal_mode = WAL")
+        try connection.execute("PRAGMA synchronous = FULL")
+        try connection.execute("PRAGMA foreign_keys = ON")
+        try SQLiteEventStore.migrate(connection)
+        tokenKey = try Self.loadKey(directory: directory)
+    }
+
+    static func loadKey(directory: String) throws -> [UInt8] {
+        let path = (directory as NSString).appendingPathComponent("token-key")
+        if let data = FileManager.default.contents(atPath: path), data.count == 32 { return Array(data) }
+        guard let random = FileHandle(forReadingAtPath: "/dev/urandom")?.readData(ofLength: 32), random.count == 32 else {
+            throw StoreError(code: 1, "cannot read /dev/urandom for the token key")
+        }
+        guard FileManager.default.createFile(atPath: path, contents: random, attributes: [.posixPermissions: 0o600]) else {
+            throw StoreError(code: 1, "cannot write \(path)")
+        }
+        return Array(random)
+    }
+
+    static func normalizedIssuer(_ issuer: String) -> String {
+        issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer
+    }
+
+    /// What `risc accounts link` and the import take.
+    public struct Link: Sendable {
+        public var issuer: String
+        public var subject: String
+        public var userID: String
+        public var email: String?
+        public var sessions: [String]
+        public var refreshTokens: [String]
+        public var linkedTokens: [String]
+
+        public init(
+            issuer: String = "https://accounts.google.com", subject: String, userID: String, email: String? = nil,
+            sessions: [String] = [], refreshTokens: [String] = [], linkedTokens: [String] = []
+        ) {
+            self.issuer = issuer
+            self.subject = subject
+            self.userID = userID
+            self.email = email
+            self.sessions = sessions
+            self.refreshTokens = refreshTokens
+            self.linkedTokens = linkedTokens
+        }
+    }
+
+    /// Creates or updates the account and adds its sessions and tokens. Returns the account id.
+    @discardableResult
+    public func link(_ link: Link, now: Double = Date().timeIntervalSince1970) throws -> Int64 {
+        lock.lock()
+        defer { lock.unlock() }
+        try connection.execute("BEGIN IMMEDIATE")
+        do {
+            let upsert = try connection.prepare("""
+                INSERT INTO accounts (issuer, subject, user_id, email, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5)
+                ON CONFLICT (issuer, subject) DO UPDATE SET user_id = excluded.user_id,
+                    email = coalesce(excluded.email, email), updated_at = excluded.updated_at
+                RETURNING id
+                """)
+            try upsert.bind([
+                .text(Self.normalizedIssuer(link.issuer)), .text(link.subject), .text(link.userID),
+                .optional(link.email?.lowercased()), .double(now),
+            ])
+            guard try upsert.step() else { throw StoreError(code: 1, "account upsert returned no row") }
+            let id = upsert.int(0)
+            upsert.reset()
+            let session = try connection.prepare(
+                "INSERT OR IGNORE INTO sessions (account_id, session_id, created_at) VALUES (?1, ?2, ?3)")
+            for sessionID in link.sessions { try session.run([.int(id), .text(sessionID), .double(now)]) }
+            let token = try connection.prepare(
+                "INSERT INTO tokens (account_id, kind, hash, prefix_mac, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")
+            for (kind, values) in [("google_refresh", link.refreshTokens), ("linked", link.linkedTokens)] {
+                for value in values {
+                    let fingerprint = TokenFingerprint(token: value, key: tokenKey)
+                    try token.run([.int(id), .text(kind), .text(fingerprint.hash), .text(fingerprint.prefixMAC), .double(now)])
+                }
+            }
+            try connection.execute("COMMIT")
+            return id
+        } catch {
+            try? connection.execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// One account as `risc accounts show` prints it.
+    public struct Account: Sendable {
+        public let id: Int64
+        public let issuer: String
+        public let subject: String
+        public let userID: String
+        public let email: String?
+        public let googleSignInEnabled: Bool
+        public let emailRecoveryEnabled: Bool
+        public let flaggedForReview: Bool
+        public let heightenedMonitoring: Bool
+        public let openSessions: Int
+        public let endedSessions: Int
+        public let activeTokens: Int
+        public let revokedTokens: Int
+
+        public var json: JSONValue {
+            var object = JSONObject()
+            object["issuer"] = .string(issuer)
+            object["subject"] = .string(subject)
+            object["user_id"] = .string(userID)
+            if let email { object["email"] = .string(email) }
+            object["google_signin_enabled"] = .bool(googleSignInEnabled)
+            object["email_recovery_enabled"] = .bool(emailRecoveryEnabled)
+            object["flagged_for_review"] = .bool(flaggedForReview)
+            object["heightened_monitoring"] = .bool(heightenedMonitoring)
+            object["sessions"] = ["open": .number(Double(openSessions)), "ended": .number(Double(endedSessions))]
+            object["tokens"] = ["active": .number(Double(activeTokens)), "revoked": .number(Double(revokedTokens))]
+            return .object(object)
+        }
+    }
+
+    /// Accounts, optionally only the one with `subject`.
+    public func accounts(subject: String? = nil) throws -> [Account] {
+        lock.lock()
+        defer { lock.unlock() }
+        let statement = try connection.prepare("""
+            SELECT a.id, a.issuer, a.subject, a.user_id, a.email, a.google_signin_enabled, a.email_recovery_enabled,
+                a.flagged_for_review, a.heightened_monitoring,
+                (SELECT count(*) FROM sessions s WHERE s.account_id = a.id AND s.ended_at IS NULL),
+                (SELECT count(*) FROM sessions s WHERE s.account_id = a.id AND s.ended_at IS NOT NULL),
+                (SELECT count(*) FROM tokens t WHERE t.account_id = a.id AND t.revoked_at IS NULL),
+                (SELECT count(*) FROM tokens t WHERE t.account_id = a.id AND t.revoked_at IS NOT NULL)
+            FROM accounts a WHERE ?1 IS NULL OR a.subject = ?1 ORDER BY a.id
+            """)
+        try statement.bind([.optional(subject)])
+        var result: [Account] = []
+        while try statement.step() {
+            result.append(Account(
+                id: statement.int(0), issuer: statement.text(1) ?? "", subject: statement.text(2) ?? "",
+                userID: statement.text(3) ?? "", email: statement.text(4), googleSignInEnabled: statement.int(5) != 0,
+                emailRecoveryEnabled: statement.int(6) != 0, flaggedForReview: statement.int(7) != 0,
+                heightenedMonitoring: statement.int(8) != 0, openSessions: Int(statement.int(9)),
+                endedSessions: Int(statement.int(10)), activeTokens: Int(statement.int(11)),
+                revokedTokens: Int(statement.int(12))))
+        }
+        statement.reset()
+        return result
+    }
+}

@@ -1,0 +1,159 @@
+import Foundation
+import Logging
+import RISCCore
+
+/// Takes stored SETs in arrival order and applies their actions, each SET in one transaction.
+/// A failure is retried with `RetryPolicy`'s backoff, then dead-lettered (`state = 'dead'`):
+/// nothing is dropped, and a restart resumes pending and scheduled work because the queue is the
+/// `sets` table itself. Every attempt is written to the event log.
+public final class ActionWorker: @unchecked Sendable {
+    private let connection: SQLiteConnection
+    private let applier: EmbeddedActionApplier
+    private let table: ActionTable
+    private let retry: RetryPolicy
+    private let log: any EventLog
+    private let logger: Logger
+    private let pollInterval: Double
+    private let condition = NSCondition()
+    private var stopping = false
+    private var stopped = false
+    private var running = false
+
+    public init(
+        directory: String, table: ActionTable = .default, retry: RetryPolicy = RetryPolicy(), log: any EventLog,
+        logger: Logger, pollInterval: Double = 0.05
+    ) throws {
+        let path = (directory as NSString).appendingPathComponent("risc.sqlite3")
+        connection = try SQLiteConnection(path: path)
+        try connection.execute("PRAGMA foreign_keys = ON")
+        try SQLiteEventStore.migrate(connection)
+        applier = EmbeddedActionApplier(connection: connection, tokenKey: try AccountStore.loadKey(directory: directory))
+        self.table = table
+        self.retry = retry
+        self.log = log
+        self.logger = logger
+        self.pollInterval = pollInterval
+    }
+
+    /// Starts the worker thread.
+    public func start() {
+        condition.lock()
+        running = true
+        condition.unlock()
+        OSThread.start(name: "risc.actions") { [self] in loop() }
+    }
+
+    /// Asks the worker to look for work now (after a commit).
+    public func wake() {
+        condition.lock()
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Finishes the SET in hand, then stops. Idempotent.
+    public func stop() {
+        condition.lock()
+        stopping = true
+        condition.broadcast()
+        while running && !stopped { condition.wait() }
+        condition.unlock()
+    }
+
+    private func loop() {
+        while true {
+            condition.lock()
+            if stopping {
+                stopped = true
+                condition.broadcast()
+                condition.unlock()
+                return
+            }
+            condition.unlock()
+            let processed = (try? processDue(limit: 64)) ?? 0
+            if processed == 0 {
+                condition.lock()
+                if !stopping { _ = condition.wait(until: Date(timeIntervalSinceNow: pollInterval)) }
+                condition.unlock()
+            }
+        }
+    }
+
+    /// Processes up to `limit` due SETs; returns how many. Public for tests and `risc replay --local`.
+    @discardableResult
+    public func processDue(limit: Int, now: Double = Date().timeIntervalSince1970) throws -> Int {
+        let due = try connection.prepare("""
+            SELECT id, issuer, jti, token, attempts FROM sets WHERE state = 'pending' AND next_attempt_at <= ?1 ORDER BY id LIMIT ?2
+            """)
+        try due.bind([.double(now), .int(Int64(limit))])
+        var items: [(id: Int64, issuer: String, jti: String, token: String, attempts: Int)] = []
+        while try due.step() {
+            items.append((due.int(0), due.text(1) ?? "", due.text(2) ?? "", due.text(3) ?? "", Int(due.int(4))))
+        }
+        due.reset()
+        for item in items {
+            condition.lock()
+            let stop = stopping
+            condition.unlock()
+            if stop { break }
+            process(item, now: now)
+        }
+        return items.count
+    }
+
+    private func process(_ item: (id: Int64, issuer: String, jti: String, token: String, attempts: Int), now: Double) {
+        let start = Date().timeIntervalSince1970
+        let attempt = item.attempts + 1
+        var record = EventLogRecord(step: "applied", outcome: "applied", time: start)
+        record["jti"] = .string(item.jti)
+        record["attempt"] = .number(Double(attempt))
+        do {
+            let token = try Self.token(from: item.token)
+            let plan = ActionPlan.plan(for: token, table: table)
+            record["events"] = .array(plan.steps.map { .string($0.type.shortName) })
+            if let subject = plan.steps.lazy.compactMap({ $0.subject?.googleSubject?.subject }).first {
+                record["subject"] = .string(subject)
+            }
+            try connection.execute("BEGIN IMMEDIATE")
+            do {
+                let outcomes = try applier.apply(plan, setID: item.id, keyIssuer: item.issuer, now: now)
+                try connection.prepare(
+                    "UPDATE sets SET state = 'done', attempts = ?1, processed_at = ?2, last_error = NULL WHERE id = ?3"
+                ).run([.int(Int64(attempt)), .double(now), .int(item.id)])
+                try connection.execute("COMMIT")
+                record["actions"] = .array(outcomes.map { .object(["action": .string($0.action.rawValue), "result": .string($0.result)]) })
+            } catch {
+                try? connection.execute("ROLLBACK")
+                throw error
+            }
+        } catch {
+            let delay = retry.delay(afterFailures: attempt)
+            record["outcome"] = delay == nil ? "dead_lettered" : "failed"
+            record["error"] = .string(String(describing: error).prefix(300).description)
+            if let delay { record["retry_at"] = .string(Timestamp.iso8601(now + delay)) }
+            do {
+                try connection.prepare("""
+                    UPDATE sets SET attempts = ?1, last_error = ?2, next_attempt_at = ?3, state = ?4 WHERE id = ?5
+                    """).run([
+                    .int(Int64(attempt)), .text(String(describing: error)), .double(now + (delay ?? 0)),
+                    .text(delay == nil ? "dead" : "pending"), .int(item.id),
+                ])
+            } catch {
+                logger.error("cannot record a failed attempt", metadata: ["risc.jti": "\(item.jti)", "risc.error": "\(error)"])
+            }
+            if delay == nil {
+                logger.warning("SET dead-lettered after \(attempt) attempts", metadata: ["risc.jti": "\(item.jti)"])
+            }
+        }
+        record["latency_us"] = .number(((Date().timeIntervalSince1970 - start) * 1e6).rounded())
+        log.record(record)
+    }
+
+    /// The claims of a stored (already verified) compact SET.
+    static func token(from compact: String) throws -> SecurityEventToken {
+        let parts = compact.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let payload = Base64URL.decode(Array(parts[1].utf8)) else {
+            throw StoreError(code: 1, "stored token is not a compact JWS")
+        }
+        return try SecurityEventToken(payload: payload)
+    }
+}

@@ -1,0 +1,160 @@
+import Foundation
+import RISCCore
+
+/// Applies a plan to the embedded account store, inside the caller's transaction. Idempotent per
+/// (SET, event, action): an action already recorded in `applied_actions` is not applied again.
+struct EmbeddedActionApplier {
+    let connection: SQLiteConnection
+    let tokenKey: [UInt8]
+
+    /// One line per action, for the event log.
+    struct Outcome {
+        var action: Action
+        var eventIndex: Int
+        var result: String
+    }
+
+    func apply(_ plan: ActionPlan, setID: Int64, keyIssuer: String, now: Double) throws -> [Outcome] {
+        var outcomes: [Outcome] = []
+        for step in plan.steps {
+            let account = try resolve(step, keyIssuer: keyIssuer)
+            for action in step.actions {
+                if try alreadyApplied(setID: setID, eventIndex: step.eventIndex, action: action) {
+                    outcomes.append(Outcome(action: action, eventIndex: step.eventIndex, result: "already applied"))
+                    continue
+                }
+                let result: String
+                if action == .logOnly {
+                    result = "logged"
+                } else if action == .recordVerification {
+                    result = "state " + (step.state.map { "'\($0.prefix(200))'" } ?? "(none)")
+                } else if let account {
+                    result = try perform(action, step: step, account: account, eventTime: plan.eventTime, now: now)
+                } else {
+                    result = "unknown subject: no-op"
+                }
+                try connection.prepare(
+                    "INSERT INTO applied_actions (set_id, event_index, action, applied_at, result) VALUES (?1, ?2, ?3, ?4, ?5)"
+                ).run([.int(setID), .int(Int64(step.eventIndex)), .text(action.rawValue), .double(now), .text(result)])
+                outcomes.append(Outcome(action: action, eventIndex: step.eventIndex, result: result))
+            }
+        }
+        return outcomes
+    }
+
+    private func alreadyApplied(setID: Int64, eventIndex: Int, action: Action) throws -> Bool {
+        let statement = try connection.prepare(
+            "SELECT 1 FROM applied_actions WHERE set_id = ?1 AND event_index = ?2 AND action = ?3")
+        try statement.bind([.int(setID), .int(Int64(eventIndex)), .text(action.rawValue)])
+        defer { statement.reset() }
+        return try statement.step()
+    }
+
+    /// The account an event is about: by Google subject; for token-revoked, by the token;
+    /// by email as a last resort. nil: not one of ours (a logged no-op, never a failure).
+    private func resolve(_ step: ActionPlan.Step, keyIssuer: String) throws -> (id: Int64, tokenID: Int64?, accessChangedAt: Double?)? {
+        switch step.subject {
+        case .oauthToken(let identifier)?:
+            let column: String, value: String
+            switch identifier.algorithm {
+            case .prefix:
+                column = "prefix_mac"
+                value = TokenFingerprint.prefixMAC(identifier.token, key: tokenKey)
+            case .hashSHA512SHA512:
+                guard let hash = TokenFingerprint.normalizedHash(identifier.token) else { return nil }
+                column = "hash"
+                value = hash
+            default:
+                return nil
+            }
+            let statement = try connection.prepare("""
+                SELECT t.account_id, t.id, t.\(column), a.access_changed_at FROM tokens t JOIN accounts a ON a.id = t.account_id
+                WHERE t.\(column) = ?1 AND t.revoked_at IS NULL ORDER BY t.id LIMIT 1
+                """)
+            try statement.bind([.text(value)])
+            defer { statement.reset() }
+            guard try statement.step(), TokenFingerprint.constantTimeEquals(statement.text(2) ?? "", value) else { return nil }
+            return (statement.int(0), statement.int(1), statement.isNull(3) ? nil : statement.double(3))
+        case let subject?:
+            if let (issuer, sub) = subject.googleSubject {
+                let scope = AccountStore.normalizedIssuer(issuer ?? keyIssuer)
+                if let found = try account(where: "issuer = ?1 AND subject = ?2", [.text(scope), .text(sub)]) { return found }
+            }
+            if let email = subject.email {
+                return try account(where: "email = ?1", [.text(email.lowercased())])
+            }
+            return nil
+        case nil:
+            return nil
+        }
+    }
+
+    private func account(where condition: String, _ values: [SQLiteValue]) throws -> (id: Int64, tokenID: Int64?, accessChangedAt: Double?)? {
+        let statement = try connection.prepare("SELECT id, access_changed_at FROM accounts WHERE \(condition) LIMIT 1")
+        try statement.bind(values)
+        defer { statement.reset() }
+        guard try statement.step() else { return nil }
+        return (statement.int(0), nil, statement.isNull(1) ? nil : statement.double(1))
+    }
+
+    private func perform(
+        _ action: Action, step: ActionPlan.Step, account: (id: Int64, tokenID: Int64?, accessChangedAt: Double?),
+        eventTime: Double, now: Double
+    ) throws -> String {
+        let reason = step.type.canonical.shortName + (step.reason.map { ":\($0)" } ?? "")
+        if action.changesAccess, let last = account.accessChangedAt, last > eventTime {
+            return "superseded by a newer access change"
+        }
+        func update(_ sql: String, _ values: [SQLiteValue]) throws -> Int {
+            try connection.prepare(sql).run(values)
+            return Int(sqlite3Changes())
+        }
+        switch action {
+        case .endSessions, .endGoogleSessions:
+            let google = action == .endGoogleSessions ? " AND via_google = 1" : ""
+            let n = try update(
+                "UPDATE sessions SET ended_at = ?1, ended_reason = ?2 WHERE account_id = ?3 AND ended_at IS NULL AND created_at <= ?4\(google)",
+                [.double(now), .text(reason), .int(account.id), .double(eventTime)])
+            return "ended \(n) session\(n == 1 ? "" : "s")"
+        case .deleteGoogleTokens, .revokeLinkedTokens:
+            let kind = action == .deleteGoogleTokens ? "google_refresh" : "linked"
+            let n = try update(
+                "UPDATE tokens SET revoked_at = ?1, revoked_reason = ?2 WHERE account_id = ?3 AND kind = ?4 AND revoked_at IS NULL",
+                [.double(now), .text(reason), .int(account.id), .text(kind)])
+            return "revoked \(n) token\(n == 1 ? "" : "s")"
+        case .revokeToken:
+            guard let tokenID = account.tokenID else { return "no matching token" }
+            let n = try update(
+                "UPDATE tokens SET revoked_at = ?1, revoked_reason = ?2 WHERE id = ?3 AND revoked_at IS NULL",
+                [.double(now), .text(reason), .int(tokenID)])
+            return n == 1 ? "revoked the matching token" : "token already revoked"
+        case .suspendGoogleSignIn, .restoreGoogleSignIn, .suspendEmailRecovery, .restoreEmailRecovery:
+            let column = [.suspendGoogleSignIn, .restoreGoogleSignIn].contains(action) ? "google_signin_enabled" : "email_recovery_enabled"
+            let value: Int64 = [.restoreGoogleSignIn, .restoreEmailRecovery].contains(action) ? 1 : 0
+            _ = try update(
+                "UPDATE accounts SET \(column) = ?1, access_changed_at = max(coalesce(access_changed_at, 0), ?2), updated_at = ?3 WHERE id = ?4",
+                [.int(value), .double(eventTime), .double(now), .int(account.id)])
+            return "\(column) = \(value == 1)"
+        case .flagForReview, .heightenMonitoring:
+            let column = action == .flagForReview ? "flagged_for_review" : "heightened_monitoring"
+            _ = try update("UPDATE accounts SET \(column) = 1, updated_at = ?1 WHERE id = ?2", [.double(now), .int(account.id)])
+            return "\(column) = true"
+        case .recordVerification, .logOnly:
+            return "logged"
+        }
+    }
+
+    private func sqlite3Changes() -> Int64 { connection.changes }
+}
+
+extension Subject {
+    /// An email this subject names, for the fallback lookup.
+    var email: String? {
+        switch self {
+        case .email(let email): email
+        case .idTokenClaims(_, _, let email?, _): email
+        case .aliases(let items): items.lazy.compactMap(\.email).first
+        default: nil
+        }
+    }
+}
