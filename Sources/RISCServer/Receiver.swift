@@ -24,6 +24,8 @@ public final class Receiver: Sendable {
     public let eventLog: JSONLinesEventLog
     public let metrics: PrometheusMetrics
     public let keys: any KeyProvider
+    public let worker: ActionWorker
+    public let accounts: AccountStore
     let keySource: KeySetSource
     let cache: JWKSCache?
     let logger: Logger
@@ -45,6 +47,10 @@ public final class Receiver: Sendable {
             path: (configuration.dataDirectory as NSString).appendingPathComponent("events.log"),
             toStandardOutput: configuration.eventLogToStandardOutput)
         metrics = PrometheusMetrics()
+        accounts = try AccountStore(directory: configuration.dataDirectory)
+        worker = try ActionWorker(directory: configuration.dataDirectory, table: configuration.actionTable, retry: configuration.retry, log: eventLog, logger: logger)
+        let worker = self.worker
+        store.afterCommit = { worker.wake() }
         if let file = configuration.jwksFile {
             guard let data = FileManager.default.contents(atPath: file) else {
                 throw ConfigurationError(problems: ["jwks_file: cannot read \(file)"])
@@ -120,7 +126,9 @@ public final class Receiver: Sendable {
         startup["events_path"] = .string(configuration.eventsPath)
         startup["tls"] = .bool(configuration.tlsCertificate != nil)
         eventLog.record(startup)
+        worker.start()
         defer {
+            worker.stop()
             store.close()
             eventLog.record(EventLogRecord(step: "serve", outcome: "stopped", time: Date().timeIntervalSince1970))
             eventLog.close()

@@ -1,5 +1,6 @@
 import RISCClient
 import RISCCore
+import RISCStore
 
 /// Everything `risc serve` needs, with the embedded defaults. Read from a config file, the
 /// environment and flags by the executable (`ReceiverConfiguration+ConfigReader.swift`).
@@ -36,6 +37,11 @@ public struct ReceiverConfiguration: Sendable {
     public var jwksUnknownKeyCooldown: Double = 60
     public var jwksMaximumStaleness: Double = 86_400
     public var jwksFailureRetryInterval: Double = 10
+
+    /// What each event does (overridable per type and reason).
+    public var actionTable: ActionTable = .default
+    /// Backoff and dead-lettering for failed actions.
+    public var retry = RetryPolicy()
 
     public init() {}
 

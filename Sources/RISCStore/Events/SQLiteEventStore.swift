@@ -32,6 +32,8 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
     private var commits = 0
     private var rowsWritten = 0
     private var lastReceived: Double?
+    /// Called on the writer thread after each successful commit (wakes the action worker).
+    public var afterCommit: (@Sendable () -> Void)?
 
     /// Transactions committed and rows written, for metrics.
     public var writeCounts: (commits: Int, rows: Int) {
@@ -184,6 +186,7 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
             return
         }
         for ((_, continuation), outcome) in zip(batch, outcomes) { continuation.resume(returning: outcome) }
+        afterCommit?()
     }
 
     // MARK: Reads (a separate connection; WAL lets it run beside the writer)

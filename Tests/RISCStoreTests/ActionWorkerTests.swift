@@ -1,0 +1,206 @@
+import Foundation
+import Logging
+import RISCCore
+import RISCStore
+import RISCTestKit
+import Testing
+
+/// Each event type and reason against a seeded account store, through the real store and worker.
+@Suite("Action worker on the embedded store")
+struct ActionWorkerTests {
+    static let keys = try! KeyDirectory.repositoryTestKeys()
+    static let factory = SETFactory(signer: keys.entry(for: .rs256)!.signer)
+    static let vectors = try! JSONParser.parseObject(Array(try! Data(contentsOf: KeyDirectory.repositoryRoot()
+        .appendingPathComponent("Tests/RISCCoreTests/Vectors/synthetic-risc-sets.json"))))
+    static let refreshToken = vectors["stored_refresh_token"]!.stringValue!
+
+    final class Fixture: @unchecked Sendable {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-actions-\(UUID().uuidString)").path
+        let store: SQLiteEventStore
+        let accounts: AccountStore
+        let worker: ActionWorker
+        let log: JSONLinesEventLog
+        let verifier: SETVerifier
+
+        init(retry: RetryPolicy = RetryPolicy()) throws {
+            store = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+            accounts = try AccountStore(directory: directory)
+            log = try JSONLinesEventLog(path: directory + "/events.log")
+            worker = try ActionWorker(directory: directory, retry: retry, log: log, logger: Logger(label: "t"))
+            verifier = SETVerifier(
+                policy: SETPolicy(audiences: [SETFactory.defaultAudience]),
+                keys: StaticKeyProvider(keys: try ActionWorkerTests.keys.jwks, issuer: SETFactory.defaultIssuer))
+            // Sessions created at t=1000; events below happen at t=2000 unless said otherwise.
+            try accounts.link(
+                .init(subject: "alice", userID: "u-alice", email: "alice@example.com", sessions: ["s1", "s2"],
+                    refreshTokens: [ActionWorkerTests.refreshToken], linkedTokens: ["linked-token-a"]), now: 1_000)
+            try accounts.link(.init(subject: "bob", userID: "u-bob", sessions: ["b1"], refreshTokens: ["1//0gbob-token-xyz"]), now: 1_000)
+        }
+
+        @discardableResult
+        func deliver(_ type: EventType, subject: JSONValue?, extra: JSONObject = [:], iat: Double = 2_000, jti: String = UUID().uuidString) async throws -> AppendOutcome {
+            let token = try ActionWorkerTests.factory.make(type: type, subject: subject, extra: extra, jti: jti, iat: iat)
+            let validated = try await verifier.verify(Array(token.utf8), now: 3_000)
+            return try await store.append(SETRecord(validated: validated, token: token, receivedAt: 3_000, remoteAddress: nil, contentType: nil))
+        }
+
+        func account(_ subject: String) throws -> AccountStore.Account { try accounts.accounts(subject: subject)[0] }
+
+        func process() throws { try worker.processDue(limit: 100, now: 3_000) }
+
+        var logLines: [JSONObject] {
+            log.flush()
+            let text = (try? String(contentsOfFile: directory + "/events.log", encoding: .utf8)) ?? ""
+            return text.split(separator: "\n").compactMap { try? JSONParser.parseObject(Array($0.utf8)) }
+        }
+    }
+
+    static func user(_ sub: String) -> JSONValue { factory.accountSubject(sub) }
+
+    @Test("sessions-revoked ends the sessions opened before the event, not a newer one")
+    func sessionsRevoked() async throws {
+        let f = try Fixture()
+        try f.accounts.link(.init(subject: "alice", userID: "u-alice", sessions: ["after"]), now: 2_500)
+        try await f.deliver(.sessionsRevoked, subject: Self.user("alice"))
+        try f.process()
+        let alice = try f.account("alice")
+        #expect(alice.endedSessions == 2 && alice.openSessions == 1)
+        #expect(try f.account("bob").openSessions == 1)
+        #expect(try f.store.queueDepth() == 0)
+    }
+
+    @Test("tokens-revoked ends Google sessions and revokes the stored Google tokens, not linked ones")
+    func tokensRevoked() async throws {
+        let f = try Fixture()
+        try await f.deliver(.tokensRevoked, subject: Self.user("alice"))
+        try f.process()
+        let alice = try f.account("alice")
+        #expect(alice.openSessions == 0)
+        #expect(alice.revokedTokens == 1 && alice.activeTokens == 1)
+    }
+
+    @Test("token-revoked finds the token by prefix and by double hash", arguments: [OAuthTokenIdentifier.Algorithm.prefix, .hashSHA512SHA512])
+    func tokenRevoked(algorithm: OAuthTokenIdentifier.Algorithm) async throws {
+        let f = try Fixture()
+        try await f.deliver(.tokenRevoked, subject: SETFactory.tokenSubject(refreshToken: Self.refreshToken, algorithm: algorithm))
+        try f.process()
+        #expect(try f.account("alice").revokedTokens == 1)
+        #expect(try f.account("bob").revokedTokens == 0)
+        let line = try #require(f.logLines.first { $0["step"] == "applied" })
+        #expect(line["outcome"] == "applied")
+        #expect(!(f.logLines.map { JSONValue.object($0).serialized }.joined()).contains(Self.refreshToken))
+    }
+
+    @Test("account-disabled: hijacking, bulk-account, and no reason")
+    func accountDisabled() async throws {
+        let f = try Fixture()
+        try await f.deliver(.accountDisabled, subject: Self.user("alice"), extra: ["reason": "hijacking"])
+        try await f.deliver(.accountDisabled, subject: Self.user("bob"), extra: ["reason": "bulk-account"])
+        try f.process()
+        var alice = try f.account("alice")
+        #expect(alice.openSessions == 0 && !alice.googleSignInEnabled && alice.emailRecoveryEnabled)
+        let bob = try f.account("bob")
+        #expect(bob.flaggedForReview && bob.googleSignInEnabled && bob.openSessions == 1)
+        try await f.deliver(.accountDisabled, subject: Self.user("alice"), iat: 2_100)
+        try f.process()
+        alice = try f.account("alice")
+        #expect(!alice.googleSignInEnabled && !alice.emailRecoveryEnabled)
+    }
+
+    @Test("account-enabled restores; an older account-enabled arriving late does not undo a newer disable")
+    func ordering() async throws {
+        let f = try Fixture()
+        try await f.deliver(.accountDisabled, subject: Self.user("alice"), iat: 2_000)
+        try await f.deliver(.accountEnabled, subject: Self.user("alice"), iat: 1_500)  // older, arrives late
+        try f.process()
+        var alice = try f.account("alice")
+        #expect(!alice.googleSignInEnabled && !alice.emailRecoveryEnabled)
+        #expect(f.logLines.contains { JSONValue.object($0).serialized.contains("superseded") })
+        try await f.deliver(.accountEnabled, subject: Self.user("alice"), iat: 2_500)
+        try f.process()
+        alice = try f.account("alice")
+        #expect(alice.googleSignInEnabled && alice.emailRecoveryEnabled)
+    }
+
+    @Test("credential change, verification, unknown types, unknown subjects, legacy aliases")
+    func others() async throws {
+        let f = try Fixture()
+        try await f.deliver(.accountCredentialChangeRequired, subject: Self.user("bob"))
+        try await f.deliver(.verification, subject: nil, extra: ["state": "state-123"])
+        try await f.deliver(EventType("https://example.com/event/new"), subject: Self.user("bob"))
+        try await f.deliver(.sessionsRevoked, subject: Self.user("stranger"))
+        try await f.deliver(EventType("https://accounts.google.com/risc/event/sessions-revoked"), subject: Self.user("bob"))
+        try f.process()
+        let bob = try f.account("bob")
+        #expect(bob.heightenedMonitoring && bob.openSessions == 0)
+        let text = f.logLines.map { JSONValue.object($0).serialized }.joined(separator: "\n")
+        #expect(text.contains("state 'state-123'"))
+        #expect(text.contains("unknown subject: no-op"))
+        #expect(text.contains("log_only"))
+        #expect(try f.store.queueDepth() == 0)
+    }
+
+    @Test("a duplicate delivery is applied once; processing again does nothing")
+    func idempotent() async throws {
+        let f = try Fixture()
+        #expect(try await f.deliver(.sessionsRevoked, subject: Self.user("alice"), jti: "same") == .accepted(id: 1))
+        try f.process()
+        #expect(try await f.deliver(.sessionsRevoked, subject: Self.user("alice"), jti: "same") == .duplicate(id: 1, deliveries: 2))
+        try f.process()
+        #expect(f.logLines.filter { $0["step"] == "applied" }.count == 1)
+    }
+
+    @Test("a SET whose actions fail is retried with backoff, then dead-lettered, never dropped")
+    func deadLetter() async throws {
+        var retry = RetryPolicy()
+        retry.maximumAttempts = 3
+        retry.jitter = 0
+        let f = try Fixture(retry: retry)
+        // A stored row whose token cannot be read back: every attempt fails.
+        let token = try Self.factory.make(type: .sessionsRevoked, subject: Self.user("alice"), jti: "broken")
+        let validated = try await f.verifier.verify(Array(token.utf8), now: 3_000)
+        _ = try await f.store.append(SETRecord(validated: validated, token: "not.a-token", receivedAt: 3_000, remoteAddress: nil, contentType: nil))
+        try f.worker.processDue(limit: 10, now: 3_000)
+        try f.worker.processDue(limit: 10, now: 3_000.5)  // not due yet: 1 s backoff
+        try f.worker.processDue(limit: 10, now: 3_001.1)
+        try f.worker.processDue(limit: 10, now: 3_003.2)
+        let outcomes = f.logLines.filter { $0["step"] == "applied" }.map { $0["outcome"]?.stringValue ?? "" }
+        #expect(outcomes == ["failed", "failed", "dead_lettered"])
+        #expect(try f.store.record(issuer: "https://accounts.google.com", jti: "broken")?.state == "dead")
+        #expect(try f.store.count() == 1)
+    }
+
+    @Test("the retry delays follow the documented table")
+    func delays() {
+        var policy = RetryPolicy()
+        policy.jitter = 0
+        #expect((1...9).map { policy.delay(afterFailures: $0) } == [1, 2, 4, 8, 16, 32, 64, 128, 256])
+        #expect(policy.delay(afterFailures: 10) == nil)
+        policy.maximumAttempts = 40
+        #expect(policy.delay(afterFailures: 30) == 3_600)
+        let jittered = RetryPolicy().delay(afterFailures: 3, random: 1)
+        #expect(jittered == 4.8)
+    }
+
+    @Test("a restart resumes pending work")
+    func restartResumes() async throws {
+        let f = try Fixture()
+        try await f.deliver(.sessionsRevoked, subject: Self.user("alice"))
+        f.store.close()
+        let worker = try ActionWorker(directory: f.directory, log: f.log, logger: Logger(label: "t"))
+        try worker.processDue(limit: 10, now: 3_000)
+        #expect(try f.account("alice").openSessions == 0)
+    }
+
+    @Test("the worker thread applies events as they are committed")
+    func background() async throws {
+        let f = try Fixture()
+        let worker = f.worker
+        f.store.afterCommit = { worker.wake() }
+        f.worker.start()
+        try await f.deliver(.sessionsRevoked, subject: Self.user("bob"))
+        for _ in 0..<100 where try f.store.queueDepth() > 0 { try await Task.sleep(for: .milliseconds(20)) }
+        f.worker.stop()
+        #expect(try f.account("bob").openSessions == 0)
+    }
+}
