@@ -18,10 +18,10 @@ struct EndpointTests {
         #expect(response.status == 202)
         #expect(response.body.isEmpty)
         let stored = try #require(try harness.receiver.store.record(issuer: harness.issuer.baseURL, jti: jti))
-        #expect(stored.deliveries == 1 && stored.state == "pending")
+        #expect(stored.deliveries == 1 && ["pending", "done"].contains(stored.state))
         #expect(stored.remoteAddress == "127.0.0.1")
         #expect(stored.token.hasPrefix("eyJ"))
-        let line = try #require(harness.eventLogLines.first { $0["jti"]?.stringValue == jti })
+        let line = try #require(harness.eventLogLines.first { $0["jti"]?.stringValue == jti && $0["step"] == "received" })
         #expect(line["outcome"] == "accepted")
         #expect(line["events"] == ["sessions-revoked"])
         #expect(line["subject"] == "110169484474386276334")
@@ -123,7 +123,7 @@ struct EndpointTests {
         let body = try JSONParser.parseObject(ready.body)
         #expect(body["ready"] == true)
         #expect(body["key_set"]?.objectValue?["source"] == "network")
-        #expect(body["store"]?.objectValue?["queue_depth"] == 1)
+        #expect(body["store"]?.objectValue?["queue_depth"]?.numberValue != nil)
         #expect(body["last_set_at"]?.stringValue != nil)
         let metrics = String(decoding: try await harness.get(harness.adminURL + "/metrics").body, as: UTF8.self)
         #expect(metrics.contains("risc_sets_total{outcome=\"accepted\"} 1"))
@@ -131,7 +131,7 @@ struct EndpointTests {
         #expect(metrics.contains("risc_sets_total{outcome=\"rejected\",err=\"invalid_request\"} 1"))
         #expect(metrics.contains("risc_verify_duration_seconds_count 3"))
         #expect(metrics.contains("risc_jwks_fetches_total{result=\"fetched\"} 1"))
-        #expect(metrics.contains("risc_queue_depth 1"))
+        #expect(metrics.contains("risc_queue_depth "))
         // The admin paths are not on the public listener.
         #expect(try await harness.get(harness.publicURL + "/metrics").status == 404)
         try await harness.stop()
@@ -152,7 +152,9 @@ struct EndpointTests {
         #expect(try second.receiver.store.count() == 1)
         #expect(try second.receiver.store.record(issuer: first.issuer.baseURL, jti: "persist-1")?.deliveries == 2)
         let lines = second.eventLogLines
-        #expect(lines.filter { $0["jti"] == "persist-1" }.map { $0["outcome"]?.stringValue ?? "" } == ["accepted", "duplicate"])
+        #expect(lines.filter { $0["jti"] == "persist-1" && $0["step"] == "received" }.map { $0["outcome"]?.stringValue ?? "" } == ["accepted", "duplicate"])
+        // The worker applied it once, before the restart.
+        #expect(lines.filter { $0["jti"] == "persist-1" && $0["step"] == "applied" }.count == 1)
         #expect(lines.filter { $0["step"] == "serve" }.count == 3)  // started, stopped, started
         try await second.stop()
         first.issuer.stop()

@@ -1,0 +1,115 @@
+import ArgumentParser
+import Foundation
+import RISCCore
+import RISCStore
+
+extension RiscCommand {
+    struct Accounts: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Manage the embedded linked-account store (Google accounts → your users, sessions, tokens).",
+            subcommands: [Link.self, Import.self, List.self, Show.self]
+        )
+    }
+}
+
+struct DataDirectoryOption: ParsableArguments {
+    @Option(help: "Data directory.") var dataDir: String = "./data"
+}
+
+extension RiscCommand.Accounts {
+    struct Link: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Link a Google account (sub) to a local user.")
+        @Option(help: "The Google account ID (sub).") var subject: String
+        @Option(help: "Your local user ID.") var user: String
+        @Option(help: "The account's email, for lookups by email.") var email: String?
+        @Option(help: "Issuer of the sub.") var issuer: String = "https://accounts.google.com"
+        @Option(name: .customLong("session"), help: "An open session ID (repeatable).") var sessions: [String] = []
+        @Option(name: .customLong("refresh-token-file"), help: "File with a Google refresh token you hold (repeatable).")
+        var refreshTokenFiles: [String] = []
+        @Option(name: .customLong("linked-token-file"), help: "File with a token you issued to Google by account linking (repeatable).")
+        var linkedTokenFiles: [String] = []
+        @OptionGroup var data: DataDirectoryOption
+
+        func run() async throws {
+            func read(_ path: String) throws -> String {
+                guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw ValidationError("cannot read \(path)") }
+                return text.trimmingCharacters(in: .whitespacesAndNewlines)
+            }
+            let store = try AccountStore(directory: data.dataDir)
+            try store.link(.init(
+                issuer: issuer, subject: subject, userID: user, email: email, sessions: sessions,
+                refreshTokens: try refreshTokenFiles.map(read), linkedTokens: try linkedTokenFiles.map(read)))
+            print("linked \(subject) → \(user) (\(sessions.count) sessions, \(refreshTokenFiles.count + linkedTokenFiles.count) tokens; tokens kept as fingerprints only)")
+        }
+    }
+
+    struct Import: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Import accounts from JSON lines: {\"subject\", \"user_id\", \"email\"?, \"sessions\"?, \"refresh_tokens\"?, \"linked_tokens\"?, \"issuer\"?}.")
+        @Argument(help: "JSON-lines file, or - for standard input.") var file: String = "-"
+        @OptionGroup var data: DataDirectoryOption
+
+        func run() async throws {
+            let store = try AccountStore(directory: data.dataDir)
+            let text = String(decoding: try readInput(file), as: UTF8.self)
+            var count = 0
+            for (number, line) in text.split(separator: "\n").enumerated() where !line.trimmingCharacters(in: .whitespaces).isEmpty {
+                do {
+                    let object = try JSONParser.parseObject(Array(line.utf8))
+                    guard let subject = object["subject"]?.stringValue, let user = object["user_id"]?.stringValue else {
+                        throw ValidationError("needs string 'subject' and 'user_id'")
+                    }
+                    func strings(_ name: String) -> [String] { object[name]?.arrayValue?.compactMap(\.stringValue) ?? [] }
+                    try store.link(.init(
+                        issuer: object["issuer"]?.stringValue ?? "https://accounts.google.com", subject: subject, userID: user,
+                        email: object["email"]?.stringValue, sessions: strings("sessions"), refreshTokens: strings("refresh_tokens"),
+                        linkedTokens: strings("linked_tokens")))
+                    count += 1
+                } catch {
+                    throw ValidationError("line \(number + 1): \(error)")
+                }
+            }
+            print("imported \(count) accounts")
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List linked accounts.")
+        @Flag(help: "JSON output.") var json = false
+        @OptionGroup var data: DataDirectoryOption
+
+        func run() async throws {
+            let accounts = try AccountStore(directory: data.dataDir).accounts()
+            if json {
+                print(JSONValue.array(accounts.map(\.json)).prettyPrinted)
+                return
+            }
+            print("SUBJECT                    USER            SIGN-IN  RECOVERY  REVIEW  MONITOR  SESSIONS  TOKENS")
+            for a in accounts {
+                print([a.subject.padded(26), a.userID.padded(15), (a.googleSignInEnabled ? "on" : "OFF").padded(8),
+                    (a.emailRecoveryEnabled ? "on" : "OFF").padded(9), (a.flaggedForReview ? "yes" : "-").padded(7),
+                    (a.heightenedMonitoring ? "yes" : "-").padded(8), "\(a.openSessions)/\(a.openSessions + a.endedSessions)".padded(9),
+                    "\(a.activeTokens)/\(a.activeTokens + a.revokedTokens)"].joined(separator: " "))
+            }
+        }
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show one linked account.")
+        @Argument(help: "The Google account ID (sub).") var subject: String
+        @Flag(help: "JSON output.") var json = false
+        @OptionGroup var data: DataDirectoryOption
+
+        func run() async throws {
+            guard let account = try AccountStore(directory: data.dataDir).accounts(subject: subject).first else {
+                FileHandle.standardError.write(Data("risc: no account with subject \(subject)\n".utf8))
+                throw ExitStatus.rejected
+            }
+            print(json ? account.json.serialized : account.json.prettyPrinted)
+        }
+    }
+}
+
+extension String {
+    func padded(_ width: Int) -> String { count >= width ? self : self + String(repeating: " ", count: width - count) }
+}

@@ -1,0 +1,86 @@
+import ArgumentParser
+import Foundation
+import RISCCore
+import RISCStore
+
+extension RiscCommand {
+    struct Queue: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Inspect and steer the queue of received SETs (pending, retries, dead letters).",
+            subcommands: [Status.self, List.self, Show.self, Retry.self, Purge.self]
+        )
+    }
+}
+
+extension RiscCommand.Queue {
+    struct Status: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Counts: pending, scheduled retries, done, dead.")
+        @OptionGroup var data: DataDirectoryOption
+        func run() async throws { print(JSONValue.object(try QueueAdmin(directory: data.dataDir).status()).prettyPrinted) }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "The newest SETs, optionally of one state.")
+        @Flag(help: "Only dead letters.") var dead = false
+        @Option(help: "Only this state (pending, done, dead).") var state: String?
+        @Option(help: "How many.") var limit: Int = 50
+        @OptionGroup var data: DataDirectoryOption
+        func run() async throws {
+            for row in try QueueAdmin(directory: data.dataDir).list(state: dead ? "dead" : state, limit: limit) {
+                print(JSONValue.object(row).serialized)
+            }
+        }
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "One SET by jti, with the actions applied.")
+        @Argument var jti: String
+        @OptionGroup var data: DataDirectoryOption
+        func run() async throws {
+            guard let row = try QueueAdmin(directory: data.dataDir).show(jti: jti) else {
+                FileHandle.standardError.write(Data("risc: no SET with jti \(jti)\n".utf8))
+                throw ExitStatus.rejected
+            }
+            print(JSONValue.object(row).prettyPrinted)
+        }
+    }
+
+    struct Retry: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Requeue one SET now (by jti), or every dead letter with --dead.")
+        @Argument var jti: String?
+        @Flag(help: "Requeue every dead letter.") var dead = false
+        @OptionGroup var data: DataDirectoryOption
+        func validate() throws {
+            guard (jti == nil) != !dead else { throw ValidationError("give a jti or --dead") }
+        }
+        func run() async throws {
+            let count = try QueueAdmin(directory: data.dataDir).retry(jti: dead ? nil : jti)
+            print("requeued \(count)")
+        }
+    }
+
+    struct Purge: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Delete dead letters older than a duration (30d, 12h, 90m, 3600s).")
+        @Flag(help: "Purge dead letters (required).") var dead = false
+        @Option(help: "Age, e.g. 30d.") var olderThan: String
+        @OptionGroup var data: DataDirectoryOption
+        func validate() throws {
+            guard dead else { throw ValidationError("only dead letters can be purged: add --dead") }
+            guard Self.seconds(olderThan) != nil else { throw ValidationError("--older-than: use a number with s, m, h or d") }
+        }
+        func run() async throws {
+            let count = try QueueAdmin(directory: data.dataDir).purgeDead(olderThan: Self.seconds(olderThan)!)
+            print("purged \(count)")
+        }
+        static func seconds(_ text: String) -> Double? {
+            guard let unit = text.last, let value = Double(text.dropLast()), value >= 0 else { return Double(text) }
+            switch unit {
+            case "s": return value
+            case "m": return value * 60
+            case "h": return value * 3_600
+            case "d": return value * 86_400
+            default: return nil
+            }
+        }
+    }
+}

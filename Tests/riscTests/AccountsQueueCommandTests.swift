@@ -1,0 +1,44 @@
+import Foundation
+import RISCCore
+import RISCTestKit
+import Testing
+
+@Suite("risc accounts and risc queue (the built binary)")
+struct AccountsQueueCommandTests {
+    @Test("link, import, list, show; queue status, list, show, retry and purge on an empty queue")
+    func accountsAndQueue() throws {
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-cli-acc-\(UUID().uuidString)").path
+        let tokenFile = data + "-token"
+        try Data("1//0gexample-refresh-token-for-tests\n".utf8).write(to: URL(fileURLWithPath: tokenFile))
+        let link = try RiscBinary.run([
+            "accounts", "link", "--subject", "1001", "--user", "u1", "--email", "A@Example.com", "--session", "s1",
+            "--refresh-token-file", tokenFile, "--data-dir", data,
+        ])
+        #expect(link.status == 0, "\(link.stderr)")
+        #expect(!link.stdout.contains("1//0gexample"))
+        let imported = try RiscBinary.run(
+            ["accounts", "import", "-", "--data-dir", data],
+            stdin: #"{"subject":"1002","user_id":"u2","sessions":["x","y"]}"# + "\n" + #"{"subject":"1003","user_id":"u3"}"# + "\n")
+        #expect(imported.stdout.contains("imported 2"))
+        let bad = try RiscBinary.run(["accounts", "import", "-", "--data-dir", data], stdin: #"{"subject":1}"# + "\n")
+        #expect(bad.status != 0 && bad.stderr.contains("line 1"))
+        let list = try RiscBinary.run(["accounts", "list", "--json", "--data-dir", data])
+        let accounts = try JSONParser.parse(list.stdout).arrayValue ?? []
+        #expect(accounts.count == 3)
+        let show = try RiscBinary.run(["accounts", "show", "1001", "--json", "--data-dir", data])
+        let account = try JSONParser.parseObject(Array(show.stdout.utf8))
+        #expect(account["email"] == "a@example.com")
+        #expect(account["tokens"]?.objectValue?["active"] == 1)
+        #expect(try RiscBinary.run(["accounts", "show", "nobody", "--data-dir", data]).status == 1)
+        let database = try String(decoding: Data(contentsOf: URL(fileURLWithPath: data + "/risc.sqlite3")), as: UTF8.self)
+        #expect(!database.contains("1//0gexample-refresh"))
+
+        let status = try JSONParser.parseObject(Array(try RiscBinary.run(["queue", "status", "--data-dir", data]).stdout.utf8))
+        #expect(status["pending"] == 0 && status["dead"] == 0)
+        #expect(try RiscBinary.run(["queue", "retry", "--dead", "--data-dir", data]).stdout.contains("requeued 0"))
+        #expect(try RiscBinary.run(["queue", "purge", "--dead", "--older-than", "30d", "--data-dir", data]).stdout.contains("purged 0"))
+        #expect(try RiscBinary.run(["queue", "show", "nope", "--data-dir", data]).status == 1)
+        #expect(try RiscBinary.run(["queue", "retry", "--data-dir", data]).status == 64)
+        #expect(try RiscBinary.run(["queue", "status", "--data-dir", data + "-missing"]).status != 0)
+    }
+}
