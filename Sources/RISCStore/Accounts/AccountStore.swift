@@ -66,6 +66,8 @@ public final class AccountStore: @unchecked Sendable {
     public func link(_ link: Link, now: Double = Date().timeIntervalSince1970) throws -> Int64 {
         lock.lock()
         defer { lock.unlock() }
+        WriteLock.lock.lock()
+        defer { WriteLock.lock.unlock() }
         try connection.execute("BEGIN IMMEDIATE")
         do {
             let upsert = try connection.prepare("""

@@ -156,6 +156,8 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
     }
 
     private func commit(_ batch: [(SETRecord, CheckedContinuation<AppendOutcome, any Error>)]) {
+        WriteLock.lock.lock()
+        defer { WriteLock.lock.unlock() }
         var outcomes: [AppendOutcome] = []
         outcomes.reserveCapacity(batch.count)
         do {

@@ -69,7 +69,7 @@ public final class ActionWorker: @unchecked Sendable {
                 return
             }
             condition.unlock()
-            let processed = (try? processDue(limit: 64)) ?? 0
+            let processed = (try? processDue(limit: 32)) ?? 0
             if processed == 0 {
                 condition.lock()
                 if !stopping { _ = condition.wait(until: Date(timeIntervalSinceNow: pollInterval)) }
@@ -81,7 +81,7 @@ public final class ActionWorker: @unchecked Sendable {
     /// Processes up to `limit` due SETs; returns how many. Public for tests and `risc replay --local`.
     @discardableResult
     public func processDue(limit: Int, now: Double = Date().timeIntervalSince1970) throws -> Int {
-        let due = try connection.prepare("""
+        let due = try connection.cached("""
             SELECT id, issuer, jti, token, attempts FROM sets WHERE state = 'pending' AND next_attempt_at <= ?1 ORDER BY id LIMIT ?2
             """)
         try due.bind([.double(now), .int(Int64(limit))])
@@ -90,61 +90,82 @@ public final class ActionWorker: @unchecked Sendable {
             items.append((due.int(0), due.text(1) ?? "", due.text(2) ?? "", due.text(3) ?? "", Int(due.int(4))))
         }
         due.reset()
-        for item in items {
-            condition.lock()
-            let stop = stopping
-            condition.unlock()
-            if stop { break }
-            process(item, now: now)
+        guard !items.isEmpty else { return 0 }
+        // One transaction (one fsync) for the whole batch; each SET inside its own savepoint, so
+        // a failing one rolls back alone and is scheduled for a retry after the commit.
+        var records: [EventLogRecord] = []
+        var failures: [(item: (id: Int64, issuer: String, jti: String, token: String, attempts: Int), error: any Error, record: EventLogRecord)] = []
+        WriteLock.lock.lock()
+        defer { WriteLock.lock.unlock() }
+        try connection.execute("BEGIN IMMEDIATE")
+        do {
+            for item in items {
+                let start = Date().timeIntervalSince1970
+                var record = EventLogRecord(step: "applied", outcome: "applied", time: start)
+                record["jti"] = .string(item.jti)
+                record["attempt"] = .number(Double(item.attempts + 1))
+                try connection.execute("SAVEPOINT item")
+                do {
+                    try apply(item, now: now, record: &record)
+                    try connection.execute("RELEASE item")
+                    record["latency_us"] = .number(((Date().timeIntervalSince1970 - start) * 1e6).rounded())
+                    records.append(record)
+                } catch {
+                    try connection.execute("ROLLBACK TO item")
+                    try connection.execute("RELEASE item")
+                    failures.append((item, error, record))
+                }
+            }
+            try connection.execute("COMMIT")
+        } catch {
+            try? connection.execute("ROLLBACK")
+            throw error
         }
+        for record in records { log.record(record) }
+        for failure in failures { recordFailure(failure.item, failure.error, record: failure.record, now: now) }
+        // (recordFailure runs under the write lock too: the defer above releases it after this.)
         return items.count
     }
 
-    private func process(_ item: (id: Int64, issuer: String, jti: String, token: String, attempts: Int), now: Double) {
-        let start = Date().timeIntervalSince1970
-        let attempt = item.attempts + 1
-        var record = EventLogRecord(step: "applied", outcome: "applied", time: start)
-        record["jti"] = .string(item.jti)
-        record["attempt"] = .number(Double(attempt))
-        do {
-            let token = try Self.token(from: item.token)
-            let plan = ActionPlan.plan(for: token, table: table)
-            record["events"] = .array(plan.steps.map { .string($0.type.shortName) })
-            if let subject = plan.steps.lazy.compactMap({ $0.subject?.googleSubject?.subject }).first {
-                record["subject"] = .string(subject)
-            }
-            try connection.execute("BEGIN IMMEDIATE")
-            do {
-                let outcomes = try applier.apply(plan, setID: item.id, keyIssuer: item.issuer, now: now)
-                try connection.prepare(
-                    "UPDATE sets SET state = 'done', attempts = ?1, processed_at = ?2, last_error = NULL WHERE id = ?3"
-                ).run([.int(Int64(attempt)), .double(now), .int(item.id)])
-                try connection.execute("COMMIT")
-                record["actions"] = .array(outcomes.map { .object(["action": .string($0.action.rawValue), "result": .string($0.result)]) })
-            } catch {
-                try? connection.execute("ROLLBACK")
-                throw error
-            }
-        } catch {
-            let delay = retry.delay(afterFailures: attempt)
-            record["outcome"] = delay == nil ? "dead_lettered" : "failed"
-            record["error"] = .string(String(describing: error).prefix(300).description)
-            if let delay { record["retry_at"] = .string(Timestamp.iso8601(now + delay)) }
-            do {
-                try connection.prepare("""
-                    UPDATE sets SET attempts = ?1, last_error = ?2, next_attempt_at = ?3, state = ?4 WHERE id = ?5
-                    """).run([
-                    .int(Int64(attempt)), .text(String(describing: error)), .double(now + (delay ?? 0)),
-                    .text(delay == nil ? "dead" : "pending"), .int(item.id),
-                ])
-            } catch {
-                logger.error("cannot record a failed attempt", metadata: ["risc.jti": "\(item.jti)", "risc.error": "\(error)"])
-            }
-            if delay == nil {
-                logger.warning("SET dead-lettered after \(attempt) attempts", metadata: ["risc.jti": "\(item.jti)"])
-            }
+    private func apply(
+        _ item: (id: Int64, issuer: String, jti: String, token: String, attempts: Int), now: Double, record: inout EventLogRecord
+    ) throws {
+        let token = try Self.token(from: item.token)
+        let plan = ActionPlan.plan(for: token, table: table)
+        record["events"] = .array(plan.steps.map { .string($0.type.shortName) })
+        if let subject = plan.steps.lazy.compactMap({ $0.subject?.googleSubject?.subject }).first {
+            record["subject"] = .string(subject)
         }
-        record["latency_us"] = .number(((Date().timeIntervalSince1970 - start) * 1e6).rounded())
+        let outcomes = try applier.apply(plan, setID: item.id, keyIssuer: item.issuer, now: now)
+        try connection.cached(
+            "UPDATE sets SET state = 'done', attempts = ?1, processed_at = ?2, last_error = NULL WHERE id = ?3"
+        ).run([.int(Int64(item.attempts + 1)), .double(now), .int(item.id)])
+        record["actions"] = .array(outcomes.map { .object(["action": .string($0.action.rawValue), "result": .string($0.result)]) })
+    }
+
+    private func recordFailure(
+        _ item: (id: Int64, issuer: String, jti: String, token: String, attempts: Int), _ error: any Error,
+        record: EventLogRecord, now: Double
+    ) {
+        var record = record
+        let attempt = item.attempts + 1
+        let delay = retry.delay(afterFailures: attempt)
+        record["outcome"] = delay == nil ? "dead_lettered" : "failed"
+        record["error"] = .string(String(describing: error).prefix(300).description)
+        if let delay { record["retry_at"] = .string(Timestamp.iso8601(now + delay)) }
+        do {
+            try connection.cached("""
+                UPDATE sets SET attempts = ?1, last_error = ?2, next_attempt_at = ?3, state = ?4 WHERE id = ?5
+                """).run([
+                .int(Int64(attempt)), .text(String(describing: error)), .double(now + (delay ?? 0)),
+                .text(delay == nil ? "dead" : "pending"), .int(item.id),
+            ])
+        } catch {
+            logger.error("cannot record a failed attempt", metadata: ["risc.jti": "\(item.jti)", "risc.error": "\(error)"])
+        }
+        if delay == nil {
+            logger.warning("SET dead-lettered after \(attempt) attempts", metadata: ["risc.jti": "\(item.jti)"])
+        }
         log.record(record)
     }
 

@@ -33,7 +33,7 @@ struct EmbeddedActionApplier {
                 } else {
                     result = "unknown subject: no-op"
                 }
-                try connection.prepare(
+                try connection.cached(
                     "INSERT INTO applied_actions (set_id, event_index, action, applied_at, result) VALUES (?1, ?2, ?3, ?4, ?5)"
                 ).run([.int(setID), .int(Int64(step.eventIndex)), .text(action.rawValue), .double(now), .text(result)])
                 outcomes.append(Outcome(action: action, eventIndex: step.eventIndex, result: result))
@@ -43,7 +43,7 @@ struct EmbeddedActionApplier {
     }
 
     private func alreadyApplied(setID: Int64, eventIndex: Int, action: Action) throws -> Bool {
-        let statement = try connection.prepare(
+        let statement = try connection.cached(
             "SELECT 1 FROM applied_actions WHERE set_id = ?1 AND event_index = ?2 AND action = ?3")
         try statement.bind([.int(setID), .int(Int64(eventIndex)), .text(action.rawValue)])
         defer { statement.reset() }
@@ -67,7 +67,7 @@ struct EmbeddedActionApplier {
             default:
                 return nil
             }
-            let statement = try connection.prepare("""
+            let statement = try connection.cached("""
                 SELECT t.account_id, t.id, t.\(column), a.access_changed_at FROM tokens t JOIN accounts a ON a.id = t.account_id
                 WHERE t.\(column) = ?1 AND t.revoked_at IS NULL ORDER BY t.id LIMIT 1
                 """)
@@ -90,7 +90,7 @@ struct EmbeddedActionApplier {
     }
 
     private func account(where condition: String, _ values: [SQLiteValue]) throws -> (id: Int64, tokenID: Int64?, accessChangedAt: Double?)? {
-        let statement = try connection.prepare("SELECT id, access_changed_at FROM accounts WHERE \(condition) LIMIT 1")
+        let statement = try connection.cached("SELECT id, access_changed_at FROM accounts WHERE \(condition) LIMIT 1")
         try statement.bind(values)
         defer { statement.reset() }
         guard try statement.step() else { return nil }
@@ -106,7 +106,7 @@ struct EmbeddedActionApplier {
             return "superseded by a newer access change"
         }
         func update(_ sql: String, _ values: [SQLiteValue]) throws -> Int {
-            try connection.prepare(sql).run(values)
+            try connection.cached(sql).run(values)
             return Int(sqlite3Changes())
         }
         switch action {

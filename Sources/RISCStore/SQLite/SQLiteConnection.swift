@@ -18,6 +18,7 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
 /// One SQLite connection. Not thread-safe: each is used by one thread at a time.
 final class SQLiteConnection {
     let handle: OpaquePointer
+    private var statements: [String: SQLiteStatement] = [:]
 
     init(path: String, readOnly: Bool = false) throws(StoreError) {
         var handle: OpaquePointer?
@@ -33,7 +34,10 @@ final class SQLiteConnection {
         sqlite3_extended_result_codes(handle, 1)
     }
 
-    deinit { sqlite3_close_v2(handle) }
+    deinit {
+        statements.removeAll()
+        sqlite3_close_v2(handle)
+    }
 
     func error(_ rc: Int32, _ context: String) -> StoreError {
         StoreError(code: rc, "\(context): \(String(cString: sqlite3_errmsg(handle)))")
@@ -54,6 +58,17 @@ final class SQLiteConnection {
         let rc = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
         guard rc == SQLITE_OK, let statement else { throw error(rc, "prepare") }
         return SQLiteStatement(statement, connection: self)
+    }
+
+    /// A prepared statement kept for reuse (compiling SQL costs more than running it).
+    func cached(_ sql: String) throws(StoreError) -> SQLiteStatement {
+        if let statement = statements[sql] {
+            statement.reset()
+            return statement
+        }
+        let statement = try prepare(sql)
+        statements[sql] = statement
+        return statement
     }
 
     /// Rows changed by the last statement.
@@ -133,4 +148,17 @@ enum SQLiteValue {
     case text(String)
 
     static func optional(_ text: String?) -> SQLiteValue { text.map { .text($0) } ?? .null }
+}
+
+/// Serialises write transactions within this process. SQLite allows one writer at a time and
+/// makes the others wait in its busy handler, which sleeps in steps of milliseconds; waiting on
+/// a lock instead wakes the next writer the moment the current one commits.
+enum WriteLock {
+    static let lock = NSLock()
+
+    static func withLock<T>(_ body: () throws -> T) rethrows -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body()
+    }
 }
