@@ -68,6 +68,7 @@ enum Schema {
                 revoked_at REAL,
                 revoked_reason TEXT
             );
+            CREATE INDEX tokens_account ON tokens (account_id, kind);
             CREATE INDEX tokens_hash ON tokens (hash);
             CREATE INDEX tokens_prefix ON tokens (prefix_mac);
             CREATE TABLE applied_actions (

@@ -26,6 +26,8 @@ public final class ActionWorker: @unchecked Sendable {
         let path = (directory as NSString).appendingPathComponent("risc.sqlite3")
         connection = try SQLiteConnection(path: path)
         try connection.execute("PRAGMA foreign_keys = ON")
+        // Account, session and token lookups touch pages all over the file: keep more of them in memory.
+        try connection.execute("PRAGMA cache_size = -8192")
         try SQLiteEventStore.migrate(connection)
         applier = EmbeddedActionApplier(connection: connection, tokenKey: try AccountStore.loadKey(directory: directory))
         self.table = table
