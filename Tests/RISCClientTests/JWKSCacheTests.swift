@@ -221,7 +221,7 @@ struct JWKSCacheTests {
         let cache = JWKSCache(configuration: configuration, logger: Fixture.logger)
         await cache.refreshNow()
         let task = Task { await cache.run() }
-        try await Task.sleep(for: .seconds(2.5))
+        try await Task.sleep(for: .seconds(3.6))  // refreshes at ~1 s, ~2 s, ~3 s (delays are at least 1 s)
         task.cancel()
         await task.value
         #expect(issuer.requests(to: "/jwks") >= 3)
