@@ -48,7 +48,17 @@ public final class Receiver: Sendable {
             toStandardOutput: configuration.eventLogToStandardOutput)
         metrics = PrometheusMetrics()
         accounts = try AccountStore(directory: configuration.dataDirectory)
-        worker = try ActionWorker(directory: configuration.dataDirectory, table: configuration.actionTable, retry: configuration.retry, log: eventLog, logger: logger)
+        var sink: (any ActionSink)?
+        if let url = configuration.webhookURL, let secretFile = configuration.webhookSecretFile {
+            guard let secret = FileManager.default.contents(atPath: secretFile) else {
+                throw ConfigurationError(problems: ["webhook.secret_file: cannot read \(secretFile)"])
+            }
+            let trimmed = Array(String(decoding: secret, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+            sink = try WebhookSink(url: url, secret: trimmed, timeout: configuration.webhookTimeout)
+        }
+        worker = try ActionWorker(
+            directory: configuration.dataDirectory, table: configuration.actionTable, retry: configuration.retry, sink: sink,
+            log: eventLog, logger: logger)
         let worker = self.worker
         store.afterCommit = { worker.wake() }
         if let file = configuration.jwksFile {

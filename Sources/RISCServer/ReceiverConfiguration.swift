@@ -38,6 +38,13 @@ public struct ReceiverConfiguration: Sendable {
     public var jwksMaximumStaleness: Double = 86_400
     public var jwksFailureRetryInterval: Double = 10
 
+    /// The site's revocation endpoint: when set, actions are POSTed there instead of applied to
+    /// the embedded store.
+    public var webhookURL: String?
+    /// File holding the webhook's shared HMAC secret (at least 16 bytes).
+    public var webhookSecretFile: String?
+    public var webhookTimeout: Double = 10
+
     /// What each event does (overridable per type and reason).
     public var actionTable: ActionTable = .default
     /// Backoff and dead-lettering for failed actions.
@@ -73,6 +80,9 @@ public struct ReceiverConfiguration: Sendable {
         if maxBodyBytes < 1_024 || maxBodyBytes > 1 << 20 { problems.append("max_body_bytes must be 1 KiB–1 MiB") }
         if retryAfter < 1 { problems.append("retry_after must be at least 1 second") }
         if dataDirectory.isEmpty { problems.append("data_dir must not be empty") }
+        if (webhookURL == nil) != (webhookSecretFile == nil) { problems.append("webhook.url and webhook.secret_file go together") }
+        if let url = webhookURL, let refusal = URLPolicy().refusal(for: url) { problems.append("webhook.url: \(refusal)") }
+        if webhookTimeout <= 0 { problems.append("webhook.timeout must be positive") }
         return problems
     }
 }

@@ -1,4 +1,5 @@
 import RISCServer
+import RISCStore
 
 extension ReceiverConfiguration {
     /// Every key `risc serve` reads, with what it means. The README's table is this list.
@@ -26,6 +27,12 @@ extension ReceiverConfiguration {
         ("jwks.unknown_kid_cooldown", "seconds between forced refetches for unknown kids (default 60)"),
         ("jwks.max_staleness", "seconds past expiry a key set is still served during an issuer outage (default 86400)"),
         ("jwks.failure_retry", "seconds between fetch attempts after a failure (default 10)"),
+        ("webhook.url", "POST actions to this revocation endpoint instead of the embedded store"),
+        ("webhook.secret_file", "file with the webhook's HMAC secret (16+ bytes)"),
+        ("webhook.timeout", "seconds per webhook request (default 10)"),
+        ("actions.max_attempts", "attempts before a SET is dead-lettered (default 10)"),
+        ("actions.base_delay", "first retry delay in seconds, doubling (default 1)"),
+        ("actions.max_delay", "longest retry delay in seconds (default 3600)"),
     ]
 
     /// Reads every setting from the layers onto the defaults.
@@ -54,5 +61,11 @@ extension ReceiverConfiguration {
         if let value = layers.double("jwks.unknown_kid_cooldown") { jwksUnknownKeyCooldown = value }
         if let value = layers.double("jwks.max_staleness") { jwksMaximumStaleness = value }
         if let value = layers.double("jwks.failure_retry") { jwksFailureRetryInterval = value }
+        webhookURL = layers.string("webhook.url")
+        webhookSecretFile = layers.string("webhook.secret_file")
+        if let value = layers.double("webhook.timeout") { webhookTimeout = value }
+        if let value = layers.int("actions.max_attempts") { retry.maximumAttempts = value }
+        if let value = layers.double("actions.base_delay") { retry.baseDelay = value }
+        if let value = layers.double("actions.max_delay") { retry.maximumDelay = value }
     }
 }

@@ -18,11 +18,7 @@ public struct TokenFingerprint: Sendable, Equatable {
 
     /// HMAC-SHA-256(key, prefix), hex.
     public static func prefixMAC(_ prefix: String, key: [UInt8]) -> String {
-        var out = [UInt8](repeating: 0, count: 32)
-        var length = 0
-        let data = Array(prefix.utf8)
-        _ = EVP_Q_mac(nil, "HMAC", nil, "SHA256", nil, key, key.count, data, data.count, &out, out.count, &length)
-        return out.prefix(length).map { String($0, radix: 16).leftPadded(to: 2) }.joined()
+        HMACSHA256.hex(key: key, data: Array(prefix.utf8))
     }
 
     /// A `hash_base64_sha512_sha512` identifier as the store keeps it: standard alphabet, padded
@@ -44,5 +40,19 @@ public struct TokenFingerprint: Sendable, Equatable {
 extension String {
     func leftPadded(to width: Int) -> String {
         count >= width ? self : String(repeating: "0", count: width - count) + self
+    }
+}
+
+/// HMAC-SHA-256 with OpenSSL (token prefixes, webhook signatures).
+public enum HMACSHA256 {
+    public static func mac(key: [UInt8], data: [UInt8]) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        var length = 0
+        _ = EVP_Q_mac(nil, "HMAC", nil, "SHA256", nil, key, key.count, data, data.count, &out, out.count, &length)
+        return Array(out.prefix(length))
+    }
+
+    public static func hex(key: [UInt8], data: [UInt8]) -> String {
+        mac(key: key, data: data).map { String($0, radix: 16).leftPadded(to: 2) }.joined()
     }
 }

@@ -10,6 +10,7 @@ public final class ActionWorker: @unchecked Sendable {
     private let connection: SQLiteConnection
     private let applier: EmbeddedActionApplier
     private let table: ActionTable
+    private let sink: (any ActionSink)?
     private let retry: RetryPolicy
     private let log: any EventLog
     private let logger: Logger
@@ -20,9 +21,10 @@ public final class ActionWorker: @unchecked Sendable {
     private var running = false
 
     public init(
-        directory: String, table: ActionTable = .default, retry: RetryPolicy = RetryPolicy(), log: any EventLog,
-        logger: Logger, pollInterval: Double = 0.05
+        directory: String, table: ActionTable = .default, retry: RetryPolicy = RetryPolicy(), sink: (any ActionSink)? = nil,
+        log: any EventLog, logger: Logger, pollInterval: Double = 0.05
     ) throws {
+        self.sink = sink
         let path = (directory as NSString).appendingPathComponent("risc.sqlite3")
         connection = try SQLiteConnection(path: path)
         try connection.execute("PRAGMA foreign_keys = ON")
@@ -93,6 +95,7 @@ public final class ActionWorker: @unchecked Sendable {
         }
         due.reset()
         guard !items.isEmpty else { return 0 }
+        if let sink { return deliver(items, to: sink, now: now) }
         // One transaction (one fsync) for the whole batch; each SET inside its own savepoint, so
         // a failing one rolls back alone and is scheduled for a retry after the commit.
         var records: [EventLogRecord] = []
@@ -126,6 +129,42 @@ public final class ActionWorker: @unchecked Sendable {
         for record in records { log.record(record) }
         for failure in failures { recordFailure(failure.item, failure.error, record: failure.record, now: now) }
         // (recordFailure runs under the write lock too: the defer above releases it after this.)
+        return items.count
+    }
+
+    /// Webhook mode: one HTTP delivery per SET (outside any transaction), then a short write.
+    private func deliver(
+        _ items: [(id: Int64, issuer: String, jti: String, token: String, attempts: Int)], to sink: any ActionSink, now: Double
+    ) -> Int {
+        for item in items {
+            condition.lock()
+            let stop = stopping
+            condition.unlock()
+            if stop { break }
+            let start = Date().timeIntervalSince1970
+            var record = EventLogRecord(step: "applied", outcome: "applied", time: start)
+            record["jti"] = .string(item.jti)
+            record["attempt"] = .number(Double(item.attempts + 1))
+            record["sink"] = "webhook"
+            do {
+                let plan = ActionPlan.plan(for: try Self.token(from: item.token), table: table)
+                record["events"] = .array(plan.steps.map { .string($0.type.shortName) })
+                let results = try sink.deliver(plan, tokenID: item.jti, issuer: item.issuer)
+                try WriteLock.withLock {
+                    try connection.cached(
+                        "UPDATE sets SET state = 'done', attempts = ?1, processed_at = ?2, last_error = NULL WHERE id = ?3"
+                    ).run([.int(Int64(item.attempts + 1)), .double(now), .int(item.id)])
+                }
+                record["actions"] = .array(zip(plan.steps, results).flatMap { step, result in
+                    step.actions.map { JSONValue.object(["action": .string($0.rawValue), "result": .string(result)]) }
+                })
+                record["latency_us"] = .number(((Date().timeIntervalSince1970 - start) * 1e6).rounded())
+                log.record(record)
+            } catch {
+                record["latency_us"] = .number(((Date().timeIntervalSince1970 - start) * 1e6).rounded())
+                WriteLock.withLock { recordFailure(item, error, record: record, now: now) }
+            }
+        }
         return items.count
     }
 

@@ -1,0 +1,41 @@
+import Foundation
+import RISCCore
+
+/// POSTs each SET's actions as JSON to the site's own revocation endpoint, for sites whose
+/// sessions and tokens live in their own database.
+///
+/// Signed: `X-RISC-Timestamp: <unix seconds>` and `X-RISC-Signature: sha256=<hex>` where the hex is
+/// HMAC-SHA-256 under the shared secret of `<timestamp> "." <body>`. Any 2xx is done; anything
+/// else, or a transport error or timeout, fails the attempt so the worker retries with backoff.
+public struct WebhookSink: ActionSink {
+    public let url: String
+    let secret: [UInt8]
+    let client: CurlHTTPClient
+    let timeout: Double
+
+    public init(url: String, secret: [UInt8], timeout: Double = 10, client: CurlHTTPClient = CurlHTTPClient()) throws {
+        if let refusal = client.policy.refusal(for: url) { throw FetchError(url: url, "webhook URL refused: \(refusal)") }
+        guard secret.count >= 16 else { throw FetchError(url: url, "the webhook secret must be at least 16 bytes") }
+        self.url = url
+        self.secret = secret
+        self.timeout = timeout
+        self.client = client
+    }
+
+    public func deliver(_ plan: ActionPlan, tokenID: String, issuer: String) throws -> [String] {
+        let now = Date().timeIntervalSince1970
+        let body = Array(plan.webhookBody(tokenID: tokenID, issuer: issuer, sentAt: now).serialized.utf8)
+        let timestamp = String(Int(now))
+        let signature = HMACSHA256.hex(key: secret, data: Array((timestamp + ".").utf8) + body)
+        let response = try client.performBlocking(HTTPRequest(
+            method: "POST", url: url,
+            headers: [
+                ("Content-Type", "application/json"), ("X-RISC-Timestamp", timestamp), ("X-RISC-Signature", "sha256=" + signature),
+            ],
+            body: body, timeout: timeout, connectTimeout: min(5, timeout), maxResponseBytes: 64 * 1024))
+        guard (200..<300).contains(response.status) else {
+            throw FetchError(url: url, "webhook answered HTTP \(response.status)")
+        }
+        return plan.steps.map { _ in "delivered to webhook (HTTP \(response.status))" }
+    }
+}

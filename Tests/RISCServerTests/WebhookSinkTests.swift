@@ -1,0 +1,78 @@
+import Foundation
+import Logging
+import RISCClient
+import RISCCore
+import RISCStore
+import RISCTestKit
+import Synchronization
+import Testing
+
+@Suite("Webhook sink")
+struct WebhookSinkTests {
+    final class Recorder: Sendable {
+        let requests = Mutex<[LoopbackHTTPServer.Request]>([])
+        let failuresLeft: Mutex<Int>
+        init(failures: Int) { failuresLeft = Mutex(failures) }
+    }
+
+    @Test("a webhook that fails twice then succeeds: retried with backoff, then done; requests are signed")
+    func retriesThenSucceeds() async throws {
+        let recorder = Recorder(failures: 2)
+        let server = try LoopbackHTTPServer { request in
+            recorder.requests.withLock { $0.append(request) }
+            let fail = recorder.failuresLeft.withLock { left -> Bool in
+                defer { left -= 1 }
+                return left > 0
+            }
+            return .init(status: fail ? 503 : 204)
+        }
+        defer { server.stop() }
+        let secret = Array("0123456789abcdef0123".utf8)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-webhook-\(UUID().uuidString)").path
+        let store = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        let log = try JSONLinesEventLog(path: directory + "/events.log")
+        var retry = RetryPolicy()
+        retry.jitter = 0
+        let worker = try ActionWorker(
+            directory: directory, retry: retry, sink: try WebhookSink(url: server.baseURL + "/revoke", secret: secret),
+            log: log, logger: Logger(label: "t"))
+        let keys = try KeyDirectory.repositoryTestKeys()
+        let factory = SETFactory(signer: keys.entry(for: .rs256)!.signer)
+        let token = try factory.make(
+            type: .tokenRevoked, subject: SETFactory.tokenSubject(refreshToken: "1//0gsecret-refresh", algorithm: .prefix), jti: "w1",
+            iat: 2_000)
+        let verifier = SETVerifier(
+            policy: SETPolicy(audiences: [SETFactory.defaultAudience]),
+            keys: StaticKeyProvider(keys: try keys.jwks, issuer: SETFactory.defaultIssuer))
+        let validated = try await verifier.verify(Array(token.utf8), now: 3_000)
+        _ = try await store.append(SETRecord(validated: validated, token: token, receivedAt: 3_000, remoteAddress: nil, contentType: nil))
+
+        try worker.processDue(limit: 10, now: 3_000)  // 503
+        try worker.processDue(limit: 10, now: 3_001.05)  // 503 (after 1 s)
+        try worker.processDue(limit: 10, now: 3_002.1)  // not due (2 s backoff)
+        try worker.processDue(limit: 10, now: 3_003.2)  // 204
+        #expect(server.requestCount == 3)
+        #expect(try store.record(issuer: "https://accounts.google.com", jti: "w1")?.state == "done")
+        log.flush()
+        let outcomes = try String(contentsOfFile: directory + "/events.log", encoding: .utf8).split(separator: "\n")
+            .compactMap { try? JSONParser.parseObject(Array($0.utf8)) }.map { $0["outcome"]?.stringValue ?? "" }
+        #expect(outcomes == ["failed", "failed", "applied"])
+
+        let request = try #require(recorder.requests.withLock { $0.last })
+        let timestamp = try #require(request.header("x-risc-timestamp"))
+        let expected = "sha256=" + HMACSHA256.hex(key: secret, data: Array((timestamp + ".").utf8) + request.body)
+        #expect(request.header("x-risc-signature") == expected)
+        let body = try JSONParser.parseObject(request.body)
+        #expect(body["jti"] == "w1")
+        let event = try #require(body["events"]?.arrayValue?.first?.objectValue)
+        #expect(event["actions"] == ["revoke_token"])
+        #expect(event["subject"]?.objectValue?["token"] == "1//0gsecret-refr")  // the first 16 characters
+        #expect(!String(decoding: request.body, as: UTF8.self).contains("1//0gsecret-refresh"))
+    }
+
+    @Test("plain HTTP to a non-loopback webhook and short secrets are refused")
+    func refused() {
+        #expect(throws: FetchError.self) { _ = try WebhookSink(url: "http://example.com/hook", secret: Array(repeating: 1, count: 32)) }
+        #expect(throws: FetchError.self) { _ = try WebhookSink(url: "https://example.com/hook", secret: [1, 2, 3]) }
+    }
+}
