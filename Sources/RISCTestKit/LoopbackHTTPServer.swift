@@ -153,6 +153,12 @@ public final class LoopbackHTTPServer: Sendable {
             guard n > 0 else { return }
             sent += n
         }
+        // Close gracefully: send FIN, then drain until the client closes, so the kernel never
+        // answers leftover bytes with a reset the client would see as a receive failure.
+        shutdown(client, Int32(SHUT_WR))
+        var drainTimeout = timeval(tv_sec: 1, tv_usec: 0)
+        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &drainTimeout, socklen_t(MemoryLayout<timeval>.size))
+        while read(client, &chunk, chunk.count) > 0 {}
     }
 
     static func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
