@@ -53,12 +53,37 @@ struct ConfigLayers {
         "RISC_" + key.uppercased().replacingOccurrences(of: ".", with: "_")
     }
 
+    /// Settings whose value is itself an object (not flattened further).
+    static let objectKeys: Set<String> = ["actions.table"]
+
     static func flatten(_ object: JSONObject, prefix: String, into result: inout [String: JSONValue]) {
         for (name, value) in object {
             let key = prefix.isEmpty ? name : "\(prefix).\(name)"
-            if case .object(let nested) = value { flatten(nested, prefix: key, into: &result) } else { result[key] = value }
+            if case .object(let nested) = value, !objectKeys.contains(key) {
+                flatten(nested, prefix: key, into: &result)
+            } else {
+                result[key] = value
+            }
         }
     }
+
+    mutating func object(_ key: String) -> JSONObject? {
+        switch raw(key) {
+        case nil: return nil
+        case .text(let text, let source):
+            guard let object = try? JSONParser.parseObject(Array(text.utf8)) else {
+                problems.append("\(source): expected a JSON object")
+                return nil
+            }
+            return object
+        case .json(.object(let object), _): return object
+        case .json(let other, let source):
+            problems.append("\(source): expected an object, got \(other.serialized)")
+            return nil
+        }
+    }
+
+    mutating func report(_ problem: String) { problems.append(problem) }
 
     private enum Raw {
         case json(JSONValue, source: String)

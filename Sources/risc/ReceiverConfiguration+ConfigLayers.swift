@@ -1,3 +1,4 @@
+import RISCCore
 import RISCServer
 import RISCStore
 
@@ -30,6 +31,7 @@ extension ReceiverConfiguration {
         ("webhook.url", "POST actions to this revocation endpoint instead of the embedded store"),
         ("webhook.secret_file", "file with the webhook's HMAC secret (16+ bytes)"),
         ("webhook.timeout", "seconds per webhook request (default 10)"),
+        ("actions.table", "overrides of the action table: {\"account-disabled\": {\"hijacking\": [\"end_sessions\", …], \"\": […]}}"),
         ("actions.max_attempts", "attempts before a SET is dead-lettered (default 10)"),
         ("actions.base_delay", "first retry delay in seconds, doubling (default 1)"),
         ("actions.max_delay", "longest retry delay in seconds (default 3600)"),
@@ -65,6 +67,27 @@ extension ReceiverConfiguration {
         webhookSecretFile = layers.string("webhook.secret_file")
         if let value = layers.double("webhook.timeout") { webhookTimeout = value }
         if let value = layers.int("actions.max_attempts") { retry.maximumAttempts = value }
+        if let rows = layers.object("actions.table") {
+            for (typeName, byReason) in rows {
+                guard let type = EventType(name: typeName) else {
+                    layers.report("actions.table: unknown event type '\(typeName)'")
+                    continue
+                }
+                guard let reasons = byReason.objectValue else {
+                    layers.report("actions.table.\(typeName): expected an object of reason → [actions]")
+                    continue
+                }
+                for (reason, list) in reasons {
+                    let names = list.arrayValue?.compactMap(\.stringValue) ?? []
+                    let actions = names.compactMap(Action.init(rawValue:))
+                    guard list.arrayValue?.count == names.count, actions.count == names.count, !actions.isEmpty else {
+                        layers.report("actions.table.\(typeName).\(reason.isEmpty ? "\"\"" : reason): expected a non-empty list of: \(Action.allCases.map(\.rawValue).joined(separator: ", "))")
+                        continue
+                    }
+                    actionTable.set(type, reason: reason == "default" ? "" : reason, actions: actions)
+                }
+            }
+        }
         if let value = layers.double("actions.base_delay") { retry.baseDelay = value }
         if let value = layers.double("actions.max_delay") { retry.maximumDelay = value }
     }

@@ -22,11 +22,11 @@ struct ActionWorkerTests {
         let log: JSONLinesEventLog
         let verifier: SETVerifier
 
-        init(retry: RetryPolicy = RetryPolicy()) throws {
+        init(retry: RetryPolicy = RetryPolicy(), table: ActionTable = .default) throws {
             store = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
             accounts = try AccountStore(directory: directory)
             log = try JSONLinesEventLog(path: directory + "/events.log")
-            worker = try ActionWorker(directory: directory, retry: retry, log: log, logger: Logger(label: "t"))
+            worker = try ActionWorker(directory: directory, table: table, retry: retry, log: log, logger: Logger(label: "t"))
             verifier = SETVerifier(
                 policy: SETPolicy(audiences: [SETFactory.defaultAudience]),
                 keys: StaticKeyProvider(keys: try ActionWorkerTests.keys.jwks, issuer: SETFactory.defaultIssuer))
@@ -168,6 +168,17 @@ struct ActionWorkerTests {
         #expect(outcomes == ["failed", "failed", "dead_lettered"])
         #expect(try f.store.record(issuer: "https://accounts.google.com", jti: "broken")?.state == "dead")
         #expect(try f.store.count() == 1)
+    }
+
+    @Test("an operator's table override changes what an event does")
+    func override() async throws {
+        var table = ActionTable.default
+        table.set(.accountDisabled, reason: "hijacking", actions: [.endSessions, .suspendGoogleSignIn, .suspendEmailRecovery, .flagForReview])
+        let f = try Fixture(table: table)
+        try await f.deliver(.accountDisabled, subject: Self.user("alice"), extra: ["reason": "hijacking"])
+        try f.process()
+        let alice = try f.account("alice")
+        #expect(!alice.googleSignInEnabled && !alice.emailRecoveryEnabled && alice.flaggedForReview && alice.openSessions == 0)
     }
 
     @Test("the retry delays follow the documented table")

@@ -53,7 +53,7 @@ struct ServeCommandTests {
     @Test("every configuration problem is reported at once, naming its source; exit 64")
     func configurationErrors() throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("risc-config-\(UUID().uuidString).json")
-        try Data(#"{"audiences": ["a"], "listen": {"port": "eighty"}, "jwks": {"min_tll": 5}, "retry_after": 0}"#.utf8).write(to: file)
+        try Data(#"{"audiences": ["a"], "listen": {"port": "eighty"}, "jwks": {"min_tll": 5}, "retry_after": 0, "actions": {"table": {"nonsense": {"": ["log_only"]}, "account-disabled": {"hijacking": ["fly"]}}}}"#.utf8).write(to: file)
         let process = Process()
         process.executableURL = RiscBinary.url
         process.arguments = ["serve", "--config", file.path]
@@ -72,5 +72,7 @@ struct ServeCommandTests {
         #expect(text.contains("RISC_ADMIN_PORT: expected a number"))
         #expect(text.contains("unknown variable RISC_NOT_A_SETTING"))
         #expect(text.contains("retry_after"))
+        #expect(text.contains("unknown event type 'nonsense'"))
+        #expect(text.contains("actions.table.account-disabled.hijacking: expected a non-empty list"))
     }
 }
