@@ -87,6 +87,14 @@ public final class Receiver: Sendable {
             .register(on: publicRouter, path: configuration.eventsPath)
         let adminRouter = Router(context: RISCRequestContext.self)
         HealthController(keys: keySource, store: store, metrics: metrics).register(on: adminRouter)
+        if let tokenFile = configuration.adminTokenFile {
+            guard let data = FileManager.default.contents(atPath: tokenFile) else {
+                throw ConfigurationError(problems: ["admin.token_file: cannot read \(tokenFile)"])
+            }
+            let token = Array(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+            guard token.count >= 16 else { throw ConfigurationError(problems: ["admin.token_file: the token must be at least 16 characters"]) }
+            AdminAccountsController(accounts: accounts, token: token).register(on: adminRouter)
+        }
 
         let (publicPorts, publicPort) = AsyncStream.makeStream(of: Int.self)
         let (adminPorts, adminPort) = AsyncStream.makeStream(of: Int.self)

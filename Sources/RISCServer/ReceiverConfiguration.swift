@@ -44,6 +44,8 @@ public struct ReceiverConfiguration: Sendable {
     /// File holding the webhook's shared HMAC secret (at least 16 bytes).
     public var webhookSecretFile: String?
     public var webhookTimeout: Double = 10
+    /// File holding the bearer token for the admin account API; without it the API is off.
+    public var adminTokenFile: String?
 
     /// What each event does (overridable per type and reason).
     public var actionTable: ActionTable = .default

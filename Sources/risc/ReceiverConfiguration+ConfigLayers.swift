@@ -19,6 +19,7 @@ extension ReceiverConfiguration {
         ("tls.key", "PEM private key for tls.certificate"),
         ("admin.host", "admin listener address for /healthz, /readyz, /metrics (default 127.0.0.1)"),
         ("admin.port", "admin listener port (default 9090)"),
+        ("admin.token_file", "file with the bearer token for the admin account API (off without it)"),
         ("max_body_bytes", "largest accepted body; larger gets 413 (default 65536)"),
         ("retry_after", "seconds in Retry-After on 503 (default 30)"),
         ("event_log_stdout", "also write the event log to standard output (default false)"),
@@ -54,6 +55,7 @@ extension ReceiverConfiguration {
         tlsKey = layers.string("tls.key")
         if let value = layers.string("admin.host") { adminHost = value }
         if let value = layers.int("admin.port") { adminPort = value }
+        adminTokenFile = layers.string("admin.token_file")
         if let value = layers.int("max_body_bytes") { maxBodyBytes = value }
         if let value = layers.int("retry_after") { retryAfter = value }
         if let value = layers.bool("event_log_stdout") { eventLogToStandardOutput = value }

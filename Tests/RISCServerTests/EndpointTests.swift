@@ -221,3 +221,54 @@ struct EndpointTests {
         #expect(throws: ConfigurationError.self) { _ = try Receiver(configuration: configuration, logger: .init(label: "x")) }
     }
 }
+
+@Suite("Admin account API", .serialized)
+struct AdminAccountAPITests {
+    @Test("register accounts, sessions and tokens over the authenticated API; an event then acts on them")
+    func api() async throws {
+        let tokenFile = FileManager.default.temporaryDirectory.appendingPathComponent("risc-admin-\(UUID().uuidString)").path
+        try Data("admin-token-0123456789abcdef\n".utf8).write(to: URL(fileURLWithPath: tokenFile))
+        let harness = try ServerHarness { $0.adminTokenFile = tokenFile }
+        try await harness.start()
+        let auth = ("Authorization", "Bearer admin-token-0123456789abcdef")
+        func post(_ path: String, _ body: String, headers: [(name: String, value: String)]) async throws -> HTTPResponse {
+            try await harness.client.perform(HTTPRequest(method: "POST", url: harness.adminURL + path, headers: headers, body: Array(body.utf8)))
+        }
+        #expect(try await post("/admin/accounts", #"{"subject":"110169484474386276334","user_id":"u-9"}"#, headers: []).status == 401)
+        #expect(try await post("/admin/accounts", #"{"subject":"x","user_id":"u"}"#, headers: [("Authorization", "Bearer wrong")]).status == 401)
+        let link = #"{"subject":"110169484474386276334","user_id":"u-9","issuer":""# + harness.issuer.baseURL + #""}"#
+        #expect(try await post("/admin/accounts", link, headers: [auth]).status == 201)
+        #expect(try await post("/admin/accounts", #"{"subject":1}"#, headers: [auth]).status == 400)
+        #expect(try await post("/admin/accounts/110169484474386276334/sessions", #"{"session_id":"web-1"}"#, headers: [auth]).status == 201)
+        #expect(try await post("/admin/accounts/110169484474386276334/tokens", #"{"token":"1//0gadmin-token","kind":"google_refresh"}"#, headers: [auth]).status == 201)
+        #expect(try await post("/admin/accounts/nobody/sessions", #"{"session_id":"s"}"#, headers: [auth]).status == 404)
+        let shown = try await harness.client.perform(HTTPRequest(url: harness.adminURL + "/admin/accounts/110169484474386276334", headers: [auth]))
+        let account = try JSONParser.parseObject(shown.body)
+        #expect(account["user_id"] == "u-9")
+        #expect(account["sessions"]?.objectValue?["open"] == 1)
+        #expect(account["tokens"]?.objectValue?["active"] == 1)
+
+        // An event about the account (issued now, after the session opened) ends the session.
+        #expect(try await harness.post(try harness.token(jti: "act-1", type: .tokensRevoked)).status == 202)
+        var ended = false
+        for _ in 0..<100 where !ended {
+            let now = try JSONParser.parseObject(
+                try await harness.client.perform(HTTPRequest(url: harness.adminURL + "/admin/accounts/110169484474386276334", headers: [auth])).body)
+            ended = now["sessions"]?.objectValue?["open"] == 0 && now["tokens"]?.objectValue?["revoked"] == 1
+            if !ended { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(ended)
+        try await harness.stop()
+        harness.issuer.stop()
+    }
+
+    @Test("without a token file the API is not there")
+    func off() async throws {
+        let harness = try ServerHarness()
+        try await harness.start()
+        let response = try await harness.client.perform(HTTPRequest(method: "POST", url: harness.adminURL + "/admin/accounts", body: Array("{}".utf8)))
+        #expect(response.status == 404)
+        try await harness.stop()
+        harness.issuer.stop()
+    }
+}

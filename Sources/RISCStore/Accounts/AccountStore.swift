@@ -102,6 +102,34 @@ public final class AccountStore: @unchecked Sendable {
         }
     }
 
+    /// Adds a session or a token to an existing account (by subject, and issuer when given).
+    /// Returns false when there is no such account.
+    public func add(
+        to subject: String, issuer: String? = nil, session: String? = nil, viaGoogle: Bool = true,
+        token: String? = nil, tokenKind: String = "google_refresh", now: Double = Date().timeIntervalSince1970
+    ) throws -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        WriteLock.lock.lock()
+        defer { WriteLock.lock.unlock() }
+        // Without an issuer, the subject alone (risc normally serves one issuer: Google).
+        let find = try connection.cached("SELECT id FROM accounts WHERE (?1 IS NULL OR issuer = ?1) AND subject = ?2 ORDER BY id LIMIT 1")
+        try find.bind([.optional(issuer.map(Self.normalizedIssuer)), .text(subject)])
+        guard try find.step() else { return false }
+        let id = find.int(0)
+        find.reset()
+        if let session {
+            try connection.cached("INSERT OR IGNORE INTO sessions (account_id, session_id, via_google, created_at) VALUES (?1, ?2, ?3, ?4)")
+                .run([.int(id), .text(session), .int(viaGoogle ? 1 : 0), .double(now)])
+        }
+        if let token {
+            let fingerprint = TokenFingerprint(token: token, key: tokenKey)
+            try connection.cached("INSERT INTO tokens (account_id, kind, hash, prefix_mac, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")
+                .run([.int(id), .text(tokenKind), .text(fingerprint.hash), .text(fingerprint.prefixMAC), .double(now)])
+        }
+        return true
+    }
+
     /// One account as `risc accounts show` prints it.
     public struct Account: Sendable {
         public let id: Int64

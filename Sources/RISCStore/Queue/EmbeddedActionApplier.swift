@@ -114,7 +114,8 @@ struct EmbeddedActionApplier {
             let google = action == .endGoogleSessions ? " AND via_google = 1" : ""
             let n = try update(
                 "UPDATE sessions SET ended_at = ?1, ended_reason = ?2 WHERE account_id = ?3 AND ended_at IS NULL AND created_at <= ?4\(google)",
-                [.double(now), .text(reason), .int(account.id), .double(eventTime)])
+                // `iat` has whole seconds: a session opened within that second counts as before it.
+                [.double(now), .text(reason), .int(account.id), .double(eventTime + 1)])
             return "ended \(n) session\(n == 1 ? "" : "s")"
         case .deleteGoogleTokens, .revokeLinkedTokens:
             let kind = action == .deleteGoogleTokens ? "google_refresh" : "linked"

@@ -1,0 +1,87 @@
+import Hummingbird
+import NIOCore
+import RISCCore
+import RISCStore
+
+/// The admin listener's account API, for the site's login and linking servers to register
+/// accounts, sessions and issued tokens as they happen. Every request needs
+/// `Authorization: Bearer <admin token>`; without a configured token the API is off.
+///
+/// - `POST /admin/accounts` `{"subject", "user_id", "email"?, "issuer"?, "sessions"?, "refresh_tokens"?, "linked_tokens"?}` → 201
+/// - `POST /admin/accounts/{subject}/sessions` `{"session_id", "via_google"?, "issuer"?}` → 201, 404 unknown account
+/// - `POST /admin/accounts/{subject}/tokens` `{"token", "kind": "google_refresh" | "linked", "issuer"?}` → 201, 404
+/// - `GET /admin/accounts/{subject}` → 200 with the account, 404
+struct AdminAccountsController: Sendable {
+    let accounts: AccountStore
+    let token: [UInt8]
+
+    func register(on router: Router<RISCRequestContext>) {
+        router.post("/admin/accounts") { request, context in try await guarded(request) { try await link(request) } }
+        router.post("/admin/accounts/:subject/sessions") { request, context in
+            try await guarded(request) { try await add(request, context, session: true) }
+        }
+        router.post("/admin/accounts/:subject/tokens") { request, context in
+            try await guarded(request) { try await add(request, context, session: false) }
+        }
+        router.get("/admin/accounts/:subject") { request, context in
+            try await guarded(request) {
+                guard let subject = context.parameters.get("subject"), let account = try accounts.accounts(subject: subject).first else {
+                    return Responses.json(#"{"error":"not_found"}"#, status: .notFound)
+                }
+                return Responses.json(account.json.serialized, status: .ok)
+            }
+        }
+    }
+
+    private func guarded(_ request: Request, _ body: () async throws -> Response) async throws -> Response {
+        let presented = request.headers[.authorization].map { Array($0.utf8) } ?? []
+        let expected = Array("Bearer ".utf8) + token
+        guard !token.isEmpty, presented.count == expected.count,
+            TokenFingerprint.constantTimeEquals(String(decoding: presented, as: UTF8.self), String(decoding: expected, as: UTF8.self))
+        else {
+            return Responses.json(#"{"error":"unauthorized"}"#, status: .unauthorized, extra: [.wwwAuthenticate: "Bearer"])
+        }
+        do {
+            return try await body()
+        } catch let error as BadRequest {
+            return Responses.json(JSONValue.object(["error": "invalid_request", "description": .string(error.description)]).serialized, status: .badRequest)
+        }
+    }
+
+    struct BadRequest: Error, CustomStringConvertible { let description: String }
+
+    private func object(_ request: Request) async throws -> JSONObject {
+        let body = try await request.body.collect(upTo: 256 * 1024)
+        do { return try JSONParser.parseObject(Array(buffer: body)) } catch { throw BadRequest(description: "body is not a JSON object") }
+    }
+
+    private func link(_ request: Request) async throws -> Response {
+        let json = try await object(request)
+        guard let subject = json["subject"]?.stringValue, !subject.isEmpty, let user = json["user_id"]?.stringValue, !user.isEmpty else {
+            throw BadRequest(description: "'subject' and 'user_id' strings are required")
+        }
+        func strings(_ name: String) -> [String] { json[name]?.arrayValue?.compactMap(\.stringValue) ?? [] }
+        try accounts.link(.init(
+            issuer: json["issuer"]?.stringValue ?? "https://accounts.google.com", subject: subject, userID: user,
+            email: json["email"]?.stringValue, sessions: strings("sessions"), refreshTokens: strings("refresh_tokens"),
+            linkedTokens: strings("linked_tokens")))
+        return Responses.json(#"{"status":"linked"}"#, status: .created)
+    }
+
+    private func add(_ request: Request, _ context: RISCRequestContext, session: Bool) async throws -> Response {
+        let json = try await object(request)
+        guard let subject = context.parameters.get("subject") else { throw BadRequest(description: "no subject") }
+        let added: Bool
+        if session {
+            guard let id = json["session_id"]?.stringValue, !id.isEmpty else { throw BadRequest(description: "'session_id' is required") }
+            added = try accounts.add(
+                to: subject, issuer: json["issuer"]?.stringValue, session: id, viaGoogle: json["via_google"]?.boolValue ?? true)
+        } else {
+            guard let token = json["token"]?.stringValue, !token.isEmpty else { throw BadRequest(description: "'token' is required") }
+            let kind = json["kind"]?.stringValue ?? "google_refresh"
+            guard ["google_refresh", "linked"].contains(kind) else { throw BadRequest(description: "'kind' is google_refresh or linked") }
+            added = try accounts.add(to: subject, issuer: json["issuer"]?.stringValue, token: token, tokenKind: kind)
+        }
+        return added ? Responses.json(#"{"status":"added"}"#, status: .created) : Responses.json(#"{"error":"not_found"}"#, status: .notFound)
+    }
+}
