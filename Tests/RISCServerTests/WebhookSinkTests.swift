@@ -70,6 +70,46 @@ struct WebhookSinkTests {
         #expect(!String(decoding: request.body, as: UTF8.self).contains("1//0gsecret-refresh"))
     }
 
+    @Test("a webhook down for longer than the attempts allow: dead letter, requeued with risc queue retry --dead, then done")
+    func deadLetterThenRequeue() async throws {
+        let recorder = Recorder(failures: 3)
+        let server = try LoopbackHTTPServer { request in
+            let fail = recorder.failuresLeft.withLock { left -> Bool in
+                defer { left -= 1 }
+                return left > 0
+            }
+            return .init(status: fail ? 500 : 200)
+        }
+        defer { server.stop() }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-webhook-dead-\(UUID().uuidString)").path
+        let store = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        let log = try JSONLinesEventLog(path: directory + "/events.log")
+        var retry = RetryPolicy()
+        retry.maximumAttempts = 2
+        retry.jitter = 0
+        let worker = try ActionWorker(
+            directory: directory, retry: retry, sink: try WebhookSink(url: server.baseURL + "/revoke", secret: Array(repeating: 7, count: 32)),
+            log: log, logger: Logger(label: "t"))
+        let keys = try KeyDirectory.repositoryTestKeys()
+        let factory = SETFactory(signer: keys.entry(for: .rs256)!.signer)
+        let token = try factory.make(type: .sessionsRevoked, subject: factory.accountSubject("5"), jti: "dl-1", iat: 2_000)
+        let verifier = SETVerifier(
+            policy: SETPolicy(audiences: [SETFactory.defaultAudience]),
+            keys: StaticKeyProvider(keys: try keys.jwks, issuer: SETFactory.defaultIssuer))
+        let validated = try await verifier.verify(Array(token.utf8), now: 3_000)
+        _ = try await store.append(SETRecord(validated: validated, token: token, receivedAt: 3_000, remoteAddress: nil, contentType: nil))
+        try worker.processDue(limit: 10, now: 3_000)
+        try worker.processDue(limit: 10, now: 3_002)
+        #expect(try store.record(issuer: "https://accounts.google.com", jti: "dl-1")?.state == "dead")
+        try worker.processDue(limit: 10, now: 9_999)  // dead letters are not retried on their own
+        #expect(server.requestCount == 2)
+        #expect(try QueueAdmin(directory: directory).retry() == 1)
+        try worker.processDue(limit: 10, now: 10_000)  // third failure: scheduled again
+        try worker.processDue(limit: 10, now: 10_002)  // succeeds
+        #expect(try store.record(issuer: "https://accounts.google.com", jti: "dl-1")?.state == "done")
+        #expect(server.requestCount == 4)
+    }
+
     @Test("plain HTTP to a non-loopback webhook and short secrets are refused")
     func refused() {
         #expect(throws: FetchError.self) { _ = try WebhookSink(url: "http://example.com/hook", secret: Array(repeating: 1, count: 32)) }

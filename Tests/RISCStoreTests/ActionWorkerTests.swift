@@ -193,14 +193,20 @@ struct ActionWorkerTests {
         #expect(jittered == 4.8)
     }
 
-    @Test("a restart resumes pending work")
+    @Test("a restart in the middle of a backlog resumes where it stopped, applying each SET once")
     func restartResumes() async throws {
         let f = try Fixture()
-        try await f.deliver(.sessionsRevoked, subject: Self.user("alice"))
+        for index in 0..<40 {
+            try await f.deliver(index % 2 == 0 ? .sessionsRevoked : .accountCredentialChangeRequired, subject: Self.user(index % 4 < 2 ? "alice" : "bob"))
+        }
+        try f.worker.processDue(limit: 15, now: 3_000)  // part of the backlog, then "crash"
+        #expect(try f.store.queueDepth() == 25)
         f.store.close()
         let worker = try ActionWorker(directory: f.directory, log: f.log, logger: Logger(label: "t"))
-        try worker.processDue(limit: 10, now: 3_000)
-        #expect(try f.account("alice").openSessions == 0)
+        while try worker.processDue(limit: 10, now: 3_000) > 0 {}
+        #expect(try f.store.queueDepth() == 0)
+        #expect(try f.account("alice").openSessions == 0 && f.account("bob").heightenedMonitoring)
+        #expect(f.logLines.filter { $0["step"] == "applied" && $0["outcome"] == "applied" }.count == 40)
     }
 
     @Test("the worker thread applies events as they are committed")
