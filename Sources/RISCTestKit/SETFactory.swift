@@ -60,3 +60,19 @@ public struct SETFactory: Sendable {
         try signer.sign(claims: claims, header: header)
     }
 }
+
+extension SETFactory {
+    /// A signed one-event SET, verified against `keys` and wrapped as the store keeps it: what a
+    /// delivery becomes after intake, for store, worker and sink tests and benchmarks.
+    public func storedRecord(
+        type: EventType, subject: JSONValue?, extra: JSONObject = JSONObject(), jti: String? = nil, iat: Double? = nil,
+        keys: JWKSet, receivedAt: Double = 3_000
+    ) async throws -> SETRecord {
+        let token = try make(type: type, subject: subject, extra: extra, jti: jti, iat: iat)
+        let verifier = SETVerifier(
+            policy: SETPolicy(audiences: [audience], algorithms: [signer.algorithm]),
+            keys: StaticKeyProvider(keys: keys, issuer: issuer))
+        let validated = try await verifier.verify(Array(token.utf8), now: 1e10)
+        return SETRecord(validated: validated, token: token, receivedAt: receivedAt, remoteAddress: nil, contentType: nil)
+    }
+}

@@ -28,9 +28,7 @@ extension RiscCommand.Bench {
                 try accountStore.link(.init(subject: "\(index)", userID: "u\(index)", sessions: ["s\(index)"], refreshTokens: ["1//0gtoken-\(index)"]), now: 1_000)
             }
             let factory = SETFactory(signer: entry.signer)
-            let verifier = SETVerifier(
-                policy: SETPolicy(audiences: [SETFactory.defaultAudience], algorithms: [.eddsa]),
-                keys: StaticKeyProvider(keys: try keyDirectory.jwks, issuer: SETFactory.defaultIssuer))
+            let jwks = try keyDirectory.jwks
             let types: [(EventType, JSONObject)] = [
                 (.sessionsRevoked, [:]), (.tokensRevoked, [:]), (.accountDisabled, ["reason": "hijacking"]),
                 (.accountEnabled, [:]), (.accountCredentialChangeRequired, [:]),
@@ -40,11 +38,9 @@ extension RiscCommand.Bench {
                     group.addTask {
                         for index in stride(from: chunk, to: events, by: 4) {
                             let (type, extra) = types[index % types.count]
-                            let token = try factory.make(
+                            _ = try await store.append(try await factory.storedRecord(
                                 type: type, subject: factory.accountSubject("\(index % accounts)"), extra: extra, jti: "a\(index)",
-                                iat: 2_000 + Double(index))
-                            let validated = try await verifier.verify(Array(token.utf8), now: 1e9)
-                            _ = try await store.append(SETRecord(validated: validated, token: token, receivedAt: 3_000, remoteAddress: nil, contentType: nil))
+                                iat: 2_000 + Double(index), keys: jwks))
                         }
                     }
                 }

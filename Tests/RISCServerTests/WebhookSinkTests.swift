@@ -38,14 +38,9 @@ struct WebhookSinkTests {
             log: log, logger: Logger(label: "t"))
         let keys = try KeyDirectory.repositoryTestKeys()
         let factory = SETFactory(signer: keys.entry(for: .rs256)!.signer)
-        let token = try factory.make(
+        _ = try await store.append(try await factory.storedRecord(
             type: .tokenRevoked, subject: SETFactory.tokenSubject(refreshToken: "1//0gsecret-refresh", algorithm: .prefix), jti: "w1",
-            iat: 2_000)
-        let verifier = SETVerifier(
-            policy: SETPolicy(audiences: [SETFactory.defaultAudience]),
-            keys: StaticKeyProvider(keys: try keys.jwks, issuer: SETFactory.defaultIssuer))
-        let validated = try await verifier.verify(Array(token.utf8), now: 3_000)
-        _ = try await store.append(SETRecord(validated: validated, token: token, receivedAt: 3_000, remoteAddress: nil, contentType: nil))
+            iat: 2_000, keys: try keys.jwks))
 
         try worker.processDue(limit: 10, now: 3_000)  // 503
         try worker.processDue(limit: 10, now: 3_001.05)  // 503 (after 1 s)
@@ -92,12 +87,8 @@ struct WebhookSinkTests {
             log: log, logger: Logger(label: "t"))
         let keys = try KeyDirectory.repositoryTestKeys()
         let factory = SETFactory(signer: keys.entry(for: .rs256)!.signer)
-        let token = try factory.make(type: .sessionsRevoked, subject: factory.accountSubject("5"), jti: "dl-1", iat: 2_000)
-        let verifier = SETVerifier(
-            policy: SETPolicy(audiences: [SETFactory.defaultAudience]),
-            keys: StaticKeyProvider(keys: try keys.jwks, issuer: SETFactory.defaultIssuer))
-        let validated = try await verifier.verify(Array(token.utf8), now: 3_000)
-        _ = try await store.append(SETRecord(validated: validated, token: token, receivedAt: 3_000, remoteAddress: nil, contentType: nil))
+        _ = try await store.append(try await factory.storedRecord(
+            type: .sessionsRevoked, subject: factory.accountSubject("5"), jti: "dl-1", iat: 2_000, keys: try keys.jwks))
         try worker.processDue(limit: 10, now: 3_000)
         try worker.processDue(limit: 10, now: 3_002)
         #expect(try store.record(issuer: "https://accounts.google.com", jti: "dl-1")?.state == "dead")

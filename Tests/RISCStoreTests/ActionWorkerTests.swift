@@ -39,9 +39,8 @@ struct ActionWorkerTests {
 
         @discardableResult
         func deliver(_ type: EventType, subject: JSONValue?, extra: JSONObject = [:], iat: Double = 2_000, jti: String = UUID().uuidString) async throws -> AppendOutcome {
-            let token = try ActionWorkerTests.factory.make(type: type, subject: subject, extra: extra, jti: jti, iat: iat)
-            let validated = try await verifier.verify(Array(token.utf8), now: 3_000)
-            return try await store.append(SETRecord(validated: validated, token: token, receivedAt: 3_000, remoteAddress: nil, contentType: nil))
+            try await store.append(try await ActionWorkerTests.factory.storedRecord(
+                type: type, subject: subject, extra: extra, jti: jti, iat: iat, keys: try ActionWorkerTests.keys.jwks))
         }
 
         func account(_ subject: String) throws -> AccountStore.Account { try accounts.accounts(subject: subject)[0] }

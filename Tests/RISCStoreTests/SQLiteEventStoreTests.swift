@@ -11,12 +11,9 @@ struct SQLiteEventStoreTests {
     static let factory = SETFactory(signer: keys.entry(for: .rs256)!.signer)
 
     static func record(jti: String) async throws -> SETRecord {
-        let verifier = SETVerifier(
-            policy: SETPolicy(audiences: [SETFactory.defaultAudience]),
-            keys: StaticKeyProvider(keys: try keys.jwks, issuer: SETFactory.defaultIssuer))
-        let token = try factory.make(type: .accountDisabled, subject: factory.accountSubject("77"), extra: ["reason": "hijacking"], jti: jti)
-        let validated = try await verifier.verify(Array(token.utf8), now: Date().timeIntervalSince1970)
-        return SETRecord(validated: validated, token: token, receivedAt: Date().timeIntervalSince1970, remoteAddress: "127.0.0.1", contentType: nil)
+        try await factory.storedRecord(
+            type: .accountDisabled, subject: factory.accountSubject("77"), extra: ["reason": "hijacking"], jti: jti, keys: try keys.jwks,
+            receivedAt: Date().timeIntervalSince1970)
     }
 
     static func directory() -> String {
