@@ -60,7 +60,9 @@ public final class Receiver: Sendable {
             directory: configuration.dataDirectory, table: configuration.actionTable, retry: configuration.retry, sink: sink,
             log: eventLog, logger: logger)
         let worker = self.worker
+        let store = self.store
         store.afterCommit = { worker.wake() }
+        worker.ingestIsBusy = { store.isBusy }
         if let file = configuration.jwksFile {
             guard let data = FileManager.default.contents(atPath: file) else {
                 throw ConfigurationError(problems: ["jwks_file: cannot read \(file)"])

@@ -32,6 +32,7 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
     private var commits = 0
     private var rowsWritten = 0
     private var lastReceived: Double?
+    private var committing = false
     /// Called on the writer thread after each successful commit (wakes the action worker).
     public var afterCommit: (@Sendable () -> Void)?
 
@@ -103,6 +104,13 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
         }
     }
 
+    /// Whether acknowledgements are waiting on the writer right now (the action worker yields to them).
+    public var isBusy: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return !pending.isEmpty || committing
+    }
+
     /// Finishes every waiting append, then stops the writer. Idempotent.
     public func close() {
         condition.lock()
@@ -125,8 +133,12 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
             }
             let batch = Array(pending.prefix(maxBatch))
             pending.removeFirst(batch.count)
+            committing = true
             condition.unlock()
             commit(batch)
+            condition.lock()
+            committing = false
+            condition.unlock()
         }
     }
 

@@ -19,6 +19,10 @@ public final class ActionWorker: @unchecked Sendable {
     private var stopping = false
     private var stopped = false
     private var running = false
+    /// When set and true, acknowledgements are waiting: the worker defers (up to `maximumDeferral`)
+    /// so that applying actions never delays a 202. The queue is durable, so actions only lag.
+    public var ingestIsBusy: (@Sendable () -> Bool)?
+    public var maximumDeferral: Double = 0.05
 
     public init(
         directory: String, table: ActionTable = .default, retry: RetryPolicy = RetryPolicy(), sink: (any ActionSink)? = nil,
@@ -73,7 +77,11 @@ public final class ActionWorker: @unchecked Sendable {
                 return
             }
             condition.unlock()
-            let processed = (try? processDue(limit: 32)) ?? 0
+            if let busy = ingestIsBusy {
+                let start = Date()
+                while busy(), Date().timeIntervalSince(start) < maximumDeferral { usleep(500) }
+            }
+            let processed = (try? processDue(limit: 8)) ?? 0
             if processed == 0 {
                 condition.lock()
                 if !stopping { _ = condition.wait(until: Date(timeIntervalSinceNow: pollInterval)) }
