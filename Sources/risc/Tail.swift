@@ -1,0 +1,90 @@
+import ArgumentParser
+import Foundation
+import RISCCore
+
+extension RiscCommand {
+    struct Tail: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show the event log, filtered; coloured on a terminal, plain when piped.",
+            discussion: "Reads DATA_DIR/events.log. With --follow, waits for new lines (and follows a rotated file)."
+        )
+
+        @Option(help: "Data directory.") var dataDir: String = "./data"
+        @Option(help: "Event log file (default DATA_DIR/events.log).") var file: String?
+        @Flag(name: .shortAndLong, help: "Keep reading new lines.") var follow = false
+        @Option(help: "Only lines with this jti.") var jti: String?
+        @Option(help: "Only lines about this subject.") var subject: String?
+        @Option(help: "Only lines with this outcome (accepted, duplicate, rejected, failed, applied, dead_lettered, …).")
+        var outcome: String?
+        @Option(name: [.customShort("n"), .customLong("lines")], help: "Show the last N matching lines first (default 20; 0 for all).") var lines: Int = 20
+        @Flag(help: "Print the JSON lines as they are.") var json = false
+        @Flag(help: "Print each record indented.") var pretty = false
+
+        func matches(_ object: JSONObject) -> Bool {
+            if let jti, object["jti"]?.stringValue != jti { return false }
+            if let subject, object["subject"]?.stringValue != subject { return false }
+            if let outcome, object["outcome"]?.stringValue != outcome { return false }
+            return true
+        }
+
+        func render(_ line: Substring, color: Bool) -> String? {
+            guard let object = try? JSONParser.parseObject(Array(line.utf8)), matches(object) else { return nil }
+            if json { return String(line) }
+            if pretty { return JSONValue.object(object).prettyPrinted }
+            let outcome = object["outcome"]?.stringValue ?? ""
+            let paint: String
+            switch outcome {
+            case "accepted", "applied": paint = "\u{1B}[32m"
+            case "duplicate": paint = "\u{1B}[36m"
+            case "rejected", "failed": paint = "\u{1B}[33m"
+            case "dead_lettered", "dropped": paint = "\u{1B}[31m"
+            default: paint = ""
+            }
+            var parts = [object["ts"]?.stringValue ?? "", (object["step"]?.stringValue ?? "").padded(8), outcome.padded(13)]
+            for key in ["jti", "events", "subject", "err", "description", "attempt", "actions", "error", "remote", "latency_us"] {
+                guard let value = object[key] else { continue }
+                parts.append("\(key)=\(value.stringValue ?? value.serialized)")
+            }
+            let text = parts.joined(separator: " ")
+            return color && !paint.isEmpty ? paint + text + "\u{1B}[0m" : text
+        }
+
+        func run() async throws {
+            let path = file ?? (dataDir as NSString).appendingPathComponent("events.log")
+            let color = isatty(STDOUT_FILENO) == 1 && ProcessInfo.processInfo.environment["NO_COLOR"] == nil
+            guard let handle = FileHandle(forReadingAtPath: path) else { throw ValidationError("cannot read \(path)") }
+            var shown = Array(String(decoding: handle.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
+                .compactMap { render($0, color: color) })
+            if lines > 0 { shown = Array(shown.suffix(lines)) }
+            for line in shown { print(line) }
+            guard follow else { return }
+            fflush(nil)
+            var current = handle
+            var inode = Self.inode(path)
+            var partial = ""
+            while !Task.isCancelled {
+                let data = current.availableData
+                if data.isEmpty {
+                    if Self.inode(path) != inode, let reopened = FileHandle(forReadingAtPath: path) {
+                        current = reopened  // rotated: follow the new file
+                        inode = Self.inode(path)
+                        continue
+                    }
+                    try await Task.sleep(for: .milliseconds(200))
+                    continue
+                }
+                partial += String(decoding: data, as: UTF8.self)
+                while let newline = partial.firstIndex(of: "\n") {
+                    if let text = render(partial[..<newline], color: color) { print(text) }
+                    partial = String(partial[partial.index(after: newline)...])
+                }
+                fflush(nil)
+            }
+        }
+
+        static func inode(_ path: String) -> UInt64 {
+            var info = stat()
+            return stat(path, &info) == 0 ? UInt64(info.st_ino) : 0
+        }
+    }
+}

@@ -1,0 +1,56 @@
+import Foundation
+import RISCClient
+import RISCCore
+import RISCTestKit
+import Testing
+
+@Suite("risc tail and risc dev-issuer (the built binary)")
+struct TailDevIssuerCommandTests {
+    @Test("tail filters by jti, subject and outcome; plain when piped; --json passes lines through")
+    func tail() throws {
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-tail-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+        let lines = [
+            #"{"v":1,"ts":"2026-01-01T00:00:00.000000Z","step":"received","outcome":"accepted","jti":"a","subject":"s1","events":["sessions-revoked"]}"#,
+            #"{"v":1,"ts":"2026-01-01T00:00:01.000000Z","step":"received","outcome":"rejected","err":"invalid_audience"}"#,
+            #"{"v":1,"ts":"2026-01-01T00:00:02.000000Z","step":"applied","outcome":"applied","jti":"a","subject":"s1"}"#,
+            "not json",
+        ]
+        try Data(lines.joined(separator: "\n").utf8).write(to: data.appendingPathComponent("events.log"))
+        let all = try RiscBinary.run(["tail", "--data-dir", data.path])
+        #expect(all.status == 0)
+        #expect(all.stdout.split(separator: "\n").count == 3)
+        #expect(!all.stdout.contains("\u{1B}["))
+        let byJTI = try RiscBinary.run(["tail", "--data-dir", data.path, "--jti", "a"])
+        #expect(byJTI.stdout.split(separator: "\n").count == 2)
+        let rejected = try RiscBinary.run(["tail", "--data-dir", data.path, "--outcome", "rejected", "--json"])
+        #expect(rejected.stdout.trimmingCharacters(in: .newlines) == lines[1])
+        let last = try RiscBinary.run(["tail", "--data-dir", data.path, "-n", "1", "--subject", "s1"])
+        #expect(last.stdout.contains("applied") && !last.stdout.contains("received"))
+        #expect(try RiscBinary.run(["tail", "--data-dir", data.path + "-missing"]).status != 0)
+    }
+
+    @Test("dev-issuer serves the test keys so verification through discovery works offline")
+    func devIssuer() async throws {
+        let port = try ServeCommandTests.freePort()
+        let process = Process()
+        process.executableURL = RiscBinary.url
+        process.currentDirectoryURL = RiscBinary.repository
+        process.arguments = ["dev-issuer", "--port", "\(port)"]
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        defer { process.terminate() }
+        let discovery = "http://127.0.0.1:\(port)/.well-known/risc-configuration"
+        var up = false
+        for _ in 0..<50 where !up {
+            up = (try? await CurlHTTPClient().perform(HTTPRequest(url: discovery)))?.status == 200
+            if !up { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        try #require(up)
+        let token = try String(contentsOf: RiscBinary.repository.appendingPathComponent("keys/test/sample-account-disabled.jwt"), encoding: .utf8)
+        let result = try RiscBinary.run(
+            ["verify", "-", "--discovery-url", discovery, "--issuer", SETFactory.defaultIssuer, "--audience", SETFactory.defaultAudience],
+            stdin: token)
+        #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
+    }
+}
