@@ -45,13 +45,30 @@ extension RiscCommand {
         @Option(help: "Key ID within the key directory; the first key when omitted.")
         var kid: String?
 
+        @Option(help: "Make a token a receiver must refuse instead (see --list).")
+        var negative: String?
+
+        @Flag(help: "List the --negative kinds with the answer a receiver should give.")
+        var list = false
+
         func run() async throws {
+            if list {
+                for kind in NegativeTokens.kinds { print("\(kind.name.padded(20)) \(kind.expected.padded(27)) \(kind.summary)") }
+                return
+            }
             guard let eventType = EventType(name: type) else { throw ValidationError("unknown event type \(type)") }
             let directory = try KeyDirectory(url: URL(fileURLWithPath: keys))
             guard let entry = kid.map({ directory.entry(keyID: $0) }) ?? directory.entries.first else {
                 throw ValidationError("no key \(kid ?? "") in \(keys)")
             }
             let factory = SETFactory(issuer: iss, audience: aud, signer: entry.signer)
+            if let negative {
+                guard let token = try NegativeTokens.make(negative, factory: factory) else {
+                    throw ValidationError("unknown --negative \(negative); see --list")
+                }
+                print(token)
+                return
+            }
             var subjectValue = factory.accountSubject(subject)
             if eventType.canonical == .tokenRevoked {
                 guard let tokenFile, let token = try? String(contentsOfFile: tokenFile, encoding: .utf8) else {
