@@ -13,8 +13,8 @@ struct ServeCommandTests {
         return port
     }
 
-    @Test("runs on embedded defaults with only the audience and keys given, answers 202, exits 0 on SIGTERM")
-    func servesAndStops() async throws {
+    /// Starts `risc serve` with the test keys; returns the process, its data directory and ports once ready.
+    static func startServe() async throws -> (process: Process, data: URL, port: Int, admin: Int) {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-serve-\(UUID().uuidString)")
         let port = try Self.freePort(), admin = try Self.freePort()
         let process = Process()
@@ -25,8 +25,7 @@ struct ServeCommandTests {
             SETFactory.defaultIssuer, "--host", "127.0.0.1", "--port", "\(port)", "--admin-port", "\(admin)",
             "--data-dir", data.path,
         ]
-        let errors = Pipe()
-        process.standardError = errors
+        process.standardError = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
         try process.run()
         let client = CurlHTTPClient()
@@ -36,6 +35,13 @@ struct ServeCommandTests {
             if !ready { try await Task.sleep(for: .milliseconds(100)) }
         }
         try #require(ready, "the server did not become ready")
+        return (process, data, port, admin)
+    }
+
+    @Test("runs on embedded defaults with only the audience and keys given, answers 202, exits 0 on SIGTERM")
+    func servesAndStops() async throws {
+        let (process, data, port, _) = try await Self.startServe()
+        let client = CurlHTTPClient()
         let token = try String(contentsOf: RiscBinary.repository.appendingPathComponent("keys/test/sample-account-disabled.jwt"), encoding: .utf8)
         let response = try await client.perform(
             HTTPRequest(method: "POST", url: "http://127.0.0.1:\(port)/events", headers: [("Content-Type", "application/secevent+jwt")],

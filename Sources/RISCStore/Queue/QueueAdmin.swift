@@ -4,6 +4,7 @@ import RISCCore
 /// What `risc queue` reads and changes: counts, listings, requeueing dead letters, purging.
 public final class QueueAdmin: @unchecked Sendable {
     private let connection: SQLiteConnection
+    var connectionForReads: SQLiteConnection { connection }
 
     public init(directory: String) throws {
         let path = (directory as NSString).appendingPathComponent("risc.sqlite3")

@@ -1,0 +1,222 @@
+import ArgumentParser
+import Foundation
+import RISCClient
+import RISCCore
+import RISCStore
+import RISCTestKit
+import Synchronization
+
+extension RiscCommand {
+    struct Replay: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Re-send SETs to a receiver, or show what they would do (--dry-run).",
+            discussion: """
+                SOURCE is a file of compact SETs (one per line), a JSON-lines file of event descriptions to sign \
+                with a test key ({"type", "subject"?, "reason"?, "state"?, "jti"?, "token_file"?}), or, with \
+                --from-store, the receiver's own stored SETs (--jti, --since SECONDS-AGO, --dead). Exit status 0 when \
+                every SET got 202 (or, with --dry-run, verified), 1 otherwise.
+                """
+        )
+
+        @Argument(help: "File of compact SETs or JSON-lines descriptions; - for standard input. Omit with --from-store.")
+        var source: String?
+        @Option(help: "Receiver URL to POST to, e.g. http://127.0.0.1:8443/events.") var to: String?
+        @Flag(help: "Read the stored SETs of --data-dir instead of SOURCE.") var fromStore = false
+        @Option(help: "Data directory for --from-store.") var dataDir: String = "./data"
+        @Option(help: "Only the stored SET with this jti.") var jti: String?
+        @Option(help: "Only stored SETs received in the last N seconds.") var since: Double?
+        @Flag(help: "Only dead letters.") var dead = false
+        @Option(help: "Requests in flight at once.") var concurrency: Int = 4
+        @Option(help: "At most this many requests per second (0: unlimited).") var rate: Double = 0
+        @Option(help: "Key directory for signing descriptions.") var keys: String = "keys/test"
+        @Option(help: "Issuer for signed descriptions.") var iss: String = SETFactory.defaultIssuer
+        @Option(help: "Audience for signed descriptions.") var aud: String = SETFactory.defaultAudience
+        @Flag(help: "Verify locally (with --jwks-file) and print the planned actions; send nothing.") var dryRun = false
+        @Option(help: "JWK Set for --dry-run verification.") var jwksFile: String?
+        @Option(name: .customLong("audience"), help: "Accepted audiences for --dry-run (default: --aud).") var audiences: [String] = []
+
+        func validate() throws {
+            if fromStore == (source != nil) { throw ValidationError("give a SOURCE file, or --from-store") }
+            if !dryRun && to == nil { throw ValidationError("give --to URL (or --dry-run)") }
+            if concurrency < 1 { throw ValidationError("--concurrency must be at least 1") }
+        }
+
+        func run() async throws {
+            let tokens = try loadTokens()
+            guard !tokens.isEmpty else { throw ValidationError("no SETs to replay") }
+            if dryRun {
+                try await dryRun(tokens)
+                return
+            }
+            let summary = try await send(tokens, to: to!)
+            print(summary.table)
+            if summary.failures > 0 { throw ExitStatus.rejected }
+        }
+
+        func loadTokens() throws -> [String] {
+            if fromStore {
+                return try QueueAdmin(directory: dataDir).tokens(jti: jti, since: since.map { Date().timeIntervalSince1970 - $0 }, deadOnly: dead, limit: 1_000_000)
+                    .map(\.token)
+            }
+            let text = String(decoding: try readInput(source!), as: UTF8.self)
+            let lines = text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            guard lines.first?.hasPrefix("{") == true else { return lines }
+            let directory = try KeyDirectory(url: URL(fileURLWithPath: keys))
+            guard let entry = directory.entries.first(where: { $0.algorithm == .rs256 }) ?? directory.entries.first else {
+                throw ValidationError("no key in \(keys)")
+            }
+            let factory = SETFactory(issuer: iss, audience: aud, signer: entry.signer)
+            return try lines.enumerated().map { number, line in
+                do { return try Self.sign(description: JSONParser.parseObject(Array(line.utf8)), factory: factory) } catch {
+                    throw ValidationError("\(source!):\(number + 1): \(error)")
+                }
+            }
+        }
+
+        static func sign(description: JSONObject, factory: SETFactory) throws -> String {
+            guard let name = description["type"]?.stringValue, let type = EventType(name: name) else {
+                throw ValidationError("needs a known 'type'")
+            }
+            var subject: JSONValue? = factory.accountSubject(description["subject"]?.stringValue ?? "7375626A656374")
+            if type.canonical == .tokenRevoked {
+                guard let file = description["token_file"]?.stringValue, let token = try? String(contentsOfFile: file, encoding: .utf8) else {
+                    throw ValidationError("token-revoked needs 'token_file'")
+                }
+                subject = SETFactory.tokenSubject(
+                    refreshToken: token.trimmingCharacters(in: .whitespacesAndNewlines),
+                    algorithm: description["token_alg"]?.stringValue == "prefix" ? .prefix : .hashSHA512SHA512)
+            } else if type.canonical == .verification {
+                subject = nil
+            }
+            var extra = JSONObject()
+            if let reason = description["reason"]?.stringValue { extra["reason"] = .string(reason) }
+            if let state = description["state"]?.stringValue { extra["state"] = .string(state) }
+            return try factory.make(type: type, subject: subject, extra: extra, jti: description["jti"]?.stringValue)
+        }
+
+        func dryRun(_ tokens: [String]) async throws {
+            var failures = 0
+            let verifier: SETVerifier? = try jwksFile.map { file in
+                guard let data = FileManager.default.contents(atPath: file) else { throw ValidationError("cannot read \(file)") }
+                return SETVerifier(
+                    policy: SETPolicy(audiences: Set(audiences.isEmpty ? [aud] : audiences)),
+                    keys: StaticKeyProvider(keys: try JWKSet(json: Array(data)), issuer: iss))
+            }
+            if verifier == nil { FileHandle.standardError.write(Data("risc: no --jwks-file: decoding without verifying\n".utf8)) }
+            for token in tokens {
+                do {
+                    let claims: SecurityEventToken
+                    if let verifier {
+                        claims = try await verifier.verify(Array(token.utf8), now: Date().timeIntervalSince1970).token
+                    } else {
+                        let parts = token.split(separator: ".")
+                        guard parts.count == 3, let payload = Base64URL.decode(Array(parts[1].utf8)) else {
+                            throw SETError(.invalidRequest, "not a compact JWS")
+                        }
+                        claims = try SecurityEventToken(payload: payload)
+                    }
+                    let plan = ActionPlan.plan(for: claims, table: .default)
+                    var line = JSONObject()
+                    line["jti"] = .string(claims.tokenID ?? "")
+                    line["verified"] = .bool(verifier != nil)
+                    line["events"] = .array(plan.steps.map { step in
+                        .object(["type": .string(step.type.shortName), "subject": step.subject?.json ?? .null,
+                            "actions": .array(step.actions.map { .string($0.rawValue) })])
+                    })
+                    print(JSONValue.object(line).serialized)
+                } catch let error as SETError {
+                    failures += 1
+                    print(error.responseBody)
+                }
+            }
+            if failures > 0 { throw ExitStatus.rejected }
+        }
+
+        final class Progress: Sendable {
+            let summary = Mutex(Summary())
+            let next = Mutex(0)
+        }
+
+        struct Summary: Sendable {
+            var sent = 0
+            var accepted = 0
+            var byError: [String: Int] = [:]
+            var serverErrors = 0
+            var transport = 0
+            var latencies: [Double] = []
+
+            var failures: Int { sent - accepted }
+
+            var table: String {
+                let sorted = latencies.sorted()
+                func percentile(_ p: Double) -> String {
+                    guard !sorted.isEmpty else { return "-" }
+                    return String(format: "%.1f ms", sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] * 1000)
+                }
+                var rows = [("sent", "\(sent)"), ("202", "\(accepted)")]
+                for (code, count) in byError.sorted(by: { $0.key < $1.key }) { rows.append(("400 \(code)", "\(count)")) }
+                rows.append(("5xx", "\(serverErrors)"))
+                rows.append(("transport errors", "\(transport)"))
+                rows.append(("latency p50 / p95 / p99", "\(percentile(0.5)) / \(percentile(0.95)) / \(percentile(0.99))"))
+                return rows.map { $0.0.padded(26) + $0.1 }.joined(separator: "\n")
+            }
+        }
+
+        func send(_ tokens: [String], to url: String) async throws -> Summary {
+            let client = CurlHTTPClient()
+            let shared = Progress()
+            let interval = rate > 0 ? 1 / rate : 0
+            let start = Date()
+            let workers = concurrency
+            let terminal = isatty(STDERR_FILENO) == 1
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<min(workers, tokens.count) {
+                    group.addTask {
+                        while true {
+                            let index = shared.next.withLock { value -> Int in
+                                defer { value += 1 }
+                                return value
+                            }
+                            guard index < tokens.count else { return }
+                            if interval > 0 {
+                                let due = start.addingTimeInterval(Double(index) * interval).timeIntervalSinceNow
+                                if due > 0 { try await Task.sleep(for: .seconds(due)) }
+                            }
+                            let began = Date()
+                            let response = try? await client.perform(HTTPRequest(
+                                method: "POST", url: url,
+                                headers: [("Content-Type", "application/secevent+jwt"), ("Accept", "application/json")],
+                                body: Array(tokens[index].utf8)))
+                            let elapsed = Date().timeIntervalSince(began)
+                            let done = shared.summary.withLock { summary -> Int in
+                                summary.sent += 1
+                                summary.latencies.append(elapsed)
+                                switch response?.status {
+                                case 202?: summary.accepted += 1
+                                case 400?:
+                                    let code = (try? JSONParser.parseObject(response!.body))?["err"]?.stringValue ?? "?"
+                                    summary.byError[code, default: 0] += 1
+                                case let status? where status >= 500: summary.serverErrors += 1
+                                case nil: summary.transport += 1
+                                default: summary.byError["http \(response!.status)", default: 0] += 1
+                                }
+                                return summary.sent
+                            }
+                            if terminal { Self.progress(done, of: tokens.count) }
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
+            return shared.summary.withLock { $0 }
+        }
+
+        static func progress(_ done: Int, of total: Int) {
+            let width = 30
+            let filled = total == 0 ? width : done * width / total
+            let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
+            FileHandle.standardError.write(Data("\r[\(bar)] \(done)/\(total)".utf8))
+        }
+    }
+}
