@@ -50,11 +50,8 @@ public final class Receiver: Sendable {
         accounts = try AccountStore(directory: configuration.dataDirectory)
         var sink: (any ActionSink)?
         if let url = configuration.webhookURL, let secretFile = configuration.webhookSecretFile {
-            guard let secret = FileManager.default.contents(atPath: secretFile) else {
-                throw ConfigurationError(problems: ["webhook.secret_file: cannot read \(secretFile)"])
-            }
-            let trimmed = Array(String(decoding: secret, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).utf8)
-            sink = try WebhookSink(url: url, secret: trimmed, timeout: configuration.webhookTimeout)
+            let secret = try Self.readSecret(secretFile, setting: "webhook.secret_file")
+            sink = try WebhookSink(url: url, secret: secret, timeout: configuration.webhookTimeout)
         }
         worker = try ActionWorker(
             directory: configuration.dataDirectory, table: configuration.actionTable, retry: configuration.retry, sink: sink,
@@ -90,10 +87,7 @@ public final class Receiver: Sendable {
         let adminRouter = Router(context: RISCRequestContext.self)
         HealthController(keys: keySource, store: store, metrics: metrics).register(on: adminRouter)
         if let tokenFile = configuration.adminTokenFile {
-            guard let data = FileManager.default.contents(atPath: tokenFile) else {
-                throw ConfigurationError(problems: ["admin.token_file: cannot read \(tokenFile)"])
-            }
-            let token = Array(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+            let token = try Self.readSecret(tokenFile, setting: "admin.token_file")
             guard token.count >= 16 else { throw ConfigurationError(problems: ["admin.token_file: the token must be at least 16 characters"]) }
             AdminAccountsController(accounts: accounts, token: token).register(on: adminRouter)
         }
@@ -114,7 +108,7 @@ public final class Receiver: Sendable {
             server = try .tls(.http1(), tlsConfiguration: tls)
         } else {
             server = .http1()
-            if !Self.isLoopback(configuration.host) {
+            if !URLPolicy.isLoopback(host: configuration.host) {
                 logger.warning(
                     "serving plain HTTP on a non-loopback address: put a TLS-terminating proxy in front, or set tls.certificate and tls.key",
                     metadata: ["risc.host": "\(configuration.host)"])
@@ -158,12 +152,16 @@ public final class Receiver: Sendable {
         try await group.run()
     }
 
+    /// A secret kept in a file (webhook secret, admin token), without surrounding whitespace.
+    static func readSecret(_ path: String, setting: String) throws -> [UInt8] {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ConfigurationError(problems: ["\(setting): cannot read \(path)"])
+        }
+        return Array(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+    }
+
     /// Starts a graceful shutdown, as SIGTERM does.
     public func shutdown() async { await group.triggerGracefulShutdown() }
-
-    static func isLoopback(_ host: String) -> Bool {
-        host == "localhost" || host == "::1" || host.hasPrefix("127.")
-    }
 }
 
 /// A configuration that cannot run, with every problem named.

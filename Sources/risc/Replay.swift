@@ -109,11 +109,7 @@ extension RiscCommand {
                     if let verifier {
                         claims = try await verifier.verify(Array(token.utf8), now: Date().timeIntervalSince1970).token
                     } else {
-                        let parts = token.split(separator: ".")
-                        guard parts.count == 3, let payload = Base64URL.decode(Array(parts[1].utf8)) else {
-                            throw SETError(.invalidRequest, "not a compact JWS")
-                        }
-                        claims = try SecurityEventToken(payload: payload)
+                        claims = try SecurityEventToken(payload: CompactJWS(token).payload)
                     }
                     let plan = ActionPlan.plan(for: claims, table: .default)
                     var line = JSONObject()

@@ -69,7 +69,7 @@ public struct Intake: Sendable {
         if let first = subjects.first { record["subject"] = .string(first) }
         if !validated.warnings.isEmpty { record["warnings"] = .array(validated.warnings.map { .string($0) }) }
         let stored = SETRecord(
-            validated: validated, token: Self.trimmed(delivery.body), receivedAt: start,
+            validated: validated, token: String(decoding: delivery.body[SETVerifier.trimmedRange(delivery.body)], as: UTF8.self), receivedAt: start,
             remoteAddress: delivery.remoteAddress, contentType: delivery.contentType)
         let outcome: AppendOutcome
         do {
@@ -100,10 +100,4 @@ public struct Intake: Sendable {
         metrics?.observe(outcome: "failed", err: nil, verifySeconds: verifySeconds, commitSeconds: nil)
     }
 
-    static func trimmed(_ body: [UInt8]) -> String {
-        var slice = body[...]
-        while let first = slice.first, first <= 0x20 { slice = slice.dropFirst() }
-        while let last = slice.last, last <= 0x20 { slice = slice.dropLast() }
-        return String(decoding: slice, as: UTF8.self)
-    }
 }

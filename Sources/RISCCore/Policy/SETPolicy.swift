@@ -42,6 +42,12 @@ public struct SETPolicy: Sendable {
         return false
     }
 
+    /// An issuer without one trailing `/`: the form that de-duplication and account lookups key on,
+    /// so that both of Google's spellings land together.
+    public static func issuerScope(_ issuer: String) -> String {
+        issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer
+    }
+
     /// Checks the token's claims against this policy.
     ///
     /// - `iss` equals `issuer` or an alias → else `invalid_issuer`.

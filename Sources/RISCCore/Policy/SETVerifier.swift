@@ -24,12 +24,9 @@ public struct SETVerifier: Sendable {
     /// Steps before the key lookup: parse and the algorithm allow-list.
     public static func parse(_ body: some Collection<UInt8>, policy: SETPolicy) throws(SETError) -> CompactJWS {
         let bytes = Array(body)
-        var start = 0
-        var end = bytes.count
-        while start < end, Self.isSpace(bytes[start]) { start += 1 }
-        while end > start, Self.isSpace(bytes[end - 1]) { end -= 1 }
-        guard start < end else { throw .invalidRequest("empty body: expected a compact JWS") }
-        let jws = try CompactJWS(bytes: start == 0 && end == bytes.count ? bytes : Array(bytes[start..<end]))
+        let range = trimmedRange(bytes)
+        guard !range.isEmpty else { throw .invalidRequest("empty body: expected a compact JWS") }
+        let jws = try CompactJWS(bytes: range.count == bytes.count ? bytes : Array(bytes[range]))
         try SignatureVerifier.checkAlgorithm(jws.header.algorithm, allowed: policy.algorithms)
         guard let kid = jws.header.keyID, !kid.isEmpty else {
             throw .invalidRequest("JWS header has no 'kid': the signing key cannot be selected")
@@ -46,6 +43,15 @@ public struct SETVerifier: Sendable {
         let token = try SecurityEventToken(payload: verified.payload)
         let warnings = try policy.validate(token, header: verified.header, issuer: key.issuer, now: now)
         return ValidatedSET(token: token, header: verified.header, keyIssuer: key.issuer, warnings: warnings)
+    }
+
+    /// The body without surrounding spaces, tabs and line breaks: what is verified and stored.
+    public static func trimmedRange(_ bytes: [UInt8]) -> Range<Int> {
+        var start = 0
+        var end = bytes.count
+        while start < end, isSpace(bytes[start]) { start += 1 }
+        while end > start, isSpace(bytes[end - 1]) { end -= 1 }
+        return start..<end
     }
 
     static func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D }

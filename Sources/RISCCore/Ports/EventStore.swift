@@ -17,9 +17,7 @@ public struct SETRecord: Sendable {
     public let token: String
 
     public init(validated: ValidatedSET, token: String, receivedAt: Double, remoteAddress: String?, contentType: String?) {
-        var scope = validated.keyIssuer
-        if scope.hasSuffix("/") { scope.removeLast() }
-        issuer = scope
+        issuer = SETPolicy.issuerScope(validated.keyIssuer)
         claimedIssuer = validated.issuer
         tokenID = validated.tokenID
         issuedAt = validated.issuedAt

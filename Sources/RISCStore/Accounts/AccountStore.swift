@@ -33,10 +33,6 @@ public final class AccountStore: @unchecked Sendable {
         return Array(random)
     }
 
-    static func normalizedIssuer(_ issuer: String) -> String {
-        issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer
-    }
-
     /// What `risc accounts link` and the import take.
     public struct Link: Sendable {
         public var issuer: String
@@ -77,7 +73,7 @@ public final class AccountStore: @unchecked Sendable {
                 RETURNING id
                 """)
             try upsert.bind([
-                .text(Self.normalizedIssuer(link.issuer)), .text(link.subject), .text(link.userID),
+                .text(SETPolicy.issuerScope(link.issuer)), .text(link.subject), .text(link.userID),
                 .optional(link.email?.lowercased()), .double(now),
             ])
             guard try upsert.step() else { throw StoreError(code: 1, "account upsert returned no row") }
@@ -114,7 +110,7 @@ public final class AccountStore: @unchecked Sendable {
         defer { WriteLock.lock.unlock() }
         // Without an issuer, the subject alone (risc normally serves one issuer: Google).
         let find = try connection.cached("SELECT id FROM accounts WHERE (?1 IS NULL OR issuer = ?1) AND subject = ?2 ORDER BY id LIMIT 1")
-        try find.bind([.optional(issuer.map(Self.normalizedIssuer)), .text(subject)])
+        try find.bind([.optional(issuer.map(SETPolicy.issuerScope)), .text(subject)])
         guard try find.step() else { return false }
         let id = find.int(0)
         find.reset()

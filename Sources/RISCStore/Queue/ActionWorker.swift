@@ -220,10 +220,6 @@ public final class ActionWorker: @unchecked Sendable {
 
     /// The claims of a stored (already verified) compact SET.
     static func token(from compact: String) throws -> SecurityEventToken {
-        let parts = compact.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let payload = Base64URL.decode(Array(parts[1].utf8)) else {
-            throw StoreError(code: 1, "stored token is not a compact JWS")
-        }
-        return try SecurityEventToken(payload: payload)
+        try SecurityEventToken(payload: CompactJWS(compact).payload)
     }
 }

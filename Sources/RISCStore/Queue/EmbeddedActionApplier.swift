@@ -77,7 +77,7 @@ struct EmbeddedActionApplier {
             return (statement.int(0), statement.int(1), statement.isNull(3) ? nil : statement.double(3))
         case let subject?:
             if let (issuer, sub) = subject.googleSubject {
-                let scope = AccountStore.normalizedIssuer(issuer ?? keyIssuer)
+                let scope = SETPolicy.issuerScope(issuer ?? keyIssuer)
                 if let found = try account(where: "issuer = ?1 AND subject = ?2", [.text(scope), .text(sub)]) { return found }
             }
             if let email = subject.email {
