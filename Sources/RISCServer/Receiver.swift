@@ -48,14 +48,7 @@ public final class Receiver: Sendable {
             toStandardOutput: configuration.eventLogToStandardOutput)
         metrics = PrometheusMetrics()
         accounts = try AccountStore(directory: configuration.dataDirectory)
-        var sink: (any ActionSink)?
-        if let url = configuration.webhookURL, let secretFile = configuration.webhookSecretFile {
-            let secret = try Self.readSecret(secretFile, setting: "webhook.secret_file")
-            sink = try WebhookSink(url: url, secret: secret, timeout: configuration.webhookTimeout)
-        }
-        worker = try ActionWorker(
-            directory: configuration.dataDirectory, table: configuration.actionTable, retry: configuration.retry, sink: sink,
-            log: eventLog, logger: logger)
+        worker = try Self.makeWorker(configuration: configuration, log: eventLog, logger: logger)
         let worker = self.worker
         let store = self.store
         store.afterCommit = { worker.wake() }
@@ -150,6 +143,19 @@ public final class Receiver: Sendable {
             adminPort.finish()
         }
         try await group.run()
+    }
+
+    /// The action worker the configuration describes: the embedded store, or the webhook sink.
+    /// Also used by `risc replay --local`, so a re-driven event acts exactly as a received one.
+    public static func makeWorker(configuration: ReceiverConfiguration, log: any EventLog, logger: Logger) throws -> ActionWorker {
+        var sink: (any ActionSink)?
+        if let url = configuration.webhookURL, let secretFile = configuration.webhookSecretFile {
+            let secret = try readSecret(secretFile, setting: "webhook.secret_file")
+            sink = try WebhookSink(url: url, secret: secret, timeout: configuration.webhookTimeout)
+        }
+        return try ActionWorker(
+            directory: configuration.dataDirectory, table: configuration.actionTable, retry: configuration.retry, sink: sink,
+            log: log, logger: logger)
     }
 
     /// A secret kept in a file (webhook secret, admin token), without surrounding whitespace.

@@ -1,3 +1,5 @@
+import ArgumentParser
+import Foundation
 import RISCCore
 import RISCServer
 import RISCStore
@@ -37,6 +39,20 @@ extension ReceiverConfiguration {
         ("actions.base_delay", "first retry delay in seconds, doubling (default 1)"),
         ("actions.max_delay", "longest retry delay in seconds (default 3600)"),
     ]
+
+    /// The configuration `risc serve` runs with: `flags` over `RISC_*` variables over `file`, every
+    /// problem reported at once.
+    static func load(file: String?, flags: [String: JSONValue]) throws -> ReceiverConfiguration {
+        let known = Set(keys.map(\.key))
+        for key in flags.keys where !known.contains(key) { throw ValidationError("--set: unknown setting '\(key)'") }
+        var layers = ConfigLayers(filePath: file, environment: ProcessInfo.processInfo.environment, flags: flags, knownKeys: known)
+        let configuration = ReceiverConfiguration(layers: &layers)
+        let problems = layers.problems + configuration.problems
+        guard problems.isEmpty else {
+            throw ValidationError("invalid configuration:\n" + problems.map { "  - \($0)" }.joined(separator: "\n"))
+        }
+        return configuration
+    }
 
     /// Reads every setting from the layers onto the defaults.
     init(layers: inout ConfigLayers) {

@@ -1,7 +1,9 @@
 import ArgumentParser
 import Foundation
+import Logging
 import RISCClient
 import RISCCore
+import RISCServer
 import RISCStore
 import RISCTestKit
 import Synchronization
@@ -14,7 +16,13 @@ extension RiscCommand {
                 SOURCE is a file of compact SETs (one per line), a JSON-lines file of event descriptions to sign \
                 with a test key ({"type", "subject"?, "reason"?, "state"?, "jti"?, "token_file"?}), or, with \
                 --from-store, the receiver's own stored SETs (--jti, --since SECONDS-AGO, --dead). Exit status 0 when \
-                every SET got 202 (or, with --dry-run, verified), 1 otherwise.
+                every SET got 202 (or, with --dry-run, verified; with --local, was applied), 1 otherwise.
+
+                --local pushes them through the pipeline without HTTP, into --data-dir: stored SETs are put back \
+                in the queue with what was applied for them forgotten; SETs from SOURCE are verified (against \
+                --jwks-file, the config's jwks_file, or the JWKS of --keys) and stored as if received. Then the \
+                action worker runs in this process until nothing is due, and each SET's outcome is printed. With \
+                --config, the receiver's action table, retry policy and webhook sink apply.
                 """
         )
 
@@ -22,7 +30,9 @@ extension RiscCommand {
         var source: String?
         @Option(help: "Receiver URL to POST to, e.g. http://127.0.0.1:8443/events.") var to: String?
         @Flag(help: "Read the stored SETs of --data-dir instead of SOURCE.") var fromStore = false
-        @Option(help: "Data directory for --from-store.") var dataDir: String = "./data"
+        @Option(help: "Data directory for --from-store and --local (default: the config's, else ./data).") var dataDir: String?
+        @Flag(help: "Re-drive through the pipeline in this process, without HTTP (see above).") var local = false
+        @Option(help: "The receiver's JSON config file, for --local.") var config: String?
         @Option(help: "Only the stored SET with this jti.") var jti: String?
         @Option(help: "Only stored SETs received in the last N seconds.") var since: Double?
         @Flag(help: "Only dead letters.") var dead = false
@@ -37,11 +47,17 @@ extension RiscCommand {
 
         func validate() throws {
             if fromStore == (source != nil) { throw ValidationError("give a SOURCE file, or --from-store") }
-            if !dryRun && to == nil { throw ValidationError("give --to URL (or --dry-run)") }
+            if local && (to != nil || dryRun) { throw ValidationError("--local replaces --to and --dry-run") }
+            if !dryRun && !local && to == nil { throw ValidationError("give --to URL (or --dry-run, or --local)") }
+            if config != nil && !local { throw ValidationError("--config goes with --local") }
             if concurrency < 1 { throw ValidationError("--concurrency must be at least 1") }
         }
 
         func run() async throws {
+            if local {
+                try await runLocal()
+                return
+            }
             let tokens = try loadTokens()
             guard !tokens.isEmpty else { throw ValidationError("no SETs to replay") }
             if dryRun {
@@ -55,7 +71,7 @@ extension RiscCommand {
 
         func loadTokens() throws -> [String] {
             if fromStore {
-                return try QueueAdmin(directory: dataDir).tokens(jti: jti, since: since.map { Date().timeIntervalSince1970 - $0 }, deadOnly: dead, limit: 1_000_000)
+                return try QueueAdmin(directory: dataDir ?? "./data").tokens(jti: jti, since: since.map { Date().timeIntervalSince1970 - $0 }, deadOnly: dead, limit: 1_000_000)
                     .map(\.token)
             }
             let text = String(decoding: try readInput(source!), as: UTF8.self)
@@ -94,14 +110,17 @@ extension RiscCommand {
             return try factory.make(type: type, subject: subject, extra: extra, jti: description["jti"]?.stringValue)
         }
 
+        /// A verifier over a pinned JWK Set file, for `--dry-run` and `--local`.
+        func verifier(jwksFile file: String, policy: SETPolicy? = nil) throws -> SETVerifier {
+            guard let data = FileManager.default.contents(atPath: file) else { throw ValidationError("cannot read \(file)") }
+            return SETVerifier(
+                policy: policy ?? SETPolicy(audiences: Set(audiences.isEmpty ? [aud] : audiences)),
+                keys: StaticKeyProvider(keys: try JWKSet(json: Array(data)), issuer: iss))
+        }
+
         func dryRun(_ tokens: [String]) async throws {
             var failures = 0
-            let verifier: SETVerifier? = try jwksFile.map { file in
-                guard let data = FileManager.default.contents(atPath: file) else { throw ValidationError("cannot read \(file)") }
-                return SETVerifier(
-                    policy: SETPolicy(audiences: Set(audiences.isEmpty ? [aud] : audiences)),
-                    keys: StaticKeyProvider(keys: try JWKSet(json: Array(data)), issuer: iss))
-            }
+            let verifier: SETVerifier? = try jwksFile.map { try self.verifier(jwksFile: $0) }
             if verifier == nil { FileHandle.standardError.write(Data("risc: no --jwks-file: decoding without verifying\n".utf8)) }
             for token in tokens {
                 do {
@@ -126,6 +145,70 @@ extension RiscCommand {
                 }
             }
             if failures > 0 { throw ExitStatus.rejected }
+        }
+
+        /// `--local`: store (or requeue) the SETs, run the action worker until nothing is due, report.
+        func runLocal() async throws {
+            var configuration = ReceiverConfiguration()
+            if let config {
+                configuration = try ReceiverConfiguration.load(file: config, flags: dataDir.map { ["data_dir": .string($0)] } ?? [:])
+            } else if let dataDir {
+                configuration.dataDirectory = dataDir
+            }
+            let directory = configuration.dataDirectory
+            var logger = Logger(label: "risc.replay") { StreamLogHandler.standardError(label: $0) }
+            logger.logLevel = .warning
+            let log = try JSONLinesEventLog(path: (directory as NSString).appendingPathComponent("events.log"))
+            defer { log.close() }
+            var ids: [Int64] = []
+            var refused = 0, duplicates = 0
+            if fromStore {
+                let admin = try QueueAdmin(directory: directory)
+                ids = try admin.requeue(ids: admin.ids(jti: jti, since: since.map { Date().timeIntervalSince1970 - $0 }, deadOnly: dead))
+                guard !ids.isEmpty else { throw ValidationError("no stored SET matches") }
+                for outcome in try admin.outcomes(ids: ids) {
+                    var record = EventLogRecord(step: "replayed", outcome: "requeued", time: Date().timeIntervalSince1970)
+                    record["jti"] = outcome["jti"]
+                    record["events"] = outcome["events"]
+                    log.record(record)
+                }
+            } else {
+                let tokens = try loadTokens()
+                guard !tokens.isEmpty else { throw ValidationError("no SETs to replay") }
+                let file = jwksFile ?? configuration.jwksFile ?? (keys as NSString).appendingPathComponent("jwks.json")
+                let policy: SETPolicy? = config == nil || !audiences.isEmpty ? nil : configuration.policy
+                let store = try SQLiteEventStore(directory: directory, logger: logger)
+                defer { store.close() }
+                let intake = Intake(verifier: try verifier(jwksFile: file, policy: policy), store: store, log: log) {
+                    Date().timeIntervalSince1970
+                }
+                for token in tokens {
+                    do {
+                        switch try await intake.receive(.init(body: Array(token.utf8), remoteAddress: "local", contentType: nil)) {
+                        case .accepted(let id): ids.append(id)
+                        case .duplicate: duplicates += 1
+                        }
+                    } catch let error as SETError {
+                        refused += 1
+                        print(error.responseBody)
+                    }
+                }
+            }
+            let worker = try Receiver.makeWorker(configuration: configuration, log: log, logger: logger)
+            while try worker.processDue(limit: 64) > 0 {}
+            let outcomes = try QueueAdmin(directory: directory).outcomes(ids: ids)
+            for outcome in outcomes { print(JSONValue.object(outcome).serialized) }
+            var counts: [String: Int] = [:]
+            for outcome in outcomes { counts[outcome["state"]?.stringValue ?? "?", default: 0] += 1 }
+            var rows = [("replayed", "\(ids.count)"), ("applied", "\(counts["done", default: 0])")]
+            if !fromStore {
+                rows.append(("duplicate (not applied again)", "\(duplicates)"))
+                rows.append(("refused", "\(refused)"))
+            }
+            rows.append(("retrying", "\(counts["retrying", default: 0])"))
+            rows.append(("dead-lettered", "\(counts["dead", default: 0])"))
+            print(rows.map { $0.0.padded(30) + $0.1 }.joined(separator: "\n"))
+            if refused > 0 || counts["done", default: 0] < ids.count { throw ExitStatus.rejected }
         }
 
         final class Progress: Sendable {

@@ -82,15 +82,7 @@ extension RiscCommand {
         }
 
         func run() async throws {
-            let known = Set(ReceiverConfiguration.keys.map(\.key))
-            let flags = try flagValues()
-            for key in flags.keys where !known.contains(key) { throw ValidationError("--set: unknown setting '\(key)'") }
-            var layers = ConfigLayers(filePath: config, environment: ProcessInfo.processInfo.environment, flags: flags, knownKeys: known)
-            let configuration = ReceiverConfiguration(layers: &layers)
-            let problems = layers.problems + configuration.problems
-            guard problems.isEmpty else {
-                throw ValidationError("invalid configuration:\n" + problems.map { "  - \($0)" }.joined(separator: "\n"))
-            }
+            let configuration = try ReceiverConfiguration.load(file: config, flags: try flagValues())
             let logger = global.makeLogger()
             let receiver = try Receiver(configuration: configuration, logger: logger)
             logger.notice(

@@ -45,5 +45,47 @@ struct ReplayCommandTests {
         #expect(dry.stdout.contains(#""actions":["end_sessions","suspend_google_signin"]"#))
         #expect(dry.stdout.contains("invalid_audience"))
         #expect(try RiscBinary.run(["replay", file]).status == 64)
+
+        // On a terminal (a pty from script(1)) a progress bar is drawn on standard error; piped, none.
+        let onTerminal = try RiscBinary.run([
+            "-c", "exec script -qec '\(RiscBinary.url.path) replay \(file) --to \(url)' /dev/null",
+        ], executable: URL(fileURLWithPath: "/bin/sh"))
+        #expect(onTerminal.stdout.contains("[##############################] 3/3"), "\(onTerminal.stdout)")
+        #expect(!mixed.stderr.contains("3/3"))
+    }
+}
+
+extension ReplayCommandTests {
+    @Test("--local stores signed SETs and applies them without HTTP; --from-store re-drives them; refusals fail")
+    func local() throws {
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-local-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        #expect(try RiscBinary.run(["accounts", "link", "--subject", "77", "--user", "u-77", "--session", "s-1", "--data-dir", data]).status == 0)
+        let descriptions = [
+            #"{"type":"sessions-revoked","subject":"77","jti":"local-1"}"#,
+            #"{"type":"account-disabled","reason":"hijacking","subject":"77","jti":"local-2"}"#,
+        ].joined(separator: "\n")
+        let first = try RiscBinary.run(["replay", "-", "--local", "--data-dir", data], stdin: descriptions)
+        #expect(first.status == 0, "\(first.stdout) \(first.stderr)")
+        #expect(row(first.stdout, "applied") == "2")
+        #expect(first.stdout.contains(#""result":"ended 1 session""#))
+        #expect(first.stdout.contains(#""result":"google_signin_enabled = false""#))
+
+        // The same SETs again through intake: duplicates, applied once.
+        let again = try RiscBinary.run(["replay", "-", "--local", "--data-dir", data], stdin: descriptions)
+        #expect(again.status == 0 && row(again.stdout, "duplicate (not applied again)") == "2" && row(again.stdout, "replayed") == "0")
+
+        // From the store: requeued, actions run again (nothing left to end), logged as replayed.
+        let stored = try RiscBinary.run(["replay", "--from-store", "--local", "--jti", "local-1", "--data-dir", data])
+        #expect(stored.status == 0 && row(stored.stdout, "applied") == "1", "\(stored.stdout) \(stored.stderr)")
+        #expect(stored.stdout.contains(#""jti":"local-1","state":"done","events":["sessions-revoked"]"#))
+        #expect(stored.stdout.contains("ended 0 sessions"))
+        let log = try String(contentsOfFile: data + "/events.log", encoding: .utf8)
+        #expect(log.contains(#""step":"replayed","outcome":"requeued","jti":"local-1""#))
+
+        let refused = try RiscBinary.run(["replay", "-", "--local", "--data-dir", data], stdin: try RiscBinary.run(["sign", "--negative", "wrong-iss"]).stdout)
+        #expect(refused.status == 1 && row(refused.stdout, "refused") == "1")
+        #expect(try RiscBinary.run(["replay", "--from-store", "--local", "--jti", "nope", "--data-dir", data]).status == 64)
+        #expect(try RiscBinary.run(["replay", "-", "--local", "--to", "http://127.0.0.1:1/events"]).status == 64)
     }
 }
