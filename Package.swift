@@ -60,7 +60,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // Test keys, SET factory, a loopback HTTP server: used by tests and by `risc sign`/`dev-issuer`.
-        .target(name: "RISCTestKit", dependencies: ["RISCCore"], swiftSettings: swiftSettings),
+        .target(name: "RISCTestKit", dependencies: ["RISCCore", "RISCClient"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "risc",
             dependencies: [

@@ -72,15 +72,6 @@ extension RiscCommand.Queue {
             let count = try QueueAdmin(directory: data.dataDir).purgeDead(olderThan: Self.seconds(olderThan)!)
             print("purged \(count)")
         }
-        static func seconds(_ text: String) -> Double? {
-            guard let unit = text.last, let value = Double(text.dropLast()), value >= 0 else { return Double(text) }
-            switch unit {
-            case "s": return value
-            case "m": return value * 60
-            case "h": return value * 3_600
-            case "d": return value * 86_400
-            default: return nil
-            }
-        }
+        static func seconds(_ text: String) -> Double? { durationSeconds(text) }
     }
 }

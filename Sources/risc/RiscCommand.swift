@@ -10,7 +10,7 @@ struct RiscCommand: AsyncParsableCommand {
         commandName: "risc",
         abstract: "Receive, verify and act on Google Cross-Account Protection (RISC) security events.",
         version: "0.1.0",
-        subcommands: [Serve.self, Verify.self, Accounts.self, Queue.self, Replay.self, Tail.self, Keys.self, Sign.self, DevIssuer.self, Bench.self]
+        subcommands: [Serve.self, Verify.self, Accounts.self, Queue.self, Replay.self, Tail.self, Keys.self, Sign.self, DevIssuer.self, Bench.self, Stream.self]
     )
 }
 
@@ -18,4 +18,16 @@ struct RiscCommand: AsyncParsableCommand {
 enum ExitStatus {
     static let rejected = ExitCode(1)
     static let temporaryFailure = ExitCode(3)
+}
+
+/// A duration written as a number with `s`, `m`, `h` or `d` (or bare seconds): 30d, 90m, 2.5s.
+func durationSeconds(_ text: String) -> Double? {
+    guard let unit = text.last, let value = Double(text.dropLast()), value >= 0 else { return Double(text).flatMap { $0 >= 0 ? $0 : nil } }
+    switch unit {
+    case "s": return value
+    case "m": return value * 60
+    case "h": return value * 3_600
+    case "d": return value * 86_400
+    default: return nil
+    }
 }

@@ -181,18 +181,8 @@ struct EndpointTests {
     @Test("HTTPS with TLS 1.2+: the endpoint answers over TLS")
     func tls() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-tls-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let cert = directory.appendingPathComponent("cert.pem").path, key = directory.appendingPathComponent("key.pem").path
-        let openssl = Process()
-        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        openssl.arguments = [
-            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1",
-            "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-keyout", key, "-out", cert,
-        ]
-        openssl.standardError = FileHandle.nullDevice
-        try openssl.run()
-        openssl.waitUntilExit()
-        try #require(openssl.terminationStatus == 0)
+        let certificate = try TestCertificate(directory: directory)
+        let cert = certificate.certificatePath, key = certificate.keyPath
         let harness = try ServerHarness { $0.tlsCertificate = cert; $0.tlsKey = key }
         try await harness.start()
         #expect(harness.publicURL.hasPrefix("https://"))

@@ -14,7 +14,7 @@ struct ServeCommandTests {
     }
 
     /// Starts `risc serve` with the test keys; returns the process, its data directory and ports once ready.
-    static func startServe() async throws -> (process: Process, data: URL, port: Int, admin: Int) {
+    static func startServe(extra: [String] = []) async throws -> (process: Process, data: URL, port: Int, admin: Int) {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-serve-\(UUID().uuidString)")
         let port = try Self.freePort(), admin = try Self.freePort()
         let process = Process()
@@ -24,7 +24,7 @@ struct ServeCommandTests {
             "serve", "--audience", SETFactory.defaultAudience, "--jwks-file", "keys/test/jwks.json", "--issuer",
             SETFactory.defaultIssuer, "--host", "127.0.0.1", "--port", "\(port)", "--admin-port", "\(admin)",
             "--data-dir", data.path,
-        ]
+        ] + extra
         process.standardError = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
         try process.run()

@@ -73,11 +73,12 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
     deinit { close() }
 
     static func migrate(_ connection: SQLiteConnection) throws(StoreError) {
-        let current = try connection.scalar("PRAGMA user_version") ?? 0
-        guard current < Schema.version else { return }
+        guard try connection.scalar("PRAGMA user_version") ?? 0 < Schema.version else { return }
         try connection.execute("BEGIN IMMEDIATE")
         do {
-            for version in (current + 1)...Schema.version {
+            // Read again under the write lock: another process may have migrated meanwhile.
+            let current = try connection.scalar("PRAGMA user_version") ?? 0
+            for version in (current + 1)...max(current + 1, Schema.version) where version <= Schema.version {
                 try connection.execute(Schema.migrations[version]!)
             }
             try connection.execute("PRAGMA user_version = \(Schema.version)")

@@ -3,7 +3,7 @@
 /// `sets` is both the audit record and the work queue: a row is `pending` from the moment it is
 /// acknowledged until the action workers (issue 4) finish it; `id` gives arrival order.
 enum Schema {
-    static let version: Int64 = 2
+    static let version: Int64 = 3
 
     static let migrations: [Int64: String] = [
         1: """
@@ -78,6 +78,20 @@ enum Schema {
                 applied_at REAL NOT NULL,
                 result TEXT NOT NULL,
                 PRIMARY KEY (set_id, event_index, action)
+            );
+            """,
+        3: """
+            CREATE TABLE stream_verifications (
+                state TEXT PRIMARY KEY,
+                requested_at REAL NOT NULL,
+                api_base TEXT,
+                matched_at REAL,
+                set_id INTEGER,
+                jti TEXT,
+                kid TEXT,
+                alg TEXT,
+                iss TEXT,
+                aud TEXT
             );
             """,
     ]

@@ -119,10 +119,12 @@ public final class ActionWorker: @unchecked Sendable {
                 record["attempt"] = .number(Double(item.attempts + 1))
                 try connection.execute("SAVEPOINT item")
                 do {
-                    try apply(item, now: now, record: &record)
+                    var verifications: [EventLogRecord] = []
+                    try apply(item, now: now, record: &record, verifications: &verifications)
                     try connection.execute("RELEASE item")
                     record["latency_us"] = .number(((Date().timeIntervalSince1970 - start) * 1e6).rounded())
                     records.append(record)
+                    records += verifications
                 } catch {
                     try connection.execute("ROLLBACK TO item")
                     try connection.execute("RELEASE item")
@@ -155,19 +157,22 @@ public final class ActionWorker: @unchecked Sendable {
             record["attempt"] = .number(Double(item.attempts + 1))
             record["sink"] = "webhook"
             do {
-                let plan = ActionPlan.plan(for: try Self.token(from: item.token), table: table)
+                let token = try Self.token(from: item.token)
+                let plan = ActionPlan.plan(for: token, table: table)
                 record["events"] = .array(plan.steps.map { .string($0.type.shortName) })
                 let results = try sink.deliver(plan, tokenID: item.jti, issuer: item.issuer)
-                try WriteLock.withLock {
+                let verifications = try WriteLock.withLock {
                     try connection.cached(
                         "UPDATE sets SET state = 'done', attempts = ?1, processed_at = ?2, last_error = NULL WHERE id = ?3"
                     ).run([.int(Int64(item.attempts + 1)), .double(now), .int(item.id)])
+                    return try matchVerifications(plan, claims: token, id: item.id, jti: item.jti, compact: item.token)
                 }
                 record["actions"] = .array(zip(plan.steps, results).flatMap { step, result in
                     step.actions.map { JSONValue.object(["action": .string($0.rawValue), "result": .string(result)]) }
                 })
                 record["latency_us"] = .number(((Date().timeIntervalSince1970 - start) * 1e6).rounded())
                 log.record(record)
+                for verification in verifications { log.record(verification) }
             } catch {
                 record["latency_us"] = .number(((Date().timeIntervalSince1970 - start) * 1e6).rounded())
                 WriteLock.withLock { recordFailure(item, error, record: record, now: now) }
@@ -177,10 +182,12 @@ public final class ActionWorker: @unchecked Sendable {
     }
 
     private func apply(
-        _ item: (id: Int64, issuer: String, jti: String, token: String, attempts: Int), now: Double, record: inout EventLogRecord
+        _ item: (id: Int64, issuer: String, jti: String, token: String, attempts: Int), now: Double, record: inout EventLogRecord,
+        verifications: inout [EventLogRecord]
     ) throws {
         let token = try Self.token(from: item.token)
         let plan = ActionPlan.plan(for: token, table: table)
+        verifications += try matchVerifications(plan, claims: token, id: item.id, jti: item.jti, compact: item.token)
         record["events"] = .array(plan.steps.map { .string($0.type.shortName) })
         if let subject = plan.steps.lazy.compactMap({ $0.subject?.googleSubject?.subject }).first {
             record["subject"] = .string(subject)
@@ -216,6 +223,31 @@ public final class ActionWorker: @unchecked Sendable {
             logger.warning("SET dead-lettered after \(attempt) attempts", metadata: ["risc.jti": "\(item.jti)"])
         }
         log.record(record)
+    }
+
+    /// Verification events: their `state` is matched against the requests `risc stream verify`
+    /// recorded, closing the round trip. One event-log line each: `matched` (with the round trip),
+    /// `unrequested` (a state we did not ask for, or already answered), or `no_state`.
+    private func matchVerifications(
+        _ plan: ActionPlan, claims: SecurityEventToken, id: Int64, jti: String, compact: String
+    ) throws -> [EventLogRecord] {
+        var records: [EventLogRecord] = []
+        for step in plan.steps where step.type.canonical == .verification || step.type.canonical == .ssfVerification {
+            let now = Date().timeIntervalSince1970
+            var record = EventLogRecord(step: "verification", outcome: "unrequested", time: now)
+            record["jti"] = .string(jti)
+            if let state = step.state {
+                record["state"] = .string(String(state.prefix(200)))
+                if let requested = try VerificationLedger.match(connection, state: state, setID: id, token: compact, claims: claims, now: now) {
+                    record["outcome"] = "matched"
+                    record["round_trip_ms"] = .number(((now - requested) * 1000).rounded())
+                }
+            } else {
+                record["outcome"] = "no_state"
+            }
+            records.append(record)
+        }
+        return records
     }
 
     /// The claims of a stored (already verified) compact SET.

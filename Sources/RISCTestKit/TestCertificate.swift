@@ -1,0 +1,52 @@
+import Foundation
+import RISCCore
+
+/// A self-signed P-256 certificate for `localhost`, made with the openssl command, for tests
+/// that run HTTPS on loopback (the certificate is also the CA bundle clients trust).
+public struct TestCertificate: Sendable {
+    public let certificatePath: String
+    public let keyPath: String
+
+    public struct Failed: Error {}
+
+    public init(directory: URL) throws {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        certificatePath = directory.appendingPathComponent("cert.pem").path
+        keyPath = directory.appendingPathComponent("key.pem").path
+        let openssl = Process()
+        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        openssl.arguments = [
+            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1",
+            "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-keyout", keyPath, "-out", certificatePath,
+        ]
+        openssl.standardError = FileHandle.nullDevice
+        try openssl.run()
+        openssl.waitUntilExit()
+        guard openssl.terminationStatus == 0 else { throw Failed() }
+    }
+}
+
+/// A service account JSON key file like the Cloud console's, with a freshly generated RSA key.
+public struct TestServiceAccount: Sendable {
+    public let path: String
+    public let clientEmail: String
+    public let keyID: String
+    public let key: PrivateKey
+
+    public init(directory: URL, clientEmail: String = "risc-admin@example-project.iam.gserviceaccount.com") throws {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let key = try PrivateKey.generate(.rsa(bits: 2048))
+        self.clientEmail = clientEmail
+        keyID = String(UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(40))
+        self.key = key
+        path = directory.appendingPathComponent("service-account.json").path
+        let json = """
+            {"type": "service_account", "project_id": "example-project", "private_key_id": "\(keyID)",
+             "private_key": "\((try key.pemRepresentation).replacingOccurrences(of: "\n", with: "\\n"))", "client_email": "\(clientEmail)",
+             "client_id": "1234567890", "token_uri": "https://oauth2.googleapis.com/token"}
+            """
+        guard FileManager.default.createFile(atPath: path, contents: Data(json.utf8), attributes: [.posixPermissions: 0o600]) else {
+            throw CocoaError(.fileWriteUnknown)
+        }
+    }
+}
