@@ -75,8 +75,11 @@ public final class Receiver: Sendable {
             verifier: SETVerifier(policy: configuration.policy, keys: keys), store: store, log: eventLog, metrics: metrics,
             clock: { Date().timeIntervalSince1970 })
         let publicRouter = Router(context: RISCRequestContext.self)
-        EventsController(intake: intake, maxBodyBytes: configuration.maxBodyBytes, retryAfter: configuration.retryAfter, log: eventLog)
-            .register(on: publicRouter, path: configuration.eventsPath)
+        EventsController(
+            intake: intake, maxBodyBytes: configuration.maxBodyBytes, retryAfter: configuration.retryAfter, log: eventLog,
+            trustedProxies: Set(configuration.trustedProxies),
+            limiter: configuration.invalidPerMinute > 0 ? InvalidRequestLimiter(perMinute: configuration.invalidPerMinute) : nil
+        ).register(on: publicRouter, path: configuration.eventsPath)
         let adminRouter = Router(context: RISCRequestContext.self)
         HealthController(keys: keySource, store: store, metrics: metrics).register(on: adminRouter)
         if let tokenFile = configuration.adminTokenFile {

@@ -26,6 +26,10 @@ public struct ReceiverConfiguration: Sendable {
     public var adminHost: String = "127.0.0.1"
     public var adminPort: Int = 9090
     public var maxBodyBytes: Int = 64 * 1024
+    /// Peers (reverse proxies) whose `X-Forwarded-For` names the client; off when empty.
+    public var trustedProxies: [String] = []
+    /// Refused requests an address may send a minute before it is answered 429; 0 turns it off.
+    public var invalidPerMinute: Int = 0
     /// Seconds in `Retry-After` on 503.
     public var retryAfter: Int = 30
     /// Also write the event log to standard output.
@@ -81,6 +85,7 @@ public struct ReceiverConfiguration: Sendable {
         if (tlsCertificate == nil) != (tlsKey == nil) { problems.append("tls.certificate and tls.key go together") }
         if maxBodyBytes < 1_024 || maxBodyBytes > 1 << 20 { problems.append("max_body_bytes must be 1 KiB–1 MiB") }
         if retryAfter < 1 { problems.append("retry_after must be at least 1 second") }
+        if invalidPerMinute < 0 { problems.append("limits.invalid_per_minute must be 0 (off) or more") }
         if dataDirectory.isEmpty { problems.append("data_dir must not be empty") }
         if (webhookURL == nil) != (webhookSecretFile == nil) { problems.append("webhook.url and webhook.secret_file go together") }
         if let url = webhookURL, let refusal = URLPolicy().refusal(for: url) { problems.append("webhook.url: \(refusal)") }

@@ -58,9 +58,12 @@ final class ServerHarness: @unchecked Sendable {
         try await task.value
     }
 
-    func post(_ body: String, contentType: String? = "application/secevent+jwt", path: String? = nil) async throws -> HTTPResponse {
+    func post(
+        _ body: String, contentType: String? = "application/secevent+jwt", path: String? = nil, forwardedFor: String? = nil
+    ) async throws -> HTTPResponse {
         var headers: [(name: String, value: String)] = [("Accept", "application/json")]
         if let contentType { headers.append(("Content-Type", contentType)) }
+        if let forwardedFor { headers.append(("X-Forwarded-For", forwardedFor)) }
         return try await client.perform(
             HTTPRequest(method: "POST", url: publicURL + (path ?? configuration.eventsPath), headers: headers, body: Array(body.utf8)))
     }

@@ -58,7 +58,12 @@ struct StreamCommandTests {
         #expect(verified.stdout.contains("issuer     https://accounts.google.com/"))
         #expect(verified.stdout.contains("audience   \(SETFactory.defaultAudience)"))
         #expect(api.state.withLock { $0.deliveries }.contains(202))
-        let log = try String(contentsOf: data.appendingPathComponent("events.log"), encoding: .utf8)
+        // The event log is flushed every 100 ms by its own thread: give it a moment.
+        var log = ""
+        for _ in 0..<50 where !log.contains(#""state":"round-trip-1""#) {
+            try await Task.sleep(for: .milliseconds(50))
+            log = (try? String(contentsOf: data.appendingPathComponent("events.log"), encoding: .utf8)) ?? ""
+        }
         #expect(log.contains(#""step":"verification","outcome":"matched""#) && log.contains(#""state":"round-trip-1""#))
 
         // JSON output, and a refusal with its advice.
