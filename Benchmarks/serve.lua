@@ -1,6 +1,7 @@
 -- wrk script for `risc bench serve`: POSTs distinct pre-signed SETs, each wrk thread taking
 -- its own share of the tokens file (one compact SET per line), so no token is sent twice
--- unless the run outlasts the file.
+-- unless the run outlasts the file. Optional third argument: milliseconds each connection waits
+-- between requests (a steady rate of connections × 1000 / delay per second, for the drills).
 local threads = {}
 local next_id = 0
 
@@ -20,6 +21,7 @@ function init(args)
     index = index + 1
   end
   position = 0
+  pause = tonumber(args[3] or "0")
   headers = { ["Content-Type"] = "application/secevent+jwt", ["Accept"] = "application/json" }
 end
 
@@ -27,6 +29,10 @@ function request()
   position = position + 1
   if position > #tokens then position = 1 end
   return wrk.format("POST", "/events", headers, tokens[position])
+end
+
+function delay()
+  return pause
 end
 
 function response(status, headers, body)

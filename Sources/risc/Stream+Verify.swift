@@ -38,7 +38,7 @@ extension RiscCommand.Stream {
             let requestedAt = Date().timeIntervalSince1970
             // Recorded before the call: the SET may arrive before Google's answer does.
             try ledger?.request(state: state, apiBase: options.apiBase, now: requestedAt)
-            try await options.perform { try await $0.verify(state: state) }
+            _ = try await options.perform { try await $0.verify(state: state) }
             if !options.json {
                 print("verification requested, state \(state)")
                 if ledger == nil { print("(no store at \(storePath): look for the state in the receiver's event log)") }

@@ -1,0 +1,124 @@
+import ArgumentParser
+import Foundation
+import RISCCore
+import RISCStore
+import RISCTestKit
+import Synchronization
+
+extension RiscCommand.Drill {
+    struct Crash: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Kill the server at random moments under load; check every acknowledged SET is stored and applied once.",
+            discussion: """
+                Starts this binary's `risc serve` on loopback with fresh keys, linked accounts and a fresh data directory; \
+                posts distinct valid sessions-revoked SETs from several connections; kills the server with SIGKILL (or \
+                --signal TERM) after a random time, restarts it, and repeats. Then it lets the last server drain its \
+                queue, stops it with SIGTERM and audits the store: every jti answered 202 must be stored, done, and \
+                have its actions recorded; the event log must never show one applied twice; PRAGMA integrity_check ok.
+                """
+        )
+
+        @Option(help: "Kill/restart cycles.") var cycles: Int = 20
+        @Option(help: "Concurrent senders.") var concurrency: Int = 16
+        @Option(help: "Shortest time under load before a kill, seconds.") var minUptime: Double = 0.2
+        @Option(help: "Longest time under load before a kill, seconds.") var maxUptime: Double = 1.2
+        @Option(help: "Signal: KILL or TERM.") var signal: String = "KILL"
+        @Option(help: "Linked accounts the SETs are about.") var accounts: Int = 200
+        @Option(help: "Port for the server under test (admin: +1); keep it below the ephemeral range (32768+).") var port: Int = 18_643
+
+        func validate() throws {
+            guard cycles >= 1, concurrency >= 1, minUptime > 0, maxUptime >= minUptime else { throw ValidationError("bad cycle settings") }
+            guard ["KILL", "TERM"].contains(signal.uppercased()) else { throw ValidationError("--signal: KILL or TERM") }
+        }
+
+        func run() async throws {
+            let work = FileManager.default.temporaryDirectory.appendingPathComponent("risc-drill-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: work) }
+            let data = work.appendingPathComponent("data").path
+            let entry = try KeyDirectory.generate(into: work.appendingPathComponent("keys"), algorithm: .rs256, keyID: "drill")
+            let store = try AccountStore(directory: data)
+            for index in 0..<accounts {
+                try store.link(.init(subject: "drill-\(index)", userID: "u-\(index)", sessions: ["s-\(index)"]))
+            }
+            let server = ChildServer(
+                arguments: [
+                    "--audience", SETFactory.defaultAudience, "--jwks-file", work.appendingPathComponent("keys/jwks.json").path,
+                    "--issuer", SETFactory.defaultIssuer, "--host", "127.0.0.1", "--port", "\(port)", "--data-dir", data,
+                ], adminPort: port + 1, errorLog: work.appendingPathComponent("serve.err"))
+            let factory = SETFactory(signer: entry.signer)
+            let accounts = self.accounts
+            let load = DrillLoad(url: "http://127.0.0.1:\(port)/events")
+            let loadTask = Task {
+                await load.run(concurrency: concurrency) { index in
+                    let jti = "crash-\(index)"
+                    return (try factory.make(type: .sessionsRevoked, subject: factory.accountSubject("drill-\(index % accounts)"), jti: jti), jti)
+                }
+            }
+            let number: Int32 = signal.uppercased() == "KILL" ? SIGKILL : SIGTERM
+            var downtime = 0.0
+            var exitStatuses: [Int32] = []
+            let started = Date()
+            for cycle in 1...cycles {
+                try await server.start()
+                try await Task.sleep(for: .seconds(Double.random(in: minUptime...maxUptime)))
+                let killedAt = Date()
+                exitStatuses.append(server.stop(signal: number))
+                let acked = load.acknowledged.withLock { $0.count }
+                if isatty(STDERR_FILENO) == 1 {
+                    FileHandle.standardError.write(Data("\rcycle \(cycle)/\(cycles): \(acked) acknowledged so far".utf8))
+                }
+                downtime += Date().timeIntervalSince(killedAt)
+            }
+            if isatty(STDERR_FILENO) == 1 { FileHandle.standardError.write(Data("\n".utf8)) }
+            // The last start: stop the load, let the worker drain the queue, then stop cleanly.
+            try await server.start()
+            load.stop()
+            await loadTask.value
+            let admin = try QueueAdmin(directory: data)
+            let drainStart = Date()
+            while Date().timeIntervalSince(drainStart) < 60 {
+                let status = try admin.status()
+                if status["pending"] == 0, status["scheduled_retry"] == 0 { break }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            let finalStatus = server.stop(signal: SIGTERM)
+            let elapsed = Date().timeIntervalSince(started)
+
+            let acknowledged = load.acknowledged.withLock { $0 }
+            let audit = try admin.audit(acknowledged: acknowledged)
+            let appliedLines = try Self.appliedLines(eventLog: (data as NSString).appendingPathComponent("events.log"))
+            let doubled = appliedLines.values.filter { $0 > 1 }.count
+            let logged = acknowledged.filter { appliedLines[$0] != nil }.count
+            let counts = load.counts.withLock { $0 }
+            print("crash drill: \(cycles) cycles of SIG\(signal.uppercased()) under load from \(concurrency) connections, \(String(format: "%.1f", elapsed)) s")
+            print("  requests sent            \(counts.sent) (\(counts.transport) transport errors and \(counts.unavailable) 5xx while down or starting; \(counts.refused) refused)")
+            print("  acknowledged (202)       \(audit.acknowledged)")
+            print("  stored                   \(audit.stored) of them (\(audit.rows) rows in all: the rest were in flight at a kill, stored but never acknowledged)")
+            print("  lost                     \(audit.lost)")
+            print("  applied (store)          \(audit.applied), done \(audit.done), not applied \(audit.notApplied)")
+            print("  applied (event log)      \(logged) with an 'applied' line, \(doubled) applied twice, \(audit.acknowledged - logged) lines lost with the process")
+            print("  integrity_check          \(audit.integrity)")
+            print("  exit statuses            \(Dictionary(grouping: exitStatuses, by: { $0 }).mapValues(\.count).sorted { $0.key < $1.key }.map { "\($0.key)×\($0.value)" }.joined(separator: " ")); final SIGTERM → \(finalStatus)")
+            print(String(format: "  202 latency              p50 %.1f ms, p99 %.1f ms", percentileMilliseconds(counts.latencies, 0.5), percentileMilliseconds(counts.latencies, 0.99)))
+            let sigtermClean = number != SIGTERM || exitStatuses.allSatisfy { $0 == 0 }
+            guard audit.passed, doubled == 0, finalStatus == 0, sigtermClean, audit.acknowledged > 0 else {
+                print("FAILED")
+                throw ExitStatus.rejected
+            }
+            print("PASSED: every acknowledged SET stored and applied, none twice")
+        }
+
+        /// How many `applied` lines the event log has per jti.
+        static func appliedLines(eventLog path: String) throws -> [String: Int] {
+            guard let data = FileManager.default.contents(atPath: path) else { return [:] }
+            var counts: [String: Int] = [:]
+            for line in data.split(separator: UInt8(ascii: "\n")) {
+                guard let record = try? JSONParser.parseObject(Array(line)), record["step"] == "applied", record["outcome"] == "applied",
+                    let jti = record["jti"]?.stringValue
+                else { continue }
+                counts[jti, default: 0] += 1
+            }
+            return counts
+        }
+    }
+}

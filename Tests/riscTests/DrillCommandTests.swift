@@ -1,0 +1,55 @@
+import Foundation
+import RISCTestKit
+import Testing
+
+/// The drills as built (debug here, so small): they must pass on a sound receiver. Their full-size
+/// figures come from `swift run -c release risc drill …` (README, docs/operations.md).
+@Suite("risc drill (the built binary)", .serialized)
+struct DrillCommandTests {
+    /// A port below the ephemeral range (so the drill's thousands of client connections cannot take
+    /// it as their source port while the server is down), with the next one free too.
+    func port() throws -> String {
+        for _ in 0..<50 {
+            let candidate = Int.random(in: 20_000..<32_000)
+            if let first = try? LoopbackHTTPServer(port: candidate, handler: { _ in .init() }) {
+                defer { first.stop() }
+                if let second = try? LoopbackHTTPServer(port: candidate + 1, handler: { _ in .init() }) {
+                    second.stop()
+                    return "\(candidate)"
+                }
+            }
+        }
+        throw CocoaError(.featureUnsupported)
+    }
+
+    @Test("crash: SIGKILL under load, restart; every acknowledged SET stored and applied once")
+    func crash() throws {
+        let result = try RiscBinary.run(["drill", "crash", "--cycles", "3", "--concurrency", "4", "--port", try port()])
+        #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
+        #expect(result.stdout.contains("lost                     0"))
+        #expect(result.stdout.contains("0 applied twice"))
+        #expect(result.stdout.contains("integrity_check          ok"))
+        #expect(result.stdout.contains("PASSED"))
+    }
+
+    @Test("crash --signal TERM: graceful stops under load lose nothing and exit 0")
+    func sigterm() throws {
+        let result = try RiscBinary.run(["drill", "crash", "--cycles", "2", "--signal", "TERM", "--concurrency", "4", "--port", try port()])
+        #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
+        #expect(result.stdout.contains("exit statuses            0×2; final SIGTERM → 0"))
+    }
+
+    @Test("junk: an unknown-kid flood costs at most one key-set fetch per cooldown")
+    func junk() throws {
+        // Debug builds are slow and this machine is shared with the test runner: check the fetch
+        // bound and that every junk SET was refused; the latency ratio is for release builds.
+        let result = try RiscBinary.run([
+            "drill", "junk", "--seconds", "2", "--junk-rate", "800", "--valid-rate", "100", "--cooldown", "1", "--port", try port(),
+        ])
+        #expect(result.stdout.contains("junk drill:"), "\(result.stdout) \(result.stderr)")
+        let fetches = result.stdout.split(separator: "\n").first { $0.contains("key-set fetches during the flood") }
+        let numbers = fetches?.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: CharacterSet(charactersIn: "()"))) } ?? []
+        #expect(numbers.count >= 2 && numbers[0] <= numbers.last!, "\(fetches ?? "")")
+        #expect(result.stdout.contains("0 not 202"))
+    }
+}
