@@ -61,6 +61,10 @@ let package = Package(
         ),
         // Test keys, SET factory, a loopback HTTP server: used by tests and by `risc sign`/`dev-issuer`.
         .target(name: "RISCTestKit", dependencies: ["RISCCore", "RISCClient"], swiftSettings: swiftSettings),
+        // libFuzzer targets (scripts/fuzz builds them with -sanitize=fuzzer -DFUZZING); built
+        // normally they replay input files, which the tests use for the kept crash inputs.
+        .executableTarget(name: "FuzzSET", dependencies: ["RISCCore"], swiftSettings: swiftSettings),
+        .executableTarget(name: "FuzzJWKS", dependencies: ["RISCCore", "RISCClient"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "risc",
             dependencies: [
