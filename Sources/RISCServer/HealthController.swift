@@ -1,3 +1,4 @@
+import Foundation
 import Hummingbird
 import NIOCore
 import RISCClient
@@ -44,6 +45,15 @@ struct HealthController: Sendable {
             ("risc_jwks_usable", "1 when a usable key set is loaded.", keySet.usable ? 1 : 0),
         ]
         if let age = keySet.age { gauges.append(("risc_jwks_age_seconds", "Seconds since the key set was fetched or revalidated.", age)) }
+        let now = Date().timeIntervalSince1970
+        gauges.append(("risc_queue_dead", "Dead letters: SETs whose actions failed every attempt (risc queue list --dead).", Double((try? store.deadLetters()) ?? 0)))
+        gauges.append((
+            "risc_queue_oldest_pending_age_seconds", "Age of the oldest SET waiting for its actions (0 when none).",
+            ((try? store.oldestPendingReceivedAt()) ?? nil).map { max(0, now - $0) } ?? 0
+        ))
+        if let last = (try? store.lastReceivedAt()) ?? nil {
+            gauges.append(("risc_last_set_age_seconds", "Seconds since the last SET arrived (valid or duplicate).", max(0, now - last)))
+        }
         var counters = keySet.counters.map { (name: "risc_jwks_fetches_total", help: "Key-set cache decisions, by result.", labels: "result=\"\($0.0)\"", value: Double($0.1)) }
         let writes = store.writeCounts
         counters.append((name: "risc_store_commits_total", help: "Store transactions committed (one fsync each).", labels: "", value: Double(writes.commits)))

@@ -132,6 +132,9 @@ struct EndpointTests {
         #expect(metrics.contains("risc_verify_duration_seconds_count 3"))
         #expect(metrics.contains("risc_jwks_fetches_total{result=\"fetched\"} 1"))
         #expect(metrics.contains("risc_queue_depth "))
+        #expect(metrics.contains("risc_queue_dead 0\n"))
+        #expect(metrics.contains("risc_queue_oldest_pending_age_seconds "))
+        #expect(metrics.contains("risc_last_set_age_seconds "))
         // The admin paths are not on the public listener.
         #expect(try await harness.get(harness.publicURL + "/metrics").status == 404)
         try await harness.stop()

@@ -217,6 +217,21 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
         try read { Int(try $0.scalar("SELECT count(*) FROM sets WHERE state = 'pending'") ?? 0) }
     }
 
+    /// Dead letters: SETs whose actions failed every attempt.
+    public func deadLetters() throws -> Int {
+        try read { Int(try $0.scalar("SELECT count(*) FROM sets WHERE state = 'dead'") ?? 0) }
+    }
+
+    /// When the oldest SET still waiting for its actions arrived, if any.
+    public func oldestPendingReceivedAt() throws -> Double? {
+        try read { connection in
+            let statement = try connection.prepare("SELECT min(received_at) FROM sets WHERE state = 'pending'")
+            defer { statement.reset() }
+            guard try statement.step(), !statement.isNull(0) else { return nil }
+            return statement.double(0)
+        }
+    }
+
     /// Rows in the store.
     public func count() throws -> Int {
         try read { Int(try $0.scalar("SELECT count(*) FROM sets") ?? 0) }

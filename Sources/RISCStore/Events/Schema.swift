@@ -93,6 +93,7 @@ enum Schema {
                 iss TEXT,
                 aud TEXT
             );
+            CREATE INDEX sets_dead ON sets (id) WHERE state = 'dead';
             """,
     ]
 }
