@@ -49,6 +49,10 @@ public final class Receiver: Sendable {
         metrics = PrometheusMetrics()
         accounts = try AccountStore(directory: configuration.dataDirectory)
         worker = try Self.makeWorker(configuration: configuration, log: eventLog, logger: logger)
+        if configuration.webhookURL == nil {
+            // Embedded account store: apply each SET's actions in the transaction that stores it.
+            try store.enableInlineActions(table: configuration.actionTable, log: eventLog, directory: configuration.dataDirectory)
+        }
         let worker = self.worker
         let store = self.store
         store.afterCommit = { worker.wake() }

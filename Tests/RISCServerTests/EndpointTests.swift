@@ -18,7 +18,8 @@ struct EndpointTests {
         #expect(response.status == 202)
         #expect(response.body.isEmpty)
         let stored = try #require(try harness.receiver.store.record(issuer: harness.issuer.baseURL, jti: jti))
-        #expect(stored.deliveries == 1 && ["pending", "done"].contains(stored.state))
+        // Applied in the transaction that stored it: done as soon as the 202 is out.
+        #expect(stored.deliveries == 1 && stored.state == "done")
         #expect(stored.remoteAddress == "127.0.0.1")
         #expect(stored.token.hasPrefix("eyJ"))
         let line = try #require(harness.eventLogLines.first { $0["jti"]?.stringValue == jti && $0["step"] == "received" })
@@ -26,6 +27,8 @@ struct EndpointTests {
         #expect(line["events"] == ["sessions-revoked"])
         #expect(line["subject"] == "110169484474386276334")
         #expect(line["latency_us"]?.numberValue != nil)
+        // One line received, then one applied, in that order.
+        #expect(harness.eventLogLines.filter { $0["jti"]?.stringValue == jti }.map { $0["step"]?.stringValue ?? "" } == ["received", "applied"])
         #expect(!harness.eventLogLines.contains { $0.keys.contains("token") })
         try await harness.stop()
         harness.issuer.stop()

@@ -72,8 +72,9 @@ public struct Intake: Sendable {
             validated: validated, token: String(decoding: delivery.body[SETVerifier.trimmedRange(delivery.body)], as: UTF8.self), receivedAt: start,
             remoteAddress: delivery.remoteAddress, contentType: delivery.contentType)
         let outcome: AppendOutcome
+        let followUp: [EventLogRecord]
         do {
-            outcome = try await store.append(stored)
+            (outcome, followUp) = try await store.appendReporting(stored)
         } catch {
             fail(&record, error, start: start, verifySeconds: verified - start)
             throw error
@@ -85,6 +86,7 @@ public struct Intake: Sendable {
         }
         record["latency_us"] = .number(((end - start) * 1e6).rounded())
         log.record(record)
+        for line in followUp { log.record(line) }
         metrics?.observe(
             outcome: record["outcome"]?.stringValue ?? "accepted", err: nil, verifySeconds: verified - start,
             commitSeconds: end - verified)

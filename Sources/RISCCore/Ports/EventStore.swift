@@ -15,6 +15,8 @@ public struct SETRecord: Sendable {
     public let subjectsJSON: String
     /// The compact JWS as received (stored for audit; never logged).
     public let token: String
+    /// The verified claims, so the store can plan actions without parsing the token again.
+    public let claims: SecurityEventToken
 
     public init(validated: ValidatedSET, token: String, receivedAt: Double, remoteAddress: String?, contentType: String?) {
         issuer = SETPolicy.issuerScope(validated.keyIssuer)
@@ -27,6 +29,7 @@ public struct SETRecord: Sendable {
         eventTypes = validated.events.map(\.type.uri)
         subjectsJSON = JSONValue.array(validated.events.map { $0.subject?.json ?? .null }).serialized
         self.token = token
+        claims = validated.token
     }
 }
 
@@ -44,4 +47,14 @@ public protocol EventStore: Sendable {
     /// Stores `record` durably, or counts a redelivery of the same (issuer, jti).
     /// - Throws: an error of the store's own (disk full, I/O) — a temporary failure.
     func append(_ record: SETRecord) async throws -> AppendOutcome
+
+    /// As `append`, also returning event-log lines for what the store did with the SET in the same
+    /// transaction (actions applied inline), for the caller to log after its own `received` line.
+    func appendReporting(_ record: SETRecord) async throws -> (outcome: AppendOutcome, followUp: [EventLogRecord])
+}
+
+extension EventStore {
+    public func appendReporting(_ record: SETRecord) async throws -> (outcome: AppendOutcome, followUp: [EventLogRecord]) {
+        (try await append(record), [])
+    }
 }

@@ -16,7 +16,7 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
     private let logger: Logger
     private let maxBatch: Int
     private let condition = NSCondition()
-    private var pending: [(SETRecord, CheckedContinuation<AppendOutcome, any Error>)] = []
+    private var pending: [(SETRecord, CheckedContinuation<(outcome: AppendOutcome, followUp: [EventLogRecord]), any Error>)] = []
     private var stopping = false
     private var writerDone = false
     private let readLock = NSLock()
@@ -35,6 +35,9 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
     private var committing = false
     /// Called on the writer thread after each successful commit (wakes the action worker).
     public var afterCommit: (@Sendable () -> Void)?
+    /// With the embedded account store, each new SET's actions are applied in the transaction that
+    /// stores it (`enableInlineActions`); the worker then only retries what failed here.
+    private var inline: (applier: EmbeddedActionApplier, table: ActionTable, log: any EventLog)?
 
     /// Transactions committed and rows written, for metrics.
     public var writeCounts: (commits: Int, rows: Int) {
@@ -91,7 +94,31 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
 
     // MARK: EventStore
 
+    /// Applies each newly stored SET's actions to the embedded account store inside the
+    /// transaction that stores it: stored and applied commit together, with one fsync, from the
+    /// writer's warm page cache. A SET whose actions fail here is rolled back to a savepoint and
+    /// left `pending`, so the action worker retries it with backoff, as before. Call before the
+    /// first append.
+    public func enableInlineActions(table: ActionTable, log: any EventLog, directory: String) throws {
+        let applier = EmbeddedActionApplier(connection: writer, tokenKey: try AccountStore.loadKey(directory: directory))
+        condition.lock()
+        inline = (applier, table, log)
+        condition.unlock()
+    }
+
     public func append(_ record: SETRecord) async throws -> AppendOutcome {
+        let (outcome, followUp) = try await appendReporting(record)
+        if let log = inlineLog { for line in followUp { log.record(line) } }
+        return outcome
+    }
+
+    private var inlineLog: (any EventLog)? {
+        condition.lock()
+        defer { condition.unlock() }
+        return inline?.log
+    }
+
+    public func appendReporting(_ record: SETRecord) async throws -> (outcome: AppendOutcome, followUp: [EventLogRecord]) {
         try await withCheckedThrowingContinuation { continuation in
             condition.lock()
             if stopping {
@@ -135,8 +162,9 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
             let batch = Array(pending.prefix(maxBatch))
             pending.removeFirst(batch.count)
             committing = true
+            let inline = self.inline
             condition.unlock()
-            commit(batch)
+            commit(batch, inline: inline)
             condition.lock()
             committing = false
             condition.unlock()
@@ -168,11 +196,15 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
         }
     }
 
-    private func commit(_ batch: [(SETRecord, CheckedContinuation<AppendOutcome, any Error>)]) {
+    private func commit(
+        _ batch: [(SETRecord, CheckedContinuation<(outcome: AppendOutcome, followUp: [EventLogRecord]), any Error>)],
+        inline: (applier: EmbeddedActionApplier, table: ActionTable, log: any EventLog)?
+    ) {
         WriteLock.lock.lock()
         defer { WriteLock.lock.unlock() }
         var outcomes: [AppendOutcome] = []
         outcomes.reserveCapacity(batch.count)
+        var logRecords: [[EventLogRecord]] = []
         do {
             try writer.execute("BEGIN IMMEDIATE")
             for (record, _) in batch {
@@ -186,6 +218,9 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
                 let id = upsert.int(0), deliveries = upsert.int(1)
                 upsert.reset()
                 outcomes.append(deliveries == 1 ? .accepted(id: id) : .duplicate(id: id, deliveries: deliveries))
+                var lines: [EventLogRecord] = []
+                if deliveries == 1, let inline { try applyInline(record, id: id, inline: inline, into: &lines) }
+                logRecords.append(lines)
             }
             try writer.execute("COMMIT")
             condition.lock()
@@ -200,8 +235,40 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
             for (_, continuation) in batch { continuation.resume(throwing: error) }
             return
         }
-        for ((_, continuation), outcome) in zip(batch, outcomes) { continuation.resume(returning: outcome) }
+        for (index, (_, continuation)) in batch.enumerated() { continuation.resume(returning: (outcomes[index], logRecords[index])) }
         afterCommit?()
+    }
+
+    /// One new SET's actions, inside the batch's transaction, in a savepoint of its own.
+    private func applyInline(
+        _ record: SETRecord, id: Int64, inline: (applier: EmbeddedActionApplier, table: ActionTable, log: any EventLog),
+        into logRecords: inout [EventLogRecord]
+    ) throws {
+        let start = Date().timeIntervalSince1970
+        var line = EventLogRecord(step: "applied", outcome: "applied", time: start)
+        line["jti"] = .string(record.tokenID)
+        line["attempt"] = 1
+        let plan = ActionPlan.plan(for: record.claims, table: inline.table)
+        line.describe(plan)
+        try writer.execute("SAVEPOINT inline")
+        do {
+            let outcomes = try inline.applier.apply(plan, setID: id, keyIssuer: record.issuer, now: start)
+            let verifications = try VerificationLedger.records(
+                for: plan, claims: record.claims, id: id, jti: record.tokenID, compact: record.token, connection: writer)
+            try writer.cached("UPDATE sets SET state = 'done', attempts = 1, processed_at = ?1 WHERE id = ?2").run([.double(start), .int(id)])
+            try writer.execute("RELEASE inline")
+            line["actions"] = EmbeddedActionApplier.json(outcomes)
+            line["latency_us"] = .number(((Date().timeIntervalSince1970 - start) * 1e6).rounded())
+            logRecords.append(line)
+            logRecords += verifications
+        } catch {
+            // Leave the SET pending: the worker retries it with backoff. Only the savepoint's work is undone.
+            try writer.execute("ROLLBACK TO inline")
+            try writer.execute("RELEASE inline")
+            line["outcome"] = "deferred"
+            line["error"] = .string(String(describing: error).prefix(300).description)
+            logRecords.append(line)
+        }
     }
 
     // MARK: Reads (a separate connection; WAL lets it run beside the writer)

@@ -93,8 +93,11 @@ public final class ActionWorker: @unchecked Sendable {
     /// Processes up to `limit` due SETs; returns how many. Public for tests and `risc replay --local`.
     @discardableResult
     public func processDue(limit: Int, now: Double = Date().timeIntervalSince1970) throws -> Int {
+        // In the queue index's order (due time, then arrival): with a bound LIMIT the planner would
+        // otherwise scan the whole table in rowid order, reading every page when nothing is due.
         let due = try connection.cached("""
-            SELECT id, issuer, jti, token, attempts FROM sets WHERE state = 'pending' AND next_attempt_at <= ?1 ORDER BY id LIMIT ?2
+            SELECT id, issuer, jti, token, attempts FROM sets INDEXED BY sets_queue
+            WHERE state = 'pending' AND next_attempt_at <= ?1 ORDER BY next_attempt_at, id LIMIT ?2
             """)
         try due.bind([.double(now), .int(Int64(limit))])
         var items: [(id: Int64, issuer: String, jti: String, token: String, attempts: Int)] = []
@@ -165,7 +168,7 @@ public final class ActionWorker: @unchecked Sendable {
                     try connection.cached(
                         "UPDATE sets SET state = 'done', attempts = ?1, processed_at = ?2, last_error = NULL WHERE id = ?3"
                     ).run([.int(Int64(item.attempts + 1)), .double(now), .int(item.id)])
-                    return try matchVerifications(plan, claims: token, id: item.id, jti: item.jti, compact: item.token)
+                    return try VerificationLedger.records(for: plan, claims: token, id: item.id, jti: item.jti, compact: item.token, connection: connection)
                 }
                 record["actions"] = .array(zip(plan.steps, results).flatMap { step, result in
                     step.actions.map { JSONValue.object(["action": .string($0.rawValue), "result": .string(result)]) }
@@ -187,16 +190,13 @@ public final class ActionWorker: @unchecked Sendable {
     ) throws {
         let token = try Self.token(from: item.token)
         let plan = ActionPlan.plan(for: token, table: table)
-        verifications += try matchVerifications(plan, claims: token, id: item.id, jti: item.jti, compact: item.token)
-        record["events"] = .array(plan.steps.map { .string($0.type.shortName) })
-        if let subject = plan.steps.lazy.compactMap({ $0.subject?.googleSubject?.subject }).first {
-            record["subject"] = .string(subject)
-        }
+        verifications += try VerificationLedger.records(for: plan, claims: token, id: item.id, jti: item.jti, compact: item.token, connection: connection)
+        record.describe(plan)
         let outcomes = try applier.apply(plan, setID: item.id, keyIssuer: item.issuer, now: now)
         try connection.cached(
             "UPDATE sets SET state = 'done', attempts = ?1, processed_at = ?2, last_error = NULL WHERE id = ?3"
         ).run([.int(Int64(item.attempts + 1)), .double(now), .int(item.id)])
-        record["actions"] = .array(outcomes.map { .object(["action": .string($0.action.rawValue), "result": .string($0.result)]) })
+        record["actions"] = EmbeddedActionApplier.json(outcomes)
     }
 
     private func recordFailure(
@@ -223,31 +223,6 @@ public final class ActionWorker: @unchecked Sendable {
             logger.warning("SET dead-lettered after \(attempt) attempts", metadata: ["risc.jti": "\(item.jti)"])
         }
         log.record(record)
-    }
-
-    /// Verification events: their `state` is matched against the requests `risc stream verify`
-    /// recorded, closing the round trip. One event-log line each: `matched` (with the round trip),
-    /// `unrequested` (a state we did not ask for, or already answered), or `no_state`.
-    private func matchVerifications(
-        _ plan: ActionPlan, claims: SecurityEventToken, id: Int64, jti: String, compact: String
-    ) throws -> [EventLogRecord] {
-        var records: [EventLogRecord] = []
-        for step in plan.steps where step.type.canonical == .verification || step.type.canonical == .ssfVerification {
-            let now = Date().timeIntervalSince1970
-            var record = EventLogRecord(step: "verification", outcome: "unrequested", time: now)
-            record["jti"] = .string(jti)
-            if let state = step.state {
-                record["state"] = .string(String(state.prefix(200)))
-                if let requested = try VerificationLedger.match(connection, state: state, setID: id, token: compact, claims: claims, now: now) {
-                    record["outcome"] = "matched"
-                    record["round_trip_ms"] = .number(((now - requested) * 1000).rounded())
-                }
-            } else {
-                record["outcome"] = "no_state"
-            }
-            records.append(record)
-        }
-        return records
     }
 
     /// The claims of a stored (already verified) compact SET.

@@ -14,6 +14,11 @@ struct EmbeddedActionApplier {
         var result: String
     }
 
+    /// The outcomes as the event log shows them.
+    static func json(_ outcomes: [Outcome]) -> JSONValue {
+        .array(outcomes.map { .object(["action": .string($0.action.rawValue), "result": .string($0.result)]) })
+    }
+
     func apply(_ plan: ActionPlan, setID: Int64, keyIssuer: String, now: Double) throws -> [Outcome] {
         var outcomes: [Outcome] = []
         for step in plan.steps {
@@ -156,6 +161,16 @@ extension Subject {
         case .idTokenClaims(_, _, let email?, _): email
         case .aliases(let items): items.lazy.compactMap(\.email).first
         default: nil
+        }
+    }
+}
+
+extension EventLogRecord {
+    /// The plan's event types and first Google subject, on an `applied` line.
+    mutating func describe(_ plan: ActionPlan) {
+        self["events"] = .array(plan.steps.map { .string($0.type.shortName) })
+        if let subject = plan.steps.lazy.compactMap({ $0.subject?.googleSubject?.subject }).first {
+            self["subject"] = .string(subject)
         }
     }
 }

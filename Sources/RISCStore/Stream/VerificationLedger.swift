@@ -56,6 +56,31 @@ public final class VerificationLedger: @unchecked Sendable {
         return (Int(statement.int(0)), Int(statement.int(1)))
     }
 
+    /// Verification events: their `state` is matched against the requests `risc stream verify`
+    /// recorded, closing the round trip. One event-log line each: `matched` (with the round trip),
+    /// `unrequested` (a state we did not ask for, or already answered), or `no_state`.
+    static func records(
+        for plan: ActionPlan, claims: SecurityEventToken, id: Int64, jti: String, compact: String, connection: SQLiteConnection
+    ) throws -> [EventLogRecord] {
+        var records: [EventLogRecord] = []
+        for step in plan.steps where step.type.canonical == .verification || step.type.canonical == .ssfVerification {
+            let now = Date().timeIntervalSince1970
+            var record = EventLogRecord(step: "verification", outcome: "unrequested", time: now)
+            record["jti"] = .string(jti)
+            if let state = step.state {
+                record["state"] = .string(String(state.prefix(200)))
+                if let requested = try match(connection, state: state, setID: id, token: compact, claims: claims, now: now) {
+                    record["outcome"] = "matched"
+                    record["round_trip_ms"] = .number(((now - requested) * 1000).rounded())
+                }
+            } else {
+                record["outcome"] = "no_state"
+            }
+            records.append(record)
+        }
+        return records
+    }
+
     /// Marks the request for `state` as answered by this SET (the first answer wins). Returns the
     /// request time when `state` was one we asked for and had not been answered yet.
     static func match(
