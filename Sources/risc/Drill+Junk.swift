@@ -74,18 +74,24 @@ extension RiscCommand.Drill {
             let alone = try wrk(validFile, rate: validRate, connections: 4, seconds: seconds)
             let fetchesBefore = issuer.requests(to: "/jwks")
             let junkConnections = junkConcurrency, junkRate = self.junkRate, floodSeconds = seconds + 1
-            let flood = Task.detached { try wrk(junkFile, rate: junkRate, connections: junkConnections, seconds: floodSeconds) }
+            let floodStart = Date()
+            let flood = Task.detached { () throws -> ([String: Double], Double) in
+                let fields = try wrk(junkFile, rate: junkRate, connections: junkConnections, seconds: floodSeconds)
+                return (fields, Date().timeIntervalSince(floodStart))
+            }
             try await Task.sleep(for: .milliseconds(300))
             let beside = try wrk(validFile, rate: validRate, connections: 4, seconds: seconds)
-            let junk = try await flood.value
+            let (junk, floodElapsed) = try await flood.value
             let fetches = issuer.requests(to: "/jwks") - fetchesBefore
 
             let p99Alone = (alone["p99_us"] ?? 0) / 1000, p99Beside = (beside["p99_us"] ?? 0) / 1000
             let junkSent = Int(junk["requests"] ?? 0), junkRefused = Int(junk["errors_status"] ?? 0)
-            let allowedFetches = Int((floodSeconds / cooldown).rounded(.up))
+            // One fetch per cooldown over the flood's whole span: ⌊span / cooldown⌋ + 1 (a fetch may
+            // open the span and another close it).
+            let allowedFetches = Int((floodElapsed / cooldown).rounded(.down)) + 1
             print(String(format: "junk drill: %.0f unknown-kid SETs/s for %.0f s (%d sent, %d refused), valid SETs at %.0f/s beside them",
                 Double(junkSent) / floodSeconds, floodSeconds, junkSent, junkRefused, validRate))
-            print("  key-set fetches during the flood   \(fetches) (allowed: one per \(cooldown) s cooldown = \(allowedFetches))")
+            print(String(format: "  key-set fetches during the flood   %d (allowed: one per %.1f s cooldown over %.1f s = %d)", fetches, cooldown, floodElapsed, allowedFetches))
             print(String(format: "  valid p50 / p99 alone              %.2f / %.2f ms (%.0f sent, %.0f not 202)",
                 (alone["p50_us"] ?? 0) / 1000, p99Alone, alone["requests"] ?? 0, alone["errors_status"] ?? 0))
             print(String(format: "  valid p50 / p99 beside the flood   %.2f / %.2f ms (%.0f sent, %.0f not 202)",

@@ -26,7 +26,7 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {
     private let flushBytes = 256 * 1024
     private let maxBufferedBytes = 64 * 1024 * 1024
 
-    public init(path: String?, toStandardOutput: Bool = false, flushInterval: Double = 0.1) throws {
+    public init(path: String?, toStandardOutput: Bool = false, flushInterval: Double = 0.02) throws {
         self.path = path
         self.toStandardOutput = toStandardOutput
         self.flushInterval = flushInterval
