@@ -24,6 +24,7 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
     private var writerStarted = false
     private let writer: SQLiteConnection
     private let upsert: SQLiteStatement
+    private let redelivery: SQLiteStatement
     private let checkpointer: SQLiteConnection
     /// The checkpointer sleeps on its own condition, so an append's signal always wakes the writer.
     private let checkpointTimer = NSCondition()
@@ -59,11 +60,16 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
         // Checkpoints run on their own thread (below), never inside a commit that requests wait on.
         try writer.execute("PRAGMA wal_autocheckpoint = 0")
         try Self.migrate(writer)
+        // A plain insert that does nothing on a redelivery (then `redelivery` counts it): cheaper
+        // than an upsert with RETURNING, which SQLite runs through an ephemeral table.
         upsert = try writer.prepare("""
             INSERT INTO sets (issuer, jti, iss, iat, received_at, last_received_at, remote, content_type,
-                              event_types, subjects, token)
-            VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8, ?9, ?10)
-            ON CONFLICT (issuer, jti) DO UPDATE SET deliveries = deliveries + 1, last_received_at = excluded.last_received_at
+                              event_types, subjects, token, state, attempts, processed_at)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+            ON CONFLICT (issuer, jti) DO NOTHING
+            """)
+        redelivery = try writer.prepare("""
+            UPDATE sets SET deliveries = deliveries + 1, last_received_at = ?3 WHERE issuer = ?1 AND jti = ?2
             RETURNING id, deliveries
             """)
         reader = try SQLiteConnection(path: path)
@@ -208,18 +214,14 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
         do {
             try writer.execute("BEGIN IMMEDIATE")
             for (record, _) in batch {
-                try upsert.bind([
-                    .text(record.issuer), .text(record.tokenID), .text(record.claimedIssuer), .double(record.issuedAt),
-                    .double(record.receivedAt), .optional(record.remoteAddress), .optional(record.contentType),
-                    .text(JSONValue.array(record.eventTypes.map { .string($0) }).serialized), .text(record.subjectsJSON),
-                    .text(record.token),
-                ])
-                guard try upsert.step() else { throw StoreError(code: SQLITE_ERROR, "upsert returned no row") }
-                let id = upsert.int(0), deliveries = upsert.int(1)
-                upsert.reset()
-                outcomes.append(deliveries == 1 ? .accepted(id: id) : .duplicate(id: id, deliveries: deliveries))
                 var lines: [EventLogRecord] = []
-                if deliveries == 1, let inline { try applyInline(record, id: id, inline: inline, into: &lines) }
+                let outcome: AppendOutcome
+                if let inline {
+                    outcome = try storeApplying(record, inline: inline, into: &lines)
+                } else {
+                    outcome = try store(record, done: nil)
+                }
+                outcomes.append(outcome)
                 logRecords.append(lines)
             }
             try writer.execute("COMMIT")
@@ -230,6 +232,7 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
             condition.unlock()
         } catch {
             upsert.reset()
+            redelivery.reset()
             try? writer.execute("ROLLBACK")
             logger.error("store commit failed", metadata: ["risc.error": "\(error)", "risc.batch": "\(batch.count)"])
             for (_, continuation) in batch { continuation.resume(throwing: error) }
@@ -239,35 +242,57 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
         afterCommit?()
     }
 
-    /// One new SET's actions, inside the batch's transaction, in a savepoint of its own.
-    private func applyInline(
-        _ record: SETRecord, id: Int64, inline: (applier: EmbeddedActionApplier, table: ActionTable, log: any EventLog),
+    /// Inserts `record` (as done at `done`, or pending), or counts a redelivery.
+    private func store(_ record: SETRecord, done: Double?) throws -> AppendOutcome {
+        try upsert.run([
+            .text(record.issuer), .text(record.tokenID), .text(record.claimedIssuer), .double(record.issuedAt),
+            .double(record.receivedAt), .optional(record.remoteAddress), .optional(record.contentType),
+            .text(JSONValue.array(record.eventTypes.map { .string($0) }).serialized), .text(record.subjectsJSON),
+            .text(record.token), .text(done == nil ? "pending" : "done"), .int(done == nil ? 0 : 1), done.map { .double($0) } ?? .null,
+        ])
+        if writer.changes == 1 { return .accepted(id: writer.lastInsertRowID) }
+        try redelivery.bind([.text(record.issuer), .text(record.tokenID), .double(record.receivedAt)])
+        defer { redelivery.reset() }
+        guard try redelivery.step() else { throw StoreError(code: SQLITE_ERROR, "redelivery found no row") }
+        return .duplicate(id: redelivery.int(0), deliveries: redelivery.int(1))
+    }
+
+    /// A new SET stored as done with its actions applied, in a savepoint of its own inside the
+    /// batch's transaction. If the actions fail, only the savepoint is undone and the SET is stored
+    /// `pending` instead, for the worker to retry with backoff.
+    private func storeApplying(
+        _ record: SETRecord, inline: (applier: EmbeddedActionApplier, table: ActionTable, log: any EventLog),
         into logRecords: inout [EventLogRecord]
-    ) throws {
+    ) throws -> AppendOutcome {
         let start = Date().timeIntervalSince1970
+        try writer.cached("SAVEPOINT inline").run()
+        let outcome = try store(record, done: start)
+        guard case .accepted(let id) = outcome else {
+            try writer.cached("RELEASE inline").run()
+            return outcome
+        }
         var line = EventLogRecord(step: "applied", outcome: "applied", time: start)
         line["jti"] = .string(record.tokenID)
         line["attempt"] = 1
         let plan = ActionPlan.plan(for: record.claims, table: inline.table)
         line.describe(plan)
-        try writer.execute("SAVEPOINT inline")
         do {
-            let outcomes = try inline.applier.apply(plan, setID: id, keyIssuer: record.issuer, now: start)
+            let outcomes = try inline.applier.apply(plan, setID: id, keyIssuer: record.issuer, now: start, fresh: true)
             let verifications = try VerificationLedger.records(
                 for: plan, claims: record.claims, id: id, jti: record.tokenID, compact: record.token, connection: writer)
-            try writer.cached("UPDATE sets SET state = 'done', attempts = 1, processed_at = ?1 WHERE id = ?2").run([.double(start), .int(id)])
-            try writer.execute("RELEASE inline")
+            try writer.cached("RELEASE inline").run()
             line["actions"] = EmbeddedActionApplier.json(outcomes)
             line["latency_us"] = .number(((Date().timeIntervalSince1970 - start) * 1e6).rounded())
             logRecords.append(line)
             logRecords += verifications
+            return outcome
         } catch {
-            // Leave the SET pending: the worker retries it with backoff. Only the savepoint's work is undone.
-            try writer.execute("ROLLBACK TO inline")
-            try writer.execute("RELEASE inline")
+            try writer.cached("ROLLBACK TO inline").run()
+            try writer.cached("RELEASE inline").run()
             line["outcome"] = "deferred"
             line["error"] = .string(String(describing: error).prefix(300).description)
             logRecords.append(line)
+            return try store(record, done: nil)
         }
     }
 

@@ -19,12 +19,14 @@ struct EmbeddedActionApplier {
         .array(outcomes.map { .object(["action": .string($0.action.rawValue), "result": .string($0.result)]) })
     }
 
-    func apply(_ plan: ActionPlan, setID: Int64, keyIssuer: String, now: Double) throws -> [Outcome] {
+    /// - Parameter fresh: the SET was stored in this very transaction, so nothing can have been
+    ///   applied for it yet (skips the per-action lookup).
+    func apply(_ plan: ActionPlan, setID: Int64, keyIssuer: String, now: Double, fresh: Bool = false) throws -> [Outcome] {
         var outcomes: [Outcome] = []
         for step in plan.steps {
             let account = try resolve(step, keyIssuer: keyIssuer)
             for action in step.actions {
-                if try alreadyApplied(setID: setID, eventIndex: step.eventIndex, action: action) {
+                if !fresh, try alreadyApplied(setID: setID, eventIndex: step.eventIndex, action: action) {
                     outcomes.append(Outcome(action: action, eventIndex: step.eventIndex, result: "already applied"))
                     continue
                 }

@@ -74,6 +74,9 @@ final class SQLiteConnection {
     /// Rows changed by the last statement.
     var changes: Int64 { Int64(sqlite3_changes(handle)) }
 
+    /// The rowid of the last row inserted on this connection.
+    var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+
     /// The first column of the first row of a query, as an integer.
     func scalar(_ sql: String) throws(StoreError) -> Int64? {
         let statement = try prepare(sql)
