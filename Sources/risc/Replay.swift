@@ -15,7 +15,8 @@ extension RiscCommand {
             discussion: """
                 SOURCE is a file of compact SETs (one per line), a JSON-lines file of event descriptions to sign \
                 with a test key ({"type", "subject"?, "reason"?, "state"?, "jti"?, "token_file"?}), or, with \
-                --from-store, the receiver's own stored SETs (--jti, --since SECONDS-AGO, --dead). Exit status 0 when \
+                --from-store, the receiver's own stored SETs (--jti; --since and --until as a time ago such as 2h or an \
+                RFC 3339 time such as 2026-11-23T01:00:00Z; --dead). Exit status 0 when \
                 every SET got 202 (or, with --dry-run, verified; with --local, was applied), 1 otherwise.
 
                 --local pushes them through the pipeline without HTTP, into --data-dir: stored SETs are put back \
@@ -34,7 +35,8 @@ extension RiscCommand {
         @Flag(help: "Re-drive through the pipeline in this process, without HTTP (see above).") var local = false
         @Option(help: "The receiver's JSON config file, for --local.") var config: String?
         @Option(help: "Only the stored SET with this jti.") var jti: String?
-        @Option(help: "Only stored SETs received in the last N seconds.") var since: Double?
+        @Option(help: "Only stored SETs received since then: a time ago (90s, 30m, 2h, 1d) or an RFC 3339 time.") var since: String?
+        @Option(help: "Only stored SETs received until then (same forms as --since).") var until: String?
         @Flag(help: "Only dead letters.") var dead = false
         @Option(help: "Requests in flight at once.") var concurrency: Int = 4
         @Option(help: "At most this many requests per second (0: unlimited).") var rate: Double = 0
@@ -45,7 +47,21 @@ extension RiscCommand {
         @Option(help: "JWK Set for --dry-run verification.") var jwksFile: String?
         @Option(name: .customLong("audience"), help: "Accepted audiences for --dry-run (default: --aud).") var audiences: [String] = []
 
+        /// Seconds since the epoch for "90s" / "2h" (that long ago) or an RFC 3339 time.
+        static func instant(_ text: String?, _ option: String, now: Double = Date().timeIntervalSince1970) throws -> Double? {
+            guard let text else { return nil }
+            if let ago = durationSeconds(text) { return now - ago }
+            let formatter = ISO8601DateFormatter()
+            formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+            if let date = formatter.date(from: text) { return date.timeIntervalSince1970 }
+            formatter.formatOptions = [.withInternetDateTime]
+            if let date = formatter.date(from: text) { return date.timeIntervalSince1970 }
+            throw ValidationError("\(option): a time ago (90s, 30m, 2h, 1d) or an RFC 3339 time (2026-11-23T01:00:00Z), got '\(text)'")
+        }
+
         func validate() throws {
+            _ = try Self.instant(since, "--since")
+            _ = try Self.instant(until, "--until")
             if fromStore == (source != nil) { throw ValidationError("give a SOURCE file, or --from-store") }
             if local && (to != nil || dryRun) { throw ValidationError("--local replaces --to and --dry-run") }
             if !dryRun && !local && to == nil { throw ValidationError("give --to URL (or --dry-run, or --local)") }
@@ -71,7 +87,7 @@ extension RiscCommand {
 
         func loadTokens() throws -> [String] {
             if fromStore {
-                return try QueueAdmin(directory: dataDir ?? "./data").tokens(jti: jti, since: since.map { Date().timeIntervalSince1970 - $0 }, deadOnly: dead, limit: 1_000_000)
+                return try QueueAdmin(directory: dataDir ?? "./data").tokens(jti: jti, since: try Self.instant(since, "--since"), until: try Self.instant(until, "--until"), deadOnly: dead, limit: 1_000_000)
                     .map(\.token)
             }
             let text = String(decoding: try readInput(source!), as: UTF8.self)
@@ -164,7 +180,7 @@ extension RiscCommand {
             var refused = 0, duplicates = 0
             if fromStore {
                 let admin = try QueueAdmin(directory: directory)
-                ids = try admin.requeue(ids: admin.ids(jti: jti, since: since.map { Date().timeIntervalSince1970 - $0 }, deadOnly: dead))
+                ids = try admin.requeue(ids: admin.ids(jti: jti, since: try Self.instant(since, "--since"), until: try Self.instant(until, "--until"), deadOnly: dead))
                 guard !ids.isEmpty else { throw ValidationError("no stored SET matches") }
                 for outcome in try admin.outcomes(ids: ids) {
                     var record = EventLogRecord(step: "replayed", outcome: "requeued", time: Date().timeIntervalSince1970)

@@ -86,6 +86,15 @@ extension ReplayCommandTests {
         let refused = try RiscBinary.run(["replay", "-", "--local", "--data-dir", data], stdin: try RiscBinary.run(["sign", "--negative", "wrong-iss"]).stdout)
         #expect(refused.status == 1 && row(refused.stdout, "refused") == "1")
         #expect(try RiscBinary.run(["replay", "--from-store", "--local", "--jti", "nope", "--data-dir", data]).status == 64)
+        // Time ranges: a time ago or an RFC 3339 time.
+        let recent = try RiscBinary.run(["replay", "--from-store", "--local", "--since", "1h", "--data-dir", data])
+        #expect(recent.status == 0 && row(recent.stdout, "replayed") == "2", "\(recent.stdout) \(recent.stderr)")
+        #expect(try RiscBinary.run(["replay", "--from-store", "--local", "--until", "2000-01-01T00:00:00Z", "--data-dir", data]).status == 64)
+        let window = try RiscBinary.run([
+            "replay", "--from-store", "--local", "--since", "2000-01-01T00:00:00Z", "--until", "0s", "--data-dir", data,
+        ])
+        #expect(row(window.stdout, "replayed") == "2")
+        #expect(try RiscBinary.run(["replay", "--from-store", "--local", "--since", "yesterday", "--data-dir", data]).status == 64)
         #expect(try RiscBinary.run(["replay", "-", "--local", "--to", "http://127.0.0.1:1/events"]).status == 64)
     }
 }

@@ -3,13 +3,16 @@ import RISCCore
 
 extension QueueAdmin {
     /// Stored compact SETs for `risc replay`: by jti, received since a time, or the dead letters.
-    public func tokens(jti: String?, since: Double?, deadOnly: Bool, limit: Int) throws -> [(jti: String, token: String)] {
+    public func tokens(jti: String?, since: Double?, until: Double? = nil, deadOnly: Bool, limit: Int) throws -> [(jti: String, token: String)] {
         let statement = try connectionForReads.prepare("""
             SELECT jti, token FROM sets
             WHERE (?1 IS NULL OR jti = ?1) AND (?2 IS NULL OR received_at >= ?2) AND (?3 = 0 OR state = 'dead')
+              AND (?5 IS NULL OR received_at <= ?5)
             ORDER BY id LIMIT ?4
             """)
-        try statement.bind([.optional(jti), since.map { .double($0) } ?? .null, .int(deadOnly ? 1 : 0), .int(Int64(limit))])
+        try statement.bind([
+            .optional(jti), since.map { .double($0) } ?? .null, .int(deadOnly ? 1 : 0), .int(Int64(limit)), until.map { .double($0) } ?? .null,
+        ])
         var result: [(String, String)] = []
         while try statement.step() { result.append((statement.text(0) ?? "", statement.text(1) ?? "")) }
         statement.reset()
@@ -44,12 +47,14 @@ extension QueueAdmin {
     }
 
     /// Row ids of stored SETs by jti, received since a time, or the dead letters (as `tokens`).
-    public func ids(jti: String?, since: Double?, deadOnly: Bool) throws -> [Int64] {
+    public func ids(jti: String?, since: Double?, until: Double? = nil, deadOnly: Bool) throws -> [Int64] {
         let statement = try connectionForReads.prepare("""
             SELECT id FROM sets
-            WHERE (?1 IS NULL OR jti = ?1) AND (?2 IS NULL OR received_at >= ?2) AND (?3 = 0 OR state = 'dead') ORDER BY id
+            WHERE (?1 IS NULL OR jti = ?1) AND (?2 IS NULL OR received_at >= ?2) AND (?3 = 0 OR state = 'dead')
+              AND (?4 IS NULL OR received_at <= ?4)
+            ORDER BY id
             """)
-        try statement.bind([.optional(jti), since.map { .double($0) } ?? .null, .int(deadOnly ? 1 : 0)])
+        try statement.bind([.optional(jti), since.map { .double($0) } ?? .null, .int(deadOnly ? 1 : 0), until.map { .double($0) } ?? .null])
         var result: [Int64] = []
         while try statement.step() { result.append(statement.int(0)) }
         statement.reset()
