@@ -25,12 +25,19 @@ struct AdminAccountsController: Sendable {
         }
         router.get("/admin/accounts/:subject") { request, context in
             try await guarded(request) {
-                guard let subject = context.parameters.get("subject"), let account = try accounts.accounts(subject: subject).first else {
+                guard let subject = context.parameters.get("subject"),
+                    let account = try await blocking({ [accounts] in try accounts.accounts(subject: subject).first })
+                else {
                     return Responses.json(#"{"error":"not_found"}"#, status: .notFound)
                 }
                 return Responses.json(account.json.serialized, status: .ok)
             }
         }
+    }
+
+    /// Runs a blocking store call on `BlockingPool`'s threads, not the cooperative pool.
+    private func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await BlockingPool.shared.run { Result { try body() } }.get()
     }
 
     private func guarded(_ request: Request, _ body: () async throws -> Response) async throws -> Response {
@@ -61,10 +68,11 @@ struct AdminAccountsController: Sendable {
             throw BadRequest(description: "'subject' and 'user_id' strings are required")
         }
         func strings(_ name: String) -> [String] { json[name]?.arrayValue?.compactMap(\.stringValue) ?? [] }
-        try accounts.link(.init(
+        let link = AccountStore.Link(
             issuer: json["issuer"]?.stringValue ?? "https://accounts.google.com", subject: subject, userID: user,
             email: json["email"]?.stringValue, sessions: strings("sessions"), refreshTokens: strings("refresh_tokens"),
-            linkedTokens: strings("linked_tokens")))
+            linkedTokens: strings("linked_tokens"))
+        _ = try await blocking { [accounts] in try accounts.link(link) }
         return Responses.json(#"{"status":"linked"}"#, status: .created)
     }
 
@@ -74,13 +82,14 @@ struct AdminAccountsController: Sendable {
         let added: Bool
         if session {
             guard let id = json["session_id"]?.stringValue, !id.isEmpty else { throw BadRequest(description: "'session_id' is required") }
-            added = try accounts.add(
-                to: subject, issuer: json["issuer"]?.stringValue, session: id, viaGoogle: json["via_google"]?.boolValue ?? true)
+            let issuer = json["issuer"]?.stringValue, viaGoogle = json["via_google"]?.boolValue ?? true
+            added = try await blocking { [accounts] in try accounts.add(to: subject, issuer: issuer, session: id, viaGoogle: viaGoogle) }
         } else {
             guard let token = json["token"]?.stringValue, !token.isEmpty else { throw BadRequest(description: "'token' is required") }
             let kind = json["kind"]?.stringValue ?? "google_refresh"
             guard ["google_refresh", "linked"].contains(kind) else { throw BadRequest(description: "'kind' is google_refresh or linked") }
-            added = try accounts.add(to: subject, issuer: json["issuer"]?.stringValue, token: token, tokenKind: kind)
+            let issuer = json["issuer"]?.stringValue
+            added = try await blocking { [accounts] in try accounts.add(to: subject, issuer: issuer, token: token, tokenKind: kind) }
         }
         return added ? Responses.json(#"{"status":"added"}"#, status: .created) : Responses.json(#"{"error":"not_found"}"#, status: .notFound)
     }
