@@ -56,6 +56,9 @@ extension RiscCommand {
         @Flag(help: "Also write the event log to standard output.")
         var logStdout = false
 
+        @Flag(help: "Check the configuration and the files it names, print a summary, and exit (0 valid, 64 not).")
+        var checkConfig = false
+
         @OptionGroup var global: GlobalOptions
 
         func flagValues() throws -> [String: JSONValue] {
@@ -81,8 +84,41 @@ extension RiscCommand {
             return values
         }
 
+        /// `--check-config`: every file the configuration names must be readable (the private ones
+        /// by this user), and the data directory creatable; then a one-screen summary.
+        func check(_ configuration: ReceiverConfiguration) throws {
+            var problems: [String] = []
+            let files: [(String, String?)] = [
+                ("tls.certificate", configuration.tlsCertificate), ("tls.key", configuration.tlsKey),
+                ("jwks_file", configuration.jwksFile), ("webhook.secret_file", configuration.webhookSecretFile),
+                ("admin.token_file", configuration.adminTokenFile),
+            ]
+            for (setting, path) in files {
+                if let path, !FileManager.default.isReadableFile(atPath: path) { problems.append("\(setting): cannot read \(path)") }
+            }
+            var directory = configuration.dataDirectory
+            while !FileManager.default.fileExists(atPath: directory) && directory != "/" && !directory.isEmpty {
+                directory = (directory as NSString).deletingLastPathComponent
+                if directory.isEmpty { directory = "." }
+            }
+            if !FileManager.default.isWritableFile(atPath: directory) {
+                problems.append("data_dir: \(configuration.dataDirectory) is not writable (checked \(directory))")
+            }
+            guard problems.isEmpty else {
+                throw ValidationError("invalid configuration:\n" + problems.map { "  - \($0)" }.joined(separator: "\n"))
+            }
+            print("configuration OK")
+            print("  listen    \(configuration.tlsCertificate == nil ? "http" : "https")://\(configuration.host):\(configuration.port)\(configuration.eventsPath)")
+            print("  admin     http://\(configuration.adminHost):\(configuration.adminPort) (account API \(configuration.adminTokenFile == nil ? "off" : "on"))")
+            print("  audiences \(configuration.audiences.joined(separator: ", "))")
+            print("  keys      \(configuration.jwksFile.map { "pinned \($0)" } ?? configuration.discoveryURL)")
+            print("  data      \(configuration.dataDirectory)")
+            print("  actions   \(configuration.webhookURL.map { "webhook \($0)" } ?? "embedded account store")")
+        }
+
         func run() async throws {
             let configuration = try ReceiverConfiguration.load(file: config, flags: try flagValues())
+            if checkConfig { return try check(configuration) }
             let logger = global.makeLogger()
             let receiver = try Receiver(configuration: configuration, logger: logger)
             logger.notice(

@@ -82,3 +82,23 @@ struct ServeCommandTests {
         #expect(text.contains("actions.table.account-disabled.hijacking: expected a non-empty list"))
     }
 }
+
+extension ServeCommandTests {
+    @Test("--check-config: the example config is valid once its files exist; missing files are each named")
+    func checkConfig() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-check-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let certificate = try TestCertificate(directory: directory)
+        let good = try RiscBinary.run([
+            "serve", "--config", "deploy/risc.example.json", "--check-config", "--tls-cert", certificate.certificatePath,
+            "--tls-key", certificate.keyPath, "--data-dir", directory.appendingPathComponent("data").path,
+        ])
+        #expect(good.status == 0, "\(good.stderr)")
+        #expect(good.stdout.contains("configuration OK") && good.stdout.contains("https://0.0.0.0:8443/events"))
+        #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("data").path))  // checked, not created
+        let bad = try RiscBinary.run(["serve", "--config", "deploy/risc.example.json", "--check-config", "--jwks-file", "/nonexistent.json"])
+        #expect(bad.status == 64)
+        #expect(bad.stderr.contains("tls.certificate: cannot read /etc/risc/tls/fullchain.pem"))
+        #expect(bad.stderr.contains("jwks_file: cannot read /nonexistent.json"))
+    }
+}
