@@ -20,6 +20,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
     ],
     targets: [
         // C helpers over the system's libcrypto (libssl-dev) and libcurl (libcurl4-openssl-dev).
@@ -45,14 +47,18 @@ let package = Package(
             dependencies: ["RISCCore", "CSQLite", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
-        // The HTTP layer: the RFC 8935 endpoint, health and metrics, over Hummingbird.
+        // The HTTP layer: the RFC 8935 endpoint straight on SwiftNIO; health, metrics and the
+        // admin API over Hummingbird.
         .target(
             name: "RISCServer",
             dependencies: [
                 "RISCCore", "RISCClient", "RISCStore",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
-                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),

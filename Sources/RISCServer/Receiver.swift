@@ -1,7 +1,6 @@
 import Foundation
 import Hummingbird
 import HummingbirdCore
-import HummingbirdTLS
 import Logging
 import NIOCore
 import NIOSSL
@@ -78,12 +77,6 @@ public final class Receiver: Sendable {
         let intake = Intake(
             verifier: SETVerifier(policy: configuration.policy, keys: keys), store: store, log: eventLog, metrics: metrics,
             clock: { Date().timeIntervalSince1970 })
-        let publicRouter = Router(context: RISCRequestContext.self)
-        EventsController(
-            intake: intake, maxBodyBytes: configuration.maxBodyBytes, retryAfter: configuration.retryAfter, log: eventLog,
-            trustedProxies: Set(configuration.trustedProxies),
-            limiter: configuration.invalidPerMinute > 0 ? InvalidRequestLimiter(perMinute: configuration.invalidPerMinute) : nil
-        ).register(on: publicRouter, path: configuration.eventsPath)
         let adminRouter = Router(context: RISCRequestContext.self)
         HealthController(keys: keySource, store: store, metrics: metrics).register(on: adminRouter)
         if let tokenFile = configuration.adminTokenFile {
@@ -99,26 +92,26 @@ public final class Receiver: Sendable {
         self.publicPort = publicPort
         self.adminPort = adminPort
 
-        let server: HTTPServerBuilder
+        var tls: NIOSSLContext?
         if let certificate = configuration.tlsCertificate, let key = configuration.tlsKey {
-            var tls = TLSConfiguration.makeServerConfiguration(
+            var settings = TLSConfiguration.makeServerConfiguration(
                 certificateChain: try NIOSSLCertificate.fromPEMFile(certificate).map { .certificate($0) },
                 privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
-            tls.minimumTLSVersion = .tlsv12
-            server = try .tls(.http1(), tlsConfiguration: tls)
-        } else {
-            server = .http1()
-            if !URLPolicy.isLoopback(host: configuration.host) {
-                logger.warning(
-                    "serving plain HTTP on a non-loopback address: put a TLS-terminating proxy in front, or set tls.certificate and tls.key",
-                    metadata: ["risc.host": "\(configuration.host)"])
-            }
+            settings.minimumTLSVersion = .tlsv12
+            tls = try NIOSSLContext(configuration: settings)
+        } else if !URLPolicy.isLoopback(host: configuration.host) {
+            logger.warning(
+                "serving plain HTTP on a non-loopback address: put a TLS-terminating proxy in front, or set tls.certificate and tls.key",
+                metadata: ["risc.host": "\(configuration.host)"])
         }
-        let publicApp = Application(
-            router: publicRouter, server: server,
-            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: nil),
-            onServerRunning: { channel in publicPort.yield(channel.localAddress?.port ?? 0) },
-            logger: logger)
+        let push = PushEndpoint(
+            settings: .init(
+                host: configuration.host, port: configuration.port, path: configuration.eventsPath,
+                maxBodyBytes: configuration.maxBodyBytes, retryAfter: configuration.retryAfter,
+                trustedProxies: Set(configuration.trustedProxies)),
+            intake: intake, log: eventLog,
+            limiter: configuration.invalidPerMinute > 0 ? InvalidRequestLimiter(perMinute: configuration.invalidPerMinute) : nil,
+            tls: tls, logger: logger, onRunning: { publicPort.yield($0) })
         let adminApp = Application(
             router: adminRouter,
             configuration: .init(address: .hostname(configuration.adminHost, port: configuration.adminPort)),
@@ -128,7 +121,7 @@ public final class Receiver: Sendable {
         var services: [any Service] = [EventLogReopener(log: eventLog, logger: logger)]
         if let cache { services.append(KeyRefresher(cache: cache)) }
         services.append(adminApp)
-        services.append(publicApp)
+        services.append(push)
         group = ServiceGroup(
             configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
     }

@@ -52,13 +52,15 @@ public actor JWKSCache: KeyProvider {
     // MARK: KeyProvider
 
     public nonisolated func key(for keyID: String) async throws -> ResolvedKey {
-        if let hit = fresh.withLock({ snapshot -> ResolvedKey? in
+        if let hit = cachedKey(for: keyID) { return hit }
+        return try await lookup(keyID)
+    }
+
+    public nonisolated func cachedKey(for keyID: String) -> ResolvedKey? {
+        fresh.withLock { snapshot -> ResolvedKey? in
             guard let snapshot, now() < snapshot.expiresAt, let key = snapshot.keys.key(for: keyID) else { return nil }
             return ResolvedKey(key: key, issuer: snapshot.issuer)
-        }) {
-            return hit
         }
-        return try await lookup(keyID)
     }
 
     private func publishFresh() {

@@ -39,16 +39,54 @@ public struct Intake: Sendable {
     /// - Throws: `SETError` (answer 400) after logging `rejected`; `KeyUnavailableError` or a
     ///   store error (answer 503) after logging `failed`.
     public func receive(_ delivery: Delivery) async throws -> AppendOutcome {
+        try await withCheckedThrowingContinuation { continuation in
+            receive(delivery) { continuation.resume(with: $0) }
+        }
+    }
+
+    /// Runs a piece of work somewhere else (an event loop), so the store's writer thread only
+    /// hands results over.
+    public typealias Hop = @Sendable (@escaping @Sendable () -> Void) -> Void
+
+    /// As `receive(_:)`, reporting to `completion` instead: on the calling thread for a refusal;
+    /// once stored, through `hop` (or on the store's thread without one), where the event-log line
+    /// is also written. With the signing key held (the common case) nothing here waits: the push
+    /// endpoint verifies on its event loop and answers from the store's callback. A key that must
+    /// be fetched first sends the request through a task.
+    public func receive(
+        _ delivery: Delivery, hop: Hop? = nil, completion: @escaping @Sendable (Result<AppendOutcome, any Error>) -> Void
+    ) {
         let start = clock()
         var record = EventLogRecord(step: "received", outcome: "accepted", time: start)
         if let remote = delivery.remoteAddress { record["remote"] = .string(remote) }
         if let type = delivery.contentType, type.lowercased() != "application/secevent+jwt" {
             record["content_type"] = .string(String(type.prefix(100)))
         }
-        let validated: ValidatedSET
         do {
-            validated = try await verifier.verify(delivery.body, now: start)
-        } catch let error as SETError {
+            if let validated = try verifier.verifyWithHeldKey(delivery.body, now: start) {
+                store(validated, delivery, record, start: start, hop: hop, completion: completion)
+                return
+            }
+        } catch {
+            refuse(error, &record, start: start, completion: completion)
+            return
+        }
+        Task { [record] in
+            var record = record
+            do {
+                let validated = try await verifier.verify(delivery.body, now: start)
+                store(validated, delivery, record, start: start, hop: hop, completion: completion)
+            } catch {
+                refuse(error, &record, start: start, completion: completion)
+            }
+        }
+    }
+
+    private func refuse(
+        _ error: any Error, _ record: inout EventLogRecord, start: Double,
+        completion: @Sendable (Result<AppendOutcome, any Error>) -> Void
+    ) {
+        if let error = error as? SETError {
             let end = clock()
             record["outcome"] = "rejected"
             record["err"] = .string(error.code.rawValue)
@@ -56,12 +94,18 @@ public struct Intake: Sendable {
             record["latency_us"] = .number(((end - start) * 1e6).rounded())
             log.record(record)
             metrics?.observe(outcome: "rejected", err: error.code.rawValue, verifySeconds: end - start, commitSeconds: nil)
-            throw error
-        } catch {
+        } else {
             fail(&record, error, start: start, verifySeconds: nil)
-            throw error
         }
+        completion(.failure(error))
+    }
+
+    private func store(
+        _ validated: ValidatedSET, _ delivery: Delivery, _ received: EventLogRecord, start: Double, hop: Hop?,
+        completion: @escaping @Sendable (Result<AppendOutcome, any Error>) -> Void
+    ) {
         let verified = clock()
+        var record = received
         record["jti"] = .string(validated.tokenID)
         record["iss"] = .string(validated.issuer)
         record["events"] = .array(validated.events.map { .string($0.type.shortName) })
@@ -69,28 +113,37 @@ public struct Intake: Sendable {
         if let first = subjects.first { record["subject"] = .string(first) }
         if !validated.warnings.isEmpty { record["warnings"] = .array(validated.warnings.map { .string($0) }) }
         let stored = SETRecord(
-            validated: validated, token: String(decoding: delivery.body[SETVerifier.trimmedRange(delivery.body)], as: UTF8.self), receivedAt: start,
-            remoteAddress: delivery.remoteAddress, contentType: delivery.contentType)
-        let outcome: AppendOutcome
-        let followUp: [EventLogRecord]
-        do {
-            (outcome, followUp) = try await store.appendReporting(stored)
-        } catch {
+            validated: validated, token: String(decoding: delivery.body[SETVerifier.trimmedRange(delivery.body)], as: UTF8.self),
+            receivedAt: start, remoteAddress: delivery.remoteAddress, contentType: delivery.contentType)
+        store.appendReporting(stored) { [record] result in
+            guard let hop else { return report(result, record, start: start, verified: verified, completion: completion) }
+            hop { report(result, record, start: start, verified: verified, completion: completion) }
+        }
+    }
+
+    private func report(
+        _ result: StoreResult, _ received: EventLogRecord, start: Double, verified: Double,
+        completion: @Sendable (Result<AppendOutcome, any Error>) -> Void
+    ) {
+        var record = received
+        switch result {
+        case .failure(let error):
             fail(&record, error, start: start, verifySeconds: verified - start)
-            throw error
+            completion(.failure(error))
+        case .success(let (outcome, followUp)):
+            let end = clock()
+            if case .duplicate(_, let deliveries) = outcome {
+                record["outcome"] = "duplicate"
+                record["deliveries"] = .number(Double(deliveries))
+            }
+            record["latency_us"] = .number(((end - start) * 1e6).rounded())
+            log.record(record)
+            for line in followUp { log.record(line) }
+            metrics?.observe(
+                outcome: record["outcome"]?.stringValue ?? "accepted", err: nil, verifySeconds: verified - start,
+                commitSeconds: end - verified)
+            completion(.success(outcome))
         }
-        let end = clock()
-        if case .duplicate(_, let deliveries) = outcome {
-            record["outcome"] = "duplicate"
-            record["deliveries"] = .number(Double(deliveries))
-        }
-        record["latency_us"] = .number(((end - start) * 1e6).rounded())
-        log.record(record)
-        for line in followUp { log.record(line) }
-        metrics?.observe(
-            outcome: record["outcome"]?.stringValue ?? "accepted", err: nil, verifySeconds: verified - start,
-            commitSeconds: end - verified)
-        return outcome
     }
 
     private func fail(_ record: inout EventLogRecord, _ error: any Error, start: Double, verifySeconds: Double?) {

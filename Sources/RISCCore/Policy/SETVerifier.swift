@@ -21,6 +21,14 @@ public struct SETVerifier: Sendable {
         return try Self.check(jws, key: resolved, policy: policy, now: now)
     }
 
+    /// As `verify`, without waiting: `nil` when the key is not held right now (then call `verify`,
+    /// which may fetch). Errors before the key lookup and after it are thrown as in `verify`.
+    public func verifyWithHeldKey(_ body: some Collection<UInt8>, now: Double) throws -> ValidatedSET? {
+        let jws = try Self.parse(body, policy: policy)
+        guard let resolved = keys.cachedKey(for: jws.header.keyID ?? "") else { return nil }
+        return try Self.check(jws, key: resolved, policy: policy, now: now)
+    }
+
     /// Steps before the key lookup: parse and the algorithm allow-list.
     public static func parse(_ body: some Collection<UInt8>, policy: SETPolicy) throws(SETError) -> CompactJWS {
         let bytes = Array(body)

@@ -51,10 +51,23 @@ public protocol EventStore: Sendable {
     /// As `append`, also returning event-log lines for what the store did with the SET in the same
     /// transaction (actions applied inline), for the caller to log after its own `received` line.
     func appendReporting(_ record: SETRecord) async throws -> (outcome: AppendOutcome, followUp: [EventLogRecord])
+
+    /// As `appendReporting`, calling `completion` (on a thread of the store's) instead of resuming
+    /// a task: the push endpoint's path, with no hop through the concurrency pool.
+    func appendReporting(_ record: SETRecord, completion: @escaping @Sendable (StoreResult) -> Void)
 }
+
+/// What `EventStore.appendReporting(_:completion:)` reports.
+public typealias StoreResult = Result<(outcome: AppendOutcome, followUp: [EventLogRecord]), any Error>
 
 extension EventStore {
     public func appendReporting(_ record: SETRecord) async throws -> (outcome: AppendOutcome, followUp: [EventLogRecord]) {
         (try await append(record), [])
+    }
+
+    public func appendReporting(_ record: SETRecord, completion: @escaping @Sendable (StoreResult) -> Void) {
+        Task {
+            do { completion(.success(try await appendReporting(record))) } catch { completion(.failure(error)) }
+        }
     }
 }

@@ -6,6 +6,14 @@ public protocol KeyProvider: Sendable {
     /// - Throws: `SETError` `.invalidKey` when the set (after whatever refresh the provider
     ///   allows) has no such key; `KeyUnavailableError` when no usable key set can be had now.
     func key(for keyID: String) async throws -> ResolvedKey
+
+    /// The key with `kid` if the provider holds it right now, fresh, without waiting or fetching:
+    /// the push endpoint's synchronous fast path. `nil` sends the caller to `key(for:)`.
+    func cachedKey(for keyID: String) -> ResolvedKey?
+}
+
+extension KeyProvider {
+    public func cachedKey(for keyID: String) -> ResolvedKey? { nil }
 }
 
 /// A key found for a `kid`, and the issuer it speaks for.
@@ -31,5 +39,9 @@ public struct StaticKeyProvider: KeyProvider {
     public func key(for keyID: String) throws(SETError) -> ResolvedKey {
         guard let key = keys.key(for: keyID) else { throw SETError(.invalidKey, "no key with this kid in the pinned key set") }
         return ResolvedKey(key: key, issuer: issuer)
+    }
+
+    public func cachedKey(for keyID: String) -> ResolvedKey? {
+        keys.key(for: keyID).map { ResolvedKey(key: $0, issuer: issuer) }
     }
 }

@@ -16,7 +16,7 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
     private let logger: Logger
     private let maxBatch: Int
     private let condition = NSCondition()
-    private var pending: [(SETRecord, CheckedContinuation<(outcome: AppendOutcome, followUp: [EventLogRecord]), any Error>)] = []
+    private var pending: [(SETRecord, @Sendable (StoreResult) -> Void)] = []
     private var stopping = false
     private var writerDone = false
     private let readLock = NSLock()
@@ -126,16 +126,20 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
 
     public func appendReporting(_ record: SETRecord) async throws -> (outcome: AppendOutcome, followUp: [EventLogRecord]) {
         try await withCheckedThrowingContinuation { continuation in
-            condition.lock()
-            if stopping {
-                condition.unlock()
-                continuation.resume(throwing: StoreError(code: SQLITE_MISUSE, "the store is closed"))
-                return
-            }
-            pending.append((record, continuation))
-            condition.signal()
-            condition.unlock()
+            appendReporting(record) { continuation.resume(with: $0) }
         }
+    }
+
+    public func appendReporting(_ record: SETRecord, completion: @escaping @Sendable (StoreResult) -> Void) {
+        condition.lock()
+        if stopping {
+            condition.unlock()
+            completion(.failure(StoreError(code: SQLITE_MISUSE, "the store is closed")))
+            return
+        }
+        pending.append((record, completion))
+        condition.signal()
+        condition.unlock()
     }
 
     /// Whether acknowledgements are waiting on the writer right now (the action worker yields to them).
@@ -203,7 +207,7 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
     }
 
     private func commit(
-        _ batch: [(SETRecord, CheckedContinuation<(outcome: AppendOutcome, followUp: [EventLogRecord]), any Error>)],
+        _ batch: [(SETRecord, @Sendable (StoreResult) -> Void)],
         inline: (applier: EmbeddedActionApplier, table: ActionTable, log: any EventLog)?
     ) {
         WriteLock.lock.lock()
@@ -235,10 +239,10 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
             redelivery.reset()
             try? writer.execute("ROLLBACK")
             logger.error("store commit failed", metadata: ["risc.error": "\(error)", "risc.batch": "\(batch.count)"])
-            for (_, continuation) in batch { continuation.resume(throwing: error) }
+            for (_, completion) in batch { completion(.failure(error)) }
             return
         }
-        for (index, (_, continuation)) in batch.enumerated() { continuation.resume(returning: (outcomes[index], logRecords[index])) }
+        for (index, (_, completion)) in batch.enumerated() { completion(.success((outcomes[index], logRecords[index]))) }
         afterCommit?()
     }
 

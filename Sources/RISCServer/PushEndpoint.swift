@@ -1,0 +1,299 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import RISCCore
+import ServiceLifecycle
+import Synchronization
+
+/// The public RFC 8935 push endpoint, straight on SwiftNIO: `POST` the compact SET, get 202 once
+/// it is on disk.
+///
+/// Built for throughput. A request never enters Swift concurrency: its body is verified on the
+/// connection's event loop (the signing key is normally held; a key that must be fetched first
+/// goes through a task), handed to the store's group-commit writer, and answered from the
+/// writer's callback back on the same event loop. Everything else (health, metrics, the account
+/// API) is on the admin listener, over Hummingbird.
+///
+/// Shutdown (SIGTERM/SIGINT): stop accepting, let every request already read be answered, close
+/// idle keep-alive connections (NIO's quiescing), then return, so the store closes after the
+/// last acknowledgement.
+final class PushEndpoint: Service, Sendable {
+    struct Settings: Sendable {
+        var host: String
+        var port: Int
+        var path: String
+        var maxBodyBytes: Int
+        var retryAfter: Int
+        /// Peers whose `X-Forwarded-For` is believed (reverse proxies).
+        var trustedProxies: Set<String>
+        /// A connection that sends nothing for this long (idle keep-alive, or a request that
+        /// stalls half-way) is closed.
+        var readTimeout: TimeAmount = .seconds(60)
+        /// How long shutdown waits for requests in flight before closing their connections.
+        var drainTimeout: Duration = .seconds(30)
+    }
+
+    let settings: Settings
+    let intake: Intake
+    let log: any EventLog
+    let limiter: InvalidRequestLimiter?
+    let tls: NIOSSLContext?
+    let logger: Logger
+    let onRunning: @Sendable (Int) -> Void
+    private let connections = Mutex<[ObjectIdentifier: any Channel]>([:])
+
+    init(
+        settings: Settings, intake: Intake, log: any EventLog, limiter: InvalidRequestLimiter?, tls: NIOSSLContext?,
+        logger: Logger, onRunning: @escaping @Sendable (Int) -> Void
+    ) {
+        self.settings = settings
+        self.intake = intake
+        self.log = log
+        self.limiter = limiter
+        self.tls = tls
+        self.logger = logger
+        self.onRunning = onRunning
+    }
+
+    func run() async throws {
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try self.configure(channel) }
+            }
+            .bind(host: settings.host, port: settings.port).get()
+        onRunning(server.localAddress?.port ?? 0)
+        try? await gracefulShutdown()
+        try? await server.close()
+        await drain()
+    }
+
+    private func configure(_ channel: any Channel) throws {
+        let id = ObjectIdentifier(channel)
+        connections.withLock { $0[id] = channel }
+        channel.closeFuture.whenComplete { [weak self] _ in _ = self?.connections.withLock { $0.removeValue(forKey: id) } }
+        let pipeline = channel.pipeline.syncOperations
+        if let tls { try pipeline.addHandler(NIOSSLServerHandler(context: tls)) }
+        try pipeline.configureHTTPServerPipeline(withPipeliningAssistance: true, withErrorHandling: true)
+        try pipeline.addHandler(IdleStateHandler(readTimeout: settings.readTimeout))
+        try pipeline.addHandler(PushHandler(endpoint: self))
+    }
+
+    /// Asks every connection to close once its current request is answered (idle ones close at
+    /// once), then waits for them, up to `drainTimeout`.
+    private func drain() async {
+        for channel in connections.withLock({ Array($0.values) }) {
+            channel.eventLoop.execute { channel.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent()) }
+        }
+        let deadline = ContinuousClock.now + settings.drainTimeout
+        while !connections.withLock({ $0.isEmpty }), ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        for channel in connections.withLock({ Array($0.values) }) { channel.close(promise: nil) }
+    }
+
+    /// The client's address: the peer's (`IP` or `[IPv6]`), or, when the peer is a trusted proxy,
+    /// the last address in its `X-Forwarded-For` (the one the proxy itself saw).
+    func clientAddress(peer: SocketAddress?, headers: HTTPHeaders) -> String? {
+        let peer = peer?.ipAddress
+        guard let peer, !settings.trustedProxies.isEmpty, settings.trustedProxies.contains(peer),
+            let forwarded = headers.first(name: "X-Forwarded-For"),
+            let last = forwarded.split(separator: ",").last?.trimmingCharacters(in: .whitespaces), !last.isEmpty
+        else { return peer.map { $0.contains(":") ? "[\($0)]" : $0 } }
+        return String(last.prefix(64))
+    }
+}
+
+/// One connection's requests, one at a time (NIO's pipelining handler holds back the next).
+final class PushHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private enum State {
+        case idle
+        /// Reading the body of a POST on the events path.
+        case receiving(HTTPRequestHead, ByteBuffer)
+        /// A request answered by its head alone (404, 405), once its end arrives.
+        case refusing(HTTPRequestHead, HTTPResponseStatus)
+        /// Answered 413; the rest of the body is read and dropped (up to a limit), then the
+        /// connection closes.
+        case discarding(Int)
+        /// Waiting for the intake (verification, then the store's commit).
+        case answering
+    }
+
+    private let endpoint: PushEndpoint
+    private var state = State.idle
+    /// How much of an oversized body is read and dropped before the connection is simply closed.
+    private static let discardLimit = 1 << 20
+
+    init(endpoint: PushEndpoint) { self.endpoint = endpoint }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            let path = head.uri.firstIndex(of: "?").map { head.uri[..<$0] } ?? head.uri[...]
+            let declared = head.headers.first(name: "content-length").flatMap { Int($0) }
+            if path != endpoint.settings.path {
+                state = .refusing(head, .notFound)
+            } else if head.method != .POST {
+                state = .refusing(head, .methodNotAllowed)
+            } else if let declared, declared > endpoint.settings.maxBodyBytes {
+                tooLarge(context, head)
+            } else {
+                if head.headers.first(name: "expect")?.lowercased() == "100-continue" {
+                    context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .continue))), promise: nil)
+                }
+                state = .receiving(head, context.channel.allocator.buffer(capacity: declared ?? 2048))
+            }
+        case .body(var part):
+            switch state {
+            case .receiving(let head, var body):
+                if body.readableBytes + part.readableBytes > endpoint.settings.maxBodyBytes {
+                    tooLarge(context, head)
+                    return
+                }
+                state = .answering  // drop the state's reference so the append does not copy
+                body.writeBuffer(&part)
+                state = .receiving(head, body)
+            case .discarding(let dropped):
+                let total = dropped + part.readableBytes
+                if total > Self.discardLimit { context.close(promise: nil) }
+                state = .discarding(total)
+            default:
+                break
+            }
+        case .end:
+            switch state {
+            case .receiving(let head, let body):
+                state = .answering
+                receive(context, head, body)
+            case .refusing(let head, let status):
+                state = .idle
+                respond(context, head, status, headers: status == .methodNotAllowed ? [("Allow", "POST")] : [])
+            case .discarding:
+                context.close(promise: nil)
+            default:
+                break
+            }
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let idle = event as? IdleStateHandler.IdleStateEvent, idle == .read {
+            if case .answering = state { return }  // our own latency, not the client's
+            context.close(promise: nil)
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        endpoint.logger.debug("push connection error", metadata: ["risc.error": "\(error)"])
+        context.close(promise: nil)
+    }
+
+    private func tooLarge(_ context: ChannelHandlerContext, _ head: HTTPRequestHead) {
+        state = .discarding(0)
+        let remote = endpoint.clientAddress(peer: context.channel.remoteAddress, headers: head.headers)
+        var record = EventLogRecord(step: "received", outcome: "rejected", time: Date().timeIntervalSince1970)
+        record["http_status"] = 413
+        record["description"] = .string("body larger than \(endpoint.settings.maxBodyBytes) bytes")
+        if let remote { record["remote"] = .string(remote) }
+        endpoint.log.record(record)
+        endpoint.intake.metrics?.observe(outcome: "too_large", err: nil, verifySeconds: nil, commitSeconds: nil)
+        if let limiter = endpoint.limiter, let remote { limiter.recordInvalid(remote, now: Date().timeIntervalSince1970) }
+        respond(context, head, .payloadTooLarge, close: true, closeNow: false)
+    }
+
+    private func receive(_ context: ChannelHandlerContext, _ head: HTTPRequestHead, _ body: ByteBuffer) {
+        let remote = endpoint.clientAddress(peer: context.channel.remoteAddress, headers: head.headers)
+        if let limiter = endpoint.limiter, let remote, let limited = limiter.check(remote, now: Date().timeIntervalSince1970) {
+            if let count = limited.log {
+                var record = EventLogRecord(step: "received", outcome: "limited", time: Date().timeIntervalSince1970)
+                record["remote"] = .string(remote)
+                record["http_status"] = 429
+                record["count"] = .number(Double(count))
+                endpoint.log.record(record)
+            }
+            endpoint.intake.metrics?.observe(outcome: "limited", err: nil, verifySeconds: nil, commitSeconds: nil)
+            state = .idle
+            respond(context, head, .tooManyRequests, headers: [("Retry-After", String(max(1, limited.retryAfter)))])
+            return
+        }
+        let delivery = Intake.Delivery(
+            body: Array(buffer: body), remoteAddress: remote, contentType: head.headers.first(name: "content-type"))
+        let eventLoop = context.eventLoop
+        let bound = NIOLoopBound((handler: self, context: context), eventLoop: eventLoop)
+        endpoint.intake.receive(delivery, hop: { work in eventLoop.execute(work) }) { result in
+            if eventLoop.inEventLoop {
+                bound.value.handler.answer(bound.value.context, head, remote, result)
+            } else {
+                eventLoop.execute { bound.value.handler.answer(bound.value.context, head, remote, result) }
+            }
+        }
+    }
+
+    private func answer(
+        _ context: ChannelHandlerContext, _ head: HTTPRequestHead, _ remote: String?, _ result: Result<AppendOutcome, any Error>
+    ) {
+        state = .idle
+        switch result {
+        case .success:
+            respond(context, head, .accepted)
+        case .failure(let error as SETError):
+            endpoint.logger.debug("SET rejected", metadata: ["risc.err": "\(error.code)"])
+            if let limiter = endpoint.limiter, let remote { limiter.recordInvalid(remote, now: Date().timeIntervalSince1970) }
+            respond(
+                context, head, .badRequest, headers: [("Content-Type", "application/json"), ("Content-Language", "en")],
+                body: error.responseBody)
+        case .failure(let error as KeyUnavailableError):
+            endpoint.logger.warning("no usable key set; answering 503", metadata: ["risc.error": "\(error)"])
+            unavailable(context, head, reason: "signing keys are temporarily unavailable")
+        case .failure(let error):
+            endpoint.logger.error("cannot store the SET; answering 503", metadata: ["risc.error": "\(error)"])
+            unavailable(context, head, reason: "the receiver cannot store events right now")
+        }
+    }
+
+    /// Our own temporary fault: 503 with `Retry-After`, so the transmitter tries again.
+    private func unavailable(_ context: ChannelHandlerContext, _ head: HTTPRequestHead, reason: String) {
+        var body = JSONObject()
+        body["error"] = "temporarily_unavailable"
+        body["description"] = .string(reason)
+        respond(
+            context, head, .serviceUnavailable,
+            headers: [("Content-Type", "application/json"), ("Retry-After", String(endpoint.settings.retryAfter))],
+            body: JSONValue.object(body).serialized)
+    }
+
+    /// Writes a whole response. `close` ends the connection after it (always when the client asked).
+    private func respond(
+        _ context: ChannelHandlerContext, _ head: HTTPRequestHead, _ status: HTTPResponseStatus,
+        headers: [(String, String)] = [], body: String? = nil, close: Bool = false, closeNow: Bool = true
+    ) {
+        let keepAlive = head.isKeepAlive && !close
+        var fields = HTTPHeaders(headers)
+        fields.add(name: "Content-Length", value: String(body?.utf8.count ?? 0))
+        if !keepAlive {
+            fields.add(name: "Connection", value: "close")
+        } else if head.version.major == 1 && head.version.minor == 0 {
+            fields.add(name: "Connection", value: "keep-alive")
+        }
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: fields))), promise: nil)
+        if let body, head.method != .HEAD {
+            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: body)))), promise: nil)
+        }
+        guard !keepAlive, closeNow else {
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+            return
+        }
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
+    }
+}
