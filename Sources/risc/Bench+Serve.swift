@@ -80,7 +80,8 @@ extension RiscCommand.Bench {
             let accepted = metric("risc_sets_total{outcome=\"accepted\"}"), duplicates = metric("risc_sets_total{outcome=\"duplicate\"}")
             print(String(format: "%.0f SETs/s acknowledged (202 after fsync) over %d connections for %.1f s; p50 %.2f ms, p99 %.2f ms, max %.2f ms",
                 requests / seconds, connections, seconds, (fields["p50_us"] ?? 0) / 1000, (fields["p99_us"] ?? 0) / 1000, (fields["max_us"] ?? 0) / 1000))
-            print("server: \(accepted) stored, \(duplicates) duplicates, \(Int(fields["errors_status"] ?? 0)) non-202 answers; peak RSS \(peakRSS / 1024) MB")
+            let commits = metric("risc_store_commits_total"), rows = metric("risc_store_rows_total")
+            print("server: \(accepted) stored, \(duplicates) duplicates, \(Int(fields["errors_status"] ?? 0)) non-202 answers; peak RSS \(peakRSS / 1024) MB; \(commits) commits, \(String(format: "%.1f", Double(rows) / Double(max(commits, 1)))) rows each")
             print("target: ≥ 20,000 SETs/s, p99 ≤ 10 ms, RSS ≤ 64 MB (2 cores, load generator included)")
         }
 

@@ -46,6 +46,16 @@ struct JSONParserTests {
         #expect(try JSONParser.parse(value.prettyPrinted) == value)
         #expect(JSONValue.number(1_508_184_845).serialized == "1508184845")
     }
+
+    @Test("escapes exactly what must be escaped, byte runs copied as they are")
+    func escaping() {
+        let text = "a\"b\\c\nd\re\tf\u{01}g\u{7F}h\u{2028}i\u{2029}j€k\u{1F600}"
+        #expect(JSONValue.string(text).serialized == #""a\"b\\c\nd\re\tf\u0001g\u007fh\u2028i\u2029j€k😀""#)
+        #expect(JSONValue.object(["k\"": "v"]).prettyPrinted == "{\n  \"k\\\"\": \"v\"\n}")
+        var bytes: [UInt8] = []
+        EventLogRecord(step: "s", outcome: "o", time: 0).write(to: &bytes)
+        #expect(String(decoding: bytes, as: UTF8.self) == #"{"v":1,"ts":"1970-01-01T00:00:00.000000Z","step":"s","outcome":"o"}"# + "\n")
+    }
 }
 
 @Suite("Timestamps")

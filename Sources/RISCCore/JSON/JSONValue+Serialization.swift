@@ -1,53 +1,60 @@
 extension JSONValue {
     /// Compact JSON text. Whole numbers within ±2^53 print without a fraction.
     public var serialized: String {
-        var output = ""
+        var output: [UInt8] = []
+        output.reserveCapacity(128)
         write(to: &output, indent: nil, level: 0)
-        return output
+        return String(decoding: output, as: UTF8.self)
+    }
+
+    /// Appends the compact JSON text's UTF-8 to `output` (the event log's path: no `String` built).
+    public func serialize(into output: inout [UInt8]) {
+        write(to: &output, indent: nil, level: 0)
     }
 
     /// Indented JSON text (two spaces), for people.
     public var prettyPrinted: String {
-        var output = ""
-        write(to: &output, indent: "  ", level: 0)
-        return output
+        var output: [UInt8] = []
+        write(to: &output, indent: 2, level: 0)
+        return String(decoding: output, as: UTF8.self)
     }
 
-    func write(to output: inout String, indent: String?, level: Int) {
+    func write(to output: inout [UInt8], indent: Int?, level: Int) {
         switch self {
-        case .null: output += "null"
-        case .bool(let b): output += b ? "true" : "false"
-        case .number(let n): output += JSONValue.format(n)
+        case .null: output.append(contentsOf: "null".utf8)
+        case .bool(let b): output.append(contentsOf: (b ? "true" : "false").utf8)
+        case .number(let n): output.append(contentsOf: JSONValue.format(n).utf8)
         case .string(let s): JSONValue.writeString(s, to: &output)
         case .array(let items):
-            if items.isEmpty { output += "[]"; return }
-            output += "["
+            if items.isEmpty { output.append(contentsOf: "[]".utf8); return }
+            output.append(UInt8(ascii: "["))
             for (i, item) in items.enumerated() {
-                if i > 0 { output += "," }
+                if i > 0 { output.append(UInt8(ascii: ",")) }
                 JSONValue.newline(&output, indent, level + 1)
                 item.write(to: &output, indent: indent, level: level + 1)
             }
             JSONValue.newline(&output, indent, level)
-            output += "]"
+            output.append(UInt8(ascii: "]"))
         case .object(let object):
-            if object.isEmpty { output += "{}"; return }
-            output += "{"
+            if object.isEmpty { output.append(contentsOf: "{}".utf8); return }
+            output.append(UInt8(ascii: "{"))
             for (i, member) in object.enumerated() {
-                if i > 0 { output += "," }
+                if i > 0 { output.append(UInt8(ascii: ",")) }
                 JSONValue.newline(&output, indent, level + 1)
                 JSONValue.writeString(member.key, to: &output)
-                output += indent == nil ? ":" : ": "
+                output.append(UInt8(ascii: ":"))
+                if indent != nil { output.append(UInt8(ascii: " ")) }
                 member.value.write(to: &output, indent: indent, level: level + 1)
             }
             JSONValue.newline(&output, indent, level)
-            output += "}"
+            output.append(UInt8(ascii: "}"))
         }
     }
 
-    private static func newline(_ output: inout String, _ indent: String?, _ level: Int) {
+    private static func newline(_ output: inout [UInt8], _ indent: Int?, _ level: Int) {
         guard let indent else { return }
-        output += "\n"
-        for _ in 0..<level { output += indent }
+        output.append(UInt8(ascii: "\n"))
+        output.append(contentsOf: repeatElement(UInt8(ascii: " "), count: indent * level))
     }
 
     static func format(_ number: Double) -> String {
@@ -55,29 +62,44 @@ extension JSONValue {
         return number.description
     }
 
-    static func writeString(_ string: String, to output: inout String) {
-        // Fast path: nothing to escape (the usual case for URIs, IDs and codes) → one append.
-        let plain = string.utf8.allSatisfy { $0 >= 0x20 && $0 != 0x22 && $0 != 0x5C && $0 != 0x7F && $0 != 0xE2 }
-        if plain {
-            output += "\""
-            output += string
-            output += "\""
-            return
-        }
-        output += "\""
-        for scalar in string.unicodeScalars {
-            switch scalar {
-            case "\"": output += "\\\""
-            case "\\": output += "\\\\"
-            case "\n": output += "\\n"
-            case "\r": output += "\\r"
-            case "\t": output += "\\t"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7F || (0x2028...0x2029).contains(scalar.value):
-                let hex = String(scalar.value, radix: 16)
-                output += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: output.unicodeScalars.append(scalar)
+    /// A JSON string: `"`, `\`, control characters, DEL and U+2028/U+2029 escaped (the last two
+    /// break JavaScript readers of the log); everything else copied as UTF-8, in runs.
+    static func writeString(_ string: String, to output: inout [UInt8]) {
+        var string = string
+        string.withUTF8 { utf8 in
+            output.append(UInt8(ascii: "\""))
+            var run = 0
+            var index = 0
+            while index < utf8.count {
+                let byte = utf8[index]
+                var length = 1
+                let escape: String
+                switch byte {
+                case 0x22: escape = "\\\""
+                case 0x5C: escape = "\\\\"
+                case 0x0A: escape = "\\n"
+                case 0x0D: escape = "\\r"
+                case 0x09: escape = "\\t"
+                case 0x00..<0x20, 0x7F: escape = hexEscape(UInt32(byte))
+                case 0xE2 where index + 2 < utf8.count && utf8[index + 1] == 0x80 && (utf8[index + 2] == 0xA8 || utf8[index + 2] == 0xA9):
+                    escape = hexEscape(utf8[index + 2] == 0xA8 ? 0x2028 : 0x2029)
+                    length = 3
+                default:
+                    index += 1
+                    continue
+                }
+                output.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[run..<index]))
+                output.append(contentsOf: escape.utf8)
+                index += length
+                run = index
             }
+            output.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[run..<utf8.count]))
+            output.append(UInt8(ascii: "\""))
         }
-        output += "\""
+    }
+
+    private static func hexEscape(_ value: UInt32) -> String {
+        let hex = String(value, radix: 16)
+        return "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
     }
 }

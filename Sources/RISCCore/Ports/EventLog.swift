@@ -25,6 +25,12 @@ public struct EventLogRecord: Sendable {
 
     /// The line, without its newline.
     public var line: String { JSONValue.object(fields).serialized }
+
+    /// Appends the line and its newline, as UTF-8.
+    public func write(to output: inout [UInt8]) {
+        JSONValue.object(fields).serialize(into: &output)
+        output.append(0x0A)
+    }
 }
 
 /// Ports the receiver reports its own measurements to (Prometheus in `risc serve`).

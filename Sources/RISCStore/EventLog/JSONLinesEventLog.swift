@@ -40,7 +40,9 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {
     deinit { close() }
 
     public func record(_ record: EventLogRecord) {
-        let line = Array((record.line + "\n").utf8)
+        var line: [UInt8] = []
+        line.reserveCapacity(384)
+        record.write(to: &line)
         condition.lock()
         if buffer.count + line.count > maxBufferedBytes {
             dropped += 1

@@ -29,6 +29,12 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
     /// The checkpointer sleeps on its own condition, so an append's signal always wakes the writer.
     private let checkpointTimer = NSCondition()
     private var checkpointerDone = false
+    /// Set by the checkpointer when it has nearly caught up with the WAL: the writer then copies
+    /// the last few frames itself, between two batches, so the checkpoint completes and the next
+    /// transaction starts the WAL over from its beginning (see `checkpointLoop`).
+    private var finishCheckpoint = false
+    /// WAL frames the checkpointer lets the writer copy (a fraction of a millisecond of work).
+    private static let finishFrames: Int64 = 256
 
     private var commits = 0
     private var rowsWritten = 0
@@ -162,7 +168,13 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
     private func writeLoop() {
         while true {
             condition.lock()
-            while pending.isEmpty && !stopping { condition.wait() }
+            while pending.isEmpty && !stopping && !finishCheckpoint { condition.wait() }
+            if finishCheckpoint {
+                finishCheckpoint = false
+                condition.unlock()
+                finishWALCheckpoint()
+                continue
+            }
             if pending.isEmpty && stopping {
                 writerDone = true
                 condition.broadcast()
@@ -181,18 +193,55 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
         }
     }
 
-    /// Copies the WAL into the database file every second (PASSIVE: never blocks the writer), so
-    /// the WAL stays small without a commit ever paying for a checkpoint.
+    /// The writer's share of a checkpoint: the last few frames, so it completes (`checkpointLoop`).
+    private func finishWALCheckpoint() {
+        WriteLock.lock.lock()
+        do { try writer.execute("PRAGMA wal_checkpoint(PASSIVE)") } catch {
+            logger.warning("WAL checkpoint failed", metadata: ["risc.error": "\(error)"])
+        }
+        WriteLock.lock.unlock()
+        checkpointTimer.lock()
+        checkpointTimer.signal()
+        checkpointTimer.unlock()
+    }
+
+    /// Copies the WAL into the database file (PASSIVE: never blocks the writer), so the WAL
+    /// stays small without a commit ever paying for a whole checkpoint.
+    ///
+    /// Under steady load a PASSIVE checkpoint never quite finishes (the writer adds frames while
+    /// it copies), and SQLite starts the WAL over only after a finished one: the file would grow
+    /// without bound, and every commit would extend it (new blocks, an inode update in each
+    /// fsync). So the checkpointer runs again soon while it is copying a lot, and once it is
+    /// within `finishFrames` of the end it asks the writer to copy that remainder between two
+    /// batches. Idle, it looks once a second.
     private func checkpointLoop() {
+        var interval = 0.1
         while true {
             checkpointTimer.lock()
-            _ = checkpointTimer.wait(until: Date(timeIntervalSinceNow: 1))
+            _ = checkpointTimer.wait(until: Date(timeIntervalSinceNow: interval))
             checkpointTimer.unlock()
             condition.lock()
             let stop = stopping && writerDone
+            let waitingForWriter = finishCheckpoint
             condition.unlock()
+            if waitingForWriter && !stop { continue }
             do {
-                try checkpointer.execute(stop ? "PRAGMA wal_checkpoint(TRUNCATE)" : "PRAGMA wal_checkpoint(PASSIVE)")
+                if stop {
+                    try checkpointer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                } else {
+                    let statement = try checkpointer.prepare("PRAGMA wal_checkpoint(PASSIVE)")
+                    defer { statement.reset() }
+                    if try statement.step(), statement.int(0) == 0 {
+                        let frames = statement.int(1), copied = statement.int(2)
+                        interval = frames - copied > 4 * Self.finishFrames ? 0.02 : 0.1
+                        if frames > Self.finishFrames && frames - copied <= Self.finishFrames {
+                            condition.lock()
+                            finishCheckpoint = true
+                            condition.signal()
+                            condition.unlock()
+                        }
+                    }
+                }
             } catch {
                 logger.warning("WAL checkpoint failed", metadata: ["risc.error": "\(error)"])
             }
