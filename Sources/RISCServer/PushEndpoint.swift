@@ -44,6 +44,7 @@ final class PushEndpoint: Service, Sendable {
     let logger: Logger
     let onRunning: @Sendable (Int) -> Void
     private let connections = Mutex<[ObjectIdentifier: any Channel]>([:])
+    private let group = MultiThreadedEventLoopGroup.singleton
 
     init(
         settings: Settings, intake: Intake, log: any EventLog, limiter: InvalidRequestLimiter?, tls: NIOSSLContext?,
@@ -59,7 +60,7 @@ final class PushEndpoint: Service, Sendable {
     }
 
     func run() async throws {
-        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        let server = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -79,7 +80,9 @@ final class PushEndpoint: Service, Sendable {
         channel.closeFuture.whenComplete { [weak self] _ in _ = self?.connections.withLock { $0.removeValue(forKey: id) } }
         let pipeline = channel.pipeline.syncOperations
         if let tls { try pipeline.addHandler(NIOSSLServerHandler(context: tls)) }
-        try pipeline.configureHTTPServerPipeline(withPipeliningAssistance: true, withErrorHandling: true)
+        // No pipelining helper: it stops reading while a response is pending, two epoll changes a
+        // request. PushHandler queues a pipelined request itself.
+        try pipeline.configureHTTPServerPipeline(withPipeliningAssistance: false, withErrorHandling: true)
         try pipeline.addHandler(IdleStateHandler(readTimeout: settings.readTimeout))
         try pipeline.addHandler(PushHandler(endpoint: self))
     }
@@ -104,12 +107,13 @@ final class PushEndpoint: Service, Sendable {
         guard let peer, !settings.trustedProxies.isEmpty, settings.trustedProxies.contains(peer),
             let forwarded = headers.first(name: "X-Forwarded-For"),
             let last = forwarded.split(separator: ",").last?.trimmingCharacters(in: .whitespaces), !last.isEmpty
-        else { return peer.map { $0.contains(":") ? "[\($0)]" : $0 } }
+        else { return peer.map { $0.utf8.contains(UInt8(ascii: ":")) ? "[\($0)]" : $0 } }
         return String(last.prefix(64))
     }
 }
 
-/// One connection's requests, one at a time (NIO's pipelining handler holds back the next).
+/// One connection's requests, one at a time: parts of a request pipelined behind one still being
+/// answered wait in `queued` (bounded) until it is.
 final class PushHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -129,13 +133,40 @@ final class PushHandler: ChannelInboundHandler {
 
     private let endpoint: PushEndpoint
     private var state = State.idle
+    /// Parts that arrived while a request was being answered, with their body bytes counted.
+    private var queued = CircularBuffer<HTTPServerRequestPart>()
+    private var queuedBytes = 0
+    /// Shutdown asked this connection to end after the request in hand.
+    private var closing = false
     /// How much of an oversized body is read and dropped before the connection is simply closed.
     private static let discardLimit = 1 << 20
 
     init(endpoint: PushEndpoint) { self.endpoint = endpoint }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
+        let part = unwrapInboundIn(data)
+        if case .answering = state {
+            if case .body(let buffer) = part { queuedBytes += buffer.readableBytes }
+            queued.append(part)
+            // A client that pipelines more than a few requests' worth is not a transmitter.
+            if queuedBytes > 4 * endpoint.settings.maxBodyBytes || queued.count > 1024 { context.close(promise: nil) }
+            return
+        }
+        handle(part, context)
+    }
+
+    /// Handles parts held back while a request was answered, until one needs answering again.
+    private func resume(_ context: ChannelHandlerContext) {
+        while !queued.isEmpty {
+            if case .answering = state { return }
+            let part = queued.removeFirst()
+            if case .body(let buffer) = part { queuedBytes -= buffer.readableBytes }
+            handle(part, context)
+        }
+    }
+
+    private func handle(_ part: HTTPServerRequestPart, _ context: ChannelHandlerContext) {
+        switch part {
         case .head(let head):
             let path = head.uri.firstIndex(of: "?").map { head.uri[..<$0] } ?? head.uri[...]
             let declared = head.headers.first(name: "content-length").flatMap { Int($0) }
@@ -185,6 +216,11 @@ final class PushHandler: ChannelInboundHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is ChannelShouldQuiesceEvent {
+            closing = true
+            if case .idle = state, queued.isEmpty { context.close(promise: nil) }
+            return
+        }
         if let idle = event as? IdleStateHandler.IdleStateEvent, idle == .read {
             if case .answering = state { return }  // our own latency, not the client's
             context.close(promise: nil)
@@ -230,7 +266,7 @@ final class PushHandler: ChannelInboundHandler {
             body: Array(buffer: body), remoteAddress: remote, contentType: head.headers.first(name: "content-type"))
         let eventLoop = context.eventLoop
         let bound = NIOLoopBound((handler: self, context: context), eventLoop: eventLoop)
-        endpoint.intake.receive(delivery, hop: { work in eventLoop.execute(work) }) { result in
+        endpoint.intake.receive(delivery, hop: { eventLoop.execute($0) }) { result in
             if eventLoop.inEventLoop {
                 bound.value.handler.answer(bound.value.context, head, remote, result)
             } else {
@@ -243,6 +279,7 @@ final class PushHandler: ChannelInboundHandler {
         _ context: ChannelHandlerContext, _ head: HTTPRequestHead, _ remote: String?, _ result: Result<AppendOutcome, any Error>
     ) {
         state = .idle
+        defer { resume(context) }
         switch result {
         case .success:
             respond(context, head, .accepted)
@@ -277,7 +314,7 @@ final class PushHandler: ChannelInboundHandler {
         _ context: ChannelHandlerContext, _ head: HTTPRequestHead, _ status: HTTPResponseStatus,
         headers: [(String, String)] = [], body: String? = nil, close: Bool = false, closeNow: Bool = true
     ) {
-        let keepAlive = head.isKeepAlive && !close
+        let keepAlive = head.isKeepAlive && !close && !closing
         var fields = HTTPHeaders(headers)
         fields.add(name: "Content-Length", value: String(body?.utf8.count ?? 0))
         if !keepAlive {

@@ -94,6 +94,31 @@ struct EndpointTests {
         harness.issuer.stop()
     }
 
+    @Test("pipelined requests on one connection are answered in order; Connection: close is honoured; a malformed request line gets 400")
+    func pipelining() async throws {
+        let harness = try ServerHarness()
+        try await harness.start()
+        let port = Int(harness.publicURL.split(separator: ":").last!)!
+        func request(_ token: String, close: Bool = false) -> String {
+            "POST /events HTTP/1.1\r\nHost: x\r\nContent-Type: application/secevent+jwt\r\nContent-Length: \(token.utf8.count)\r\n"
+                + (close ? "Connection: close\r\n" : "") + "\r\n" + token
+        }
+        // Three requests in one write, the second one invalid, the last asking to close.
+        let wire = request(try harness.token(jti: "pipe-1")) + request("not-a-jws") + request(try harness.token(jti: "pipe-3"), close: true)
+        let answer = try RawConnection.exchange(port: port, Array(wire.utf8))
+        let statuses = answer.components(separatedBy: "HTTP/1.1 ").dropFirst().map { $0.prefix(3) }
+        #expect(statuses == ["202", "400", "202"], "\(answer)")
+        #expect(answer.hasSuffix("\r\n\r\n"), "closed after the last answer, with nothing after it")
+        let store = try SQLiteEventStore(directory: harness.dataDirectory, logger: Logger(label: "t"))
+        defer { store.close() }
+        #expect(try store.record(issuer: harness.issuer.baseURL, jti: "pipe-1") != nil)
+        #expect(try store.record(issuer: harness.issuer.baseURL, jti: "pipe-3") != nil)
+        let garbage = try RawConnection.exchange(port: port, Array("BREW /events HTCPCP/1.0\r\n\r\n".utf8))
+        #expect(garbage.hasPrefix("HTTP/1.1 400"), "\(garbage)")
+        try await harness.stop()
+        harness.issuer.stop()
+    }
+
     @Test("oversized bodies get 413, other methods 405, a missing content type is tolerated and recorded")
     func httpRules() async throws {
         let harness = try ServerHarness()
@@ -289,5 +314,33 @@ struct NegativeTokenTests {
         #expect(try NegativeTokens.make("nonsense", factory: harness.factory) == nil)
         try await harness.stop()
         harness.issuer.stop()
+    }
+}
+
+/// A plain TCP exchange: write the bytes, read until the server closes (or 5 s pass).
+enum RawConnection {
+    static func exchange(port: Int, _ bytes: [UInt8]) throws -> String {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.EIO) }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw POSIXError(.ECONNREFUSED) }
+        guard bytes.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, 0) }) == bytes.count else { throw POSIXError(.EIO) }
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if count <= 0 { break }
+            received += buffer[0..<count]
+        }
+        return String(decoding: received, as: UTF8.self)
     }
 }

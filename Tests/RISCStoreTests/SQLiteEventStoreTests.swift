@@ -1,7 +1,8 @@
 import Foundation
 import Logging
+import Synchronization
 import RISCCore
-import RISCStore
+@testable import RISCStore
 import RISCTestKit
 import Testing
 
@@ -87,5 +88,92 @@ extension Sequence {
         var result: [T] = []
         for element in self { result.append(try await transform(element)) }
         return result
+    }
+}
+
+@Suite("Pipelined fsync of the store")
+struct PipelinedSyncTests {
+    /// Counts kept by the sync hook and the completions, checked against each other.
+    final class Ledger: @unchecked Sendable {
+        private let lock = NSLock()
+        private var covered = 0
+        private var completed = 0
+        private(set) var syncs = 0
+        private(set) var early = 0
+        func synced(rowsCommitted: Int) {
+            lock.withLock {
+                syncs += 1
+                covered = rowsCommitted
+            }
+        }
+        func completedOne() {
+            lock.withLock {
+                completed += 1
+                if completed > covered { early += 1 }
+            }
+        }
+    }
+
+    /// Appends every record through the completion API; returns the results in order.
+    static func appendAll(_ records: [SETRecord], to store: SQLiteEventStore, onReport: @escaping @Sendable () -> Void = {}) async
+        -> [StoreResult]
+    {
+        let results = Mutex<[Int: StoreResult]>([:])
+        let group = DispatchGroup()
+        for (index, record) in records.enumerated() {
+            group.enter()
+            store.appendReporting(record) { result in
+                onReport()
+                results.withLock { $0[index] = result }
+                group.leave()
+            }
+        }
+        await withCheckedContinuation { continuation in group.notify(queue: .global()) { continuation.resume() } }
+        return results.withLock { all in (0..<records.count).map { all[$0]! } }
+    }
+
+    @Test("no SET is reported stored before an fsync of the WAL that began after its commit")
+    func reportsFollowSync() async throws {
+        let store = try SQLiteEventStore(directory: SQLiteEventStoreTests.directory(), logger: Logger(label: "t"))
+        let ledger = Ledger()
+        store.syncWAL = { [unowned store] () throws(StoreError) in
+            ledger.synced(rowsCommitted: store.writeCounts.rows)
+            try store.fdatasyncWAL()
+        }
+        let records = try await (0..<300).asyncMap { try await SQLiteEventStoreTests.record(jti: "p\($0)") }
+        let results = await Self.appendAll(records, to: store) { ledger.completedOne() }
+        #expect(results.allSatisfy { if case .success = $0 { true } else { false } })
+        #expect(ledger.early == 0)
+        #expect(ledger.syncs > 0 && ledger.syncs < 300, "one fsync covers a batch")
+        #expect(try store.count() == 300)
+    }
+
+    @Test("a failed fsync fails its batch and every later write until a restart; synced SETs survive it")
+    func failedSync() async throws {
+        let directory = SQLiteEventStoreTests.directory()
+        let store = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        let failing = Mutex(false)
+        store.syncWAL = { [unowned store] () throws(StoreError) in
+            if failing.withLock({ $0 }) { throw StoreError(code: 10, "injected EIO") }
+            try store.fdatasyncWAL()
+        }
+        let before = try await (0..<20).asyncMap { try await SQLiteEventStoreTests.record(jti: "ok\($0)") }
+        #expect(await Self.appendAll(before, to: store).allSatisfy { if case .success = $0 { true } else { false } })
+        failing.withLock { $0 = true }
+        let during = try await SQLiteEventStoreTests.record(jti: "during")
+        #expect(await Self.appendAll([during], to: store).allSatisfy { if case .failure = $0 { true } else { false } })
+        failing.withLock { $0 = false }
+        // The page cache is no longer trusted: later writes fail too, and the store is not ready.
+        let after = try await SQLiteEventStoreTests.record(jti: "after")
+        await #expect(throws: StoreError.self) { _ = try await store.append(after) }
+        #expect(!store.isWritable())
+        store.close()
+        let reopened = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        defer { reopened.close() }
+        #expect(reopened.isWritable())
+        for index in 0..<20 { #expect(try reopened.record(issuer: "https://accounts.google.com", jti: "ok\(index)") != nil) }
+        // The failed batch may or may not have reached the disk; its redelivery is answered either way.
+        _ = try await reopened.append(during)
+        #expect(try reopened.record(issuer: "https://accounts.google.com", jti: "during")?.deliveries ?? 0 >= 1)
     }
 }

@@ -3,14 +3,23 @@ import Foundation
 import Logging
 import RISCCore
 
-/// The embedded default store: SQLite in WAL mode with full synchronous commits, in the data
-/// directory. No server to run.
+/// The embedded default store: SQLite in WAL mode in the data directory, every acknowledged
+/// SET fsynced. No server to run.
 ///
 /// **Group commit.** Requests hand their record to one writer thread and wait. The writer takes
-/// everything waiting (up to `maxBatch`), writes it in one transaction, and commits once — one
-/// fsync for the whole batch — then wakes every waiter with its outcome. While it commits, new
-/// requests queue up for the next batch, so batches grow with load and an acknowledgement never
-/// waits for a timer.
+/// everything waiting (up to `maxBatch`), writes it in one transaction, and commits once; while
+/// it commits, new requests queue up for the next batch, so batches grow with load and an
+/// acknowledgement never waits for a timer.
+///
+/// **Pipelined fsync.** The writer's connection commits without syncing (`synchronous =
+/// NORMAL`); a second thread then fdatasyncs the WAL and only after that wakes the batch's
+/// waiters. So the next batch is written while the last one's fsync is in flight, and one fsync
+/// covers every batch committed before it started. Every outcome is reported after an fsync of
+/// the WAL that holds its commit: the same guarantee as `synchronous = FULL` (which fsyncs inside
+/// COMMIT, holding up the writer). SQLite itself still syncs the WAL before each checkpoint. If an
+/// fsync ever fails, the page cache can no longer be trusted: that batch is answered with an
+/// error and the store refuses every later write (503) until the process restarts and SQLite
+/// recovers from what is on disk.
 public final class SQLiteEventStore: EventStore, @unchecked Sendable {
     public let path: String
     private let logger: Logger
@@ -25,6 +34,9 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
     private let writer: SQLiteConnection
     private let upsert: SQLiteStatement
     private let redelivery: SQLiteStatement
+    private let savepoint: SQLiteStatement
+    private let release: SQLiteStatement
+    private let rollbackToSavepoint: SQLiteStatement
     private let checkpointer: SQLiteConnection
     /// The checkpointer sleeps on its own condition, so an append's signal always wakes the writer.
     private let checkpointTimer = NSCondition()
@@ -36,11 +48,30 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
     /// WAL frames the checkpointer lets the writer copy (a fraction of a millisecond of work).
     private static let finishFrames: Int64 = 256
 
+    /// Committed batches waiting for the WAL fsync (`syncLoop`), with their outcomes.
+    private struct Committed {
+        var completions: [@Sendable (StoreResult) -> Void]
+        var results: [(outcome: AppendOutcome, followUp: [EventLogRecord])]
+        var queued: Int
+    }
+    private let syncCondition = NSCondition()
+    private var unsynced: [Committed] = []
+    private var syncerDone = false
+    /// The writer has handed a batch to the syncer that it has not taken yet (under `condition`).
+    private var awaitingSync = false
+    /// Set once an fsync has failed: every later append fails.
+    private var syncFailure: StoreError?
+    private let walPath: String
+    private var walDescriptor: Int32 = -1
+    /// The sync step, replaceable by tests (to fail it); by default fdatasync of the WAL.
+    var syncWAL: () throws(StoreError) -> Void = { }
+
     private var commits = 0
     private var rowsWritten = 0
     private var lastReceived: Double?
     private var committing = false
-    /// Called on the writer thread after each successful commit (wakes the action worker).
+    /// Called on the writer thread after a commit that left work for the action worker (SETs
+    /// stored pending), to wake it.
     public var afterCommit: (@Sendable () -> Void)?
     /// With the embedded account store, each new SET's actions are applied in the transaction that
     /// stores it (`enableInlineActions`); the worker then only retries what failed here.
@@ -57,12 +88,15 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
     public init(directory: String, logger: Logger, maxBatch: Int = 512) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         path = (directory as NSString).appendingPathComponent("risc.sqlite3")
+        walPath = path + "-wal"
         self.logger = logger
         self.maxBatch = maxBatch
         writer = try SQLiteConnection(path: path)
         try writer.execute("PRAGMA journal_mode = WAL")
-        try writer.execute("PRAGMA synchronous = FULL")
+        // The writer does not sync inside COMMIT; `syncLoop` fsyncs the WAL before any answer.
+        try writer.execute("PRAGMA synchronous = NORMAL")
         try writer.execute("PRAGMA foreign_keys = ON")
+        try writer.execute("PRAGMA cache_size = -8192")
         // Checkpoints run on their own thread (below), never inside a commit that requests wait on.
         try writer.execute("PRAGMA wal_autocheckpoint = 0")
         try Self.migrate(writer)
@@ -78,11 +112,16 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
             UPDATE sets SET deliveries = deliveries + 1, last_received_at = ?3 WHERE issuer = ?1 AND jti = ?2
             RETURNING id, deliveries
             """)
+        savepoint = try writer.prepare("SAVEPOINT inline")
+        release = try writer.prepare("RELEASE inline")
+        rollbackToSavepoint = try writer.prepare("ROLLBACK TO inline")
         reader = try SQLiteConnection(path: path)
         checkpointer = try SQLiteConnection(path: path)
         writerStarted = true
         OSThread.start(name: "risc.store") { [unowned self] in self.writeLoop() }
         OSThread.start(name: "risc.checkpoint") { [unowned self] in self.checkpointLoop() }
+        OSThread.start(name: "risc.sync") { [unowned self] in self.syncLoop() }
+        syncWAL = { [unowned self] () throws(StoreError) in try self.fdatasyncWAL() }
     }
 
     deinit { close() }
@@ -138,9 +177,10 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
 
     public func appendReporting(_ record: SETRecord, completion: @escaping @Sendable (StoreResult) -> Void) {
         condition.lock()
-        if stopping {
+        if stopping || syncFailure != nil {
+            let failure = syncFailure ?? StoreError(code: SQLITE_MISUSE, "the store is closed")
             condition.unlock()
-            completion(.failure(StoreError(code: SQLITE_MISUSE, "the store is closed")))
+            completion(.failure(failure))
             return
         }
         pending.append((record, completion))
@@ -161,14 +201,77 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
         stopping = true
         condition.broadcast()
         checkpointTimer.broadcast()
-        while writerStarted && !(writerDone && checkpointerDone) { condition.wait() }
+        while writerStarted && !(writerDone && checkpointerDone && syncerDone) { condition.wait() }
         condition.unlock()
+        if walDescriptor >= 0 {
+            Glibc.close(walDescriptor)
+            walDescriptor = -1
+        }
+    }
+
+    /// Fsyncs the WAL, then answers every batch committed before that began. Runs beside the
+    /// writer, so a batch's fsync overlaps the next batch's writing.
+    private func syncLoop() {
+        while true {
+            syncCondition.lock()
+            while unsynced.isEmpty && !writerDoneForSync { syncCondition.wait() }
+            if unsynced.isEmpty {
+                syncCondition.unlock()
+                condition.lock()
+                syncerDone = true
+                condition.broadcast()
+                condition.unlock()
+                return
+            }
+            var batches: [Committed] = []
+            swap(&batches, &unsynced)
+            syncCondition.unlock()
+            condition.lock()
+            awaitingSync = false
+            condition.signal()
+            condition.unlock()
+            do {
+                try syncWAL()
+                var queued = 0
+                for batch in batches {
+                    for (completion, result) in zip(batch.completions, batch.results) { completion(.success(result)) }
+                    queued += batch.queued
+                }
+                if queued > 0 { afterCommit?() }
+            } catch {
+                condition.lock()
+                if syncFailure == nil { syncFailure = StoreError(code: error.code, "an fsync of the WAL failed (restart to recover): \(error)") }
+                condition.unlock()
+                logger.critical("fsync of the WAL failed: refusing writes until restart", metadata: ["risc.error": "\(error)"])
+                for batch in batches { for completion in batch.completions { completion(.failure(error)) } }
+            }
+        }
+    }
+
+    /// Set (under `syncCondition`) when the writer has handed over its last batch.
+    private var writerDoneForSync = false
+
+    /// fdatasync of the WAL file, through a descriptor of our own (any descriptor of a file
+    /// syncs its data). Reopened if the WAL was ever replaced, so a sync never misses it.
+    func fdatasyncWAL() throws(StoreError) {
+        var current = stat(), held = stat()
+        guard stat(walPath, &current) == 0 else { throw StoreError(code: SQLITE_IOERR, "cannot stat the WAL: errno \(errno)") }
+        if walDescriptor < 0 || fstat(walDescriptor, &held) != 0 || held.st_ino != current.st_ino || held.st_dev != current.st_dev {
+            if walDescriptor >= 0 { Glibc.close(walDescriptor) }
+            walDescriptor = open(walPath, O_RDONLY | O_CLOEXEC)
+            guard walDescriptor >= 0 else { throw StoreError(code: SQLITE_IOERR, "cannot open the WAL: errno \(errno)") }
+        }
+        guard fdatasync(walDescriptor) == 0 else {
+            throw StoreError(code: errno == ENOSPC ? SQLITE_FULL : SQLITE_IOERR, "fdatasync of the WAL: errno \(errno)")
+        }
     }
 
     private func writeLoop() {
         while true {
             condition.lock()
-            while pending.isEmpty && !stopping && !finishCheckpoint { condition.wait() }
+            // A committed batch not yet taken by the syncer: wait for it (one batch waits for an
+            // fsync at a time), meanwhile more requests join the next batch.
+            while (pending.isEmpty || awaitingSync) && !stopping && !finishCheckpoint { condition.wait() }
             if finishCheckpoint {
                 finishCheckpoint = false
                 condition.unlock()
@@ -179,6 +282,10 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
                 writerDone = true
                 condition.broadcast()
                 condition.unlock()
+                syncCondition.lock()
+                writerDoneForSync = true
+                syncCondition.signal()
+                syncCondition.unlock()
                 return
             }
             let batch = Array(pending.prefix(maxBatch))
@@ -261,23 +368,18 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
     ) {
         WriteLock.lock.lock()
         defer { WriteLock.lock.unlock() }
-        var outcomes: [AppendOutcome] = []
-        outcomes.reserveCapacity(batch.count)
-        var logRecords: [[EventLogRecord]] = []
+        let results: [(outcome: AppendOutcome, followUp: [EventLogRecord])]
+        var queued = 0
         do {
-            try writer.execute("BEGIN IMMEDIATE")
-            for (record, _) in batch {
-                var lines: [EventLogRecord] = []
-                let outcome: AppendOutcome
-                if let inline {
-                    outcome = try storeApplying(record, inline: inline, into: &lines)
-                } else {
-                    outcome = try store(record, done: nil)
-                }
-                outcomes.append(outcome)
-                logRecords.append(lines)
+            do {
+                results = try write(batch.map(\.0), inline: inline, guarded: false, queued: &queued)
+            } catch is InlineActionsFailed {
+                // One SET's actions failed: write the batch again with each SET's actions in a
+                // savepoint of its own, so that only that SET is stored pending, for the worker.
+                try? writer.execute("ROLLBACK")
+                queued = 0
+                results = try write(batch.map(\.0), inline: inline, guarded: true, queued: &queued)
             }
-            try writer.execute("COMMIT")
             condition.lock()
             commits += 1
             rowsWritten += batch.count
@@ -291,8 +393,43 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
             for (_, completion) in batch { completion(.failure(error)) }
             return
         }
-        for (index, (_, completion)) in batch.enumerated() { completion(.success((outcomes[index], logRecords[index]))) }
-        afterCommit?()
+        condition.lock()
+        awaitingSync = true
+        condition.unlock()
+        syncCondition.lock()
+        unsynced.append(Committed(completions: batch.map(\.1), results: results, queued: queued))
+        syncCondition.signal()
+        syncCondition.unlock()
+    }
+
+    /// An inline action failed in a batch written without savepoints.
+    private struct InlineActionsFailed: Error {}
+
+    /// One transaction: every record stored (and, inline, applied), then COMMIT, one fsync.
+    /// `guarded`: each SET's actions in a savepoint, a failure deferring only that SET; otherwise
+    /// a failure throws `InlineActionsFailed` and the caller writes the batch again, guarded.
+    private func write(
+        _ records: [SETRecord], inline: (applier: EmbeddedActionApplier, table: ActionTable, log: any EventLog)?, guarded: Bool,
+        queued: inout Int
+    ) throws -> [(outcome: AppendOutcome, followUp: [EventLogRecord])] {
+        var results: [(outcome: AppendOutcome, followUp: [EventLogRecord])] = []
+        results.reserveCapacity(records.count)
+        try writer.execute("BEGIN IMMEDIATE")
+        for record in records {
+            var lines: [EventLogRecord] = []
+            let outcome: AppendOutcome
+            if let inline {
+                let applied: Bool
+                (outcome, applied) = try storeApplying(record, inline: inline, guarded: guarded, into: &lines)
+                if !applied { queued += 1 }
+            } else {
+                outcome = try store(record, done: nil)
+                if case .accepted = outcome { queued += 1 }
+            }
+            results.append((outcome, lines))
+        }
+        try writer.execute("COMMIT")
+        return results
     }
 
     /// Inserts `record` (as done at `done`, or pending), or counts a redelivery.
@@ -310,19 +447,19 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
         return .duplicate(id: redelivery.int(0), deliveries: redelivery.int(1))
     }
 
-    /// A new SET stored as done with its actions applied, in a savepoint of its own inside the
-    /// batch's transaction. If the actions fail, only the savepoint is undone and the SET is stored
-    /// `pending` instead, for the worker to retry with backoff.
+    /// A new SET stored as done with its actions applied, in the batch's transaction. Guarded,
+    /// in a savepoint of its own: if the actions fail, only the savepoint is undone and the SET is
+    /// stored `pending` instead, for the worker to retry with backoff.
     private func storeApplying(
-        _ record: SETRecord, inline: (applier: EmbeddedActionApplier, table: ActionTable, log: any EventLog),
+        _ record: SETRecord, inline: (applier: EmbeddedActionApplier, table: ActionTable, log: any EventLog), guarded: Bool,
         into logRecords: inout [EventLogRecord]
-    ) throws -> AppendOutcome {
+    ) throws -> (outcome: AppendOutcome, applied: Bool) {
         let start = Date().timeIntervalSince1970
-        try writer.cached("SAVEPOINT inline").run()
+        if guarded { try savepoint.run() }
         let outcome = try store(record, done: start)
         guard case .accepted(let id) = outcome else {
-            try writer.cached("RELEASE inline").run()
-            return outcome
+            if guarded { try release.run() }
+            return (outcome, true)
         }
         var line = EventLogRecord(step: "applied", outcome: "applied", time: start)
         line["jti"] = .string(record.tokenID)
@@ -333,19 +470,20 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
             let outcomes = try inline.applier.apply(plan, setID: id, keyIssuer: record.issuer, now: start, fresh: true)
             let verifications = try VerificationLedger.records(
                 for: plan, claims: record.claims, id: id, jti: record.tokenID, compact: record.token, connection: writer)
-            try writer.cached("RELEASE inline").run()
+            if guarded { try release.run() }
             line["actions"] = EmbeddedActionApplier.json(outcomes)
             line["latency_us"] = .number(((Date().timeIntervalSince1970 - start) * 1e6).rounded())
             logRecords.append(line)
             logRecords += verifications
-            return outcome
+            return (outcome, true)
         } catch {
-            try writer.cached("ROLLBACK TO inline").run()
-            try writer.cached("RELEASE inline").run()
+            guard guarded else { throw InlineActionsFailed() }
+            try rollbackToSavepoint.run()
+            try release.run()
             line["outcome"] = "deferred"
             line["error"] = .string(String(describing: error).prefix(300).description)
             logRecords.append(line)
-            return try store(record, done: nil)
+            return (try store(record, done: nil), false)
         }
     }
 
@@ -412,6 +550,10 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
     /// Whether a write transaction can be opened right now (readiness).
     public func isWritable() -> Bool {
         guard FileManager.default.isWritableFile(atPath: path) else { return false }
+        condition.lock()
+        let failed = syncFailure != nil
+        condition.unlock()
+        if failed { return false }
         return (try? read { connection -> Bool in
             try connection.execute("BEGIN IMMEDIATE")
             try connection.execute("ROLLBACK")
@@ -429,3 +571,4 @@ public struct StoredSET: Sendable {
     public let token: String
     public let remoteAddress: String?
 }
+
