@@ -82,7 +82,8 @@ final class PushEndpoint: Service, Sendable {
         if let tls { try pipeline.addHandler(NIOSSLServerHandler(context: tls)) }
         // No pipelining helper: it stops reading while a response is pending, two epoll changes a
         // request. PushHandler queues a pipelined request itself.
-        try pipeline.configureHTTPServerPipeline(withPipeliningAssistance: false, withErrorHandling: true)
+        try pipeline.configureHTTPServerPipeline(
+            withPipeliningAssistance: false, withErrorHandling: true, withOutboundHeaderValidation: false)
         try pipeline.addHandler(IdleStateHandler(readTimeout: settings.readTimeout))
         try pipeline.addHandler(PushHandler(endpoint: self))
     }

@@ -35,6 +35,8 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
     private let upsert: SQLiteStatement
     private let redelivery: SQLiteStatement
     private let savepoint: SQLiteStatement
+    private let begin: SQLiteStatement
+    private let commitStatement: SQLiteStatement
     private let release: SQLiteStatement
     private let rollbackToSavepoint: SQLiteStatement
     private let checkpointer: SQLiteConnection
@@ -112,6 +114,8 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
             UPDATE sets SET deliveries = deliveries + 1, last_received_at = ?3 WHERE issuer = ?1 AND jti = ?2
             RETURNING id, deliveries
             """)
+        begin = try writer.prepare("BEGIN IMMEDIATE")
+        commitStatement = try writer.prepare("COMMIT")
         savepoint = try writer.prepare("SAVEPOINT inline")
         release = try writer.prepare("RELEASE inline")
         rollbackToSavepoint = try writer.prepare("ROLLBACK TO inline")
@@ -414,7 +418,7 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
     ) throws -> [(outcome: AppendOutcome, followUp: [EventLogRecord])] {
         var results: [(outcome: AppendOutcome, followUp: [EventLogRecord])] = []
         results.reserveCapacity(records.count)
-        try writer.execute("BEGIN IMMEDIATE")
+        try begin.run()
         for record in records {
             var lines: [EventLogRecord] = []
             let outcome: AppendOutcome
@@ -428,7 +432,7 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
             }
             results.append((outcome, lines))
         }
-        try writer.execute("COMMIT")
+        try commitStatement.run()
         return results
     }
 
