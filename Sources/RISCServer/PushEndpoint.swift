@@ -123,8 +123,9 @@ final class PushHandler: ChannelInboundHandler {
         case idle
         /// Reading the body of a POST on the events path.
         case receiving(HTTPRequestHead, ByteBuffer)
-        /// A request answered by its head alone (404, 405), once its end arrives.
-        case refusing(HTTPRequestHead, HTTPResponseStatus)
+        /// A request answered by its head alone (404, 405), once its end arrives; its body is
+        /// dropped, and one longer than `maxBodyBytes` is answered at once and the connection closed.
+        case refusing(HTTPRequestHead, HTTPResponseStatus, dropped: Int)
         /// Answered 413; the rest of the body is read and dropped (up to a limit), then the
         /// connection closes.
         case discarding(Int)
@@ -158,6 +159,11 @@ final class PushHandler: ChannelInboundHandler {
 
     /// Handles parts held back while a request was answered, until one needs answering again.
     private func resume(_ context: ChannelHandlerContext) {
+        if closing {  // shutting down: a pipelined request not yet answered is left to its retry
+            queued.removeAll()
+            queuedBytes = 0
+            return
+        }
         while !queued.isEmpty {
             if case .answering = state { return }
             let part = queued.removeFirst()
@@ -172,9 +178,9 @@ final class PushHandler: ChannelInboundHandler {
             let path = head.uri.firstIndex(of: "?").map { head.uri[..<$0] } ?? head.uri[...]
             let declared = head.headers.first(name: "content-length").flatMap { Int($0) }
             if path != endpoint.settings.path {
-                state = .refusing(head, .notFound)
+                state = .refusing(head, .notFound, dropped: 0)
             } else if head.method != .POST {
-                state = .refusing(head, .methodNotAllowed)
+                state = .refusing(head, .methodNotAllowed, dropped: 0)
             } else if let declared, declared > endpoint.settings.maxBodyBytes {
                 tooLarge(context, head)
             } else {
@@ -193,6 +199,14 @@ final class PushHandler: ChannelInboundHandler {
                 state = .answering  // drop the state's reference so the append does not copy
                 body.writeBuffer(&part)
                 state = .receiving(head, body)
+            case .refusing(let head, let status, let dropped):
+                let total = dropped + part.readableBytes
+                guard total > endpoint.settings.maxBodyBytes else {
+                    state = .refusing(head, status, dropped: total)
+                    return
+                }
+                state = .discarding(total)
+                respond(context, head, status, headers: Self.headers(for: status), close: true, closeNow: false)
             case .discarding(let dropped):
                 let total = dropped + part.readableBytes
                 if total > Self.discardLimit { context.close(promise: nil) }
@@ -205,15 +219,19 @@ final class PushHandler: ChannelInboundHandler {
             case .receiving(let head, let body):
                 state = .answering
                 receive(context, head, body)
-            case .refusing(let head, let status):
+            case .refusing(let head, let status, _):
                 state = .idle
-                respond(context, head, status, headers: status == .methodNotAllowed ? [("Allow", "POST")] : [])
+                respond(context, head, status, headers: Self.headers(for: status))
             case .discarding:
                 context.close(promise: nil)
             default:
                 break
             }
         }
+    }
+
+    private static func headers(for status: HTTPResponseStatus) -> [(String, String)] {
+        status == .methodNotAllowed ? [("Allow", "POST")] : []
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {

@@ -94,7 +94,7 @@ struct EndpointTests {
         harness.issuer.stop()
     }
 
-    @Test("pipelined requests on one connection are answered in order; Connection: close is honoured; a malformed request line gets 400")
+    @Test("pipelined requests on one connection are answered in order; Connection: close is honoured; a malformed request line gets 400; a long body off the events path is not read")
     func pipelining() async throws {
         let harness = try ServerHarness()
         try await harness.start()
@@ -115,6 +115,10 @@ struct EndpointTests {
         #expect(try store.record(issuer: harness.issuer.baseURL, jti: "pipe-3") != nil)
         let garbage = try RawConnection.exchange(port: port, Array("BREW /events HTCPCP/1.0\r\n\r\n".utf8))
         #expect(garbage.hasPrefix("HTTP/1.1 400"), "\(garbage)")
+        // A long body to a path that is not ours is not read to its end: the server hangs up.
+        let sent = try RawConnection.sendUntilClosed(
+            port: port, head: "POST /other HTTP/1.1\r\nHost: x\r\nContent-Length: 64000000\r\n\r\n", bodyBytes: 64_000_000)
+        #expect(sent < 64_000_000, "the server read a 64 MB body to a 404")
         try await harness.stop()
         harness.issuer.stop()
     }
@@ -319,21 +323,28 @@ struct NegativeTokenTests {
 
 /// A plain TCP exchange: write the bytes, read until the server closes (or 5 s pass).
 enum RawConnection {
-    static func exchange(port: Int, _ bytes: [UInt8]) throws -> String {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw POSIXError(.EIO) }
+    /// Sends `head`, then zeros up to `bodyBytes`, until a send fails (the server closed); returns
+    /// how many body bytes went out.
+    static func sendUntilClosed(port: Int, head: String, bodyBytes: Int) throws -> Int {
+        let fd = try connected(port: port)
         defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        _ = Array(head.utf8).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        let chunk = [UInt8](repeating: 0, count: 65_536)
+        var sent = 0
+        while sent < bodyBytes {
+            let count = chunk.withUnsafeBytes { send(fd, $0.baseAddress, min($0.count, bodyBytes - sent), Int32(MSG_NOSIGNAL)) }
+            if count <= 0 { break }
+            sent += count
         }
-        guard connected == 0 else { throw POSIXError(.ECONNREFUSED) }
-        guard bytes.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, 0) }) == bytes.count else { throw POSIXError(.EIO) }
+        return sent
+    }
+
+    static func exchange(port: Int, _ bytes: [UInt8]) throws -> String {
+        let fd = try connected(port: port)
+        defer { close(fd) }
+        guard bytes.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == bytes.count else {
+            throw POSIXError(.EIO)
+        }
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         while true {
@@ -342,5 +353,25 @@ enum RawConnection {
             received += buffer[0..<count]
         }
         return String(decoding: received, as: UTF8.self)
+    }
+
+    private static func connected(port: Int) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.EIO) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard result == 0 else {
+            close(fd)
+            throw POSIXError(.ECONNREFUSED)
+        }
+        return fd
     }
 }
