@@ -233,7 +233,12 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
             condition.lock()
             awaitingSync = false
             condition.signal()
+            let failedBefore = syncFailure
             condition.unlock()
+            if let failedBefore {  // committed after a failed fsync: never reported stored
+                for batch in batches { for completion in batch.completions { completion(.failure(failedBefore)) } }
+                continue
+            }
             do {
                 try syncWAL()
                 var queued = 0
@@ -294,6 +299,11 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
             }
             let batch = Array(pending.prefix(maxBatch))
             pending.removeFirst(batch.count)
+            if let syncFailure {  // waiting since before an fsync failed: refused like later ones
+                condition.unlock()
+                for (_, completion) in batch { completion(.failure(syncFailure)) }
+                continue
+            }
             committing = true
             let inline = self.inline
             condition.unlock()
