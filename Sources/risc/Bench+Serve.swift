@@ -56,6 +56,7 @@ extension RiscCommand.Bench {
             defer { if server.isRunning { server.terminate() } }
             try await Self.waitForReady(port: port + 1)
 
+            let serverBefore = Self.threadCPU(pid: server.processIdentifier), wrkBefore = Self.childrenCPU()
             guard let output = runWithDefaultSignals([
                 "wrk", "-t\(threads)", "-c\(connections)", "-d\(duration)s", "--latency", "-s", script,
                 "http://127.0.0.1:\(port)", "--", tokenFile.path, "\(threads)",
@@ -70,6 +71,7 @@ extension RiscCommand.Bench {
             let metrics = (try? await CurlHTTPClient().perform(HTTPRequest(url: "http://127.0.0.1:\(port + 1)/metrics")))
                 .map { String(decoding: $0.body, as: UTF8.self) } ?? ""
             let peakRSS = Self.peakRSS(pid: server.processIdentifier)
+            let serverAfter = Self.threadCPU(pid: server.processIdentifier), wrkAfter = Self.childrenCPU()
             server.terminate()
             server.waitUntilExit()
 
@@ -82,6 +84,17 @@ extension RiscCommand.Bench {
                 requests / seconds, connections, seconds, (fields["p50_us"] ?? 0) / 1000, (fields["p99_us"] ?? 0) / 1000, (fields["max_us"] ?? 0) / 1000))
             let commits = metric("risc_store_commits_total"), rows = metric("risc_store_rows_total")
             print("server: \(accepted) stored, \(duplicates) duplicates, \(Int(fields["errors_status"] ?? 0)) non-202 answers; peak RSS \(peakRSS / 1024) MB; \(commits) commits, \(String(format: "%.1f", Double(rows) / Double(max(commits, 1)))) rows each")
+            if requests > 0 {
+                // CPU a SET, from the server's per-thread times (/proc) and wrk's (rusage of children).
+                let perSET = { (seconds: Double) in seconds * 1e6 / requests }
+                var threads = serverAfter.map { (name: $0.key, seconds: $0.value - (serverBefore[$0.key] ?? 0)) }
+                threads.sort { $0.seconds > $1.seconds }
+                let total = threads.reduce(0) { $0 + $1.seconds }
+                let parts = threads.prefix(5).filter { perSET($0.seconds) >= 0.5 }
+                    .map { "\($0.name) \(String(format: "%.0f", perSET($0.seconds)))" }.joined(separator: ", ")
+                print(String(format: "CPU a SET: server %.0f µs (%@), wrk %.0f µs with loading its token file; at 20,000/s two cores allow 100 µs in all",
+                    perSET(total), parts, perSET(wrkAfter - wrkBefore)))
+            }
             print("target: ≥ 20,000 SETs/s, p99 ≤ 10 ms, RSS ≤ 64 MB (2 cores, load generator included)")
         }
 
@@ -117,6 +130,32 @@ extension RiscCommand.Bench {
                 try await Task.sleep(for: .milliseconds(100))
             }
             throw ValidationError("the server did not become ready")
+        }
+
+        /// CPU seconds (user + system) by thread name, event-loop threads counted together.
+        static func threadCPU(pid: Int32) -> [String: Double] {
+            let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+            var byName: [String: Double] = [:]
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+            for task in tasks {
+                guard let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8),
+                    let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")")
+                else { continue }
+                // Fields after the name: state is field 3, utime 14, stime 15.
+                let fields = stat[stat.index(after: close)...].split(separator: " ")
+                guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { continue }
+                var name = String(stat[stat.index(after: open)..<close])
+                if name.hasPrefix("NIO-") { name = "event loops" } else if name.hasSuffix("default-qos") { name = "tasks" }
+                byName[name, default: 0] += (user + system) / ticks
+            }
+            return byName
+        }
+
+        /// CPU seconds of waited-for child processes (wrk, once it has exited).
+        static func childrenCPU() -> Double {
+            var usage = rusage()
+            getrusage(RUSAGE_CHILDREN.rawValue, &usage)
+            return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
         }
 
         /// VmHWM: the peak resident set size, in KiB.
