@@ -107,7 +107,14 @@ final class SQLiteStatement {
             case .null: rc = sqlite3_bind_null(handle, index)
             case .int(let v): rc = sqlite3_bind_int64(handle, index, v)
             case .double(let v): rc = sqlite3_bind_double(handle, index, v)
-            case .text(let v): rc = sqlite3_bind_text(handle, index, v, -1, risc_sqlite_transient())
+            case .text(var v):
+                // With its length: no strlen over long tokens, no C-string bridging.
+                rc = v.withUTF8 { utf8 in
+                    utf8.withMemoryRebound(to: CChar.self) { text in
+                        guard let base = text.baseAddress else { return sqlite3_bind_text(handle, index, "", 0, risc_sqlite_transient()) }
+                        return sqlite3_bind_text(handle, index, base, Int32(text.count), risc_sqlite_transient())
+                    }
+                }
             }
             guard rc == SQLITE_OK else { throw connection.error(rc, "bind") }
         }
