@@ -263,7 +263,10 @@ final class PushHandler: ChannelInboundHandler {
         endpoint.log.record(record)
         endpoint.intake.metrics?.observe(outcome: "too_large", err: nil, verifySeconds: nil, commitSeconds: nil)
         if let limiter = endpoint.limiter, let remote { limiter.recordInvalid(remote, now: Date().timeIntervalSince1970) }
-        respond(context, head, .payloadTooLarge, close: true, closeNow: false)
+        // A client waiting for 100 Continue sends no body: close now. Otherwise read the body away
+        // first (up to `discardLimit`), so closing does not reset the connection under the answer.
+        let waitingToSend = head.headers.first(name: "expect")?.lowercased() == "100-continue"
+        respond(context, head, .payloadTooLarge, close: true, closeNow: waitingToSend)
     }
 
     private func receive(_ context: ChannelHandlerContext, _ head: HTTPRequestHead, _ body: ByteBuffer) {

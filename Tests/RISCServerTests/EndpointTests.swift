@@ -94,7 +94,7 @@ struct EndpointTests {
         harness.issuer.stop()
     }
 
-    @Test("pipelined requests on one connection are answered in order; Connection: close is honoured; a malformed request line gets 400; a long body off the events path is not read")
+    @Test("pipelined requests on one connection are answered in order; Connection: close is honoured; a malformed request line gets 400; Expect: 100-continue; a long body off the events path is not read")
     func pipelining() async throws {
         let harness = try ServerHarness()
         try await harness.start()
@@ -115,6 +115,17 @@ struct EndpointTests {
         #expect(try store.record(issuer: harness.issuer.baseURL, jti: "pipe-3") != nil)
         let garbage = try RawConnection.exchange(port: port, Array("BREW /events HTCPCP/1.0\r\n\r\n".utf8))
         #expect(garbage.hasPrefix("HTTP/1.1 400"), "\(garbage)")
+        // Expect: 100-continue is answered before the body is sent; an oversized one gets 413 at once.
+        let token = try harness.token(jti: "continue-1")
+        let interim = try RawConnection.exchange(
+            port: port,
+            Array(("POST /events HTTP/1.1\r\nHost: x\r\nContent-Length: \(token.utf8.count)\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n").utf8),
+            then: Array(token.utf8))
+        #expect(interim.hasPrefix("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 202"), "\(interim)")
+        let refused = try RawConnection.exchange(
+            port: port, Array("POST /events HTTP/1.1\r\nHost: x\r\nContent-Length: 9000000\r\nExpect: 100-continue\r\n\r\n".utf8))
+        #expect(refused.hasPrefix("HTTP/1.1 413"), "\(refused)")
+        #expect(!refused.contains("100 Continue"))
         // A long body to a path that is not ours is not read to its end: the server hangs up.
         let sent = try RawConnection.sendUntilClosed(
             port: port, head: "POST /other HTTP/1.1\r\nHost: x\r\nContent-Length: 64000000\r\n\r\n", bodyBytes: 64_000_000)
@@ -339,20 +350,30 @@ enum RawConnection {
         return sent
     }
 
-    static func exchange(port: Int, _ bytes: [UInt8]) throws -> String {
+    /// Sends `bytes`; with `then`, waits for the first answer bytes before sending those.
+    static func exchange(port: Int, _ bytes: [UInt8], then more: [UInt8]? = nil) throws -> String {
         let fd = try connected(port: port)
         defer { close(fd) }
-        guard bytes.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == bytes.count else {
-            throw POSIXError(.EIO)
-        }
+        try sendAll(fd, bytes)
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
+        if let more {
+            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if count > 0 { received += buffer[0..<count] }
+            try sendAll(fd, more)
+        }
         while true {
             let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if count <= 0 { break }
             received += buffer[0..<count]
         }
         return String(decoding: received, as: UTF8.self)
+    }
+
+    private static func sendAll(_ fd: Int32, _ bytes: [UInt8]) throws {
+        guard bytes.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == bytes.count else {
+            throw POSIXError(.EIO)
+        }
     }
 
     private static func connected(port: Int) throws -> Int32 {
