@@ -38,7 +38,6 @@ final class PushEndpoint: Service, Sendable {
 
     let settings: Settings
     let intake: Intake
-    let log: any EventLog
     let limiter: InvalidRequestLimiter?
     let tls: NIOSSLContext?
     let logger: Logger
@@ -47,12 +46,11 @@ final class PushEndpoint: Service, Sendable {
     private let group = MultiThreadedEventLoopGroup.singleton
 
     init(
-        settings: Settings, intake: Intake, log: any EventLog, limiter: InvalidRequestLimiter?, tls: NIOSSLContext?,
+        settings: Settings, intake: Intake, limiter: InvalidRequestLimiter?, tls: NIOSSLContext?,
         logger: Logger, onRunning: @escaping @Sendable (Int) -> Void
     ) {
         self.settings = settings
         self.intake = intake
-        self.log = log
         self.limiter = limiter
         self.tls = tls
         self.logger = logger
@@ -184,7 +182,7 @@ final class PushHandler: ChannelInboundHandler {
             } else if let declared, declared > endpoint.settings.maxBodyBytes {
                 tooLarge(context, head)
             } else {
-                if head.headers.first(name: "expect")?.lowercased() == "100-continue" {
+                if Self.expectsContinue(head) {
                     context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .continue))), promise: nil)
                 }
                 state = .receiving(head, context.channel.allocator.buffer(capacity: declared ?? 2048))
@@ -230,6 +228,11 @@ final class PushHandler: ChannelInboundHandler {
         }
     }
 
+    /// The client waits for `100 Continue` before it sends the body.
+    private static func expectsContinue(_ head: HTTPRequestHead) -> Bool {
+        head.headers.first(name: "expect")?.lowercased() == "100-continue"
+    }
+
     private static func headers(for status: HTTPResponseStatus) -> [(String, String)] {
         status == .methodNotAllowed ? [("Allow", "POST")] : []
     }
@@ -260,13 +263,12 @@ final class PushHandler: ChannelInboundHandler {
         record["http_status"] = 413
         record["description"] = .string("body larger than \(endpoint.settings.maxBodyBytes) bytes")
         if let remote { record["remote"] = .string(remote) }
-        endpoint.log.record(record)
+        endpoint.intake.log.record(record)
         endpoint.intake.metrics?.observe(outcome: "too_large", err: nil, verifySeconds: nil, commitSeconds: nil)
         if let limiter = endpoint.limiter, let remote { limiter.recordInvalid(remote, now: Date().timeIntervalSince1970) }
         // A client waiting for 100 Continue sends no body: close now. Otherwise read the body away
         // first (up to `discardLimit`), so closing does not reset the connection under the answer.
-        let waitingToSend = head.headers.first(name: "expect")?.lowercased() == "100-continue"
-        respond(context, head, .payloadTooLarge, close: true, closeNow: waitingToSend)
+        respond(context, head, .payloadTooLarge, close: true, closeNow: Self.expectsContinue(head))
     }
 
     private func receive(_ context: ChannelHandlerContext, _ head: HTTPRequestHead, _ body: ByteBuffer) {
@@ -277,7 +279,7 @@ final class PushHandler: ChannelInboundHandler {
                 record["remote"] = .string(remote)
                 record["http_status"] = 429
                 record["count"] = .number(Double(count))
-                endpoint.log.record(record)
+                endpoint.intake.log.record(record)
             }
             endpoint.intake.metrics?.observe(outcome: "limited", err: nil, verifySeconds: nil, commitSeconds: nil)
             state = .idle

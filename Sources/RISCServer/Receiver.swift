@@ -109,7 +109,7 @@ public final class Receiver: Sendable {
                 host: configuration.host, port: configuration.port, path: configuration.eventsPath,
                 maxBodyBytes: configuration.maxBodyBytes, retryAfter: configuration.retryAfter,
                 trustedProxies: Set(configuration.trustedProxies)),
-            intake: intake, log: eventLog,
+            intake: intake,
             limiter: configuration.invalidPerMinute > 0 ? InvalidRequestLimiter(perMinute: configuration.invalidPerMinute) : nil,
             tls: tls, logger: logger, onRunning: { publicPort.yield($0) })
         let adminApp = Application(

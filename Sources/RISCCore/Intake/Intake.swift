@@ -62,10 +62,14 @@ public struct Intake: Sendable {
         if let type = delivery.contentType, type.lowercased() != "application/secevent+jwt" {
             record["content_type"] = .string(String(type.prefix(100)))
         }
+        let parsed: CompactJWS
         do {
-            if let validated = try verifier.verifyWithHeldKey(delivery.body, now: start) {
+            switch try verifier.verifyWithHeldKey(delivery.body, now: start) {
+            case .verified(let validated):
                 store(validated, delivery, record, start: start, hop: hop, completion: completion)
                 return
+            case .keyNotHeld(let jws):
+                parsed = jws
             }
         } catch {
             refuse(error, &record, start: start, completion: completion)
@@ -74,7 +78,7 @@ public struct Intake: Sendable {
         Task { [record] in
             var record = record
             do {
-                let validated = try await verifier.verify(delivery.body, now: start)
+                let validated = try await verifier.verify(parsed, now: start)
                 store(validated, delivery, record, start: start, hop: hop, completion: completion)
             } catch {
                 refuse(error, &record, start: start, completion: completion)

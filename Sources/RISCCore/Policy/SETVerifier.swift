@@ -16,17 +16,29 @@ public struct SETVerifier: Sendable {
     ///
     /// - Throws: `SETError` (the sender's fault, HTTP 400) or `KeyUnavailableError` (ours, 503).
     public func verify(_ body: some Collection<UInt8>, now: Double) async throws -> ValidatedSET {
-        let jws = try Self.parse(body, policy: policy)
+        try await verify(Self.parse(body, policy: policy), now: now)
+    }
+
+    /// The steps after parsing: the key (fetched if the provider must), signature, claims.
+    public func verify(_ jws: CompactJWS, now: Double) async throws -> ValidatedSET {
         let resolved = try await keys.key(for: jws.header.keyID ?? "")
         return try Self.check(jws, key: resolved, policy: policy, now: now)
     }
 
-    /// As `verify`, without waiting: `nil` when the key is not held right now (then call `verify`,
-    /// which may fetch). Errors before the key lookup and after it are thrown as in `verify`.
-    public func verifyWithHeldKey(_ body: some Collection<UInt8>, now: Double) throws -> ValidatedSET? {
+    /// What `verifyWithHeldKey` got to.
+    public enum HeldKeyAttempt: Sendable {
+        case verified(ValidatedSET)
+        /// Parsed and allowed, but its key is not held right now: finish with `verify(_:now:)`.
+        case keyNotHeld(CompactJWS)
+    }
+
+    /// As `verify`, without waiting when the key is held right now; otherwise the parsed token,
+    /// so the caller finishes it (which may fetch) without parsing it again. Errors before the key
+    /// lookup and after it are thrown as in `verify`.
+    public func verifyWithHeldKey(_ body: some Collection<UInt8>, now: Double) throws -> HeldKeyAttempt {
         let jws = try Self.parse(body, policy: policy)
-        guard let resolved = keys.cachedKey(for: jws.header.keyID ?? "") else { return nil }
-        return try Self.check(jws, key: resolved, policy: policy, now: now)
+        guard let resolved = keys.cachedKey(for: jws.header.keyID ?? "") else { return .keyNotHeld(jws) }
+        return .verified(try Self.check(jws, key: resolved, policy: policy, now: now))
     }
 
     /// Steps before the key lookup: parse and the algorithm allow-list.

@@ -55,6 +55,10 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
         var completions: [@Sendable (StoreResult) -> Void]
         var results: [(outcome: AppendOutcome, followUp: [EventLogRecord])]
         var queued: Int
+
+        static func fail(_ batches: [Committed], _ error: any Error) {
+            for batch in batches { for completion in batch.completions { completion(.failure(error)) } }
+        }
     }
     private let syncCondition = NSCondition()
     private var unsynced: [Committed] = []
@@ -240,7 +244,7 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
             let failedBefore = syncFailure
             condition.unlock()
             if let failedBefore {  // committed after a failed fsync: never reported stored
-                for batch in batches { for completion in batch.completions { completion(.failure(failedBefore)) } }
+                Committed.fail(batches, failedBefore)
                 continue
             }
             do {
@@ -256,7 +260,7 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
                 if syncFailure == nil { syncFailure = StoreError(code: error.code, "an fsync of the WAL failed (restart to recover): \(error)") }
                 condition.unlock()
                 logger.critical("fsync of the WAL failed: refusing writes until restart", metadata: ["risc.error": "\(error)"])
-                for batch in batches { for completion in batch.completions { completion(.failure(error)) } }
+                Committed.fail(batches, error)
             }
         }
     }
