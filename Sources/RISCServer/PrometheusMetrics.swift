@@ -31,6 +31,11 @@ public final class PrometheusMetrics: IntakeMetrics, Sendable {
     }
 
     private let state = Mutex(State())
+    /// The public listener's connections: open now, the limit in force, and those closed for
+    /// being over it.
+    let openConnections = Atomic<Int>(0)
+    let connectionLimit = Atomic<Int>(0)
+    let refusedConnections = Atomic<Int>(0)
 
     public init() {}
 
@@ -58,6 +63,12 @@ public final class PrometheusMetrics: IntakeMetrics, Sendable {
         }
         histogram("risc_verify_duration_seconds", "Time to verify a SET (parse, key, signature, claims).", snapshot.verify)
         histogram("risc_commit_duration_seconds", "Time from verified to durably stored (group commit).", snapshot.commit)
+        var counters = counters, gauges = gauges
+        counters.append((
+            name: "risc_push_connections_refused_total", help: "Connections closed on accept: the public listener held limits.max_connections.",
+            labels: "", value: Double(refusedConnections.load(ordering: .relaxed))))
+        gauges.append(("risc_push_connections", "Connections open on the public listener.", Double(openConnections.load(ordering: .relaxed))))
+        gauges.append(("risc_push_connections_limit", "Connections the public listener holds at most.", Double(connectionLimit.load(ordering: .relaxed))))
         var typed = Set<String>()
         for counter in counters {
             if typed.insert(counter.name).inserted {

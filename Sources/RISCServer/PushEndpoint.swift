@@ -34,6 +34,8 @@ final class PushEndpoint: Service, Sendable {
         var readTimeout: TimeAmount = .seconds(60)
         /// How long shutdown waits for requests in flight before closing their connections.
         var drainTimeout: Duration = .seconds(30)
+        /// Connections held at once; one more is closed as soon as it is accepted.
+        var maxConnections: Int = 1_024
     }
 
     let settings: Settings
@@ -41,20 +43,25 @@ final class PushEndpoint: Service, Sendable {
     let limiter: InvalidRequestLimiter?
     let tls: NIOSSLContext?
     let logger: Logger
+    let metrics: PrometheusMetrics?
     let onRunning: @Sendable (Int) -> Void
     private let connections = Mutex<[ObjectIdentifier: any Channel]>([:])
+    /// Connections refused since the last report of them, and when that was.
+    private let refusals = Mutex<(unreported: Int, reportedAt: Double)>((0, 0))
     private let group = MultiThreadedEventLoopGroup.singleton
 
     init(
         settings: Settings, intake: Intake, limiter: InvalidRequestLimiter?, tls: NIOSSLContext?,
-        logger: Logger, onRunning: @escaping @Sendable (Int) -> Void
+        logger: Logger, metrics: PrometheusMetrics? = nil, onRunning: @escaping @Sendable (Int) -> Void
     ) {
         self.settings = settings
         self.intake = intake
         self.limiter = limiter
         self.tls = tls
         self.logger = logger
+        self.metrics = metrics
         self.onRunning = onRunning
+        metrics?.connectionLimit.store(settings.maxConnections, ordering: .relaxed)
     }
 
     func run() async throws {
@@ -74,8 +81,21 @@ final class PushEndpoint: Service, Sendable {
 
     private func configure(_ channel: any Channel) throws {
         let id = ObjectIdentifier(channel)
-        connections.withLock { $0[id] = channel }
-        channel.closeFuture.whenComplete { [weak self] _ in _ = self?.connections.withLock { $0.removeValue(forKey: id) } }
+        let admitted = connections.withLock { connections in
+            guard connections.count < settings.maxConnections else { return false }
+            connections[id] = channel
+            return true
+        }
+        guard admitted else {
+            refused(channel)
+            throw ConnectionLimitReached()
+        }
+        metrics?.openConnections.add(1, ordering: .relaxed)
+        channel.closeFuture.whenComplete { [weak self] _ in
+            guard let self else { return }
+            connections.withLock { _ = $0.removeValue(forKey: id) }
+            metrics?.openConnections.subtract(1, ordering: .relaxed)
+        }
         let pipeline = channel.pipeline.syncOperations
         if let tls { try pipeline.addHandler(NIOSSLServerHandler(context: tls)) }
         // No pipelining helper: it stops reading while a response is pending, two epoll changes a
@@ -84,6 +104,31 @@ final class PushEndpoint: Service, Sendable {
             withPipeliningAssistance: false, withErrorHandling: true, withOutboundHeaderValidation: false)
         try pipeline.addHandler(IdleStateHandler(readTimeout: settings.readTimeout))
         try pipeline.addHandler(PushHandler(endpoint: self))
+    }
+
+    /// Over `maxConnections`: NIO closes the channel when its initializer throws this.
+    struct ConnectionLimitReached: Error {}
+
+    /// Counts a connection closed for being over the limit; the first, then at most one a minute,
+    /// is reported in the event log and the server log with how many there were.
+    private func refused(_ channel: any Channel) {
+        metrics?.refusedConnections.add(1, ordering: .relaxed)
+        let now = Date().timeIntervalSince1970
+        let count = refusals.withLock { refusals -> Int? in
+            refusals.unreported += 1
+            guard now - refusals.reportedAt >= 60 else { return nil }
+            defer { refusals = (0, now) }
+            return refusals.unreported
+        }
+        guard let count else { return }
+        var record = EventLogRecord(step: "connection", outcome: "refused", time: now)
+        record["count"] = .number(Double(count))
+        record["limit"] = .number(Double(settings.maxConnections))
+        if let remote = channel.remoteAddress?.ipAddress { record["remote"] = .string(remote) }
+        intake.log.record(record)
+        logger.warning(
+            "public listener at limits.max_connections: closing new connections",
+            metadata: ["risc.limit": "\(settings.maxConnections)", "risc.refused": "\(count)"])
     }
 
     /// Asks every connection to close once its current request is answered (idle ones close at

@@ -108,10 +108,11 @@ public final class Receiver: Sendable {
             settings: .init(
                 host: configuration.host, port: configuration.port, path: configuration.eventsPath,
                 maxBodyBytes: configuration.maxBodyBytes, retryAfter: configuration.retryAfter,
-                trustedProxies: Set(configuration.trustedProxies)),
+                trustedProxies: Set(configuration.trustedProxies),
+                maxConnections: Self.connectionLimit(configuration.maxConnections, logger: logger)),
             intake: intake,
             limiter: configuration.invalidPerMinute > 0 ? InvalidRequestLimiter(perMinute: configuration.invalidPerMinute) : nil,
-            tls: tls, logger: logger, onRunning: { publicPort.yield($0) })
+            tls: tls, logger: logger, metrics: metrics, onRunning: { publicPort.yield($0) })
         let adminApp = Application(
             router: adminRouter,
             configuration: .init(address: .hostname(configuration.adminHost, port: configuration.adminPort)),
@@ -156,6 +157,35 @@ public final class Receiver: Sendable {
         return try ActionWorker(
             directory: configuration.dataDirectory, table: configuration.actionTable, retry: configuration.retry, sink: sink,
             log: log, logger: logger)
+    }
+
+    /// Descriptors kept aside for everything but public connections: the store's connections and
+    /// WAL, the event log, the admin listener and its clients, key fetches.
+    static let reservedDescriptors = 256
+
+    /// `limits.max_connections`, once the open-file limit is raised to fit it (soft toward hard);
+    /// if the hard limit is lower, the connection limit is lowered instead, with a warning, so
+    /// connections can never use up the descriptors the store and the log need.
+    static func connectionLimit(_ configured: Int, logger: Logger) -> Int {
+        let available = raiseOpenFileLimit(to: configured + reservedDescriptors) - reservedDescriptors
+        guard available < configured else { return configured }
+        let limit = max(1, available)
+        logger.warning(
+            "limits.max_connections lowered to fit the open-file limit (raise LimitNOFILE or ulimit -n)",
+            metadata: ["risc.configured": "\(configured)", "risc.limit": "\(limit)"])
+        return limit
+    }
+
+    /// Raises the soft open-file limit to `wanted` (at most the hard limit); returns the soft
+    /// limit in force afterwards.
+    static func raiseOpenFileLimit(to wanted: Int) -> Int {
+        let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        var limit = rlimit()
+        guard getrlimit(resource, &limit) == 0 else { return wanted }
+        if limit.rlim_cur == rlim_t.max || limit.rlim_cur >= rlim_t(wanted) { return wanted }
+        var raised = limit
+        raised.rlim_cur = limit.rlim_max == rlim_t.max ? rlim_t(wanted) : min(limit.rlim_max, rlim_t(wanted))
+        return Int(setrlimit(resource, &raised) == 0 ? raised.rlim_cur : limit.rlim_cur)
     }
 
     /// A secret kept in a file (webhook secret, admin token), without surrounding whitespace.

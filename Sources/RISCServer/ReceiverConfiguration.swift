@@ -30,6 +30,9 @@ public struct ReceiverConfiguration: Sendable {
     public var trustedProxies: [String] = []
     /// Refused requests an address may send a minute before it is answered 429; 0 turns it off.
     public var invalidPerMinute: Int = 0
+    /// Connections the public listener holds open at once; one more is closed as soon as it is
+    /// accepted (Google retries). Bounded further by the process's file-descriptor limit.
+    public var maxConnections: Int = 1_024
     /// Seconds in `Retry-After` on 503.
     public var retryAfter: Int = 30
     /// Also write the event log to standard output.
@@ -86,6 +89,7 @@ public struct ReceiverConfiguration: Sendable {
         if maxBodyBytes < 1_024 || maxBodyBytes > 1 << 20 { problems.append("max_body_bytes must be 1 KiB–1 MiB") }
         if retryAfter < 1 { problems.append("retry_after must be at least 1 second") }
         if invalidPerMinute < 0 { problems.append("limits.invalid_per_minute must be 0 (off) or more") }
+        if !(1...1_000_000).contains(maxConnections) { problems.append("limits.max_connections must be 1–1000000, got \(maxConnections)") }
         if dataDirectory.isEmpty { problems.append("data_dir must not be empty") }
         if (webhookURL == nil) != (webhookSecretFile == nil) { problems.append("webhook.url and webhook.secret_file go together") }
         if let url = webhookURL, let refusal = URLPolicy().refusal(for: url) { problems.append("webhook.url: \(refusal)") }

@@ -370,13 +370,34 @@ enum RawConnection {
         return String(decoding: received, as: UTF8.self)
     }
 
+    /// A connection kept open across exchanges.
+    final class Held {
+        let fd: Int32
+        init(port: Int) throws { fd = try RawConnection.connected(port: port) }
+        deinit { close(fd) }
+
+        /// Sends `bytes` and reads one bodiless answer (to the blank line); nil when the server
+        /// closed (or reset) the connection first.
+        func exchange(_ bytes: [UInt8]) -> String? {
+            _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            var received: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while !received.suffix(4).elementsEqual(Array("\r\n\r\n".utf8)) {
+                let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                if count <= 0 { return nil }
+                received += buffer[0..<count]
+            }
+            return String(decoding: received, as: UTF8.self)
+        }
+    }
+
     private static func sendAll(_ fd: Int32, _ bytes: [UInt8]) throws {
         guard bytes.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == bytes.count else {
             throw POSIXError(.EIO)
         }
     }
 
-    private static func connected(port: Int) throws -> Int32 {
+    static func connected(port: Int) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw POSIXError(.EIO) }
         var address = sockaddr_in()

@@ -1,7 +1,10 @@
 import Foundation
+import Logging
 import RISCClient
 import RISCCore
-import RISCServer
+@testable import RISCServer
+import RISCStore
+import RISCTestKit
 import Testing
 
 @Suite("Per-address limit on invalid requests; X-Forwarded-For from trusted proxies", .serialized)
@@ -38,5 +41,51 @@ struct LimitsTests {
         #expect(try await harness.post(try harness.token(jti: "direct"), forwardedFor: "203.0.113.9").status == 202)
         #expect(harness.eventLogLines.contains { $0["jti"] == "direct" && $0["remote"] == "127.0.0.1" })
         try await harness.stop()
+    }
+
+    @Test("over limits.max_connections a new connection is closed on accept, counted and logged; closing one makes room")
+    func connectionLimit() async throws {
+        let harness = try ServerHarness { $0.maxConnections = 2 }
+        try await harness.start()
+        let port = Int(harness.publicURL.split(separator: ":").last!)!
+        func request(_ jti: String) throws -> [UInt8] {
+            let token = try harness.token(jti: jti)
+            return Array("POST /events HTTP/1.1\r\nHost: x\r\nContent-Length: \(token.utf8.count)\r\n\r\n\(token)".utf8)
+        }
+        var first: RawConnection.Held? = try RawConnection.Held(port: port)
+        let second = try RawConnection.Held(port: port)
+        #expect(first?.exchange(try request("held-1"))?.hasPrefix("HTTP/1.1 202") == true)
+        #expect(second.exchange(try request("held-2"))?.hasPrefix("HTTP/1.1 202") == true)
+        let third = try RawConnection.Held(port: port)
+        #expect(third.exchange(try request("over-limit")) == nil, "a third connection was served")
+        let metrics = String(decoding: try await harness.get(harness.adminURL + "/metrics").body, as: UTF8.self)
+        #expect(metrics.contains("risc_push_connections_refused_total 1\n"), "\(metrics)")
+        #expect(metrics.contains("risc_push_connections 2\n"))
+        #expect(metrics.contains("risc_push_connections_limit 2\n"))
+        #expect(harness.eventLogLines.contains { $0["step"] == "connection" && $0["outcome"] == "refused" && $0["limit"] == 2 })
+        #expect(try harness.receiver.store.record(issuer: harness.issuer.baseURL, jti: "over-limit") == nil)
+        // The held connections keep working; once one closes, a new one is served.
+        #expect(second.exchange(try request("held-3"))?.hasPrefix("HTTP/1.1 202") == true)
+        first = nil
+        var served = false
+        for attempt in 0..<100 where !served {
+            served = try RawConnection.Held(port: port).exchange(try request("after-\(attempt)"))?.hasPrefix("HTTP/1.1 202") == true
+            if !served { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(served)
+        _ = first
+        try await harness.stop()
+    }
+
+    @Test("the open-file limit is raised to fit limits.max_connections, and the connection limit lowered when the hard limit is short")
+    func openFileLimit() throws {
+        var limit = rlimit()
+        try #require(getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0)
+        try #require(limit.rlim_max != rlim_t.max && limit.rlim_max > 300, "needs a finite hard limit")
+        let hard = Int(limit.rlim_max)
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        #expect(Receiver.connectionLimit(hard + 10, logger: logger) == hard - Receiver.reservedDescriptors)
+        #expect(getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 && Int(limit.rlim_cur) == hard)
+        #expect(Receiver.connectionLimit(16, logger: logger) == 16)
     }
 }
