@@ -25,6 +25,8 @@ extension RiscCommand.Bench {
         @Option(help: "Lua script for wrk.") var script: String = "Benchmarks/serve.lua"
         @Option(help: "Port for the server under test.") var port: Int = 18_443
         @Option(help: "Reuse (or create) this file of signed tokens instead of signing afresh.") var tokenFile: String?
+        @Flag(help: "Serve HTTPS in process (a fresh self-signed P-256 certificate; TLS 1.2+), as without a proxy in front.")
+        var tls = false
 
         func run() async throws {
             let directory = try KeyDirectory(url: URL(fileURLWithPath: keys))
@@ -51,6 +53,10 @@ extension RiscCommand.Bench {
                 "--issuer", SETFactory.defaultIssuer, "--host", "127.0.0.1", "--port", "\(port)", "--admin-port", "\(port + 1)",
                 "--data-dir", work.appendingPathComponent("data").path,
             ]
+            if tls {
+                let certificate = try TestCertificate(directory: work.appendingPathComponent("tls"))
+                server.arguments! += ["--tls-cert", certificate.certificatePath, "--tls-key", certificate.keyPath]
+            }
             server.standardOutput = FileHandle.nullDevice
             try server.run()
             defer { if server.isRunning { server.terminate() } }
@@ -59,7 +65,7 @@ extension RiscCommand.Bench {
             let serverBefore = Self.threadCPU(pid: server.processIdentifier), wrkBefore = Self.childrenCPU()
             guard let output = runWithDefaultSignals([
                 "wrk", "-t\(threads)", "-c\(connections)", "-d\(duration)s", "--latency", "-s", script,
-                "http://127.0.0.1:\(port)", "--", tokenFile.path, "\(threads)",
+                "\(tls ? "https" : "http")://127.0.0.1:\(port)", "--", tokenFile.path, "\(threads)",
             ]), let line = output.split(separator: "\n").first(where: { $0.hasPrefix("RESULT") }) else {
                 throw ValidationError("wrk did not run: install it (apt-get install wrk)")
             }
@@ -80,8 +86,8 @@ extension RiscCommand.Bench {
                 metrics.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0
             }
             let accepted = metric("risc_sets_total{outcome=\"accepted\"}"), duplicates = metric("risc_sets_total{outcome=\"duplicate\"}")
-            print(String(format: "%.0f SETs/s acknowledged (202 after fsync) over %d connections for %.1f s; p50 %.2f ms, p99 %.2f ms, max %.2f ms",
-                requests / seconds, connections, seconds, (fields["p50_us"] ?? 0) / 1000, (fields["p99_us"] ?? 0) / 1000, (fields["max_us"] ?? 0) / 1000))
+            print(String(format: "%.0f SETs/s acknowledged (202 after fsync) over %d %@ connections for %.1f s; p50 %.2f ms, p99 %.2f ms, max %.2f ms",
+                requests / seconds, connections, tls ? "HTTPS" : "HTTP", seconds, (fields["p50_us"] ?? 0) / 1000, (fields["p99_us"] ?? 0) / 1000, (fields["max_us"] ?? 0) / 1000))
             let commits = metric("risc_store_commits_total"), rows = metric("risc_store_rows_total")
             print("server: \(accepted) stored, \(duplicates) duplicates, \(Int(fields["errors_status"] ?? 0)) non-202 answers; peak RSS \(peakRSS / 1024) MB; \(commits) commits, \(String(format: "%.1f", Double(rows) / Double(max(commits, 1)))) rows each")
             if requests > 0 {
