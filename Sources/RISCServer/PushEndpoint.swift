@@ -29,9 +29,10 @@ final class PushEndpoint: Service, Sendable {
         var retryAfter: Int
         /// Peers whose `X-Forwarded-For` is believed (reverse proxies).
         var trustedProxies: Set<String>
-        /// A connection that sends nothing for this long (idle keep-alive, or a request that
-        /// stalls half-way) is closed.
-        var readTimeout: TimeAmount = .seconds(60)
+        /// A request must arrive whole within this long of the connection's previous answer (or
+        /// of its opening), else the connection is closed: an idle keep-alive connection, a
+        /// request that stalls half-way, and one trickled a byte at a time alike.
+        var requestTimeout: TimeAmount = .seconds(60)
         /// How long shutdown waits for requests in flight before closing their connections.
         var drainTimeout: Duration = .seconds(30)
         /// Connections held at once; one more is closed as soon as it is accepted.
@@ -102,7 +103,6 @@ final class PushEndpoint: Service, Sendable {
         // request. PushHandler queues a pipelined request itself.
         try pipeline.configureHTTPServerPipeline(
             withPipeliningAssistance: false, withErrorHandling: true, withOutboundHeaderValidation: false)
-        try pipeline.addHandler(IdleStateHandler(readTimeout: settings.readTimeout))
         try pipeline.addHandler(PushHandler(endpoint: self))
     }
 
@@ -183,6 +183,10 @@ final class PushHandler: ChannelInboundHandler {
     private var queuedBytes = 0
     /// Shutdown asked this connection to end after the request in hand.
     private var closing = false
+    /// When the wait for the next request began: the connection's opening or its last answer.
+    private var waitingSince = NIODeadline.now()
+    /// The connection's one timer for `requestTimeout`.
+    private var deadline: Scheduled<Void>?
     /// How much of an oversized body is read and dropped before the connection is simply closed.
     private static let discardLimit = 1 << 20
 
@@ -282,15 +286,43 @@ final class PushHandler: ChannelInboundHandler {
         status == .methodNotAllowed ? [("Allow", "POST")] : []
     }
 
+    func channelActive(context: ChannelHandlerContext) {
+        waitingSince = .now()
+        schedule(context, at: waitingSince + endpoint.settings.requestTimeout)
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        deadline?.cancel()
+        deadline = nil
+        context.fireChannelInactive()
+    }
+
+    /// The timer is moved on only when it fires, so a request that arrives in time costs no
+    /// timer work, only `waitingSince` set as it is answered.
+    private func schedule(_ context: ChannelHandlerContext, at time: NIODeadline) {
+        let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+        deadline = context.eventLoop.scheduleTask(deadline: time) { bound.value.handler.expire(bound.value.context) }
+    }
+
+    /// Closes the connection when no whole request arrived within `requestTimeout` of the last
+    /// answer (idle, stalled, or trickled); waiting for our own answer does not count.
+    private func expire(_ context: ChannelHandlerContext) {
+        guard context.channel.isActive else { return }
+        let due = waitingSince + endpoint.settings.requestTimeout
+        if case .answering = state {
+            schedule(context, at: .now() + endpoint.settings.requestTimeout)
+        } else if due > .now() {
+            schedule(context, at: due)
+        } else {
+            context.close(promise: nil)
+        }
+    }
+
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is ChannelShouldQuiesceEvent {
             closing = true
             if case .idle = state, queued.isEmpty { context.close(promise: nil) }
-            return
-        }
-        if let idle = event as? IdleStateHandler.IdleStateEvent, idle == .read {
-            if case .answering = state { return }  // our own latency, not the client's
-            context.close(promise: nil)
             return
         }
         context.fireUserInboundEventTriggered(event)
@@ -383,6 +415,7 @@ final class PushHandler: ChannelInboundHandler {
         _ context: ChannelHandlerContext, _ head: HTTPRequestHead, _ status: HTTPResponseStatus,
         headers: [(String, String)] = [], body: String? = nil, close: Bool = false, closeNow: Bool = true
     ) {
+        waitingSince = .now()
         let keepAlive = head.isKeepAlive && !close && !closing
         var fields = HTTPHeaders(headers)
         fields.add(name: "Content-Length", value: String(body?.utf8.count ?? 0))

@@ -109,6 +109,7 @@ public final class Receiver: Sendable {
                 host: configuration.host, port: configuration.port, path: configuration.eventsPath,
                 maxBodyBytes: configuration.maxBodyBytes, retryAfter: configuration.retryAfter,
                 trustedProxies: Set(configuration.trustedProxies),
+                requestTimeout: .nanoseconds(Int64(configuration.requestTimeout * 1e9)),
                 maxConnections: Self.connectionLimit(configuration.maxConnections, logger: logger)),
             intake: intake,
             limiter: configuration.invalidPerMinute > 0 ? InvalidRequestLimiter(perMinute: configuration.invalidPerMinute) : nil,

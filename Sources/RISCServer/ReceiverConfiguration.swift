@@ -33,6 +33,10 @@ public struct ReceiverConfiguration: Sendable {
     /// Connections the public listener holds open at once; one more is closed as soon as it is
     /// accepted (Google retries). Bounded further by the process's file-descriptor limit.
     public var maxConnections: Int = 1_024
+    /// Seconds a request may take to arrive whole on the public listener, counted from the
+    /// connection's previous answer (or its opening); an idle keep-alive connection closes after
+    /// as long.
+    public var requestTimeout: Double = 60
     /// Seconds in `Retry-After` on 503.
     public var retryAfter: Int = 30
     /// Also write the event log to standard output.
@@ -89,6 +93,7 @@ public struct ReceiverConfiguration: Sendable {
         if maxBodyBytes < 1_024 || maxBodyBytes > 1 << 20 { problems.append("max_body_bytes must be 1 KiB–1 MiB") }
         if retryAfter < 1 { problems.append("retry_after must be at least 1 second") }
         if invalidPerMinute < 0 { problems.append("limits.invalid_per_minute must be 0 (off) or more") }
+        if !(1...3_600).contains(requestTimeout) { problems.append("limits.request_timeout must be 1–3600 seconds, got \(requestTimeout)") }
         if !(1...1_000_000).contains(maxConnections) { problems.append("limits.max_connections must be 1–1000000, got \(maxConnections)") }
         if dataDirectory.isEmpty { problems.append("data_dir must not be empty") }
         if (webhookURL == nil) != (webhookSecretFile == nil) { problems.append("webhook.url and webhook.secret_file go together") }

@@ -389,6 +389,18 @@ enum RawConnection {
             }
             return String(decoding: received, as: UTF8.self)
         }
+
+        /// Sends `bytes`; false once the server has closed the connection.
+        func feed(_ bytes: [UInt8]) -> Bool {
+            bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == bytes.count && isOpen
+        }
+
+        /// Whether the server has not closed its side (nothing unread is expected).
+        var isOpen: Bool {
+            var byte: UInt8 = 0
+            let count = recv(fd, &byte, 1, Int32(MSG_DONTWAIT))
+            return count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
+        }
     }
 
     private static func sendAll(_ fd: Int32, _ bytes: [UInt8]) throws {

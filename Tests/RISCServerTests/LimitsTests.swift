@@ -7,7 +7,7 @@ import RISCStore
 import RISCTestKit
 import Testing
 
-@Suite("Per-address limit on invalid requests; X-Forwarded-For from trusted proxies", .serialized)
+@Suite("Limits: invalid requests per address, connections, request time; X-Forwarded-For from trusted proxies", .serialized)
 struct LimitsTests {
     @Test("after N refused requests an address gets 429 with Retry-After; others and valid SETs before it are unaffected")
     func invalidLimit() async throws {
@@ -87,5 +87,46 @@ struct LimitsTests {
         #expect(Receiver.connectionLimit(hard + 10, logger: logger) == hard - Receiver.reservedDescriptors)
         #expect(getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 && Int(limit.rlim_cur) == hard)
         #expect(Receiver.connectionLimit(16, logger: logger) == 16)
+    }
+
+    @Test("a request must arrive whole within limits.request_timeout of the last answer: trickled, stalled and idle connections close; busy ones live on")
+    func requestTimeout() async throws {
+        let harness = try ServerHarness { $0.requestTimeout = 1 }
+        try await harness.start()
+        let port = Int(harness.publicURL.split(separator: ":").last!)!
+        func request(_ jti: String) throws -> [UInt8] {
+            let token = try harness.token(jti: jti)
+            return Array("POST /events HTTP/1.1\r\nHost: x\r\nContent-Length: \(token.utf8.count)\r\n\r\n\(token)".utf8)
+        }
+        /// Seconds until the server closes `connection`, feeding it `trickle` every 100 ms meanwhile.
+        func secondsUntilClosed(_ connection: RawConnection.Held, trickle: [UInt8]?) async throws -> Double? {
+            let start = Date()
+            while Date().timeIntervalSince(start) < 4 {
+                let open = trickle.map { connection.feed($0) } ?? connection.isOpen
+                if !open { return Date().timeIntervalSince(start) }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            return nil
+        }
+        // A head sent a header line at a time, forever: read timeouts alone would never fire.
+        let trickled = try RawConnection.Held(port: port)
+        #expect(trickled.feed(Array("POST /events HTTP/1.1\r\nHost: x\r\n".utf8)))
+        let trickleTime = try await secondsUntilClosed(trickled, trickle: Array("X-Slow: 1\r\n".utf8))
+        #expect(trickleTime.map { (0.7...2.5).contains($0) } == true, "closed after \(String(describing: trickleTime)) s")
+        // A body that stops half-way.
+        let stalled = try RawConnection.Held(port: port)
+        #expect(stalled.feed(Array(try request("stalled").prefix(200))))
+        let stallTime = try await secondsUntilClosed(stalled, trickle: nil)
+        #expect(stallTime.map { (0.7...2.5).contains($0) } == true, "closed after \(String(describing: stallTime)) s")
+        #expect(try harness.receiver.store.record(issuer: harness.issuer.baseURL, jti: "stalled") == nil)
+        // Requests every 400 ms keep a connection for longer than the timeout; once idle, it closes.
+        let busy = try RawConnection.Held(port: port)
+        for index in 0..<5 {
+            #expect(busy.exchange(try request("busy-\(index)"))?.hasPrefix("HTTP/1.1 202") == true)
+            try await Task.sleep(for: .milliseconds(400))
+        }
+        let idleTime = try await secondsUntilClosed(busy, trickle: nil)
+        #expect(idleTime.map { $0 <= 1.5 } == true, "idle connection closed after \(String(describing: idleTime)) s")
+        try await harness.stop()
     }
 }
