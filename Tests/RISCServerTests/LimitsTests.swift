@@ -48,16 +48,12 @@ struct LimitsTests {
         let harness = try ServerHarness { $0.maxConnections = 2 }
         try await harness.start()
         let port = Int(harness.publicURL.split(separator: ":").last!)!
-        func request(_ jti: String) throws -> [UInt8] {
-            let token = try harness.token(jti: jti)
-            return Array("POST /events HTTP/1.1\r\nHost: x\r\nContent-Length: \(token.utf8.count)\r\n\r\n\(token)".utf8)
-        }
         var first: RawConnection.Held? = try RawConnection.Held(port: port)
         let second = try RawConnection.Held(port: port)
-        #expect(first?.exchange(try request("held-1"))?.hasPrefix("HTTP/1.1 202") == true)
-        #expect(second.exchange(try request("held-2"))?.hasPrefix("HTTP/1.1 202") == true)
+        #expect(first?.exchange(try harness.rawRequest("held-1"))?.hasPrefix("HTTP/1.1 202") == true)
+        #expect(second.exchange(try harness.rawRequest("held-2"))?.hasPrefix("HTTP/1.1 202") == true)
         let third = try RawConnection.Held(port: port)
-        #expect(third.exchange(try request("over-limit")) == nil, "a third connection was served")
+        #expect(third.exchange(try harness.rawRequest("over-limit")) == nil, "a third connection was served")
         let metrics = String(decoding: try await harness.get(harness.adminURL + "/metrics").body, as: UTF8.self)
         #expect(metrics.contains("risc_push_connections_refused_total 1\n"), "\(metrics)")
         #expect(metrics.contains("risc_push_connections 2\n"))
@@ -65,11 +61,11 @@ struct LimitsTests {
         #expect(harness.eventLogLines.contains { $0["step"] == "connection" && $0["outcome"] == "refused" && $0["limit"] == 2 })
         #expect(try harness.receiver.store.record(issuer: harness.issuer.baseURL, jti: "over-limit") == nil)
         // The held connections keep working; once one closes, a new one is served.
-        #expect(second.exchange(try request("held-3"))?.hasPrefix("HTTP/1.1 202") == true)
+        #expect(second.exchange(try harness.rawRequest("held-3"))?.hasPrefix("HTTP/1.1 202") == true)
         first = nil
         var served = false
         for attempt in 0..<100 where !served {
-            served = try RawConnection.Held(port: port).exchange(try request("after-\(attempt)"))?.hasPrefix("HTTP/1.1 202") == true
+            served = try RawConnection.Held(port: port).exchange(try harness.rawRequest("after-\(attempt)"))?.hasPrefix("HTTP/1.1 202") == true
             if !served { try await Task.sleep(for: .milliseconds(20)) }
         }
         #expect(served)
@@ -94,10 +90,6 @@ struct LimitsTests {
         let harness = try ServerHarness { $0.requestTimeout = 1 }
         try await harness.start()
         let port = Int(harness.publicURL.split(separator: ":").last!)!
-        func request(_ jti: String) throws -> [UInt8] {
-            let token = try harness.token(jti: jti)
-            return Array("POST /events HTTP/1.1\r\nHost: x\r\nContent-Length: \(token.utf8.count)\r\n\r\n\(token)".utf8)
-        }
         /// Seconds until the server closes `connection`, feeding it `trickle` every 100 ms meanwhile.
         func secondsUntilClosed(_ connection: RawConnection.Held, trickle: [UInt8]?) async throws -> Double? {
             let start = Date()
@@ -115,14 +107,14 @@ struct LimitsTests {
         #expect(trickleTime.map { (0.7...2.5).contains($0) } == true, "closed after \(String(describing: trickleTime)) s")
         // A body that stops half-way.
         let stalled = try RawConnection.Held(port: port)
-        #expect(stalled.feed(Array(try request("stalled").prefix(200))))
+        #expect(stalled.feed(Array(try harness.rawRequest("stalled").prefix(200))))
         let stallTime = try await secondsUntilClosed(stalled, trickle: nil)
         #expect(stallTime.map { (0.7...2.5).contains($0) } == true, "closed after \(String(describing: stallTime)) s")
         #expect(try harness.receiver.store.record(issuer: harness.issuer.baseURL, jti: "stalled") == nil)
         // Requests every 400 ms keep a connection for longer than the timeout; once idle, it closes.
         let busy = try RawConnection.Held(port: port)
         for index in 0..<5 {
-            #expect(busy.exchange(try request("busy-\(index)"))?.hasPrefix("HTTP/1.1 202") == true)
+            #expect(busy.exchange(try harness.rawRequest("busy-\(index)"))?.hasPrefix("HTTP/1.1 202") == true)
             try await Task.sleep(for: .milliseconds(400))
         }
         let idleTime = try await secondsUntilClosed(busy, trickle: nil)

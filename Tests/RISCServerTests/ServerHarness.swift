@@ -68,6 +68,12 @@ final class ServerHarness: @unchecked Sendable {
             HTTPRequest(method: "POST", url: publicURL + (path ?? configuration.eventsPath), headers: headers, body: Array(body.utf8)))
     }
 
+    /// A keep-alive POST of a fresh valid SET, as bytes for a raw connection.
+    func rawRequest(_ jti: String) throws -> [UInt8] {
+        let token = try token(jti: jti)
+        return Array("POST /events HTTP/1.1\r\nHost: x\r\nContent-Length: \(token.utf8.count)\r\n\r\n\(token)".utf8)
+    }
+
     func get(_ url: String) async throws -> HTTPResponse {
         try await client.perform(HTTPRequest(url: url))
     }
