@@ -28,6 +28,21 @@ extension RiscCommand.Bench {
         @Flag(help: "Serve HTTPS in process (a fresh self-signed P-256 certificate; TLS 1.2+), as without a proxy in front.")
         var tls = false
 
+        @Option(help: "Runs, each against a fresh server and data directory; with more than one, a summary (median and range) follows.")
+        var runs: Int = 1
+
+        /// What one run measured.
+        struct Figures {
+            var setsPerSecond: Double
+            var p50: Double
+            var p99: Double
+            var peakRSS: Int
+        }
+
+        func validate() throws {
+            guard runs >= 1 else { throw ValidationError("--runs must be at least 1") }
+        }
+
         func run() async throws {
             let directory = try KeyDirectory(url: URL(fileURLWithPath: keys))
             guard let entry = directory.entry(for: .rs256) else { throw ValidationError("no RS256 key in \(keys)") }
@@ -46,17 +61,33 @@ extension RiscCommand.Bench {
             // Keys come the way they do in production: discovery document, then JWKS, through the cache.
             let issuer = try LocalIssuer(jwks: String(decoding: directory.jwksData, as: UTF8.self), issuer: SETFactory.defaultIssuer)
             defer { issuer.stop() }
+            let certificate = tls ? try TestCertificate(directory: work.appendingPathComponent("tls")) : nil
+            var all: [Figures] = []
+            for index in 1...runs {
+                if runs > 1 { print("run \(index) of \(runs):") }
+                all.append(try await measure(issuer: issuer, certificate: certificate, tokenFile: tokenFile, data: work.appendingPathComponent("data-\(index)")))
+            }
+            if runs > 1 {
+                func spread(_ values: [Double], _ format: String) -> String {
+                    let sorted = values.sorted()
+                    let median = sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+                    return String(format: "\(format) (\(format)–\(format))", median, sorted.first!, sorted.last!)
+                }
+                print("over \(runs) runs, median (range): \(spread(all.map(\.setsPerSecond), "%.0f")) SETs/s, p50 \(spread(all.map(\.p50), "%.2f")) ms, p99 \(spread(all.map(\.p99), "%.2f")) ms, peak RSS \(all.map(\.peakRSS).max()! / 1024) MB at most")
+            }
+            print("target: ≥ 20,000 SETs/s, p99 ≤ 10 ms, RSS ≤ 64 MB (2 cores, load generator included)")
+        }
+
+        /// One run: a fresh `risc serve` on `data`, loaded by wrk; prints its figures.
+        private func measure(issuer: LocalIssuer, certificate: TestCertificate?, tokenFile: URL, data: URL) async throws -> Figures {
             let server = Process()
             server.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
             server.arguments = [
                 "serve", "--audience", SETFactory.defaultAudience, "--discovery-url", issuer.discoveryURL,
                 "--issuer", SETFactory.defaultIssuer, "--host", "127.0.0.1", "--port", "\(port)", "--admin-port", "\(port + 1)",
-                "--data-dir", work.appendingPathComponent("data").path,
+                "--data-dir", data.path,
             ]
-            if tls {
-                let certificate = try TestCertificate(directory: work.appendingPathComponent("tls"))
-                server.arguments! += ["--tls-cert", certificate.certificatePath, "--tls-key", certificate.keyPath]
-            }
+            if let certificate { server.arguments! += ["--tls-cert", certificate.certificatePath, "--tls-key", certificate.keyPath] }
             server.standardOutput = FileHandle.nullDevice
             try server.run()
             defer { if server.isRunning { server.terminate() } }
@@ -80,14 +111,17 @@ extension RiscCommand.Bench {
             let serverAfter = Self.threadCPU(pid: server.processIdentifier), wrkAfter = Self.childrenCPU()
             server.terminate()
             server.waitUntilExit()
+            try? FileManager.default.removeItem(at: data)
 
             let requests = fields["requests"] ?? 0, seconds = (fields["duration_us"] ?? 1) / 1e6
             func metric(_ name: String) -> Int {
                 metrics.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0
             }
+            let figures = Figures(
+                setsPerSecond: requests / seconds, p50: (fields["p50_us"] ?? 0) / 1000, p99: (fields["p99_us"] ?? 0) / 1000, peakRSS: peakRSS)
             let accepted = metric("risc_sets_total{outcome=\"accepted\"}"), duplicates = metric("risc_sets_total{outcome=\"duplicate\"}")
             print(String(format: "%.0f SETs/s acknowledged (202 after fsync) over %d %@ connections for %.1f s; p50 %.2f ms, p99 %.2f ms, max %.2f ms",
-                requests / seconds, connections, tls ? "HTTPS" : "HTTP", seconds, (fields["p50_us"] ?? 0) / 1000, (fields["p99_us"] ?? 0) / 1000, (fields["max_us"] ?? 0) / 1000))
+                figures.setsPerSecond, connections, tls ? "HTTPS" : "HTTP", seconds, figures.p50, figures.p99, (fields["max_us"] ?? 0) / 1000))
             let commits = metric("risc_store_commits_total"), rows = metric("risc_store_rows_total")
             print("server: \(accepted) stored, \(duplicates) duplicates, \(Int(fields["errors_status"] ?? 0)) non-202 answers; peak RSS \(peakRSS / 1024) MB; \(commits) commits, \(String(format: "%.1f", Double(rows) / Double(max(commits, 1)))) rows each")
             if requests > 0 {
@@ -101,7 +135,7 @@ extension RiscCommand.Bench {
                 print(String(format: "CPU a SET: server %.0f µs (%@), wrk %.0f µs with loading its token file; at 20,000/s two cores allow 100 µs in all",
                     perSET(total), parts, perSET(wrkAfter - wrkBefore)))
             }
-            print("target: ≥ 20,000 SETs/s, p99 ≤ 10 ms, RSS ≤ 64 MB (2 cores, load generator included)")
+            return figures
         }
 
         static func signTokens(count: Int, signer: JWSSigner, into file: URL) async throws {
