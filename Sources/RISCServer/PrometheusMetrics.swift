@@ -35,7 +35,8 @@ public final class PrometheusMetrics: IntakeMetrics, Sendable {
     /// being over it.
     let openConnections = Atomic<Int>(0)
     let connectionLimit = Atomic<Int>(0)
-    let refusedConnections = Atomic<Int>(0)
+    /// By `PushEndpoint.Refusal` raw value.
+    let refusedConnections = Mutex<[String: Int]>([:])
 
     public init() {}
 
@@ -64,9 +65,13 @@ public final class PrometheusMetrics: IntakeMetrics, Sendable {
         histogram("risc_verify_duration_seconds", "Time to verify a SET (parse, key, signature, claims).", snapshot.verify)
         histogram("risc_commit_duration_seconds", "Time from verified to durably stored (group commit).", snapshot.commit)
         var counters = counters, gauges = gauges
-        counters.append((
-            name: "risc_push_connections_refused_total", help: "Connections closed on accept: the public listener held limits.max_connections.",
-            labels: "", value: Double(refusedConnections.load(ordering: .relaxed))))
+        let refused = refusedConnections.withLock { $0 }
+        for reason in PushEndpoint.Refusal.allCases.map(\.rawValue) {
+            let count = refused[reason, default: 0]
+            counters.append((
+                name: "risc_push_connections_refused_total", help: "Connections closed on accept, by the limit they were over.",
+                labels: "reason=\"\(reason)\"", value: Double(count)))
+        }
         gauges.append(("risc_push_connections", "Connections open on the public listener.", Double(openConnections.load(ordering: .relaxed))))
         gauges.append(("risc_push_connections_limit", "Connections the public listener holds at most.", Double(connectionLimit.load(ordering: .relaxed))))
         var typed = Set<String>()

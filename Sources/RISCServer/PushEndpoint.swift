@@ -37,6 +37,9 @@ final class PushEndpoint: Service, Sendable {
         var drainTimeout: Duration = .seconds(30)
         /// Connections held at once; one more is closed as soon as it is accepted.
         var maxConnections: Int = 1_024
+        /// Connections one peer address may hold at once (0: no such limit). Trusted proxies are
+        /// exempt: every client behind them shares their address.
+        var maxConnectionsPerAddress: Int = 0
     }
 
     let settings: Settings
@@ -46,9 +49,19 @@ final class PushEndpoint: Service, Sendable {
     let logger: Logger
     let metrics: PrometheusMetrics?
     let onRunning: @Sendable (Int) -> Void
-    private let connections = Mutex<[ObjectIdentifier: any Channel]>([:])
-    /// Connections refused since the last report of them, and when that was.
-    private let refusals = Mutex<(unreported: Int, reportedAt: Double)>((0, 0))
+    /// Open connections, and how many each peer address holds.
+    private struct Connections {
+        var channels: [ObjectIdentifier: any Channel] = [:]
+        var byAddress: [String: Int] = [:]
+    }
+    private let connections = Mutex(Connections())
+    /// Why a connection was closed on accept.
+    enum Refusal: String, CaseIterable {
+        case total = "max_connections"
+        case perAddress = "max_connections_per_address"
+    }
+    /// Connections refused since the last report of them, and when that was, by reason.
+    private let refusals = Mutex<[Refusal: (unreported: Int, reportedAt: Double)]>([:])
     private let group = MultiThreadedEventLoopGroup.singleton
 
     init(
@@ -82,19 +95,31 @@ final class PushEndpoint: Service, Sendable {
 
     private func configure(_ channel: any Channel) throws {
         let id = ObjectIdentifier(channel)
-        let admitted = connections.withLock { connections in
-            guard connections.count < settings.maxConnections else { return false }
-            connections[id] = channel
-            return true
+        let peer = channel.remoteAddress?.ipAddress
+        let limited = settings.maxConnectionsPerAddress > 0 && !settings.trustedProxies.contains(peer ?? "") ? peer : nil
+        let refusal = connections.withLock { connections -> Refusal? in
+            guard connections.channels.count < settings.maxConnections else { return .total }
+            if let limited {
+                guard connections.byAddress[limited, default: 0] < settings.maxConnectionsPerAddress else { return .perAddress }
+                connections.byAddress[limited, default: 0] += 1
+            }
+            connections.channels[id] = channel
+            return nil
         }
-        guard admitted else {
-            refused(channel)
+        if let refusal {
+            refused(channel, refusal, peer: peer)
             throw ConnectionLimitReached()
         }
         metrics?.openConnections.add(1, ordering: .relaxed)
         channel.closeFuture.whenComplete { [weak self] _ in
             guard let self else { return }
-            connections.withLock { _ = $0.removeValue(forKey: id) }
+            connections.withLock { connections in
+                connections.channels.removeValue(forKey: id)
+                if let limited {
+                    connections.byAddress[limited, default: 1] -= 1
+                    if connections.byAddress[limited] == 0 { connections.byAddress.removeValue(forKey: limited) }
+                }
+            }
             metrics?.openConnections.subtract(1, ordering: .relaxed)
         }
         let pipeline = channel.pipeline.syncOperations
@@ -109,39 +134,42 @@ final class PushEndpoint: Service, Sendable {
     /// Over `maxConnections`: NIO closes the channel when its initializer throws this.
     struct ConnectionLimitReached: Error {}
 
-    /// Counts a connection closed for being over the limit; the first, then at most one a minute,
-    /// is reported in the event log and the server log with how many there were.
-    private func refused(_ channel: any Channel) {
-        metrics?.refusedConnections.add(1, ordering: .relaxed)
+    /// Counts a connection closed for being over a limit; the first of each kind, then at most one
+    /// a minute, is reported in the event log and the server log with how many there were.
+    private func refused(_ channel: any Channel, _ refusal: Refusal, peer: String?) {
+        metrics?.refusedConnections.withLock { $0[refusal.rawValue, default: 0] += 1 }
         let now = Date().timeIntervalSince1970
         let count = refusals.withLock { refusals -> Int? in
-            refusals.unreported += 1
-            guard now - refusals.reportedAt >= 60 else { return nil }
-            defer { refusals = (0, now) }
-            return refusals.unreported
+            var entry = refusals[refusal] ?? (0, 0)
+            entry.unreported += 1
+            let due = now - entry.reportedAt >= 60
+            refusals[refusal] = due ? (0, now) : entry
+            return due ? entry.unreported : nil
         }
         guard let count else { return }
+        let limit = refusal == .total ? settings.maxConnections : settings.maxConnectionsPerAddress
         var record = EventLogRecord(step: "connection", outcome: "refused", time: now)
+        record["reason"] = .string(refusal.rawValue)
         record["count"] = .number(Double(count))
-        record["limit"] = .number(Double(settings.maxConnections))
-        if let remote = channel.remoteAddress?.ipAddress { record["remote"] = .string(remote) }
+        record["limit"] = .number(Double(limit))
+        if let peer { record["remote"] = .string(peer) }
         intake.log.record(record)
         logger.warning(
-            "public listener at limits.max_connections: closing new connections",
-            metadata: ["risc.limit": "\(settings.maxConnections)", "risc.refused": "\(count)"])
+            "public listener at limits.\(refusal.rawValue): closing new connections",
+            metadata: ["risc.limit": "\(limit)", "risc.refused": "\(count)", "risc.remote": "\(peer ?? "-")"])
     }
 
     /// Asks every connection to close once its current request is answered (idle ones close at
     /// once), then waits for them, up to `drainTimeout`.
     private func drain() async {
-        for channel in connections.withLock({ Array($0.values) }) {
+        for channel in connections.withLock({ Array($0.channels.values) }) {
             channel.eventLoop.execute { channel.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent()) }
         }
         let deadline = ContinuousClock.now + settings.drainTimeout
-        while !connections.withLock({ $0.isEmpty }), ContinuousClock.now < deadline {
+        while !connections.withLock({ $0.channels.isEmpty }), ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(10))
         }
-        for channel in connections.withLock({ Array($0.values) }) { channel.close(promise: nil) }
+        for channel in connections.withLock({ Array($0.channels.values) }) { channel.close(promise: nil) }
     }
 
     /// The client's address: the peer's (`IP` or `[IPv6]`), or, when the peer is a trusted proxy,

@@ -110,7 +110,8 @@ public final class Receiver: Sendable {
                 maxBodyBytes: configuration.maxBodyBytes, retryAfter: configuration.retryAfter,
                 trustedProxies: Set(configuration.trustedProxies),
                 requestTimeout: .nanoseconds(Int64(configuration.requestTimeout * 1e9)),
-                maxConnections: Self.connectionLimit(configuration.maxConnections, logger: logger)),
+                maxConnections: Self.connectionLimit(configuration.maxConnections, logger: logger),
+                maxConnectionsPerAddress: configuration.maxConnectionsPerAddress),
             intake: intake,
             limiter: configuration.invalidPerMinute > 0 ? InvalidRequestLimiter(perMinute: configuration.invalidPerMinute) : nil,
             tls: tls, logger: logger, metrics: metrics, onRunning: { publicPort.yield($0) })

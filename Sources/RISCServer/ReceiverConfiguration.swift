@@ -33,6 +33,9 @@ public struct ReceiverConfiguration: Sendable {
     /// Connections the public listener holds open at once; one more is closed as soon as it is
     /// accepted (Google retries). Bounded further by the process's file-descriptor limit.
     public var maxConnections: Int = 1_024
+    /// Connections one peer address may hold on the public listener (0: no such limit; trusted
+    /// proxies exempt).
+    public var maxConnectionsPerAddress: Int = 0
     /// Seconds a request may take to arrive whole on the public listener, counted from the
     /// connection's previous answer (or its opening); an idle keep-alive connection closes after
     /// as long.
@@ -95,6 +98,7 @@ public struct ReceiverConfiguration: Sendable {
         if invalidPerMinute < 0 { problems.append("limits.invalid_per_minute must be 0 (off) or more") }
         if !(1...3_600).contains(requestTimeout) { problems.append("limits.request_timeout must be 1–3600 seconds, got \(requestTimeout)") }
         if !(1...1_000_000).contains(maxConnections) { problems.append("limits.max_connections must be 1–1000000, got \(maxConnections)") }
+        if maxConnectionsPerAddress < 0 { problems.append("limits.max_connections_per_address must be 0 (off) or more, got \(maxConnectionsPerAddress)") }
         if dataDirectory.isEmpty { problems.append("data_dir must not be empty") }
         if (webhookURL == nil) != (webhookSecretFile == nil) { problems.append("webhook.url and webhook.secret_file go together") }
         if let url = webhookURL, let refusal = URLPolicy().refusal(for: url) { problems.append("webhook.url: \(refusal)") }

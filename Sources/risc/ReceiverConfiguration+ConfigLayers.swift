@@ -21,6 +21,7 @@ extension ReceiverConfiguration {
         ("limits.invalid_per_minute", "refused requests per address and minute before answering 429 (default 0: off)"),
         ("limits.request_timeout", "seconds a request may take to arrive whole, from the connection's last answer or opening; idle connections close after as long (default 60)"),
         ("limits.max_connections", "connections the public listener holds at once; one more is closed at once (default 1024)"),
+        ("limits.max_connections_per_address", "connections one peer address may hold; trusted proxies exempt (default 0: off)"),
         ("tls.certificate", "PEM certificate chain; with tls.key turns on HTTPS (TLS 1.2+)"),
         ("tls.key", "PEM private key for tls.certificate"),
         ("admin.host", "admin listener address for /healthz, /readyz, /metrics (default 127.0.0.1)"),
@@ -80,6 +81,7 @@ extension ReceiverConfiguration {
         if let value = layers.strings("trusted_proxies") { trustedProxies = value }
         if let value = layers.int("limits.invalid_per_minute") { invalidPerMinute = value }
         if let value = layers.int("limits.max_connections") { maxConnections = value }
+        if let value = layers.int("limits.max_connections_per_address") { maxConnectionsPerAddress = value }
         if let value = layers.double("limits.request_timeout") { requestTimeout = value }
         if let value = layers.int("retry_after") { retryAfter = value }
         if let value = layers.bool("event_log_stdout") { eventLogToStandardOutput = value }

@@ -373,7 +373,8 @@ enum RawConnection {
     /// A connection kept open across exchanges.
     final class Held {
         let fd: Int32
-        init(port: Int) throws { fd = try RawConnection.connected(port: port) }
+        /// `source`: the local address to connect from (any of 127/8 works on loopback).
+        init(port: Int, source: String? = nil) throws { fd = try RawConnection.connected(port: port, source: source) }
         deinit { close(fd) }
 
         /// Sends `bytes` and reads one bodiless answer (to the blank line); nil when the server
@@ -409,9 +410,21 @@ enum RawConnection {
         }
     }
 
-    static func connected(port: Int) throws -> Int32 {
+    static func connected(port: Int, source: String? = nil) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw POSIXError(.EIO) }
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(source)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0 else {
+                close(fd)
+                throw POSIXError(.EADDRNOTAVAIL)
+            }
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)

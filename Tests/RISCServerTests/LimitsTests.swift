@@ -55,20 +55,18 @@ struct LimitsTests {
         let third = try RawConnection.Held(port: port)
         #expect(third.exchange(try harness.rawRequest("over-limit")) == nil, "a third connection was served")
         let metrics = String(decoding: try await harness.get(harness.adminURL + "/metrics").body, as: UTF8.self)
-        #expect(metrics.contains("risc_push_connections_refused_total 1\n"), "\(metrics)")
+        #expect(metrics.contains("risc_push_connections_refused_total{reason=\"max_connections\"} 1\n"), "\(metrics)")
+        #expect(metrics.contains("risc_push_connections_refused_total{reason=\"max_connections_per_address\"} 0\n"))
         #expect(metrics.contains("risc_push_connections 2\n"))
         #expect(metrics.contains("risc_push_connections_limit 2\n"))
-        #expect(harness.eventLogLines.contains { $0["step"] == "connection" && $0["outcome"] == "refused" && $0["limit"] == 2 })
+        #expect(harness.eventLogLines.contains {
+            $0["step"] == "connection" && $0["outcome"] == "refused" && $0["reason"] == "max_connections" && $0["limit"] == 2
+        })
         #expect(try harness.receiver.store.record(issuer: harness.issuer.baseURL, jti: "over-limit") == nil)
         // The held connections keep working; once one closes, a new one is served.
         #expect(second.exchange(try harness.rawRequest("held-3"))?.hasPrefix("HTTP/1.1 202") == true)
         first = nil
-        var served = false
-        for attempt in 0..<100 where !served {
-            served = try RawConnection.Held(port: port).exchange(try harness.rawRequest("after-\(attempt)"))?.hasPrefix("HTTP/1.1 202") == true
-            if !served { try await Task.sleep(for: .milliseconds(20)) }
-        }
-        #expect(served)
+        #expect(try await harness.newConnectionServed(port: port, jti: "after"))
         _ = first
         try await harness.stop()
     }
@@ -120,5 +118,40 @@ struct LimitsTests {
         let idleTime = try await secondsUntilClosed(busy, trickle: nil)
         #expect(idleTime.map { $0 <= 1.5 } == true, "idle connection closed after \(String(describing: idleTime)) s")
         try await harness.stop()
+    }
+
+    @Test("limits.max_connections_per_address: one address over it is refused, another is not; a trusted proxy is exempt")
+    func perAddressLimit() async throws {
+        let harness = try ServerHarness { $0.maxConnectionsPerAddress = 2 }
+        try await harness.start()
+        let port = Int(harness.publicURL.split(separator: ":").last!)!
+        var held = try (0..<2).map { _ in try RawConnection.Held(port: port) }
+        for (index, connection) in held.enumerated() {
+            #expect(connection.exchange(try harness.rawRequest("address-\(index)"))?.hasPrefix("HTTP/1.1 202") == true)
+        }
+        #expect(try RawConnection.Held(port: port).exchange(try harness.rawRequest("address-over")) == nil)
+        let other = try RawConnection.Held(port: port, source: "127.0.0.2")
+        #expect(other.exchange(try harness.rawRequest("other-address"))?.hasPrefix("HTTP/1.1 202") == true)
+        let metrics = String(decoding: try await harness.get(harness.adminURL + "/metrics").body, as: UTF8.self)
+        #expect(metrics.contains("risc_push_connections_refused_total{reason=\"max_connections_per_address\"} 1\n"), "\(metrics)")
+        #expect(harness.eventLogLines.contains {
+            $0["reason"] == "max_connections_per_address" && $0["remote"] == "127.0.0.1" && $0["limit"] == 2
+        })
+        // Closing one gives the address its place back.
+        held.removeFirst()
+        #expect(try await harness.newConnectionServed(port: port, jti: "address-again"))
+        try await harness.stop()
+
+        let proxied = try ServerHarness {
+            $0.maxConnectionsPerAddress = 2
+            $0.trustedProxies = ["127.0.0.1"]
+        }
+        try await proxied.start()
+        let proxiedPort = Int(proxied.publicURL.split(separator: ":").last!)!
+        let behindProxy = try (0..<3).map { _ in try RawConnection.Held(port: proxiedPort) }
+        for (index, connection) in behindProxy.enumerated() {
+            #expect(connection.exchange(try proxied.rawRequest("proxied-\(index)"))?.hasPrefix("HTTP/1.1 202") == true)
+        }
+        try await proxied.stop()
     }
 }

@@ -74,6 +74,16 @@ final class ServerHarness: @unchecked Sendable {
         return Array("POST /events HTTP/1.1\r\nHost: x\r\nContent-Length: \(token.utf8.count)\r\n\r\n\(token)".utf8)
     }
 
+    /// Whether a new raw connection gets a SET answered 202 within 2 s (a closed connection's
+    /// place is given back once the server has seen the close).
+    func newConnectionServed(port: Int, jti: String) async throws -> Bool {
+        for attempt in 0..<100 {
+            if try RawConnection.Held(port: port).exchange(try rawRequest("\(jti)-\(attempt)"))?.hasPrefix("HTTP/1.1 202") == true { return true }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return false
+    }
+
     func get(_ url: String) async throws -> HTTPResponse {
         try await client.perform(HTTPRequest(url: url))
     }
