@@ -35,6 +35,8 @@ public final class PrometheusMetrics: IntakeMetrics, Sendable {
     /// being over it.
     let openConnections = Atomic<Int>(0)
     let connectionLimit = Atomic<Int>(0)
+    /// The public listener's certificate's notAfter (seconds since the epoch; 0 without TLS).
+    let tlsNotValidAfter = Atomic<Int>(0)
     /// By `PushEndpoint.Refusal` raw value.
     let refusedConnections = Mutex<[String: Int]>([:])
 
@@ -71,6 +73,11 @@ public final class PrometheusMetrics: IntakeMetrics, Sendable {
             counters.append((
                 name: "risc_push_connections_refused_total", help: "Connections closed on accept, by the limit they were over.",
                 labels: "reason=\"\(reason)\"", value: Double(count)))
+        }
+        if case let notAfter = tlsNotValidAfter.load(ordering: .relaxed), notAfter > 0 {
+            gauges.append((
+                "risc_tls_certificate_expiry_timestamp_seconds", "When the public listener's certificate expires (notAfter, Unix time).",
+                Double(notAfter)))
         }
         gauges.append(("risc_push_connections", "Connections open on the public listener.", Double(openConnections.load(ordering: .relaxed))))
         gauges.append(("risc_push_connections_limit", "Connections the public listener holds at most.", Double(connectionLimit.load(ordering: .relaxed))))

@@ -45,7 +45,7 @@ final class PushEndpoint: Service, Sendable {
     let settings: Settings
     let intake: Intake
     let limiter: InvalidRequestLimiter?
-    let tls: NIOSSLContext?
+    let tls: ServerTLS?
     let logger: Logger
     let metrics: PrometheusMetrics?
     let onRunning: @Sendable (Int) -> Void
@@ -65,7 +65,7 @@ final class PushEndpoint: Service, Sendable {
     private let group = MultiThreadedEventLoopGroup.singleton
 
     init(
-        settings: Settings, intake: Intake, limiter: InvalidRequestLimiter?, tls: NIOSSLContext?,
+        settings: Settings, intake: Intake, limiter: InvalidRequestLimiter?, tls: ServerTLS?,
         logger: Logger, metrics: PrometheusMetrics? = nil, onRunning: @escaping @Sendable (Int) -> Void
     ) {
         self.settings = settings
@@ -123,7 +123,7 @@ final class PushEndpoint: Service, Sendable {
             metrics?.openConnections.subtract(1, ordering: .relaxed)
         }
         let pipeline = channel.pipeline.syncOperations
-        if let tls { try pipeline.addHandler(NIOSSLServerHandler(context: tls)) }
+        if let tls { try pipeline.addHandler(NIOSSLServerHandler(context: tls.context)) }
         // No pipelining helper: it stops reading while a response is pending, two epoll changes a
         // request. PushHandler queues a pipelined request itself.
         try pipeline.configureHTTPServerPipeline(

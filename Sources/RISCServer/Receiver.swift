@@ -8,6 +8,7 @@ import RISCClient
 import RISCCore
 import RISCStore
 import ServiceLifecycle
+import Synchronization
 import UnixSignals
 
 /// `risc serve`: the public push endpoint, the admin listener, the key cache and the store, run
@@ -29,6 +30,9 @@ public final class Receiver: Sendable {
     let cache: JWKSCache?
     let logger: Logger
     let group: ServiceGroup
+    /// The public listener's certificate and key, when it serves HTTPS itself.
+    let tls: ServerTLS?
+    let signals: Hangup
     private let publicPort: AsyncStream<Int>.Continuation
     private let adminPort: AsyncStream<Int>.Continuation
     /// The ports actually bound (useful with port 0), each yielded once the listener runs.
@@ -92,17 +96,15 @@ public final class Receiver: Sendable {
         self.publicPort = publicPort
         self.adminPort = adminPort
 
-        var tls: NIOSSLContext?
         if let certificate = configuration.tlsCertificate, let key = configuration.tlsKey {
-            var settings = TLSConfiguration.makeServerConfiguration(
-                certificateChain: try NIOSSLCertificate.fromPEMFile(certificate).map { .certificate($0) },
-                privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
-            settings.minimumTLSVersion = .tlsv12
-            tls = try NIOSSLContext(configuration: settings)
-        } else if !URLPolicy.isLoopback(host: configuration.host) {
-            logger.warning(
-                "serving plain HTTP on a non-loopback address: put a TLS-terminating proxy in front, or set tls.certificate and tls.key",
-                metadata: ["risc.host": "\(configuration.host)"])
+            tls = try ServerTLS(certificate: certificate, key: key)
+        } else {
+            tls = nil
+            if !URLPolicy.isLoopback(host: configuration.host) {
+                logger.warning(
+                    "serving plain HTTP on a non-loopback address: put a TLS-terminating proxy in front, or set tls.certificate and tls.key",
+                    metadata: ["risc.host": "\(configuration.host)"])
+            }
         }
         let push = PushEndpoint(
             settings: .init(
@@ -121,7 +123,8 @@ public final class Receiver: Sendable {
             onServerRunning: { channel in adminPort.yield(channel.localAddress?.port ?? 0) },
             logger: logger)
 
-        var services: [any Service] = [EventLogReopener(log: eventLog, logger: logger)]
+        signals = Hangup(eventLog: eventLog, tls: tls, metrics: metrics, logger: logger)
+        var services: [any Service] = [HangupHandler(hangup: signals)]
         if let cache { services.append(KeyRefresher(cache: cache)) }
         services.append(adminApp)
         services.append(push)
@@ -135,6 +138,10 @@ public final class Receiver: Sendable {
         var startup = EventLogRecord(step: "serve", outcome: "started", time: Date().timeIntervalSince1970)
         startup["events_path"] = .string(configuration.eventsPath)
         startup["tls"] = .bool(configuration.tlsCertificate != nil)
+        if let tls {
+            startup["tls_not_after"] = .string(Timestamp.iso8601(tls.notValidAfter))
+            signals.noteCertificate(notValidAfter: tls.notValidAfter)
+        }
         eventLog.record(startup)
         worker.start()
         defer {
@@ -198,6 +205,15 @@ public final class Receiver: Sendable {
         return Array(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).utf8)
     }
 
+    /// What SIGHUP does: reopen the event log (log rotation) and, when serving HTTPS, reload the
+    /// certificate and key (renewal).
+    public func hangup() { signals.hangup() }
+
+    /// Loads `tls.certificate` and `tls.key` again; new connections use them. If they do not
+    /// load, the pair in use stays and the failure is logged. Returns whether a new pair is in use.
+    @discardableResult
+    public func reloadTLS() -> Bool { signals.reloadTLS() }
+
     /// Starts a graceful shutdown, as SIGTERM does.
     public func shutdown() async { await group.triggerGracefulShutdown() }
 }
@@ -217,15 +233,60 @@ struct KeyRefresher: Service {
 }
 
 /// Reopens the event log file on SIGHUP (log rotation).
-struct EventLogReopener: Service {
-    let log: JSONLinesEventLog
-    let logger: Logger
+struct HangupHandler: Service {
+    let hangup: Hangup
     func run() async throws {
         try await cancelWhenGracefulShutdown {
-            for await _ in await UnixSignalsSequence(trapping: .sighup) {
-                log.reopen()
-                logger.info("event log reopened (SIGHUP)")
-            }
+            for await _ in await UnixSignalsSequence(trapping: .sighup) { hangup.hangup() }
+        }
+    }
+}
+
+/// SIGHUP's work, apart from the receiver so the signal service can hold it.
+struct Hangup: Sendable {
+    let eventLog: JSONLinesEventLog
+    let tls: ServerTLS?
+    let metrics: PrometheusMetrics
+    let logger: Logger
+
+    /// Reopens the event log (log rotation) and, when serving HTTPS, reloads the certificate and
+    /// key (renewal).
+    func hangup() {
+        eventLog.reopen()
+        logger.info("event log reopened (SIGHUP)")
+        _ = reloadTLS()
+    }
+
+    /// Loads `tls.certificate` and `tls.key` again; new connections use them. If they do not
+    /// load, the pair in use stays and the failure is logged. Returns whether a new pair is in use.
+    @discardableResult
+    func reloadTLS() -> Bool {
+        guard let tls else { return false }
+        var record = EventLogRecord(step: "tls", outcome: "reloaded", time: Date().timeIntervalSince1970)
+        do {
+            let loaded = try tls.reload()
+            record["not_after"] = .string(Timestamp.iso8601(loaded.notValidAfter))
+            eventLog.record(record)
+            logger.info("TLS certificate reloaded", metadata: ["risc.not_after": "\(Timestamp.iso8601(loaded.notValidAfter))"])
+            noteCertificate(notValidAfter: loaded.notValidAfter)
+            return true
+        } catch {
+            record["outcome"] = "failed"
+            record["error"] = .string(String(describing: error).prefix(300).description)
+            eventLog.record(record)
+            logger.error("TLS certificate reload failed; still serving the previous one", metadata: ["risc.error": "\(error)"])
+            return false
+        }
+    }
+
+    /// Publishes the certificate's expiry and warns when it is near (14 days) or past.
+    func noteCertificate(notValidAfter: Double) {
+        metrics.tlsNotValidAfter.store(Int(notValidAfter), ordering: .relaxed)
+        let left = notValidAfter - Date().timeIntervalSince1970
+        if left <= 0 {
+            logger.error("the TLS certificate has expired: Google cannot deliver", metadata: ["risc.not_after": "\(Timestamp.iso8601(notValidAfter))"])
+        } else if left < 14 * 86_400 {
+            logger.warning("the TLS certificate expires within 14 days", metadata: ["risc.not_after": "\(Timestamp.iso8601(notValidAfter))"])
         }
     }
 }

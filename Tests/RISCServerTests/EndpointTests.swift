@@ -240,6 +240,50 @@ struct EndpointTests {
             if response.status == 202 { Issue.record("plain HTTP accepted") }
             throw FetchError(url: plain, "answered \(response.status)")
         }
+        let metrics = String(decoding: try await harness.get(harness.adminURL + "/metrics").body, as: UTF8.self)
+        #expect(metrics.contains("risc_tls_certificate_expiry_timestamp_seconds "))
+        try await harness.stop()
+        harness.issuer.stop()
+    }
+
+    @Test("a renewed certificate is picked up without a restart (SIGHUP's reload); a broken pair is refused and the one in use stays")
+    func tlsReload() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-tls-\(UUID().uuidString)")
+        let first = try TestCertificate(directory: directory.appendingPathComponent("first"))
+        let renewed = try TestCertificate(directory: directory.appendingPathComponent("renewed"))
+        let cert = directory.appendingPathComponent("live-cert.pem").path, key = directory.appendingPathComponent("live-key.pem").path
+        func install(certificate: String, key keySource: String) throws {
+            for (source, target) in [(certificate, cert), (keySource, key)] {
+                try? FileManager.default.removeItem(atPath: target)
+                try FileManager.default.copyItem(atPath: source, toPath: target)
+            }
+        }
+        try install(certificate: first.certificatePath, key: first.keyPath)
+        let harness = try ServerHarness { $0.tlsCertificate = cert; $0.tlsKey = key }
+        try await harness.start()
+        func post(trusting bundle: String, jti: String) async throws -> Int {
+            let request = HTTPRequest(
+                method: "POST", url: harness.publicURL + "/events", headers: [("Content-Type", "application/secevent+jwt")],
+                body: Array(try harness.token(jti: jti).utf8))
+            return try await CurlHTTPClient(caBundlePath: bundle).perform(request).status
+        }
+        #expect(try await post(trusting: first.certificatePath, jti: "before-renewal") == 202)
+        await #expect(throws: FetchError.self) { _ = try await post(trusting: renewed.certificatePath, jti: "not-yet") }
+
+        try install(certificate: renewed.certificatePath, key: renewed.keyPath)
+        #expect(harness.receiver.reloadTLS())
+        #expect(try await post(trusting: renewed.certificatePath, jti: "after-renewal") == 202)
+        await #expect(throws: FetchError.self) { _ = try await post(trusting: first.certificatePath, jti: "old-certificate") }
+
+        // A key that does not match the certificate, then an unreadable certificate: refused, the renewed pair stays.
+        try install(certificate: first.certificatePath, key: renewed.keyPath)
+        #expect(!harness.receiver.reloadTLS())
+        try Data("not a certificate".utf8).write(to: URL(fileURLWithPath: cert))
+        #expect(!harness.receiver.reloadTLS())
+        #expect(try await post(trusting: renewed.certificatePath, jti: "still-renewed") == 202)
+        let lines = harness.eventLogLines.filter { $0["step"] == "tls" }
+        #expect(lines.map { $0["outcome"]?.stringValue ?? "" } == ["reloaded", "failed", "failed"])
+        #expect(lines.first?["not_after"]?.stringValue?.hasSuffix("Z") == true)
         try await harness.stop()
         harness.issuer.stop()
     }

@@ -101,4 +101,47 @@ extension ServeCommandTests {
         #expect(bad.stderr.contains("tls.certificate: cannot read /etc/risc/tls/fullchain.pem"))
         #expect(bad.stderr.contains("jwks_file: cannot read /nonexistent.json"))
     }
+
+    @Test("SIGHUP reopens the event log (rotation) and reloads a renewed TLS certificate, without a restart")
+    func hangup() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-hup-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let first = try TestCertificate(directory: directory.appendingPathComponent("first"))
+        let renewed = try TestCertificate(directory: directory.appendingPathComponent("renewed"))
+        let cert = directory.appendingPathComponent("cert.pem").path, key = directory.appendingPathComponent("key.pem").path
+        func install(_ pair: TestCertificate) throws {
+            for (source, target) in [(pair.certificatePath, cert), (pair.keyPath, key)] {
+                try? FileManager.default.removeItem(atPath: target)
+                try FileManager.default.copyItem(atPath: source, toPath: target)
+            }
+        }
+        try install(first)
+        let (process, data, port, _) = try await Self.startServe(extra: ["--tls-cert", cert, "--tls-key", key])
+        let token = try String(contentsOf: RiscBinary.repository.appendingPathComponent("keys/test/sample-account-disabled.jwt"), encoding: .utf8)
+        func post(trusting pair: TestCertificate) async throws -> Int {
+            try await CurlHTTPClient(caBundlePath: pair.certificatePath).perform(
+                HTTPRequest(method: "POST", url: "https://localhost:\(port)/events", headers: [("Content-Type", "application/secevent+jwt")],
+                    body: Array(token.utf8))).status
+        }
+        #expect(try await post(trusting: first) == 202)
+        let log = data.appendingPathComponent("events.log"), rotated = data.appendingPathComponent("events.log.1")
+        try FileManager.default.moveItem(at: log, to: rotated)
+        try install(renewed)
+        kill(process.processIdentifier, SIGHUP)
+        // Lines written before the reopen stay in the rotated file; the reload's line may be either side.
+        func reloadLogged() -> Bool {
+            [log, rotated].contains { ((try? String(contentsOf: $0, encoding: .utf8)) ?? "").contains(#""step":"tls","outcome":"reloaded""#) }
+        }
+        for _ in 0..<100 where !(reloadLogged() && FileManager.default.fileExists(atPath: log.path)) {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(reloadLogged())
+        #expect(FileManager.default.fileExists(atPath: log.path), "events.log was not reopened")
+        #expect(try await post(trusting: renewed) == 202)
+        process.terminate()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        #expect(try String(contentsOf: rotated, encoding: .utf8).contains(#""outcome":"accepted""#))
+        #expect(try String(contentsOf: log, encoding: .utf8).contains(#""outcome":"duplicate""#))
+    }
 }
