@@ -6,15 +6,15 @@ import Synchronization
 /// a renewal): new connections get the pair loaded last, open ones keep theirs. A pair that does
 /// not load (unreadable, malformed, key not matching the certificate) is refused and the pair in
 /// use stays.
-final class ServerTLS: Sendable {
-    struct Loaded: Sendable {
+public final class ServerTLS: Sendable {
+    public struct Loaded: Sendable {
         let context: NIOSSLContext
         /// The leaf certificate's notAfter, seconds since the epoch.
-        let notValidAfter: Double
+        public let notValidAfter: Double
     }
 
-    struct LoadError: Error, CustomStringConvertible {
-        let description: String
+    public struct LoadError: Error, CustomStringConvertible {
+        public let description: String
     }
 
     let certificatePath: String
@@ -38,7 +38,8 @@ final class ServerTLS: Sendable {
         return loaded
     }
 
-    static func load(certificate: String, key: String) throws -> Loaded {
+    /// Loads a chain and key as the listener would (`risc serve --check-config` uses it too).
+    public static func load(certificate: String, key: String) throws -> Loaded {
         let chain: [NIOSSLCertificate], privateKey: NIOSSLPrivateKey
         do {
             chain = try NIOSSLCertificate.fromPEMFile(certificate)

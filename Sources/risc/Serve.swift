@@ -104,11 +104,23 @@ extension RiscCommand {
             if !FileManager.default.isWritableFile(atPath: directory) {
                 problems.append("data_dir: \(configuration.dataDirectory) is not writable (checked \(directory))")
             }
+            var certificateUntil: Double?
+            if let certificate = configuration.tlsCertificate, let key = configuration.tlsKey,
+                FileManager.default.isReadableFile(atPath: certificate), FileManager.default.isReadableFile(atPath: key)
+            {
+                do { certificateUntil = try ServerTLS.load(certificate: certificate, key: key).notValidAfter } catch {
+                    problems.append("\(error)")
+                }
+            }
             guard problems.isEmpty else {
                 throw ValidationError("invalid configuration:\n" + problems.map { "  - \($0)" }.joined(separator: "\n"))
             }
             print("configuration OK")
             print("  listen    \(configuration.tlsCertificate == nil ? "http" : "https")://\(configuration.host):\(configuration.port)\(configuration.eventsPath)")
+            if let certificateUntil {
+                let days = Int(((certificateUntil - Date().timeIntervalSince1970) / 86_400).rounded(.down))
+                print("  tls       certificate valid until \(Timestamp.iso8601(certificateUntil)) (\(days < 0 ? "EXPIRED" : "\(days) days left"))")
+            }
             print("  admin     http://\(configuration.adminHost):\(configuration.adminPort) (account API \(configuration.adminTokenFile == nil ? "off" : "on"))")
             print("  audiences \(configuration.audiences.joined(separator: ", "))")
             print("  keys      \(configuration.jwksFile.map { "pinned \($0)" } ?? configuration.discoveryURL)")

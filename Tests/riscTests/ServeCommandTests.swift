@@ -95,6 +95,15 @@ extension ServeCommandTests {
         ])
         #expect(good.status == 0, "\(good.stderr)")
         #expect(good.stdout.contains("configuration OK") && good.stdout.contains("https://0.0.0.0:8443/events"))
+        #expect(good.stdout.contains("tls       certificate valid until ") && good.stdout.contains("0 days left"), "\(good.stdout)")
+        // A key that is not the certificate's: named before any restart or reload trips on it.
+        let other = try TestCertificate(directory: directory.appendingPathComponent("other"))
+        let mismatched = try RiscBinary.run([
+            "serve", "--config", "deploy/risc.example.json", "--check-config", "--tls-cert", certificate.certificatePath,
+            "--tls-key", other.keyPath, "--data-dir", directory.appendingPathComponent("data").path,
+        ])
+        #expect(mismatched.status == 64)
+        #expect(mismatched.stderr.contains("do not make a usable pair"), "\(mismatched.stderr)")
         #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("data").path))  // checked, not created
         let bad = try RiscBinary.run(["serve", "--config", "deploy/risc.example.json", "--check-config", "--jwks-file", "/nonexistent.json"])
         #expect(bad.status == 64)
