@@ -56,6 +56,42 @@ struct SQLiteEventStoreTests {
         second.close()
     }
 
+    @Test("schema 4: a version-3 store is upgraded in place; sets.state's CHECK holds everywhere without a temporary table per insert")
+    func stateCheckMigration() async throws {
+        let directory = Self.directory()
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let path = directory + "/risc.sqlite3"
+        // A store as version 3 left it, with a row in it.
+        do {
+            let old = try SQLiteConnection(path: path)
+            try old.execute("PRAGMA journal_mode = WAL")
+            for version in Int64(1)...3 { try old.execute(Schema.migrations[version]!) }
+            try old.execute("PRAGMA user_version = 3")
+            try old.execute(
+                "INSERT INTO sets (issuer, jti, iss, iat, received_at, last_received_at, event_types, subjects, token) VALUES ('i', 'v3-row', 'i', 1, 1, 1, '[]', '[]', 't')")
+        }
+        let store = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        _ = try await store.append(try await Self.record(jti: "v4-row"))
+        store.close()
+        let connection = try SQLiteConnection(path: path)
+        #expect(try connection.scalar("PRAGMA user_version") == Schema.version)
+        #expect(try connection.scalar("SELECT count(*) FROM sets") == 2)
+        let schema = try connection.prepare("SELECT sql FROM sqlite_master WHERE name = 'sets'")
+        #expect(try schema.step() && schema.text(0)?.contains(Schema.stateCheckWithOr) == true)
+        schema.reset()
+        let check = try connection.prepare("PRAGMA integrity_check")
+        #expect(try check.step() && check.text(0) == "ok")
+        check.reset()
+        // No OpenEphemeral in an insert's program any more; the constraint still refuses nonsense.
+        let program = try connection.prepare(
+            "EXPLAIN INSERT INTO sets (issuer, jti, iss, iat, received_at, last_received_at, event_types, subjects, token, state) VALUES ('i', 'x', 'i', 1, 1, 1, '[]', '[]', 't', 'done')")
+        var opcodes: [String] = []
+        while try program.step() { opcodes.append(program.text(1) ?? "") }
+        program.reset()
+        #expect(opcodes.contains("Insert") && !opcodes.contains("OpenEphemeral"), "\(opcodes)")
+        #expect(throws: StoreError.self) { try connection.execute("UPDATE sets SET state = 'bogus' WHERE jti = 'v3-row'") }
+    }
+
     @Test("the event log writes JSON lines and reopens its file on request (log rotation)")
     func eventLogRotation() throws {
         let directory = Self.directory()

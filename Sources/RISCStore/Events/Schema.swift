@@ -1,9 +1,12 @@
+import CSQLite
+import Foundation
+
 /// The store's schema, versioned with `PRAGMA user_version`.
 ///
 /// `sets` is both the audit record and the work queue: a row is `pending` from the moment it is
 /// acknowledged until the action workers (issue 4) finish it; `id` gives arrival order.
 enum Schema {
-    static let version: Int64 = 3
+    static let version: Int64 = 4
 
     static let migrations: [Int64: String] = [
         1: """
@@ -96,4 +99,39 @@ enum Schema {
             CREATE INDEX sets_dead ON sets (id) WHERE state = 'dead';
             """,
     ]
+
+    /// Migrations done in code rather than one SQL script.
+    static let codeMigrations: [Int64: @Sendable (SQLiteConnection) throws(StoreError) -> Void] = [
+        4: rewriteStateCheck
+    ]
+
+    static let stateCheckWithIn = "CHECK (state IN ('pending', 'done', 'dead'))"
+    static let stateCheckWithOr = "CHECK (state = 'pending' OR state = 'done' OR state = 'dead')"
+
+    /// Version 4: `sets.state`'s CHECK as three comparisons instead of an `IN` list, which SQLite
+    /// compiled into a temporary table built on every insert and update of a row (2.5 µs of a
+    /// 16 µs insert). Same meaning, so every row already satisfies it: SQLite's documented way to
+    /// change such a constraint in place (edit the schema text, bump `schema_version`), not a
+    /// table rebuild. Runs inside the migration's transaction.
+    static func rewriteStateCheck(_ connection: SQLiteConnection) throws(StoreError) {
+        let cookie = try connection.scalar("PRAGMA schema_version") ?? 0
+        func quoted(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "''") + "'" }
+        try connection.execute("PRAGMA writable_schema = ON")
+        do {
+            try connection.execute("""
+                UPDATE sqlite_master SET sql = replace(sql, \(quoted(stateCheckWithIn)), \(quoted(stateCheckWithOr)))
+                WHERE type = 'table' AND name = 'sets'
+                """)
+            try connection.execute("PRAGMA schema_version = \(cookie + 1)")
+        } catch {
+            try? connection.execute("PRAGMA writable_schema = OFF")
+            throw error
+        }
+        try connection.execute("PRAGMA writable_schema = OFF")
+        let statement = try connection.prepare("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'sets'")
+        defer { statement.reset() }
+        guard try statement.step(), let sql = statement.text(0), sql.contains(stateCheckWithOr), !sql.contains(stateCheckWithIn) else {
+            throw StoreError(code: SQLITE_ERROR, "schema migration 4: sets.state's CHECK was not rewritten")
+        }
+    }
 }
