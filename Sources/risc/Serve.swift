@@ -13,6 +13,7 @@ extension RiscCommand {
                 then the JSON file given with --config, then defaults. Only the audiences (your OAuth client IDs) \
                 are required: with nothing else risc serves on 0.0.0.0:8443 (plain HTTP unless tls.certificate and \
                 tls.key are set), keeps its data in ./data and trusts Google's RISC discovery document. \
+                SIGTERM/SIGINT drain and exit 0; SIGHUP reopens the event log and reloads the TLS certificate and key. \
                 Keys: \(ReceiverConfiguration.keys.map(\.key).joined(separator: ", ")).
                 """
         )
