@@ -32,7 +32,7 @@ public final class Receiver: Sendable {
     let group: ServiceGroup
     /// The public listener's certificate and key, when it serves HTTPS itself.
     let tls: ServerTLS?
-    let signals: Hangup
+    let onHangup: Hangup
     private let publicPort: AsyncStream<Int>.Continuation
     private let adminPort: AsyncStream<Int>.Continuation
     /// The ports actually bound (useful with port 0), each yielded once the listener runs.
@@ -123,8 +123,8 @@ public final class Receiver: Sendable {
             onServerRunning: { channel in adminPort.yield(channel.localAddress?.port ?? 0) },
             logger: logger)
 
-        signals = Hangup(eventLog: eventLog, tls: tls, metrics: metrics, logger: logger)
-        var services: [any Service] = [HangupHandler(hangup: signals)]
+        onHangup = Hangup(eventLog: eventLog, tls: tls, metrics: metrics, logger: logger)
+        var services: [any Service] = [HangupHandler(hangup: onHangup)]
         if let cache { services.append(KeyRefresher(cache: cache)) }
         services.append(adminApp)
         services.append(push)
@@ -140,7 +140,7 @@ public final class Receiver: Sendable {
         startup["tls"] = .bool(configuration.tlsCertificate != nil)
         if let tls {
             startup["tls_not_after"] = .string(Timestamp.iso8601(tls.notValidAfter))
-            signals.noteCertificate(notValidAfter: tls.notValidAfter)
+            onHangup.noteCertificate(notValidAfter: tls.notValidAfter)
         }
         eventLog.record(startup)
         worker.start()
@@ -207,12 +207,12 @@ public final class Receiver: Sendable {
 
     /// What SIGHUP does: reopen the event log (log rotation) and, when serving HTTPS, reload the
     /// certificate and key (renewal).
-    public func hangup() { signals.hangup() }
+    public func hangup() { onHangup.hangup() }
 
     /// Loads `tls.certificate` and `tls.key` again; new connections use them. If they do not
     /// load, the pair in use stays and the failure is logged. Returns whether a new pair is in use.
     @discardableResult
-    public func reloadTLS() -> Bool { signals.reloadTLS() }
+    public func reloadTLS() -> Bool { onHangup.reloadTLS() }
 
     /// Starts a graceful shutdown, as SIGTERM does.
     public func shutdown() async { await group.triggerGracefulShutdown() }
@@ -232,7 +232,7 @@ struct KeyRefresher: Service {
     }
 }
 
-/// Reopens the event log file on SIGHUP (log rotation).
+/// SIGHUP: reopens the event log file (log rotation) and reloads the TLS pair (renewal).
 struct HangupHandler: Service {
     let hangup: Hangup
     func run() async throws {
