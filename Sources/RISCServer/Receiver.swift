@@ -228,7 +228,7 @@ public struct ConfigurationError: Error, CustomStringConvertible {
 struct KeyRefresher: Service {
     let cache: JWKSCache
     func run() async throws {
-        try await cancelWhenGracefulShutdown { await cache.run() }
+        await cancelWhenGracefulShutdown { await cache.run() }
     }
 }
 
