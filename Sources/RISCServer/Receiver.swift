@@ -236,7 +236,7 @@ struct KeyRefresher: Service {
 struct HangupHandler: Service {
     let hangup: Hangup
     func run() async throws {
-        try await cancelWhenGracefulShutdown {
+        await cancelWhenGracefulShutdown {
             for await _ in await UnixSignalsSequence(trapping: .sighup) { hangup.hangup() }
         }
     }
