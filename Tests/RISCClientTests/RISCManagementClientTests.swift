@@ -44,7 +44,7 @@ struct RISCManagementClientTests {
         let directory = Fixture.temporaryDirectory()
         func load(_ json: String) -> String {
             let path = directory.appendingPathComponent("\(UUID().uuidString).json").path
-            FileManager.default.createFile(atPath: path, contents: Data(json.utf8))
+            #expect(FileManager.default.createFile(atPath: path, contents: Data(json.utf8)))
             do {
                 _ = try ServiceAccount(keyFile: path)
                 return "loaded"

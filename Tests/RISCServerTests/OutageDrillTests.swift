@@ -77,7 +77,7 @@ struct OutageDrillTests {
         }
         defer { sink.stop() }
         let secretFile = FileManager.default.temporaryDirectory.appendingPathComponent("risc-secret-\(UUID().uuidString)").path
-        FileManager.default.createFile(atPath: secretFile, contents: Data("0123456789abcdef-secret".utf8))
+        try #require(FileManager.default.createFile(atPath: secretFile, contents: Data("0123456789abcdef-secret".utf8)))
         let harness = try ServerHarness {
             $0.webhookURL = sink.baseURL + "/revoke"
             $0.webhookSecretFile = secretFile
@@ -130,7 +130,7 @@ struct OutageDrillTests {
         #expect(try await harness.post(try harness.token(jti: "before-full")).status == 202)
         // Fill the file system to the last byte.
         let filler = mountPoint + "/filler"
-        FileManager.default.createFile(atPath: filler, contents: nil)
+        try #require(FileManager.default.createFile(atPath: filler, contents: nil))
         let handle = try #require(FileHandle(forWritingAtPath: filler))
         let chunk = Data(count: 16 * 1024)
         while (try? handle.write(contentsOf: chunk)) != nil {}
