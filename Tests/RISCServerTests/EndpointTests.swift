@@ -242,6 +242,8 @@ struct EndpointTests {
         }
         let metrics = String(decoding: try await harness.get(harness.adminURL + "/metrics").body, as: UTF8.self)
         #expect(metrics.contains("risc_tls_certificate_expiry_timestamp_seconds "))
+        let ready = try JSONParser.parseObject(try await harness.get(harness.adminURL + "/readyz").body)
+        #expect(ready["tls"]?.objectValue?["not_after"]?.stringValue?.hasSuffix("Z") == true)
         try await harness.stop()
         harness.issuer.stop()
     }
