@@ -4,7 +4,6 @@ import NIOCore
 import RISCClient
 import RISCCore
 import RISCStore
-import Synchronization
 
 /// The admin listener's `/healthz`, `/readyz` and `/metrics`.
 struct HealthController: Sendable {
@@ -37,9 +36,7 @@ struct HealthController: Sendable {
         body["store"] = .object(["writable": .bool(writable), "queue_depth": .number(Double(depth))])
         if let last = last ?? nil { body["last_set_at"] = .string(Timestamp.iso8601(last)) }
         // Informational: an expired certificate stops Google's deliveries, but not this process.
-        if case let notAfter = metrics.tlsNotValidAfter.load(ordering: .relaxed), notAfter > 0 {
-            body["tls"] = .object(["not_after": .string(Timestamp.iso8601(Double(notAfter)))])
-        }
+        if let expiry = metrics.tlsExpiry { body["tls"] = .object(["not_after": .string(Timestamp.iso8601(expiry))]) }
         return Responses.json(JSONValue.object(body).serialized, status: keySet.usable && writable ? .ok : .serviceUnavailable)
     }
 

@@ -37,6 +37,11 @@ public final class PrometheusMetrics: IntakeMetrics, Sendable {
     let connectionLimit = Atomic<Int>(0)
     /// The public listener's certificate's notAfter (seconds since the epoch; 0 without TLS).
     let tlsNotValidAfter = Atomic<Int>(0)
+    /// `tlsNotValidAfter`, or nil when the listener serves plain HTTP.
+    var tlsExpiry: Double? {
+        let notAfter = tlsNotValidAfter.load(ordering: .relaxed)
+        return notAfter > 0 ? Double(notAfter) : nil
+    }
     /// By `PushEndpoint.Refusal` raw value.
     let refusedConnections = Mutex<[String: Int]>([:])
 
@@ -74,10 +79,10 @@ public final class PrometheusMetrics: IntakeMetrics, Sendable {
                 name: "risc_push_connections_refused_total", help: "Connections closed on accept, by the limit they were over.",
                 labels: "reason=\"\(reason)\"", value: Double(count)))
         }
-        if case let notAfter = tlsNotValidAfter.load(ordering: .relaxed), notAfter > 0 {
+        if let tlsExpiry {
             gauges.append((
                 "risc_tls_certificate_expiry_timestamp_seconds", "When the public listener's certificate expires (notAfter, Unix time).",
-                Double(notAfter)))
+                tlsExpiry))
         }
         gauges.append(("risc_push_connections", "Connections open on the public listener.", Double(openConnections.load(ordering: .relaxed))))
         gauges.append(("risc_push_connections_limit", "Connections the public listener holds at most.", Double(connectionLimit.load(ordering: .relaxed))))

@@ -30,8 +30,7 @@ public final class Receiver: Sendable {
     let cache: JWKSCache?
     let logger: Logger
     let group: ServiceGroup
-    /// The public listener's certificate and key, when it serves HTTPS itself.
-    let tls: ServerTLS?
+    /// SIGHUP's work; holds the public listener's certificate and key when it serves HTTPS itself.
     let onHangup: Hangup
     private let publicPort: AsyncStream<Int>.Continuation
     private let adminPort: AsyncStream<Int>.Continuation
@@ -96,15 +95,13 @@ public final class Receiver: Sendable {
         self.publicPort = publicPort
         self.adminPort = adminPort
 
+        var tls: ServerTLS?
         if let certificate = configuration.tlsCertificate, let key = configuration.tlsKey {
             tls = try ServerTLS(certificate: certificate, key: key)
-        } else {
-            tls = nil
-            if !URLPolicy.isLoopback(host: configuration.host) {
-                logger.warning(
-                    "serving plain HTTP on a non-loopback address: put a TLS-terminating proxy in front, or set tls.certificate and tls.key",
-                    metadata: ["risc.host": "\(configuration.host)"])
-            }
+        } else if !URLPolicy.isLoopback(host: configuration.host) {
+            logger.warning(
+                "serving plain HTTP on a non-loopback address: put a TLS-terminating proxy in front, or set tls.certificate and tls.key",
+                metadata: ["risc.host": "\(configuration.host)"])
         }
         let push = PushEndpoint(
             settings: .init(
@@ -138,7 +135,7 @@ public final class Receiver: Sendable {
         var startup = EventLogRecord(step: "serve", outcome: "started", time: Date().timeIntervalSince1970)
         startup["events_path"] = .string(configuration.eventsPath)
         startup["tls"] = .bool(configuration.tlsCertificate != nil)
-        if let tls {
+        if let tls = onHangup.tls {
             startup["tls_not_after"] = .string(Timestamp.iso8601(tls.notValidAfter))
             onHangup.noteCertificate(notValidAfter: tls.notValidAfter)
         }

@@ -100,7 +100,9 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {
             if lost > 0 {
                 var warning = EventLogRecord(step: "log", outcome: "dropped", time: Date().timeIntervalSince1970)
                 warning["count"] = .number(Double(lost))
-                write(Array((warning.line + "\n").utf8))
+                var line: [UInt8] = []
+                warning.write(to: &line)
+                write(line)
             }
             write(data)
             if reopenNow, let path {
