@@ -24,6 +24,15 @@ public struct TestCertificate: Sendable {
         openssl.waitUntilExit()
         guard openssl.terminationStatus == 0 else { throw Failed() }
     }
+
+    /// Copies this pair over the files a server is configured with (a renewal, for reload tests);
+    /// `keyFrom` puts another key there instead (a mismatched pair).
+    public func install(certificateAt certificateTarget: String, keyAt keyTarget: String, keyFrom keySource: String? = nil) throws {
+        for (source, target) in [(certificatePath, certificateTarget), (keySource ?? keyPath, keyTarget)] {
+            try? FileManager.default.removeItem(atPath: target)
+            try FileManager.default.copyItem(atPath: source, toPath: target)
+        }
+    }
 }
 
 /// A service account JSON key file like the Cloud console's, with a freshly generated RSA key.

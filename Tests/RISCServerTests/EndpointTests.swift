@@ -98,7 +98,7 @@ struct EndpointTests {
     func pipelining() async throws {
         let harness = try ServerHarness()
         try await harness.start()
-        let port = Int(harness.publicURL.split(separator: ":").last!)!
+        let port = harness.publicPort
         func request(_ token: String, close: Bool = false) -> String {
             "POST /events HTTP/1.1\r\nHost: x\r\nContent-Type: application/secevent+jwt\r\nContent-Length: \(token.utf8.count)\r\n"
                 + (close ? "Connection: close\r\n" : "") + "\r\n" + token
@@ -254,13 +254,7 @@ struct EndpointTests {
         let first = try TestCertificate(directory: directory.appendingPathComponent("first"))
         let renewed = try TestCertificate(directory: directory.appendingPathComponent("renewed"))
         let cert = directory.appendingPathComponent("live-cert.pem").path, key = directory.appendingPathComponent("live-key.pem").path
-        func install(certificate: String, key keySource: String) throws {
-            for (source, target) in [(certificate, cert), (keySource, key)] {
-                try? FileManager.default.removeItem(atPath: target)
-                try FileManager.default.copyItem(atPath: source, toPath: target)
-            }
-        }
-        try install(certificate: first.certificatePath, key: first.keyPath)
+        try first.install(certificateAt: cert, keyAt: key)
         let harness = try ServerHarness { $0.tlsCertificate = cert; $0.tlsKey = key }
         try await harness.start()
         func post(trusting bundle: String, jti: String) async throws -> Int {
@@ -272,13 +266,13 @@ struct EndpointTests {
         #expect(try await post(trusting: first.certificatePath, jti: "before-renewal") == 202)
         await #expect(throws: FetchError.self) { _ = try await post(trusting: renewed.certificatePath, jti: "not-yet") }
 
-        try install(certificate: renewed.certificatePath, key: renewed.keyPath)
+        try renewed.install(certificateAt: cert, keyAt: key)
         #expect(harness.receiver.reloadTLS())
         #expect(try await post(trusting: renewed.certificatePath, jti: "after-renewal") == 202)
         await #expect(throws: FetchError.self) { _ = try await post(trusting: first.certificatePath, jti: "old-certificate") }
 
         // A key that does not match the certificate, then an unreadable certificate: refused, the renewed pair stays.
-        try install(certificate: first.certificatePath, key: renewed.keyPath)
+        try first.install(certificateAt: cert, keyAt: key, keyFrom: renewed.keyPath)
         #expect(!harness.receiver.reloadTLS())
         try Data("not a certificate".utf8).write(to: URL(fileURLWithPath: cert))
         #expect(!harness.receiver.reloadTLS())

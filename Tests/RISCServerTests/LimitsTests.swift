@@ -47,7 +47,7 @@ struct LimitsTests {
     func connectionLimit() async throws {
         let harness = try ServerHarness { $0.maxConnections = 2 }
         try await harness.start()
-        let port = Int(harness.publicURL.split(separator: ":").last!)!
+        let port = harness.publicPort
         var first: RawConnection.Held? = try RawConnection.Held(port: port)
         let second = try RawConnection.Held(port: port)
         #expect(first?.exchange(try harness.rawRequest("held-1"))?.hasPrefix("HTTP/1.1 202") == true)
@@ -87,7 +87,7 @@ struct LimitsTests {
     func requestTimeout() async throws {
         let harness = try ServerHarness { $0.requestTimeout = 1 }
         try await harness.start()
-        let port = Int(harness.publicURL.split(separator: ":").last!)!
+        let port = harness.publicPort
         /// Seconds until the server closes `connection`, feeding it `trickle` every 100 ms meanwhile.
         func secondsUntilClosed(_ connection: RawConnection.Held, trickle: [UInt8]?) async throws -> Double? {
             let start = Date()
@@ -124,7 +124,7 @@ struct LimitsTests {
     func perAddressLimit() async throws {
         let harness = try ServerHarness { $0.maxConnectionsPerAddress = 2 }
         try await harness.start()
-        let port = Int(harness.publicURL.split(separator: ":").last!)!
+        let port = harness.publicPort
         var held = try (0..<2).map { _ in try RawConnection.Held(port: port) }
         for (index, connection) in held.enumerated() {
             #expect(connection.exchange(try harness.rawRequest("address-\(index)"))?.hasPrefix("HTTP/1.1 202") == true)
@@ -147,7 +147,7 @@ struct LimitsTests {
             $0.trustedProxies = ["127.0.0.1"]
         }
         try await proxied.start()
-        let proxiedPort = Int(proxied.publicURL.split(separator: ":").last!)!
+        let proxiedPort = proxied.publicPort
         let behindProxy = try (0..<3).map { _ in try RawConnection.Held(port: proxiedPort) }
         for (index, connection) in behindProxy.enumerated() {
             #expect(connection.exchange(try proxied.rawRequest("proxied-\(index)"))?.hasPrefix("HTTP/1.1 202") == true)

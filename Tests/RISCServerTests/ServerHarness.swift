@@ -14,6 +14,8 @@ final class ServerHarness: @unchecked Sendable {
     var receiver: Receiver!
     var task: Task<Void, any Error>!
     var publicURL = ""
+    /// The public listener's port (for raw connections).
+    var publicPort = 0
     var adminURL = ""
     let client: CurlHTTPClient
     let factory: SETFactory
@@ -49,7 +51,8 @@ final class ServerHarness: @unchecked Sendable {
         var adminPorts = receiver.adminPorts.makeAsyncIterator()
         let scheme = configuration.tlsCertificate == nil ? "http" : "https"
         let host = configuration.tlsCertificate == nil ? "127.0.0.1" : "localhost"
-        publicURL = "\(scheme)://\(host):\(await publicPorts.next() ?? 0)"
+        publicPort = await publicPorts.next() ?? 0
+        publicURL = "\(scheme)://\(host):\(publicPort)"
         adminURL = "http://127.0.0.1:\(await adminPorts.next() ?? 0)"
     }
 

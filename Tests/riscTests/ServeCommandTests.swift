@@ -118,13 +118,7 @@ extension ServeCommandTests {
         let first = try TestCertificate(directory: directory.appendingPathComponent("first"))
         let renewed = try TestCertificate(directory: directory.appendingPathComponent("renewed"))
         let cert = directory.appendingPathComponent("cert.pem").path, key = directory.appendingPathComponent("key.pem").path
-        func install(_ pair: TestCertificate) throws {
-            for (source, target) in [(pair.certificatePath, cert), (pair.keyPath, key)] {
-                try? FileManager.default.removeItem(atPath: target)
-                try FileManager.default.copyItem(atPath: source, toPath: target)
-            }
-        }
-        try install(first)
+        try first.install(certificateAt: cert, keyAt: key)
         let (process, data, port, _) = try await Self.startServe(extra: ["--tls-cert", cert, "--tls-key", key])
         let token = try String(contentsOf: RiscBinary.repository.appendingPathComponent("keys/test/sample-account-disabled.jwt"), encoding: .utf8)
         func post(trusting pair: TestCertificate) async throws -> Int {
@@ -135,7 +129,7 @@ extension ServeCommandTests {
         #expect(try await post(trusting: first) == 202)
         let log = data.appendingPathComponent("events.log"), rotated = data.appendingPathComponent("events.log.1")
         try FileManager.default.moveItem(at: log, to: rotated)
-        try install(renewed)
+        try renewed.install(certificateAt: cert, keyAt: key)
         kill(process.processIdentifier, SIGHUP)
         // Lines written before the reopen stay in the rotated file; the reload's line may be either side.
         func reloadLogged() -> Bool {
