@@ -58,8 +58,8 @@ public actor JWKSCache: KeyProvider {
 
     public nonisolated func cachedKey(for keyID: String) -> ResolvedKey? {
         fresh.withLock { snapshot -> ResolvedKey? in
-            guard let snapshot, now() < snapshot.expiresAt, let key = snapshot.keys.key(for: keyID) else { return nil }
-            return ResolvedKey(key: key, issuer: snapshot.issuer)
+            guard let snapshot, now() < snapshot.expiresAt else { return nil }
+            return snapshot.keys.resolved(keyID, issuer: snapshot.issuer)
         }
     }
 
@@ -106,10 +106,10 @@ public actor JWKSCache: KeyProvider {
     }
 
     private func resolved(_ keyID: String) throws -> ResolvedKey {
-        guard let current = state.current, let key = current.keys.key(for: keyID) else {
+        guard let current = state.current, let resolved = current.keys.resolved(keyID, issuer: current.issuer) else {
             throw SETError(.invalidKey, "no key with this kid in the issuer's key set")
         }
-        return ResolvedKey(key: key, issuer: current.issuer)
+        return resolved
     }
 
     // MARK: Status

@@ -61,11 +61,16 @@ public struct SETError: Error, Sendable, Equatable, CustomStringConvertible {
         _ code: Code, _ description: String, underlying: (any Error)? = nil, file: String = #fileID, line: Int = #line
     ) {
         self.code = code
-        self.description = description
+        // Descriptions may quote what arrived (an `alg`, a member name): never raw control
+        // characters, never more than a short line, whatever a caller passes.
+        self.description = Printable.safe(description, maxBytes: SETError.maxDescriptionBytes)
         self.underlying = underlying
         self.file = file
         self.line = line
     }
+
+    /// The longest description sent or logged, in UTF-8 bytes.
+    public static let maxDescriptionBytes = 300
 
     public static func == (lhs: SETError, rhs: SETError) -> Bool { lhs.code == rhs.code }
 

@@ -7,6 +7,9 @@ import Darwin
 /// RFC 3339 timestamps in UTC with microseconds, without Foundation's formatter on the hot path.
 public enum Timestamp {
     public static func iso8601(_ seconds: Double) -> String {
+        // Total over every Double: a time outside 0001–9999 (or NaN) is clamped to the nearest end,
+        // rather than trapping in the integer conversion below.
+        let seconds = seconds.isNaN ? 0 : min(max(seconds, -62_135_596_800), 253_402_300_799)
         var whole = time_t(seconds.rounded(.down))
         var micros = Int((seconds - Double(whole)) * 1_000_000)
         if micros >= 1_000_000 { whole += 1; micros -= 1_000_000 }

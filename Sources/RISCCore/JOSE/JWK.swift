@@ -62,7 +62,9 @@ public struct JWK: Sendable {
             case "RSA":
                 // Some encoders prepend a zero byte to n; Base64urlUInt is minimal (RFC 7518 §6.3.1.1).
                 let modulus = Array(try bytes("n").drop { $0 == 0 })
-                key = try PublicKey(rsaModulus: modulus, exponent: try bytes("e"))
+                let exponent = try bytes("e")
+                if let refusal = RSAKeyCheck.refusal(modulus: modulus, exponent: exponent) { throw JWKError(refusal) }
+                key = try PublicKey(rsaModulus: modulus, exponent: exponent)
             case "EC":
                 guard let curve = try string("crv") else { throw JWKError("EC JWK without crv") }
                 let x = try bytes("x"), y = try bytes("y")
@@ -75,7 +77,7 @@ public struct JWK: Sendable {
                 guard try string("crv") == "Ed25519" else { throw JWKError("only OKP crv Ed25519 is supported") }
                 key = try PublicKey(ed25519: try bytes("x"))
             default:
-                throw JWKError("unsupported kty '\(kty.prefix(16))'")
+                throw JWKError("unsupported kty '\(Printable.safe(kty, maxBytes: 32))'")
             }
         } catch let error as JWKError {
             throw error
@@ -88,7 +90,7 @@ public struct JWK: Sendable {
     /// (RFC 8725 §3.1: the key's type, curve and pinned `alg` must all agree with the header).
     public func refusal(for algorithm: JWSAlgorithm) -> String? {
         if let pinned = self.algorithm, pinned != algorithm {
-            return "the key is for \(pinned.rawValue.prefix(16)), the token says \(algorithm)"
+            return "the key is for \(Printable.safe(pinned.rawValue, maxBytes: 32)), the token says \(algorithm)"
         }
         if let use, use != "sig" { return "the key's use is not 'sig'" }
         if let keyOperations, !keyOperations.contains("verify") { return "the key's key_ops exclude 'verify'" }

@@ -3,17 +3,21 @@
 /// Keys that cannot be used (unknown `kty`, symmetric keys, bad members, an EC point off its
 /// curve) are skipped, as RFC 7517 §5 asks, and listed in `skipped`. A set with no usable key
 /// is an error: a cache must never replace a good set with an empty one.
+///
+/// A `kid` that names several keys is kept with all of them: verification then uses the one key
+/// among them that fits the token's `alg` (type, curve, pinned `alg`, `use`), and refuses the
+/// token as ambiguous when more than one fits, rather than letting whichever came first win.
 public struct JWKSet: Sendable {
     public let keys: [JWK]
     /// Why each unusable key was skipped (no key material in these strings).
     public let skipped: [String]
-    private let byID: [String: JWK]
+    private let byID: [String: [JWK]]
 
     public init(keys: [JWK]) {
         self.keys = keys
         self.skipped = []
-        var index: [String: JWK] = [:]
-        for key in keys { if let id = key.keyID, index[id] == nil { index[id] = key } }
+        var index: [String: [JWK]] = [:]
+        for key in keys { if let id = key.keyID { index[id, default: []].append(key) } }
         byID = index
     }
 
@@ -24,7 +28,7 @@ public struct JWKSet: Sendable {
         guard let entries = document["keys"]?.arrayValue else { throw JWKError("JWKS has no 'keys' array") }
         var keys: [JWK] = []
         var skipped: [String] = []
-        var index: [String: JWK] = [:]
+        var index: [String: [JWK]] = [:]
         for (position, entry) in entries.enumerated() {
             guard let object = entry.objectValue else {
                 skipped.append("keys[\(position)]: not an object")
@@ -32,14 +36,7 @@ public struct JWKSet: Sendable {
             }
             do {
                 let key = try JWK(json: object)
-                if let id = key.keyID {
-                    // A kid must name one key; a repeated kid would make selection ambiguous.
-                    guard index[id] == nil else {
-                        skipped.append("keys[\(position)]: duplicate kid")
-                        continue
-                    }
-                    index[id] = key
-                }
+                if let id = key.keyID { index[id, default: []].append(key) }
                 keys.append(key)
             } catch {
                 skipped.append("keys[\(position)]: \(error)")
@@ -51,8 +48,16 @@ public struct JWKSet: Sendable {
         self.byID = index
     }
 
-    /// The key with this `kid`, if any.
-    public func key(for keyID: String) -> JWK? { byID[keyID] }
+    /// The (first) key with this `kid`, if any.
+    public func key(for keyID: String) -> JWK? { byID[keyID]?.first }
+
+    /// Every key with this `kid`, in the set's order.
+    public func keys(for keyID: String) -> [JWK] { byID[keyID] ?? [] }
+
+    /// The keys with this `kid` and the issuer they speak for, if there is any.
+    public func resolved(_ keyID: String, issuer: String) -> ResolvedKey? {
+        ResolvedKey(candidates: keys(for: keyID), issuer: issuer)
+    }
 
     /// The `kid`s in this set, for logs.
     public var keyIDs: [String] { keys.compactMap(\.keyID) }

@@ -26,10 +26,10 @@ public enum SignatureVerifier {
     /// The algorithm allow-list check alone, done before any key is looked up.
     public static func checkAlgorithm(_ algorithm: JWSAlgorithm, allowed: Set<JWSAlgorithm>) throws(SETError) {
         if algorithm.isForbidden {
-            throw .invalidRequest("algorithm '\(algorithm.rawValue.prefix(16))' is never accepted (RFC 8725 §2.1)")
+            throw .invalidRequest("algorithm '\(Printable.safe(algorithm.rawValue, maxBytes: 32))' is never accepted (RFC 8725 §2.1)")
         }
         guard allowed.contains(algorithm), algorithm.family != nil else {
-            throw .invalidRequest("algorithm '\(algorithm.rawValue.prefix(16))' is not allowed")
+            throw .invalidRequest("algorithm '\(Printable.safe(algorithm.rawValue, maxBytes: 32))' is not allowed")
         }
     }
 }

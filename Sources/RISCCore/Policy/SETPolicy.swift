@@ -81,8 +81,18 @@ public struct SETPolicy: Sendable {
         }
         var warnings: [String] = []
         if issuedAt > now + clockSkew {
-            warnings.append("iat is \(Int(issuedAt - now)) s in the future (clock skew allowance \(Int(clockSkew)) s)")
+            // Both are bounded (iat by the token's NumericDate check, the skew by configuration);
+            // formatted without an integer conversion that could trap all the same.
+            let ahead = (issuedAt - now).rounded(.down), skew = clockSkew.rounded(.down)
+            warnings.append("iat is \(ahead.formatted0) s in the future (clock skew allowance \(skew.formatted0) s)")
         }
         return warnings
+    }
+}
+
+extension Double {
+    /// A whole number of seconds as text, without converting to `Int` (which traps past 2^63).
+    var formatted0: String {
+        abs(self) < 1e15 ? String(Int64(self)) : String(self)
     }
 }

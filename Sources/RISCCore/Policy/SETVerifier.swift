@@ -59,7 +59,7 @@ public struct SETVerifier: Sendable {
         -> ValidatedSET
     {
         // `parse` has checked the algorithm against the allow-list.
-        let verified = try SignatureVerifier.verify(jws, with: key.key)
+        let verified = try SignatureVerifier.verify(jws, with: key.key(for: jws.header.algorithm))
         let token = try SecurityEventToken(payload: verified.payload)
         let warnings = try policy.validate(token, header: verified.header, issuer: key.issuer, now: now)
         return ValidatedSET(token: token, header: verified.header, keyIssuer: key.issuer, warnings: warnings)

@@ -24,7 +24,7 @@ public struct SecurityEvent: Sendable, Equatable {
         // Payload members with a type the event definition fixes.
         for name in ["reason", "state"] {
             if let value = payload[name], value.stringValue == nil {
-                throw .invalidRequest("event member '\(name)' is not a string")
+                throw .invalidRequest("event member '\(Printable.safe(name, maxBytes: 40))' is not a string")
             }
         }
         let canonical = type.knownCanonical

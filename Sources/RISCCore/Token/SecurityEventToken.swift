@@ -58,9 +58,15 @@ public struct SecurityEventToken: Sendable {
                 tokenID = text
             case "iat":
                 guard let number = value.numberValue else { throw .invalidRequest("'iat' is not a number") }
+                guard Self.isPlausibleNumericDate(number) else {
+                    throw .invalidRequest("'iat' is not a NumericDate between 1970 and 9999 (seconds, not milliseconds)")
+                }
                 issuedAt = number
             case "toe":
                 guard let number = value.numberValue else { throw .invalidRequest("'toe' is not a number") }
+                guard Self.isPlausibleNumericDate(number) else {
+                    throw .invalidRequest("'toe' is not a NumericDate between 1970 and 9999 (seconds, not milliseconds)")
+                }
                 timeOfEvent = number
             case "txn":
                 guard let text = value.stringValue else { throw .invalidRequest("'txn' is not a string") }
@@ -101,6 +107,17 @@ public struct SecurityEventToken: Sendable {
             events.append(try SecurityEvent(type: type, payload: object, topLevelSubject: subjectID))
         }
         self.events = events
+    }
+
+    /// The last second of the year 9999, the largest NumericDate risc accepts.
+    public static let latestNumericDate: Double = 253_402_300_799
+
+    /// RFC 7519 §2: a NumericDate counts seconds since 1970. A negative one, or one past the year
+    /// 9999 (a millisecond count, say, or 1e19), is not a time any transmitter meant: the token is
+    /// refused as malformed (400 `invalid_request`, so the transmitter does not retry it forever)
+    /// rather than stored with a time nothing downstream can order or print.
+    public static func isPlausibleNumericDate(_ value: Double) -> Bool {
+        value.isFinite && value >= 0 && value <= latestNumericDate
     }
 
     /// RFC 8417 §1.2: the event identifier "MUST be a URI": a scheme, a colon, something after.

@@ -43,13 +43,13 @@ public indirect enum Subject: Sendable, Equatable {
         }
         func required(_ name: String) throws(SETError) -> String {
             guard let text = object[name]?.stringValue, !text.isEmpty else {
-                throw .invalidRequest("subject of type '\(form.prefix(32))' needs a non-empty '\(name)' string")
+                throw .invalidRequest("subject of type '\(Printable.safe(form, maxBytes: 32))' needs a non-empty '\(Printable.safe(name, maxBytes: 40))' string")
             }
             return text
         }
         func optional(_ name: String) throws(SETError) -> String? {
             guard let value = object[name] else { return nil }
-            guard let text = value.stringValue else { throw .invalidRequest("subject member '\(name)' is not a string") }
+            guard let text = value.stringValue else { throw .invalidRequest("subject member '\(Printable.safe(name, maxBytes: 40))' is not a string") }
             return text
         }
         switch form {
