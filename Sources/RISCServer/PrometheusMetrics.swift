@@ -44,6 +44,9 @@ public final class PrometheusMetrics: IntakeMetrics, Sendable {
     }
     /// By `PushEndpoint.Refusal` raw value.
     let refusedConnections = Mutex<[String: Int]>([:])
+    /// Connections closed for having more pipelined requests waiting than their bound (clients
+    /// that do not read their answers).
+    let overflowedConnections = Atomic<Int>(0)
 
     public init() {}
 
@@ -79,6 +82,10 @@ public final class PrometheusMetrics: IntakeMetrics, Sendable {
                 name: "risc_push_connections_refused_total", help: "Connections closed on accept, by the limit they were over.",
                 labels: "reason=\"\(reason)\"", value: Double(count)))
         }
+        counters.append((
+            name: "risc_push_connections_overflowed_total",
+            help: "Connections closed for pipelining more requests than they read answers for.", labels: "",
+            value: Double(overflowedConnections.load(ordering: .relaxed))))
         if let tlsExpiry {
             gauges.append((
                 "risc_tls_certificate_expiry_timestamp_seconds", "When the public listener's certificate expires (notAfter, Unix time).",

@@ -37,9 +37,12 @@ final class PushEndpoint: Service, Sendable {
         var drainTimeout: Duration = .seconds(30)
         /// Connections held at once; one more is closed as soon as it is accepted.
         var maxConnections: Int = 1_024
-        /// Connections one peer address may hold at once (0: no such limit). Trusted proxies are
-        /// exempt: every client behind them shares their address.
+        /// Connections one peer address (an IPv6 peer's /64) may hold at once (0: no such limit).
+        /// Trusted proxies are exempt: every client behind them shares their address.
         var maxConnectionsPerAddress: Int = 0
+        /// Bytes of pipelined requests a connection may have waiting (read, not yet answered)
+        /// before it is closed.
+        var maxQueuedBytes: Int { 4 * maxBodyBytes }
     }
 
     let settings: Settings
@@ -69,12 +72,14 @@ final class PushEndpoint: Service, Sendable {
         logger: Logger, metrics: PrometheusMetrics? = nil, onRunning: @escaping @Sendable (Int) -> Void
     ) {
         self.settings = settings
-        self.intake = intake
         self.limiter = limiter
         self.tls = tls
         self.logger = logger
         self.metrics = metrics
         self.onRunning = onRunning
+        var intake = intake
+        intake.rejections = rejections
+        self.intake = intake
         metrics?.connectionLimit.store(settings.maxConnections, ordering: .relaxed)
     }
 
@@ -83,20 +88,44 @@ final class PushEndpoint: Service, Sendable {
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            // A client that half-closes after its request still gets the answer.
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture { try self.configure(channel) }
             }
             .bind(host: settings.host, port: settings.port).get()
         onRunning(server.localAddress?.port ?? 0)
+        let summaries = server.eventLoop.scheduleRepeatedTask(initialDelay: .seconds(10), delay: .seconds(10)) { [self] _ in
+            writeSuppressedSummaries()
+        }
         try? await gracefulShutdown()
         try? await server.close()
         await drain()
+        summaries.cancel()
+        writeSuppressedSummaries()
+    }
+
+    /// Bounds the event-log lines of refused requests (see `RejectionSampler`).
+    let rejections = RejectionSampler()
+
+    /// Writes one line per address whose refusals were held back from the event log.
+    func writeSuppressedSummaries() {
+        for record in rejections.summaries(now: Date().timeIntervalSince1970) { intake.log.record(record) }
+    }
+
+    /// Counts a refused request in the metrics and writes its event-log line, sampled.
+    func reject(_ record: EventLogRecord, outcome: String, metric: String) {
+        intake.metrics?.observe(outcome: metric, err: nil, verifySeconds: nil, commitSeconds: nil)
+        if rejections.admit(record["remote"]?.stringValue, outcome: outcome, now: Date().timeIntervalSince1970) {
+            intake.log.record(record)
+        }
     }
 
     private func configure(_ channel: any Channel) throws {
         let id = ObjectIdentifier(channel)
         let peer = channel.remoteAddress?.ipAddress
-        let limited = settings.maxConnectionsPerAddress > 0 && !settings.trustedProxies.contains(peer ?? "") ? peer : nil
+        let limited = settings.maxConnectionsPerAddress > 0 && !settings.trustedProxies.contains(peer ?? "")
+            ? Self.addressGroup(channel.remoteAddress) : nil
         let refusal = connections.withLock { connections -> Refusal? in
             guard connections.channels.count < settings.maxConnections else { return .total }
             if let limited {
@@ -126,9 +155,41 @@ final class PushEndpoint: Service, Sendable {
         if let tls { try pipeline.addHandler(NIOSSLServerHandler(context: tls.context)) }
         // No pipelining helper: it stops reading while a response is pending, two epoll changes a
         // request. PushHandler queues a pipelined request itself.
+        // Malformed HTTP is answered by PushHandler itself (after any request read before it, as
+        // JSON, logged and counted), not by NIO's bare 400.
         try pipeline.configureHTTPServerPipeline(
-            withPipeliningAssistance: false, withErrorHandling: true, withOutboundHeaderValidation: false)
+            withPipeliningAssistance: false, withErrorHandling: false, withOutboundHeaderValidation: false)
         try pipeline.addHandler(PushHandler(endpoint: self))
+    }
+
+    /// A 404 or 405: counted, and logged (sampled).
+    func refused(_ status: HTTPResponseStatus, path: String, remote: String?) {
+        var record = EventLogRecord(step: "received", outcome: "rejected", time: Date().timeIntervalSince1970)
+        record["http_status"] = .number(Double(status.code))
+        record["path"] = .string(Printable.safe(path, maxBytes: 100))
+        if let remote { record["remote"] = .string(remote) }
+        let outcome = status == .notFound ? "not_found" : "method_not_allowed"
+        reject(record, outcome: outcome, metric: outcome)
+    }
+
+    /// A request NIO's decoder could not read: counted, and logged (sampled).
+    func malformedRequest(_ problem: String, remote: String?) {
+        var record = EventLogRecord(step: "received", outcome: "rejected", time: Date().timeIntervalSince1970)
+        record["http_status"] = 400
+        record["err"] = "invalid_request"
+        record["description"] = .string("malformed HTTP request: \(problem)")
+        if let remote { record["remote"] = .string(remote) }
+        reject(record, outcome: "malformed", metric: "malformed")
+    }
+
+    /// A client closed for having more pipelined requests waiting than its bound (it does not
+    /// read its answers): counted, and logged (sampled).
+    func overflowed(remote: String?) {
+        var record = EventLogRecord(step: "connection", outcome: "closed", time: Date().timeIntervalSince1970)
+        record["reason"] = "pipelined_requests_over_limit"
+        if let remote { record["remote"] = .string(remote) }
+        metrics?.overflowedConnections.add(1, ordering: .relaxed)
+        if rejections.admit(remote, outcome: "overflow", now: Date().timeIntervalSince1970) { intake.log.record(record) }
     }
 
     /// Over `maxConnections`: NIO closes the channel when its initializer throws this.
@@ -172,6 +233,18 @@ final class PushEndpoint: Service, Sendable {
         for channel in connections.withLock({ Array($0.channels.values) }) { channel.close(promise: nil) }
     }
 
+    /// What the per-address limit counts by: an IPv4 address (or an IPv4-mapped IPv6 one) as
+    /// itself, an IPv6 address by its /64, since one host is routinely given a whole /64.
+    static func addressGroup(_ address: SocketAddress?) -> String? {
+        guard case .v6(let v6) = address else { return address?.ipAddress }
+        let bytes = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
+        if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xFF && bytes[11] == 0xFF {
+            return bytes[12...].map(String.init).joined(separator: ".")
+        }
+        let groups = stride(from: 0, to: 8, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
+        return groups.joined(separator: ":") + "::/64"
+    }
+
     /// The client's address: the peer's (`IP` or `[IPv6]`), or, when the peer is a trusted proxy,
     /// the last address in its `X-Forwarded-For` (the one the proxy itself saw).
     func clientAddress(peer: SocketAddress?, headers: HTTPHeaders) -> String? {
@@ -180,14 +253,21 @@ final class PushEndpoint: Service, Sendable {
             let forwarded = headers.first(name: "X-Forwarded-For"),
             let last = forwarded.split(separator: ",").last?.trimmingCharacters(in: .whitespaces), !last.isEmpty
         else { return peer.map { $0.utf8.contains(UInt8(ascii: ":")) ? "[\($0)]" : $0 } }
-        return String(last.prefix(64))
+        return Printable.safe(last, maxBytes: 64)
     }
 }
 
 /// One connection's requests, one at a time: parts of a request pipelined behind one still being
 /// answered wait in `queued` (bounded) until it is.
-final class PushHandler: ChannelInboundHandler {
+///
+/// Backpressure: while the connection is not writable (the client does not read its answers),
+/// no further request is answered and no more is read from the socket (`read` is held until the
+/// channel is writable again); what was already read waits in `queued`, and a client whose queue
+/// passes its bound is closed. So a client that pipelines and never reads holds at most the
+/// channel's write buffer and one bounded queue, not memory without end.
+final class PushHandler: ChannelDuplexHandler {
     typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
     typealias OutboundOut = HTTPServerResponsePart
 
     private enum State {
@@ -206,33 +286,89 @@ final class PushHandler: ChannelInboundHandler {
 
     private let endpoint: PushEndpoint
     private var state = State.idle
-    /// Parts that arrived while a request was being answered, with their body bytes counted.
+    /// Parts that arrived while a request was being answered (or the client was not reading its
+    /// answers), with their bytes counted.
     private var queued = CircularBuffer<HTTPServerRequestPart>()
     private var queuedBytes = 0
     /// Shutdown asked this connection to end after the request in hand.
     private var closing = false
+    /// The client closed its sending side: answer what was read, then close.
+    private var inputClosed = false
+    /// A decoding error (malformed HTTP) to answer once everything read before it is answered.
+    private var malformed: String?
+    /// `read` was asked for while the channel was not writable; issued once it is.
+    private var readHeld = false
     /// When the wait for the next request began: the connection's opening or its last answer.
     private var waitingSince = NIODeadline.now()
     /// The connection's one timer for `requestTimeout`.
     private var deadline: Scheduled<Void>?
     /// How much of an oversized body is read and dropped before the connection is simply closed.
     private static let discardLimit = 1 << 20
+    /// Parts a connection may have waiting before it is closed.
+    private static let maxQueuedParts = 1_024
 
     init(endpoint: PushEndpoint) { self.endpoint = endpoint }
+
+    // MARK: Backpressure
+
+    func read(context: ChannelHandlerContext) {
+        if context.channel.isWritable { context.read() } else { readHeld = true }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            resume(context)
+            if readHeld, context.channel.isActive {
+                readHeld = false
+                context.read()
+            }
+        }
+        context.fireChannelWritabilityChanged()
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
         if case .answering = state {
-            if case .body(let buffer) = part { queuedBytes += buffer.readableBytes }
-            queued.append(part)
-            // A client that pipelines more than a few requests' worth is not a transmitter.
-            if queuedBytes > 4 * endpoint.settings.maxBodyBytes || queued.count > 1024 { context.close(promise: nil) }
-            return
+            enqueue(part, context)
+        } else if !queued.isEmpty || (!context.channel.isWritable && Self.producesAnswer(part, state)) {
+            enqueue(part, context)
+        } else {
+            handle(part, context)
         }
-        handle(part, context)
     }
 
-    /// Handles parts held back while a request was answered, until one needs answering again.
+    /// Whether handling `part` in `state` may write an answer (body parts of a request being
+    /// read do not, so they need not wait for the client to read).
+    private static func producesAnswer(_ part: HTTPServerRequestPart, _ state: State) -> Bool {
+        if case .body = part, case .receiving = state { return false }
+        return true
+    }
+
+    /// Holds a part back; a client that has more than a few requests' worth waiting is not a
+    /// transmitter, and is closed.
+    private func enqueue(_ part: HTTPServerRequestPart, _ context: ChannelHandlerContext) {
+        queuedBytes += Self.size(of: part)
+        queued.append(part)
+        if queuedBytes > endpoint.settings.maxQueuedBytes || queued.count > Self.maxQueuedParts {
+            endpoint.overflowed(remote: endpoint.clientAddress(peer: context.channel.remoteAddress, headers: [:]))
+            queued.removeAll()
+            queuedBytes = 0
+            context.close(promise: nil)
+        }
+    }
+
+    /// What a part holds in memory, roughly: its body bytes, or its head's URI and fields.
+    private static func size(of part: HTTPServerRequestPart) -> Int {
+        switch part {
+        case .head(let head): 64 + head.uri.utf8.count + head.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }
+        case .body(let buffer): buffer.readableBytes
+        case .end: 16
+        }
+    }
+
+    /// Handles parts held back while a request was answered, until one needs answering again
+    /// or the client stops reading; then whatever was left for the end (a malformed request's
+    /// 400, a half-closed client's close).
     private func resume(_ context: ChannelHandlerContext) {
         if closing {  // shutting down: a pipelined request not yet answered is left to its retry
             queued.removeAll()
@@ -241,11 +377,38 @@ final class PushHandler: ChannelInboundHandler {
         }
         while !queued.isEmpty {
             if case .answering = state { return }
+            if !context.channel.isWritable, Self.producesAnswer(queued.first!, state) { return }
             let part = queued.removeFirst()
-            if case .body(let buffer) = part { queuedBytes -= buffer.readableBytes }
+            queuedBytes -= Self.size(of: part)
             handle(part, context)
         }
+        finishIfDone(context)
     }
+
+    /// Everything read has been answered: answer a malformed request, or close a half-closed
+    /// connection.
+    private func finishIfDone(_ context: ChannelHandlerContext) {
+        guard queued.isEmpty, context.channel.isActive else { return }
+        switch state {
+        case .idle, .refusing, .receiving: break
+        case .answering, .discarding: return
+        }
+        if let problem = malformed {
+            malformed = nil
+            state = .idle
+            var body = JSONObject()
+            body["err"] = "invalid_request"
+            body["description"] = .string("malformed HTTP request: \(problem)")
+            respond(
+                context, Self.fallbackHead, .badRequest, headers: [("Content-Type", "application/json"), ("Content-Language", "en")],
+                body: JSONValue.object(body).serialized, close: true)
+        } else if inputClosed, case .idle = state {
+            context.close(promise: nil)
+        }
+    }
+
+    /// For answers that belong to no request head (malformed HTTP).
+    private static let fallbackHead = HTTPRequestHead(version: .http1_1, method: .POST, uri: "/")
 
     private func handle(_ part: HTTPServerRequestPart, _ context: ChannelHandlerContext) {
         switch part {
@@ -262,7 +425,7 @@ final class PushHandler: ChannelInboundHandler {
                 if Self.expectsContinue(head) {
                     context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .continue))), promise: nil)
                 }
-                state = .receiving(head, context.channel.allocator.buffer(capacity: declared ?? 2048))
+                state = .receiving(head, context.channel.allocator.buffer(capacity: min(declared ?? 2048, endpoint.settings.maxBodyBytes)))
             }
         case .body(var part):
             switch state {
@@ -296,6 +459,7 @@ final class PushHandler: ChannelInboundHandler {
                 receive(context, head, body)
             case .refusing(let head, let status, _):
                 state = .idle
+                endpoint.refused(status, path: head.uri, remote: endpoint.clientAddress(peer: context.channel.remoteAddress, headers: head.headers))
                 respond(context, head, status, headers: Self.headers(for: status))
             case .discarding:
                 context.close(promise: nil)
@@ -323,6 +487,8 @@ final class PushHandler: ChannelInboundHandler {
     func channelInactive(context: ChannelHandlerContext) {
         deadline?.cancel()
         deadline = nil
+        queued.removeAll()
+        queuedBytes = 0
         context.fireChannelInactive()
     }
 
@@ -334,7 +500,8 @@ final class PushHandler: ChannelInboundHandler {
     }
 
     /// Closes the connection when no whole request arrived within `requestTimeout` of the last
-    /// answer (idle, stalled, or trickled); waiting for our own answer does not count.
+    /// answer (idle, stalled, trickled, or a client that stopped reading its answers); waiting
+    /// for our own answer does not count.
     private func expire(_ context: ChannelHandlerContext) {
         guard context.channel.isActive else { return }
         let due = waitingSince + endpoint.settings.requestTimeout
@@ -353,12 +520,36 @@ final class PushHandler: ChannelInboundHandler {
             if case .idle = state, queued.isEmpty { context.close(promise: nil) }
             return
         }
+        if case ChannelEvent.inputClosed = event {
+            inputClosed = true
+            finishIfDone(context)
+            return
+        }
         context.fireUserInboundEventTriggered(event)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        endpoint.logger.debug("push connection error", metadata: ["risc.error": "\(error)"])
-        context.close(promise: nil)
+        // A parser error on a closed channel is the decoder flushing a partial request after our
+        // own close (an overflowing client): nothing to answer or report.
+        guard context.channel.isActive else { return }
+        guard error is HTTPParserError else {
+            endpoint.logger.debug("push connection error", metadata: ["risc.error": "\(Printable.safe("\(error)"))"])
+            context.close(promise: nil)
+            return
+        }
+        // Malformed HTTP: the decoder reads nothing more. Requests read before it are answered
+        // first (a SET being stored gets its 202), then a 400 that says so, then the close.
+        let problem = Printable.safe(String(describing: error), maxBytes: 80)
+        endpoint.malformedRequest(problem, remote: endpoint.clientAddress(peer: context.channel.remoteAddress, headers: [:]))
+        if case .discarding = state {
+            context.close(promise: nil)
+            return
+        }
+        if case .receiving = state { state = .idle }  // the request it broke is not answered
+        if case .refusing = state { state = .idle }
+        malformed = problem
+        if case .answering = state { return }
+        resume(context)
     }
 
     private func tooLarge(_ context: ChannelHandlerContext, _ head: HTTPRequestHead) {
@@ -368,8 +559,7 @@ final class PushHandler: ChannelInboundHandler {
         record["http_status"] = 413
         record["description"] = .string("body larger than \(endpoint.settings.maxBodyBytes) bytes")
         if let remote { record["remote"] = .string(remote) }
-        endpoint.intake.log.record(record)
-        endpoint.intake.metrics?.observe(outcome: "too_large", err: nil, verifySeconds: nil, commitSeconds: nil)
+        endpoint.reject(record, outcome: "too_large", metric: "too_large")
         if let limiter = endpoint.limiter, let remote { limiter.recordInvalid(remote, now: Date().timeIntervalSince1970) }
         // A client waiting for 100 Continue sends no body: close now. Otherwise read the body away
         // first (up to `discardLimit`), so closing does not reset the connection under the answer.
@@ -384,9 +574,10 @@ final class PushHandler: ChannelInboundHandler {
                 record["remote"] = .string(remote)
                 record["http_status"] = 429
                 record["count"] = .number(Double(count))
-                endpoint.intake.log.record(record)
+                endpoint.reject(record, outcome: "limited", metric: "limited")
+            } else {
+                endpoint.intake.metrics?.observe(outcome: "limited", err: nil, verifySeconds: nil, commitSeconds: nil)
             }
-            endpoint.intake.metrics?.observe(outcome: "limited", err: nil, verifySeconds: nil, commitSeconds: nil)
             state = .idle
             respond(context, head, .tooManyRequests, headers: [("Retry-After", String(max(1, limited.retryAfter)))])
             return
@@ -419,10 +610,10 @@ final class PushHandler: ChannelInboundHandler {
                 context, head, .badRequest, headers: [("Content-Type", "application/json"), ("Content-Language", "en")],
                 body: error.responseBody)
         case .failure(let error as KeyUnavailableError):
-            endpoint.logger.warning("no usable key set; answering 503", metadata: ["risc.error": "\(error)"])
+            endpoint.logger.warning("no usable key set; answering 503", metadata: ["risc.error": "\(Printable.safe(error.description))"])
             unavailable(context, head, reason: "signing keys are temporarily unavailable")
         case .failure(let error):
-            endpoint.logger.error("cannot store the SET; answering 503", metadata: ["risc.error": "\(error)"])
+            endpoint.logger.error("cannot store the SET; answering 503", metadata: ["risc.error": "\(Printable.safe("\(error)"))"])
             unavailable(context, head, reason: "the receiver cannot store events right now")
         }
     }
@@ -438,7 +629,8 @@ final class PushHandler: ChannelInboundHandler {
             body: JSONValue.object(body).serialized)
     }
 
-    /// Writes a whole response. `close` ends the connection after it (always when the client asked).
+    /// Writes a whole response. `close` ends the connection after it (always when the client asked,
+    /// or has half-closed and nothing more is waiting).
     private func respond(
         _ context: ChannelHandlerContext, _ head: HTTPRequestHead, _ status: HTTPResponseStatus,
         headers: [(String, String)] = [], body: String? = nil, close: Bool = false, closeNow: Bool = true

@@ -116,7 +116,10 @@ public final class Receiver: Sendable {
             tls: tls, logger: logger, metrics: metrics, onRunning: { publicPort.yield($0) })
         let adminApp = Application(
             router: adminRouter,
-            configuration: .init(address: .hostname(configuration.adminHost, port: configuration.adminPort)),
+            server: AdminListener.server(requestTimeout: .nanoseconds(Int64(configuration.adminRequestTimeout * 1e9))),
+            configuration: .init(
+                address: .hostname(configuration.adminHost, port: configuration.adminPort),
+                availableConnectionsDelegate: .maximum(configuration.adminMaxConnections, logger: logger)),
             onServerRunning: { channel in adminPort.yield(channel.localAddress?.port ?? 0) },
             logger: logger)
 

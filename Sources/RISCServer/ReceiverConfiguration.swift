@@ -25,6 +25,11 @@ public struct ReceiverConfiguration: Sendable {
     public var tlsKey: String?
     public var adminHost: String = "127.0.0.1"
     public var adminPort: Int = 9090
+    /// Connections the admin listener serves at once; more wait (in the kernel's backlog) until
+    /// one closes.
+    public var adminMaxConnections: Int = 64
+    /// Seconds a request may take to arrive whole on the admin listener, counted as on the public one.
+    public var adminRequestTimeout: Double = 30
     public var maxBodyBytes: Int = 64 * 1024
     /// Peers (reverse proxies) whose `X-Forwarded-For` names the client; off when empty.
     public var trustedProxies: [String] = []
@@ -33,9 +38,10 @@ public struct ReceiverConfiguration: Sendable {
     /// Connections the public listener holds open at once; one more is closed as soon as it is
     /// accepted (Google retries). Bounded further by the process's file-descriptor limit.
     public var maxConnections: Int = 1_024
-    /// Connections one peer address may hold on the public listener (0: no such limit; trusted
-    /// proxies exempt).
-    public var maxConnectionsPerAddress: Int = 0
+    /// Connections one peer address (an IPv6 peer's /64) may hold on the public listener (0: no
+    /// such limit; trusted proxies exempt). The default keeps one host from taking more than a
+    /// small share of `maxConnections`, so slots remain for Google whoever else connects.
+    public var maxConnectionsPerAddress: Int = 32
     /// Seconds a request may take to arrive whole on the public listener, counted from the
     /// connection's previous answer (or its opening); an idle keep-alive connection closes after
     /// as long.
@@ -98,6 +104,8 @@ public struct ReceiverConfiguration: Sendable {
         if invalidPerMinute < 0 { problems.append("limits.invalid_per_minute must be 0 (off) or more") }
         if !(1...3_600).contains(requestTimeout) { problems.append("limits.request_timeout must be 1–3600 seconds, got \(requestTimeout)") }
         if !(1...1_000_000).contains(maxConnections) { problems.append("limits.max_connections must be 1–1000000, got \(maxConnections)") }
+        if !(1...10_000).contains(adminMaxConnections) { problems.append("admin.max_connections must be 1–10000, got \(adminMaxConnections)") }
+        if !(1...3_600).contains(adminRequestTimeout) { problems.append("admin.request_timeout must be 1–3600 seconds, got \(adminRequestTimeout)") }
         if maxConnectionsPerAddress < 0 { problems.append("limits.max_connections_per_address must be 0 (off) or more, got \(maxConnectionsPerAddress)") }
         if dataDirectory.isEmpty { problems.append("data_dir must not be empty") }
         if (webhookURL == nil) != (webhookSecretFile == nil) { problems.append("webhook.url and webhook.secret_file go together") }

@@ -21,12 +21,14 @@ extension ReceiverConfiguration {
         ("limits.invalid_per_minute", "refused requests per address and minute before answering 429 (default 0: off)"),
         ("limits.request_timeout", "seconds a request may take to arrive whole, from the connection's last answer or opening; idle connections close after as long (default 60)"),
         ("limits.max_connections", "connections the public listener holds at once; one more is closed at once (default 1024)"),
-        ("limits.max_connections_per_address", "connections one peer address may hold; trusted proxies exempt (default 0: off)"),
+        ("limits.max_connections_per_address", "connections one peer address (an IPv6 /64) may hold; trusted proxies exempt; 0 turns it off (default 32)"),
         ("tls.certificate", "PEM certificate chain; with tls.key turns on HTTPS (TLS 1.2+)"),
         ("tls.key", "PEM private key for tls.certificate"),
         ("admin.host", "admin listener address for /healthz, /readyz, /metrics (default 127.0.0.1)"),
         ("admin.port", "admin listener port (default 9090)"),
         ("admin.token_file", "file with the bearer token for the admin account API (off without it)"),
+        ("admin.max_connections", "connections the admin listener serves at once; more wait until one closes (default 64)"),
+        ("admin.request_timeout", "seconds a request to the admin listener may take to arrive whole; idle connections close after as long (default 30)"),
         ("max_body_bytes", "largest accepted body; larger gets 413 (default 65536)"),
         ("retry_after", "seconds in Retry-After on 503 (default 30)"),
         ("event_log_stdout", "also write the event log to standard output (default false)"),
@@ -77,6 +79,8 @@ extension ReceiverConfiguration {
         if let value = layers.string("admin.host") { adminHost = value }
         if let value = layers.int("admin.port") { adminPort = value }
         adminTokenFile = layers.string("admin.token_file")
+        if let value = layers.int("admin.max_connections") { adminMaxConnections = value }
+        if let value = layers.double("admin.request_timeout") { adminRequestTimeout = value }
         if let value = layers.int("max_body_bytes") { maxBodyBytes = value }
         if let value = layers.strings("trusted_proxies") { trustedProxies = value }
         if let value = layers.int("limits.invalid_per_minute") { invalidPerMinute = value }

@@ -40,10 +40,16 @@ extension RiscCommand {
             case "dead_lettered", "dropped": paint = "\u{1B}[31m"
             default: paint = ""
             }
-            var parts = [object["ts"]?.stringValue ?? "", (object["step"]?.stringValue ?? "").padded(8), outcome.padded(13)]
-            for key in ["jti", "events", "subject", "err", "description", "attempt", "actions", "error", "remote", "latency_us"] {
+            // Every value is shown through Printable.safe: the log holds what clients sent (a
+            // description quoting a header, a forwarded address), and none of it may reach the
+            // terminal as control characters.
+            func shown(_ text: String, _ maxBytes: Int = 512) -> String { Printable.safe(text, maxBytes: maxBytes) }
+            var parts = [shown(object["ts"]?.stringValue ?? "", 40), shown(object["step"]?.stringValue ?? "", 40).padded(8),
+                         shown(outcome, 40).padded(13)]
+            for key in ["jti", "events", "subject", "err", "description", "attempt", "actions", "error", "remote", "path", "reason",
+                        "count", "latency_us"] {
                 guard let value = object[key] else { continue }
-                parts.append("\(key)=\(value.stringValue ?? value.serialized)")
+                parts.append("\(key)=\(shown(value.stringValue ?? value.serialized))")
             }
             let text = parts.joined(separator: " ")
             return color && !paint.isEmpty ? paint + text + "\u{1B}[0m" : text

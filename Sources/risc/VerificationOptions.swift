@@ -53,7 +53,7 @@ struct VerificationOptions: ParsableArguments {
         }
         var configuration = JWKSConfiguration(discoveryURL: discoveryURL, expectedIssuer: issuer)
         if let dataDir {
-            try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true)
+            try PrivateFiles.makeDirectory(dataDir)
             configuration.persistencePath = (dataDir as NSString).appendingPathComponent("jwks-cache.json")
         }
         return JWKSCache(configuration: configuration, logger: logger)

@@ -283,7 +283,7 @@ public actor JWKSCache: KeyProvider {
         object["fetched_at"] = .number(keySet.fetchedAt)
         object["expires_at"] = .number(keySet.expiresAt)
         do {
-            try Data(JSONValue.object(object).serialized.utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
+            try PrivateFiles.writeAtomically(path, Array(JSONValue.object(object).serialized.utf8))
         } catch {
             logger.warning("cannot persist the key set", metadata: ["risc.path": "\(path)", "risc.error": "\(error)"])
         }

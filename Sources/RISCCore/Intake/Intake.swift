@@ -8,6 +8,8 @@ public struct Intake: Sendable {
     public let store: any EventStore
     public let log: any EventLog
     public let metrics: (any IntakeMetrics)?
+    /// When set, refused requests' log lines are sampled through it (they are always counted).
+    public var rejections: RejectionSampler?
     let clock: @Sendable () -> Double
 
     public init(
@@ -60,7 +62,7 @@ public struct Intake: Sendable {
         var record = EventLogRecord(step: "received", outcome: "accepted", time: start)
         if let remote = delivery.remoteAddress { record["remote"] = .string(remote) }
         if let type = delivery.contentType, type.lowercased() != "application/secevent+jwt" {
-            record["content_type"] = .string(String(type.prefix(100)))
+            record["content_type"] = .string(Printable.safe(type, maxBytes: 100))
         }
         let parsed: CompactJWS
         do {
@@ -96,7 +98,7 @@ public struct Intake: Sendable {
             record["err"] = .string(error.code.rawValue)
             record["description"] = .string(error.description)
             record["latency_us"] = .number(((end - start) * 1e6).rounded())
-            log.record(record)
+            if rejections?.admit(record["remote"]?.stringValue, outcome: "rejected", now: end) ?? true { log.record(record) }
             metrics?.observe(outcome: "rejected", err: error.code.rawValue, verifySeconds: end - start, commitSeconds: nil)
         } else {
             fail(&record, error, start: start, verifySeconds: nil)

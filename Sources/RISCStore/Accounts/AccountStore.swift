@@ -11,7 +11,7 @@ public final class AccountStore: @unchecked Sendable {
     public let tokenKey: [UInt8]
 
     public init(directory: String) throws {
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try PrivateFiles.makeDirectory(directory)
         let path = (directory as NSString).appendingPathComponent("risc.sqlite3")
         connection = try SQLiteConnection(path: path)
         try connection.execute("PRAGMA journal_mode = WAL")

@@ -31,7 +31,7 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {
         self.toStandardOutput = toStandardOutput
         self.flushInterval = flushInterval
         if let path {
-            fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o640)
+            fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
             guard fd >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
         }
         OSThread.start(name: "risc.eventlog") { [unowned self] in self.flushLoop() }
@@ -107,7 +107,7 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {
             write(data)
             if reopenNow, let path {
                 if fd >= 0 { Glibc.close(fd) }
-                fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o640)
+                fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
             }
             if stop {
                 if fd >= 0 { Glibc.close(fd) }

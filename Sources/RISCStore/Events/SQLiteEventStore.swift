@@ -92,7 +92,7 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
 
     /// Opens (creating if needed) `directory/risc.sqlite3`.
     public init(directory: String, logger: Logger, maxBatch: Int = 512) throws {
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try PrivateFiles.makeDirectory(directory)
         path = (directory as NSString).appendingPathComponent("risc.sqlite3")
         walPath = path + "-wal"
         self.logger = logger

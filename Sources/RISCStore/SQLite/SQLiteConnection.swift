@@ -1,5 +1,6 @@
 import CSQLite
 import Foundation
+import RISCCore
 
 /// A failure in the store: ours, never the sender's, so it becomes a 503 and the transmitter retries.
 public struct StoreError: Error, Sendable, CustomStringConvertible {
@@ -22,6 +23,10 @@ final class SQLiteConnection {
 
     init(path: String, readOnly: Bool = false) throws(StoreError) {
         var handle: OpaquePointer?
+        if !readOnly {
+            // Created here with mode 0600 (whatever the umask); SQLite gives -wal and -shm the same.
+            do { try PrivateFiles.createIfMissing(path) } catch { throw StoreError(code: SQLITE_CANTOPEN, "\(error)") }
+        }
         let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
         let rc = sqlite3_open_v2(path, &handle, flags, nil)
         guard rc == SQLITE_OK, let handle else {

@@ -20,7 +20,7 @@ public final class VerificationLedger: @unchecked Sendable {
     }
 
     public init(directory: String) throws {
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try PrivateFiles.makeDirectory(directory)
         connection = try SQLiteConnection(path: (directory as NSString).appendingPathComponent("risc.sqlite3"))
         try connection.execute("PRAGMA journal_mode = WAL")
         try connection.execute("PRAGMA synchronous = FULL")

@@ -1,0 +1,261 @@
+import Foundation
+import NIOCore
+import RISCClient
+import RISCCore
+@testable import RISCServer
+import RISCTestKit
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What an attacker found over loopback (issue 13), each with the behaviour the fix gives.
+@Suite("Hardening: hostile clients", .serialized)
+struct ServerHardeningTests {
+    /// Pipelines requests on one connection and never reads an answer, for at most `seconds`.
+    /// Returns how it ended: the server closed the connection, or it stopped reading (a whole
+    /// second in which nothing more could be sent), or neither (it kept reading: memory grows).
+    static func floodWithoutReading(port: Int, request: String, seconds: Double) -> (ended: String, sentBytes: Int) {
+        guard let fd = try? RawConnection.connected(port: port) else { return ("connect failed", 0) }
+        defer { close(fd) }
+        var small: Int32 = 4_096
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+        var timeout = timeval(tv_sec: 0, tv_usec: 100_000)
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let chunk = Array(String(repeating: request, count: 1_000).utf8)
+        let start = Date()
+        var sent = 0, sentAtWindow = 0, window = Date()
+        while Date().timeIntervalSince(start) < seconds {
+            let count = chunk.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if count < 0 && errno != EAGAIN && errno != EWOULDBLOCK { return ("closed", sent) }
+            if count > 0 { sent += count }
+            if Date().timeIntervalSince(window) >= 1 {
+                if sent == sentAtWindow { return ("stopped reading", sent) }
+                sentAtWindow = sent
+                window = Date()
+            }
+        }
+        return ("kept reading", sent)
+    }
+
+    static func metrics(_ harness: ServerHarness) async throws -> String {
+        String(decoding: try await harness.get(harness.adminURL + "/metrics").body, as: UTF8.self)
+    }
+
+    @Test("a client that pipelines and never reads is stopped (backpressure, then closed past the bound); others are served")
+    func pipelinedFlood() async throws {
+        let harness = try ServerHarness()
+        try await harness.start()
+        for request in ["GET /events HTTP/1.1\r\nHost: x\r\n\r\n", "POST /events HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nx.y.z"] {
+            let (ended, sent) = Self.floodWithoutReading(port: harness.publicPort, request: request, seconds: 20)
+            #expect(ended != "kept reading", "the server read \(sent) bytes of unanswerable requests")
+            #expect(sent < 64 << 20)
+        }
+        #expect(try await harness.post(try harness.token(jti: "after-flood")).status == 202)
+        let metrics = try await Self.metrics(harness)
+        #expect(metrics.contains("risc_push_connections_overflowed_total "))
+        try await harness.stop()
+    }
+
+    @Test("the admin listener, too, stops reading from a client that does not read (Hummingbird's backpressure)")
+    func adminPipelinedFlood() async throws {
+        let harness = try ServerHarness()
+        try await harness.start()
+        let port = Int(harness.adminURL.split(separator: ":").last!)!
+        let (ended, sent) = Self.floodWithoutReading(port: port, request: "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", seconds: 20)
+        #expect(ended != "kept reading", "the admin listener read \(sent) bytes")
+        #expect(try await harness.get(harness.adminURL + "/healthz").status == 200)
+        try await harness.stop()
+    }
+
+    /// Sends `bytes` on `connection` and returns the answer's status line, or nil when none
+    /// arrives within `seconds`.
+    static func statusLine(_ connection: RawConnection.Held, _ bytes: [UInt8], seconds: Int) -> String? {
+        var wait = timeval(tv_sec: seconds, tv_usec: 0)
+        setsockopt(connection.fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+        if !bytes.isEmpty { _ = bytes.withUnsafeBytes { send(connection.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4_096)
+        while !received.contains(0x0A) {
+            let count = buffer.withUnsafeMutableBytes { recv(connection.fd, $0.baseAddress, $0.count, 0) }
+            if count <= 0 { return nil }
+            received += buffer[0..<count]
+        }
+        return String(decoding: received.prefix { $0 != 0x0D && $0 != 0x0A }, as: UTF8.self)
+    }
+
+    @Test("admin.max_connections: one more connection waits unserved until one closes")
+    func adminConnectionCap() async throws {
+        let harness = try ServerHarness { $0.adminMaxConnections = 2 }
+        try await harness.start()
+        let port = Int(harness.adminURL.split(separator: ":").last!)!
+        let request = Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        var first: RawConnection.Held? = try RawConnection.Held(port: port)
+        let second = try RawConnection.Held(port: port)
+        #expect(Self.statusLine(first!, request, seconds: 5) == "HTTP/1.1 200 OK")
+        #expect(Self.statusLine(second, request, seconds: 5) == "HTTP/1.1 200 OK")
+        let third = try RawConnection.Held(port: port)
+        #expect(Self.statusLine(third, request, seconds: 1) == nil, "a third admin connection was served")
+        first = nil
+        #expect(Self.statusLine(third, [], seconds: 5) == "HTTP/1.1 200 OK", "the waiting connection was not served once a slot freed")
+        try await harness.stop()
+    }
+
+    @Test("admin.request_timeout closes a trickled request and an idle connection; a timely one is served")
+    func adminRequestTimeout() async throws {
+        let harness = try ServerHarness { $0.adminRequestTimeout = 1 }
+        try await harness.start()
+        let port = Int(harness.adminURL.split(separator: ":").last!)!
+        let trickled = try RawConnection.Held(port: port)
+        let idle = try RawConnection.Held(port: port)
+        let start = Date()
+        var trickledClosed: Double?, idleClosed: Double?
+        let lines = ["GET /healthz HTTP/1.1\r\n", "Host: x\r\n"] + (0..<20).map { "X-Slow-\($0): y\r\n" }
+        for line in lines where trickledClosed == nil || idleClosed == nil {
+            if trickledClosed == nil, !trickled.feed(Array(line.utf8)) { trickledClosed = Date().timeIntervalSince(start) }
+            if idleClosed == nil, !idle.isOpen { idleClosed = Date().timeIntervalSince(start) }
+            try await Task.sleep(for: .milliseconds(300))
+        }
+        #expect((trickledClosed ?? 99) < 3, "trickled request held the connection \(trickledClosed ?? 99) s")
+        #expect((idleClosed ?? 99) < 3, "idle connection held \(idleClosed ?? 99) s")
+        #expect(try await harness.get(harness.adminURL + "/healthz").status == 200)
+        try await harness.stop()
+    }
+
+    /// Reads everything the server sends until it closes (5 s at most).
+    static func readAll(_ fd: Int32) -> String {
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4_096)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if count <= 0 { break }
+            received += buffer[0..<count]
+        }
+        return String(decoding: received, as: UTF8.self)
+    }
+
+    @Test("a valid SET followed by garbage: 202 for the SET (stored), then a JSON 400 for the garbage, logged and counted")
+    func validThenGarbage() async throws {
+        let harness = try ServerHarness()
+        try await harness.start()
+        let answer = try RawConnection.exchange(port: harness.publicPort, try harness.rawRequest("before-garbage") + Array("GARBAGE \u{1}\r\n\r\n".utf8))
+        #expect(answer.hasPrefix("HTTP/1.1 202"), "\(answer)")
+        let second = answer.range(of: "HTTP/1.1 400").map { String(answer[$0.lowerBound...]) } ?? ""
+        #expect(second.contains("Content-Type: application/json"))
+        #expect(second.contains(#""err":"invalid_request""#) && second.contains("malformed HTTP request"))
+        #expect(second.contains("Connection: close"))
+        try await Task.sleep(for: .milliseconds(100))
+        let lines = harness.eventLogLines
+        #expect(lines.contains { $0["jti"] == "before-garbage" && $0["outcome"] == "accepted" })
+        #expect(lines.contains { $0["outcome"] == "rejected" && $0["description"]?.stringValue?.hasPrefix("malformed HTTP") == true })
+        #expect(try await Self.metrics(harness).contains(#"risc_sets_total{outcome="malformed"} 1"#))
+        // Garbage alone gets the same answer.
+        let alone = try RawConnection.exchange(port: harness.publicPort, Array("\u{1B}[2J\r\n\r\n".utf8))
+        #expect(alone.hasPrefix("HTTP/1.1 400") && alone.contains("malformed HTTP request"))
+        #expect(!alone.contains("\u{1B}"))
+        try await harness.stop()
+    }
+
+    @Test("a client that half-closes after its request still gets the answer")
+    func halfClosed() async throws {
+        let harness = try ServerHarness()
+        try await harness.start()
+        let fd = try RawConnection.connected(port: harness.publicPort)
+        defer { close(fd) }
+        let request = try harness.rawRequest("half-closed")
+        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        shutdown(fd, Int32(SHUT_WR))
+        let answer = Self.readAll(fd)
+        #expect(answer.hasPrefix("HTTP/1.1 202"), "\(answer)")
+        #expect(harness.eventLogLines.contains { $0["jti"] == "half-closed" && $0["outcome"] == "accepted" })
+        try await harness.stop()
+    }
+
+    @Test("refused requests are all counted, but their log lines are sampled per address and summed up")
+    func sampledRejectionLog() async throws {
+        let harness = try ServerHarness()
+        try await harness.start()
+        let fd = try RawConnection.connected(port: harness.publicPort)
+        let junk = "POST /events HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nx.y.z"
+        let notFound = "GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n"
+        let requests = Array((String(repeating: junk, count: 300) + String(repeating: notFound, count: 50) + "GET /x HTTP/1.1\r\nConnection: close\r\n\r\n").utf8)
+        _ = requests.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        let answers = Self.readAll(fd)
+        close(fd)
+        #expect(answers.components(separatedBy: "HTTP/1.1 400").count - 1 == 300)
+        #expect(answers.components(separatedBy: "HTTP/1.1 404").count - 1 == 51)
+        let metrics = try await Self.metrics(harness)
+        #expect(metrics.contains(#"risc_sets_total{outcome="rejected",err="invalid_request"} 300"#))
+        #expect(metrics.contains(#"risc_sets_total{outcome="not_found"} 51"#))
+        try await harness.stop()
+        let lines = harness.eventLogLines
+        let logged = lines.filter { $0["outcome"] == "rejected" }.count
+        #expect(logged <= 25, "\(logged) rejected lines for one address")
+        let summary = lines.first { $0["outcome"] == "suppressed" }
+        #expect(summary?["remote"] == "127.0.0.1")
+        #expect(Int(summary?["count"]?.numberValue ?? 0) + logged == 351)
+    }
+
+    @Test("by default one address cannot take every public slot: the 33rd connection is refused, another address is served")
+    func defaultPerAddressCap() async throws {
+        #expect(ReceiverConfiguration().maxConnectionsPerAddress == 32)
+        let harness = try ServerHarness()
+        try await harness.start()
+        var held: [RawConnection.Held] = []
+        for index in 0..<32 {
+            let connection = try RawConnection.Held(port: harness.publicPort)
+            #expect(connection.exchange(try harness.rawRequest("slot-\(index)"))?.hasPrefix("HTTP/1.1 202") == true)
+            held.append(connection)
+        }
+        let over = try RawConnection.Held(port: harness.publicPort)
+        #expect(over.exchange(try harness.rawRequest("slot-33")) == nil, "a 33rd connection from one address was served")
+        let other = try RawConnection.Held(port: harness.publicPort, source: "127.0.0.2")
+        #expect(other.exchange(try harness.rawRequest("other-address"))?.hasPrefix("HTTP/1.1 202") == true)
+        held.removeAll()
+        try await harness.stop()
+    }
+
+    @Test("IPv6 peers are limited by their /64; IPv4-mapped addresses as IPv4")
+    func addressGroups() throws {
+        let a = try SocketAddress(ipAddress: "2001:db8:1:2:aaaa::1", port: 1)
+        let b = try SocketAddress(ipAddress: "2001:db8:1:2:ffff::9", port: 2)
+        let c = try SocketAddress(ipAddress: "2001:db8:1:3::1", port: 3)
+        #expect(PushEndpoint.addressGroup(a) == PushEndpoint.addressGroup(b))
+        #expect(PushEndpoint.addressGroup(a) == "2001:db8:1:2::/64")
+        #expect(PushEndpoint.addressGroup(a) != PushEndpoint.addressGroup(c))
+        #expect(PushEndpoint.addressGroup(try SocketAddress(ipAddress: "::ffff:192.0.2.7", port: 1)) == "192.0.2.7")
+        #expect(PushEndpoint.addressGroup(try SocketAddress(ipAddress: "192.0.2.7", port: 1)) == "192.0.2.7")
+    }
+
+    @Test("a correctly signed SET with iat 1e19 gets a 400, and the receiver keeps serving")
+    func absurdIssuedAt() async throws {
+        let harness = try ServerHarness()
+        try await harness.start()
+        let response = try await harness.post(try harness.token(jti: "absurd") { $0["iat"] = .number(1e19) })
+        #expect(response.status == 400)
+        #expect(String(decoding: response.body, as: UTF8.self).contains("'iat' is not a NumericDate"))
+        #expect(try await harness.post(try harness.token(jti: "after-absurd")).status == 202)
+        try await harness.stop()
+    }
+
+    @Test("data files are created 0600 and the data directory 0700, whatever the umask")
+    func privateDataFiles() async throws {
+        let previous = umask(0)
+        defer { umask(previous) }
+        let harness = try ServerHarness()
+        try await harness.start()
+        #expect(try await harness.post(try harness.token(jti: "modes")).status == 202)
+        try await harness.stop()
+        func mode(_ name: String) -> Int {
+            let path = name.isEmpty ? harness.dataDirectory : harness.dataDirectory + "/" + name
+            return ((try? FileManager.default.attributesOfItem(atPath: path)[.posixPermissions]) as? Int) ?? -1
+        }
+        #expect(mode("") == 0o700)
+        for file in ["risc.sqlite3", "risc.sqlite3-wal", "risc.sqlite3-shm", "events.log", "token-key", "jwks-cache.json"] {
+            let found = mode(file)
+            if found >= 0 { #expect(found == 0o600, "\(file) is \(String(found, radix: 8))") }
+        }
+        #expect(mode("risc.sqlite3") == 0o600 && mode("events.log") == 0o600 && mode("jwks-cache.json") == 0o600)
+    }
+}
