@@ -27,7 +27,9 @@ struct ServerHardeningTests {
         let start = Date()
         var sent = 0, sentAtWindow = 0, window = Date()
         while Date().timeIntervalSince(start) < seconds {
-            let count = chunk.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            // Where the stream is in the repeated chunk: a partial send continues where it stopped.
+            let offset = sent % chunk.count
+            let count = chunk[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if count < 0 && errno != EAGAIN && errno != EWOULDBLOCK { return ("closed", sent) }
             if count > 0 { sent += count }
             if Date().timeIntervalSince(window) >= 1 {

@@ -30,6 +30,20 @@ struct TailDevIssuerCommandTests {
         #expect(try RiscBinary.run(["tail", "--data-dir", data.path + "-missing"]).status != 0)
     }
 
+    @Test("tail's human output escapes control characters from what clients sent (no screen clearing, no bidi tricks)")
+    func tailEscapesControlCharacters() throws {
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-tail-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+        // As risc writes them: JSON escapes in the file, control characters once decoded.
+        let line = #"{"v":1,"ts":"2026-01-01T00:00:00.000000Z","step":"received","outcome":"rejected","err":"invalid_request","description":"algorithm '\u001b[2J\u001b[1;1H' is not allowed","remote":"203.0.113.9\u202e","path":"/x\u0007"}"#
+        try Data((line + "\n").utf8).write(to: data.appendingPathComponent("events.log"))
+        let shown = try RiscBinary.run(["tail", "--data-dir", data.path])
+        #expect(shown.status == 0)
+        #expect(!shown.stdout.unicodeScalars.contains { ($0.value < 0x20 && $0 != "\n") || $0.value == 0x202E || $0.value == 0x7F })
+        #expect(shown.stdout.contains("\\x1b[2J"))
+        #expect(shown.stdout.contains("\\u{202e}"))
+    }
+
     @Test("dev-issuer serves the test keys so verification through discovery works offline")
     func devIssuer() async throws {
         let port = try ServeCommandTests.freePort()

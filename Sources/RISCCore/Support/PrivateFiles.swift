@@ -30,8 +30,13 @@ public enum PrivateFiles {
 
     /// Creates `path` empty with mode 0600 if it does not exist (so a library that opens it next,
     /// such as SQLite, which gives its -wal and -shm files the same mode, keeps it private).
+    ///
+    /// An existing file is never opened here: closing a descriptor of a database file drops every
+    /// POSIX lock this process holds on it, and another process could then take itself for the
+    /// last connection and remove the WAL under ours. `O_EXCL` opens only a file it creates.
     public static func createIfMissing(_ path: String) throws {
-        let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        if fd < 0 && errno == EEXIST { return }
         guard fd >= 0 else { throw Failure(description: "cannot create \(path): \(String(cString: strerror(errno)))") }
         close(fd)
     }
