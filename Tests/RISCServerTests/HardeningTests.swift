@@ -95,12 +95,12 @@ struct ServerHardeningTests {
         let request = Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
         var first: RawConnection.Held? = try RawConnection.Held(port: port)
         let second = try RawConnection.Held(port: port)
-        #expect(Self.statusLine(first!, request, seconds: 5) == "HTTP/1.1 200 OK")
-        #expect(Self.statusLine(second, request, seconds: 5) == "HTTP/1.1 200 OK")
+        #expect(Self.statusLine(first!, request, seconds: 10) == "HTTP/1.1 200 OK")
+        #expect(Self.statusLine(second, request, seconds: 10) == "HTTP/1.1 200 OK")
         let third = try RawConnection.Held(port: port)
         #expect(Self.statusLine(third, request, seconds: 1) == nil, "a third admin connection was served")
         first = nil
-        #expect(Self.statusLine(third, [], seconds: 5) == "HTTP/1.1 200 OK", "the waiting connection was not served once a slot freed")
+        #expect(Self.statusLine(third, [], seconds: 10) == "HTTP/1.1 200 OK", "the waiting connection was not served once a slot freed")
         try await harness.stop()
     }
 
