@@ -22,6 +22,20 @@ struct CurlHTTPClientTests {
         #expect(String(decoding: post.body, as: UTF8.self).contains(#""method":"POST","len":5"#))
     }
 
+    @Test("max-age and Age are delta-seconds: digits only, huge values capped; anything else ignored")
+    func cacheLifetimes() async throws {
+        let cases: [(control: String, age: String?, expected: Double?)] = [
+            ("max-age=nan", nil, nil), ("max-age=1e400", nil, nil), ("max-age=-5", nil, nil), ("max-age=0x10", nil, nil),
+            ("max-age=300", "inf", 300), ("max-age=99999999999999999999", nil, 2_147_483_648), ("max-age=60", "90", 0),
+        ]
+        for c in cases {
+            let server = try LoopbackHTTPServer { _ in .json("{}", headers: [("Cache-Control", c.control)] + (c.age.map { [("Age", $0)] } ?? [])) }
+            defer { server.stop() }
+            let response = try await CurlHTTPClient().perform(HTTPRequest(url: server.baseURL + "/jwks"))
+            #expect(response.maxAge == c.expected, "\(c.control) Age: \(c.age ?? "-")")
+        }
+    }
+
     @Test("plain HTTP is refused for anything but loopback; malformed URLs are refused")
     func urlPolicy() async {
         let client = CurlHTTPClient()

@@ -44,11 +44,18 @@ public struct HTTPResponse: Sendable {
         for directive in control.split(separator: ",") {
             let part = directive.trimmingSpaces
             if part == "no-store" || part == "no-cache" { return 0 }
-            if part.hasPrefix("max-age="), let seconds = Double(part.dropFirst(8)) { result = max(0, seconds) }
+            if part.hasPrefix("max-age="), let seconds = Self.deltaSeconds(part.dropFirst(8)) { result = seconds }
         }
         guard var age = result else { return nil }
-        if let ageHeader = header("age"), let elapsed = Double(ageHeader.trimmingSpaces) { age -= elapsed }
+        if let ageHeader = header("age"), let elapsed = Self.deltaSeconds(ageHeader.trimmingSpaces) { age -= elapsed }
         return max(0, age)
+    }
+
+    /// RFC 9111 §1.2.2 delta-seconds: ASCII digits only (`Double()` would also take `nan`, `inf`
+    /// or `1e400`), at most 2^31 (what a cache must accept as "infinity").
+    static func deltaSeconds(_ text: some StringProtocol) -> Double? {
+        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        return text.utf8.count > 10 ? 2_147_483_648 : min(Double(String(text)) ?? 0, 2_147_483_648)
     }
 }
 
