@@ -48,10 +48,15 @@ struct JSONParserTests {
     }
 
     @Test("escapes exactly what must be escaped, byte runs copied as they are")
-    func escaping() {
+    func escaping() throws {
         let text = "a\"b\\c\nd\re\tf\u{01}g\u{7F}h\u{2028}i\u{2029}j€k\u{1F600}"
         #expect(JSONValue.string(text).serialized == #""a\"b\\c\nd\re\tf\u0001g\u007fh\u2028i\u2029j€k😀""#)
         #expect(JSONValue.object(["k\"": "v"]).prettyPrinted == "{\n  \"k\\\"\": \"v\"\n}")
+        // C1 and bidirectional controls too (they reach terminals through `risc tail --pretty`);
+        // their neighbours in UTF-8 (é, U+2030, U+202F, U+2070) are copied.
+        let controls = "\u{9B}2J\u{85}\u{202E}x\u{200F}\u{2066}\u{2069}\u{061C}é\u{2030}\u{202F}\u{2070}\u{A0}"
+        #expect(JSONValue.string(controls).serialized == #""\u009b2J\u0085\u202ex\u200f\u2066\u2069\u061cé‰\#u{202F}⁰\#u{A0}""#)
+        #expect(try JSONParser.parse(Array(JSONValue.string(controls).serialized.utf8)) == .string(controls))
         var bytes: [UInt8] = []
         EventLogRecord(step: "s", outcome: "o", time: 0).write(to: &bytes)
         #expect(String(decoding: bytes, as: UTF8.self) == #"{"v":1,"ts":"1970-01-01T00:00:00.000000Z","step":"s","outcome":"o"}"# + "\n")

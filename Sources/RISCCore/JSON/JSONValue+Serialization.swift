@@ -62,8 +62,9 @@ extension JSONValue {
         return number.description
     }
 
-    /// A JSON string: `"`, `\`, control characters, DEL and U+2028/U+2029 escaped (the last two
-    /// break JavaScript readers of the log); everything else copied as UTF-8, in runs.
+    /// A JSON string: `"`, `\`, control characters (C0, DEL, C1), U+2028/U+2029 (they break
+    /// JavaScript readers of the log) and the bidirectional controls (they reorder what a terminal
+    /// shows) escaped; everything else copied as UTF-8, in runs.
     static func writeString(_ string: String, to output: inout [UInt8]) {
         var string = string
         string.withUTF8 { utf8 in
@@ -81,8 +82,14 @@ extension JSONValue {
                 case 0x0D: escape = "\\r"
                 case 0x09: escape = "\\t"
                 case 0x00..<0x20, 0x7F: escape = hexEscape(UInt32(byte))
-                case 0xE2 where index + 2 < utf8.count && utf8[index + 1] == 0x80 && (utf8[index + 2] == 0xA8 || utf8[index + 2] == 0xA9):
-                    escape = hexEscape(utf8[index + 2] == 0xA8 ? 0x2028 : 0x2029)
+                case 0xC2 where index + 1 < utf8.count && (0x80...0x9F).contains(utf8[index + 1]):
+                    escape = hexEscape(UInt32(utf8[index + 1]))  // C1 controls (U+0080–U+009F)
+                    length = 2
+                case 0xD8 where index + 1 < utf8.count && utf8[index + 1] == 0x9C:
+                    escape = hexEscape(0x061C)  // Arabic letter mark
+                    length = 2
+                case 0xE2 where index + 2 < utf8.count && Self.isEscapedE2(utf8[index + 1], utf8[index + 2]):
+                    escape = hexEscape(0x2000 | (UInt32(utf8[index + 1] & 0x3F) << 6) | UInt32(utf8[index + 2] & 0x3F))
                     length = 3
                 default:
                     index += 1
@@ -95,6 +102,14 @@ extension JSONValue {
             }
             output.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[run..<utf8.count]))
             output.append(UInt8(ascii: "\""))
+        }
+    }
+
+    /// U+2028/U+2029, U+200E/U+200F, U+202A–U+202E, U+2066–U+2069 after their 0xE2 lead byte.
+    private static func isEscapedE2(_ second: UInt8, _ third: UInt8) -> Bool {
+        switch (second, third) {
+        case (0x80, 0xA8), (0x80, 0xA9), (0x80, 0x8E), (0x80, 0x8F), (0x80, 0xAA...0xAE), (0x81, 0xA6...0xA9): true
+        default: false
         }
     }
 
