@@ -26,6 +26,8 @@ public final class Receiver: Sendable {
     public let keys: any KeyProvider
     public let worker: ActionWorker
     public let accounts: AccountStore
+    /// The embedded store's claim on its data directory (one `risc serve` at a time).
+    let directoryLock: DataDirectoryLock
     let keySource: KeySetSource
     let cache: JWKSCache?
     let logger: Logger
@@ -44,6 +46,7 @@ public final class Receiver: Sendable {
         let problems = configuration.problems
         guard problems.isEmpty else { throw ConfigurationError(problems: problems) }
 
+        directoryLock = try DataDirectoryLock(directory: configuration.dataDirectory)
         store = try SQLiteEventStore(directory: configuration.dataDirectory, logger: logger)
         eventLog = try JSONLinesEventLog(
             path: (configuration.dataDirectory as NSString).appendingPathComponent("events.log"),
@@ -149,6 +152,7 @@ public final class Receiver: Sendable {
             store.close()
             eventLog.record(EventLogRecord(step: "serve", outcome: "stopped", time: Date().timeIntervalSince1970))
             eventLog.close()
+            directoryLock.release()
             publicPort.finish()
             adminPort.finish()
         }

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import RISCCore
 import RISCServer
+import RISCStore
 
 extension RiscCommand {
     struct Serve: AsyncParsableCommand {
@@ -133,7 +134,11 @@ extension RiscCommand {
             let configuration = try ReceiverConfiguration.load(file: config, flags: try flagValues())
             if checkConfig { return try check(configuration) }
             let logger = global.makeLogger()
-            let receiver = try Receiver(configuration: configuration, logger: logger)
+            let receiver: Receiver
+            do { receiver = try Receiver(configuration: configuration, logger: logger) } catch let error as DataDirectoryLock.InUse {
+                FileHandle.standardError.write(Data("risc serve: \(error)\n".utf8))
+                throw ExitCode(64)
+            }
             logger.notice(
                 "risc serving",
                 metadata: [

@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import RISCClient
 import RISCCore
+import RISCStore
 @testable import RISCServer
 import RISCTestKit
 import Testing
@@ -259,5 +260,18 @@ struct ServerHardeningTests {
             if found >= 0 { #expect(found == 0o600, "\(file) is \(String(found, radix: 8))") }
         }
         #expect(mode("risc.sqlite3") == 0o600 && mode("events.log") == 0o600 && mode("jwks-cache.json") == 0o600)
+    }
+
+    @Test("the embedded store's data directory is held by one receiver at a time; released on stop")
+    func dataDirectoryLock() async throws {
+        let first = try ServerHarness()
+        try await first.start()
+        let error = #expect(throws: DataDirectoryLock.InUse.self) { _ = try ServerHarness(dataDirectory: first.dataDirectory).makeReceiver() }
+        #expect(error?.description.contains("pid \(getpid())") == true)
+        try await first.stop()
+        let second = try ServerHarness(dataDirectory: first.dataDirectory)
+        try await second.start()
+        #expect(try await second.post(try second.token(jti: "after-lock")).status == 202)
+        try await second.stop()
     }
 }

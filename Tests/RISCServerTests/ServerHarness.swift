@@ -41,10 +41,15 @@ final class ServerHarness: @unchecked Sendable {
         factory = SETFactory(issuer: self.issuer.baseURL + "/", signer: Self.keys.entry(for: .rs256)!.signer)
     }
 
-    func start() async throws {
+    /// A receiver on this harness's configuration, not started.
+    func makeReceiver() throws -> Receiver {
         var logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
         logger.logLevel = .critical
-        receiver = try Receiver(configuration: configuration, logger: logger)
+        return try Receiver(configuration: configuration, logger: logger)
+    }
+
+    func start() async throws {
+        receiver = try makeReceiver()
         let receiver = self.receiver!
         task = Task { try await receiver.run() }
         var publicPorts = receiver.publicPorts.makeAsyncIterator()

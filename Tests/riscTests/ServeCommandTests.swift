@@ -56,6 +56,22 @@ struct ServeCommandTests {
         #expect(!log.contains(token))
     }
 
+    @Test("a second risc serve on the same data directory refuses to start, naming the first; the first keeps serving")
+    func dataDirectoryLock() async throws {
+        let (process, data, port, _) = try await Self.startServe()
+        defer { process.terminate(); process.waitUntilExit() }
+        let other = try RiscBinary.run([
+            "serve", "--audience", SETFactory.defaultAudience, "--jwks-file", "keys/test/jwks.json", "--issuer", SETFactory.defaultIssuer,
+            "--host", "127.0.0.1", "--port", "\(try Self.freePort())", "--admin-port", "\(try Self.freePort())", "--data-dir", data.path,
+        ])
+        #expect(other.status == 64)
+        #expect(other.stderr.contains("in use by another risc serve (pid \(process.processIdentifier))"), "\(other.stderr)")
+        let token = try String(contentsOf: RiscBinary.repository.appendingPathComponent("keys/test/sample-account-disabled.jwt"), encoding: .utf8)
+        let response = try await CurlHTTPClient().perform(
+            HTTPRequest(method: "POST", url: "http://127.0.0.1:\(port)/events", body: Array(token.utf8)))
+        #expect(response.status == 202)
+    }
+
     @Test("every configuration problem is reported at once, naming its source; exit 64")
     func configurationErrors() throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("risc-config-\(UUID().uuidString).json")

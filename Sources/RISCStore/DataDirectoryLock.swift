@@ -1,0 +1,61 @@
+import Foundation
+import RISCCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The embedded store's claim on its data directory: one `risc serve` at a time.
+///
+/// Two receivers on one SQLite file would each believe it owns the group-commit writer, the
+/// checkpoints and the action queue. `DATA_DIR/risc.lock` is locked with `flock` (per open file,
+/// so nothing else this process opens or closes can drop it, unlike the POSIX locks SQLite uses,
+/// which `flock` does not disturb) and holds the owner's pid for the message a second one gets.
+/// The kernel releases it when the process ends, however it ends: a SIGKILL leaves no stale lock.
+/// Commands that only read the store (`risc queue`, `risc accounts`) do not take it.
+public final class DataDirectoryLock: @unchecked Sendable {
+    public let path: String
+    private var fd: Int32
+
+    /// The directory is held by another process.
+    public struct InUse: Error, CustomStringConvertible {
+        public let directory: String
+        public let owner: String?
+        public var description: String {
+            "the data directory \(directory) is in use by another risc serve\(owner.map { " (pid \($0))" } ?? ""): "
+                + "one receiver per embedded store; give this one its own data_dir, or stop the other"
+        }
+    }
+
+    /// Takes the lock, creating the directory (0700) and the lock file (0600) if needed.
+    public init(directory: String) throws {
+        try PrivateFiles.makeDirectory(directory)
+        path = (directory as NSString).appendingPathComponent("risc.lock")
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw StoreError(code: 14, "cannot open \(path): \(String(cString: strerror(errno)))") }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            let busy = errno == EWOULDBLOCK
+            let reason = String(cString: strerror(errno))
+            var buffer = [UInt8](repeating: 0, count: 32)
+            let count = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+            close(fd)
+            guard busy else { throw StoreError(code: 14, "cannot lock \(path): \(reason)") }
+            let owner = String(decoding: buffer.prefix(max(0, count)), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            throw InUse(directory: directory, owner: owner.isEmpty ? nil : owner)
+        }
+        let pid = Array("\(getpid())\n".utf8)
+        _ = ftruncate(fd, 0)
+        _ = pid.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+    }
+
+    /// Gives the directory up (also done when the lock is released or the process ends).
+    public func release() {
+        guard fd >= 0 else { return }
+        _ = ftruncate(fd, 0)
+        flock(fd, LOCK_UN)
+        close(fd)
+        fd = -1
+    }
+
+    deinit { release() }
+}
