@@ -180,18 +180,6 @@ struct ActionWorkerTests {
         #expect(!alice.googleSignInEnabled && !alice.emailRecoveryEnabled && alice.flaggedForReview && alice.openSessions == 0)
     }
 
-    @Test("the retry delays follow the documented table")
-    func delays() {
-        var policy = RetryPolicy()
-        policy.jitter = 0
-        #expect((1...9).map { policy.delay(afterFailures: $0) } == [1, 2, 4, 8, 16, 32, 64, 128, 256])
-        #expect(policy.delay(afterFailures: 10) == nil)
-        policy.maximumAttempts = 40
-        #expect(policy.delay(afterFailures: 30) == 3_600)
-        let jittered = RetryPolicy().delay(afterFailures: 3, random: 1)
-        #expect(jittered == 4.8)
-    }
-
     @Test("a restart in the middle of a backlog resumes where it stopped, applying each SET once")
     func restartResumes() async throws {
         let f = try Fixture()

@@ -109,8 +109,10 @@ struct EmbeddedActionApplier {
         eventTime: Double, now: Double
     ) throws -> String {
         let reason = step.type.canonical.shortName + (step.reason.map { ":\($0)" } ?? "")
-        if action.changesAccess, let last = account.accessChangedAt, last > eventTime {
-            return "superseded by a newer access change"
+        // The ordering rule's cheap early answer from the account as resolved; the UPDATE below
+        // checks it again atomically, which is what makes it hold under concurrent writers.
+        if action.changesAccess, !OrderingRule.accessChangeApplies(eventTime: eventTime, lastAccessChange: account.accessChangedAt) {
+            return OrderingRule.superseded
         }
         func update(_ sql: String, _ values: [SQLiteValue]) throws -> Int {
             try connection.cached(sql).run(values)
@@ -122,7 +124,7 @@ struct EmbeddedActionApplier {
             let n = try update(
                 "UPDATE sessions SET ended_at = ?1, ended_reason = ?2 WHERE account_id = ?3 AND ended_at IS NULL AND created_at <= ?4\(google)",
                 // `iat` has whole seconds: a session opened within that second counts as before it.
-                [.double(now), .text(reason), .int(account.id), .double(eventTime + 1)])
+                [.double(now), .text(reason), .int(account.id), .double(OrderingRule.sessionCutoff(eventTime: eventTime))])
             return "ended \(n) session\(n == 1 ? "" : "s")"
         case .deleteGoogleTokens, .revokeLinkedTokens:
             let kind = action == .deleteGoogleTokens ? "google_refresh" : "linked"
@@ -139,10 +141,11 @@ struct EmbeddedActionApplier {
         case .suspendGoogleSignIn, .restoreGoogleSignIn, .suspendEmailRecovery, .restoreEmailRecovery:
             let column = [.suspendGoogleSignIn, .restoreGoogleSignIn].contains(action) ? "google_signin_enabled" : "email_recovery_enabled"
             let value: Int64 = [.restoreGoogleSignIn, .restoreEmailRecovery].contains(action) ? 1 : 0
-            _ = try update(
-                "UPDATE accounts SET \(column) = ?1, access_changed_at = max(coalesce(access_changed_at, 0), ?2), updated_at = ?3 WHERE id = ?4",
+            // OrderingRule in one statement: applied only while no newer access change is recorded.
+            let changed = try update(
+                "UPDATE accounts SET \(column) = ?1, access_changed_at = max(coalesce(access_changed_at, 0), ?2), updated_at = ?3 WHERE id = ?4 AND coalesce(access_changed_at, 0) <= ?2",
                 [.int(value), .double(eventTime), .double(now), .int(account.id)])
-            return "\(column) = \(value == 1)"
+            return changed == 1 ? "\(column) = \(value == 1)" : OrderingRule.superseded
         case .flagForReview, .heightenMonitoring:
             let column = action == .flagForReview ? "flagged_for_review" : "heightened_monitoring"
             _ = try update("UPDATE accounts SET \(column) = 1, updated_at = ?1 WHERE id = ?2", [.double(now), .int(account.id)])
