@@ -77,8 +77,8 @@ extension RiscCommand.Drill {
             let admin = try QueueAdmin(directory: data)
             let drainStart = Date()
             while Date().timeIntervalSince(drainStart) < 60 {
-                let status = try admin.status()
-                if status["pending"] == 0, status["scheduled_retry"] == 0 { break }
+                let counts = try admin.counts()
+                if counts.pending == 0, counts.scheduledRetry == 0 { break }
                 try await Task.sleep(for: .milliseconds(100))
             }
             let finalStatus = server.stop(signal: SIGTERM)

@@ -16,18 +16,18 @@ extension RiscCommand.Queue {
     struct Status: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Counts: pending, scheduled retries, done, dead.")
         @OptionGroup var data: DataDirectoryOption
-        func run() async throws { print(JSONValue.object(try QueueAdmin(directory: data.dataDir).status()).prettyPrinted) }
+        func run() async throws { print(JSONValue.object(try QueueAdmin(directory: data.dataDir).counts().json).prettyPrinted) }
     }
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "The newest SETs, optionally of one state.")
         @Flag(help: "Only dead letters.") var dead = false
-        @Option(help: "Only this state (pending, done, dead).") var state: String?
+        @Option(help: "Only this state (pending, done, dead).") var state: QueueState?
         @Option(help: "How many.") var limit: Int = 50
         @OptionGroup var data: DataDirectoryOption
         func run() async throws {
-            for row in try QueueAdmin(directory: data.dataDir).list(state: dead ? "dead" : state, limit: limit) {
-                print(JSONValue.object(row).serialized)
+            for row in try QueueAdmin(directory: data.dataDir).list(state: dead ? .dead : state, limit: limit) {
+                print(JSONValue.object(row.json).serialized)
             }
         }
     }
@@ -41,7 +41,7 @@ extension RiscCommand.Queue {
                 FileHandle.standardError.write(Data("risc: no SET with jti \(jti)\n".utf8))
                 throw ExitStatus.rejected
             }
-            print(JSONValue.object(row).prettyPrinted)
+            print(JSONValue.object(row.json).prettyPrinted)
         }
     }
 
@@ -75,3 +75,5 @@ extension RiscCommand.Queue {
         static func seconds(_ text: String) -> Double? { durationSeconds(text) }
     }
 }
+
+extension QueueState: ExpressibleByArgument {}

@@ -85,10 +85,14 @@ extension RiscCommand {
             if summary.failures > 0 { throw ExitStatus.rejected }
         }
 
+        /// The stored SETs `--jti`, `--since`, `--until` and `--dead` choose.
+        func selection() throws -> StoredSETSelection {
+            StoredSETSelection(jti: jti, since: try Self.instant(since, "--since"), until: try Self.instant(until, "--until"), deadOnly: dead)
+        }
+
         func loadTokens() throws -> [String] {
             if fromStore {
-                return try QueueAdmin(directory: dataDir ?? "./data").tokens(jti: jti, since: try Self.instant(since, "--since"), until: try Self.instant(until, "--until"), deadOnly: dead, limit: 1_000_000)
-                    .map(\.token)
+                return try QueueAdmin(directory: dataDir ?? "./data").tokens(try selection()).map(\.token)
             }
             let text = String(decoding: try readInput(source!), as: UTF8.self)
             let lines = text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
@@ -180,10 +184,11 @@ extension RiscCommand {
             var refused = 0, duplicates = 0
             if fromStore {
                 let admin = try QueueAdmin(directory: directory)
-                ids = try admin.requeue(ids: admin.ids(jti: jti, since: try Self.instant(since, "--since"), until: try Self.instant(until, "--until"), deadOnly: dead))
+                ids = try admin.requeue(ids: admin.ids(try selection()))
                 guard !ids.isEmpty else { throw ValidationError("no stored SET matches") }
-                for outcome in try admin.outcomes(ids: ids) {
+                for row in try admin.rows(ids: ids) {
                     var record = EventLogRecord(step: "replayed", outcome: "requeued", time: Date().timeIntervalSince1970)
+                    let outcome = row.outcomeJSON
                     record["jti"] = outcome["jti"]
                     record["events"] = outcome["events"]
                     log.record(record)
@@ -212,7 +217,7 @@ extension RiscCommand {
             }
             let worker = try Receiver.makeWorker(configuration: configuration, log: log, logger: logger)
             while try worker.processDue(limit: 64) > 0 {}
-            let outcomes = try QueueAdmin(directory: directory).outcomes(ids: ids)
+            let outcomes = try QueueAdmin(directory: directory).rows(ids: ids).map(\.outcomeJSON)
             for outcome in outcomes { print(JSONValue.object(outcome).serialized) }
             var counts: [String: Int] = [:]
             for outcome in outcomes { counts[outcome["state"]?.stringValue ?? "?", default: 0] += 1 }

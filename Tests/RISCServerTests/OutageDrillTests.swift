@@ -95,9 +95,9 @@ struct OutageDrillTests {
         let counts = delivered.withLock { $0 }
         #expect(Set(counts.keys) == Set(jtis))
         #expect(counts.values.allSatisfy { $0 == 1 })
-        let status = try QueueAdmin(directory: harness.dataDirectory).status()
-        #expect(status["dead"] == 0)
-        print("drill webhook-down: sink down 3 s; \(attempts.withLock { $0 }) attempts; \(counts.count)/\(jtis.count) delivered once each after it returned, dead \(Int(status["dead"]?.numberValue ?? -1))")
+        let status = try QueueAdmin(directory: harness.dataDirectory).counts()
+        #expect(status.dead == 0)
+        print("drill webhook-down: sink down 3 s; \(attempts.withLock { $0 }) attempts; \(counts.count)/\(jtis.count) delivered once each after it returned, dead \(status.dead)")
         try await harness.stop()
         harness.issuer.stop()
     }

@@ -2,8 +2,8 @@ import Foundation
 import RISCCore
 
 extension QueueAdmin {
-    /// Stored compact SETs for `risc replay`: by jti, received since a time, or the dead letters.
-    public func tokens(jti: String?, since: Double?, until: Double? = nil, deadOnly: Bool, limit: Int) throws -> [(jti: String, token: String)] {
+    public func tokens(_ selection: StoredSETSelection) throws -> [(jti: String, token: String)] {
+        let (jti, since, until, deadOnly, limit) = (selection.jti, selection.since, selection.until, selection.deadOnly, selection.limit)
         let statement = try connectionForReads.prepare("""
             SELECT jti, token FROM sets
             WHERE (?1 IS NULL OR jti = ?1) AND (?2 IS NULL OR received_at >= ?2) AND (?3 = 0 OR state = 'dead')
@@ -46,8 +46,8 @@ extension QueueAdmin {
         return ids
     }
 
-    /// Row ids of stored SETs by jti, received since a time, or the dead letters (as `tokens`).
-    public func ids(jti: String?, since: Double?, until: Double? = nil, deadOnly: Bool) throws -> [Int64] {
+    public func ids(_ selection: StoredSETSelection) throws -> [Int64] {
+        let (jti, since, until, deadOnly) = (selection.jti, selection.since, selection.until, selection.deadOnly)
         let statement = try connectionForReads.prepare("""
             SELECT id FROM sets
             WHERE (?1 IS NULL OR jti = ?1) AND (?2 IS NULL OR received_at >= ?2) AND (?3 = 0 OR state = 'dead')
@@ -58,38 +58,6 @@ extension QueueAdmin {
         var result: [Int64] = []
         while try statement.step() { result.append(statement.int(0)) }
         statement.reset()
-        return result
-    }
-
-    /// Where each of these SETs stands in the queue, with the actions applied for it.
-    public func outcomes(ids: [Int64]) throws -> [JSONObject] {
-        let row = try connectionForReads.prepare("SELECT jti, state, attempts, last_error, event_types FROM sets WHERE id = ?1")
-        let actions = try connectionForReads.prepare(
-            "SELECT action, result FROM applied_actions WHERE set_id = ?1 ORDER BY event_index, applied_at")
-        var result: [JSONObject] = []
-        for id in ids {
-            try row.bind([.int(id)])
-            guard try row.step() else {
-                row.reset()
-                continue
-            }
-            var object = JSONObject()
-            object["jti"] = .string(row.text(0) ?? "")
-            let state = row.text(1) ?? ""
-            object["state"] = .string(state == "pending" && row.int(2) > 0 ? "retrying" : state)
-            let types = (try? JSONParser.parse(row.text(4) ?? "[]"))?.arrayValue ?? []
-            object["events"] = .array(types.map { .string($0.stringValue.flatMap(EventType.init(name:))?.shortName ?? $0.stringValue ?? "") })
-            if let error = row.text(3) { object["error"] = .string(error) }
-            row.reset()
-            try actions.bind([.int(id)])
-            var applied: [JSONValue] = []
-            while try actions.step() {
-                applied.append(["action": .string(actions.text(0) ?? ""), "result": .string(actions.text(1) ?? "")])
-            }
-            actions.reset()
-            object["actions"] = .array(applied)
-            result.append(object)
-        }
         return result
     }
 }

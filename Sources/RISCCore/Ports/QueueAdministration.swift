@@ -1,0 +1,160 @@
+/// Where a stored SET stands in the queue.
+public enum QueueState: String, Sendable, CaseIterable, Equatable {
+    /// Waiting for its actions (first time, or a retry after `attempts` failures).
+    case pending
+    /// Its actions are applied (or delivered to the webhook).
+    case done
+    /// Its actions failed `actions.max_attempts` times: a dead letter, kept until purged.
+    case dead
+}
+
+/// The queue's counts, for `risc queue status`, `/readyz` and the drills.
+public struct QueueCounts: Sendable, Equatable {
+    public var pending = 0
+    /// Pending SETs waiting for a retry after a failure.
+    public var scheduledRetry = 0
+    public var done = 0
+    public var dead = 0
+    /// Age of the oldest pending SET, if any, in whole seconds.
+    public var oldestPendingAge: Double?
+
+    public init() {}
+
+    public var json: JSONObject {
+        var object = JSONObject()
+        object["pending"] = .number(Double(pending))
+        object["scheduled_retry"] = .number(Double(scheduledRetry))
+        object["done"] = .number(Double(done))
+        object["dead"] = .number(Double(dead))
+        if let oldestPendingAge { object["oldest_pending_age_seconds"] = .number(oldestPendingAge) }
+        return object
+    }
+}
+
+/// One action applied for a stored SET.
+public struct AppliedAction: Sendable, Equatable {
+    public let eventIndex: Int
+    public let action: String
+    public let result: String
+    public let appliedAt: Double
+
+    public init(eventIndex: Int, action: String, result: String, appliedAt: Double) {
+        self.eventIndex = eventIndex
+        self.action = action
+        self.result = result
+        self.appliedAt = appliedAt
+    }
+}
+
+/// One stored SET as `risc queue` shows it.
+public struct QueueRow: Sendable, Equatable {
+    public let id: Int64
+    public let jti: String
+    /// `iss` as the token says.
+    public let issuer: String
+    public let state: QueueState
+    public let attempts: Int
+    public let deliveries: Int
+    /// Event type URIs, in token order.
+    public let eventTypes: [String]
+    public let receivedAt: Double
+    /// When a pending SET that has failed before is tried again.
+    public let retryAt: Double?
+    public let lastError: String?
+    /// The actions applied for it (filled by `show`).
+    public var actions: [AppliedAction]?
+
+    public init(
+        id: Int64, jti: String, issuer: String, state: QueueState, attempts: Int, deliveries: Int, eventTypes: [String],
+        receivedAt: Double, retryAt: Double?, lastError: String?, actions: [AppliedAction]? = nil
+    ) {
+        self.id = id
+        self.jti = jti
+        self.issuer = issuer
+        self.state = state
+        self.attempts = attempts
+        self.deliveries = deliveries
+        self.eventTypes = eventTypes
+        self.receivedAt = receivedAt
+        self.retryAt = retryAt
+        self.lastError = lastError
+        self.actions = actions
+    }
+
+    /// The row as `risc queue list`/`show` print it.
+    public var json: JSONObject {
+        var row = JSONObject()
+        row["id"] = .number(Double(id))
+        row["jti"] = .string(jti)
+        row["iss"] = .string(issuer)
+        row["state"] = .string(state.rawValue)
+        row["attempts"] = .number(Double(attempts))
+        row["deliveries"] = .number(Double(deliveries))
+        row["events"] = .array(eventTypes.map { .string($0) })
+        row["received_at"] = .string(Timestamp.iso8601(receivedAt))
+        if let retryAt { row["retry_at"] = .string(Timestamp.iso8601(retryAt)) }
+        if let lastError { row["last_error"] = .string(lastError) }
+        if let actions {
+            row["actions"] = .array(actions.map {
+                [
+                    "event_index": .number(Double($0.eventIndex)), "action": .string($0.action), "result": .string($0.result),
+                    "applied_at": .string(Timestamp.iso8601($0.appliedAt)),
+                ]
+            })
+        }
+        return row
+    }
+
+    /// The row as `risc replay --local` reports a re-driven SET: where it stands (a pending one
+    /// that failed before is `retrying`), its events' short names, the error, the actions.
+    public var outcomeJSON: JSONObject {
+        var object = JSONObject()
+        object["jti"] = .string(jti)
+        object["state"] = .string(state == .pending && attempts > 0 ? "retrying" : state.rawValue)
+        object["events"] = .array(eventTypes.map { .string(EventType(name: $0)?.shortName ?? $0) })
+        if let lastError { object["error"] = .string(lastError) }
+        object["actions"] = .array((actions ?? []).map { ["action": .string($0.action), "result": .string($0.result)] })
+        return object
+    }
+}
+
+/// Which stored SETs `risc replay --from-store` and `--local` take.
+public struct StoredSETSelection: Sendable {
+    public var jti: String?
+    public var since: Double?
+    public var until: Double?
+    public var deadOnly = false
+    public var limit = 1_000_000
+
+    public init(jti: String? = nil, since: Double? = nil, until: Double? = nil, deadOnly: Bool = false, limit: Int = 1_000_000) {
+        self.jti = jti
+        self.since = since
+        self.until = until
+        self.deadOnly = deadOnly
+        self.limit = limit
+    }
+}
+
+/// What operators do with the queue (`risc queue`, `risc replay`, the drills), with typed rows:
+/// no SQL and no state literals outside the store's adapter.
+public protocol QueueAdministration: Sendable {
+    func counts(now: Double) throws -> QueueCounts
+    /// The newest SETs first, optionally of one state.
+    func list(state: QueueState?, limit: Int) throws -> [QueueRow]
+    /// One SET by `jti` (the first stored), with the actions applied for it.
+    func show(jti: String) throws -> QueueRow?
+    /// Puts SETs back to be tried now: one by `jti` (dead or pending), or every dead letter.
+    /// Returns how many.
+    func retry(jti: String?) throws -> Int
+    /// Deletes dead letters received more than `olderThan` seconds before `now`. Returns how many.
+    func purgeDead(olderThan: Double, now: Double) throws -> Int
+    /// The chosen stored SETs' compact tokens, in arrival order.
+    func tokens(_ selection: StoredSETSelection) throws -> [(jti: String, token: String)]
+    /// The chosen stored SETs' ids, in arrival order.
+    func ids(_ selection: StoredSETSelection) throws -> [Int64]
+    /// Puts these SETs back as if just arrived (pending, no attempts, what was applied for them
+    /// forgotten), for `risc replay --local`. Returns their ids.
+    func requeue(ids: [Int64]) throws -> [Int64]
+    /// These SETs as they stand, each with the actions applied for it, in the given order.
+    func rows(ids: [Int64]) throws -> [QueueRow]
+}
