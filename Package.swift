@@ -28,6 +28,8 @@ let package = Package(
         // C helpers over the system's libcrypto (libssl-dev) and libcurl (libcurl4-openssl-dev).
         .target(name: "CRiscOpenSSL", linkerSettings: [.linkedLibrary("crypto")]),
         .target(name: "CRiscCurl", linkerSettings: [.linkedLibrary("curl")]),
+        // fork + closefrom + exec, for tests that start daemons (a throwaway PostgreSQL).
+        .target(name: "CRiscSpawn"),
         // The system's SQLite (libsqlite3-dev).
         .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
         // The domain: JOSE on OpenSSL, SET claims and policy, events, subjects, errors. No HTTP, no storage.
@@ -68,7 +70,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // Test keys, SET factory, a loopback HTTP server: used by tests and by `risc sign`/`dev-issuer`.
-        .target(name: "RISCTestKit", dependencies: ["RISCCore", "RISCClient"], swiftSettings: swiftSettings),
+        .target(name: "RISCTestKit", dependencies: ["RISCCore", "RISCClient", "CRiscSpawn"], swiftSettings: swiftSettings),
         // libFuzzer targets (scripts/fuzz builds them with -sanitize=fuzzer -DFUZZING); built
         // normally they replay input files, which the tests use for the kept crash inputs.
         .executableTarget(name: "FuzzSET", dependencies: ["RISCCore"], swiftSettings: swiftSettings),

@@ -1,0 +1,127 @@
+import CRiscSpawn
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A throwaway PostgreSQL cluster for tests and benchmarks: `initdb` into a temporary directory,
+/// `pg_ctl start` with the Unix socket in that directory, a port of its own, `fsync` and
+/// `synchronous_commit` on, and `stop()` when done. PostgreSQL refuses to run as root, so as root
+/// the server commands run as the `postgres` user (`runuser -u postgres --`), which then owns the
+/// directory; otherwise as the current user. Needs Debian's `postgresql` package
+/// (`scripts/bootstrap --tests`).
+public final class PostgresCluster: @unchecked Sendable {
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    public let directory: String
+    public let port: Int
+    /// The superuser role (trust authentication, loopback and socket only).
+    public let user = "risc"
+    public let database = "risc"
+    let bin: String
+    private(set) public var running = false
+
+    /// The store URL risc takes, over the Unix socket.
+    public var url: String { "postgres://\(user)@localhost:\(port)/\(database)?host=\(directory)" }
+    /// The same over TCP on 127.0.0.1.
+    public var tcpURL: String { "postgres://\(user)@127.0.0.1:\(port)/\(database)" }
+
+    /// The newest installed server's `bin` directory (`/usr/lib/postgresql/N/bin`).
+    public static var binDirectory: String? {
+        let root = "/usr/lib/postgresql"
+        let versions = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []).compactMap(Int.init).sorted()
+        return versions.reversed().map { "\(root)/\($0)/bin" }.first { FileManager.default.isExecutableFile(atPath: $0 + "/initdb") }
+    }
+
+    public static var isAvailable: Bool { binDirectory != nil }
+
+    /// Creates and starts a cluster with a database `risc` owned by role `risc`.
+    public init() throws {
+        guard let bin = Self.binDirectory else { throw Failure(description: "no PostgreSQL server installed: run scripts/bootstrap --tests") }
+        self.bin = bin
+        var template = Array((FileManager.default.temporaryDirectory.path + "/risc-pg-XXXXXX").utf8CString)
+        guard let made = mkdtemp(&template) else { throw Failure(description: "mkdtemp failed") }
+        directory = String(cString: made)
+        port = try Self.freePort()
+        if geteuid() == 0 {
+            try Self.run(["/bin/chown", "postgres:postgres", directory])
+        }
+        try runServer([bin + "/initdb", "-D", directory + "/data", "-U", user, "-A", "trust", "-E", "UTF8", "--locale=C"])
+        try start()
+        _ = try psql("CREATE DATABASE \(database)", database: "postgres")
+    }
+
+    deinit {
+        if running { try? stop(mode: "immediate") }
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// `pg_ctl start`, waiting until it accepts connections.
+    public func start() throws {
+        let options = "-k \(directory) -p \(port) -c listen_addresses=127.0.0.1 -c fsync=on -c synchronous_commit=on -c max_connections=200"
+        try runServer([bin + "/pg_ctl", "-D", directory + "/data", "-l", directory + "/server.log", "-w", "-t", "60", "-o", options, "start"])
+        running = true
+    }
+
+    /// `pg_ctl stop -m MODE`: `fast` (clean), or `immediate` (as a crash: recovery on the next start).
+    public func stop(mode: String = "fast") throws {
+        try runServer([bin + "/pg_ctl", "-D", directory + "/data", "-m", mode, "-w", "stop"])
+        running = false
+    }
+
+    /// Runs `sql` with `psql` over the socket; returns its unaligned, tuples-only output.
+    @discardableResult
+    public func psql(_ sql: String, database: String? = nil) throws -> String {
+        try Self.run([
+            bin + "/psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", directory, "-p", "\(port)", "-U", user, "-d", database ?? self.database,
+            "-tAc", sql,
+        ]).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    private func runServer(_ arguments: [String]) throws {
+        _ = try Self.run(geteuid() == 0 ? ["/usr/sbin/runuser", "-u", "postgres", "--"] + arguments : arguments)
+    }
+
+    /// Runs a command to completion. Not through Foundation's `Process`: on Linux it learns of a
+    /// child's exit through a descriptor the child inherits, and the server `pg_ctl start` leaves
+    /// running would inherit it too, so the wait would never end. Here the child gets no
+    /// descriptor of ours (`closefrom`), its output goes to files, and `waitpid` waits.
+    @discardableResult
+    static func run(_ arguments: [String]) throws -> String {
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("risc-pg-run-\(UUID().uuidString)").path
+        defer {
+            unlink(base + ".out")
+            unlink(base + ".err")
+        }
+        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        let pid = risc_spawn_detached_io(&argv, base + ".out", base + ".err")
+        guard pid > 0 else { throw Failure(description: "cannot start \(arguments[0]): errno \(errno)") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let out = (try? String(contentsOfFile: base + ".out", encoding: .utf8)) ?? ""
+        let exited = status & 0x7F == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+        guard exited == 0 else {
+            let err = (try? String(contentsOfFile: base + ".err", encoding: .utf8)) ?? ""
+            throw Failure(description: "\(arguments.joined(separator: " ")) exited \(exited): \(err)")
+        }
+        return out
+    }
+
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard bound else { throw Failure(description: "no free port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
