@@ -52,11 +52,12 @@ public final class Receiver: Sendable {
             path: (configuration.dataDirectory as NSString).appendingPathComponent("events.log"),
             toStandardOutput: configuration.eventLogToStandardOutput)
         metrics = PrometheusMetrics()
-        accounts = try AccountStore(directory: configuration.dataDirectory)
+        accounts = try AccountStore(directory: configuration.dataDirectory, tokenKeyFile: configuration.tokenKeyFile)
         worker = try Self.makeWorker(configuration: configuration, log: eventLog, logger: logger)
         if configuration.webhookURL == nil {
             // Embedded account store: apply each SET's actions in the transaction that stores it.
-            try store.enableInlineActions(table: configuration.actionTable, log: eventLog, directory: configuration.dataDirectory)
+            try store.enableInlineActions(
+                table: configuration.actionTable, log: eventLog, directory: configuration.dataDirectory, tokenKeyFile: configuration.tokenKeyFile)
         }
         let worker = self.worker
         let store = self.store
@@ -169,7 +170,7 @@ public final class Receiver: Sendable {
         }
         return try ActionWorker(
             directory: configuration.dataDirectory, table: configuration.actionTable, retry: configuration.retry, sink: sink,
-            log: log, logger: logger)
+            log: log, logger: logger, tokenKeyFile: configuration.tokenKeyFile)
     }
 
     /// Descriptors kept aside for everything but public connections: the store's connections and

@@ -64,6 +64,8 @@ public struct ReceiverConfiguration: Sendable {
     /// File holding the webhook's shared HMAC secret (at least 16 bytes).
     public var webhookSecretFile: String?
     public var webhookTimeout: Double = 10
+    /// The token-fingerprint key's file (`risc keys token-key --out FILE`); nil: `DATA_DIR/token-key`.
+    public var tokenKeyFile: String?
     /// File holding the bearer token for the admin account API; without it the API is off.
     public var adminTokenFile: String?
 

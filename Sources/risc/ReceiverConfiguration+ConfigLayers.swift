@@ -38,6 +38,7 @@ extension ReceiverConfiguration {
         ("jwks.unknown_kid_cooldown", "seconds between forced refetches for unknown kids (default 60)"),
         ("jwks.max_staleness", "seconds past expiry a key set is still served during an issuer outage (default 86400)"),
         ("jwks.failure_retry", "seconds between fetch attempts after a failure (default 10)"),
+        ("accounts.token_key_file", "file with the key token fingerprints are made with (`risc keys token-key --out FILE`; default DATA_DIR/token-key, made on first use)"),
         ("webhook.url", "POST actions to this revocation endpoint instead of the embedded store"),
         ("webhook.secret_file", "file with the webhook's HMAC secret (16+ bytes)"),
         ("webhook.timeout", "seconds per webhook request (default 10)"),
@@ -95,6 +96,7 @@ extension ReceiverConfiguration {
         if let value = layers.double("jwks.unknown_kid_cooldown") { jwksUnknownKeyCooldown = value }
         if let value = layers.double("jwks.max_staleness") { jwksMaximumStaleness = value }
         if let value = layers.double("jwks.failure_retry") { jwksFailureRetryInterval = value }
+        tokenKeyFile = layers.string("accounts.token_key_file")
         webhookURL = layers.string("webhook.url")
         webhookSecretFile = layers.string("webhook.secret_file")
         if let value = layers.double("webhook.timeout") { webhookTimeout = value }

@@ -138,6 +138,9 @@ extension RiscCommand {
             do { receiver = try Receiver(configuration: configuration, logger: logger) } catch let error as DataDirectoryLock.InUse {
                 FileHandle.standardError.write(Data("risc serve: \(error)\n".utf8))
                 throw ExitCode(64)
+            } catch let error as TokenKey.Refused {
+                FileHandle.standardError.write(Data("risc serve: \(error)\n".utf8))
+                throw ExitCode(64)
             }
             logger.notice(
                 "risc serving",

@@ -7,10 +7,10 @@ import RISCCore
 public final class AccountStore: @unchecked Sendable {
     private let connection: SQLiteConnection
     private let lock = NSLock()
-    /// The HMAC key for token prefixes, from `DATA_DIR/token-key` (created with mode 0600).
+    /// The HMAC key for token prefixes (`TokenKey`): `DATA_DIR/token-key` or `accounts.token_key_file`.
     public let tokenKey: [UInt8]
 
-    public init(directory: String) throws {
+    public init(directory: String, tokenKeyFile: String? = nil) throws {
         try PrivateFiles.makeDirectory(directory)
         let path = (directory as NSString).appendingPathComponent("risc.sqlite3")
         connection = try SQLiteConnection(path: path)
@@ -18,19 +18,14 @@ public final class AccountStore: @unchecked Sendable {
         try connection.execute("PRAGMA synchronous = FULL")
         try connection.execute("PRAGMA foreign_keys = ON")
         try SQLiteEventStore.migrate(connection)
-        tokenKey = try Self.loadKey(directory: directory)
+        tokenKey = try Self.loadKey(directory: directory, file: tokenKeyFile)
     }
 
-    static func loadKey(directory: String) throws -> [UInt8] {
-        let path = (directory as NSString).appendingPathComponent("token-key")
-        if let data = FileManager.default.contents(atPath: path), data.count == 32 { return Array(data) }
-        guard let random = FileHandle(forReadingAtPath: "/dev/urandom")?.readData(ofLength: 32), random.count == 32 else {
-            throw StoreError(code: 1, "cannot read /dev/urandom for the token key")
-        }
-        guard FileManager.default.createFile(atPath: path, contents: random, attributes: [.posixPermissions: 0o600]) else {
-            throw StoreError(code: 1, "cannot write \(path)")
-        }
-        return Array(random)
+    /// The token key for the store in `directory` (see `TokenKey`), checked against the store.
+    static func loadKey(directory: String, file: String? = nil) throws -> [UInt8] {
+        let connection = try SQLiteConnection(path: (directory as NSString).appendingPathComponent("risc.sqlite3"))
+        try SQLiteEventStore.migrate(connection)
+        return try TokenKey.load(directory: directory, file: file, connection: connection)
     }
 
     /// What `risc accounts link` and the import take.

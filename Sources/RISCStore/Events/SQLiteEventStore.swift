@@ -162,8 +162,8 @@ public final class SQLiteEventStore: EventStore, @unchecked Sendable {
     /// writer's warm page cache. A SET whose actions fail here is rolled back to a savepoint and
     /// left `pending`, so the action worker retries it with backoff, as before. Call before the
     /// first append.
-    public func enableInlineActions(table: ActionTable, log: any EventLog, directory: String) throws {
-        let applier = EmbeddedActionApplier(connection: writer, tokenKey: try AccountStore.loadKey(directory: directory))
+    public func enableInlineActions(table: ActionTable, log: any EventLog, directory: String, tokenKeyFile: String? = nil) throws {
+        let applier = EmbeddedActionApplier(connection: writer, tokenKey: try AccountStore.loadKey(directory: directory, file: tokenKeyFile))
         condition.lock()
         inline = (applier, table, log)
         condition.unlock()

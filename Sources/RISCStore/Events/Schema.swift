@@ -6,7 +6,7 @@ import Foundation
 /// `sets` is both the audit record and the work queue: a row is `pending` from the moment it is
 /// acknowledged until the action workers (issue 4) finish it; `id` gives arrival order.
 enum Schema {
-    static let version: Int64 = 4
+    static let version: Int64 = 5
 
     static let migrations: [Int64: String] = [
         1: """
@@ -97,6 +97,12 @@ enum Schema {
                 aud TEXT
             );
             CREATE INDEX sets_dead ON sets (id) WHERE state = 'dead';
+            """,
+        5: """
+            CREATE TABLE meta (
+                name TEXT PRIMARY KEY,
+                value TEXT NOT NULL
+            ) WITHOUT ROWID;
             """,
     ]
 

@@ -26,7 +26,7 @@ public final class ActionWorker: @unchecked Sendable {
 
     public init(
         directory: String, table: ActionTable = .default, retry: RetryPolicy = RetryPolicy(), sink: (any ActionSink)? = nil,
-        log: any EventLog, logger: Logger, pollInterval: Double = 0.05
+        log: any EventLog, logger: Logger, pollInterval: Double = 0.05, tokenKeyFile: String? = nil
     ) throws {
         self.sink = sink
         let path = (directory as NSString).appendingPathComponent("risc.sqlite3")
@@ -35,7 +35,7 @@ public final class ActionWorker: @unchecked Sendable {
         // Account, session and token lookups touch pages all over the file: keep more of them in memory.
         try connection.execute("PRAGMA cache_size = -8192")
         try SQLiteEventStore.migrate(connection)
-        applier = EmbeddedActionApplier(connection: connection, tokenKey: try AccountStore.loadKey(directory: directory))
+        applier = EmbeddedActionApplier(connection: connection, tokenKey: try AccountStore.loadKey(directory: directory, file: tokenKeyFile))
         self.table = table
         self.retry = retry
         self.log = log
