@@ -16,6 +16,16 @@ struct DataDirectoryOption: ParsableArguments {
     @Option(help: "Data directory.") var dataDir: String = "./data"
 }
 
+/// Where the account commands find the store and the key its token fingerprints are made with.
+struct AccountStoreOption: ParsableArguments {
+    @Option(help: "Data directory.") var dataDir: String = "./data"
+    @Option(help: "The token-fingerprint key file, when the receiver's accounts.token_key_file names one.")
+    var tokenKeyFile: String?
+
+    /// The account store, with the key its fingerprints were made with.
+    func accountStore() throws -> AccountStore { try AccountStore(directory: dataDir, tokenKeyFile: tokenKeyFile) }
+}
+
 extension RiscCommand.Accounts {
     struct Link: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Link a Google account (sub) to a local user.")
@@ -28,14 +38,14 @@ extension RiscCommand.Accounts {
         var refreshTokenFiles: [String] = []
         @Option(name: .customLong("linked-token-file"), help: "File with a token you issued to Google by account linking (repeatable).")
         var linkedTokenFiles: [String] = []
-        @OptionGroup var data: DataDirectoryOption
+        @OptionGroup var data: AccountStoreOption
 
         func run() async throws {
             func read(_ path: String) throws -> String {
                 guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw ValidationError("cannot read \(path)") }
                 return text.trimmingCharacters(in: .whitespacesAndNewlines)
             }
-            let store = try AccountStore(directory: data.dataDir)
+            let store = try data.accountStore()
             try store.link(.init(
                 issuer: issuer, subject: subject, userID: user, email: email, sessions: sessions,
                 refreshTokens: try refreshTokenFiles.map(read), linkedTokens: try linkedTokenFiles.map(read)))
@@ -47,10 +57,10 @@ extension RiscCommand.Accounts {
         static let configuration = CommandConfiguration(
             abstract: "Import accounts from JSON lines: {\"subject\", \"user_id\", \"email\"?, \"sessions\"?, \"refresh_tokens\"?, \"linked_tokens\"?, \"issuer\"?}.")
         @Argument(help: "JSON-lines file, or - for standard input.") var file: String = "-"
-        @OptionGroup var data: DataDirectoryOption
+        @OptionGroup var data: AccountStoreOption
 
         func run() async throws {
-            let store = try AccountStore(directory: data.dataDir)
+            let store = try data.accountStore()
             let text = String(decoding: try readInput(file), as: UTF8.self)
             var count = 0
             for (number, line) in text.split(separator: "\n").enumerated() where !line.trimmingCharacters(in: .whitespaces).isEmpty {
@@ -76,10 +86,10 @@ extension RiscCommand.Accounts {
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List linked accounts.")
         @Flag(help: "JSON output.") var json = false
-        @OptionGroup var data: DataDirectoryOption
+        @OptionGroup var data: AccountStoreOption
 
         func run() async throws {
-            let accounts = try AccountStore(directory: data.dataDir).accounts()
+            let accounts = try data.accountStore().accounts()
             if json {
                 print(JSONValue.array(accounts.map(\.json)).prettyPrinted)
                 return
@@ -98,10 +108,10 @@ extension RiscCommand.Accounts {
         static let configuration = CommandConfiguration(abstract: "Show one linked account.")
         @Argument(help: "The Google account ID (sub).") var subject: String
         @Flag(help: "JSON output.") var json = false
-        @OptionGroup var data: DataDirectoryOption
+        @OptionGroup var data: AccountStoreOption
 
         func run() async throws {
-            guard let account = try AccountStore(directory: data.dataDir).accounts(subject: subject).first else {
+            guard let account = try data.accountStore().accounts(subject: subject).first else {
                 FileHandle.standardError.write(Data("risc: no account with subject \(subject)\n".utf8))
                 throw ExitStatus.rejected
             }

@@ -5,6 +5,21 @@ import Testing
 
 @Suite("risc accounts and risc queue (the built binary)")
 struct AccountsQueueCommandTests {
+    @Test("keys token-key writes a key once; the account commands use it with --token-key-file and refuse without it")
+    func tokenKeyFile() throws {
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-cli-key-\(UUID().uuidString)").path
+        let key = data + "-token-key"
+        let made = try RiscBinary.run(["keys", "token-key", "--out", key])
+        #expect(made.status == 0 && FileManager.default.contents(atPath: key)?.count == 32)
+        #expect(try RiscBinary.run(["keys", "token-key", "--out", key]).status == 64)  // never overwritten
+        let link = try RiscBinary.run(["accounts", "link", "--subject", "7", "--user", "u7", "--data-dir", data, "--token-key-file", key])
+        #expect(link.status == 0, "\(link.stderr)")
+        let without = try RiscBinary.run(["accounts", "list", "--data-dir", data])
+        #expect(without.status != 0 && without.stderr.contains("is missing"), "\(without.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: data + "/token-key"))
+        #expect(try RiscBinary.run(["accounts", "list", "--data-dir", data, "--token-key-file", key]).status == 0)
+    }
+
     @Test("link, import, list, show; queue status, list, show, retry and purge on an empty queue")
     func accountsAndQueue() throws {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-cli-acc-\(UUID().uuidString)").path
