@@ -130,6 +130,12 @@ public final class Receiver: Sendable {
         onHangup = Hangup(eventLog: eventLog, tls: tls, metrics: metrics, logger: logger)
         var services: [any Service] = [HangupHandler(hangup: onHangup)]
         if let cache { services.append(KeyRefresher(cache: cache)) }
+        if configuration.retention.isOn {
+            services.append(
+                RetentionService(
+                    store: try SQLiteRetention(directory: configuration.dataDirectory), policy: configuration.retention,
+                    interval: configuration.retentionInterval, log: eventLog, logger: logger))
+        }
         services.append(adminApp)
         services.append(push)
         group = ServiceGroup(
@@ -293,5 +299,53 @@ struct Hangup: Sendable {
         } else if left < 14 * 86_400 {
             logger.warning("the TLS certificate expires within 14 days", metadata: ["risc.not_after": "\(Timestamp.iso8601(notValidAfter))"])
         }
+    }
+}
+
+/// Applies the retention policy every `interval` (the first pass after at most a minute): as many
+/// batches as there is work, each a short transaction; one event-log line per pass that did
+/// anything (`"step":"retention"`, `stripped`, `forgotten`).
+struct RetentionService: Service {
+    let store: any RetentionStore
+    let policy: RetentionPolicy
+    let interval: Double
+    let log: any EventLog
+    let logger: Logger
+    static let batch = 1_000
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            var delay = min(interval, 60)
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(delay))
+                if Task.isCancelled { return }
+                pass(now: Date().timeIntervalSince1970)
+                delay = interval
+            }
+        }
+    }
+
+    /// Runs batches until one does less than a full batch of each step.
+    @discardableResult
+    func pass(now: Double) -> RetentionPass {
+        var total = RetentionPass()
+        do {
+            while !Task.isCancelled {
+                let step = try store.retain(policy, now: now, batch: Self.batch)
+                total.stripped += step.stripped
+                total.forgotten += step.forgotten
+                if step.stripped < Self.batch && step.forgotten < Self.batch { break }
+                Thread.sleep(forTimeInterval: 0.01)  // let ingest in between batches
+            }
+        } catch {
+            logger.error("retention pass failed; retried at the next interval", metadata: ["risc.error": "\(error)"])
+        }
+        if total != RetentionPass() {
+            var record = EventLogRecord(step: "retention", outcome: "pruned", time: Date().timeIntervalSince1970)
+            record["stripped"] = .number(Double(total.stripped))
+            record["forgotten"] = .number(Double(total.forgotten))
+            log.record(record)
+        }
+        return total
     }
 }

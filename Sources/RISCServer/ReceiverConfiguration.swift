@@ -73,6 +73,10 @@ public struct ReceiverConfiguration: Sendable {
     public var actionTable: ActionTable = .default
     /// Backoff and dead-lettering for failed actions.
     public var retry = RetryPolicy()
+    /// How long SETs are kept whole, and as duplicates (`RetentionPolicy`).
+    public var retention = RetentionPolicy()
+    /// Seconds between retention passes (the first runs this long after start, at most a minute).
+    public var retentionInterval: Double = 600
 
     public init() {}
 
@@ -113,6 +117,7 @@ public struct ReceiverConfiguration: Sendable {
         if (webhookURL == nil) != (webhookSecretFile == nil) { problems.append("webhook.url and webhook.secret_file go together") }
         if let url = webhookURL, let refusal = URLPolicy().refusal(for: url) { problems.append("webhook.url: \(refusal)") }
         if webhookTimeout <= 0 { problems.append("webhook.timeout must be positive") }
+        problems += retention.problems
         return problems
     }
 }

@@ -140,6 +140,28 @@ struct ConfigLayers {
         }
     }
 
+    /// Seconds: a number, or a string with a unit (`30d`, `12h`, `90m`, `3600s`).
+    mutating func duration(_ key: String) -> Double? {
+        switch raw(key) {
+        case nil: return nil
+        case .text(let text, let source), .json(.string(let text), let source):
+            guard let seconds = durationSeconds(text) else {
+                problems.append("\(source): expected a duration such as 30d, 12h, 90m or 3600 (seconds), got '\(text)'")
+                return nil
+            }
+            return seconds
+        case .json(.number(let value), let source):
+            guard value >= 0, value.isFinite else {
+                problems.append("\(source): expected a duration, got \(value)")
+                return nil
+            }
+            return value
+        case .json(let other, let source):
+            problems.append("\(source): expected a duration such as 30d, got \(other.serialized)")
+            return nil
+        }
+    }
+
     mutating func int(_ key: String) -> Int? {
         guard let value = double(key) else { return nil }
         guard value.rounded() == value, abs(value) < 1e15 else {

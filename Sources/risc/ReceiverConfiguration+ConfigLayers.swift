@@ -39,6 +39,8 @@ extension ReceiverConfiguration {
         ("jwks.max_staleness", "seconds past expiry a key set is still served during an issuer outage (default 86400)"),
         ("jwks.failure_retry", "seconds between fetch attempts after a failure (default 10)"),
         ("accounts.token_key_file", "file with the key token fingerprints are made with (`risc keys token-key --out FILE`; default DATA_DIR/token-key, made on first use)"),
+        ("retention.done", "how long a done SET stays whole (raw token, subjects) before they are removed; a duration such as 30d, 0 keeps them forever (default 30d)"),
+        ("retention.duplicates", "how long after receipt a done SET's (issuer, jti) is kept to recognise redeliveries (default 90d)"),
         ("webhook.url", "POST actions to this revocation endpoint instead of the embedded store"),
         ("webhook.secret_file", "file with the webhook's HMAC secret (16+ bytes)"),
         ("webhook.timeout", "seconds per webhook request (default 10)"),
@@ -97,6 +99,8 @@ extension ReceiverConfiguration {
         if let value = layers.double("jwks.max_staleness") { jwksMaximumStaleness = value }
         if let value = layers.double("jwks.failure_retry") { jwksFailureRetryInterval = value }
         tokenKeyFile = layers.string("accounts.token_key_file")
+        if let value = layers.duration("retention.done") { retention.done = value }
+        if let value = layers.duration("retention.duplicates") { retention.duplicates = value }
         webhookURL = layers.string("webhook.url")
         webhookSecretFile = layers.string("webhook.secret_file")
         if let value = layers.double("webhook.timeout") { webhookTimeout = value }

@@ -7,7 +7,7 @@ extension QueueAdmin {
         let statement = try connectionForReads.prepare("""
             SELECT jti, token FROM sets
             WHERE (?1 IS NULL OR jti = ?1) AND (?2 IS NULL OR received_at >= ?2) AND (?3 = 0 OR state = 'dead')
-              AND (?5 IS NULL OR received_at <= ?5)
+              AND (?5 IS NULL OR received_at <= ?5) AND pruned_at IS NULL
             ORDER BY id LIMIT ?4
             """)
         try statement.bind([
@@ -51,7 +51,7 @@ extension QueueAdmin {
         let statement = try connectionForReads.prepare("""
             SELECT id FROM sets
             WHERE (?1 IS NULL OR jti = ?1) AND (?2 IS NULL OR received_at >= ?2) AND (?3 = 0 OR state = 'dead')
-              AND (?4 IS NULL OR received_at <= ?4)
+              AND (?4 IS NULL OR received_at <= ?4) AND pruned_at IS NULL
             ORDER BY id
             """)
         try statement.bind([.optional(jti), since.map { .double($0) } ?? .null, .int(deadOnly ? 1 : 0), until.map { .double($0) } ?? .null])

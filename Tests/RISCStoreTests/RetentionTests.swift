@@ -1,0 +1,63 @@
+import Foundation
+import Logging
+import RISCCore
+@testable import RISCStore
+import RISCTestKit
+import Testing
+
+/// Retention (issue 14 §3) on the embedded store: done SETs are stripped after `retention.done`,
+/// forgotten `retention.duplicates` after receipt; pending and dead ones are never touched, and a
+/// stripped SET is still a duplicate.
+@Suite("Retention")
+struct RetentionTests {
+    @Test("stripped after retention.done, forgotten after retention.duplicates; pending and dead kept; duplicates still recognised")
+    func stripThenForget() async throws {
+        let directory = SQLiteEventStoreTests.directory()
+        let store = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        for jti in ["done-1", "done-2", "dead-1", "pending-1"] {
+            _ = try await store.append(try await SQLiteEventStoreTests.record(jti: jti))
+        }
+        let admin = try QueueAdmin(directory: directory)
+        let received = try admin.list(state: nil, limit: 10)[0].receivedAt
+        let db = try SQLiteConnection(path: directory + "/risc.sqlite3")
+        try db.execute("UPDATE sets SET state = 'done', processed_at = \(received) WHERE jti LIKE 'done-%'")
+        try db.execute("UPDATE sets SET state = 'dead' WHERE jti = 'dead-1'")
+        try db.execute("INSERT INTO applied_actions VALUES ((SELECT id FROM sets WHERE jti = 'done-1'), 0, 'end_sessions', 0, 'x')")
+        let retention = try SQLiteRetention(directory: directory)
+        let policy = RetentionPolicy()
+
+        // Within retention.done: nothing happens.
+        #expect(try retention.retain(policy, now: received + policy.done - 60, batch: 100) == RetentionPass())
+        // Past it: the two done SETs lose their token and subjects, nothing else.
+        let stripped = try retention.retain(policy, now: received + policy.done + 60, batch: 1)
+        #expect(stripped == RetentionPass(stripped: 1, forgotten: 0))
+        #expect(try retention.retain(policy, now: received + policy.done + 60, batch: 100).stripped == 1)
+        #expect(try db.scalar("SELECT count(*) FROM sets WHERE token = '' AND subjects = '[]' AND pruned_at IS NOT NULL") == 2)
+        #expect(try db.scalar("SELECT count(*) FROM sets WHERE token != '' AND jti IN ('dead-1', 'pending-1')") == 2)
+        #expect(try admin.tokens(StoredSETSelection()).map(\.jti).sorted() == ["dead-1", "pending-1"])  // replay skips stripped ones
+        // A redelivery of a stripped SET is still a duplicate.
+        if case .duplicate(_, let deliveries) = try await store.append(try await SQLiteEventStoreTests.record(jti: "done-1")) {
+            #expect(deliveries == 2)
+        } else {
+            Issue.record("a stripped SET was stored again")
+        }
+        // Past retention.duplicates (from receipt): the slim rows go, with their applied actions.
+        let forgotten = try retention.retain(policy, now: received + policy.duplicates + 60, batch: 100)
+        #expect(forgotten == RetentionPass(stripped: 0, forgotten: 2))
+        #expect(try admin.list(state: nil, limit: 10).map(\.jti).sorted() == ["dead-1", "pending-1"])
+        #expect(try db.scalar("SELECT count(*) FROM applied_actions") == 0)
+        // Off: nothing is ever touched.
+        #expect(try retention.retain(RetentionPolicy(done: 0), now: received + 1e9, batch: 100) == RetentionPass())
+        store.close()
+    }
+
+    @Test("the policy's own rules: duplicates at least done and at least a week; 0 keeps everything")
+    func policyProblems() {
+        #expect(RetentionPolicy().problems.isEmpty)
+        #expect(!RetentionPolicy(done: 30 * 86_400, duplicates: 86_400).problems.isEmpty)
+        #expect(!RetentionPolicy(done: 60, duplicates: 3_600).problems.isEmpty)
+        #expect(RetentionPolicy(done: 0, duplicates: 0).problems.isEmpty && !RetentionPolicy(done: 0).isOn)
+        #expect(RetentionPolicy().stripBefore(now: 100 * 86_400) == 70 * 86_400)
+        #expect(RetentionPolicy().forgetBefore(now: 100 * 86_400) == 10 * 86_400)
+    }
+}
