@@ -51,6 +51,22 @@ struct RetentionTests {
         store.close()
     }
 
+    @Test("stripping frees pages for reuse (SQLite does not when an UPDATE shrinks rows in place)")
+    func strippingFreesPages() async throws {
+        let directory = SQLiteEventStoreTests.directory()
+        let store = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        for index in 0..<400 { _ = try await store.append(try await SQLiteEventStoreTests.record(jti: "bulk-\(index)")) }
+        store.close()
+        let db = try SQLiteConnection(path: directory + "/risc.sqlite3")
+        try db.execute("UPDATE sets SET state = 'done', processed_at = received_at")
+        let retention = try SQLiteRetention(directory: directory)
+        let before = try retention.bytesInUse()
+        let now = Date().timeIntervalSince1970 + RetentionPolicy().done + 60
+        #expect(try retention.retain(RetentionPolicy(), now: now, batch: 1_000).stripped == 400)
+        let after = try retention.bytesInUse()
+        #expect(after < before * 0.6, "in use \(before) → \(after) bytes")
+    }
+
     @Test("the policy's own rules: duplicates at least done and at least a week; 0 keeps everything")
     func policyProblems() {
         #expect(RetentionPolicy().problems.isEmpty)
