@@ -8,7 +8,7 @@ import RISCStore
 /// The admin listener's `/healthz`, `/readyz` and `/metrics`.
 struct HealthController: Sendable {
     let keys: KeySetSource
-    let store: SQLiteEventStore
+    let store: any StoreHealth
     let metrics: PrometheusMetrics
 
     func register(on router: Router<RISCRequestContext>) {

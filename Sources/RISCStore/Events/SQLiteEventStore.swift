@@ -20,7 +20,7 @@ import RISCCore
 /// fsync ever fails, the page cache can no longer be trusted: that batch is answered with an
 /// error and the store refuses every later write (503) until the process restarts and SQLite
 /// recovers from what is on disk.
-public final class SQLiteEventStore: EventStore, @unchecked Sendable {
+public final class SQLiteEventStore: EventStore, StoreHealth, @unchecked Sendable {
     public let path: String
     private let logger: Logger
     private let maxBatch: Int
