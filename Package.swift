@@ -23,6 +23,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         // C helpers over the system's libcrypto (libssl-dev) and libcurl (libcurl4-openssl-dev).
@@ -48,6 +49,17 @@ let package = Package(
         .target(
             name: "RISCStore",
             dependencies: ["RISCCore", "CSQLite", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
+        // The PostgreSQL backend (several receivers on one database): store URL, schema, durability checks.
+        .target(
+            name: "RISCPostgres",
+            dependencies: [
+                "RISCCore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
         // The HTTP layer: the RFC 8935 endpoint straight on SwiftNIO; health, metrics and the
@@ -98,6 +110,11 @@ let package = Package(
         .testTarget(
             name: "RISCStoreTests",
             dependencies: ["RISCStore", "RISCCore", "RISCTestKit", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "RISCPostgresTests",
+            dependencies: ["RISCPostgres", "RISCCore", "RISCTestKit", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -1,0 +1,163 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOSSL
+import PostgresNIO
+import RISCCore
+
+/// A connection pool to the shared PostgreSQL store, with its schema migrated and its
+/// durability checked.
+///
+/// Table and column names follow the embedded store's wherever the meaning is the same (`sets`
+/// with `issuer`, `jti`, `state` `pending|done|dead`, `deliveries`…; `applied_actions`, `meta`),
+/// so operators' queries carry over. Migrations are versioned in the table `risc_schema` and run
+/// under a transaction-scoped advisory lock: two receivers starting at the same moment migrate
+/// once, the second finding the work done.
+public final class PostgresDatabase: Sendable {
+    public let url: PostgresStoreURL
+    public let client: PostgresClient
+    private let runner: Task<Void, Never>
+    let logger: Logger
+
+    /// The server does not promise durability: an acknowledged SET could be lost in a crash.
+    public struct NotDurable: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// Opens a pool (it connects lazily). `password`: the contents of `store.password_file`.
+    public init(url: PostgresStoreURL, password: String?, logger: Logger) {
+        self.url = url
+        self.logger = logger
+        var configuration: PostgresClient.Configuration
+        if let socket = url.socketPath {
+            configuration = .init(unixSocketPath: socket, username: url.user, password: password, database: url.database)
+        } else {
+            let tls: PostgresClient.Configuration.TLS
+            switch url.tls {
+            case .disable:
+                tls = .disable
+            case .require, .verifyFull:
+                // TLS 1.2 or newer; `require` encrypts without checking the certificate (libpq's
+                // meaning), `verify-full` checks it and the host name.
+                var settings = TLSConfiguration.makeClientConfiguration()
+                settings.minimumTLSVersion = .tlsv12
+                if url.tls == .require { settings.certificateVerification = .none }
+                tls = .require(settings)
+            }
+            configuration = .init(host: url.host, port: url.port, username: url.user, password: password, database: url.database, tls: tls)
+        }
+        configuration.options.connectTimeout = .seconds(5)
+        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        self.client = client
+        runner = Task { await client.run() }
+    }
+
+    /// Stops the pool.
+    public func close() { runner.cancel() }
+
+    deinit { runner.cancel() }
+
+    /// Refuses a server that would acknowledge a commit before it is on disk: `fsync` off, or
+    /// `synchronous_commit` off for our sessions. `acceptUnsafe` (`store.accept_unsafe_durability`)
+    /// overrides, for throwaway setups only.
+    public func checkDurability(acceptUnsafe: Bool = false) async throws {
+        let fsync = try await setting("fsync")
+        let synchronousCommit = try await setting("synchronous_commit")
+        var problems: [String] = []
+        if fsync != "on" { problems.append("fsync is \(fsync)") }
+        if synchronousCommit == "off" { problems.append("synchronous_commit is off") }
+        guard problems.isEmpty || acceptUnsafe else {
+            throw NotDurable(description: """
+                PostgreSQL at \(url) does not make commits durable (\(problems.joined(separator: ", "))): risc answers 202 only once \
+                a SET is on disk, so it refuses this server. Turn them on, or set store.accept_unsafe_durability (never in production)
+                """)
+        }
+        if !problems.isEmpty { logger.warning("PostgreSQL durability is off; accepted by configuration", metadata: ["risc.problems": "\(problems)"]) }
+    }
+
+    /// A server setting as our sessions see it.
+    public func setting(_ name: String) async throws -> String {
+        guard name.allSatisfy({ $0.isLetter || $0 == "_" }) else { throw NotDurable(description: "bad setting name") }
+        let rows = try await client.query(PostgresQuery(unsafeSQL: "SHOW \(name)"), logger: logger)
+        for try await value in rows.decode(String.self) { return value }
+        return ""
+    }
+
+    /// Brings the schema to `PostgresSchema.version`; returns the version found and the one left.
+    @discardableResult
+    public func migrate() async throws -> (from: Int, to: Int) {
+        try await client.withTransaction(logger: logger) { connection in
+            // Any receiver starting now waits here until this one has committed.
+            try await connection.query("SELECT pg_advisory_xact_lock(\(PostgresSchema.advisoryLock))", logger: logger)
+            try await connection.query("CREATE TABLE IF NOT EXISTS risc_schema (version INTEGER NOT NULL)", logger: logger)
+            var current = 0
+            var found = false
+            for try await version in try await connection.query("SELECT version FROM risc_schema", logger: logger).decode(Int.self) {
+                current = version
+                found = true
+            }
+            if !found { try await connection.query("INSERT INTO risc_schema (version) VALUES (0)", logger: logger) }
+            guard current < PostgresSchema.version else { return (current, current) }
+            for version in (current + 1)...PostgresSchema.version {
+                for statement in PostgresSchema.migrations[version] ?? [] {
+                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                }
+            }
+            try await connection.query("UPDATE risc_schema SET version = \(PostgresSchema.version)", logger: logger)
+            return (current, PostgresSchema.version)
+        }
+    }
+}
+
+/// The PostgreSQL store's schema, one list of statements per version.
+public enum PostgresSchema {
+    public static let version = 1
+    /// `pg_advisory_xact_lock` key for migrations ("risc" in ASCII).
+    static let advisoryLock: Int64 = 0x7269_7363
+
+    static let migrations: [Int: [String]] = [
+        1: [
+            """
+            CREATE TABLE sets (
+                id BIGSERIAL PRIMARY KEY,
+                issuer TEXT NOT NULL,
+                jti TEXT NOT NULL,
+                iss TEXT NOT NULL,
+                iat DOUBLE PRECISION NOT NULL,
+                received_at DOUBLE PRECISION NOT NULL,
+                last_received_at DOUBLE PRECISION NOT NULL,
+                deliveries INTEGER NOT NULL DEFAULT 1,
+                remote TEXT,
+                content_type TEXT,
+                event_types TEXT NOT NULL,
+                subjects TEXT NOT NULL,
+                token TEXT NOT NULL,
+                state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'done', 'dead')),
+                attempts INTEGER NOT NULL DEFAULT 0,
+                next_attempt_at DOUBLE PRECISION NOT NULL DEFAULT 0,
+                last_error TEXT,
+                processed_at DOUBLE PRECISION,
+                pruned_at DOUBLE PRECISION,
+                lease_owner TEXT,
+                lease_expires_at DOUBLE PRECISION,
+                UNIQUE (issuer, jti)
+            )
+            """,
+            "CREATE INDEX sets_queue ON sets (next_attempt_at, id) WHERE state = 'pending'",
+            "CREATE INDEX sets_dead ON sets (id) WHERE state = 'dead'",
+            "CREATE INDEX sets_prunable ON sets (processed_at) WHERE state = 'done' AND pruned_at IS NULL",
+            "CREATE INDEX sets_stripped ON sets (received_at) WHERE pruned_at IS NOT NULL",
+            """
+            CREATE TABLE applied_actions (
+                set_id BIGINT NOT NULL,
+                event_index INTEGER NOT NULL,
+                action TEXT NOT NULL,
+                applied_at DOUBLE PRECISION NOT NULL,
+                result TEXT NOT NULL,
+                PRIMARY KEY (set_id, event_index, action)
+            )
+            """,
+            "CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        ]
+    ]
+}

@@ -1,0 +1,71 @@
+import Foundation
+import Logging
+import RISCPostgres
+import RISCTestKit
+import Testing
+
+/// The PostgreSQL backend's foundation (issue 14 §2): the store URL, migrations that two
+/// receivers may run at the same moment, and the refusal of a server that is not durable.
+@Suite("PostgreSQL store: URL, schema, durability", .serialized)
+struct PostgresFoundationTests {
+    static let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+
+    @Test("store.url: user, host, port, database, socket directory and sslmode; never a password; bad ones named")
+    func storeURL() throws {
+        let socket = try PostgresStoreURL("postgres://risc@localhost:6543/events?host=/run/pg")
+        #expect(socket.user == "risc" && socket.port == 6543 && socket.database == "events")
+        #expect(socket.socketPath == "/run/pg/.s.PGSQL.6543" && socket.tls == .disable)
+        let tcp = try PostgresStoreURL("postgresql://risc@db.internal/events?sslmode=verify-full")
+        #expect(tcp.host == "db.internal" && tcp.port == 5432 && tcp.tls == .verifyFull && tcp.socketPath == nil)
+        #expect(try PostgresStoreURL("postgres://risc@db/events").tls == .require)  // TLS unless told otherwise
+        let cases: [(String, String)] = [
+            ("postgres://risc:secret@db/events", "password"), ("mysql://risc@db/events", "postgres://"),
+            ("postgres://db/events", "no user"), ("postgres://risc@db/", "no database"),
+            ("postgres://risc@db/events?sslmode=prefer", "sslmode"), ("postgres://risc@db/events?host=relative", "absolute"),
+            ("postgres://risc@db/events?application_name=x", "unknown parameter"),
+        ]
+        for (text, expected) in cases {
+            let error = #expect(throws: PostgresStoreURL.Invalid.self) { try PostgresStoreURL(text) }
+            #expect(error?.description.contains(expected) == true, "\(text): \(error?.description ?? "")")
+            #expect(error?.description.contains("secret") != true)
+        }
+        #expect(!tcp.description.contains(":secret"))
+    }
+
+    @Test("two receivers migrating at the same moment: the schema is made once, both see the current version")
+    func concurrentMigrations() async throws {
+        try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
+        let cluster = try PostgresCluster()
+        let url = try PostgresStoreURL(cluster.url)
+        let first = PostgresDatabase(url: url, password: nil, logger: Self.logger)
+        let second = PostgresDatabase(url: url, password: nil, logger: Self.logger)
+        async let a = first.migrate()
+        async let b = second.migrate()
+        let results = try await [a, b]
+        #expect(results.map(\.to) == [PostgresSchema.version, PostgresSchema.version])
+        #expect(results.filter { $0.from == 0 }.count == 1, "both migrated: \(results)")
+        #expect(try cluster.psql("SELECT version FROM risc_schema") == "\(PostgresSchema.version)")
+        #expect(try cluster.psql("SELECT count(*) FROM risc_schema") == "1")
+        #expect(try cluster.psql("SELECT count(*) FROM information_schema.tables WHERE table_name IN ('sets', 'applied_actions', 'meta')") == "3")
+        #expect(try await first.migrate().from == PostgresSchema.version)  // nothing left to do
+        first.close()
+        second.close()
+        try cluster.stop()
+    }
+
+    @Test("a server without fsync or synchronous_commit is refused unless the configuration accepts it")
+    func durability() async throws {
+        try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
+        let cluster = try PostgresCluster()
+        let database = PostgresDatabase(url: try PostgresStoreURL(cluster.url), password: nil, logger: Self.logger)
+        try await database.checkDurability()
+        try cluster.psql("ALTER DATABASE risc SET synchronous_commit = off")
+        let fresh = PostgresDatabase(url: try PostgresStoreURL(cluster.url), password: nil, logger: Self.logger)
+        let error = await #expect(throws: PostgresDatabase.NotDurable.self) { try await fresh.checkDurability() }
+        #expect(error?.description.contains("synchronous_commit is off") == true)
+        try await fresh.checkDurability(acceptUnsafe: true)
+        database.close()
+        fresh.close()
+        try cluster.stop()
+    }
+}
