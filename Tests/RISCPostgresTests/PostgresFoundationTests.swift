@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import RISCCore
 import RISCPostgres
 import RISCTestKit
 import Testing
@@ -66,6 +67,56 @@ struct PostgresFoundationTests {
         try await fresh.checkDurability(acceptUnsafe: true)
         database.close()
         fresh.close()
+        try cluster.stop()
+    }
+}
+
+/// The PostgreSQL event store (issue 14 §2): group commit, duplicates across receivers.
+@Suite("PostgreSQL event store", .serialized)
+struct PostgresEventStoreTests {
+    static let keys = try! KeyDirectory.repositoryTestKeys()
+
+    @Test("the same SETs to two receivers at the same instant: each stored once, 202 from both, deliveries counted; batches shared")
+    func twoReceivers() async throws {
+        try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
+        let cluster = try PostgresCluster()
+        let url = try PostgresStoreURL(cluster.url)
+        let databases = (0..<2).map { _ in PostgresDatabase(url: url, password: nil, logger: PostgresFoundationTests.logger) }
+        try await databases[0].migrate()
+        let stores = databases.map { PostgresEventStore(database: $0) }
+        let factory = SETFactory(signer: Self.keys.entry(for: .eddsa)!.signer)
+        let jwks = try Self.keys.jwks
+        var records: [SETRecord] = []
+        for index in 0..<150 {
+            records.append(try await factory.storedRecord(
+                type: .sessionsRevoked, subject: factory.accountSubject("\(index)"), jti: "pg-\(index)", keys: jwks,
+                receivedAt: Date().timeIntervalSince1970))
+        }
+        // Every SET goes to both receivers at once, and the first ten twice more to the first.
+        let outcomes = try await withThrowingTaskGroup(of: (String, AppendOutcome).self) { group in
+            for record in records {
+                for store in stores { group.addTask { (record.tokenID, try await store.append(record)) } }
+            }
+            for record in records.prefix(10) { group.addTask { (record.tokenID, try await stores[0].append(record)) } }
+            return try await group.reduce(into: [(String, AppendOutcome)]()) { $0.append($1) }
+        }
+        var accepted: [String: Int] = [:]
+        var duplicateDeliveries: [String: [Int64]] = [:]
+        for (jti, outcome) in outcomes {
+            switch outcome {
+            case .accepted: accepted[jti, default: 0] += 1
+            case .duplicate(_, let deliveries): duplicateDeliveries[jti, default: []].append(deliveries)
+            }
+        }
+        #expect(accepted.count == 150 && accepted.values.allSatisfy { $0 == 1 }, "each SET accepted exactly once")
+        #expect(duplicateDeliveries["pg-0"]?.sorted() == [2, 3])
+        #expect(duplicateDeliveries["pg-100"] == [2])
+        #expect(try cluster.psql("SELECT count(*) FROM sets") == "150")
+        #expect(try cluster.psql("SELECT sum(deliveries) FROM sets") == "\(150 * 2 + 10)")
+        #expect(try cluster.psql("SELECT count(*) FROM sets WHERE state = 'pending' AND remote IS NULL AND content_type IS NULL") == "150")
+        let commits = stores.map(\.writeCounts.commits).reduce(0, +)
+        #expect(commits < 310, "no batching: \(commits) commits for 310 appends")
+        for database in databases { database.close() }
         try cluster.stop()
     }
 }
