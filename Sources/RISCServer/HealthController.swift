@@ -20,9 +20,9 @@ struct HealthController: Sendable {
     /// Ready only when a usable key set is loaded and the store takes writes.
     func readiness() async -> Response {
         let keySet = await keys.status()
-        let writable = store.isWritable()
-        let depth = (try? store.queueDepth()) ?? -1
-        let last = try? store.lastReceivedAt()
+        let writable = await store.isWritable()
+        let depth = (try? await store.queueDepth()) ?? -1
+        let last = try? await store.lastReceivedAt()
         var keyObject = JSONObject()
         keyObject["usable"] = .bool(keySet.usable)
         keyObject["source"] = .string(keySet.source)
@@ -42,18 +42,22 @@ struct HealthController: Sendable {
 
     func scrape() async -> Response {
         let keySet = await keys.status()
+        let depth = (try? await store.queueDepth()) ?? 0
+        let dead = (try? await store.deadLetters()) ?? 0
+        let oldest = (try? await store.oldestPendingReceivedAt()) ?? nil
+        let lastSET = (try? await store.lastReceivedAt()) ?? nil
         var gauges: [(name: String, help: String, value: Double)] = [
-            ("risc_queue_depth", "SETs stored and not yet processed.", Double((try? store.queueDepth()) ?? 0)),
+            ("risc_queue_depth", "SETs stored and not yet processed.", Double(depth)),
             ("risc_jwks_usable", "1 when a usable key set is loaded.", keySet.usable ? 1 : 0),
         ]
         if let age = keySet.age { gauges.append(("risc_jwks_age_seconds", "Seconds since the key set was fetched or revalidated.", age)) }
         let now = Date().timeIntervalSince1970
-        gauges.append(("risc_queue_dead", "Dead letters: SETs whose actions failed every attempt (risc queue list --dead).", Double((try? store.deadLetters()) ?? 0)))
+        gauges.append(("risc_queue_dead", "Dead letters: SETs whose actions failed every attempt (risc queue list --dead).", Double(dead)))
         gauges.append((
             "risc_queue_oldest_pending_age_seconds", "Age of the oldest SET waiting for its actions (0 when none).",
-            ((try? store.oldestPendingReceivedAt()) ?? nil).map { max(0, now - $0) } ?? 0
+            oldest.map { max(0, now - $0) } ?? 0
         ))
-        if let last = (try? store.lastReceivedAt()) ?? nil {
+        if let last = lastSET {
             gauges.append(("risc_last_set_age_seconds", "Seconds since the last SET arrived (valid or duplicate).", max(0, now - last)))
         }
         var counters = keySet.counters.map { (name: "risc_jwks_fetches_total", help: "Key-set cache decisions, by result.", labels: "result=\"\($0.0)\"", value: Double($0.1)) }

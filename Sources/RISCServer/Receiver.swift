@@ -319,7 +319,7 @@ struct RetentionService: Service {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(delay))
                 if Task.isCancelled { return }
-                pass(now: Date().timeIntervalSince1970)
+                await pass(now: Date().timeIntervalSince1970)
                 delay = interval
             }
         }
@@ -327,15 +327,15 @@ struct RetentionService: Service {
 
     /// Runs batches until one does less than a full batch of each step.
     @discardableResult
-    func pass(now: Double) -> RetentionPass {
+    func pass(now: Double) async -> RetentionPass {
         var total = RetentionPass()
         do {
             while !Task.isCancelled {
-                let step = try store.retain(policy, now: now, batch: Self.batch)
+                let step = try await store.retain(policy, now: now, batch: Self.batch)
                 total.stripped += step.stripped
                 total.forgotten += step.forgotten
                 if step.stripped < Self.batch && step.forgotten < Self.batch { break }
-                Thread.sleep(forTimeInterval: 0.01)  // let ingest in between batches
+                try? await Task.sleep(for: .milliseconds(10))  // let ingest in between batches
             }
         } catch {
             logger.error("retention pass failed; retried at the next interval", metadata: ["risc.error": "\(error)"])

@@ -119,4 +119,49 @@ struct PostgresEventStoreTests {
         for database in databases { database.close() }
         try cluster.stop()
     }
+
+    @Test("retention and health on PostgreSQL; unwritable while the server is down, writable again when it is back")
+    func retentionAndHealth() async throws {
+        try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
+        let cluster = try PostgresCluster()
+        let database = PostgresDatabase(url: try PostgresStoreURL(cluster.url), password: nil, logger: PostgresFoundationTests.logger)
+        try await database.migrate()
+        let store = PostgresEventStore(database: database)
+        let factory = SETFactory(signer: Self.keys.entry(for: .eddsa)!.signer)
+        let received = Date().timeIntervalSince1970
+        for jti in ["r-done-1", "r-done-2", "r-dead", "r-pending"] {
+            _ = try await store.append(try await factory.storedRecord(
+                type: .sessionsRevoked, subject: factory.accountSubject("1"), jti: jti, keys: try Self.keys.jwks, receivedAt: received))
+        }
+        try cluster.psql("UPDATE sets SET state = 'done', processed_at = received_at WHERE jti LIKE 'r-done-%'")
+        try cluster.psql("UPDATE sets SET state = 'dead' WHERE jti = 'r-dead'")
+        #expect(try await store.queueDepth() == 1)
+        #expect(try await store.deadLetters() == 1)
+        #expect(try await store.oldestPendingReceivedAt() == received)
+        #expect(try await store.lastReceivedAt() == received)
+        #expect(await store.isWritable())
+        let policy = RetentionPolicy()
+        #expect(try await store.retain(policy, now: received + policy.done - 60, batch: 100) == RetentionPass())
+        #expect(try await store.retain(policy, now: received + policy.done + 60, batch: 100) == RetentionPass(stripped: 2, forgotten: 0))
+        #expect(try cluster.psql("SELECT count(*) FROM sets WHERE token = '' AND pruned_at IS NOT NULL") == "2")
+        if case .accepted = try await store.append(try await factory.storedRecord(
+            type: .sessionsRevoked, subject: factory.accountSubject("1"), jti: "r-done-1", keys: try Self.keys.jwks, receivedAt: received))
+        {
+            Issue.record("a stripped SET was stored again")
+        }
+        #expect(try await store.retain(policy, now: received + policy.duplicates + 60, batch: 100) == RetentionPass(stripped: 0, forgotten: 2))
+        #expect(try cluster.psql("SELECT string_agg(jti, ',' ORDER BY jti) FROM sets") == "r-dead,r-pending")
+        // The server goes away and comes back: no restart of ours needed.
+        try cluster.stop(mode: "immediate")
+        #expect(await !store.isWritable())
+        try cluster.start()
+        var back = false
+        for _ in 0..<50 where !back {
+            back = await store.isWritable()
+            if !back { try await Task.sleep(for: .milliseconds(200)) }
+        }
+        #expect(back, "the pool did not reconnect")
+        database.close()
+        try cluster.stop()
+    }
 }

@@ -1,16 +1,17 @@
-/// What `/readyz` and `/metrics` read from the store, whichever backend it is.
+/// What `/readyz` and `/metrics` read from the store, whichever backend it is. Asynchronous, as a
+/// database server answers; the embedded store's synchronous methods satisfy it.
 public protocol StoreHealth: Sendable {
     /// Whether the store takes writes now (an embedded store refuses them after a failed fsync
     /// until a restart; a database server may be unreachable).
-    func isWritable() -> Bool
+    func isWritable() async -> Bool
     /// SETs acknowledged and not yet processed.
-    func queueDepth() throws -> Int
+    func queueDepth() async throws -> Int
     /// Dead letters: SETs whose actions failed every attempt.
-    func deadLetters() throws -> Int
+    func deadLetters() async throws -> Int
     /// When the oldest SET still waiting for its actions arrived, if any.
-    func oldestPendingReceivedAt() throws -> Double?
+    func oldestPendingReceivedAt() async throws -> Double?
     /// When the newest SET arrived, if any.
-    func lastReceivedAt() throws -> Double?
+    func lastReceivedAt() async throws -> Double?
     /// Transactions committed and rows written since start (group commit).
     var writeCounts: (commits: Int, rows: Int) { get }
 }

@@ -59,5 +59,5 @@ public struct RetentionPass: Sendable, Equatable {
 public protocol RetentionStore: Sendable {
     /// Strips at most `batch` SETs and forgets at most `batch`, each step in its own short
     /// transaction; call again while a pass reaches `batch`.
-    func retain(_ policy: RetentionPolicy, now: Double, batch: Int) throws -> RetentionPass
+    func retain(_ policy: RetentionPolicy, now: Double, batch: Int) async throws -> RetentionPass
 }

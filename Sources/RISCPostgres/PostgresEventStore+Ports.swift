@@ -1,0 +1,83 @@
+import Foundation
+import PostgresNIO
+import RISCCore
+
+extension PostgresEventStore: RetentionStore {
+    /// `RetentionPolicy` on PostgreSQL: an UPDATE strips (MVCC: autovacuum reclaims the old
+    /// versions' space for reuse), a DELETE forgets, each step at most `batch` rows in its own
+    /// transaction, `SKIP LOCKED` so that receivers running passes at once share the work.
+    public func retain(_ policy: RetentionPolicy, now: Double, batch: Int) async throws -> RetentionPass {
+        guard policy.isOn else { return RetentionPass() }
+        let logger = database.logger
+        var pass = RetentionPass()
+        let stripBefore = policy.stripBefore(now: now), forgetBefore = policy.forgetBefore(now: now)
+        let limit = Int64(batch)
+        let stripped = try await database.client.query("""
+            UPDATE sets SET token = '', subjects = '[]', remote = NULL, pruned_at = \(now)
+            WHERE id IN (SELECT id FROM sets WHERE state = 'done' AND pruned_at IS NULL AND processed_at < \(stripBefore)
+                         LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+            RETURNING id
+            """, logger: logger)
+        for try await _ in stripped.decode(Int64.self) { pass.stripped += 1 }
+        pass.forgotten = try await database.client.withTransaction(logger: logger) { connection in
+            let gone = try await connection.query("""
+                DELETE FROM sets WHERE id IN (SELECT id FROM sets WHERE pruned_at IS NOT NULL AND received_at < \(forgetBefore)
+                                              LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+                RETURNING id
+                """, logger: logger)
+            var ids: [Int64] = []
+            for try await id in gone.decode(Int64.self) { ids.append(id) }
+            if !ids.isEmpty { try await connection.query("DELETE FROM applied_actions WHERE set_id = ANY(\(ids))", logger: logger) }
+            return ids.count
+        }
+        return pass
+    }
+}
+
+extension PostgresEventStore: StoreHealth {
+    /// Whether the server answers and takes a write transaction within 2 s (`/readyz`).
+    public func isWritable() async -> Bool {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                do {
+                    try await self.database.client.withTransaction(logger: self.database.logger) { connection in
+                        try await connection.query("SELECT txid_current()", logger: self.database.logger)
+                    }
+                    return true
+                } catch {
+                    return false
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(2))
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+    }
+
+    public func queueDepth() async throws -> Int { try await count("state = 'pending'") }
+    public func deadLetters() async throws -> Int { try await count("state = 'dead'") }
+
+    public func oldestPendingReceivedAt() async throws -> Double? {
+        try await optionalDouble("SELECT min(received_at) FROM sets WHERE state = 'pending'")
+    }
+
+    public func lastReceivedAt() async throws -> Double? {
+        try await optionalDouble("SELECT max(last_received_at) FROM sets")
+    }
+
+    private func count(_ condition: String) async throws -> Int {
+        let rows = try await database.client.query(PostgresQuery(unsafeSQL: "SELECT count(*) FROM sets WHERE \(condition)"), logger: database.logger)
+        for try await value in rows.decode(Int64.self) { return Int(value) }
+        return 0
+    }
+
+    private func optionalDouble(_ sql: String) async throws -> Double? {
+        let rows = try await database.client.query(PostgresQuery(unsafeSQL: sql), logger: database.logger)
+        for try await value in rows.decode(Double?.self) { return value }
+        return nil
+    }
+}
