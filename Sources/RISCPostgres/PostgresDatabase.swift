@@ -161,3 +161,38 @@ public enum PostgresSchema {
         ]
     ]
 }
+
+extension PostgresDatabase {
+    /// The shared store's token key was refused.
+    public struct TokenKeyRefused: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// Checks the token-fingerprint key against the check value the shared store records (and
+    /// records it on first use): every receiver must fingerprint tokens with the same key, or a
+    /// token linked through one would never match an event handled by another. `key` is nil when
+    /// `accounts.token_key_file` is not set, which a shared store refuses.
+    public func checkTokenKey(_ key: [UInt8]?, file: String?) async throws {
+        guard let key, let file else {
+            throw TokenKeyRefused(description: """
+                a shared store needs accounts.token_key_file: every receiver must fingerprint tokens with the same key \
+                (make one with `risc keys token-key --out FILE` and give each receiver a copy)
+                """)
+        }
+        let check = TokenFingerprint.keyCheckValue(key)
+        try await client.query(
+            "INSERT INTO meta (name, value) VALUES ('token_key_check', \(check)) ON CONFLICT (name) DO NOTHING", logger: logger)
+        var recorded: String?
+        for try await value in try await client.query("SELECT value FROM meta WHERE name = 'token_key_check'", logger: logger)
+            .decode(String.self)
+        {
+            recorded = value
+        }
+        guard let recorded, TokenFingerprint.constantTimeEquals(recorded, check) else {
+            throw TokenKeyRefused(description: """
+                accounts.token_key_file \(file) is not the key this shared store's token fingerprints were made with \
+                (check value \(check.prefix(12))…, the store's \((recorded ?? "").prefix(12))…): give every receiver the same key file
+                """)
+        }
+    }
+}

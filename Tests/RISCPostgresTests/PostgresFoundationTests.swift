@@ -54,6 +54,27 @@ struct PostgresFoundationTests {
         try cluster.stop()
     }
 
+    @Test("the shared store's token key: recorded on first use, the same key accepted by every receiver, another or none refused")
+    func tokenKey() async throws {
+        try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
+        let cluster = try PostgresCluster()
+        let url = try PostgresStoreURL(cluster.url)
+        let first = PostgresDatabase(url: url, password: nil, logger: Self.logger)
+        let second = PostgresDatabase(url: url, password: nil, logger: Self.logger)
+        try await first.migrate()
+        let key = [UInt8](repeating: 7, count: 32), other = [UInt8](repeating: 9, count: 32)
+        try await first.checkTokenKey(key, file: "/etc/risc/token-key")
+        try await second.checkTokenKey(key, file: "/srv/copy/token-key")
+        let wrong = await #expect(throws: PostgresDatabase.TokenKeyRefused.self) { try await second.checkTokenKey(other, file: "/tmp/k") }
+        #expect(wrong?.description.contains("is not the key") == true)
+        let none = await #expect(throws: PostgresDatabase.TokenKeyRefused.self) { try await second.checkTokenKey(nil, file: nil) }
+        #expect(none?.description.contains("needs accounts.token_key_file") == true)
+        #expect(try cluster.psql("SELECT value FROM meta WHERE name = 'token_key_check'") == TokenFingerprint.keyCheckValue(key))
+        first.close()
+        second.close()
+        try cluster.stop()
+    }
+
     @Test("a server without fsync or synchronous_commit is refused unless the configuration accepts it")
     func durability() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")

@@ -43,6 +43,14 @@ extension String {
     }
 }
 
+extension TokenFingerprint {
+    /// What a store records of the token-fingerprint key: HMAC-SHA-256(key, a fixed text), which
+    /// says nothing of the key but tells whether a key is the one the fingerprints were made with.
+    public static func keyCheckValue(_ key: [UInt8]) -> String {
+        HMACSHA256.hex(key: key, data: Array("risc token-key check v1".utf8))
+    }
+}
+
 /// HMAC-SHA-256 with OpenSSL (token prefixes, webhook signatures).
 public enum HMACSHA256 {
     public static func mac(key: [UInt8], data: [UInt8]) -> [UInt8] {

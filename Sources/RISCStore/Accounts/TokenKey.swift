@@ -25,9 +25,7 @@ public enum TokenKey {
     }
 
     /// The check value of `key`.
-    public static func checkValue(_ key: [UInt8]) -> String {
-        HMACSHA256.hex(key: key, data: Array("risc token-key check v1".utf8))
-    }
+    public static func checkValue(_ key: [UInt8]) -> String { TokenFingerprint.keyCheckValue(key) }
 
     /// Writes a new random key to `path` (0600); refuses to replace an existing file.
     public static func create(at path: String) throws -> [UInt8] {
