@@ -11,6 +11,14 @@ import Testing
 struct PostgresFoundationTests {
     static let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
 
+    /// A throwaway cluster and two receivers' pools on it.
+    static func twoReceivers() throws -> (PostgresCluster, PostgresDatabase, PostgresDatabase) {
+        try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
+        let cluster = try PostgresCluster()
+        let url = try PostgresStoreURL(cluster.url)
+        return (cluster, PostgresDatabase(url: url, password: nil, logger: logger), PostgresDatabase(url: url, password: nil, logger: logger))
+    }
+
     @Test("store.url: user, host, port, database, socket directory and sslmode; never a password; bad ones named")
     func storeURL() throws {
         let socket = try PostgresStoreURL("postgres://risc@localhost:6543/events?host=/run/pg")
@@ -35,11 +43,7 @@ struct PostgresFoundationTests {
 
     @Test("two receivers migrating at the same moment: the schema is made once, both see the current version")
     func concurrentMigrations() async throws {
-        try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
-        let cluster = try PostgresCluster()
-        let url = try PostgresStoreURL(cluster.url)
-        let first = PostgresDatabase(url: url, password: nil, logger: Self.logger)
-        let second = PostgresDatabase(url: url, password: nil, logger: Self.logger)
+        let (cluster, first, second) = try Self.twoReceivers()
         async let a = first.migrate()
         async let b = second.migrate()
         let results = try await [a, b]
@@ -56,11 +60,7 @@ struct PostgresFoundationTests {
 
     @Test("the shared store's token key: recorded on first use, the same key accepted by every receiver, another or none refused")
     func tokenKey() async throws {
-        try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
-        let cluster = try PostgresCluster()
-        let url = try PostgresStoreURL(cluster.url)
-        let first = PostgresDatabase(url: url, password: nil, logger: Self.logger)
-        let second = PostgresDatabase(url: url, password: nil, logger: Self.logger)
+        let (cluster, first, second) = try Self.twoReceivers()
         try await first.migrate()
         let key = [UInt8](repeating: 7, count: 32), other = [UInt8](repeating: 9, count: 32)
         try await first.checkTokenKey(key, file: "/etc/risc/token-key")
