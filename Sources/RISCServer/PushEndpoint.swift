@@ -162,23 +162,27 @@ final class PushEndpoint: Service, Sendable {
         try pipeline.addHandler(PushHandler(endpoint: self))
     }
 
-    /// A 404 or 405: counted, and logged (sampled).
-    func refused(_ status: HTTPResponseStatus, path: String, remote: String?) {
+    /// The event-log line of a request refused before any SET was read from it.
+    func rejectedRecord(status: HTTPResponseStatus, remote: String?) -> EventLogRecord {
         var record = EventLogRecord(step: "received", outcome: "rejected", time: Date().timeIntervalSince1970)
         record["http_status"] = .number(Double(status.code))
-        record["path"] = .string(Printable.safe(path, maxBytes: 100))
         if let remote { record["remote"] = .string(remote) }
+        return record
+    }
+
+    /// A 404 or 405: counted, and logged (sampled).
+    func refused(_ status: HTTPResponseStatus, path: String, remote: String?) {
+        var record = rejectedRecord(status: status, remote: remote)
+        record["path"] = .string(Printable.safe(path, maxBytes: 100))
         let outcome = status == .notFound ? "not_found" : "method_not_allowed"
         reject(record, outcome: outcome, metric: outcome)
     }
 
     /// A request NIO's decoder could not read: counted, and logged (sampled).
-    func malformedRequest(_ problem: String, remote: String?) {
-        var record = EventLogRecord(step: "received", outcome: "rejected", time: Date().timeIntervalSince1970)
-        record["http_status"] = 400
-        record["err"] = "invalid_request"
-        record["description"] = .string("malformed HTTP request: \(problem)")
-        if let remote { record["remote"] = .string(remote) }
+    func malformedRequest(_ error: SETError, remote: String?) {
+        var record = rejectedRecord(status: .badRequest, remote: remote)
+        record["err"] = .string(error.code.rawValue)
+        record["description"] = .string(error.description)
         reject(record, outcome: "malformed", metric: "malformed")
     }
 
@@ -295,7 +299,7 @@ final class PushHandler: ChannelDuplexHandler {
     /// The client closed its sending side: answer what was read, then close.
     private var inputClosed = false
     /// A decoding error (malformed HTTP) to answer once everything read before it is answered.
-    private var malformed: String?
+    private var malformed: SETError?
     /// `read` was asked for while the channel was not writable; issued once it is.
     private var readHeld = false
     /// When the wait for the next request began: the connection's opening or its last answer.
@@ -393,15 +397,10 @@ final class PushHandler: ChannelDuplexHandler {
         case .idle, .refusing, .receiving: break
         case .answering, .discarding: return
         }
-        if let problem = malformed {
+        if let error = malformed {
             malformed = nil
             state = .idle
-            var body = JSONObject()
-            body["err"] = "invalid_request"
-            body["description"] = .string("malformed HTTP request: \(problem)")
-            respond(
-                context, Self.fallbackHead, .badRequest, headers: [("Content-Type", "application/json"), ("Content-Language", "en")],
-                body: JSONValue.object(body).serialized, close: true)
+            badRequest(context, Self.fallbackHead, error, close: true)
         } else if inputClosed, case .idle = state {
             context.close(promise: nil)
         }
@@ -539,7 +538,7 @@ final class PushHandler: ChannelDuplexHandler {
         }
         // Malformed HTTP: the decoder reads nothing more. Requests read before it are answered
         // first (a SET being stored gets its 202), then a 400 that says so, then the close.
-        let problem = Printable.safe(String(describing: error), maxBytes: 80)
+        let problem = SETError(.invalidRequest, "malformed HTTP request: \(Printable.safe(String(describing: error), maxBytes: 80))")
         endpoint.malformedRequest(problem, remote: endpoint.clientAddress(peer: context.channel.remoteAddress, headers: [:]))
         if case .discarding = state {
             context.close(promise: nil)
@@ -555,10 +554,8 @@ final class PushHandler: ChannelDuplexHandler {
     private func tooLarge(_ context: ChannelHandlerContext, _ head: HTTPRequestHead) {
         state = .discarding(0)
         let remote = endpoint.clientAddress(peer: context.channel.remoteAddress, headers: head.headers)
-        var record = EventLogRecord(step: "received", outcome: "rejected", time: Date().timeIntervalSince1970)
-        record["http_status"] = 413
+        var record = endpoint.rejectedRecord(status: .payloadTooLarge, remote: remote)
         record["description"] = .string("body larger than \(endpoint.settings.maxBodyBytes) bytes")
-        if let remote { record["remote"] = .string(remote) }
         endpoint.reject(record, outcome: "too_large", metric: "too_large")
         if let limiter = endpoint.limiter, let remote { limiter.recordInvalid(remote, now: Date().timeIntervalSince1970) }
         // A client waiting for 100 Continue sends no body: close now. Otherwise read the body away
@@ -606,9 +603,7 @@ final class PushHandler: ChannelDuplexHandler {
         case .failure(let error as SETError):
             endpoint.logger.debug("SET rejected", metadata: ["risc.err": "\(error.code)"])
             if let limiter = endpoint.limiter, let remote { limiter.recordInvalid(remote, now: Date().timeIntervalSince1970) }
-            respond(
-                context, head, .badRequest, headers: [("Content-Type", "application/json"), ("Content-Language", "en")],
-                body: error.responseBody)
+            badRequest(context, head, error)
         case .failure(let error as KeyUnavailableError):
             endpoint.logger.warning("no usable key set; answering 503", metadata: ["risc.error": "\(Printable.safe(error.description))"])
             unavailable(context, head, reason: "signing keys are temporarily unavailable")
@@ -616,6 +611,13 @@ final class PushHandler: ChannelDuplexHandler {
             endpoint.logger.error("cannot store the SET; answering 503", metadata: ["risc.error": "\(Printable.safe("\(error)"))"])
             unavailable(context, head, reason: "the receiver cannot store events right now")
         }
+    }
+
+    /// The RFC 8935 400: `{"err", "description"}` as JSON, in English.
+    private func badRequest(_ context: ChannelHandlerContext, _ head: HTTPRequestHead, _ error: SETError, close: Bool = false) {
+        respond(
+            context, head, .badRequest, headers: [("Content-Type", "application/json"), ("Content-Language", "en")],
+            body: error.responseBody, close: close)
     }
 
     /// Our own temporary fault: 503 with `Retry-After`, so the transmitter tries again.
@@ -629,8 +631,7 @@ final class PushHandler: ChannelDuplexHandler {
             body: JSONValue.object(body).serialized)
     }
 
-    /// Writes a whole response. `close` ends the connection after it (always when the client asked,
-    /// or has half-closed and nothing more is waiting).
+    /// Writes a whole response. `close` ends the connection after it (always when the client asked).
     private func respond(
         _ context: ChannelHandlerContext, _ head: HTTPRequestHead, _ status: HTTPResponseStatus,
         headers: [(String, String)] = [], body: String? = nil, close: Bool = false, closeNow: Bool = true

@@ -19,32 +19,15 @@ extension RiscCommand.Bench {
         func run() async throws {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-bench-actions-\(UUID().uuidString)").path
             defer { try? FileManager.default.removeItem(atPath: directory) }
-            let keyDirectory = try KeyDirectory(url: URL(fileURLWithPath: keys))
-            guard let entry = keyDirectory.entry(for: .eddsa) else { throw ValidationError("no EdDSA key in \(keys)") }
             let logger = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
             let store = try SQLiteEventStore(directory: directory, logger: logger)
             let accountStore = try AccountStore(directory: directory)
             for index in 0..<accounts {
                 try accountStore.link(.init(subject: "\(index)", userID: "u\(index)", sessions: ["s\(index)"], refreshTokens: ["1//0gtoken-\(index)"]), now: 1_000)
             }
-            let factory = SETFactory(signer: entry.signer)
-            let jwks = try keyDirectory.jwks
-            let types: [(EventType, JSONObject)] = [
-                (.sessionsRevoked, [:]), (.tokensRevoked, [:]), (.accountDisabled, ["reason": "hijacking"]),
-                (.accountEnabled, [:]), (.accountCredentialChangeRequired, [:]),
-            ]
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for chunk in 0..<4 {
-                    group.addTask {
-                        for index in stride(from: chunk, to: events, by: 4) {
-                            let (type, extra) = types[index % types.count]
-                            _ = try await store.append(try await factory.storedRecord(
-                                type: type, subject: factory.accountSubject("\(index % accounts)"), extra: extra, jti: "a\(index)",
-                                iat: 2_000 + Double(index), keys: jwks))
-                        }
-                    }
-                }
-                try await group.waitForAll()
+            let accounts = self.accounts
+            try await RiscCommand.Bench.appendSignedSETs(to: store, count: events, keys: keys) { index in
+                ("\(index % accounts)", "a\(index)", 2_000 + Double(index), 3_000)
             }
             store.close()
             let log = try JSONLinesEventLog(path: directory + "/events.log")

@@ -19,43 +19,27 @@ extension RiscCommand.Bench {
         func run() async throws {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-bench-retention-\(UUID().uuidString)").path
             defer { try? FileManager.default.removeItem(atPath: directory) }
-            let keyDirectory = try KeyDirectory(url: URL(fileURLWithPath: keys))
-            guard let entry = keyDirectory.entry(for: .eddsa) else { throw ValidationError("no EdDSA key in \(keys)") }
             let logger = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
             let log = try JSONLinesEventLog(path: nil)
             let store = try SQLiteEventStore(directory: directory, logger: logger)
             try store.enableInlineActions(table: .default, log: log, directory: directory)
-            let factory = SETFactory(signer: entry.signer)
-            let jwks = try keyDirectory.jwks
-            let types: [(EventType, JSONObject)] = [
-                (.sessionsRevoked, [:]), (.tokensRevoked, [:]), (.accountDisabled, ["reason": "hijacking"]), (.accountEnabled, [:]),
-            ]
             let start = Date().timeIntervalSince1970
-            let count = sets
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for chunk in 0..<4 {
-                    group.addTask {
-                        for index in stride(from: chunk, to: count, by: 4) {
-                            let (type, extra) = types[index % types.count]
-                            _ = try await store.append(try await factory.storedRecord(
-                                type: type, subject: factory.accountSubject("1\(100_000_000_000 + index)"), extra: extra,
-                                jti: UUID().uuidString, keys: jwks, receivedAt: start))
-                        }
-                    }
-                }
-                try await group.waitForAll()
+            // Four types: credential-change events are not part of this mix.
+            try await RiscCommand.Bench.appendSignedSETs(
+                to: store, count: sets, keys: keys, types: Array(RiscCommand.Bench.seededTypes.prefix(4))
+            ) { index in
+                (subject: "1\(100_000_000_000 + index)", jti: UUID().uuidString, iat: nil, receivedAt: start)
             }
             store.close()
             log.close()
             let retention = try SQLiteRetention(directory: directory)
             let policy = RetentionPolicy()
-            func inUse() throws -> Double { try retention.bytesInUse() }
-            let whole = try inUse()
+            let whole = try retention.bytesInUse()
             var pass = RetentionPass()
             repeat { pass = try retention.retain(policy, now: start + policy.done + 3_600, batch: 10_000) } while pass.stripped == 10_000
-            let stripped = try inUse()
+            let stripped = try retention.bytesInUse()
             repeat { pass = try retention.retain(policy, now: start + policy.duplicates + 3_600, batch: 10_000) } while pass.forgotten == 10_000
-            let forgotten = try inUse()
+            let forgotten = try retention.bytesInUse()
             let scale = 1_000_000 / Double(sets)
             func mb(_ bytes: Double) -> String { String(format: "%.0f MB", bytes * scale / 1e6) }
             print("store size per million SETs (\(sets) stored, scaled): whole \(mb(whole)), stripped after retention.done \(mb(stripped)), after retention.duplicates \(mb(forgotten))")

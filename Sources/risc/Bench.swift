@@ -1,4 +1,8 @@
 import ArgumentParser
+import Foundation
+import RISCCore
+import RISCStore
+import RISCTestKit
 
 extension RiscCommand {
     struct Bench: AsyncParsableCommand {
@@ -6,5 +10,39 @@ extension RiscCommand {
             abstract: "Benchmarks that print their figures.",
             subcommands: [VerifyBench.self, ServeBench.self, ActionsBench.self, RetentionBench.self]
         )
+    }
+}
+
+extension RiscCommand.Bench {
+    /// The event types the store benchmarks cycle through, with their extra members.
+    static let seededTypes: [(EventType, JSONObject)] = [
+        (.sessionsRevoked, [:]), (.tokensRevoked, [:]), (.accountDisabled, ["reason": "hijacking"]),
+        (.accountEnabled, [:]), (.accountCredentialChangeRequired, [:]),
+    ]
+
+    /// Signs `count` SETs with the Ed25519 key in `keys` (quick to sign) and appends them to
+    /// `store` from four tasks; `describe` gives each one's type index, subject, jti and times.
+    static func appendSignedSETs(
+        to store: SQLiteEventStore, count: Int, keys: String, types: [(EventType, JSONObject)] = seededTypes,
+        describe: @escaping @Sendable (Int) -> (subject: String, jti: String, iat: Double?, receivedAt: Double)
+    ) async throws {
+        let keyDirectory = try KeyDirectory(url: URL(fileURLWithPath: keys))
+        guard let entry = keyDirectory.entry(for: .eddsa) else { throw ValidationError("no EdDSA key in \(keys)") }
+        let factory = SETFactory(signer: entry.signer)
+        let jwks = try keyDirectory.jwks
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for chunk in 0..<4 {
+                group.addTask {
+                    for index in stride(from: chunk, to: count, by: 4) {
+                        let (type, extra) = types[index % types.count]
+                        let set = describe(index)
+                        _ = try await store.append(try await factory.storedRecord(
+                            type: type, subject: factory.accountSubject(set.subject), extra: extra, jti: set.jti, iat: set.iat,
+                            keys: jwks, receivedAt: set.receivedAt))
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
     }
 }

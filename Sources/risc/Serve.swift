@@ -135,10 +135,8 @@ extension RiscCommand {
             if checkConfig { return try check(configuration) }
             let logger = global.makeLogger()
             let receiver: Receiver
-            do { receiver = try Receiver(configuration: configuration, logger: logger) } catch let error as DataDirectoryLock.InUse {
-                FileHandle.standardError.write(Data("risc serve: \(error)\n".utf8))
-                throw ExitCode(64)
-            } catch let error as TokenKey.Refused {
+            do { receiver = try Receiver(configuration: configuration, logger: logger) } catch where error is DataDirectoryLock.InUse || error is TokenKey.Refused {
+                // Configuration problems found while opening the store: exit 64 like the others.
                 FileHandle.standardError.write(Data("risc serve: \(error)\n".utf8))
                 throw ExitCode(64)
             }

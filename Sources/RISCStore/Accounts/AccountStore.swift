@@ -59,8 +59,7 @@ public final class AccountStore: @unchecked Sendable {
         defer { lock.unlock() }
         WriteLock.lock.lock()
         defer { WriteLock.lock.unlock() }
-        try connection.execute("BEGIN IMMEDIATE")
-        do {
+        return try connection.immediateTransaction {
             let upsert = try connection.prepare("""
                 INSERT INTO accounts (issuer, subject, user_id, email, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5)
                 ON CONFLICT (issuer, subject) DO UPDATE SET user_id = excluded.user_id,
@@ -85,11 +84,7 @@ public final class AccountStore: @unchecked Sendable {
                     try token.run([.int(id), .text(kind), .text(fingerprint.hash), .text(fingerprint.prefixMAC), .double(now)])
                 }
             }
-            try connection.execute("COMMIT")
             return id
-        } catch {
-            try? connection.execute("ROLLBACK")
-            throw error
         }
     }
 

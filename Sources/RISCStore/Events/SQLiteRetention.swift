@@ -33,8 +33,7 @@ public final class SQLiteRetention: RetentionStore, @unchecked Sendable {
             // (and frees) b-tree pages when rows are deleted, never when an UPDATE shrinks a row
             // (nor for a REPLACE, which overwrites in place), and new rows only ever go to the
             // end of the table: stripped in place, the space would stay allocated for good.
-            try connection.execute("BEGIN IMMEDIATE")
-            do {
+            try connection.immediateTransaction {
                 try connection.execute("DELETE FROM temp.strip_batch")
                 try connection.cached("""
                     INSERT INTO temp.strip_batch SELECT \(strippedColumns) FROM sets
@@ -44,24 +43,15 @@ public final class SQLiteRetention: RetentionStore, @unchecked Sendable {
                 pass.stripped = Int(connection.changes)
                 try connection.cached("DELETE FROM sets WHERE id IN (SELECT id FROM temp.strip_batch)").run()
                 try connection.cached("INSERT INTO sets (\(columns)) SELECT \(columns) FROM temp.strip_batch").run()
-                try connection.execute("COMMIT")
-            } catch {
-                try? connection.execute("ROLLBACK")
-                throw error
             }
         }
         try WriteLock.withLock {
-            try connection.execute("BEGIN IMMEDIATE")
-            do {
+            try connection.immediateTransaction {
                 let cutoff = policy.forgetBefore(now: now)
                 let choose = "SELECT id FROM sets INDEXED BY sets_stripped WHERE pruned_at IS NOT NULL AND received_at < ?1 LIMIT ?2"
                 try connection.cached("DELETE FROM applied_actions WHERE set_id IN (\(choose))").run([.double(cutoff), .int(Int64(batch))])
                 try connection.cached("DELETE FROM sets WHERE id IN (\(choose))").run([.double(cutoff), .int(Int64(batch))])
                 pass.forgotten = Int(connection.changes)
-                try connection.execute("COMMIT")
-            } catch {
-                try? connection.execute("ROLLBACK")
-                throw error
             }
         }
         return pass

@@ -109,17 +109,11 @@ public final class QueueAdmin: QueueAdministration, @unchecked Sendable {
     }
 
     public func purgeDead(olderThan: Double, now: Double = Date().timeIntervalSince1970) throws -> Int {
-        try connection.execute("BEGIN IMMEDIATE")
-        do {
+        return try connection.immediateTransaction {
             let chosen = "SELECT id FROM sets WHERE state = 'dead' AND received_at < ?1"
             try connection.prepare("DELETE FROM applied_actions WHERE set_id IN (\(chosen))").run([.double(now - olderThan)])
             try connection.prepare("DELETE FROM sets WHERE id IN (\(chosen))").run([.double(now - olderThan)])
-            let count = Int(connection.changes)
-            try connection.execute("COMMIT")
-            return count
-        } catch {
-            try? connection.execute("ROLLBACK")
-            throw error
+            return Int(connection.changes)
         }
     }
 }

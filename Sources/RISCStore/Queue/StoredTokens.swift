@@ -28,8 +28,7 @@ extension QueueAdmin {
     public func requeue(ids: [Int64]) throws -> [Int64] {
         guard !ids.isEmpty else { return [] }
         try WriteLock.withLock {
-            try connectionForReads.execute("BEGIN IMMEDIATE")
-            do {
+            try connectionForReads.immediateTransaction {
                 let reset = try connectionForReads.prepare(
                     "UPDATE sets SET state = 'pending', attempts = 0, next_attempt_at = 0, last_error = NULL, processed_at = NULL WHERE id = ?1")
                 let forget = try connectionForReads.prepare("DELETE FROM applied_actions WHERE set_id = ?1")
@@ -37,10 +36,6 @@ extension QueueAdmin {
                     try reset.run([.int(id)])
                     try forget.run([.int(id)])
                 }
-                try connectionForReads.execute("COMMIT")
-            } catch {
-                try? connectionForReads.execute("ROLLBACK")
-                throw error
             }
         }
         return ids

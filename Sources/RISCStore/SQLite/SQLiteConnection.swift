@@ -48,6 +48,20 @@ final class SQLiteConnection {
         StoreError(code: rc, "\(context): \(String(cString: sqlite3_errmsg(handle)))")
     }
 
+    /// Runs `body` in a `BEGIN IMMEDIATE` transaction: committed when it returns, rolled back
+    /// when it throws.
+    func immediateTransaction<T>(_ body: () throws -> T) throws -> T {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
     func execute(_ sql: String) throws(StoreError) {
         var message: UnsafeMutablePointer<CChar>?
         let rc = sqlite3_exec(handle, sql, nil, nil, &message)
