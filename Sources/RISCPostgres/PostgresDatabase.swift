@@ -25,7 +25,7 @@ public final class PostgresDatabase: Sendable {
     }
 
     /// Opens a pool (it connects lazily). `password`: the contents of `store.password_file`.
-    public init(url: PostgresStoreURL, password: String?, logger: Logger) {
+    public init(url: PostgresStoreURL, password: String?, caFile: String? = nil, logger: Logger) {
         self.url = url
         self.logger = logger
         var configuration: PostgresClient.Configuration
@@ -42,6 +42,7 @@ public final class PostgresDatabase: Sendable {
                 var settings = TLSConfiguration.makeClientConfiguration()
                 settings.minimumTLSVersion = .tlsv12
                 if url.tls == .require { settings.certificateVerification = .none }
+                if let caFile { settings.trustRoots = .file(caFile) }
                 tls = .require(settings)
             }
             configuration = .init(host: url.host, port: url.port, username: url.user, password: password, database: url.database, tls: tls)
@@ -111,7 +112,7 @@ public final class PostgresDatabase: Sendable {
 
 /// The PostgreSQL store's schema, one list of statements per version.
 public enum PostgresSchema {
-    public static let version = 1
+    public static let version = 2
     /// `pg_advisory_xact_lock` key for migrations ("risc" in ASCII).
     static let advisoryLock: Int64 = 0x7269_7363
 
@@ -158,7 +159,73 @@ public enum PostgresSchema {
             )
             """,
             "CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
-        ]
+        ],
+        // The account store, the verification ledger and the lease index. Flags are INTEGER 0/1
+        // as in the embedded store, so queries such as `flagged_for_review = 1` carry over.
+        2: [
+            """
+            CREATE TABLE accounts (
+                id BIGSERIAL PRIMARY KEY,
+                issuer TEXT NOT NULL,
+                subject TEXT NOT NULL,
+                user_id TEXT NOT NULL,
+                email TEXT,
+                google_signin_enabled INTEGER NOT NULL DEFAULT 1,
+                email_recovery_enabled INTEGER NOT NULL DEFAULT 1,
+                flagged_for_review INTEGER NOT NULL DEFAULT 0,
+                heightened_monitoring INTEGER NOT NULL DEFAULT 0,
+                access_changed_at DOUBLE PRECISION,
+                verification_state TEXT,
+                created_at DOUBLE PRECISION NOT NULL,
+                updated_at DOUBLE PRECISION NOT NULL,
+                UNIQUE (issuer, subject)
+            )
+            """,
+            "CREATE INDEX accounts_email ON accounts (email)",
+            """
+            CREATE TABLE sessions (
+                id BIGSERIAL PRIMARY KEY,
+                account_id BIGINT NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+                session_id TEXT NOT NULL,
+                via_google INTEGER NOT NULL DEFAULT 1,
+                created_at DOUBLE PRECISION NOT NULL,
+                ended_at DOUBLE PRECISION,
+                ended_reason TEXT,
+                UNIQUE (account_id, session_id)
+            )
+            """,
+            """
+            CREATE TABLE tokens (
+                id BIGSERIAL PRIMARY KEY,
+                account_id BIGINT NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+                kind TEXT NOT NULL CHECK (kind IN ('google_refresh', 'linked')),
+                hash TEXT NOT NULL,
+                prefix_mac TEXT NOT NULL,
+                label TEXT,
+                created_at DOUBLE PRECISION NOT NULL,
+                revoked_at DOUBLE PRECISION,
+                revoked_reason TEXT
+            )
+            """,
+            "CREATE INDEX tokens_account ON tokens (account_id, kind)",
+            "CREATE INDEX tokens_hash ON tokens (hash)",
+            "CREATE INDEX tokens_prefix ON tokens (prefix_mac)",
+            """
+            CREATE TABLE stream_verifications (
+                state TEXT PRIMARY KEY,
+                requested_at DOUBLE PRECISION NOT NULL,
+                api_base TEXT,
+                matched_at DOUBLE PRECISION,
+                set_id BIGINT,
+                jti TEXT,
+                kid TEXT,
+                alg TEXT,
+                iss TEXT,
+                aud TEXT
+            )
+            """,
+            "CREATE INDEX sets_leases ON sets (lease_expires_at) WHERE state = 'pending' AND lease_expires_at IS NOT NULL",
+        ],
     ]
 }
 

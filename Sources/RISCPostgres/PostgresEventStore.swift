@@ -21,6 +21,9 @@ public final class PostgresEventStore: EventStore, Sendable {
     /// Transactions committed and rows sent, for metrics.
     private let counts = Mutex<(commits: Int, rows: Int)>((0, 0))
 
+    /// Called after each commit (this receiver's worker wakes without waiting for the notification).
+    public let afterCommit = Mutex<(@Sendable () -> Void)?>(nil)
+
     public init(database: PostgresDatabase, maxBatch: Int = 512) {
         self.database = database
         self.maxBatch = maxBatch
@@ -82,6 +85,8 @@ public final class PostgresEventStore: EventStore, Sendable {
                 """, logger: logger)
             var ids: [String: Int64] = [:]
             for try await (id, issuer, jti) in inserted.decode((Int64, String, String).self) { ids[Self.key(issuer, jti)] = id }
+            // Idle workers on every receiver wake at COMMIT (a hint only: they poll anyway).
+            if !ids.isEmpty { try await connection.query("SELECT pg_notify(\(PostgresWorkQueue.channel), '')", logger: logger) }
             var outcomes: [AppendOutcome] = []
             for record in records {
                 let key = Self.key(record.issuer, record.tokenID)
@@ -104,6 +109,7 @@ public final class PostgresEventStore: EventStore, Sendable {
             $0.commits += 1
             $0.rows += records.count
         }
+        afterCommit.withLock { $0 }?()
         return outcomes
     }
 

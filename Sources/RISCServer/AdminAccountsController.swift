@@ -1,3 +1,4 @@
+import Foundation
 import Hummingbird
 import NIOCore
 import RISCCore
@@ -12,7 +13,7 @@ import RISCStore
 /// - `POST /admin/accounts/{subject}/tokens` `{"token", "kind": "google_refresh" | "linked", "issuer"?}` → 201, 404
 /// - `GET /admin/accounts/{subject}` → 200 with the account, 404
 struct AdminAccountsController: Sendable {
-    let accounts: AccountStore
+    let accounts: any AccountRepository
     let token: [UInt8]
 
     func register(on router: Router<RISCRequestContext>) {
@@ -26,18 +27,13 @@ struct AdminAccountsController: Sendable {
         router.get("/admin/accounts/:subject") { request, context in
             try await guarded(request) {
                 guard let subject = context.parameters.get("subject"),
-                    let account = try await blocking({ [accounts] in try accounts.accounts(subject: subject).first })
+                    let account = try await accounts.accounts(subject: subject).first
                 else {
                     return Responses.json(#"{"error":"not_found"}"#, status: .notFound)
                 }
                 return Responses.json(account.json.serialized, status: .ok)
             }
         }
-    }
-
-    /// Runs a blocking store call on `BlockingPool`'s threads, not the cooperative pool.
-    private func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await BlockingPool.shared.run { Result { try body() } }.get()
     }
 
     private func guarded(_ request: Request, _ body: () async throws -> Response) async throws -> Response {
@@ -68,11 +64,11 @@ struct AdminAccountsController: Sendable {
             throw BadRequest(description: "'subject' and 'user_id' strings are required")
         }
         func strings(_ name: String) -> [String] { json[name]?.arrayValue?.compactMap(\.stringValue) ?? [] }
-        let link = AccountStore.Link(
+        let link = AccountLink(
             issuer: json["issuer"]?.stringValue ?? "https://accounts.google.com", subject: subject, userID: user,
             email: json["email"]?.stringValue, sessions: strings("sessions"), refreshTokens: strings("refresh_tokens"),
             linkedTokens: strings("linked_tokens"))
-        _ = try await blocking { [accounts] in try accounts.link(link) }
+        _ = try await accounts.link(link, now: Date().timeIntervalSince1970)
         return Responses.json(#"{"status":"linked"}"#, status: .created)
     }
 
@@ -83,13 +79,17 @@ struct AdminAccountsController: Sendable {
         if session {
             guard let id = json["session_id"]?.stringValue, !id.isEmpty else { throw BadRequest(description: "'session_id' is required") }
             let issuer = json["issuer"]?.stringValue, viaGoogle = json["via_google"]?.boolValue ?? true
-            added = try await blocking { [accounts] in try accounts.add(to: subject, issuer: issuer, session: id, viaGoogle: viaGoogle) }
+            added = try await accounts.add(
+                to: subject, issuer: issuer, session: id, viaGoogle: viaGoogle, token: nil, tokenKind: .googleRefresh,
+                now: Date().timeIntervalSince1970)
         } else {
             guard let token = json["token"]?.stringValue, !token.isEmpty else { throw BadRequest(description: "'token' is required") }
-            let kind = json["kind"]?.stringValue ?? "google_refresh"
-            guard ["google_refresh", "linked"].contains(kind) else { throw BadRequest(description: "'kind' is google_refresh or linked") }
+            guard let kind = TokenKind(rawValue: json["kind"]?.stringValue ?? TokenKind.googleRefresh.rawValue) else {
+                throw BadRequest(description: "'kind' is google_refresh or linked")
+            }
             let issuer = json["issuer"]?.stringValue
-            added = try await blocking { [accounts] in try accounts.add(to: subject, issuer: issuer, token: token, tokenKind: kind) }
+            added = try await accounts.add(
+                to: subject, issuer: issuer, session: nil, viaGoogle: true, token: token, tokenKind: kind, now: Date().timeIntervalSince1970)
         }
         return added ? Responses.json(#"{"status":"added"}"#, status: .created) : Responses.json(#"{"error":"not_found"}"#, status: .notFound)
     }

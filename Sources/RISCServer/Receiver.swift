@@ -89,7 +89,7 @@ public final class Receiver: Sendable {
         if let tokenFile = configuration.adminTokenFile {
             let token = try Self.readSecret(tokenFile, setting: "admin.token_file")
             guard token.count >= 16 else { throw ConfigurationError(problems: ["admin.token_file: the token must be at least 16 characters"]) }
-            AdminAccountsController(accounts: accounts, token: token).register(on: adminRouter)
+            AdminAccountsController(accounts: EmbeddedAccountRepository(store: accounts), token: token).register(on: adminRouter)
         }
 
         let (publicPorts, publicPort) = AsyncStream.makeStream(of: Int.self)

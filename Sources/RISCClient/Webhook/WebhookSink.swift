@@ -5,7 +5,10 @@ import RISCCore
 /// sessions and tokens live in their own database.
 ///
 /// Signed: `X-RISC-Timestamp: <unix seconds>` and `X-RISC-Signature: sha256=<hex>` where the hex is
-/// HMAC-SHA-256 under the shared secret of `<timestamp> "." <body>`. Any 2xx is done; anything
+/// HMAC-SHA-256 under the shared secret of `<timestamp> "." <body>`. `Idempotency-Key: <hex>` is
+/// the same for every delivery of one SET (SHA-256 of issuer, NUL, `jti`): deliveries are at least
+/// once (a retry after a timeout, or a receiver that died before recording the answer), so a site
+/// that must not act twice keeps the keys it has handled. Any 2xx is done; anything
 /// else, or a transport error or timeout, fails the attempt so the worker retries with backoff.
 public struct WebhookSink: ActionSink {
     public let url: String
@@ -22,7 +25,7 @@ public struct WebhookSink: ActionSink {
         self.client = client
     }
 
-    public func deliver(_ plan: ActionPlan, tokenID: String, issuer: String) throws -> [String] {
+    public func deliver(_ plan: ActionPlan, tokenID: String, issuer: String, idempotencyKey: String) throws -> [String] {
         let now = Date().timeIntervalSince1970
         let body = Array(plan.webhookBody(tokenID: tokenID, issuer: issuer, sentAt: now).serialized.utf8)
         let timestamp = String(Int(now))
@@ -31,6 +34,7 @@ public struct WebhookSink: ActionSink {
             method: "POST", url: url,
             headers: [
                 ("Content-Type", "application/json"), ("X-RISC-Timestamp", timestamp), ("X-RISC-Signature", "sha256=" + signature),
+                ("Idempotency-Key", idempotencyKey),
             ],
             body: body, timeout: timeout, connectTimeout: min(5, timeout), maxResponseBytes: 64 * 1024))
         guard (200..<300).contains(response.status) else {

@@ -44,3 +44,15 @@ public enum SHA512 {
         Base64URL.encodeStandard(hash(hash(Array(token.utf8))))
     }
 }
+
+/// SHA-256, for webhook idempotency keys.
+public enum SHA256 {
+    public static func hash(_ bytes: some Collection<UInt8>) -> [UInt8] {
+        Array(bytes).withUnsafeBytes { OpenSSLDigests.digest(OpenSSLDigests.shared.sha256, $0) }
+    }
+
+    /// The digest in lower-case hex.
+    public static func hex(_ bytes: some Collection<UInt8>) -> String {
+        hash(bytes).map { String($0, radix: 16).leftPadded(to: 2) }.joined()
+    }
+}

@@ -2,7 +2,9 @@
 /// endpoint. Called on the worker's own thread, so it may block.
 public protocol ActionSink: Sendable {
     /// Delivers one SET's plan. Returns a result line per step; throws to have the SET retried.
-    func deliver(_ plan: ActionPlan, tokenID: String, issuer: String) throws -> [String]
+    /// `idempotencyKey` is the same for every delivery of one SET, from any receiver
+    /// (`QueueWorker.idempotencyKey`), for the site to recognise a repeat.
+    func deliver(_ plan: ActionPlan, tokenID: String, issuer: String, idempotencyKey: String) throws -> [String]
 }
 
 extension ActionPlan {

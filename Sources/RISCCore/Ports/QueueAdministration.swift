@@ -136,25 +136,26 @@ public struct StoredSETSelection: Sendable {
 }
 
 /// What operators do with the queue (`risc queue`, `risc replay`, the drills), with typed rows:
-/// no SQL and no state literals outside the store's adapter.
+/// no SQL and no state literals outside the store's adapter. Asynchronous, as a database server
+/// answers; the embedded store's synchronous methods satisfy it.
 public protocol QueueAdministration: Sendable {
-    func counts(now: Double) throws -> QueueCounts
+    func counts(now: Double) async throws -> QueueCounts
     /// The newest SETs first, optionally of one state.
-    func list(state: QueueState?, limit: Int) throws -> [QueueRow]
+    func list(state: QueueState?, limit: Int) async throws -> [QueueRow]
     /// One SET by `jti` (the first stored), with the actions applied for it.
-    func show(jti: String) throws -> QueueRow?
+    func show(jti: String) async throws -> QueueRow?
     /// Puts SETs back to be tried now: one by `jti` (dead or pending), or every dead letter.
     /// Returns how many.
-    func retry(jti: String?) throws -> Int
+    func retry(jti: String?) async throws -> Int
     /// Deletes dead letters received more than `olderThan` seconds before `now`. Returns how many.
-    func purgeDead(olderThan: Double, now: Double) throws -> Int
+    func purgeDead(olderThan: Double, now: Double) async throws -> Int
     /// The chosen stored SETs' compact tokens, in arrival order.
-    func tokens(_ selection: StoredSETSelection) throws -> [(jti: String, token: String)]
+    func tokens(_ selection: StoredSETSelection) async throws -> [(jti: String, token: String)]
     /// The chosen stored SETs' ids, in arrival order.
-    func ids(_ selection: StoredSETSelection) throws -> [Int64]
+    func ids(_ selection: StoredSETSelection) async throws -> [Int64]
     /// Puts these SETs back as if just arrived (pending, no attempts, what was applied for them
     /// forgotten), for `risc replay --local`. Returns their ids.
-    func requeue(ids: [Int64]) throws -> [Int64]
+    func requeue(ids: [Int64]) async throws -> [Int64]
     /// These SETs as they stand, each with the actions applied for it, in the given order.
-    func rows(ids: [Int64]) throws -> [QueueRow]
+    func rows(ids: [Int64]) async throws -> [QueueRow]
 }

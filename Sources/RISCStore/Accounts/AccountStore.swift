@@ -28,29 +28,8 @@ public final class AccountStore: @unchecked Sendable {
         return try TokenKey.load(directory: directory, file: file, connection: connection)
     }
 
-    /// What `risc accounts link` and the import take.
-    public struct Link: Sendable {
-        public var issuer: String
-        public var subject: String
-        public var userID: String
-        public var email: String?
-        public var sessions: [String]
-        public var refreshTokens: [String]
-        public var linkedTokens: [String]
-
-        public init(
-            issuer: String = "https://accounts.google.com", subject: String, userID: String, email: String? = nil,
-            sessions: [String] = [], refreshTokens: [String] = [], linkedTokens: [String] = []
-        ) {
-            self.issuer = issuer
-            self.subject = subject
-            self.userID = userID
-            self.email = email
-            self.sessions = sessions
-            self.refreshTokens = refreshTokens
-            self.linkedTokens = linkedTokens
-        }
-    }
+    public typealias Link = AccountLink
+    public typealias Account = AccountSummary
 
     /// Creates or updates the account and adds its sessions and tokens. Returns the account id.
     @discardableResult
@@ -78,10 +57,10 @@ public final class AccountStore: @unchecked Sendable {
             for sessionID in link.sessions { try session.run([.int(id), .text(sessionID), .double(now)]) }
             let token = try connection.prepare(
                 "INSERT INTO tokens (account_id, kind, hash, prefix_mac, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")
-            for (kind, values) in [("google_refresh", link.refreshTokens), ("linked", link.linkedTokens)] {
+            for (kind, values) in [(TokenKind.googleRefresh, link.refreshTokens), (.linked, link.linkedTokens)] {
                 for value in values {
                     let fingerprint = TokenFingerprint(token: value, key: tokenKey)
-                    try token.run([.int(id), .text(kind), .text(fingerprint.hash), .text(fingerprint.prefixMAC), .double(now)])
+                    try token.run([.int(id), .text(kind.rawValue), .text(fingerprint.hash), .text(fingerprint.prefixMAC), .double(now)])
                 }
             }
             return id
@@ -92,7 +71,7 @@ public final class AccountStore: @unchecked Sendable {
     /// Returns false when there is no such account.
     public func add(
         to subject: String, issuer: String? = nil, session: String? = nil, viaGoogle: Bool = true,
-        token: String? = nil, tokenKind: String = "google_refresh", now: Double = Date().timeIntervalSince1970
+        token: String? = nil, tokenKind: TokenKind = .googleRefresh, now: Double = Date().timeIntervalSince1970
     ) throws -> Bool {
         lock.lock()
         defer { lock.unlock() }
@@ -111,41 +90,9 @@ public final class AccountStore: @unchecked Sendable {
         if let token {
             let fingerprint = TokenFingerprint(token: token, key: tokenKey)
             try connection.cached("INSERT INTO tokens (account_id, kind, hash, prefix_mac, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")
-                .run([.int(id), .text(tokenKind), .text(fingerprint.hash), .text(fingerprint.prefixMAC), .double(now)])
+                .run([.int(id), .text(tokenKind.rawValue), .text(fingerprint.hash), .text(fingerprint.prefixMAC), .double(now)])
         }
         return true
-    }
-
-    /// One account as `risc accounts show` prints it.
-    public struct Account: Sendable {
-        public let id: Int64
-        public let issuer: String
-        public let subject: String
-        public let userID: String
-        public let email: String?
-        public let googleSignInEnabled: Bool
-        public let emailRecoveryEnabled: Bool
-        public let flaggedForReview: Bool
-        public let heightenedMonitoring: Bool
-        public let openSessions: Int
-        public let endedSessions: Int
-        public let activeTokens: Int
-        public let revokedTokens: Int
-
-        public var json: JSONValue {
-            var object = JSONObject()
-            object["issuer"] = .string(issuer)
-            object["subject"] = .string(subject)
-            object["user_id"] = .string(userID)
-            if let email { object["email"] = .string(email) }
-            object["google_signin_enabled"] = .bool(googleSignInEnabled)
-            object["email_recovery_enabled"] = .bool(emailRecoveryEnabled)
-            object["flagged_for_review"] = .bool(flaggedForReview)
-            object["heightened_monitoring"] = .bool(heightenedMonitoring)
-            object["sessions"] = ["open": .number(Double(openSessions)), "ended": .number(Double(endedSessions))]
-            object["tokens"] = ["active": .number(Double(activeTokens)), "revoked": .number(Double(revokedTokens))]
-            return .object(object)
-        }
     }
 
     /// Accounts, optionally only the one with `subject`.
@@ -174,5 +121,33 @@ public final class AccountStore: @unchecked Sendable {
         }
         statement.reset()
         return result
+    }
+}
+
+/// The embedded account store behind the `AccountRepository` port, its blocking SQLite calls run
+/// on `BlockingPool`'s threads rather than the cooperative pool.
+public struct EmbeddedAccountRepository: AccountRepository {
+    public let store: AccountStore
+
+    public init(store: AccountStore) { self.store = store }
+
+    private func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await BlockingPool.shared.run { Result { try body() } }.get()
+    }
+
+    public func link(_ link: AccountLink, now: Double) async throws -> Int64 {
+        try await blocking { [store] in try store.link(link, now: now) }
+    }
+
+    public func add(
+        to subject: String, issuer: String?, session: String?, viaGoogle: Bool, token: String?, tokenKind: TokenKind, now: Double
+    ) async throws -> Bool {
+        try await blocking { [store] in
+            try store.add(to: subject, issuer: issuer, session: session, viaGoogle: viaGoogle, token: token, tokenKind: tokenKind, now: now)
+        }
+    }
+
+    public func accounts(subject: String?) async throws -> [AccountSummary] {
+        try await blocking { [store] in try store.accounts(subject: subject) }
     }
 }

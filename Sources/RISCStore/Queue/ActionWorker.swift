@@ -163,7 +163,8 @@ public final class ActionWorker: @unchecked Sendable {
                 let token = try Self.token(from: item.token)
                 let plan = ActionPlan.plan(for: token, table: table)
                 record["events"] = .array(plan.steps.map { .string($0.type.shortName) })
-                let results = try sink.deliver(plan, tokenID: item.jti, issuer: item.issuer)
+                let results = try sink.deliver(
+                    plan, tokenID: item.jti, issuer: item.issuer, idempotencyKey: QueueWorker.idempotencyKey(issuer: item.issuer, jti: item.jti))
                 let verifications = try WriteLock.withLock {
                     try connection.cached(
                         "UPDATE sets SET state = 'done', attempts = ?1, processed_at = ?2, last_error = NULL WHERE id = ?3"

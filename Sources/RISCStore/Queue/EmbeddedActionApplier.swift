@@ -7,17 +7,10 @@ struct EmbeddedActionApplier {
     let connection: SQLiteConnection
     let tokenKey: [UInt8]
 
-    /// One line per action, for the event log.
-    struct Outcome {
-        var action: Action
-        var eventIndex: Int
-        var result: String
-    }
+    typealias Outcome = ActionOutcome
 
     /// The outcomes as the event log shows them.
-    static func json(_ outcomes: [Outcome]) -> JSONValue {
-        .array(outcomes.map { .object(["action": .string($0.action.rawValue), "result": .string($0.result)]) })
-    }
+    static func json(_ outcomes: [Outcome]) -> JSONValue { ActionOutcome.json(outcomes) }
 
     /// - Parameter fresh: the SET was stored in this very transaction, so nothing can have been
     ///   applied for it yet (skips the per-action lookup).
@@ -31,14 +24,12 @@ struct EmbeddedActionApplier {
                     continue
                 }
                 let result: String
-                if action == .logOnly {
-                    result = "logged"
-                } else if action == .recordVerification {
-                    result = "state " + (step.state.map { "'\($0.prefix(200))'" } ?? "(none)")
+                if let fixed = ActionOutcome.accountFree(action, step: step) {
+                    result = fixed
                 } else if let account {
                     result = try perform(action, step: step, account: account, eventTime: plan.eventTime, now: now)
                 } else {
-                    result = "unknown subject: no-op"
+                    result = ActionOutcome.unknownSubject
                 }
                 try connection.cached(
                     "INSERT INTO applied_actions (set_id, event_index, action, applied_at, result) VALUES (?1, ?2, ?3, ?4, ?5)"
@@ -156,26 +147,4 @@ struct EmbeddedActionApplier {
     }
 
     private func sqlite3Changes() -> Int64 { connection.changes }
-}
-
-extension Subject {
-    /// An email this subject names, for the fallback lookup.
-    var email: String? {
-        switch self {
-        case .email(let email): email
-        case .idTokenClaims(_, _, let email?, _): email
-        case .aliases(let items): items.lazy.compactMap(\.email).first
-        default: nil
-        }
-    }
-}
-
-extension EventLogRecord {
-    /// The plan's event types and first Google subject, on an `applied` line.
-    mutating func describe(_ plan: ActionPlan) {
-        self["events"] = .array(plan.steps.map { .string($0.type.shortName) })
-        if let subject = plan.steps.lazy.compactMap({ $0.subject?.googleSubject?.subject }).first {
-            self["subject"] = .string(subject)
-        }
-    }
 }

@@ -4,20 +4,10 @@ import RISCCore
 /// The `state` values `risc stream verify` asked Google to send back, and the verification SETs
 /// that carried them: the two ends of the round trip, kept in the receiver's store so the
 /// command and the receiver (separate processes) meet there.
-public final class VerificationLedger: @unchecked Sendable {
+public final class VerificationLedger: VerificationRequests, @unchecked Sendable {
     private let connection: SQLiteConnection
 
-    /// A requested verification and, once it came back, what it came back as.
-    public struct Entry: Sendable {
-        public let state: String
-        public let requestedAt: Double
-        public let matchedAt: Double?
-        public let tokenID: String?
-        public let keyID: String?
-        public let algorithm: String?
-        public let issuer: String?
-        public let audience: String?
-    }
+    public typealias Entry = VerificationEntry
 
     public init(directory: String) throws {
         try PrivateFiles.makeDirectory(directory)
@@ -62,23 +52,11 @@ public final class VerificationLedger: @unchecked Sendable {
     static func records(
         for plan: ActionPlan, claims: SecurityEventToken, id: Int64, jti: String, compact: String, connection: SQLiteConnection
     ) throws -> [EventLogRecord] {
-        var records: [EventLogRecord] = []
-        for step in plan.steps where step.type.canonical == .verification || step.type.canonical == .ssfVerification {
+        try plan.verificationStates.map { state in
             let now = Date().timeIntervalSince1970
-            var record = EventLogRecord(step: "verification", outcome: "unrequested", time: now)
-            record["jti"] = .string(jti)
-            if let state = step.state {
-                record["state"] = .string(String(state.prefix(200)))
-                if let requested = try match(connection, state: state, setID: id, token: compact, claims: claims, now: now) {
-                    record["outcome"] = "matched"
-                    record["round_trip_ms"] = .number(((now - requested) * 1000).rounded())
-                }
-            } else {
-                record["outcome"] = "no_state"
-            }
-            records.append(record)
+            let requested = try state.flatMap { try match(connection, state: $0, setID: id, token: compact, claims: claims, now: now) }
+            return ActionPlan.verificationRecord(jti: jti, state: state, requestedAt: requested, now: now)
         }
-        return records
     }
 
     /// Marks the request for `state` as answered by this SET (the first answer wins). Returns the

@@ -1,0 +1,133 @@
+/// What `risc accounts link`, the import and the admin API register: a Google account (issuer +
+/// `sub`) → the site's user, with sessions and tokens (kept only as `TokenFingerprint`s).
+public struct AccountLink: Sendable {
+    public var issuer: String
+    public var subject: String
+    public var userID: String
+    public var email: String?
+    public var sessions: [String]
+    public var refreshTokens: [String]
+    public var linkedTokens: [String]
+
+    public init(
+        issuer: String = "https://accounts.google.com", subject: String, userID: String, email: String? = nil,
+        sessions: [String] = [], refreshTokens: [String] = [], linkedTokens: [String] = []
+    ) {
+        self.issuer = issuer
+        self.subject = subject
+        self.userID = userID
+        self.email = email
+        self.sessions = sessions
+        self.refreshTokens = refreshTokens
+        self.linkedTokens = linkedTokens
+    }
+}
+
+/// The kinds of token a linked account holds.
+public enum TokenKind: String, Sendable, CaseIterable {
+    /// A Google refresh token the site holds.
+    case googleRefresh = "google_refresh"
+    /// A token the site issued to Google through account linking.
+    case linked
+}
+
+/// One account as `risc accounts show` and the admin API print it.
+public struct AccountSummary: Sendable, Equatable {
+    public let id: Int64
+    public let issuer: String
+    public let subject: String
+    public let userID: String
+    public let email: String?
+    public let googleSignInEnabled: Bool
+    public let emailRecoveryEnabled: Bool
+    public let flaggedForReview: Bool
+    public let heightenedMonitoring: Bool
+    public let openSessions: Int
+    public let endedSessions: Int
+    public let activeTokens: Int
+    public let revokedTokens: Int
+
+    public init(
+        id: Int64, issuer: String, subject: String, userID: String, email: String?, googleSignInEnabled: Bool,
+        emailRecoveryEnabled: Bool, flaggedForReview: Bool, heightenedMonitoring: Bool, openSessions: Int, endedSessions: Int,
+        activeTokens: Int, revokedTokens: Int
+    ) {
+        self.id = id
+        self.issuer = issuer
+        self.subject = subject
+        self.userID = userID
+        self.email = email
+        self.googleSignInEnabled = googleSignInEnabled
+        self.emailRecoveryEnabled = emailRecoveryEnabled
+        self.flaggedForReview = flaggedForReview
+        self.heightenedMonitoring = heightenedMonitoring
+        self.openSessions = openSessions
+        self.endedSessions = endedSessions
+        self.activeTokens = activeTokens
+        self.revokedTokens = revokedTokens
+    }
+
+    public var json: JSONValue {
+        var object = JSONObject()
+        object["issuer"] = .string(issuer)
+        object["subject"] = .string(subject)
+        object["user_id"] = .string(userID)
+        if let email { object["email"] = .string(email) }
+        object["google_signin_enabled"] = .bool(googleSignInEnabled)
+        object["email_recovery_enabled"] = .bool(emailRecoveryEnabled)
+        object["flagged_for_review"] = .bool(flaggedForReview)
+        object["heightened_monitoring"] = .bool(heightenedMonitoring)
+        object["sessions"] = ["open": .number(Double(openSessions)), "ended": .number(Double(endedSessions))]
+        object["tokens"] = ["active": .number(Double(activeTokens)), "revoked": .number(Double(revokedTokens))]
+        return .object(object)
+    }
+}
+
+/// The linked-account store, whichever backend holds it. Applying actions to it happens when a
+/// queued SET is finished (`WorkQueue.finish`), in the same transaction.
+public protocol AccountRepository: Sendable {
+    /// Creates or updates the account and adds its sessions and tokens. Returns the account id.
+    func link(_ link: AccountLink, now: Double) async throws -> Int64
+    /// Adds a session and/or a token to an existing account (by subject, and issuer when given).
+    /// False when there is no such account.
+    func add(to subject: String, issuer: String?, session: String?, viaGoogle: Bool, token: String?, tokenKind: TokenKind, now: Double)
+        async throws -> Bool
+    /// Accounts, optionally only those with `subject`, in creation order.
+    func accounts(subject: String?) async throws -> [AccountSummary]
+}
+
+/// Records and reads `risc stream verify`'s round trips, whichever backend holds them.
+public protocol VerificationRequests: Sendable {
+    /// Records that a verification carrying `state` was requested.
+    func request(state: String, apiBase: String, now: Double) async throws
+    /// The request for `state`, and what answered it, if anything.
+    func entry(state: String) async throws -> VerificationEntry?
+    /// SETs received since `time`: how many, and how many of them were verification events.
+    func received(since time: Double) async throws -> (all: Int, verifications: Int)
+}
+
+/// A requested verification and, once it came back, what it came back as.
+public struct VerificationEntry: Sendable {
+    public let state: String
+    public let requestedAt: Double
+    public let matchedAt: Double?
+    public let tokenID: String?
+    public let keyID: String?
+    public let algorithm: String?
+    public let issuer: String?
+    public let audience: String?
+
+    public init(
+        state: String, requestedAt: Double, matchedAt: Double?, tokenID: String?, keyID: String?, algorithm: String?, issuer: String?,
+        audience: String?
+    ) {
+        self.state = state
+        self.requestedAt = requestedAt
+        self.matchedAt = matchedAt
+        self.tokenID = tokenID
+        self.keyID = keyID
+        self.algorithm = algorithm
+        self.issuer = issuer
+        self.audience = audience
+    }
+}

@@ -1,0 +1,119 @@
+/// A stored SET taken from the queue by one worker, with a lease: until `leaseExpiresAt` no other
+/// worker takes it; after, any worker may rescue it.
+public struct ClaimedSET: Sendable, Equatable {
+    public let id: Int64
+    /// The de-duplication scope (the key set's issuer).
+    public let issuer: String
+    public let jti: String
+    /// The compact token as stored (already verified when it arrived).
+    public let token: String
+    /// Failed attempts so far.
+    public let attempts: Int
+    /// Who holds the lease (a receiver's worker id).
+    public let owner: String
+    public let leaseExpiresAt: Double
+
+    public init(id: Int64, issuer: String, jti: String, token: String, attempts: Int, owner: String, leaseExpiresAt: Double) {
+        self.id = id
+        self.issuer = issuer
+        self.jti = jti
+        self.token = token
+        self.attempts = attempts
+        self.owner = owner
+        self.leaseExpiresAt = leaseExpiresAt
+    }
+}
+
+/// One action applied (or found already applied) for a SET's event.
+public struct ActionOutcome: Sendable, Equatable {
+    public var action: Action
+    public var eventIndex: Int
+    public var result: String
+
+    public init(action: Action, eventIndex: Int, result: String) {
+        self.action = action
+        self.eventIndex = eventIndex
+        self.result = result
+    }
+
+    /// The outcomes as the event log shows them.
+    public static func json(_ outcomes: [ActionOutcome]) -> JSONValue {
+        .array(outcomes.map { .object(["action": .string($0.action.rawValue), "result": .string($0.result)]) })
+    }
+}
+
+/// What finishing a claimed SET did.
+public struct FinishReport: Sendable {
+    /// The actions applied to the store's accounts (empty when they went to a webhook).
+    public var outcomes: [ActionOutcome]
+    /// Event-log lines for verification events matched against `risc stream verify`'s requests.
+    public var verifications: [EventLogRecord]
+
+    public init(outcomes: [ActionOutcome] = [], verifications: [EventLogRecord] = []) {
+        self.outcomes = outcomes
+        self.verifications = verifications
+    }
+}
+
+/// The work queue several workers (in one receiver or several) share: due SETs are claimed with
+/// a lease, finished or failed only by the lease's holder, and rescued by anyone once the lease
+/// has expired (its holder died). Finishing applies the plan's actions to the store's accounts
+/// and marks the SET done in one transaction, and each (SET, event, action) is recorded in
+/// `applied_actions`, so each is applied exactly once whoever finishes it.
+public protocol WorkQueue: Sendable {
+    /// Claims up to `limit` due SETs (pending, next attempt due, no live lease) for `owner` until
+    /// `now + lease`, oldest due first, skipping the ones other workers are claiming.
+    func claim(owner: String, limit: Int, lease: Double, now: Double) async throws -> [ClaimedSET]
+
+    /// Finishes `claim`: with `applyToAccounts`, applies `plan` to the store's accounts (each
+    /// action once: one already in `applied_actions` is reported, not applied again); records
+    /// verification events; marks the SET done. All in one transaction, and only while `claim`
+    /// still holds its lease: nil when it does not (the SET was rescued by another worker), in
+    /// which case nothing was changed.
+    func finish(_ claim: ClaimedSET, plan: ActionPlan, claims: SecurityEventToken, applyToAccounts: Bool, now: Double) async throws
+        -> FinishReport?
+
+    /// Records a failed attempt of `claim`: pending again at `retryAt`, or a dead letter when
+    /// `retryAt` is nil. False when `claim` no longer holds its lease (nothing changed).
+    func fail(_ claim: ClaimedSET, error: String, retryAt: Double?, now: Double) async throws -> Bool
+
+    /// Releases leases that expired before `now` (their holders died or stalled), so any worker
+    /// claims that work next. Returns the jtis released.
+    func rescueExpiredLeases(now: Double) async throws -> [String]
+}
+
+extension ActionOutcome {
+    /// The result of an action that needs no account (`log_only`, `record_verification`), or
+    /// nil for one that acts on the account. Every store's applier asks this first.
+    public static func accountFree(_ action: Action, step: ActionPlan.Step) -> String? {
+        switch action {
+        case .logOnly: "logged"
+        case .recordVerification: "state " + (step.state.map { "'\($0.prefix(200))'" } ?? "(none)")
+        default: nil
+        }
+    }
+
+    /// The result for an event about nobody the store knows: a logged no-op, never a failure.
+    public static let unknownSubject = "unknown subject: no-op"
+}
+
+extension ActionPlan {
+    /// The verification events' `state`s, in token order (nil: the event has none).
+    public var verificationStates: [String?] {
+        steps.filter { $0.type.canonical == .verification || $0.type.canonical == .ssfVerification }.map(\.state)
+    }
+
+    /// The event-log line for one verification event of SET `jti`: `matched` (with the round
+    /// trip) when its `state` was requested at `requestedAt`, `unrequested` (a state not asked
+    /// for, or already answered) or `no_state`.
+    public static func verificationRecord(jti: String, state: String?, requestedAt: Double?, now: Double) -> EventLogRecord {
+        var record = EventLogRecord(step: "verification", outcome: state == nil ? "no_state" : "unrequested", time: now)
+        record["jti"] = .string(jti)
+        if let state { record["state"] = .string(String(state.prefix(200))) }
+        if let requestedAt {
+            record["outcome"] = "matched"
+            record["round_trip_ms"] = .number(((now - requestedAt) * 1000).rounded())
+        }
+        return record
+    }
+}

@@ -1,0 +1,201 @@
+import Foundation
+import Logging
+import Synchronization
+
+/// Applies queued SETs' actions through the `WorkQueue` port, for stores that several receivers
+/// share: claims due SETs with a lease, applies (or delivers to the webhook), finishes them
+/// guarded by the lease, retries failures with `RetryPolicy`'s backoff, then dead-letters; rescues
+/// the leases of workers that died. Any number of these, in one receiver or many, can share a
+/// queue: each (SET, event, action) is applied exactly once (`WorkQueue.finish`).
+///
+/// Webhook deliveries are at least once: a receiver that dies after the site answered and before
+/// its COMMIT leaves the SET to be rescued and delivered again. Each delivery carries the same
+/// `Idempotency-Key` for the same SET, for the site to recognise a repeat.
+public final class QueueWorker: Sendable {
+    public struct Settings: Sendable {
+        /// Who this worker is in `lease_owner` (host, pid and a random part by default).
+        public var owner: String
+        /// How long a claim holds before others may rescue it.
+        public var lease: Double = 60
+        public var batch = 8
+        /// How often an idle worker looks for due work without being woken.
+        public var pollInterval: Double = 0.5
+        /// How often expired leases are rescued.
+        public var rescueInterval: Double = 5
+
+        public init(owner: String = QueueWorker.defaultOwner()) { self.owner = owner }
+    }
+
+    public let queue: any WorkQueue
+    public let settings: Settings
+    let table: ActionTable
+    let retry: RetryPolicy
+    let sink: (any ActionSink)?
+    let log: any EventLog
+    let logger: Logger
+    private let wakeups: AsyncStream<Void>
+    private let wakeup: AsyncStream<Void>.Continuation
+    private let state = Mutex<(stopping: Bool, task: Task<Void, Never>?)>((false, nil))
+
+    public init(
+        queue: any WorkQueue, settings: Settings, table: ActionTable = .default, retry: RetryPolicy = RetryPolicy(),
+        sink: (any ActionSink)? = nil, log: any EventLog, logger: Logger
+    ) {
+        self.queue = queue
+        self.settings = settings
+        self.table = table
+        self.retry = retry
+        self.sink = sink
+        self.log = log
+        self.logger = logger
+        (wakeups, wakeup) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+    }
+
+    /// `host:pid:random`, unique per run, so a restarted receiver never mistakes its old leases
+    /// for its own.
+    public static func defaultOwner() -> String {
+        var name = [CChar](repeating: 0, count: 256)
+        let host = gethostname(&name, name.count) == 0 ? String(cString: name) : "host"
+        return "\(host):\(getpid()):\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
+    }
+
+    /// Asks the worker to look for work now.
+    public func wake() { wakeup.yield() }
+
+    /// Starts the loop in a task of its own.
+    public func start() {
+        let task = Task { await self.run() }
+        state.withLock { $0.task = task }
+    }
+
+    /// Finishes the batch in hand, then stops. Idempotent.
+    public func stop() async {
+        let task = state.withLock { state -> Task<Void, Never>? in
+            state.stopping = true
+            return state.task
+        }
+        wakeup.yield()
+        await task?.value
+    }
+
+    private var stopping: Bool { state.withLock { $0.stopping } }
+
+    func run() async {
+        var lastRescue = 0.0
+        var iterator = wakeups.makeAsyncIterator()
+        while !stopping {
+            let now = Date().timeIntervalSince1970
+            if now - lastRescue >= settings.rescueInterval {
+                lastRescue = now
+                await rescue(now: now)
+            }
+            let processed: Int
+            do {
+                processed = try await processDue(now: now)
+            } catch {
+                logger.warning("cannot claim queued work; trying again", metadata: ["risc.error": "\(error)"])
+                processed = 0
+            }
+            if processed == 0 && !stopping {
+                // Woken by a commit (ours, or another receiver's NOTIFY), or the poll interval.
+                await withTaskGroup(of: Void.self) { group in
+                    group.addTask { [settings] in try? await Task.sleep(for: .seconds(settings.pollInterval)) }
+                    _ = await iterator.next()
+                    group.cancelAll()
+                }
+            }
+        }
+    }
+
+    /// Releases expired leases, one event-log line each.
+    public func rescue(now: Double) async {
+        do {
+            for jti in try await queue.rescueExpiredLeases(now: now) {
+                var record = EventLogRecord(step: "lease", outcome: "rescued", time: now)
+                record["jti"] = .string(jti)
+                record["worker"] = .string(settings.owner)
+                log.record(record)
+            }
+        } catch {
+            logger.warning("cannot rescue expired leases", metadata: ["risc.error": "\(error)"])
+        }
+    }
+
+    /// Claims and processes one batch of due SETs; returns how many were claimed.
+    @discardableResult
+    public func processDue(now: Double = Date().timeIntervalSince1970) async throws -> Int {
+        let claimed = try await queue.claim(owner: settings.owner, limit: settings.batch, lease: settings.lease, now: now)
+        for claim in claimed {
+            if stopping && sink != nil { break }  // an undelivered claim is rescued after its lease
+            await process(claim)
+        }
+        return claimed.count
+    }
+
+    private func process(_ claim: ClaimedSET) async {
+        let start = Date().timeIntervalSince1970
+        var record = EventLogRecord(step: "applied", outcome: "applied", time: start)
+        record["jti"] = .string(claim.jti)
+        record["attempt"] = .number(Double(claim.attempts + 1))
+        record["worker"] = .string(settings.owner)
+        if sink != nil { record["sink"] = "webhook" }
+        do {
+            let claims = try SecurityEventToken(payload: CompactJWS(claim.token).payload)
+            let plan = ActionPlan.plan(for: claims, table: table)
+            record.describe(plan)
+            var delivered: [String] = []
+            if let sink {
+                let key = Self.idempotencyKey(issuer: claim.issuer, jti: claim.jti)
+                delivered = try await BlockingPool.shared.run {
+                    Result { try sink.deliver(plan, tokenID: claim.jti, issuer: claim.issuer, idempotencyKey: key) }
+                }.get()
+            }
+            let now = Date().timeIntervalSince1970
+            guard let report = try await queue.finish(claim, plan: plan, claims: claims, applyToAccounts: sink == nil, now: now) else {
+                record["outcome"] = "lease_lost"
+                record["latency_us"] = .number(((Date().timeIntervalSince1970 - start) * 1e6).rounded())
+                log.record(record)
+                return
+            }
+            if sink != nil {
+                record["actions"] = .array(zip(plan.steps, delivered).flatMap { step, result in
+                    step.actions.map { JSONValue.object(["action": .string($0.rawValue), "result": .string(result)]) }
+                })
+            } else {
+                record["actions"] = ActionOutcome.json(report.outcomes)
+            }
+            record["latency_us"] = .number(((Date().timeIntervalSince1970 - start) * 1e6).rounded())
+            log.record(record)
+            for verification in report.verifications { log.record(verification) }
+        } catch {
+            await fail(claim, error, record: record, start: start)
+        }
+    }
+
+    private func fail(_ claim: ClaimedSET, _ error: any Error, record: EventLogRecord, start: Double) async {
+        var record = record
+        let now = Date().timeIntervalSince1970
+        let attempt = claim.attempts + 1
+        let delay = retry.delay(afterFailures: attempt)
+        record["outcome"] = delay == nil ? "dead_lettered" : "failed"
+        record["error"] = .string(String(describing: error).prefix(300).description)
+        if let delay { record["retry_at"] = .string(Timestamp.iso8601(now + delay)) }
+        record["latency_us"] = .number(((now - start) * 1e6).rounded())
+        do {
+            if try await !queue.fail(claim, error: String(describing: error), retryAt: delay.map { now + $0 }, now: now) {
+                record["outcome"] = "lease_lost"
+            }
+        } catch {
+            // The store itself is failing: the lease expires and the SET is rescued then.
+            logger.error("cannot record a failed attempt", metadata: ["risc.jti": "\(claim.jti)", "risc.error": "\(error)"])
+        }
+        if delay == nil { logger.warning("SET dead-lettered after \(attempt) attempts", metadata: ["risc.jti": "\(claim.jti)"]) }
+        log.record(record)
+    }
+
+    /// The key every webhook delivery of one SET carries: hex SHA-256 of the issuer, a NUL and
+    /// the `jti`. The same on every receiver and every attempt.
+    public static func idempotencyKey(issuer: String, jti: String) -> String {
+        SHA256.hex(Array(issuer.utf8) + [0] + Array(jti.utf8))
+    }
+}

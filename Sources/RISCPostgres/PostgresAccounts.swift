@@ -1,0 +1,162 @@
+import Foundation
+import Logging
+import PostgresNIO
+import RISCCore
+
+/// The shared store's `AccountRepository` (the tables `accounts`, `sessions`, `tokens`), with
+/// tokens kept only as fingerprints under the one key every receiver shares.
+public struct PostgresAccounts: AccountRepository {
+    public let database: PostgresDatabase
+    let tokenKey: [UInt8]
+
+    public init(database: PostgresDatabase, tokenKey: [UInt8]) {
+        self.database = database
+        self.tokenKey = tokenKey
+    }
+
+    public func link(_ link: AccountLink, now: Double) async throws -> Int64 {
+        let logger = database.logger
+        let tokenKey = self.tokenKey
+        return try await database.client.withTransaction(logger: logger) { connection in
+            let issuer = SETPolicy.issuerScope(link.issuer), email = link.email?.lowercased()
+            var id: Int64?
+            for try await value in try await connection.query("""
+                INSERT INTO accounts (issuer, subject, user_id, email, created_at, updated_at)
+                VALUES (\(issuer), \(link.subject), \(link.userID), \(email), \(now), \(now))
+                ON CONFLICT (issuer, subject) DO UPDATE SET user_id = excluded.user_id,
+                    email = coalesce(excluded.email, accounts.email), updated_at = excluded.updated_at
+                RETURNING id
+                """, logger: logger).decode(Int64.self)
+            {
+                id = value
+            }
+            guard let id else { throw PostgresDatabase.NotDurable(description: "account upsert returned no row") }
+            if !link.sessions.isEmpty {
+                try await connection.query("""
+                    INSERT INTO sessions (account_id, session_id, created_at) SELECT \(id), s, \(now) FROM unnest(\(link.sessions)::text[]) AS s
+                    ON CONFLICT (account_id, session_id) DO NOTHING
+                    """, logger: logger)
+            }
+            for (kind, values) in [(TokenKind.googleRefresh, link.refreshTokens), (.linked, link.linkedTokens)] where !values.isEmpty {
+                let prints = values.map { TokenFingerprint(token: $0, key: tokenKey) }
+                try await connection.query("""
+                    INSERT INTO tokens (account_id, kind, hash, prefix_mac, created_at)
+                    SELECT \(id), \(kind.rawValue), h, p, \(now) FROM unnest(\(prints.map(\.hash))::text[], \(prints.map(\.prefixMAC))::text[]) AS t(h, p)
+                    """, logger: logger)
+            }
+            return id
+        }
+    }
+
+    public func add(
+        to subject: String, issuer: String?, session: String?, viaGoogle: Bool, token: String?, tokenKind: TokenKind, now: Double
+    ) async throws -> Bool {
+        let logger = database.logger
+        let tokenKey = self.tokenKey
+        return try await database.client.withTransaction(logger: logger) { connection in
+            let scope = issuer.map(SETPolicy.issuerScope)
+            var id: Int64?
+            for try await value in try await connection.query("""
+                SELECT id FROM accounts WHERE (\(scope)::text IS NULL OR issuer = \(scope)) AND subject = \(subject) ORDER BY id LIMIT 1
+                """, logger: logger).decode(Int64.self)
+            {
+                id = value
+            }
+            guard let id else { return false }
+            if let session {
+                try await connection.query("""
+                    INSERT INTO sessions (account_id, session_id, via_google, created_at) VALUES (\(id), \(session), \(viaGoogle ? 1 : 0), \(now))
+                    ON CONFLICT (account_id, session_id) DO NOTHING
+                    """, logger: logger)
+            }
+            if let token {
+                let fingerprint = TokenFingerprint(token: token, key: tokenKey)
+                try await connection.query("""
+                    INSERT INTO tokens (account_id, kind, hash, prefix_mac, created_at)
+                    VALUES (\(id), \(tokenKind.rawValue), \(fingerprint.hash), \(fingerprint.prefixMAC), \(now))
+                    """, logger: logger)
+            }
+            return true
+        }
+    }
+
+    public func accounts(subject: String?) async throws -> [AccountSummary] {
+        let rows = try await database.client.query("""
+            SELECT a.id, a.issuer, a.subject, a.user_id, a.email, a.google_signin_enabled, a.email_recovery_enabled,
+                a.flagged_for_review, a.heightened_monitoring,
+                (SELECT count(*) FROM sessions s WHERE s.account_id = a.id AND s.ended_at IS NULL),
+                (SELECT count(*) FROM sessions s WHERE s.account_id = a.id AND s.ended_at IS NOT NULL),
+                (SELECT count(*) FROM tokens t WHERE t.account_id = a.id AND t.revoked_at IS NULL),
+                (SELECT count(*) FROM tokens t WHERE t.account_id = a.id AND t.revoked_at IS NOT NULL)
+            FROM accounts a WHERE \(subject)::text IS NULL OR a.subject = \(subject) ORDER BY a.id
+            """, logger: database.logger)
+        var result: [AccountSummary] = []
+        for try await row in rows {
+            let (id, issuer, sub, user, email, signIn, recovery, flagged, monitored, open, ended, active, revoked) = try row.decode(
+                (Int64, String, String, String, String?, Int, Int, Int, Int, Int64, Int64, Int64, Int64).self)
+            result.append(AccountSummary(
+                id: id, issuer: issuer, subject: sub, userID: user, email: email, googleSignInEnabled: signIn != 0,
+                emailRecoveryEnabled: recovery != 0, flaggedForReview: flagged != 0, heightenedMonitoring: monitored != 0,
+                openSessions: Int(open), endedSessions: Int(ended), activeTokens: Int(active), revokedTokens: Int(revoked)))
+        }
+        return result
+    }
+}
+
+/// The shared store's side of `risc stream verify`'s round trips (`stream_verifications`).
+public struct PostgresVerifications: VerificationRequests {
+    public let database: PostgresDatabase
+
+    public init(database: PostgresDatabase) { self.database = database }
+
+    public func request(state: String, apiBase: String, now: Double) async throws {
+        try await database.client.query(
+            "INSERT INTO stream_verifications (state, requested_at, api_base) VALUES (\(state), \(now), \(apiBase))", logger: database.logger)
+    }
+
+    public func entry(state: String) async throws -> VerificationEntry? {
+        let rows = try await database.client.query(
+            "SELECT requested_at, matched_at, jti, kid, alg, iss, aud FROM stream_verifications WHERE state = \(state)",
+            logger: database.logger)
+        for try await (requested, matched, jti, kid, alg, iss, aud) in rows.decode(
+            (Double, Double?, String?, String?, String?, String?, String?).self)
+        {
+            return VerificationEntry(
+                state: state, requestedAt: requested, matchedAt: matched, tokenID: jti, keyID: kid, algorithm: alg, issuer: iss, audience: aud)
+        }
+        return nil
+    }
+
+    public func received(since time: Double) async throws -> (all: Int, verifications: Int) {
+        let rows = try await database.client.query("""
+            SELECT count(*), count(*) FILTER (WHERE event_types LIKE '%verification%') FROM sets WHERE last_received_at >= \(time)
+            """, logger: database.logger)
+        for try await (all, verifications) in rows.decode((Int64, Int64).self) { return (Int(all), Int(verifications)) }
+        return (0, 0)
+    }
+
+    /// Verification events matched against the recorded requests inside a finishing transaction:
+    /// one event-log line each, `matched` (with the round trip), `unrequested` or `no_state`.
+    static func records(
+        for plan: ActionPlan, claims: SecurityEventToken, id: Int64, jti: String, compact: String, connection: PostgresConnection,
+        logger: Logger
+    ) async throws -> [EventLogRecord] {
+        var records: [EventLogRecord] = []
+        for state in plan.verificationStates {
+            let now = Date().timeIntervalSince1970
+            var requestedAt: Double?
+            if let state {
+                let header = try? CompactJWS(compact).header
+                let audience = claims.audience.joined(separator: " ")
+                let matched = try await connection.query("""
+                    UPDATE stream_verifications SET matched_at = \(now), set_id = \(id), jti = \(claims.tokenID), kid = \(header?.keyID),
+                        alg = \(header?.algorithm.rawValue), iss = \(claims.issuer), aud = \(audience)
+                    WHERE state = \(state) AND matched_at IS NULL RETURNING requested_at
+                    """, logger: logger)
+                for try await requested in matched.decode(Double.self) { requestedAt = requested }
+            }
+            records.append(ActionPlan.verificationRecord(jti: jti, state: state, requestedAt: requestedAt, now: now))
+        }
+        return records
+    }
+}

@@ -1,0 +1,172 @@
+import Foundation
+import Logging
+import PostgresNIO
+import RISCCore
+
+/// The shared store's `QueueAdministration`: what `risc queue` and `risc replay` read and change.
+public struct PostgresQueueAdmin: QueueAdministration {
+    public let database: PostgresDatabase
+
+    public init(database: PostgresDatabase) { self.database = database }
+
+    var logger: Logger { database.logger }
+
+    public func counts(now: Double) async throws -> QueueCounts {
+        var counts = QueueCounts()
+        var oldest: Double?
+        let rows = try await database.client.query(
+            "SELECT state, attempts > 0, count(*), min(received_at) FROM sets GROUP BY state, attempts > 0", logger: logger)
+        for try await (state, retried, count, first) in rows.decode((String, Bool, Int64, Double?).self) {
+            switch (QueueState(rawValue: state), retried) {
+            case (.pending?, false): counts.pending += Int(count)
+            case (.pending?, true): counts.scheduledRetry += Int(count)
+            case (.done?, _): counts.done += Int(count)
+            case (.dead?, _): counts.dead += Int(count)
+            case (nil, _): continue
+            }
+            if state == QueueState.pending.rawValue, let first { oldest = min(oldest ?? .infinity, first) }
+        }
+        counts.oldestPendingAge = oldest.map { (now - $0).rounded() }
+        return counts
+    }
+
+    /// The columns `rows(_:)` reads, in its order.
+    static let rowColumns = "id, jti, iss, state, attempts, deliveries, event_types, received_at, next_attempt_at, last_error"
+
+    private func rows(_ query: PostgresQuery) async throws -> [QueueRow] {
+        var result: [QueueRow] = []
+        let rows = try await database.client.query(query, logger: logger)
+        for try await (id, jti, issuer, stateText, attempts, deliveries, types, received, next, error) in rows.decode(
+            (Int64, String, String, String, Int, Int, String, Double, Double, String?).self)
+        {
+            let state = QueueState(rawValue: stateText) ?? .pending
+            result.append(QueueRow(
+                id: id, jti: jti, issuer: issuer, state: state, attempts: attempts, deliveries: deliveries,
+                eventTypes: (try? JSONParser.parse(types))?.arrayValue?.compactMap(\.stringValue) ?? [], receivedAt: received,
+                retryAt: state == .pending && attempts > 0 ? next : nil, lastError: error))
+        }
+        return result
+    }
+
+    public func list(state: QueueState?, limit: Int) async throws -> [QueueRow] {
+        let stateText = state?.rawValue
+        return try await rows(PostgresQuery(unsafeSQL: """
+            SELECT \(Self.rowColumns) FROM sets WHERE $1::text IS NULL OR state = $1 ORDER BY id DESC LIMIT $2
+            """, binds: try binds(stateText, Int64(min(limit, Int(Int64.max))))))
+    }
+
+    public func show(jti: String) async throws -> QueueRow? {
+        var id: Int64?
+        for try await value in try await database.client.query("SELECT id FROM sets WHERE jti = \(jti) ORDER BY id LIMIT 1", logger: logger)
+            .decode(Int64.self)
+        {
+            id = value
+        }
+        guard let id else { return nil }
+        return try await rows(ids: [id]).first
+    }
+
+    public func rows(ids: [Int64]) async throws -> [QueueRow] {
+        guard !ids.isEmpty else { return [] }
+        var byID: [Int64: QueueRow] = [:]
+        for row in try await rows(PostgresQuery(unsafeSQL: "SELECT \(Self.rowColumns) FROM sets WHERE id = ANY($1)", binds: try binds(ids))) {
+            byID[row.id] = row
+        }
+        let actions = try await database.client.query("""
+            SELECT set_id, event_index, action, result, applied_at FROM applied_actions WHERE set_id = ANY(\(ids))
+            ORDER BY set_id, event_index, applied_at
+            """, logger: logger)
+        var applied: [Int64: [AppliedAction]] = [:]
+        for try await (id, index, action, result, at) in actions.decode((Int64, Int, String, String, Double).self) {
+            applied[id, default: []].append(AppliedAction(eventIndex: index, action: action, result: result, appliedAt: at))
+        }
+        return ids.compactMap { id in
+            guard var row = byID[id] else { return nil }
+            row.actions = applied[id] ?? []
+            return row
+        }
+    }
+
+    public func retry(jti: String?) async throws -> Int {
+        let query: PostgresQuery =
+            if let jti {
+                """
+                UPDATE sets SET state = 'pending', attempts = 0, next_attempt_at = 0, lease_owner = NULL, lease_expires_at = NULL
+                WHERE jti = \(jti) AND state IN ('dead', 'pending') RETURNING id
+                """
+            } else {
+                """
+                UPDATE sets SET state = 'pending', attempts = 0, next_attempt_at = 0, lease_owner = NULL, lease_expires_at = NULL
+                WHERE state = 'dead' RETURNING id
+                """
+            }
+        return try await count(query)
+    }
+
+    public func purgeDead(olderThan: Double, now: Double) async throws -> Int {
+        let before = now - olderThan
+        return try await database.client.withTransaction(logger: logger) { connection in
+            var ids: [Int64] = []
+            for try await id in try await connection.query(
+                "DELETE FROM sets WHERE state = 'dead' AND received_at < \(before) RETURNING id", logger: logger
+            ).decode(Int64.self) {
+                ids.append(id)
+            }
+            if !ids.isEmpty { try await connection.query("DELETE FROM applied_actions WHERE set_id = ANY(\(ids))", logger: logger) }
+            return ids.count
+        }
+    }
+
+    /// The WHERE clause of a selection, over binds $1 jti, $2 since, $3 until, $4 dead only.
+    private static let selected = """
+        ($1::text IS NULL OR jti = $1) AND ($2::float8 IS NULL OR received_at >= $2) AND ($3::float8 IS NULL OR received_at <= $3)
+          AND (NOT $4::boolean OR state = 'dead') AND pruned_at IS NULL
+        """
+
+    public func tokens(_ selection: StoredSETSelection) async throws -> [(jti: String, token: String)] {
+        var bindings = try binds(selection.jti, selection.since, selection.until, selection.deadOnly)
+        bindings.append(Int64(selection.limit))
+        let rows = try await database.client.query(
+            PostgresQuery(unsafeSQL: "SELECT jti, token FROM sets WHERE \(Self.selected) ORDER BY id LIMIT $5", binds: bindings), logger: logger)
+        var result: [(jti: String, token: String)] = []
+        for try await (jti, token) in rows.decode((String, String).self) { result.append((jti, token)) }
+        return result
+    }
+
+    public func ids(_ selection: StoredSETSelection) async throws -> [Int64] {
+        let rows = try await database.client.query(
+            PostgresQuery(
+                unsafeSQL: "SELECT id FROM sets WHERE \(Self.selected) ORDER BY id",
+                binds: try binds(selection.jti, selection.since, selection.until, selection.deadOnly)), logger: logger)
+        var result: [Int64] = []
+        for try await id in rows.decode(Int64.self) { result.append(id) }
+        return result
+    }
+
+    public func requeue(ids: [Int64]) async throws -> [Int64] {
+        guard !ids.isEmpty else { return [] }
+        try await database.client.withTransaction(logger: logger) { connection in
+            try await connection.query("""
+                UPDATE sets SET state = 'pending', attempts = 0, next_attempt_at = 0, last_error = NULL, processed_at = NULL,
+                    lease_owner = NULL, lease_expires_at = NULL
+                WHERE id = ANY(\(ids))
+                """, logger: logger)
+            try await connection.query("DELETE FROM applied_actions WHERE set_id = ANY(\(ids))", logger: logger)
+        }
+        return ids
+    }
+
+    private func count(_ query: PostgresQuery) async throws -> Int {
+        var n = 0
+        for try await _ in try await database.client.query(query, logger: logger).decode(Int64.self) { n += 1 }
+        return n
+    }
+
+    private func binds(_ values: (any PostgresEncodable & Sendable)?...) throws -> PostgresBindings {
+        var bindings = PostgresBindings()
+        for value in values {
+            if let value { try bindings.append(value) } else { bindings.appendNull() }
+        }
+        return bindings
+    }
+}

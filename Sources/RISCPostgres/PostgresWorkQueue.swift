@@ -1,0 +1,277 @@
+import Foundation
+import Logging
+import PostgresNIO
+import RISCCore
+
+/// The shared store's `WorkQueue`: leases on `sets` rows (`lease_owner`, `lease_expires_at`),
+/// claimed with `FOR UPDATE SKIP LOCKED` so receivers never wait for each other's claims.
+///
+/// Exactly once per (SET, event, action): `finish` runs in one transaction that first locks the
+/// SET's row and checks that the caller still holds the lease, so two finishers of one SET (the
+/// lease's holder, late, and the receiver that rescued it) are serialized and the second finds
+/// the SET no longer leased to it; inside, each action is looked up in `applied_actions` before it
+/// is applied and recorded there in the same transaction.
+public final class PostgresWorkQueue: WorkQueue, Sendable {
+    public let database: PostgresDatabase
+    /// The token-fingerprint key (`accounts.token_key_file`), for `token-revoked` lookups.
+    let tokenKey: [UInt8]
+    /// Channel the event store notifies after each commit: a wake-up hint for idle workers.
+    public static let channel = "risc_sets"
+
+    public init(database: PostgresDatabase, tokenKey: [UInt8]) {
+        self.database = database
+        self.tokenKey = tokenKey
+    }
+
+    var logger: Logger { database.logger }
+
+    public func claim(owner: String, limit: Int, lease: Double, now: Double) async throws -> [ClaimedSET] {
+        let expires = now + lease
+        let rows = try await database.client.query("""
+            UPDATE sets SET lease_owner = \(owner), lease_expires_at = \(expires)
+            WHERE id IN (SELECT id FROM sets
+                         WHERE state = 'pending' AND next_attempt_at <= \(now) AND (lease_expires_at IS NULL OR lease_expires_at < \(now))
+                         ORDER BY next_attempt_at, id LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED)
+            RETURNING id, issuer, jti, token, attempts, next_attempt_at
+            """, logger: logger)
+        var claimed: [(ClaimedSET, Double)] = []
+        for try await (id, issuer, jti, token, attempts, due) in rows.decode((Int64, String, String, String, Int, Double).self) {
+            claimed.append((ClaimedSET(id: id, issuer: issuer, jti: jti, token: token, attempts: attempts, owner: owner, leaseExpiresAt: expires), due))
+        }
+        return claimed.sorted { ($0.1, $0.0.id) < ($1.1, $1.0.id) }.map(\.0)
+    }
+
+    public func finish(_ claim: ClaimedSET, plan: ActionPlan, claims: SecurityEventToken, applyToAccounts: Bool, now: Double) async throws
+        -> FinishReport?
+    {
+        let logger = self.logger
+        let tokenKey = self.tokenKey
+        return try await database.client.withTransaction(logger: logger) { connection -> FinishReport? in
+            // The row lock serializes finishers of this SET; the owner check makes a late one a no-op.
+            var held = false
+            for try await _ in try await connection.query("""
+                SELECT 1 FROM sets WHERE id = \(claim.id) AND state = 'pending' AND lease_owner = \(claim.owner) FOR UPDATE
+                """, logger: logger).decode(Int.self)
+            {
+                held = true
+            }
+            guard held else { return nil }
+            var report = FinishReport()
+            report.verifications = try await PostgresVerifications.records(
+                for: plan, claims: claims, id: claim.id, jti: claim.jti, compact: claim.token, connection: connection, logger: logger)
+            if applyToAccounts {
+                let applier = PostgresActionApplier(connection: connection, tokenKey: tokenKey, logger: logger)
+                report.outcomes = try await applier.apply(plan, setID: claim.id, keyIssuer: claim.issuer, now: now)
+            }
+            try await connection.query("""
+                UPDATE sets SET state = 'done', attempts = \(claim.attempts + 1), processed_at = \(now), last_error = NULL,
+                    lease_owner = NULL, lease_expires_at = NULL
+                WHERE id = \(claim.id)
+                """, logger: logger)
+            return report
+        }
+    }
+
+    public func fail(_ claim: ClaimedSET, error: String, retryAt: Double?, now: Double) async throws -> Bool {
+        let state = (retryAt == nil ? QueueState.dead : .pending).rawValue
+        let rows = try await database.client.query("""
+            UPDATE sets SET attempts = \(claim.attempts + 1), last_error = \(error), next_attempt_at = \(retryAt ?? now), state = \(state),
+                lease_owner = NULL, lease_expires_at = NULL
+            WHERE id = \(claim.id) AND state = 'pending' AND lease_owner = \(claim.owner)
+            RETURNING id
+            """, logger: logger)
+        var changed = false
+        for try await _ in rows.decode(Int64.self) { changed = true }
+        return changed
+    }
+
+    public func rescueExpiredLeases(now: Double) async throws -> [String] {
+        let rows = try await database.client.query("""
+            UPDATE sets SET lease_owner = NULL, lease_expires_at = NULL
+            WHERE id IN (SELECT id FROM sets WHERE state = 'pending' AND lease_expires_at < \(now) LIMIT 1000 FOR UPDATE SKIP LOCKED)
+            RETURNING jti
+            """, logger: logger)
+        var rescued: [String] = []
+        for try await jti in rows.decode(String.self) { rescued.append(jti) }
+        return rescued
+    }
+
+    /// Waits for the event store's commit notifications and calls `wake` for each, reconnecting
+    /// after a failure, until the task is cancelled. Only a hint: workers poll anyway.
+    public func listen(wake: @escaping @Sendable () -> Void) async {
+        while !Task.isCancelled {
+            do {
+                try await database.client.withConnection { connection in
+                    try await connection.listen(on: Self.channel) { notifications in
+                        for try await _ in notifications { wake() }
+                    }
+                }
+            } catch {
+                if Task.isCancelled { return }
+            }
+            try? await Task.sleep(for: .seconds(1))
+        }
+    }
+}
+
+/// Applies a plan to the shared account store inside the caller's transaction, with the same
+/// rules and event-log results as the embedded store's applier.
+struct PostgresActionApplier {
+    let connection: PostgresConnection
+    let tokenKey: [UInt8]
+    let logger: Logger
+
+    typealias Account = (id: Int64, tokenID: Int64?, accessChangedAt: Double?)
+
+    func apply(_ plan: ActionPlan, setID: Int64, keyIssuer: String, now: Double) async throws -> [ActionOutcome] {
+        var outcomes: [ActionOutcome] = []
+        for step in plan.steps {
+            let account = try await resolve(step, keyIssuer: keyIssuer)
+            for action in step.actions {
+                let index = step.eventIndex
+                if try await exists("""
+                    SELECT 1 FROM applied_actions WHERE set_id = \(setID) AND event_index = \(index) AND action = \(action.rawValue)
+                    """)
+                {
+                    outcomes.append(ActionOutcome(action: action, eventIndex: index, result: "already applied"))
+                    continue
+                }
+                let result: String
+                if let fixed = ActionOutcome.accountFree(action, step: step) {
+                    result = fixed
+                } else if let account {
+                    result = try await perform(action, step: step, account: account, eventTime: plan.eventTime, now: now)
+                } else {
+                    result = ActionOutcome.unknownSubject
+                }
+                try await connection.query("""
+                    INSERT INTO applied_actions (set_id, event_index, action, applied_at, result)
+                    VALUES (\(setID), \(index), \(action.rawValue), \(now), \(result))
+                    """, logger: logger)
+                outcomes.append(ActionOutcome(action: action, eventIndex: index, result: result))
+            }
+        }
+        return outcomes
+    }
+
+    private func exists(_ query: PostgresQuery) async throws -> Bool {
+        for try await _ in try await connection.query(query, logger: logger).decode(Int.self) { return true }
+        return false
+    }
+
+    private func count(_ query: PostgresQuery) async throws -> Int {
+        var n = 0
+        for try await _ in try await connection.query(query, logger: logger).decode(Int64.self) { n += 1 }
+        return n
+    }
+
+    /// The account an event is about: by Google subject; for token-revoked, by the token; by
+    /// email as a last resort. nil: not one of ours (a logged no-op, never a failure).
+    private func resolve(_ step: ActionPlan.Step, keyIssuer: String) async throws -> Account? {
+        switch step.subject {
+        case .oauthToken(let identifier)?:
+            let rows: PostgresRowSequence
+            let value: String
+            switch identifier.algorithm {
+            case .prefix:
+                value = TokenFingerprint.prefixMAC(identifier.token, key: tokenKey)
+                rows = try await connection.query("""
+                    SELECT t.account_id, t.id, t.prefix_mac, a.access_changed_at FROM tokens t JOIN accounts a ON a.id = t.account_id
+                    WHERE t.prefix_mac = \(value) AND t.revoked_at IS NULL ORDER BY t.id LIMIT 1
+                    """, logger: logger)
+            case .hashSHA512SHA512:
+                guard let hash = TokenFingerprint.normalizedHash(identifier.token) else { return nil }
+                value = hash
+                rows = try await connection.query("""
+                    SELECT t.account_id, t.id, t.hash, a.access_changed_at FROM tokens t JOIN accounts a ON a.id = t.account_id
+                    WHERE t.hash = \(value) AND t.revoked_at IS NULL ORDER BY t.id LIMIT 1
+                    """, logger: logger)
+            default:
+                return nil
+            }
+            for try await (account, token, stored, changed) in rows.decode((Int64, Int64, String, Double?).self) {
+                return TokenFingerprint.constantTimeEquals(stored, value) ? (account, token, changed) : nil
+            }
+            return nil
+        case let subject?:
+            if let (issuer, sub) = subject.googleSubject {
+                let scope = SETPolicy.issuerScope(issuer ?? keyIssuer)
+                if let found = try await account("SELECT id, access_changed_at FROM accounts WHERE issuer = \(scope) AND subject = \(sub) LIMIT 1") {
+                    return found
+                }
+            }
+            if let email = subject.email {
+                return try await account("SELECT id, access_changed_at FROM accounts WHERE email = \(email.lowercased()) ORDER BY id LIMIT 1")
+            }
+            return nil
+        case nil:
+            return nil
+        }
+    }
+
+    private func account(_ query: PostgresQuery) async throws -> Account? {
+        for try await (id, changed) in try await connection.query(query, logger: logger).decode((Int64, Double?).self) {
+            return (id, nil, changed)
+        }
+        return nil
+    }
+
+    private func perform(_ action: Action, step: ActionPlan.Step, account: Account, eventTime: Double, now: Double) async throws -> String {
+        let reason = step.type.canonical.shortName + (step.reason.map { ":\($0)" } ?? "")
+        // The ordering rule's cheap early answer; the conditional UPDATE below is what holds under
+        // concurrent receivers (READ COMMITTED re-checks its WHERE on the locked, newest row).
+        if action.changesAccess, !OrderingRule.accessChangeApplies(eventTime: eventTime, lastAccessChange: account.accessChangedAt) {
+            return OrderingRule.superseded
+        }
+        switch action {
+        case .endSessions, .endGoogleSessions:
+            let cutoff = OrderingRule.sessionCutoff(eventTime: eventTime)
+            let n =
+                action == .endGoogleSessions
+                ? try await count("""
+                    UPDATE sessions SET ended_at = \(now), ended_reason = \(reason)
+                    WHERE account_id = \(account.id) AND ended_at IS NULL AND created_at <= \(cutoff) AND via_google = 1 RETURNING id
+                    """)
+                : try await count("""
+                    UPDATE sessions SET ended_at = \(now), ended_reason = \(reason)
+                    WHERE account_id = \(account.id) AND ended_at IS NULL AND created_at <= \(cutoff) RETURNING id
+                    """)
+            return "ended \(n) session\(n == 1 ? "" : "s")"
+        case .deleteGoogleTokens, .revokeLinkedTokens:
+            let kind = (action == .deleteGoogleTokens ? TokenKind.googleRefresh : .linked).rawValue
+            let n = try await count("""
+                UPDATE tokens SET revoked_at = \(now), revoked_reason = \(reason)
+                WHERE account_id = \(account.id) AND kind = \(kind) AND revoked_at IS NULL RETURNING id
+                """)
+            return "revoked \(n) token\(n == 1 ? "" : "s")"
+        case .revokeToken:
+            guard let tokenID = account.tokenID else { return "no matching token" }
+            let n = try await count("""
+                UPDATE tokens SET revoked_at = \(now), revoked_reason = \(reason) WHERE id = \(tokenID) AND revoked_at IS NULL RETURNING id
+                """)
+            return n == 1 ? "revoked the matching token" : "token already revoked"
+        case .suspendGoogleSignIn, .restoreGoogleSignIn, .suspendEmailRecovery, .restoreEmailRecovery:
+            let column = [.suspendGoogleSignIn, .restoreGoogleSignIn].contains(action) ? "google_signin_enabled" : "email_recovery_enabled"
+            let value = [.restoreGoogleSignIn, .restoreEmailRecovery].contains(action) ? 1 : 0
+            // OrderingRule in one statement: applied only while no newer access change is recorded.
+            var binds = PostgresBindings()
+            binds.append(value)
+            binds.append(eventTime)
+            binds.append(now)
+            binds.append(account.id)
+            let changed = try await count(PostgresQuery(unsafeSQL: """
+                UPDATE accounts SET \(column) = $1, access_changed_at = greatest(coalesce(access_changed_at, 0), $2), updated_at = $3
+                WHERE id = $4 AND coalesce(access_changed_at, 0) <= $2 RETURNING id
+                """, binds: binds))
+            return changed == 1 ? "\(column) = \(value == 1)" : OrderingRule.superseded
+        case .flagForReview:
+            _ = try await count("UPDATE accounts SET flagged_for_review = 1, updated_at = \(now) WHERE id = \(account.id) RETURNING id")
+            return "flagged_for_review = true"
+        case .heightenMonitoring:
+            _ = try await count("UPDATE accounts SET heightened_monitoring = 1, updated_at = \(now) WHERE id = \(account.id) RETURNING id")
+            return "heightened_monitoring = true"
+        case .recordVerification, .logOnly:
+            return "logged"
+        }
+    }
+}

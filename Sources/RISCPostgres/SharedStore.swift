@@ -1,0 +1,98 @@
+import Foundation
+import Logging
+import RISCCore
+
+/// Everything a receiver or a CLI command needs from the shared PostgreSQL store, behind the
+/// Core ports: `EventStore`, `WorkQueue`, `AccountRepository`, `QueueAdministration`,
+/// `VerificationRequests`, `StoreHealth`, `RetentionStore`.
+public final class SharedStore: Sendable {
+    public let database: PostgresDatabase
+    public let events: PostgresEventStore
+    public let queue: PostgresWorkQueue
+    public let accounts: PostgresAccounts
+    public let admin: PostgresQueueAdmin
+    public let verifications: PostgresVerifications
+
+    /// Where the store is and how to open it (`store.*` settings).
+    public struct Settings: Sendable {
+        public var url: String
+        /// `store.password_file`: the password, never in the URL.
+        public var passwordFile: String?
+        /// `store.ca_file`: the CA bundle that verifies the server (`sslmode=verify-full`).
+        public var caFile: String?
+        /// `accounts.token_key_file`: required, one key for every receiver.
+        public var tokenKeyFile: String?
+        /// `store.accept_unsafe_durability`: accept a server with `fsync` or `synchronous_commit` off.
+        public var acceptUnsafeDurability = false
+
+        public init(url: String, passwordFile: String? = nil, caFile: String? = nil, tokenKeyFile: String? = nil) {
+            self.url = url
+            self.passwordFile = passwordFile
+            self.caFile = caFile
+            self.tokenKeyFile = tokenKeyFile
+        }
+    }
+
+    /// A setting that cannot work, named.
+    public struct Refused: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// Opens the pool and checks what can be checked without the server: the URL, the password
+    /// and CA files, the token key. `prepare()` then talks to the server.
+    public init(settings: Settings, logger: Logger) throws {
+        let url = try PostgresStoreURL(settings.url)
+        var password: String?
+        if let file = settings.passwordFile {
+            guard let data = FileManager.default.contents(atPath: file) else { throw Refused(description: "store.password_file: cannot read \(file)") }
+            password = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .newlines)
+        }
+        if let ca = settings.caFile, !FileManager.default.isReadableFile(atPath: ca) {
+            throw Refused(description: "store.ca_file: cannot read \(ca)")
+        }
+        let key = try Self.tokenKey(file: settings.tokenKeyFile)
+        self.settings = settings
+        self.key = key
+        database = PostgresDatabase(url: url, password: password, caFile: settings.caFile, logger: logger)
+        events = PostgresEventStore(database: database)
+        queue = PostgresWorkQueue(database: database, tokenKey: key)
+        accounts = PostgresAccounts(database: database, tokenKey: key)
+        admin = PostgresQueueAdmin(database: database)
+        verifications = PostgresVerifications(database: database)
+    }
+
+    let settings: Settings
+    let key: [UInt8]
+
+    /// The shared token key from `accounts.token_key_file` (required with a shared store).
+    static func tokenKey(file: String?) throws -> [UInt8] {
+        guard let file else {
+            throw Refused(description: """
+                a shared store needs accounts.token_key_file: every receiver must fingerprint tokens with the same key \
+                (make one with `risc keys token-key --out FILE` and give each receiver a copy)
+                """)
+        }
+        guard let data = FileManager.default.contents(atPath: file) else {
+            throw Refused(description: "accounts.token_key_file \(file) cannot be read: create it with `risc keys token-key --out \(file)`")
+        }
+        guard data.count >= 32 else { throw Refused(description: "accounts.token_key_file \(file) holds \(data.count) bytes; a token key has at least 32") }
+        return Array(data)
+    }
+
+    /// Talks to the server: migrates the schema, refuses a server that is not durable and a token
+    /// key that is not the store's. Throws `PostgresDatabase.NotDurable` or `TokenKeyRefused` for
+    /// refusals (retrying cannot help), anything else for a server that cannot be reached.
+    public func prepare() async throws {
+        try await database.migrate()
+        try await database.checkDurability(acceptUnsafe: settings.acceptUnsafeDurability)
+        try await database.checkTokenKey(key, file: settings.tokenKeyFile)
+    }
+
+    /// Whether `error` from `prepare()` is a refusal rather than an unreachable server.
+    public static func isRefusal(_ error: any Error) -> Bool {
+        error is PostgresDatabase.NotDurable || error is PostgresDatabase.TokenKeyRefused || error is Refused
+            || error is PostgresStoreURL.Invalid
+    }
+
+    public func close() { database.close() }
+}
