@@ -67,7 +67,7 @@ let package = Package(
         .target(
             name: "RISCServer",
             dependencies: [
-                "RISCCore", "RISCClient", "RISCStore",
+                "RISCCore", "RISCClient", "RISCStore", "RISCPostgres",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -90,7 +90,7 @@ let package = Package(
         .executableTarget(
             name: "risc",
             dependencies: [
-                "RISCCore", "RISCClient", "RISCStore", "RISCServer", "RISCTestKit",
+                "RISCCore", "RISCClient", "RISCStore", "RISCPostgres", "RISCServer", "RISCTestKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -124,7 +124,7 @@ let package = Package(
         ),
         .testTarget(
             name: "riscTests",
-            dependencies: ["RISCTestKit", "RISCCore", "RISCClient"],
+            dependencies: ["RISCTestKit", "RISCCore", "RISCClient", "RISCPostgres", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
     ]

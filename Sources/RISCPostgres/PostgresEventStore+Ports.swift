@@ -36,23 +36,26 @@ extension PostgresEventStore: RetentionStore {
 
 extension PostgresEventStore: StoreHealth {
     /// Whether the server answers and takes a write transaction within 2 s (`/readyz`).
-    public func isWritable() async -> Bool {
-        await withTaskGroup(of: Bool.self) { group in
+    public func isWritable() async -> Bool { await writability().writable }
+
+    /// As `isWritable`, with the server's error, or the timeout, when it does not.
+    public func writability() async -> (writable: Bool, reason: String?) {
+        await withTaskGroup(of: (Bool, String?).self) { group in
             group.addTask {
                 do {
-                    try await self.database.client.withTransaction(logger: self.database.logger) { connection in
+                    _ = try await self.database.client.withTransaction(logger: self.database.logger) { connection in
                         try await connection.query("SELECT txid_current()", logger: self.database.logger)
                     }
-                    return true
+                    return (true, nil)
                 } catch {
-                    return false
+                    return (false, "PostgreSQL: \(String(reflecting: error).prefix(200))")
                 }
             }
             group.addTask {
                 try? await Task.sleep(for: .seconds(2))
-                return false
+                return (false, "PostgreSQL did not take a write within 2 s")
             }
-            let first = await group.next() ?? false
+            let first = await group.next() ?? (false, nil)
             group.cancelAll()
             return first
         }
@@ -69,15 +72,22 @@ extension PostgresEventStore: StoreHealth {
         try await optionalDouble("SELECT max(last_received_at) FROM sets")
     }
 
+    // Health reads give up after 2 s: `/readyz` and `/metrics` answer while the server is away.
     private func count(_ condition: String) async throws -> Int {
-        let rows = try await database.client.query(PostgresQuery(unsafeSQL: "SELECT count(*) FROM sets WHERE \(condition)"), logger: database.logger)
-        for try await value in rows.decode(Int64.self) { return Int(value) }
-        return 0
+        let database = self.database
+        return try await withDeadline(2, "health") {
+            let rows = try await database.client.query(PostgresQuery(unsafeSQL: "SELECT count(*) FROM sets WHERE \(condition)"), logger: database.logger)
+            for try await value in rows.decode(Int64.self) { return Int(value) }
+            return 0
+        }
     }
 
     private func optionalDouble(_ sql: String) async throws -> Double? {
-        let rows = try await database.client.query(PostgresQuery(unsafeSQL: sql), logger: database.logger)
-        for try await value in rows.decode(Double?.self) { return value }
-        return nil
+        let database = self.database
+        return try await withDeadline(2, "health") {
+            let rows = try await database.client.query(PostgresQuery(unsafeSQL: sql), logger: database.logger)
+            for try await value in rows.decode(Double?.self) { return value }
+            return nil
+        }
     }
 }

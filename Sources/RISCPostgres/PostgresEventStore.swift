@@ -24,14 +24,24 @@ public final class PostgresEventStore: EventStore, Sendable {
     /// Called after each commit (this receiver's worker wakes without waiting for the notification).
     public let afterCommit = Mutex<(@Sendable () -> Void)?>(nil)
 
-    public init(database: PostgresDatabase, maxBatch: Int = 512) {
+    /// Seconds a batch may take to commit before its requests are answered 503.
+    public let commitDeadline: Double
+
+    public init(database: PostgresDatabase, maxBatch: Int = 512, commitDeadline: Double = 5) {
         self.database = database
         self.maxBatch = maxBatch
+        self.commitDeadline = commitDeadline
     }
 
     public var writeCounts: (commits: Int, rows: Int) { counts.withLock { $0 } }
 
+    /// Stores `record` (see the type's comment); gives up after `commitDeadline` counted from now,
+    /// queueing included, so a request never waits longer than that for its answer.
     public func append(_ record: SETRecord) async throws -> AppendOutcome {
+        try await withDeadline(commitDeadline, "storing a SET") { try await self.enqueue(record) }
+    }
+
+    private func enqueue(_ record: SETRecord) async throws -> AppendOutcome {
         try await withCheckedThrowingContinuation { continuation in
             let start = state.withLock { state -> Bool in
                 state.waiting.append((record, continuation))
@@ -57,7 +67,10 @@ public final class PostgresEventStore: EventStore, Sendable {
             }
             guard !batch.isEmpty else { return }
             do {
-                let outcomes = try await commit(batch.map(\.record))
+                let records = batch.map(\.record)
+                // A SET not acknowledged within the deadline gets 503 and Google retries it; if the
+                // COMMIT did land meanwhile, the retry is a duplicate, answered 202.
+                let outcomes = try await withDeadline(commitDeadline, "storing \(records.count) SET(s)") { try await self.commit(records) }
                 for (waiting, outcome) in zip(batch, outcomes) { waiting.continuation.resume(returning: outcome) }
             } catch {
                 for waiting in batch { waiting.continuation.resume(throwing: error) }

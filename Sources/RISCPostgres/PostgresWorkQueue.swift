@@ -25,7 +25,16 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
 
     var logger: Logger { database.logger }
 
+    /// Seconds any one queue call may take: the worker moves on (and a lease expires) rather than
+    /// hang on a server that went away; a finish that commits after its deadline is harmless
+    /// (the lease makes any later finish or failure of the same claim a no-op).
+    static let deadline: Double = 30
+
     public func claim(owner: String, limit: Int, lease: Double, now: Double) async throws -> [ClaimedSET] {
+        try await withDeadline(Self.deadline, "claiming queued SETs") { try await self.claimNow(owner: owner, limit: limit, lease: lease, now: now) }
+    }
+
+    private func claimNow(owner: String, limit: Int, lease: Double, now: Double) async throws -> [ClaimedSET] {
         let expires = now + lease
         let rows = try await database.client.query("""
             UPDATE sets SET lease_owner = \(owner), lease_expires_at = \(expires)
@@ -42,6 +51,14 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
     }
 
     public func finish(_ claim: ClaimedSET, plan: ActionPlan, claims: SecurityEventToken, applyToAccounts: Bool, now: Double) async throws
+        -> FinishReport?
+    {
+        try await withDeadline(Self.deadline, "finishing \(claim.jti)") {
+            try await self.finishNow(claim, plan: plan, claims: claims, applyToAccounts: applyToAccounts, now: now)
+        }
+    }
+
+    private func finishNow(_ claim: ClaimedSET, plan: ActionPlan, claims: SecurityEventToken, applyToAccounts: Bool, now: Double) async throws
         -> FinishReport?
     {
         let logger = self.logger
@@ -73,6 +90,10 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
     }
 
     public func fail(_ claim: ClaimedSET, error: String, retryAt: Double?, now: Double) async throws -> Bool {
+        try await withDeadline(Self.deadline, "recording a failure") { try await self.failNow(claim, error: error, retryAt: retryAt, now: now) }
+    }
+
+    private func failNow(_ claim: ClaimedSET, error: String, retryAt: Double?, now: Double) async throws -> Bool {
         let state = (retryAt == nil ? QueueState.dead : .pending).rawValue
         let rows = try await database.client.query("""
             UPDATE sets SET attempts = \(claim.attempts + 1), last_error = \(error), next_attempt_at = \(retryAt ?? now), state = \(state),
@@ -86,6 +107,10 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
     }
 
     public func rescueExpiredLeases(now: Double) async throws -> [String] {
+        try await withDeadline(Self.deadline, "rescuing leases") { try await self.rescueNow(now: now) }
+    }
+
+    private func rescueNow(now: Double) async throws -> [String] {
         let rows = try await database.client.query("""
             UPDATE sets SET lease_owner = NULL, lease_expires_at = NULL
             WHERE id IN (SELECT id FROM sets WHERE state = 'pending' AND lease_expires_at < \(now) LIMIT 1000 FOR UPDATE SKIP LOCKED)

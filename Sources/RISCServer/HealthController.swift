@@ -9,6 +9,8 @@ import RISCStore
 struct HealthController: Sendable {
     let keys: KeySetSource
     let store: any StoreHealth
+    /// `embedded` or `postgresql`.
+    let backend: String
     let metrics: PrometheusMetrics
 
     func register(on router: Router<RISCRequestContext>) {
@@ -20,7 +22,7 @@ struct HealthController: Sendable {
     /// Ready only when a usable key set is loaded and the store takes writes.
     func readiness() async -> Response {
         let keySet = await keys.status()
-        let writable = await store.isWritable()
+        let (writable, why) = await store.writability()
         let depth = (try? await store.queueDepth()) ?? -1
         let last = try? await store.lastReceivedAt()
         var keyObject = JSONObject()
@@ -33,7 +35,9 @@ struct HealthController: Sendable {
         var body = JSONObject()
         body["ready"] = .bool(keySet.usable && writable)
         body["key_set"] = .object(keyObject)
-        body["store"] = .object(["writable": .bool(writable), "queue_depth": .number(Double(depth))])
+        var storeObject: JSONObject = ["backend": .string(backend), "writable": .bool(writable), "queue_depth": .number(Double(depth))]
+        if let why { storeObject["error"] = .string(Printable.safe(why, maxBytes: 300)) }
+        body["store"] = .object(storeObject)
         if let last = last ?? nil { body["last_set_at"] = .string(Timestamp.iso8601(last)) }
         // Informational: an expired certificate stops Google's deliveries, but not this process.
         if let expiry = metrics.tlsExpiry { body["tls"] = .object(["not_after": .string(Timestamp.iso8601(expiry))]) }

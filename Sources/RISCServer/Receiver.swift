@@ -20,12 +20,11 @@ import UnixSignals
 /// what is waiting and the event log flushes last. SIGHUP reopens the event log file.
 public final class Receiver: Sendable {
     public let configuration: ReceiverConfiguration
-    public let store: SQLiteEventStore
+    /// The store behind the ports, as `store.url` chose it.
+    public let storage: ReceiverStorage
     public let eventLog: JSONLinesEventLog
     public let metrics: PrometheusMetrics
     public let keys: any KeyProvider
-    public let worker: ActionWorker
-    public let accounts: AccountStore
     /// The embedded store's claim on its data directory (one `risc serve` at a time).
     let directoryLock: DataDirectoryLock
     let keySource: KeySetSource
@@ -46,23 +45,13 @@ public final class Receiver: Sendable {
         let problems = configuration.problems
         guard problems.isEmpty else { throw ConfigurationError(problems: problems) }
 
+        // One receiver per data directory (its event log and key cache), whichever the store.
         directoryLock = try DataDirectoryLock(directory: configuration.dataDirectory)
-        store = try SQLiteEventStore(directory: configuration.dataDirectory, logger: logger)
         eventLog = try JSONLinesEventLog(
             path: (configuration.dataDirectory as NSString).appendingPathComponent("events.log"),
             toStandardOutput: configuration.eventLogToStandardOutput)
         metrics = PrometheusMetrics()
-        accounts = try AccountStore(directory: configuration.dataDirectory, tokenKeyFile: configuration.tokenKeyFile)
-        worker = try Self.makeWorker(configuration: configuration, log: eventLog, logger: logger)
-        if configuration.webhookURL == nil {
-            // Embedded account store: apply each SET's actions in the transaction that stores it.
-            try store.enableInlineActions(
-                table: configuration.actionTable, log: eventLog, directory: configuration.dataDirectory, tokenKeyFile: configuration.tokenKeyFile)
-        }
-        let worker = self.worker
-        let store = self.store
-        store.afterCommit = { worker.wake() }
-        worker.ingestIsBusy = { store.isBusy }
+        storage = try ReceiverStorage.open(configuration: configuration, log: eventLog, logger: logger)
         if let file = configuration.jwksFile {
             guard let data = FileManager.default.contents(atPath: file) else {
                 throw ConfigurationError(problems: ["jwks_file: cannot read \(file)"])
@@ -82,14 +71,14 @@ public final class Receiver: Sendable {
         }
 
         let intake = Intake(
-            verifier: SETVerifier(policy: configuration.policy, keys: keys), store: store, log: eventLog, metrics: metrics,
+            verifier: SETVerifier(policy: configuration.policy, keys: keys), store: storage.events, log: eventLog, metrics: metrics,
             clock: { Date().timeIntervalSince1970 })
         let adminRouter = Router(context: RISCRequestContext.self)
-        HealthController(keys: keySource, store: store, metrics: metrics).register(on: adminRouter)
+        HealthController(keys: keySource, store: storage.health, backend: storage.backendName, metrics: metrics).register(on: adminRouter)
         if let tokenFile = configuration.adminTokenFile {
             let token = try Self.readSecret(tokenFile, setting: "admin.token_file")
             guard token.count >= 16 else { throw ConfigurationError(problems: ["admin.token_file: the token must be at least 16 characters"]) }
-            AdminAccountsController(accounts: EmbeddedAccountRepository(store: accounts), token: token).register(on: adminRouter)
+            AdminAccountsController(accounts: storage.accounts, token: token).register(on: adminRouter)
         }
 
         let (publicPorts, publicPort) = AsyncStream.makeStream(of: Int.self)
@@ -133,7 +122,7 @@ public final class Receiver: Sendable {
         if configuration.retention.isOn {
             services.append(
                 RetentionService(
-                    store: try SQLiteRetention(directory: configuration.dataDirectory), policy: configuration.retention,
+                    store: try storage.retention(configuration: configuration), policy: configuration.retention,
                     interval: configuration.retentionInterval, log: eventLog, logger: logger))
         }
         services.append(adminApp)
@@ -152,31 +141,32 @@ public final class Receiver: Sendable {
             startup["tls_not_after"] = .string(Timestamp.iso8601(tls.notValidAfter))
             onHangup.noteCertificate(notValidAfter: tls.notValidAfter)
         }
-        eventLog.record(startup)
-        worker.start()
-        defer {
-            worker.stop()
-            store.close()
+        startup["store"] = .string(storage.backendName)
+        let result: Result<Void, any Error>
+        do {
+            try await storage.prepare(logger: logger)
+            eventLog.record(startup)
+            storage.start()
+            do { result = .success(try await group.run()) } catch { result = .failure(error) }
             eventLog.record(EventLogRecord(step: "serve", outcome: "stopped", time: Date().timeIntervalSince1970))
-            eventLog.close()
-            directoryLock.release()
-            publicPort.finish()
-            adminPort.finish()
+        } catch {
+            result = .failure(error)  // the shared store refused us: nothing was started
         }
-        try await group.run()
+        await storage.stop()
+        eventLog.close()
+        directoryLock.release()
+        publicPort.finish()
+        adminPort.finish()
+        try result.get()
     }
 
-    /// The action worker the configuration describes: the embedded store, or the webhook sink.
-    /// Also used by `risc replay --local`, so a re-driven event acts exactly as a received one.
+    /// The action worker the configuration describes for the embedded store: its account store,
+    /// or the webhook sink. Also used by `risc replay --local`, so a re-driven event acts exactly as
+    /// a received one.
     public static func makeWorker(configuration: ReceiverConfiguration, log: any EventLog, logger: Logger) throws -> ActionWorker {
-        var sink: (any ActionSink)?
-        if let url = configuration.webhookURL, let secretFile = configuration.webhookSecretFile {
-            let secret = try readSecret(secretFile, setting: "webhook.secret_file")
-            sink = try WebhookSink(url: url, secret: secret, timeout: configuration.webhookTimeout)
-        }
-        return try ActionWorker(
-            directory: configuration.dataDirectory, table: configuration.actionTable, retry: configuration.retry, sink: sink,
-            log: log, logger: logger, tokenKeyFile: configuration.tokenKeyFile)
+        try ActionWorker(
+            directory: configuration.dataDirectory, table: configuration.actionTable, retry: configuration.retry,
+            sink: try ReceiverStorage.makeSink(configuration: configuration), log: log, logger: logger, tokenKeyFile: configuration.tokenKeyFile)
     }
 
     /// Descriptors kept aside for everything but public connections: the store's connections and

@@ -1,5 +1,6 @@
 import RISCClient
 import RISCCore
+import RISCPostgres
 import RISCStore
 
 /// Everything `risc serve` needs, with the embedded defaults. Read from a config file, the
@@ -66,6 +67,17 @@ public struct ReceiverConfiguration: Sendable {
     public var webhookTimeout: Double = 10
     /// The token-fingerprint key's file (`risc keys token-key --out FILE`); nil: `DATA_DIR/token-key`.
     public var tokenKeyFile: String?
+    /// `store.url`: a shared PostgreSQL store (several receivers); nil: the embedded SQLite store
+    /// in the data directory.
+    public var storeURL: String?
+    /// `store.password_file`: the PostgreSQL password (never in the URL).
+    public var storePasswordFile: String?
+    /// `store.ca_file`: CA bundle verifying the PostgreSQL server.
+    public var storeCAFile: String?
+    /// `store.accept_unsafe_durability`: accept a server with `fsync`/`synchronous_commit` off.
+    public var storeAcceptUnsafeDurability = false
+    /// `store.lease`: seconds a claim on queued work holds before another receiver may rescue it.
+    public var queueLease: Double = 60
     /// File holding the bearer token for the admin account API; without it the API is off.
     public var adminTokenFile: String?
 
@@ -118,6 +130,13 @@ public struct ReceiverConfiguration: Sendable {
         if let url = webhookURL, let refusal = URLPolicy().refusal(for: url) { problems.append("webhook.url: \(refusal)") }
         if webhookTimeout <= 0 { problems.append("webhook.timeout must be positive") }
         problems += retention.problems
+        if let storeURL {
+            do { _ = try PostgresStoreURL(storeURL) } catch { problems.append("store.url: \(error.description)") }
+            if tokenKeyFile == nil {
+                problems.append("accounts.token_key_file is required with store.url: every receiver must fingerprint tokens with the same key (`risc keys token-key --out FILE`)")
+            }
+        }
+        if !(5...3_600).contains(queueLease) { problems.append("store.lease must be 5–3600 seconds, got \(queueLease)") }
         return problems
     }
 }

@@ -38,6 +38,11 @@ extension ReceiverConfiguration {
         ("jwks.unknown_kid_cooldown", "seconds between forced refetches for unknown kids (default 60)"),
         ("jwks.max_staleness", "seconds past expiry a key set is still served during an issuer outage (default 86400)"),
         ("jwks.failure_retry", "seconds between fetch attempts after a failure (default 10)"),
+        ("store.url", "a shared PostgreSQL store: postgres://USER@HOST:PORT/DB[?sslmode=disable|require|verify-full][&host=/socket/dir] (env RISC_STORE_URL; default: the embedded SQLite store in data_dir)"),
+        ("store.password_file", "file with the PostgreSQL password (never in store.url)"),
+        ("store.ca_file", "PEM CA bundle that verifies the PostgreSQL server (sslmode=verify-full; default the system's)"),
+        ("store.accept_unsafe_durability", "accept a PostgreSQL server with fsync or synchronous_commit off (never in production; default false)"),
+        ("store.lease", "seconds a receiver holds queued work it claimed before another may rescue it (shared store; default 60)"),
         ("accounts.token_key_file", "file with the key token fingerprints are made with (`risc keys token-key --out FILE`; default DATA_DIR/token-key, made on first use)"),
         ("retention.done", "how long a done SET stays whole (raw token, subjects) before they are removed; a duration such as 30d, 0 keeps them forever (default 30d)"),
         ("retention.duplicates", "how long after receipt a done SET's (issuer, jti) is kept to recognise redeliveries (default 90d)"),
@@ -99,6 +104,11 @@ extension ReceiverConfiguration {
         if let value = layers.double("jwks.max_staleness") { jwksMaximumStaleness = value }
         if let value = layers.double("jwks.failure_retry") { jwksFailureRetryInterval = value }
         tokenKeyFile = layers.string("accounts.token_key_file")
+        storeURL = layers.string("store.url")
+        storePasswordFile = layers.string("store.password_file")
+        storeCAFile = layers.string("store.ca_file")
+        if let value = layers.bool("store.accept_unsafe_durability") { storeAcceptUnsafeDurability = value }
+        if let value = layers.double("store.lease") { queueLease = value }
         if let value = layers.duration("retention.done") { retention.done = value }
         if let value = layers.duration("retention.duplicates") { retention.duplicates = value }
         webhookURL = layers.string("webhook.url")

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import RISCCore
+import RISCPostgres
 import RISCServer
 import RISCStore
 
@@ -27,6 +28,9 @@ extension RiscCommand {
 
         @Option(help: "Data directory.")
         var dataDir: String?
+
+        @Option(help: "A shared PostgreSQL store: postgres://USER@HOST:PORT/DB (default: the embedded store in the data directory).")
+        var storeURL: String?
 
         @Option(help: "Public listener address.")
         var host: String?
@@ -74,6 +78,7 @@ extension RiscCommand {
             }
             if !audiences.isEmpty { values["audiences"] = .array(audiences.map { .string($0) }) }
             if let dataDir { values["data_dir"] = .string(dataDir) }
+            if let storeURL { values["store.url"] = .string(storeURL) }
             if let host { values["listen.host"] = .string(host) }
             if let port { values["listen.port"] = .number(Double(port)) }
             if let adminPort { values["admin.port"] = .number(Double(adminPort)) }
@@ -93,7 +98,8 @@ extension RiscCommand {
             let files: [(String, String?)] = [
                 ("tls.certificate", configuration.tlsCertificate), ("tls.key", configuration.tlsKey),
                 ("jwks_file", configuration.jwksFile), ("webhook.secret_file", configuration.webhookSecretFile),
-                ("admin.token_file", configuration.adminTokenFile),
+                ("admin.token_file", configuration.adminTokenFile), ("store.password_file", configuration.storePasswordFile),
+                ("store.ca_file", configuration.storeCAFile), ("accounts.token_key_file", configuration.tokenKeyFile),
             ]
             for (setting, path) in files {
                 if let path, !FileManager.default.isReadableFile(atPath: path) { problems.append("\(setting): cannot read \(path)") }
@@ -127,7 +133,14 @@ extension RiscCommand {
             print("  audiences \(configuration.audiences.joined(separator: ", "))")
             print("  keys      \(configuration.jwksFile.map { "pinned \($0)" } ?? configuration.discoveryURL)")
             print("  data      \(configuration.dataDirectory)")
+            print("  store     \(configuration.storeURL.map { "PostgreSQL \((try? PostgresStoreURL($0))?.description ?? $0)" } ?? "embedded SQLite in the data directory")")
             print("  actions   \(configuration.webhookURL.map { "webhook \($0)" } ?? "embedded account store")")
+        }
+
+        /// Refusals of the store's (a locked data directory, a wrong token key, a PostgreSQL server
+        /// that is not durable): configuration problems, exit 64.
+        static func isRefusal(_ error: any Error) -> Bool {
+            error is DataDirectoryLock.InUse || error is TokenKey.Refused || SharedStore.isRefusal(error)
         }
 
         func run() async throws {
@@ -135,7 +148,7 @@ extension RiscCommand {
             if checkConfig { return try check(configuration) }
             let logger = global.makeLogger()
             let receiver: Receiver
-            do { receiver = try Receiver(configuration: configuration, logger: logger) } catch where error is DataDirectoryLock.InUse || error is TokenKey.Refused {
+            do { receiver = try Receiver(configuration: configuration, logger: logger) } catch where Self.isRefusal(error) {
                 // Configuration problems found while opening the store: exit 64 like the others.
                 FileHandle.standardError.write(Data("risc serve: \(error)\n".utf8))
                 throw ExitCode(64)
@@ -146,8 +159,12 @@ extension RiscCommand {
                     "risc.listen": "\(configuration.host):\(configuration.port)\(configuration.eventsPath)",
                     "risc.admin": "\(configuration.adminHost):\(configuration.adminPort)",
                     "risc.data_dir": "\(configuration.dataDirectory)", "risc.tls": "\(configuration.tlsCertificate != nil)",
+                    "risc.store": "\(receiver.storage.backendName)",
                 ])
-            try await receiver.run()
+            do { try await receiver.run() } catch where Self.isRefusal(error) {
+                FileHandle.standardError.write(Data("risc serve: \(error)\n".utf8))
+                throw ExitCode(64)
+            }
         }
     }
 }

@@ -18,7 +18,7 @@ struct InlineActionsTests {
         try sabotage.execute("CREATE TRIGGER sabotage BEFORE UPDATE ON sessions BEGIN SELECT RAISE(ABORT, 'sabotaged'); END")
         try await harness.start()
         #expect(try await harness.post(try harness.token(jti: "inline-fails")).status == 202)
-        let stored = try #require(try harness.receiver.store.record(issuer: harness.issuer.baseURL, jti: "inline-fails"))
+        let stored = try #require(try harness.receiver.storage.embeddedStore!.record(issuer: harness.issuer.baseURL, jti: "inline-fails"))
         #expect(stored.state == "pending")
         #expect(harness.eventLogLines.contains { $0["jti"] == "inline-fails" && $0["outcome"] == "deferred" })
 
@@ -26,7 +26,7 @@ struct InlineActionsTests {
         var state = stored.state
         for _ in 0..<100 where state != "done" {
             try await Task.sleep(for: .milliseconds(50))
-            state = try harness.receiver.store.record(issuer: harness.issuer.baseURL, jti: "inline-fails")?.state ?? ""
+            state = try harness.receiver.storage.embeddedStore!.record(issuer: harness.issuer.baseURL, jti: "inline-fails")?.state ?? ""
         }
         #expect(state == "done")
         let account = try #require(try AccountStore(directory: harness.dataDirectory).accounts(subject: "110169484474386276334").first)

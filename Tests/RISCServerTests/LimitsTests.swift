@@ -62,7 +62,7 @@ struct LimitsTests {
         #expect(harness.eventLogLines.contains {
             $0["step"] == "connection" && $0["outcome"] == "refused" && $0["reason"] == "max_connections" && $0["limit"] == 2
         })
-        #expect(try harness.receiver.store.record(issuer: harness.issuer.baseURL, jti: "over-limit") == nil)
+        #expect(try harness.receiver.storage.embeddedStore!.record(issuer: harness.issuer.baseURL, jti: "over-limit") == nil)
         // The held connections keep working; once one closes, a new one is served.
         #expect(second.exchange(try harness.rawRequest("held-3"))?.hasPrefix("HTTP/1.1 202") == true)
         first = nil
@@ -108,7 +108,7 @@ struct LimitsTests {
         #expect(stalled.feed(Array(try harness.rawRequest("stalled").prefix(200))))
         let stallTime = try await secondsUntilClosed(stalled, trickle: nil)
         #expect(stallTime.map { (0.7...2.5).contains($0) } == true, "closed after \(String(describing: stallTime)) s")
-        #expect(try harness.receiver.store.record(issuer: harness.issuer.baseURL, jti: "stalled") == nil)
+        #expect(try harness.receiver.storage.embeddedStore!.record(issuer: harness.issuer.baseURL, jti: "stalled") == nil)
         // Requests every 400 ms keep a connection for longer than the timeout; once idle, it closes.
         let busy = try RawConnection.Held(port: port)
         for index in 0..<5 {

@@ -4,6 +4,8 @@ public protocol StoreHealth: Sendable {
     /// Whether the store takes writes now (an embedded store refuses them after a failed fsync
     /// until a restart; a database server may be unreachable).
     func isWritable() async -> Bool
+    /// `isWritable`, with why not when it is not (`/readyz` says it).
+    func writability() async -> (writable: Bool, reason: String?)
     /// SETs acknowledged and not yet processed.
     func queueDepth() async throws -> Int
     /// Dead letters: SETs whose actions failed every attempt.
@@ -14,4 +16,10 @@ public protocol StoreHealth: Sendable {
     func lastReceivedAt() async throws -> Double?
     /// Transactions committed and rows written since start (group commit).
     var writeCounts: (commits: Int, rows: Int) { get }
+}
+
+extension StoreHealth {
+    public func writability() async -> (writable: Bool, reason: String?) {
+        await isWritable() ? (true, nil) : (false, "the store refuses writes (see the log)")
+    }
 }

@@ -33,8 +33,7 @@ public final class QueueWorker: Sendable {
     let sink: (any ActionSink)?
     let log: any EventLog
     let logger: Logger
-    private let wakeups: AsyncStream<Void>
-    private let wakeup: AsyncStream<Void>.Continuation
+    private let wakeups = Wakeup()
     private let state = Mutex<(stopping: Bool, task: Task<Void, Never>?)>((false, nil))
 
     public init(
@@ -48,7 +47,6 @@ public final class QueueWorker: Sendable {
         self.sink = sink
         self.log = log
         self.logger = logger
-        (wakeups, wakeup) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
     /// `host:pid:random`, unique per run, so a restarted receiver never mistakes its old leases
@@ -60,7 +58,7 @@ public final class QueueWorker: Sendable {
     }
 
     /// Asks the worker to look for work now.
-    public func wake() { wakeup.yield() }
+    public func wake() { wakeups.signal() }
 
     /// Starts the loop in a task of its own.
     public func start() {
@@ -68,21 +66,29 @@ public final class QueueWorker: Sendable {
         state.withLock { $0.task = task }
     }
 
-    /// Finishes the batch in hand, then stops. Idempotent.
-    public func stop() async {
+    /// Finishes the batch in hand, then stops; gives up waiting after `seconds` (a store that
+    /// does not answer must not keep the process from exiting: the leases expire and any
+    /// receiver rescues the work). Idempotent.
+    public func stop(waitingAtMost seconds: Double = 10) async {
         let task = state.withLock { state -> Task<Void, Never>? in
             state.stopping = true
             return state.task
         }
-        wakeup.yield()
-        await task?.value
+        wakeups.signal()
+        guard let task else { return }
+        let finished = Wakeup()
+        Task {
+            await task.value
+            finished.signal()
+        }
+        await finished.wait(seconds: seconds)
+        task.cancel()
     }
 
     private var stopping: Bool { state.withLock { $0.stopping } }
 
     func run() async {
         var lastRescue = 0.0
-        var iterator = wakeups.makeAsyncIterator()
         while !stopping {
             let now = Date().timeIntervalSince1970
             if now - lastRescue >= settings.rescueInterval {
@@ -98,11 +104,7 @@ public final class QueueWorker: Sendable {
             }
             if processed == 0 && !stopping {
                 // Woken by a commit (ours, or another receiver's NOTIFY), or the poll interval.
-                await withTaskGroup(of: Void.self) { group in
-                    group.addTask { [settings] in try? await Task.sleep(for: .seconds(settings.pollInterval)) }
-                    _ = await iterator.next()
-                    group.cancelAll()
-                }
+                await wakeups.wait(seconds: settings.pollInterval)
             }
         }
     }
@@ -197,5 +199,48 @@ public final class QueueWorker: Sendable {
     /// the `jti`. The same on every receiver and every attempt.
     public static func idempotencyKey(issuer: String, jti: String) -> String {
         SHA256.hex(Array(issuer.utf8) + [0] + Array(jti.utf8))
+    }
+}
+
+/// A wake-up that is not lost when it comes before the wait, and a wait that ends after a
+/// timeout without one.
+final class Wakeup: Sendable {
+    private let state = Mutex<(pending: Bool, waiter: CheckedContinuation<Void, Never>?, generation: Int)>((false, nil, 0))
+
+    func signal() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard let waiter = state.waiter else {
+                state.pending = true
+                return nil
+            }
+            state.waiter = nil
+            return waiter
+        }
+        waiter?.resume()
+    }
+
+    /// Returns at the first signal (or at once if one came since the last wait), or after `seconds`.
+    func wait(seconds: Double) async {
+        await withCheckedContinuation { continuation in
+            let generation = state.withLock { state -> Int? in
+                if state.pending {
+                    state.pending = false
+                    return nil
+                }
+                state.generation += 1
+                state.waiter = continuation
+                return state.generation
+            }
+            guard let generation else { return continuation.resume() }
+            Task {
+                try? await Task.sleep(for: .seconds(seconds))
+                let waiter = self.state.withLock { state -> CheckedContinuation<Void, Never>? in
+                    guard state.generation == generation, let waiter = state.waiter else { return nil }
+                    state.waiter = nil
+                    return waiter
+                }
+                waiter?.resume()
+            }
+        }
     }
 }

@@ -1,0 +1,49 @@
+import Synchronization
+
+/// A call to the server that took longer than its deadline (the server unreachable, the pool
+/// waiting for a connection): a temporary failure, answered 503.
+public struct StoreTimeout: Error, CustomStringConvertible {
+    public let seconds: Double
+    public let what: String
+    public var description: String { "PostgreSQL did not answer within \(seconds) s (\(what))" }
+}
+
+/// Runs `body`, giving up after `seconds` with `StoreTimeout`. While the server is unreachable
+/// the pool queues requests until its connection attempts give up, which takes far longer than
+/// Google's patience with one request. Unstructured on purpose: a call that does not heed
+/// cancellation (a queued connection request) is cancelled and left to finish on its own, the
+/// caller answered at the deadline all the same.
+func withDeadline<T: Sendable>(_ seconds: Double, _ what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    let race = DeadlineRace<T>()
+    return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+        race.begin(continuation)
+        let timer = Task {
+            try? await Task.sleep(for: .seconds(seconds))
+            if !Task.isCancelled, race.settle(.failure(StoreTimeout(seconds: seconds, what: what))) { race.cancelWork() }
+        }
+        race.setWork(Task {
+            let result: Result<T, any Error>
+            do { result = .success(try await body()) } catch { result = .failure(error) }
+            if race.settle(result) { timer.cancel() }
+        })
+    }
+}
+
+/// The one continuation `withDeadline` resumes, by whichever of the work and the timer ends first.
+private final class DeadlineRace<T: Sendable>: Sendable {
+    private let state = Mutex<(continuation: CheckedContinuation<T, any Error>?, work: Task<Void, Never>?)>((nil, nil))
+
+    func begin(_ continuation: CheckedContinuation<T, any Error>) { state.withLock { $0.continuation = continuation } }
+    func setWork(_ task: Task<Void, Never>) { state.withLock { $0.work = task } }
+    func cancelWork() { state.withLock { $0.work }?.cancel() }
+
+    /// Resumes the caller with `result` unless it was resumed already; returns whether it was this call.
+    func settle(_ result: Result<T, any Error>) -> Bool {
+        guard let continuation = state.withLock({ state -> CheckedContinuation<T, any Error>? in
+            defer { state.continuation = nil }
+            return state.continuation
+        }) else { return false }
+        continuation.resume(with: result)
+        return true
+    }
+}

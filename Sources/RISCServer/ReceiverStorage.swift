@@ -1,0 +1,169 @@
+import Foundation
+import Logging
+import RISCClient
+import RISCCore
+import RISCPostgres
+import RISCStore
+import Synchronization
+
+/// The one factory that gives a receiver its storage, as the configuration chooses: the embedded
+/// SQLite store in the data directory (no `store.url`), or a PostgreSQL store shared by several
+/// receivers. Everything else in the receiver talks to the ports.
+///
+/// The embedded store keeps its own machinery (group commit with pipelined fsync, checkpoints,
+/// actions applied inline in the transaction that stores a SET, its thread-based worker); the
+/// shared store uses `QueueWorker` over `WorkQueue` leases.
+public enum ReceiverStorage: Sendable {
+    case embedded(EmbeddedStorage)
+    case shared(SharedStorage)
+
+    /// The embedded store and what works on it.
+    public struct EmbeddedStorage: Sendable {
+        public let store: SQLiteEventStore
+        public let worker: ActionWorker
+        public let accounts: AccountStore
+    }
+
+    /// The shared store, its worker, and the listener that wakes it.
+    public final class SharedStorage: Sendable {
+        public let store: SharedStore
+        public let worker: QueueWorker
+        private let listener = Mutex<Task<Void, Never>?>(nil)
+
+        init(store: SharedStore, worker: QueueWorker) {
+            self.store = store
+            self.worker = worker
+        }
+
+        func start() {
+            worker.start()
+            let worker = self.worker, queue = store.queue
+            store.events.afterCommit.withLock { $0 = { worker.wake() } }
+            listener.withLock { $0 = Task { await queue.listen(wake: { worker.wake() }) } }
+        }
+
+        func stop() async {
+            listener.withLock { $0 }?.cancel()
+            await worker.stop()
+            store.close()
+        }
+    }
+
+    /// Opens the store `configuration` names. The shared one is only opened here; `prepare`
+    /// talks to the server.
+    public static func open(configuration: ReceiverConfiguration, log: any EventLog, logger: Logger) throws -> ReceiverStorage {
+        let sink = try makeSink(configuration: configuration)
+        guard let url = configuration.storeURL else {
+            let store = try SQLiteEventStore(directory: configuration.dataDirectory, logger: logger)
+            let accounts = try AccountStore(directory: configuration.dataDirectory, tokenKeyFile: configuration.tokenKeyFile)
+            let worker = try ActionWorker(
+                directory: configuration.dataDirectory, table: configuration.actionTable, retry: configuration.retry, sink: sink, log: log,
+                logger: logger, tokenKeyFile: configuration.tokenKeyFile)
+            if sink == nil {
+                // Embedded account store: apply each SET's actions in the transaction that stores it.
+                try store.enableInlineActions(
+                    table: configuration.actionTable, log: log, directory: configuration.dataDirectory,
+                    tokenKeyFile: configuration.tokenKeyFile)
+            }
+            store.afterCommit = { worker.wake() }
+            worker.ingestIsBusy = { store.isBusy }
+            return .embedded(EmbeddedStorage(store: store, worker: worker, accounts: accounts))
+        }
+        var settings = SharedStore.Settings(
+            url: url, passwordFile: configuration.storePasswordFile, caFile: configuration.storeCAFile, tokenKeyFile: configuration.tokenKeyFile)
+        settings.acceptUnsafeDurability = configuration.storeAcceptUnsafeDurability
+        let store = try SharedStore(settings: settings, logger: logger)
+        var workerSettings = QueueWorker.Settings()
+        // A webhook claim must outlive its deliveries: a batch of slow answers is not a dead receiver.
+        workerSettings.lease = max(configuration.queueLease, Double(workerSettings.batch) * (configuration.webhookTimeout + 5) + 30)
+        if sink == nil { workerSettings.lease = configuration.queueLease }
+        let worker = QueueWorker(
+            queue: store.queue, settings: workerSettings, table: configuration.actionTable, retry: configuration.retry, sink: sink, log: log,
+            logger: logger)
+        return .shared(SharedStorage(store: store, worker: worker))
+    }
+
+    /// The webhook sink, when `webhook.url` is set.
+    static func makeSink(configuration: ReceiverConfiguration) throws -> (any ActionSink)? {
+        guard let url = configuration.webhookURL, let secretFile = configuration.webhookSecretFile else { return nil }
+        let secret = try Receiver.readSecret(secretFile, setting: "webhook.secret_file")
+        return try WebhookSink(url: url, secret: secret, timeout: configuration.webhookTimeout)
+    }
+
+    /// `embedded` or `postgresql`, for the event log and `/readyz`.
+    public var backendName: String {
+        switch self {
+        case .embedded: "embedded"
+        case .shared: "postgresql"
+        }
+    }
+
+    public var events: any EventStore {
+        switch self {
+        case .embedded(let embedded): embedded.store
+        case .shared(let shared): shared.store.events
+        }
+    }
+
+    public var health: any StoreHealth {
+        switch self {
+        case .embedded(let embedded): embedded.store
+        case .shared(let shared): shared.store.events
+        }
+    }
+
+    public var accounts: any AccountRepository {
+        switch self {
+        case .embedded(let embedded): EmbeddedAccountRepository(store: embedded.accounts)
+        case .shared(let shared): shared.store.accounts
+        }
+    }
+
+    /// The embedded SQLite store, when that is the backend (tests and benchmarks read it directly).
+    public var embeddedStore: SQLiteEventStore? {
+        if case .embedded(let embedded) = self { return embedded.store }
+        return nil
+    }
+
+    func retention(configuration: ReceiverConfiguration) throws -> any RetentionStore {
+        switch self {
+        case .embedded: try SQLiteRetention(directory: configuration.dataDirectory)
+        case .shared(let shared): shared.store.events
+        }
+    }
+
+    /// The shared store: migrate, check durability and the token key, waiting for a server that
+    /// cannot be reached yet (every 2 s, logged) but giving up at once on a refusal.
+    func prepare(logger: Logger) async throws {
+        guard case .shared(let shared) = self else { return }
+        var attempt = 0
+        while true {
+            do {
+                try await shared.store.prepare()
+                return
+            } catch where !SharedStore.isRefusal(error) && !Task.isCancelled {
+                attempt += 1
+                logger.warning(
+                    "PostgreSQL store not reachable yet; retrying in 2 s",
+                    metadata: ["risc.store": "\(shared.store.database.url)", "risc.error": "\(error)", "risc.attempt": "\(attempt)"])
+                try await Task.sleep(for: .seconds(2))
+            }
+        }
+    }
+
+    func start() {
+        switch self {
+        case .embedded(let embedded): embedded.worker.start()
+        case .shared(let shared): shared.start()
+        }
+    }
+
+    func stop() async {
+        switch self {
+        case .embedded(let embedded):
+            embedded.worker.stop()
+            embedded.store.close()
+        case .shared(let shared): await shared.stop()
+        }
+    }
+}
