@@ -24,6 +24,11 @@ public final class SharedStore: Sendable {
         public var tokenKeyFile: String?
         /// `store.accept_unsafe_durability`: accept a server with `fsync` or `synchronous_commit` off.
         public var acceptUnsafeDurability = false
+        /// Whether the token key is required: a receiver and the account commands need it; the
+        /// queue and replay commands, which never fingerprint a token, do not.
+        public var needsTokenKey = true
+        /// `store.timeout`: seconds a SET may wait to be committed before it is answered 503.
+        public var timeout: Double = 10
 
         public init(url: String, passwordFile: String? = nil, caFile: String? = nil, tokenKeyFile: String? = nil) {
             self.url = url
@@ -50,11 +55,12 @@ public final class SharedStore: Sendable {
         if let ca = settings.caFile, !FileManager.default.isReadableFile(atPath: ca) {
             throw Refused(description: "store.ca_file: cannot read \(ca)")
         }
-        let key = try Self.tokenKey(file: settings.tokenKeyFile)
+        // Without the key (allowed only when not needed) account lookups by token match nothing.
+        let key = settings.needsTokenKey || settings.tokenKeyFile != nil ? try Self.tokenKey(file: settings.tokenKeyFile) : []
         self.settings = settings
         self.key = key
         database = PostgresDatabase(url: url, password: password, caFile: settings.caFile, logger: logger)
-        events = PostgresEventStore(database: database)
+        events = PostgresEventStore(database: database, commitDeadline: settings.timeout)
         queue = PostgresWorkQueue(database: database, tokenKey: key)
         accounts = PostgresAccounts(database: database, tokenKey: key)
         admin = PostgresQueueAdmin(database: database)
@@ -85,7 +91,7 @@ public final class SharedStore: Sendable {
     public func prepare() async throws {
         try await database.migrate()
         try await database.checkDurability(acceptUnsafe: settings.acceptUnsafeDurability)
-        try await database.checkTokenKey(key, file: settings.tokenKeyFile)
+        if !key.isEmpty { try await database.checkTokenKey(key, file: settings.tokenKeyFile) }
     }
 
     /// Whether `error` from `prepare()` is a refusal rather than an unreachable server.

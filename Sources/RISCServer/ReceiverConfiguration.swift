@@ -78,6 +78,8 @@ public struct ReceiverConfiguration: Sendable {
     public var storeAcceptUnsafeDurability = false
     /// `store.lease`: seconds a claim on queued work holds before another receiver may rescue it.
     public var queueLease: Double = 60
+    /// `store.timeout`: seconds a SET may wait for the shared store's COMMIT before it is answered 503.
+    public var storeTimeout: Double = 10
     /// File holding the bearer token for the admin account API; without it the API is off.
     public var adminTokenFile: String?
 
@@ -136,6 +138,7 @@ public struct ReceiverConfiguration: Sendable {
                 problems.append("accounts.token_key_file is required with store.url: every receiver must fingerprint tokens with the same key (`risc keys token-key --out FILE`)")
             }
         }
+        if !(1...120).contains(storeTimeout) { problems.append("store.timeout must be 1–120 seconds, got \(storeTimeout)") }
         if !(5...3_600).contains(queueLease) { problems.append("store.lease must be 5–3600 seconds, got \(queueLease)") }
         return problems
     }

@@ -72,6 +72,7 @@ public enum ReceiverStorage: Sendable {
         var settings = SharedStore.Settings(
             url: url, passwordFile: configuration.storePasswordFile, caFile: configuration.storeCAFile, tokenKeyFile: configuration.tokenKeyFile)
         settings.acceptUnsafeDurability = configuration.storeAcceptUnsafeDurability
+        settings.timeout = configuration.storeTimeout
         let store = try SharedStore(settings: settings, logger: logger)
         var workerSettings = QueueWorker.Settings()
         // A webhook claim must outlive its deliveries: a batch of slow answers is not a dead receiver.
@@ -134,7 +135,7 @@ public enum ReceiverStorage: Sendable {
 
     /// The shared store: migrate, check durability and the token key, waiting for a server that
     /// cannot be reached yet (every 2 s, logged) but giving up at once on a refusal.
-    func prepare(logger: Logger) async throws {
+    public func prepare(logger: Logger) async throws {
         guard case .shared(let shared) = self else { return }
         var attempt = 0
         while true {

@@ -6,24 +6,10 @@ import RISCStore
 extension RiscCommand {
     struct Accounts: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Manage the embedded linked-account store (Google accounts → your users, sessions, tokens).",
+            abstract: "Manage the linked-account store (Google accounts → your users, sessions, tokens), embedded or shared.",
             subcommands: [Link.self, Import.self, List.self, Show.self]
         )
     }
-}
-
-struct DataDirectoryOption: ParsableArguments {
-    @Option(help: "Data directory.") var dataDir: String = "./data"
-}
-
-/// Where the account commands find the store and the key its token fingerprints are made with.
-struct AccountStoreOption: ParsableArguments {
-    @Option(help: "Data directory.") var dataDir: String = "./data"
-    @Option(help: "The token-fingerprint key file, when the receiver's accounts.token_key_file names one.")
-    var tokenKeyFile: String?
-
-    /// The account store, with the key its fingerprints were made with.
-    func accountStore() throws -> AccountStore { try AccountStore(directory: dataDir, tokenKeyFile: tokenKeyFile) }
 }
 
 extension RiscCommand.Accounts {
@@ -38,17 +24,20 @@ extension RiscCommand.Accounts {
         var refreshTokenFiles: [String] = []
         @Option(name: .customLong("linked-token-file"), help: "File with a token you issued to Google by account linking (repeatable).")
         var linkedTokenFiles: [String] = []
-        @OptionGroup var data: AccountStoreOption
+        @OptionGroup var data: StoreOption
 
         func run() async throws {
             func read(_ path: String) throws -> String {
                 guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw ValidationError("cannot read \(path)") }
                 return text.trimmingCharacters(in: .whitespacesAndNewlines)
             }
-            let store = try data.accountStore()
-            try store.link(.init(
-                issuer: issuer, subject: subject, userID: user, email: email, sessions: sessions,
-                refreshTokens: try refreshTokenFiles.map(read), linkedTokens: try linkedTokenFiles.map(read)))
+            let store = try await data.open(accounts: true)
+            defer { store.close() }
+            _ = try await store.accounts().link(
+                AccountLink(
+                    issuer: issuer, subject: subject, userID: user, email: email, sessions: sessions,
+                    refreshTokens: try refreshTokenFiles.map(read), linkedTokens: try linkedTokenFiles.map(read)),
+                now: Date().timeIntervalSince1970)
             print("linked \(subject) → \(user) (\(sessions.count) sessions, \(refreshTokenFiles.count + linkedTokenFiles.count) tokens; tokens kept as fingerprints only)")
         }
     }
@@ -57,10 +46,12 @@ extension RiscCommand.Accounts {
         static let configuration = CommandConfiguration(
             abstract: "Import accounts from JSON lines: {\"subject\", \"user_id\", \"email\"?, \"sessions\"?, \"refresh_tokens\"?, \"linked_tokens\"?, \"issuer\"?}.")
         @Argument(help: "JSON-lines file, or - for standard input.") var file: String = "-"
-        @OptionGroup var data: AccountStoreOption
+        @OptionGroup var data: StoreOption
 
         func run() async throws {
-            let store = try data.accountStore()
+            let opened = try await data.open(accounts: true)
+            defer { opened.close() }
+            let store = try opened.accounts()
             let text = String(decoding: try readInput(file), as: UTF8.self)
             var count = 0
             for (number, line) in text.split(separator: "\n").enumerated() where !line.trimmingCharacters(in: .whitespaces).isEmpty {
@@ -70,10 +61,12 @@ extension RiscCommand.Accounts {
                         throw ValidationError("needs string 'subject' and 'user_id'")
                     }
                     func strings(_ name: String) -> [String] { object[name]?.arrayValue?.compactMap(\.stringValue) ?? [] }
-                    try store.link(.init(
-                        issuer: object["issuer"]?.stringValue ?? "https://accounts.google.com", subject: subject, userID: user,
-                        email: object["email"]?.stringValue, sessions: strings("sessions"), refreshTokens: strings("refresh_tokens"),
-                        linkedTokens: strings("linked_tokens")))
+                    _ = try await store.link(
+                        AccountLink(
+                            issuer: object["issuer"]?.stringValue ?? "https://accounts.google.com", subject: subject, userID: user,
+                            email: object["email"]?.stringValue, sessions: strings("sessions"), refreshTokens: strings("refresh_tokens"),
+                            linkedTokens: strings("linked_tokens")),
+                        now: Date().timeIntervalSince1970)
                     count += 1
                 } catch {
                     throw ValidationError("line \(number + 1): \(error)")
@@ -86,10 +79,12 @@ extension RiscCommand.Accounts {
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List linked accounts.")
         @Flag(help: "JSON output.") var json = false
-        @OptionGroup var data: AccountStoreOption
+        @OptionGroup var data: StoreOption
 
         func run() async throws {
-            let accounts = try data.accountStore().accounts()
+            let store = try await data.open(accounts: true)
+            defer { store.close() }
+            let accounts = try await store.accounts().accounts(subject: nil)
             if json {
                 print(JSONValue.array(accounts.map(\.json)).prettyPrinted)
                 return
@@ -108,10 +103,12 @@ extension RiscCommand.Accounts {
         static let configuration = CommandConfiguration(abstract: "Show one linked account.")
         @Argument(help: "The Google account ID (sub).") var subject: String
         @Flag(help: "JSON output.") var json = false
-        @OptionGroup var data: AccountStoreOption
+        @OptionGroup var data: StoreOption
 
         func run() async throws {
-            guard let account = try data.accountStore().accounts(subject: subject).first else {
+            let store = try await data.open(accounts: true)
+            defer { store.close() }
+            guard let account = try await store.accounts().accounts(subject: subject).first else {
                 FileHandle.standardError.write(Data("risc: no account with subject \(subject)\n".utf8))
                 throw ExitStatus.rejected
             }

@@ -15,8 +15,12 @@ extension RiscCommand {
 extension RiscCommand.Queue {
     struct Status: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Counts: pending, scheduled retries, done, dead.")
-        @OptionGroup var data: DataDirectoryOption
-        func run() async throws { print(JSONValue.object(try QueueAdmin(directory: data.dataDir).counts().json).prettyPrinted) }
+        @OptionGroup var data: StoreOption
+        func run() async throws {
+            let store = try await data.open()
+            defer { store.close() }
+            print(JSONValue.object(try await store.queue().counts(now: Date().timeIntervalSince1970).json).prettyPrinted)
+        }
     }
 
     struct List: AsyncParsableCommand {
@@ -24,9 +28,11 @@ extension RiscCommand.Queue {
         @Flag(help: "Only dead letters.") var dead = false
         @Option(help: "Only this state (pending, done, dead).") var state: QueueState?
         @Option(help: "How many.") var limit: Int = 50
-        @OptionGroup var data: DataDirectoryOption
+        @OptionGroup var data: StoreOption
         func run() async throws {
-            for row in try QueueAdmin(directory: data.dataDir).list(state: dead ? .dead : state, limit: limit) {
+            let store = try await data.open()
+            defer { store.close() }
+            for row in try await store.queue().list(state: dead ? .dead : state, limit: limit) {
                 print(JSONValue.object(row.json).serialized)
             }
         }
@@ -35,9 +41,11 @@ extension RiscCommand.Queue {
     struct Show: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "One SET by jti, with the actions applied.")
         @Argument var jti: String
-        @OptionGroup var data: DataDirectoryOption
+        @OptionGroup var data: StoreOption
         func run() async throws {
-            guard let row = try QueueAdmin(directory: data.dataDir).show(jti: jti) else {
+            let store = try await data.open()
+            defer { store.close() }
+            guard let row = try await store.queue().show(jti: jti) else {
                 FileHandle.standardError.write(Data("risc: no SET with jti \(jti)\n".utf8))
                 throw ExitStatus.rejected
             }
@@ -49,12 +57,14 @@ extension RiscCommand.Queue {
         static let configuration = CommandConfiguration(abstract: "Requeue one SET now (by jti), or every dead letter with --dead.")
         @Argument var jti: String?
         @Flag(help: "Requeue every dead letter.") var dead = false
-        @OptionGroup var data: DataDirectoryOption
+        @OptionGroup var data: StoreOption
         func validate() throws {
             guard (jti == nil) != !dead else { throw ValidationError("give a jti or --dead") }
         }
         func run() async throws {
-            let count = try QueueAdmin(directory: data.dataDir).retry(jti: dead ? nil : jti)
+            let store = try await data.open()
+            defer { store.close() }
+            let count = try await store.queue().retry(jti: dead ? nil : jti)
             print("requeued \(count)")
         }
     }
@@ -63,13 +73,15 @@ extension RiscCommand.Queue {
         static let configuration = CommandConfiguration(abstract: "Delete dead letters older than a duration (30d, 12h, 90m, 3600s).")
         @Flag(help: "Purge dead letters (required).") var dead = false
         @Option(help: "Age, e.g. 30d.") var olderThan: String
-        @OptionGroup var data: DataDirectoryOption
+        @OptionGroup var data: StoreOption
         func validate() throws {
             guard dead else { throw ValidationError("only dead letters can be purged: add --dead") }
             guard Self.seconds(olderThan) != nil else { throw ValidationError("--older-than: use a number with s, m, h or d") }
         }
         func run() async throws {
-            let count = try QueueAdmin(directory: data.dataDir).purgeDead(olderThan: Self.seconds(olderThan)!)
+            let store = try await data.open()
+            defer { store.close() }
+            let count = try await store.queue().purgeDead(olderThan: Self.seconds(olderThan)!, now: Date().timeIntervalSince1970)
             print("purged \(count)")
         }
         static func seconds(_ text: String) -> Double? { durationSeconds(text) }

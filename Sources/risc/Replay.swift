@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import RISCClient
 import RISCCore
+import RISCPostgres
 import RISCServer
 import RISCStore
 import RISCTestKit
@@ -32,6 +33,9 @@ extension RiscCommand {
         @Option(help: "Receiver URL to POST to, e.g. http://127.0.0.1:8443/events.") var to: String?
         @Flag(help: "Read the stored SETs of --data-dir instead of SOURCE.") var fromStore = false
         @Option(help: "Data directory for --from-store and --local (default: the config's, else ./data).") var dataDir: String?
+        @Option(help: "A shared PostgreSQL store for --from-store and --local (default: the config's store.url, else the embedded store).")
+        var storeURL: String?
+        @Option(help: "The token-fingerprint key file (accounts.token_key_file), for --local on a shared store.") var tokenKeyFile: String?
         @Flag(help: "Re-drive through the pipeline in this process, without HTTP (see above).") var local = false
         @Option(help: "The receiver's JSON config file, for --local.") var config: String?
         @Option(help: "Only the stored SET with this jti.") var jti: String?
@@ -74,7 +78,7 @@ extension RiscCommand {
                 try await runLocal()
                 return
             }
-            let tokens = try loadTokens()
+            let tokens = try await loadTokens()
             guard !tokens.isEmpty else { throw ValidationError("no SETs to replay") }
             if dryRun {
                 try await dryRun(tokens)
@@ -90,9 +94,14 @@ extension RiscCommand {
             StoredSETSelection(jti: jti, since: try Self.instant(since, "--since"), until: try Self.instant(until, "--until"), deadOnly: dead)
         }
 
-        func loadTokens() throws -> [String] {
+        func loadTokens() async throws -> [String] {
             if fromStore {
-                return try QueueAdmin(directory: dataDir ?? "./data").tokens(try selection()).map(\.token)
+                var option = StoreOption()
+                option.dataDir = dataDir
+                option.storeURL = storeURL
+                let store = try await option.open()
+                defer { store.close() }
+                return try await store.queue().tokens(try selection()).map(\.token)
             }
             let text = String(decoding: try readInput(source!), as: UTF8.self)
             let lines = text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
@@ -175,11 +184,15 @@ extension RiscCommand {
             } else if let dataDir {
                 configuration.dataDirectory = dataDir
             }
+            if let storeURL { configuration.storeURL = storeURL }
+            if let tokenKeyFile { configuration.tokenKeyFile = tokenKeyFile }
             let directory = configuration.dataDirectory
             var logger = Logger(label: "risc.replay") { StreamLogHandler.standardError(label: $0) }
             logger.logLevel = .warning
+            try PrivateFiles.makeDirectory(directory)  // its event log, whichever the store
             let log = try JSONLinesEventLog(path: (directory as NSString).appendingPathComponent("events.log"))
             defer { log.close() }
+            if configuration.storeURL != nil { return try await runLocalShared(configuration: configuration, log: log, logger: logger) }
             var ids: [Int64] = []
             var refused = 0, duplicates = 0
             if fromStore {
@@ -194,30 +207,62 @@ extension RiscCommand {
                     log.record(record)
                 }
             } else {
-                let tokens = try loadTokens()
-                guard !tokens.isEmpty else { throw ValidationError("no SETs to replay") }
-                let file = jwksFile ?? configuration.jwksFile ?? (keys as NSString).appendingPathComponent("jwks.json")
-                let policy: SETPolicy? = config == nil || !audiences.isEmpty ? nil : configuration.policy
                 let store = try SQLiteEventStore(directory: directory, logger: logger)
                 defer { store.close() }
-                let intake = Intake(verifier: try verifier(jwksFile: file, policy: policy), store: store, log: log) {
-                    Date().timeIntervalSince1970
-                }
-                for token in tokens {
-                    do {
-                        switch try await intake.receive(.init(body: Array(token.utf8), remoteAddress: "local", contentType: nil)) {
-                        case .accepted(let id): ids.append(id)
-                        case .duplicate: duplicates += 1
-                        }
-                    } catch let error as SETError {
-                        refused += 1
-                        print(error.responseBody)
-                    }
-                }
+                (ids, duplicates, refused) = try await receiveAll(into: store, configuration: configuration, log: log)
             }
             let worker = try Receiver.makeWorker(configuration: configuration, log: log, logger: logger)
             while try worker.processDue(limit: 64) > 0 {}
-            let outcomes = try QueueAdmin(directory: directory).rows(ids: ids).map(\.outcomeJSON)
+            try report(try QueueAdmin(directory: directory).rows(ids: ids), ids: ids, duplicates: duplicates, refused: refused)
+        }
+
+        /// `--local` on a shared store: the same steps through the ports, with the receiver's
+        /// `QueueWorker` in this process (its leases, so a running receiver never applies one twice).
+        func runLocalShared(configuration: ReceiverConfiguration, log: JSONLinesEventLog, logger: Logger) async throws {
+            let storage = try ReceiverStorage.open(configuration: configuration, log: log, logger: logger)
+            guard case .shared(let shared) = storage else { return }
+            defer { shared.store.close() }
+            try await storage.prepare(logger: logger)
+            let admin = shared.store.admin
+            var ids: [Int64] = []
+            var refused = 0, duplicates = 0
+            if fromStore {
+                ids = try await admin.requeue(ids: admin.ids(try selection()))
+                guard !ids.isEmpty else { throw ValidationError("no stored SET matches") }
+            } else {
+                (ids, duplicates, refused) = try await receiveAll(into: shared.store.events, configuration: configuration, log: log)
+            }
+            while try await shared.worker.processDue() > 0 {}
+            try report(try await admin.rows(ids: ids), ids: ids, duplicates: duplicates, refused: refused)
+        }
+
+        /// Verifies and stores the SOURCE's SETs as the receiver would: their ids, duplicates, refusals.
+        func receiveAll(into store: any EventStore, configuration: ReceiverConfiguration, log: any EventLog) async throws
+            -> (ids: [Int64], duplicates: Int, refused: Int)
+        {
+            let tokens = try await loadTokens()
+            guard !tokens.isEmpty else { throw ValidationError("no SETs to replay") }
+            let file = jwksFile ?? configuration.jwksFile ?? (keys as NSString).appendingPathComponent("jwks.json")
+            let policy: SETPolicy? = config == nil || !audiences.isEmpty ? nil : configuration.policy
+            let intake = Intake(verifier: try verifier(jwksFile: file, policy: policy), store: store, log: log) { Date().timeIntervalSince1970 }
+            var result: (ids: [Int64], duplicates: Int, refused: Int) = ([], 0, 0)
+            for token in tokens {
+                do {
+                    switch try await intake.receive(.init(body: Array(token.utf8), remoteAddress: "local", contentType: nil)) {
+                    case .accepted(let id): result.ids.append(id)
+                    case .duplicate: result.duplicates += 1
+                    }
+                } catch let error as SETError {
+                    result.refused += 1
+                    print(error.responseBody)
+                }
+            }
+            return result
+        }
+
+        /// Prints each replayed SET's outcome and the summary table; exits 1 unless all were applied.
+        func report(_ rows: [QueueRow], ids: [Int64], duplicates: Int, refused: Int) throws {
+            let outcomes = rows.map(\.outcomeJSON)
             for outcome in outcomes { print(JSONValue.object(outcome).serialized) }
             var counts: [String: Int] = [:]
             for outcome in outcomes { counts[outcome["state"]?.stringValue ?? "?", default: 0] += 1 }

@@ -104,7 +104,7 @@ struct PostgresEventStoreTests {
         let url = try PostgresStoreURL(cluster.url)
         let databases = (0..<2).map { _ in PostgresDatabase(url: url, password: nil, logger: PostgresFoundationTests.logger) }
         try await databases[0].migrate()
-        let stores = databases.map { PostgresEventStore(database: $0) }
+        let stores = databases.map { PostgresEventStore(database: $0, commitDeadline: 60) }  // a loaded test machine
         let factory = SETFactory(signer: Self.keys.entry(for: .eddsa)!.signer)
         let jwks = try Self.keys.jwks
         var records: [SETRecord] = []

@@ -32,7 +32,10 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {
         self.flushInterval = flushInterval
         if let path {
             fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
-            guard fd >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+            guard fd >= 0 else {
+                finished = true  // no flush thread to wait for: deinit's close() returns at once
+                throw POSIXError(.init(rawValue: errno) ?? .EIO)
+            }
         }
         OSThread.start(name: "risc.eventlog") { [unowned self] in self.flushLoop() }
     }

@@ -162,6 +162,18 @@ final class SQLiteStatement {
     func reset() { sqlite3_reset(handle) }
 
     func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
+
+    enum ColumnType { case null, int, double, text }
+
+    /// The storage class of a column's value in the current row (a BLOB reads as text).
+    func type(_ column: Int32) -> ColumnType {
+        switch sqlite3_column_type(handle, column) {
+        case SQLITE_NULL: .null
+        case SQLITE_INTEGER: .int
+        case SQLITE_FLOAT: .double
+        default: .text
+        }
+    }
     func int(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
     func double(_ column: Int32) -> Double { sqlite3_column_double(handle, column) }
     func text(_ column: Int32) -> String? {

@@ -1,0 +1,105 @@
+import ArgumentParser
+import Foundation
+import Logging
+import RISCCore
+import RISCPostgres
+import RISCServer
+import RISCStore
+
+/// Where a command finds the store: the receiver's config file (`--config`: its `data_dir`,
+/// `store.*` and `accounts.token_key_file`), `RISC_*` variables, or flags, flags first. With a
+/// `store.url`, the shared PostgreSQL store; otherwise the embedded store in the data directory.
+struct StoreOption: ParsableArguments {
+    @Option(help: "The receiver's JSON config file: its data_dir, store.* and accounts.token_key_file.") var config: String?
+    @Option(help: "Data directory (the embedded store; default ./data).") var dataDir: String?
+    @Option(help: "A shared PostgreSQL store: postgres://USER@HOST:PORT/DB (default: the embedded store).") var storeURL: String?
+    @Option(help: "The token-fingerprint key file, when the receiver's accounts.token_key_file names one.") var tokenKeyFile: String?
+
+    /// The store settings after the layers: flags over `RISC_*` over the file.
+    struct Resolved {
+        var dataDirectory = "./data"
+        var storeURL: String?
+        var passwordFile: String?
+        var caFile: String?
+        var tokenKeyFile: String?
+        var acceptUnsafeDurability = false
+    }
+
+    func resolved() throws -> Resolved {
+        var flags: [String: JSONValue] = [:]
+        if let dataDir { flags["data_dir"] = .string(dataDir) }
+        if let storeURL { flags["store.url"] = .string(storeURL) }
+        if let tokenKeyFile { flags["accounts.token_key_file"] = .string(tokenKeyFile) }
+        var layers = ConfigLayers(
+            filePath: config, environment: ProcessInfo.processInfo.environment, flags: flags,
+            knownKeys: Set(ReceiverConfiguration.keys.map(\.key)))
+        var resolved = Resolved()
+        if let value = layers.string("data_dir") { resolved.dataDirectory = value }
+        resolved.storeURL = layers.string("store.url")
+        resolved.passwordFile = layers.string("store.password_file")
+        resolved.caFile = layers.string("store.ca_file")
+        resolved.tokenKeyFile = layers.string("accounts.token_key_file")
+        if let value = layers.bool("store.accept_unsafe_durability") { resolved.acceptUnsafeDurability = value }
+        guard layers.problems.isEmpty else {
+            throw ValidationError("invalid configuration:\n" + layers.problems.map { "  - \($0)" }.joined(separator: "\n"))
+        }
+        return resolved
+    }
+
+    /// Opens the store. `accounts`: the command reads or writes accounts (needs the token key).
+    func open(accounts: Bool = false) async throws -> CommandStore {
+        let resolved = try resolved()
+        guard let url = resolved.storeURL else { return CommandStore(resolved: resolved, shared: nil) }
+        var settings = SharedStore.Settings(
+            url: url, passwordFile: resolved.passwordFile, caFile: resolved.caFile, tokenKeyFile: resolved.tokenKeyFile)
+        settings.acceptUnsafeDurability = resolved.acceptUnsafeDurability
+        settings.needsTokenKey = accounts
+        do {
+            let shared = try SharedStore(settings: settings, logger: Logger(label: "risc") { _ in SwiftLogNoOpLogHandler() })
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await shared.prepare() }
+                group.addTask {
+                    try await Task.sleep(for: .seconds(15))
+                    throw ValidationError("PostgreSQL at \(shared.database.url) did not answer within 15 s")
+                }
+                defer { group.cancelAll() }
+                try await group.next()
+            }
+            return CommandStore(resolved: resolved, shared: shared)
+        } catch let error where SharedStore.isRefusal(error) {
+            throw ValidationError("\(error)")
+        }
+    }
+}
+
+/// A command's view of the store, whichever backend, through the ports.
+final class CommandStore {
+    let resolved: StoreOption.Resolved
+    let shared: SharedStore?
+
+    init(resolved: StoreOption.Resolved, shared: SharedStore?) {
+        self.resolved = resolved
+        self.shared = shared
+    }
+
+    var dataDirectory: String { resolved.dataDirectory }
+    /// `embedded` or `postgresql`.
+    var backendName: String { shared == nil ? "embedded" : "postgresql" }
+
+    func queue() throws -> any QueueAdministration {
+        if let shared { return shared.admin }
+        return try QueueAdmin(directory: resolved.dataDirectory)
+    }
+
+    func accounts() throws -> any AccountRepository {
+        if let shared { return shared.accounts }
+        return EmbeddedAccountRepository(store: try AccountStore(directory: resolved.dataDirectory, tokenKeyFile: resolved.tokenKeyFile))
+    }
+
+    func verifications() throws -> any VerificationRequests {
+        if let shared { return shared.verifications }
+        return try VerificationLedger(directory: resolved.dataDirectory)
+    }
+
+    func close() { shared?.close() }
+}

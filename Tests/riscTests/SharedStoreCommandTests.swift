@@ -1,0 +1,66 @@
+import Foundation
+import RISCCore
+import RISCTestKit
+import Testing
+
+/// Issue 14 §4: the operator's commands on the shared store, and moving an embedded store into it.
+@Suite("risc store, accounts, queue, replay on PostgreSQL (the built binary)", .serialized)
+struct SharedStoreCommandTests {
+    func run(_ arguments: [String], stdin: String? = nil) throws -> RiscBinary.Result {
+        try RiscBinary.run(arguments, stdin: stdin)
+    }
+
+    @Test("store copy moves an embedded store into PostgreSQL (counts and a sample verified); accounts, queue and replay --local then work on it")
+    func copyThenOperate() throws {
+        try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
+        let cluster = try PostgresCluster()
+        defer { try? cluster.stop() }
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-copy-\(UUID().uuidString)").path
+        // An embedded store with an account, SETs applied to it, and a dead letter.
+        var result = try run(["accounts", "link", "--data-dir", data, "--subject", "42", "--user", "u42", "--session", "s1", "--session", "s2"])
+        try #require(result.status == 0, "\(result.stderr)")
+        let descriptions = [
+            #"{"type":"sessions-revoked","subject":"42","jti":"copy-1","iat":2000}"#,
+            #"{"type":"account-disabled","reason":"bulk-account","subject":"42","jti":"copy-2"}"#,
+        ].joined(separator: "\n")
+        result = try run(["replay", "-", "--local", "--data-dir", data], stdin: descriptions)
+        try #require(result.status == 0, "\(result.stdout) \(result.stderr)")
+
+        result = try run(["store", "copy", "--from", data, "--to", cluster.url])
+        #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
+        #expect(result.stdout.contains("sample of 2 SETs compared row by row: identical"), "\(result.stdout)")
+        #expect(result.stdout.contains("applied_actions        2          ok"), "\(result.stdout)")
+        #expect(try cluster.psql("SELECT string_agg(jti || ':' || state, ',' ORDER BY id) FROM sets") == "copy-1:done,copy-2:done")
+        // Into a store that is not empty: refused, nothing written.
+        result = try run(["store", "copy", "--from", data, "--to", cluster.url])
+        #expect(result.status != 0 && result.stderr.contains("not empty"), "\(result.stderr)")
+        #expect(try cluster.psql("SELECT count(*) FROM sets") == "2")
+
+        let key = data + "/token-key"
+        let shared = ["--store-url", cluster.url]
+        result = try run(["accounts", "show", "42", "--token-key-file", key] + shared)
+        #expect(result.status == 0 && result.stdout.contains(#""flagged_for_review": true"#), "\(result.stdout) \(result.stderr)")
+        // The account commands need the shared key; another is refused.
+        let other = data + "-other-key"
+        _ = try run(["keys", "token-key", "--out", other])
+        result = try run(["accounts", "list", "--token-key-file", other] + shared)
+        #expect(result.status != 0 && result.stderr.contains("is not the key"), "\(result.stderr)")
+        result = try run(["accounts", "link", "--subject", "43", "--user", "u43", "--session", "t1", "--token-key-file", key] + shared)
+        #expect(result.status == 0, "\(result.stderr)")
+
+        result = try run(["replay", "-", "--local", "--token-key-file", key] + shared, stdin: #"{"type":"sessions-revoked","subject":"43","jti":"pg-local"}"#)
+        #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
+        #expect(result.stdout.contains(#""actions":[{"action":"end_sessions","result":"ended 1 session"}]"#), "\(result.stdout)")
+        result = try run(["queue", "status"] + shared)
+        #expect(result.stdout.contains(#""done": 3"#), "\(result.stdout)")
+        result = try run(["queue", "show", "pg-local"] + shared)
+        #expect(result.status == 0 && result.stdout.contains("ended 1 session"), "\(result.stdout)")
+        result = try run(["replay", "--from-store", "--local", "--jti", "copy-1", "--token-key-file", key] + shared)
+        #expect(result.status == 0 && result.stdout.contains(#""state":"done""#), "\(result.stdout) \(result.stderr)")
+        result = try run(["store", "migrate"] + shared)
+        #expect(result.status == 0 && result.stdout.contains("current"), "\(result.stdout)")
+        // A store URL with a password in it is refused with a clear message, never echoed.
+        result = try run(["queue", "status", "--store-url", "postgres://risc:hunter2@localhost/risc"])
+        #expect(result.status != 0 && !result.stderr.contains("hunter2") && result.stderr.contains("password"), "\(result.stderr)")
+    }
+}
