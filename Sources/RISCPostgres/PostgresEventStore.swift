@@ -27,7 +27,7 @@ public final class PostgresEventStore: EventStore, Sendable {
     /// Seconds a batch may take to commit before its requests are answered 503.
     public let commitDeadline: Double
 
-    public init(database: PostgresDatabase, maxBatch: Int = 512, commitDeadline: Double = 10) {
+    public init(database: PostgresDatabase, maxBatch: Int = 512, commitDeadline: Double = 5) {
         self.database = database
         self.maxBatch = maxBatch
         self.commitDeadline = commitDeadline

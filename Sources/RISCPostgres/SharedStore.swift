@@ -28,7 +28,7 @@ public final class SharedStore: Sendable {
         /// queue and replay commands, which never fingerprint a token, do not.
         public var needsTokenKey = true
         /// `store.timeout`: seconds a SET may wait to be committed before it is answered 503.
-        public var timeout: Double = 10
+        public var timeout: Double = 5
 
         public init(url: String, passwordFile: String? = nil, caFile: String? = nil, tokenKeyFile: String? = nil) {
             self.url = url

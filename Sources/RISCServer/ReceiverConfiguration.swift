@@ -79,7 +79,7 @@ public struct ReceiverConfiguration: Sendable {
     /// `store.lease`: seconds a claim on queued work holds before another receiver may rescue it.
     public var queueLease: Double = 60
     /// `store.timeout`: seconds a SET may wait for the shared store's COMMIT before it is answered 503.
-    public var storeTimeout: Double = 10
+    public var storeTimeout: Double = 5
     /// File holding the bearer token for the admin account API; without it the API is off.
     public var adminTokenFile: String?
 

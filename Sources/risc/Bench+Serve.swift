@@ -28,6 +28,9 @@ extension RiscCommand.Bench {
         @Flag(help: "Serve HTTPS in process (a fresh self-signed P-256 certificate; TLS 1.2+), as without a proxy in front.")
         var tls = false
 
+        @Option(help: "Also measure PostgreSQL: `throwaway` starts a local cluster and compares the embedded store, one receiver and two on it.")
+        var storeURL: String?
+
         @Option(help: "Runs, each against a fresh server and data directory; with more than one, a summary (median and range) follows.")
         var runs: Int = 1
 
@@ -61,6 +64,7 @@ extension RiscCommand.Bench {
             // Keys come the way they do in production: discovery document, then JWKS, through the cache.
             let issuer = try LocalIssuer(jwks: String(decoding: directory.jwksData, as: UTF8.self), issuer: SETFactory.defaultIssuer)
             defer { issuer.stop() }
+            if storeURL != nil { return try await runShared(issuer: issuer, tokenFile: tokenFile, work: work) }
             let certificate = tls ? try TestCertificate(directory: work.appendingPathComponent("tls")) : nil
             var all: [Figures] = []
             for index in 1...runs {
@@ -79,7 +83,7 @@ extension RiscCommand.Bench {
         }
 
         /// One run: a fresh `risc serve` on `data`, loaded by wrk; prints its figures.
-        private func measure(issuer: LocalIssuer, certificate: TestCertificate?, tokenFile: URL, data: URL) async throws -> Figures {
+        func measure(issuer: LocalIssuer, certificate: TestCertificate?, tokenFile: URL, data: URL) async throws -> Figures {
             let server = Process()
             server.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
             server.arguments = [

@@ -42,7 +42,7 @@ extension ReceiverConfiguration {
         ("store.password_file", "file with the PostgreSQL password (never in store.url)"),
         ("store.ca_file", "PEM CA bundle that verifies the PostgreSQL server (sslmode=verify-full; default the system's)"),
         ("store.accept_unsafe_durability", "accept a PostgreSQL server with fsync or synchronous_commit off (never in production; default false)"),
-        ("store.timeout", "seconds a SET may wait for the shared store's COMMIT before it is answered 503 (Google retries; default 10)"),
+        ("store.timeout", "seconds a SET may wait for the shared store's COMMIT before it is answered 503 (Google retries; default 5)"),
         ("store.lease", "seconds a receiver holds queued work it claimed before another may rescue it (shared store; default 60)"),
         ("accounts.token_key_file", "file with the key token fingerprints are made with (`risc keys token-key --out FILE`; default DATA_DIR/token-key, made on first use)"),
         ("retention.done", "how long a done SET stays whole (raw token, subjects) before they are removed; a duration such as 30d, 0 keeps them forever (default 30d)"),

@@ -96,10 +96,10 @@ extension RiscCommand {
 
         func loadTokens() async throws -> [String] {
             if fromStore {
-                var option = StoreOption()
-                option.dataDir = dataDir
-                option.storeURL = storeURL
-                let store = try await option.open()
+                var resolved = StoreOption.Resolved()
+                resolved.dataDirectory = dataDir ?? resolved.dataDirectory
+                resolved.storeURL = storeURL
+                let store = try await StoreOption.open(resolved)
                 defer { store.close() }
                 return try await store.queue().tokens(try selection()).map(\.token)
             }

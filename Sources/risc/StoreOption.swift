@@ -48,7 +48,11 @@ struct StoreOption: ParsableArguments {
 
     /// Opens the store. `accounts`: the command reads or writes accounts (needs the token key).
     func open(accounts: Bool = false) async throws -> CommandStore {
-        let resolved = try resolved()
+        try await Self.open(try resolved(), accounts: accounts)
+    }
+
+    /// Opens the store `resolved` names (for commands with options of their own).
+    static func open(_ resolved: Resolved, accounts: Bool = false) async throws -> CommandStore {
         guard let url = resolved.storeURL else { return CommandStore(resolved: resolved, shared: nil) }
         var settings = SharedStore.Settings(
             url: url, passwordFile: resolved.passwordFile, caFile: resolved.caFile, tokenKeyFile: resolved.tokenKeyFile)

@@ -41,7 +41,7 @@ struct HighAvailabilityTests {
                 "serve", "--audience", SETFactory.defaultAudience, "--jwks-file", "keys/test/jwks.json", "--issuer",
                 SETFactory.defaultIssuer, "--host", "127.0.0.1", "--port", "\(port)", "--admin-port", "\(admin)",
                 "--data-dir", data.path, "--store-url", cluster.url, "--set", "accounts.token_key_file=\(keyFile)",
-                "--set", "store.lease=5", "--set", "retry_after=7",
+                "--set", "store.lease=5", "--set", "retry_after=7", "--set", "store.timeout=3",
             ]
             process.standardError = FileHandle.nullDevice
             process.standardOutput = FileHandle.nullDevice

@@ -1,0 +1,110 @@
+import ArgumentParser
+import Foundation
+import RISCClient
+import RISCTestKit
+
+extension RiscCommand.Bench.ServeBench {
+    /// `--store-url`: the embedded store, then one receiver and two receivers on PostgreSQL, in
+    /// the same invocation, so the ratio compares like with like. `throwaway` starts a local
+    /// cluster (fsync and synchronous_commit on) with a fresh database for each configuration.
+    func runShared(issuer: LocalIssuer, tokenFile: URL, work: URL) async throws {
+        guard storeURL == "throwaway" else {
+            throw ValidationError("--store-url: only `throwaway` (a local PostgreSQL started for the run) is measured, so that each configuration starts empty")
+        }
+        guard PostgresCluster.isAvailable else { throw ValidationError("PostgreSQL is not installed (scripts/bootstrap --tests installs it)") }
+        let cluster = try PostgresCluster()
+        defer { try? cluster.stop() }
+        let keyFile = work.appendingPathComponent("token-key")
+        try Data((0..<32).map { _ in UInt8.random(in: 0...255) }).write(to: keyFile)
+        print("embedded store:")
+        let embedded = try await measure(issuer: issuer, certificate: nil, tokenFile: tokenFile, data: work.appendingPathComponent("data-embedded"))
+        var results: [(String, Figures)] = [("embedded", embedded)]
+        for receivers in [1, 2] {
+            let database = "bench\(receivers)"
+            try cluster.psql("CREATE DATABASE \(database) OWNER \(cluster.user)")
+            let url = cluster.url.replacingOccurrences(of: "/\(cluster.database)?", with: "/\(database)?")
+            print("PostgreSQL, \(receivers) receiver\(receivers == 1 ? "" : "s"):")
+            let figures = try await measureShared(
+                receivers: receivers, url: url, keyFile: keyFile.path, issuer: issuer, tokenFile: tokenFile, work: work)
+            results.append(("\(receivers) on PostgreSQL", figures))
+            let stored = try cluster.psql("SELECT count(*) FROM sets", database: database)
+            print("  PostgreSQL holds \(stored) SETs")
+        }
+        print("CONFIGURATION        SETs/s    p50 ms   p99 ms   vs embedded")
+        for (name, figures) in results {
+            print(name.padded(20) + String(format: " %7.0f   %6.2f   %6.2f   %5.2f", figures.setsPerSecond, figures.p50, figures.p99, figures.setsPerSecond / max(embedded.setsPerSecond, 1)))
+        }
+        print("target: two receivers on PostgreSQL ≥ half the embedded rate, p99 ≤ 20 ms (2 cores, PostgreSQL and the load generator included)")
+    }
+
+    /// `receivers` servers on one database, each loaded by its own wrk with its own share of the tokens.
+    func measureShared(receivers: Int, url: String, keyFile: String, issuer: LocalIssuer, tokenFile: URL, work: URL) async throws -> Figures {
+        let lines = try String(contentsOf: tokenFile, encoding: .utf8).split(separator: "\n")
+        var servers: [Process] = []
+        defer { for server in servers where server.isRunning { server.terminate() } }
+        var files: [URL] = []
+        for index in 0..<receivers {
+            let file = work.appendingPathComponent("tokens-\(receivers)-\(index).txt")
+            try Data(lines.enumerated().filter { $0.offset % receivers == index }.map { $0.element + "\n" }.joined().utf8).write(to: file)
+            files.append(file)
+            let server = Process()
+            server.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+            server.arguments = [
+                "serve", "--audience", SETFactory.defaultAudience, "--discovery-url", issuer.discoveryURL, "--issuer", SETFactory.defaultIssuer,
+                "--host", "127.0.0.1", "--port", "\(port + 2 * index)", "--admin-port", "\(port + 2 * index + 1)",
+                "--data-dir", work.appendingPathComponent("data-\(receivers)-\(index)").path, "--store-url", url,
+                "--set", "accounts.token_key_file=\(keyFile)",
+            ]
+            server.standardOutput = FileHandle.nullDevice
+            try server.run()
+            servers.append(server)
+            try await Self.waitForReady(port: port + 2 * index + 1)
+        }
+        let perWrk = max(1, connections / receivers), wrkThreads = max(1, threads / receivers)
+        let outputs = await withTaskGroup(of: String?.self) { group in
+            for (index, file) in files.enumerated() {
+                let arguments = [
+                    "wrk", "-t\(wrkThreads)", "-c\(perWrk)", "-d\(duration)s", "--latency", "-s", script,
+                    "http://127.0.0.1:\(port + 2 * index)", "--", file.path, "\(wrkThreads)",
+                ]
+                group.addTask { await BlockingPoolRun.run { runWithDefaultSignals(arguments) } }
+            }
+            return await group.reduce(into: [String?]()) { $0.append($1) }
+        }
+        var requests = 0.0, seconds = 0.0, p50 = 0.0, p99 = 0.0, errors = 0.0
+        for output in outputs {
+            guard let line = output?.split(separator: "\n").first(where: { $0.hasPrefix("RESULT") }) else {
+                throw ValidationError("wrk did not run: install it (apt-get install wrk)")
+            }
+            var fields: [String: Double] = [:]
+            for part in line.split(separator: " ").dropFirst() {
+                let pair = part.split(separator: "=")
+                if pair.count == 2 { fields[String(pair[0])] = Double(pair[1]) }
+            }
+            requests += fields["requests"] ?? 0
+            seconds = max(seconds, (fields["duration_us"] ?? 1) / 1e6)
+            // Each load generator's percentiles; the worse one is reported.
+            p50 = max(p50, (fields["p50_us"] ?? 0) / 1000)
+            p99 = max(p99, (fields["p99_us"] ?? 0) / 1000)
+            errors += fields["errors_status"] ?? 0
+        }
+        let peak = servers.map { Self.peakRSS(pid: $0.processIdentifier) }.max() ?? 0
+        for server in servers {
+            server.terminate()
+            server.waitUntilExit()
+        }
+        let figures = Figures(setsPerSecond: requests / seconds, p50: p50, p99: p99, peakRSS: peak)
+        print(String(format: "  %.0f SETs/s acknowledged (202 after COMMIT) over %d connections in all for %.1f s; p50 %.2f ms, p99 %.2f ms (worse of the generators); %.0f non-202; peak RSS %d MB",
+            figures.setsPerSecond, perWrk * receivers, seconds, p50, p99, errors, peak / 1024))
+        return figures
+    }
+}
+
+/// Runs a blocking call on a thread of its own, off the cooperative pool.
+enum BlockingPoolRun {
+    static func run<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: body()) }
+        }
+    }
+}
