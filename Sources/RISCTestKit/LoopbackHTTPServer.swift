@@ -87,9 +87,12 @@ public final class LoopbackHTTPServer: Sendable {
             return !state.stopped
         }
         guard wasRunning else { return }
+        // Wake the accept thread (accept fails on a shut-down listener), wait for it, then close:
+        // closing first let the descriptor number be reused by another server's listener in the
+        // same process, whose connections this thread then accepted and dropped.
         shutdown(listener, Int32(SHUT_RDWR))
-        close(listener)
         done.wait()
+        close(listener)
     }
 
     deinit { stop() }
@@ -119,6 +122,7 @@ public final class LoopbackHTTPServer: Sendable {
         var headerEnd: Int?
         while headerEnd == nil {
             let n = read(client, &chunk, chunk.count)
+            if n < 0 && errno == EINTR { continue }
             guard n > 0 else { return }
             buffer.append(contentsOf: chunk[0..<n])
             headerEnd = Self.find([13, 10, 13, 10], in: buffer)
@@ -136,6 +140,7 @@ public final class LoopbackHTTPServer: Sendable {
         var body = Array(buffer[(headerEnd! + 4)...])
         while body.count < length {
             let n = read(client, &chunk, min(chunk.count, length - body.count))
+            if n < 0 && errno == EINTR { continue }
             guard n > 0 else { return }
             body.append(contentsOf: chunk[0..<n])
         }
@@ -150,6 +155,7 @@ public final class LoopbackHTTPServer: Sendable {
         var sent = 0
         while sent < bytes.count {
             let n = bytes[sent...].withUnsafeBytes { write(client, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
             guard n > 0 else { return }
             sent += n
         }
