@@ -13,7 +13,7 @@ public struct StoreTimeout: Error, CustomStringConvertible {
 /// Google's patience with one request. Unstructured on purpose: a call that does not heed
 /// cancellation (a queued connection request) is cancelled and left to finish on its own, the
 /// caller answered at the deadline all the same.
-func withDeadline<T: Sendable>(_ seconds: Double, _ what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+public func withDeadline<T: Sendable>(_ seconds: Double, _ what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
     let race = DeadlineRace<T>()
     return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
         race.begin(continuation)

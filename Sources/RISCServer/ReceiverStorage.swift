@@ -76,8 +76,9 @@ public enum ReceiverStorage: Sendable {
         let store = try SharedStore(settings: settings, logger: logger)
         var workerSettings = QueueWorker.Settings()
         // A webhook claim must outlive its deliveries: a batch of slow answers is not a dead receiver.
-        workerSettings.lease = max(configuration.queueLease, Double(workerSettings.batch) * (configuration.webhookTimeout + 5) + 30)
-        if sink == nil { workerSettings.lease = configuration.queueLease }
+        workerSettings.lease =
+            sink == nil
+            ? configuration.queueLease : max(configuration.queueLease, Double(workerSettings.batch) * (configuration.webhookTimeout + 5) + 30)
         let worker = QueueWorker(
             queue: store.queue, settings: workerSettings, table: configuration.actionTable, retry: configuration.retry, sink: sink, log: log,
             logger: logger)

@@ -98,16 +98,11 @@ extension RiscCommand.Bench {
             try await Self.waitForReady(port: port + 1)
 
             let serverBefore = Self.threadCPU(pid: server.processIdentifier), wrkBefore = Self.childrenCPU()
-            guard let output = runWithDefaultSignals([
+            guard let fields = Self.wrkResult(runWithDefaultSignals([
                 "wrk", "-t\(threads)", "-c\(connections)", "-d\(duration)s", "--latency", "-s", script,
                 "\(tls ? "https" : "http")://127.0.0.1:\(port)", "--", tokenFile.path, "\(threads)",
-            ]), let line = output.split(separator: "\n").first(where: { $0.hasPrefix("RESULT") }) else {
+            ])) else {
                 throw ValidationError("wrk did not run: install it (apt-get install wrk)")
-            }
-            var fields: [String: Double] = [:]
-            for part in line.split(separator: " ").dropFirst() {
-                let pair = part.split(separator: "=")
-                if pair.count == 2 { fields[String(pair[0])] = Double(pair[1]) }
             }
             let metrics = (try? await CurlHTTPClient().perform(HTTPRequest(url: "http://127.0.0.1:\(port + 1)/metrics")))
                 .map { String(decoding: $0.body, as: UTF8.self) } ?? ""
@@ -140,6 +135,17 @@ extension RiscCommand.Bench {
                     perSET(total), parts, perSET(wrkAfter - wrkBefore)))
             }
             return figures
+        }
+
+        /// The figures of serve.lua's `RESULT key=value …` line in wrk's output; nil without one.
+        static func wrkResult(_ output: String?) -> [String: Double]? {
+            guard let line = output?.split(separator: "\n").first(where: { $0.hasPrefix("RESULT") }) else { return nil }
+            var fields: [String: Double] = [:]
+            for part in line.split(separator: " ").dropFirst() {
+                let pair = part.split(separator: "=")
+                if pair.count == 2 { fields[String(pair[0])] = Double(pair[1]) }
+            }
+            return fields
         }
 
         static func signTokens(count: Int, signer: JWSSigner, into file: URL) async throws {

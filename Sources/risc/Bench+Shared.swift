@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import RISCClient
+import RISCCore
 import RISCTestKit
 
 extension RiscCommand.Bench.ServeBench {
@@ -67,20 +68,13 @@ extension RiscCommand.Bench.ServeBench {
                     "wrk", "-t\(wrkThreads)", "-c\(perWrk)", "-d\(duration)s", "--latency", "-s", script,
                     "http://127.0.0.1:\(port + 2 * index)", "--", file.path, "\(wrkThreads)",
                 ]
-                group.addTask { await BlockingPoolRun.run { runWithDefaultSignals(arguments) } }
+                group.addTask { await BlockingPool.shared.run { runWithDefaultSignals(arguments) } }
             }
             return await group.reduce(into: [String?]()) { $0.append($1) }
         }
         var requests = 0.0, seconds = 0.0, p50 = 0.0, p99 = 0.0, errors = 0.0
         for output in outputs {
-            guard let line = output?.split(separator: "\n").first(where: { $0.hasPrefix("RESULT") }) else {
-                throw ValidationError("wrk did not run: install it (apt-get install wrk)")
-            }
-            var fields: [String: Double] = [:]
-            for part in line.split(separator: " ").dropFirst() {
-                let pair = part.split(separator: "=")
-                if pair.count == 2 { fields[String(pair[0])] = Double(pair[1]) }
-            }
+            guard let fields = Self.wrkResult(output) else { throw ValidationError("wrk did not run: install it (apt-get install wrk)") }
             requests += fields["requests"] ?? 0
             seconds = max(seconds, (fields["duration_us"] ?? 1) / 1e6)
             // Each load generator's percentiles; the worse one is reported.
@@ -97,14 +91,5 @@ extension RiscCommand.Bench.ServeBench {
         print(String(format: "  %.0f SETs/s acknowledged (202 after COMMIT) over %d connections in all for %.1f s; p50 %.2f ms, p99 %.2f ms (worse of the generators); %.0f non-202; peak RSS %d MB",
             figures.setsPerSecond, perWrk * receivers, seconds, p50, p99, errors, peak / 1024))
         return figures
-    }
-}
-
-/// Runs a blocking call on a thread of its own, off the cooperative pool.
-enum BlockingPoolRun {
-    static func run<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { continuation in
-            Thread.detachNewThread { continuation.resume(returning: body()) }
-        }
     }
 }

@@ -24,8 +24,7 @@ extension RiscCommand.Store {
         func run() async throws {
             let resolved = try store.resolved()
             guard let url = resolved.storeURL else {
-                let before = try QueueAdmin(directory: resolved.dataDirectory)  // opening migrates the embedded store
-                _ = before
+                _ = try QueueAdmin(directory: resolved.dataDirectory)  // opening migrates the embedded store
                 print("embedded store in \(resolved.dataDirectory): schema current")
                 return
             }

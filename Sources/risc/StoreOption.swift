@@ -60,15 +60,8 @@ struct StoreOption: ParsableArguments {
         settings.needsTokenKey = accounts
         do {
             let shared = try SharedStore(settings: settings, logger: Logger(label: "risc") { _ in SwiftLogNoOpLogHandler() })
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await shared.prepare() }
-                group.addTask {
-                    try await Task.sleep(for: .seconds(15))
-                    throw ValidationError("PostgreSQL at \(shared.database.url) did not answer within 15 s")
-                }
-                defer { group.cancelAll() }
-                try await group.next()
-            }
+            // Unstructured: a pool waiting for an unreachable server does not heed cancellation.
+            try await withDeadline(15, "opening the store") { try await shared.prepare() }
             return CommandStore(resolved: resolved, shared: shared)
         } catch let error where SharedStore.isRefusal(error) {
             throw ValidationError("\(error)")

@@ -19,7 +19,7 @@ struct HighAvailabilityTests {
     final class Site: @unchecked Sendable {
         let cluster: PostgresCluster
         let keyFile: String
-        var receivers: [(process: Process, port: Int, admin: Int, data: URL)] = []
+        var receivers: [(process: Process, data: URL, port: Int, admin: Int)] = []
 
         init() throws {
             try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
@@ -32,22 +32,13 @@ struct HighAvailabilityTests {
         /// Starts one more receiver on the shared store and waits until it is ready.
         @discardableResult
         func startReceiver() async throws -> Int {
-            let port = try ServeCommandTests.freePort(), admin = try ServeCommandTests.freePort()
-            let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-ha-\(UUID().uuidString)")
-            let process = Process()
-            process.executableURL = RiscBinary.url
-            process.currentDirectoryURL = RiscBinary.repository
-            process.arguments = [
-                "serve", "--audience", SETFactory.defaultAudience, "--jwks-file", "keys/test/jwks.json", "--issuer",
-                SETFactory.defaultIssuer, "--host", "127.0.0.1", "--port", "\(port)", "--admin-port", "\(admin)",
-                "--data-dir", data.path, "--store-url", cluster.url, "--set", "accounts.token_key_file=\(keyFile)",
-                "--set", "store.lease=5", "--set", "retry_after=7", "--set", "store.timeout=3",
-            ]
-            process.standardError = FileHandle.nullDevice
-            process.standardOutput = FileHandle.nullDevice
-            try process.run()
-            receivers.append((process, port, admin, data))
-            try #require(await ready(admin), "receiver \(receivers.count) did not become ready")
+            let started = try await ServeCommandTests.startServe(
+                extra: [
+                    "--store-url", cluster.url, "--set", "accounts.token_key_file=\(keyFile)", "--set", "store.lease=5",
+                    "--set", "retry_after=7", "--set", "store.timeout=3",
+                ],
+                readyWithin: 20)
+            receivers.append(started)
             return receivers.count - 1
         }
 

@@ -14,7 +14,7 @@ struct ServeCommandTests {
     }
 
     /// Starts `risc serve` with the test keys; returns the process, its data directory and ports once ready.
-    static func startServe(extra: [String] = []) async throws -> (process: Process, data: URL, port: Int, admin: Int) {
+    static func startServe(extra: [String] = [], readyWithin seconds: Int = 10) async throws -> (process: Process, data: URL, port: Int, admin: Int) {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-serve-\(UUID().uuidString)")
         let port = try Self.freePort(), admin = try Self.freePort()
         let process = Process()
@@ -30,7 +30,7 @@ struct ServeCommandTests {
         try process.run()
         let client = CurlHTTPClient()
         var ready = false
-        for _ in 0..<100 where !ready {
+        for _ in 0..<(seconds * 10) where !ready {
             ready = (try? await client.perform(HTTPRequest(url: "http://127.0.0.1:\(admin)/readyz")))?.status == 200
             if !ready { try await Task.sleep(for: .milliseconds(100)) }
         }
