@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import NIOCore
+import NIOPosix
 import NIOSSL
 import PostgresNIO
 import RISCCore
@@ -48,10 +49,14 @@ public final class PostgresDatabase: Sendable {
             configuration = .init(host: url.host, port: url.port, username: url.user, password: password, database: url.database, tls: tls)
         }
         configuration.options.connectTimeout = .seconds(5)
-        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        let client = PostgresClient(configuration: configuration, eventLoopGroup: Self.group, backgroundLogger: logger)
         self.client = client
         runner = Task { await client.run() }
     }
+
+    /// The pool's own event loop: replies from the server are read at once, not behind the
+    /// receiver's HTTP work (token verification) on the shared loops.
+    static let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
 
     /// Stops the pool.
     public func close() { runner.cancel() }

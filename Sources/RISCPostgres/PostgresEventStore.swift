@@ -16,49 +16,71 @@ import Synchronization
 public final class PostgresEventStore: EventStore, Sendable {
     public let database: PostgresDatabase
     public let maxBatch: Int
-    private typealias Waiting = (record: SETRecord, continuation: CheckedContinuation<AppendOutcome, any Error>)
-    private let state = Mutex<(waiting: [Waiting], committing: Bool)>(([], false))
+    /// How many batches may be committing at once. While one waits for its COMMIT (the WAL
+    /// flush), the next is already being written; the server flushes the commits that meet in
+    /// one write.
+    public let pipeline: Int
+    /// A SET waiting for a transaction: since when (monotonic seconds), and whom to tell.
+    private typealias Waiting = (record: SETRecord, since: Double, completion: @Sendable (StoreResult) -> Void)
+    private let state = Mutex<(waiting: [Waiting], running: Int)>(([], 0))
     /// Transactions committed and rows sent, for metrics.
     private let counts = Mutex<(commits: Int, rows: Int)>((0, 0))
 
-    /// Called after each commit (this receiver's worker wakes without waiting for the notification).
+    /// Called after a commit that left work queued (this receiver's worker wakes without waiting
+    /// for the notification).
     public let afterCommit = Mutex<(@Sendable () -> Void)?>(nil)
 
-    /// Seconds a batch may take to commit before its requests are answered 503.
+    /// Seconds a SET may wait for its COMMIT, queueing included, before its request is answered 503.
     public let commitDeadline: Double
 
-    public init(database: PostgresDatabase, maxBatch: Int = 512, commitDeadline: Double = 5) {
+    /// With an action table (no webhook: actions go to the store's accounts), each new SET's
+    /// actions are applied in the transaction that stores it and the SET is stored done; the
+    /// queue then holds only what failed here. The token key is for `token-revoked` lookups.
+    private let inline = Mutex<(table: ActionTable, tokenKey: [UInt8])?>(nil)
+
+    public init(database: PostgresDatabase, maxBatch: Int = 512, pipeline: Int = 3, commitDeadline: Double = 5) {
         self.database = database
         self.maxBatch = maxBatch
+        self.pipeline = max(1, pipeline)
         self.commitDeadline = commitDeadline
     }
+
+    public func enableInlineActions(table: ActionTable, tokenKey: [UInt8]) { inline.withLock { $0 = (table, tokenKey) } }
 
     public var writeCounts: (commits: Int, rows: Int) { counts.withLock { $0 } }
 
     /// Stores `record` (see the type's comment); gives up after `commitDeadline` counted from now,
     /// queueing included, so a request never waits longer than that for its answer.
     public func append(_ record: SETRecord) async throws -> AppendOutcome {
-        try await withDeadline(commitDeadline, "storing a SET") { try await self.enqueue(record) }
+        try await appendReporting(record).outcome
     }
 
-    private func enqueue(_ record: SETRecord) async throws -> AppendOutcome {
+    public func appendReporting(_ record: SETRecord) async throws -> (outcome: AppendOutcome, followUp: [EventLogRecord]) {
         try await withCheckedThrowingContinuation { continuation in
-            let start = state.withLock { state -> Bool in
-                state.waiting.append((record, continuation))
-                guard !state.committing else { return false }
-                state.committing = true
-                return true
-            }
-            if start { Task { await commitWhileWaiting() } }
+            appendReporting(record) { continuation.resume(with: $0) }
         }
     }
 
-    /// Commits batches until nobody waits.
+    /// The push endpoint's path: `completion` is called once, with the outcome or, at the latest
+    /// `commitDeadline` after this call, with `StoreTimeout`.
+    public func appendReporting(_ record: SETRecord, completion: @escaping @Sendable (StoreResult) -> Void) {
+        let start = state.withLock { state -> Bool in
+            state.waiting.append((record, ProcessInfo.processInfo.systemUptime, completion))
+            guard state.running < pipeline else { return false }
+            state.running += 1
+            return true
+        }
+        if start { Task { await commitWhileWaiting() } }
+    }
+
+    /// One of the `pipeline` committers: commits batches until nobody waits. A batch gets the
+    /// time its oldest SET has left; SETs that waited out their deadline behind a stuck batch are
+    /// answered at once.
     private func commitWhileWaiting() async {
         while true {
             let batch = state.withLock { state -> [Waiting] in
                 guard !state.waiting.isEmpty else {
-                    state.committing = false
+                    state.running -= 1
                     return []
                 }
                 let batch = Array(state.waiting.prefix(maxBatch))
@@ -66,65 +88,299 @@ public final class PostgresEventStore: EventStore, Sendable {
                 return batch
             }
             guard !batch.isEmpty else { return }
+            let now = ProcessInfo.processInfo.systemUptime
+            let left = commitDeadline - (now - (batch.map(\.since).min() ?? now))
+            let live = left > 0 ? batch : []
+            for waiting in batch where left <= 0 {
+                waiting.completion(.failure(StoreTimeout(seconds: commitDeadline, what: "waiting to store a SET")))
+            }
+            guard !live.isEmpty else { continue }
             do {
-                let records = batch.map(\.record)
+                let records = live.map(\.record)
                 // A SET not acknowledged within the deadline gets 503 and Google retries it; if the
                 // COMMIT did land meanwhile, the retry is a duplicate, answered 202.
-                let outcomes = try await withDeadline(commitDeadline, "storing \(records.count) SET(s)") { try await self.commit(records) }
-                for (waiting, outcome) in zip(batch, outcomes) { waiting.continuation.resume(returning: outcome) }
+                let results = try await withDeadline(left, "storing \(records.count) SET(s)") { try await self.commit(records) }
+                for (waiting, result) in zip(live, results) { waiting.completion(.success(result)) }
             } catch {
-                for waiting in batch { waiting.continuation.resume(throwing: error) }
+                for waiting in live { waiting.completion(.failure(error)) }
             }
         }
     }
 
-    /// One transaction for the batch; the outcomes in the batch's order.
-    func commit(_ records: [SETRecord]) async throws -> [AppendOutcome] {
-        let logger = database.logger
-        let outcomes = try await database.client.withTransaction(logger: logger) { connection -> [AppendOutcome] in
-            let issuers = records.map(\.issuer), jtis = records.map(\.tokenID), claimed = records.map(\.claimedIssuer)
-            let issued = records.map(\.issuedAt), received = records.map(\.receivedAt)
-            let remotes = records.map { $0.remoteAddress ?? "" }, types = records.map { $0.contentType ?? "" }
-            let events = records.map { JSONValue.array($0.eventTypes.map { .string($0) }).serialized }
-            let subjects = records.map(\.subjectsJSON), tokens = records.map(\.token)
-            let inserted = try await connection.query("""
-                INSERT INTO sets (issuer, jti, iss, iat, received_at, last_received_at, remote, content_type, event_types, subjects, token)
-                SELECT i, j, s, a, r, r, NULLIF(rm, ''), NULLIF(ct, ''), e, sb, tk
-                FROM unnest(\(issuers)::text[], \(jtis)::text[], \(claimed)::text[], \(issued)::float8[], \(received)::float8[],
-                            \(remotes)::text[], \(types)::text[], \(events)::text[], \(subjects)::text[], \(tokens)::text[])
-                     AS t(i, j, s, a, r, rm, ct, e, sb, tk)
-                ON CONFLICT (issuer, jti) DO NOTHING
-                RETURNING id, issuer, jti
-                """, logger: logger)
-            var ids: [String: Int64] = [:]
-            for try await (id, issuer, jti) in inserted.decode((Int64, String, String).self) { ids[Self.key(issuer, jti)] = id }
-            // Idle workers on every receiver wake at COMMIT (a hint only: they poll anyway).
-            if !ids.isEmpty { try await connection.query("SELECT pg_notify(\(PostgresWorkQueue.channel), '')", logger: logger) }
-            var outcomes: [AppendOutcome] = []
-            for record in records {
-                let key = Self.key(record.issuer, record.tokenID)
-                if let id = ids.removeValue(forKey: key) {
-                    outcomes.append(.accepted(id: id))  // the first of the batch with this (issuer, jti)
-                    continue
-                }
-                let counted = try await connection.query("""
-                    UPDATE sets SET deliveries = deliveries + 1, last_received_at = greatest(last_received_at, \(record.receivedAt))
-                    WHERE issuer = \(record.issuer) AND jti = \(record.tokenID) RETURNING id, deliveries
-                    """, logger: logger)
-                var outcome: AppendOutcome?
-                for try await (id, deliveries) in counted.decode((Int64, Int64).self) { outcome = .duplicate(id: id, deliveries: deliveries) }
-                guard let outcome else { throw PostgresDatabase.NotDurable(description: "a duplicate SET vanished from the store") }
-                outcomes.append(outcome)
+    typealias Result = (outcome: AppendOutcome, followUp: [EventLogRecord])
+
+    /// Stores the batch; the outcomes (and inline actions' event-log lines) in the batch's order.
+    ///
+    /// Most batches take one statement and one round trip to acknowledge: when no SET in it is
+    /// about an account the store holds (or its actions go to a webhook), the SETs, their
+    /// `applied_actions` rows and the wake-up notification are written by one statement in its
+    /// own transaction. Otherwise the batch is a transaction in which each SET's actions are
+    /// applied (see `applyInTransaction`).
+    func commit(_ records: [SETRecord]) async throws -> [Result] {
+        let inline = self.inline.withLock { $0 }
+        let now = Date().timeIntervalSince1970
+        var plans: [ActionPlan?] = records.map { _ in nil }
+        if let inline { plans = records.map { ActionPlan.plan(for: $0.claims, table: inline.table) } }
+        var queued = 0
+        var results: [Result]
+        if let fast = try await storeWithoutAccounts(records, plans: inline == nil ? nil : plans, now: now) {
+            results = fast
+            if inline == nil { queued = results.filter { if case .accepted = $0.outcome { true } else { false } }.count }
+        } else {
+            do {
+                results = try await applyInTransaction(records, plans: plans, tokenKey: inline?.tokenKey ?? [], guarded: false, now: now, queued: &queued)
+            } catch let error as PostgresTransactionError where error.closureError is InlineActionsFailed {
+                queued = 0
+                results = try await applyInTransaction(records, plans: plans, tokenKey: inline?.tokenKey ?? [], guarded: true, now: now, queued: &queued)
             }
-            return outcomes
         }
         counts.withLock {
             $0.commits += 1
             $0.rows += records.count
         }
-        afterCommit.withLock { $0 }?()
-        return outcomes
+        if queued > 0 { afterCommit.withLock { $0 }?() }
+        return results
+    }
+
+    /// An inline action failed in a batch written without savepoints.
+    private struct InlineActionsFailed: Error {}
+
+    /// The one-statement path. With `plans` (inline actions), only if none of the batch's
+    /// subjects is an account of the store's and nothing needs a lookup or a ledger update
+    /// (token subjects, verification events): then every action's result is known without the
+    /// database (`accountFree`, or `unknownSubject`), and the SETs are stored done with their
+    /// `applied_actions`. The statement checks for such accounts itself and stores nothing if it
+    /// finds one; nil then (and without trying, for a batch that needs lookups).
+    private func storeWithoutAccounts(_ records: [SETRecord], plans: [ActionPlan?]?, now: Double) async throws -> [Result]? {
+        var scopes: [String] = [], subjects: [String] = [], emails: [String] = []
+        var applied: [(issuer: String, jti: String, event: Int, action: String, result: String)] = []
+        var lines: [[EventLogRecord]] = records.map { _ in [] }
+        if let plans {
+            var seen = Set<String>()
+            for (index, (record, plan)) in zip(records, plans).enumerated() {
+                guard let plan else { continue }
+                guard plan.verificationStates.isEmpty else { return nil }
+                var outcomes: [ActionOutcome] = []
+                for step in plan.steps {
+                    if case .oauthToken? = step.subject { return nil }
+                    if let (issuer, sub) = step.subject?.googleSubject {
+                        scopes.append(SETPolicy.issuerScope(issuer ?? record.issuer))
+                        subjects.append(sub)
+                    }
+                    if let email = step.subject?.email { emails.append(email.lowercased()) }
+                    for action in step.actions {
+                        outcomes.append(ActionOutcome(action: action, eventIndex: step.eventIndex, result: ActionOutcome.accountFree(action, step: step) ?? ActionOutcome.unknownSubject))
+                    }
+                }
+                // A SET twice in the batch is stored (and applied) once.
+                guard seen.insert(Self.key(record.issuer, record.tokenID)).inserted else { continue }
+                applied += outcomes.map { (record.issuer, record.tokenID, $0.eventIndex, $0.action.rawValue, $0.result) }
+                var line = EventLogRecord(step: "applied", outcome: "applied", time: now)
+                line["jti"] = .string(record.tokenID)
+                line["attempt"] = 1
+                line.describe(plan)
+                line["actions"] = ActionOutcome.json(outcomes)
+                lines[index] = [line]
+            }
+        }
+        let logger = database.logger
+        let inline = plans != nil
+        let outcomes = try await database.client.withConnection { connection -> [AppendOutcome]? in
+            let sorted = Self.sorted(records)
+            let rows = try await connection.execute(
+                StoreBatch(records: sorted.records, done: inline ? now : nil, accounts: (scopes, subjects, emails), applied: applied, notify: !inline),
+                logger: logger)
+            var ids: [String: Int64] = [:]
+            var known = false
+            for try await (kind, id, issuer, jti) in rows {
+                if kind == "known" { known = true }
+                if kind == "set", let id, let issuer, let jti { ids[Self.key(issuer, jti)] = id }
+            }
+            if known { return nil }
+            // The statement's own transaction commits at the protocol's Sync, after its rows:
+            // the next query on the connection runs only once that COMMIT has returned (and, with
+            // synchronous_commit on, the WAL is on disk). Counting redeliveries is that query;
+            // without any, a trivial one.
+            let outcomes = try await Self.outcomes(sorted, ids: ids, connection: connection, logger: logger)
+            if outcomes.allSatisfy({ if case .accepted = $0 { true } else { false } }) {
+                try await connection.query("SELECT 1", logger: logger)
+            }
+            return outcomes
+        }
+        guard let outcomes else { return nil }
+        let end = Date().timeIntervalSince1970
+        return zip(outcomes, lines).map { outcome, lines in
+            guard case .accepted = outcome else { return (outcome, []) }
+            return (outcome, lines.map { var line = $0; line["latency_us"] = .number(((end - now) * 1e6).rounded()); return line })
+        }
+    }
+
+    /// A batch with work for the database: one transaction in which each new SET's actions are
+    /// applied (without `plans`: stored pending). Unguarded first; if an action fails, the caller
+    /// writes the batch again with each SET's actions in a savepoint, and only the failing SET is
+    /// stored pending, for the worker to retry with backoff.
+    private func applyInTransaction(
+        _ records: [SETRecord], plans: [ActionPlan?], tokenKey: [UInt8], guarded: Bool, now: Double, queued: inout Int
+    ) async throws -> [Result] {
+        let logger = database.logger
+        let inline = plans.contains { $0 != nil }
+        let (results, leftPending) = try await database.client.withTransaction(logger: logger) { connection -> ([Result], Int) in
+            let sorted = Self.sorted(records)
+            var ids: [String: Int64] = [:]
+            let rows = try await connection.execute(
+                StoreBatch(records: sorted.records, done: inline ? now : nil, accounts: ([], [], []), applied: [], notify: false), logger: logger)
+            for try await (kind, id, issuer, jti) in rows {
+                if kind == "set", let id, let issuer, let jti { ids[Self.key(issuer, jti)] = id }
+            }
+            let outcomes = try await Self.outcomes(sorted, ids: ids, connection: connection, logger: logger)
+            var results = outcomes.map { (outcome: $0, followUp: [EventLogRecord]()) }
+            var pending = 0
+            if inline {
+                var applier = PostgresActionApplier(connection: connection, tokenKey: tokenKey, logger: logger)
+                let fresh = records.indices.filter { if case .accepted = outcomes[$0], plans[$0] != nil { true } else { false } }
+                try await applier.preload(fresh.map { (steps: plans[$0]!.steps, keyIssuer: records[$0].issuer) })
+                for index in fresh {
+                    guard case .accepted(let id) = outcomes[index], let plan = plans[index] else { continue }
+                    let record = records[index]
+                    var line = EventLogRecord(step: "applied", outcome: "applied", time: now)
+                    line["jti"] = .string(record.tokenID)
+                    line["attempt"] = 1
+                    line.describe(plan)
+                    if guarded { try await connection.query("SAVEPOINT inline", logger: logger) }
+                    do {
+                        let applied = try await applier.apply(plan, setID: id, keyIssuer: record.issuer, now: now)
+                        let verifications = try await PostgresVerifications.records(
+                            for: plan, claims: record.claims, id: id, jti: record.tokenID, compact: record.token, connection: connection,
+                            logger: logger)
+                        if guarded { try await connection.query("RELEASE inline", logger: logger) }
+                        line["actions"] = ActionOutcome.json(applied)
+                        line["latency_us"] = .number(((Date().timeIntervalSince1970 - now) * 1e6).rounded())
+                        results[index].followUp = [line] + verifications
+                    } catch {
+                        guard guarded else { throw InlineActionsFailed() }
+                        try await connection.query("ROLLBACK TO inline", logger: logger)
+                        try await connection.query("RELEASE inline", logger: logger)
+                        applier.forget(setID: id)
+                        try await connection.query(
+                            "UPDATE sets SET state = 'pending', attempts = 0, processed_at = NULL WHERE id = \(id)", logger: logger)
+                        line["outcome"] = "deferred"
+                        line["error"] = .string(String(describing: error).prefix(300).description)
+                        results[index].followUp = [line]
+                        pending += 1
+                    }
+                }
+                try await applier.recordApplied(now: now)
+            } else {
+                pending = ids.count
+            }
+            // Idle workers on every receiver wake at COMMIT (a hint only: they poll anyway).
+            if pending > 0 { try await connection.query("SELECT pg_notify(\(PostgresWorkQueue.channel), '')", logger: logger) }
+            return (results, pending)
+        }
+        queued = leftPending
+        return results
+    }
+
+    /// The batch in (issuer, jti) order, as every receiver writes its batches: two batches that
+    /// share SETs then wait for each other's rows in the same order, never in a cycle.
+    private static func sorted(_ batch: [SETRecord]) -> (records: [SETRecord], positions: [Int]) {
+        let order = batch.indices.sorted { (batch[$0].issuer, batch[$0].tokenID) < (batch[$1].issuer, batch[$1].tokenID) }
+        return (order.map { batch[$0] }, order)
+    }
+
+    /// The outcomes in the batch's order: accepted for the inserted ones (the first of the batch
+    /// with its (issuer, jti)), the others counted as redeliveries.
+    private static func outcomes(
+        _ sorted: (records: [SETRecord], positions: [Int]), ids: [String: Int64], connection: PostgresConnection, logger: Logger
+    ) async throws -> [AppendOutcome] {
+        var ids = ids
+        var outcomes = [AppendOutcome?](repeating: nil, count: sorted.records.count)
+        for (position, record) in zip(sorted.positions, sorted.records) {
+            if let id = ids.removeValue(forKey: key(record.issuer, record.tokenID)) {
+                outcomes[position] = .accepted(id: id)
+                continue
+            }
+            let counted = try await connection.query("""
+                UPDATE sets SET deliveries = deliveries + 1, last_received_at = greatest(last_received_at, \(record.receivedAt))
+                WHERE issuer = \(record.issuer) AND jti = \(record.tokenID) RETURNING id, deliveries
+                """, logger: logger)
+            var outcome: AppendOutcome?
+            for try await (id, deliveries) in counted.decode((Int64, Int64).self) { outcome = .duplicate(id: id, deliveries: deliveries) }
+            guard let outcome else { throw PostgresDatabase.NotDurable(description: "a duplicate SET vanished from the store") }
+            outcomes[position] = outcome
+        }
+        return outcomes.compactMap { $0 }
     }
 
     private static func key(_ issuer: String, _ jti: String) -> String { issuer + "\u{0}" + jti }
+}
+
+/// The statement that stores a batch, prepared once per connection (planning it took longer than
+/// running it): the SETs (done at `done`, or pending) with
+/// `INSERT … SELECT FROM unnest(…) ON CONFLICT (issuer, jti) DO NOTHING` and their `applied`
+/// rows, unless one of `accounts` (Google subjects by issuer scope, emails) is an account of the
+/// store's; `notify` wakes idle workers if anything was stored. Rows: `('set', id, issuer, jti)`
+/// for each SET stored, `('known', …)` when an account stopped it, `('notified', …)`.
+struct StoreBatch: PostgresPreparedStatement {
+    typealias Applied = (issuer: String, jti: String, event: Int, action: String, result: String)
+    typealias Row = (String, Int64?, String?, String?)
+
+    let records: [SETRecord]
+    let done: Double?
+    let accounts: (scopes: [String], subjects: [String], emails: [String])
+    let applied: [Applied]
+    let notify: Bool
+
+    static let sql = """
+        WITH known AS (
+            SELECT 1 FROM accounts a JOIN unnest($1::text[], $2::text[]) AS u(i, s) ON a.issuer = u.i AND a.subject = u.s
+            UNION ALL SELECT 1 FROM accounts WHERE email = ANY($3::text[])
+            LIMIT 1),
+        ins AS (
+            INSERT INTO sets (issuer, jti, iss, iat, received_at, last_received_at, remote, content_type, event_types, subjects, token,
+                              state, attempts, processed_at)
+            SELECT i, j, s, a, r, r, NULLIF(rm, ''), NULLIF(ct, ''), e, sb, tk, $14::text, $15::int4, $16::float8
+            FROM unnest($4::text[], $5::text[], $6::text[], $7::float8[], $8::float8[], $9::text[], $10::text[], $11::text[], $12::text[],
+                        $13::text[]) AS t(i, j, s, a, r, rm, ct, e, sb, tk)
+            WHERE NOT EXISTS (SELECT 1 FROM known)
+            ON CONFLICT (issuer, jti) DO NOTHING
+            RETURNING id, issuer, jti),
+        app AS (
+            INSERT INTO applied_actions (set_id, event_index, action, applied_at, result)
+            SELECT ins.id, p.e, p.a, coalesce($16::float8, 0), p.r
+            FROM ins JOIN unnest($17::text[], $18::text[], $19::int8[], $20::text[], $21::text[]) AS p(i, j, e, a, r)
+                 ON ins.issuer = p.i AND ins.jti = p.j)
+        SELECT 'set', id, issuer, jti FROM ins
+        UNION ALL SELECT 'known', NULL, NULL, NULL FROM known
+        UNION ALL SELECT 'notified', NULL, NULL, NULL FROM pg_notify('\(PostgresWorkQueue.channel)', '') WHERE $22::bool AND EXISTS (SELECT 1 FROM ins)
+        """
+
+    func makeBindings() throws -> PostgresBindings {
+        var binds = PostgresBindings(capacity: 22)
+        binds.append(accounts.scopes)
+        binds.append(accounts.subjects)
+        binds.append(accounts.emails)
+        binds.append(records.map(\.issuer))
+        binds.append(records.map(\.tokenID))
+        binds.append(records.map(\.claimedIssuer))
+        binds.append(records.map(\.issuedAt))
+        binds.append(records.map(\.receivedAt))
+        binds.append(records.map { $0.remoteAddress ?? "" })
+        binds.append(records.map { $0.contentType ?? "" })
+        binds.append(records.map { JSONValue.array($0.eventTypes.map { .string($0) }).serialized })
+        binds.append(records.map(\.subjectsJSON))
+        binds.append(records.map(\.token))
+        binds.append(done == nil ? "pending" : "done")
+        binds.append(Int32(done == nil ? 0 : 1))
+        if let done { binds.append(done) } else { binds.appendNull() }
+        binds.append(applied.map(\.issuer))
+        binds.append(applied.map(\.jti))
+        binds.append(applied.map { Int64($0.event) })
+        binds.append(applied.map(\.action))
+        binds.append(applied.map(\.result))
+        binds.append(notify)
+        return binds
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
 }

@@ -50,42 +50,59 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
         return claimed.sorted { ($0.1, $0.0.id) < ($1.1, $1.0.id) }.map(\.0)
     }
 
-    public func finish(_ claim: ClaimedSET, plan: ActionPlan, claims: SecurityEventToken, applyToAccounts: Bool, now: Double) async throws
-        -> FinishReport?
-    {
-        try await withDeadline(Self.deadline, "finishing \(claim.jti)") {
-            try await self.finishNow(claim, plan: plan, claims: claims, applyToAccounts: applyToAccounts, now: now)
+    public func finish(_ items: [FinishItem], applyToAccounts: Bool, now: Double) async throws -> [FinishReport?] {
+        guard !items.isEmpty else { return [] }
+        return try await withDeadline(Self.deadline, "finishing \(items.count) SET(s)") {
+            try await self.finishNow(items, applyToAccounts: applyToAccounts, now: now)
         }
     }
 
-    private func finishNow(_ claim: ClaimedSET, plan: ActionPlan, claims: SecurityEventToken, applyToAccounts: Bool, now: Double) async throws
-        -> FinishReport?
-    {
+    private func finishNow(_ items: [FinishItem], applyToAccounts: Bool, now: Double) async throws -> [FinishReport?] {
         let logger = self.logger
         let tokenKey = self.tokenKey
-        return try await database.client.withTransaction(logger: logger) { connection -> FinishReport? in
-            // The row lock serializes finishers of this SET; the owner check makes a late one a no-op.
-            var held = false
-            for try await _ in try await connection.query("""
-                SELECT 1 FROM sets WHERE id = \(claim.id) AND state = 'pending' AND lease_owner = \(claim.owner) FOR UPDATE
-                """, logger: logger).decode(Int.self)
+        return try await database.client.withTransaction(logger: logger) { connection -> [FinishReport?] in
+            // The row locks (taken in id order, so two finishers cannot deadlock on them) serialize
+            // finishers of a SET; the owner check makes a late one a no-op.
+            let ids = items.map(\.claim.id), owners = items.map(\.claim.owner)
+            var held = Set<Int64>()
+            for try await id in try await connection.query("""
+                SELECT s.id FROM sets s JOIN unnest(\(ids)::int8[], \(owners)::text[]) AS c(id, owner) ON s.id = c.id
+                WHERE s.state = 'pending' AND s.lease_owner = c.owner ORDER BY s.id FOR UPDATE OF s
+                """, logger: logger).decode(Int64.self)
             {
-                held = true
+                held.insert(id)
             }
-            guard held else { return nil }
-            var report = FinishReport()
-            report.verifications = try await PostgresVerifications.records(
-                for: plan, claims: claims, id: claim.id, jti: claim.jti, compact: claim.token, connection: connection, logger: logger)
+            guard !held.isEmpty else { return items.map { _ in nil } }
+            var applier = PostgresActionApplier(connection: connection, tokenKey: tokenKey, logger: logger)
             if applyToAccounts {
-                let applier = PostgresActionApplier(connection: connection, tokenKey: tokenKey, logger: logger)
-                report.outcomes = try await applier.apply(plan, setID: claim.id, keyIssuer: claim.issuer, now: now)
+                try await applier.loadApplied(setIDs: Array(held))
+                try await applier.preload(items.filter { held.contains($0.claim.id) }.map { ($0.plan.steps, $0.claim.issuer) })
             }
+            var reports: [FinishReport?] = []
+            var done: [(id: Int64, attempts: Int)] = []
+            for item in items {
+                let claim = item.claim
+                guard held.remove(claim.id) != nil else {
+                    reports.append(nil)
+                    continue
+                }
+                var report = FinishReport()
+                report.verifications = try await PostgresVerifications.records(
+                    for: item.plan, claims: item.claims, id: claim.id, jti: claim.jti, compact: claim.token, connection: connection, logger: logger)
+                if applyToAccounts {
+                    report.outcomes = try await applier.apply(item.plan, setID: claim.id, keyIssuer: claim.issuer, now: now)
+                }
+                done.append((claim.id, claim.attempts + 1))
+                reports.append(report)
+            }
+            try await applier.recordApplied(now: now)
             try await connection.query("""
-                UPDATE sets SET state = 'done', attempts = \(claim.attempts + 1), processed_at = \(now), last_error = NULL,
+                UPDATE sets SET state = 'done', attempts = d.attempts, processed_at = \(now), last_error = NULL,
                     lease_owner = NULL, lease_expires_at = NULL
-                WHERE id = \(claim.id)
+                FROM unnest(\(done.map(\.id))::int8[], \(done.map { Int64($0.attempts) })::int8[]) AS d(id, attempts)
+                WHERE sets.id = d.id
                 """, logger: logger)
-            return report
+            return reports
         }
     }
 
@@ -148,16 +165,73 @@ struct PostgresActionApplier {
 
     typealias Account = (id: Int64, tokenID: Int64?, accessChangedAt: Double?)
 
-    func apply(_ plan: ActionPlan, setID: Int64, keyIssuer: String, now: Double) async throws -> [ActionOutcome] {
+    /// `applied_actions` rows already there for the SETs being finished (a requeued SET's), as
+    /// `set_id/event_index/action` keys.
+    private(set) var applied = Set<String>()
+    /// Rows to add to `applied_actions` at the end of the transaction.
+    private(set) var pending: [(setID: Int64, eventIndex: Int, action: String, result: String)] = []
+
+    /// Google subjects (`scope NUL sub`) `preload` found no account for.
+    private(set) var absent = Set<String>()
+
+    private static func key(_ setID: Int64, _ eventIndex: Int, _ action: String) -> String { "\(setID)/\(eventIndex)/\(action)" }
+
+    /// Looks up, in one query, which of the Google subjects the steps are about have an account,
+    /// so that `resolve` skips the lookup for the ones that do not (most events in a busy stream
+    /// are about users who never signed in here).
+    mutating func preload(_ plans: [(steps: [ActionPlan.Step], keyIssuer: String)]) async throws {
+        var scopes: [String] = [], subjects: [String] = []
+        for (steps, keyIssuer) in plans {
+            for step in steps {
+                guard let (issuer, sub) = step.subject?.googleSubject else { continue }
+                scopes.append(SETPolicy.issuerScope(issuer ?? keyIssuer))
+                subjects.append(sub)
+            }
+        }
+        guard !scopes.isEmpty else { return }
+        var found = Set<String>()
+        let rows = try await connection.query("""
+            SELECT a.issuer, a.subject FROM accounts a JOIN unnest(\(scopes)::text[], \(subjects)::text[]) AS u(i, s)
+            ON a.issuer = u.i AND a.subject = u.s
+            """, logger: logger)
+        for try await (issuer, subject) in rows.decode((String, String).self) { found.insert(issuer + "\u{0}" + subject) }
+        for (scope, sub) in zip(scopes, subjects) where !found.contains(scope + "\u{0}" + sub) { absent.insert(scope + "\u{0}" + sub) }
+    }
+
+    /// Drops what `apply` collected for `setID` (its savepoint was rolled back).
+    mutating func forget(setID: Int64) {
+        let prefix = "\(setID)/"
+        applied = applied.filter { !$0.hasPrefix(prefix) }
+        pending.removeAll { $0.setID == setID }
+    }
+
+    mutating func loadApplied(setIDs: [Int64]) async throws {
+        let rows = try await connection.query(
+            "SELECT set_id, event_index, action FROM applied_actions WHERE set_id = ANY(\(setIDs)::int8[])", logger: logger)
+        for try await (setID, index, action) in rows.decode((Int64, Int, String).self) { applied.insert(Self.key(setID, index, action)) }
+    }
+
+    /// Writes the rows `apply` collected, in one statement.
+    mutating func recordApplied(now: Double) async throws {
+        guard !pending.isEmpty else { return }
+        try await connection.query("""
+            INSERT INTO applied_actions (set_id, event_index, action, applied_at, result)
+            SELECT s, e, a, \(now), r FROM unnest(\(pending.map(\.setID))::int8[], \(pending.map { Int64($0.eventIndex) })::int8[],
+                                                \(pending.map(\.action))::text[], \(pending.map(\.result))::text[]) AS t(s, e, a, r)
+            """, logger: logger)
+        pending.removeAll()
+    }
+
+    /// Applies `plan`'s actions not yet applied for `setID` (see `loadApplied`, which must have
+    /// been called for it); `recordApplied` then records them.
+    mutating func apply(_ plan: ActionPlan, setID: Int64, keyIssuer: String, now: Double) async throws -> [ActionOutcome] {
         var outcomes: [ActionOutcome] = []
         for step in plan.steps {
             let account = try await resolve(step, keyIssuer: keyIssuer)
             for action in step.actions {
                 let index = step.eventIndex
-                if try await exists("""
-                    SELECT 1 FROM applied_actions WHERE set_id = \(setID) AND event_index = \(index) AND action = \(action.rawValue)
-                    """)
-                {
+                let key = Self.key(setID, index, action.rawValue)
+                guard !applied.contains(key) else {
                     outcomes.append(ActionOutcome(action: action, eventIndex: index, result: "already applied"))
                     continue
                 }
@@ -169,19 +243,12 @@ struct PostgresActionApplier {
                 } else {
                     result = ActionOutcome.unknownSubject
                 }
-                try await connection.query("""
-                    INSERT INTO applied_actions (set_id, event_index, action, applied_at, result)
-                    VALUES (\(setID), \(index), \(action.rawValue), \(now), \(result))
-                    """, logger: logger)
+                applied.insert(key)
+                pending.append((setID, index, action.rawValue, result))
                 outcomes.append(ActionOutcome(action: action, eventIndex: index, result: result))
             }
         }
         return outcomes
-    }
-
-    private func exists(_ query: PostgresQuery) async throws -> Bool {
-        for try await _ in try await connection.query(query, logger: logger).decode(Int.self) { return true }
-        return false
     }
 
     private func count(_ query: PostgresQuery) async throws -> Int {
@@ -221,7 +288,7 @@ struct PostgresActionApplier {
         case let subject?:
             if let (issuer, sub) = subject.googleSubject {
                 let scope = SETPolicy.issuerScope(issuer ?? keyIssuer)
-                if let found = try await account("SELECT id, access_changed_at FROM accounts WHERE issuer = \(scope) AND subject = \(sub) LIMIT 1") {
+                if !absent.contains(scope + "\u{0}" + sub), let found = try await account("SELECT id, access_changed_at FROM accounts WHERE issuer = \(scope) AND subject = \(sub) LIMIT 1") {
                     return found
                 }
             }

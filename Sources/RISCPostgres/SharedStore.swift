@@ -100,5 +100,9 @@ public final class SharedStore: Sendable {
             || error is PostgresStoreURL.Invalid
     }
 
+    /// Applies each new SET's actions in the transaction that stores it (no webhook: the store's
+    /// accounts are the sink). What fails there is queued for the workers.
+    public func enableInlineActions(table: ActionTable) { events.enableInlineActions(table: table, tokenKey: key) }
+
     public func close() { database.close() }
 }

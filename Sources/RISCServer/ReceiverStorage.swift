@@ -74,7 +74,11 @@ public enum ReceiverStorage: Sendable {
         settings.acceptUnsafeDurability = configuration.storeAcceptUnsafeDurability
         settings.timeout = configuration.storeTimeout
         let store = try SharedStore(settings: settings, logger: logger)
+        if sink == nil { store.enableInlineActions(table: configuration.actionTable) }
         var workerSettings = QueueWorker.Settings()
+        // Applied in the store, a batch is one transaction (the worker only retries what failed
+        // inline). Webhook deliveries go one at a time, so their batch stays small.
+        workerSettings.batch = sink == nil ? 64 : 8
         // A webhook claim must outlive its deliveries: a batch of slow answers is not a dead receiver.
         workerSettings.lease =
             sink == nil

@@ -55,6 +55,19 @@ public struct FinishReport: Sendable {
     }
 }
 
+/// A claimed SET ready to be finished: its claims and the actions they call for.
+public struct FinishItem: Sendable {
+    public let claim: ClaimedSET
+    public let plan: ActionPlan
+    public let claims: SecurityEventToken
+
+    public init(claim: ClaimedSET, plan: ActionPlan, claims: SecurityEventToken) {
+        self.claim = claim
+        self.plan = plan
+        self.claims = claims
+    }
+}
+
 /// The work queue several workers (in one receiver or several) share: due SETs are claimed with
 /// a lease, finished or failed only by the lease's holder, and rescued by anyone once the lease
 /// has expired (its holder died). Finishing applies the plan's actions to the store's accounts
@@ -65,13 +78,13 @@ public protocol WorkQueue: Sendable {
     /// `now + lease`, oldest due first, skipping the ones other workers are claiming.
     func claim(owner: String, limit: Int, lease: Double, now: Double) async throws -> [ClaimedSET]
 
-    /// Finishes `claim`: with `applyToAccounts`, applies `plan` to the store's accounts (each
-    /// action once: one already in `applied_actions` is reported, not applied again); records
-    /// verification events; marks the SET done. All in one transaction, and only while `claim`
-    /// still holds its lease: nil when it does not (the SET was rescued by another worker), in
-    /// which case nothing was changed.
-    func finish(_ claim: ClaimedSET, plan: ActionPlan, claims: SecurityEventToken, applyToAccounts: Bool, now: Double) async throws
-        -> FinishReport?
+    /// Finishes each item's claim: with `applyToAccounts`, applies its plan to the store's
+    /// accounts (each action once: one already in `applied_actions` is reported, not applied
+    /// again); records verification events; marks the SET done. The whole batch in one
+    /// transaction (one durable commit for all), and each item only while its claim still holds
+    /// its lease: nil in its place when it does not (the SET was rescued by another worker), in
+    /// which case nothing of it was changed. A throw means nothing of the batch was changed.
+    func finish(_ items: [FinishItem], applyToAccounts: Bool, now: Double) async throws -> [FinishReport?]
 
     /// Records a failed attempt of `claim`: pending again at `retryAt`, or a dead letter when
     /// `retryAt` is nil. False when `claim` no longer holds its lease (nothing changed).
@@ -80,6 +93,15 @@ public protocol WorkQueue: Sendable {
     /// Releases leases that expired before `now` (their holders died or stalled), so any worker
     /// claims that work next. Returns the jtis released.
     func rescueExpiredLeases(now: Double) async throws -> [String]
+}
+
+extension WorkQueue {
+    /// Finishes one claim (see `finish(_:applyToAccounts:now:)`); nil when it lost its lease.
+    public func finish(_ claim: ClaimedSET, plan: ActionPlan, claims: SecurityEventToken, applyToAccounts: Bool, now: Double) async throws
+        -> FinishReport?
+    {
+        try await finish([FinishItem(claim: claim, plan: plan, claims: claims)], applyToAccounts: applyToAccounts, now: now).first ?? nil
+    }
 }
 
 extension ActionOutcome {

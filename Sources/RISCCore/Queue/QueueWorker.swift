@@ -123,18 +123,40 @@ public final class QueueWorker: Sendable {
         }
     }
 
-    /// Claims and processes one batch of due SETs; returns how many were claimed.
+    /// Claims and processes one batch of due SETs; returns how many were claimed. The batch is
+    /// finished in one transaction; if that fails, each SET is finished on its own, so one that
+    /// cannot be finished fails alone.
     @discardableResult
     public func processDue(now: Double = Date().timeIntervalSince1970) async throws -> Int {
         let claimed = try await queue.claim(owner: settings.owner, limit: settings.batch, lease: settings.lease, now: now)
+        var ready: [Prepared] = []
         for claim in claimed {
             if stopping && sink != nil { break }  // an undelivered claim is rescued after its lease
-            await process(claim)
+            if let prepared = await prepare(claim) { ready.append(prepared) }
+        }
+        guard !ready.isEmpty else { return claimed.count }
+        do {
+            let reports = try await queue.finish(ready.map(\.item), applyToAccounts: sink == nil, now: Date().timeIntervalSince1970)
+            for (prepared, report) in zip(ready, reports) { record(prepared, report) }
+        } catch where ready.count > 1 {
+            for prepared in ready { await finishAlone(prepared) }
+        } catch {
+            await fail(ready[0].item.claim, error, record: ready[0].record, start: ready[0].start)
         }
         return claimed.count
     }
 
-    private func process(_ claim: ClaimedSET) async {
+    /// A claim parsed, planned and (with a webhook) delivered, waiting to be finished.
+    struct Prepared {
+        let item: FinishItem
+        var record: EventLogRecord
+        let start: Double
+        let delivered: [String]
+    }
+
+    /// Parses and plans `claim` and delivers it to the webhook if there is one; nil when that
+    /// failed (the failure is recorded).
+    private func prepare(_ claim: ClaimedSET) async -> Prepared? {
         let start = Date().timeIntervalSince1970
         var record = EventLogRecord(step: "applied", outcome: "applied", time: start)
         record["jti"] = .string(claim.jti)
@@ -152,25 +174,40 @@ public final class QueueWorker: Sendable {
                     Result { try sink.deliver(plan, tokenID: claim.jti, issuer: claim.issuer, idempotencyKey: key) }
                 }.get()
             }
-            let now = Date().timeIntervalSince1970
-            guard let report = try await queue.finish(claim, plan: plan, claims: claims, applyToAccounts: sink == nil, now: now) else {
-                record["outcome"] = "lease_lost"
-                record["latency_us"] = .number(((Date().timeIntervalSince1970 - start) * 1e6).rounded())
-                log.record(record)
-                return
-            }
-            if sink != nil {
-                record["actions"] = .array(zip(plan.steps, delivered).flatMap { step, result in
-                    step.actions.map { JSONValue.object(["action": .string($0.rawValue), "result": .string(result)]) }
-                })
-            } else {
-                record["actions"] = ActionOutcome.json(report.outcomes)
-            }
-            record["latency_us"] = .number(((Date().timeIntervalSince1970 - start) * 1e6).rounded())
-            log.record(record)
-            for verification in report.verifications { log.record(verification) }
+            return Prepared(item: FinishItem(claim: claim, plan: plan, claims: claims), record: record, start: start, delivered: delivered)
         } catch {
             await fail(claim, error, record: record, start: start)
+            return nil
+        }
+    }
+
+    private func finishAlone(_ prepared: Prepared) async {
+        do {
+            let reports = try await queue.finish([prepared.item], applyToAccounts: sink == nil, now: Date().timeIntervalSince1970)
+            record(prepared, reports.first ?? nil)
+        } catch {
+            await fail(prepared.item.claim, error, record: prepared.record, start: prepared.start)
+        }
+    }
+
+    /// The event-log lines of a finished claim (`lease_lost` when `report` is nil).
+    private func record(_ prepared: Prepared, _ report: FinishReport?) {
+        var record = prepared.record
+        defer {
+            record["latency_us"] = .number(((Date().timeIntervalSince1970 - prepared.start) * 1e6).rounded())
+            log.record(record)
+            for verification in report?.verifications ?? [] { log.record(verification) }
+        }
+        guard let report else {
+            record["outcome"] = "lease_lost"
+            return
+        }
+        if sink != nil {
+            record["actions"] = .array(zip(prepared.item.plan.steps, prepared.delivered).flatMap { step, result in
+                step.actions.map { JSONValue.object(["action": .string($0.rawValue), "result": .string(result)]) }
+            })
+        } else {
+            record["actions"] = ActionOutcome.json(report.outcomes)
         }
     }
 
