@@ -87,6 +87,22 @@ public struct PostgresQueueAdmin: QueueAdministration {
         }
     }
 
+    /// The acknowledged jtis against the store; no integrity check of the server's own to offer
+    /// (`integrity` nil): its WAL and checksums are its business.
+    public func audit(acknowledged jtis: [String]) async throws -> StoreAudit {
+        var audit = StoreAudit()
+        let rows = try await database.client.query("""
+            SELECT s.jti, s.state = 'done', (SELECT count(*) FROM applied_actions a WHERE a.set_id = s.id) FROM sets s
+            """, logger: logger)
+        var found: [String: (done: Bool, actions: Int64)] = [:]
+        for try await (jti, done, actions) in rows.decode((String, Bool, Int64).self) {
+            found[jti] = (done, actions)
+            audit.rows += 1
+        }
+        audit.count(jtis, found: found)
+        return audit
+    }
+
     public func retry(jti: String?) async throws -> Int {
         let query: PostgresQuery =
             if let jti {

@@ -171,14 +171,16 @@ struct PostgresActionApplier {
     /// Rows to add to `applied_actions` at the end of the transaction.
     private(set) var pending: [(setID: Int64, eventIndex: Int, action: String, result: String)] = []
 
-    /// Google subjects (`scope NUL sub`) `preload` found no account for.
-    private(set) var absent = Set<String>()
+    /// Google subjects (`scope NUL sub`) `preload` looked up: the account, or nil for none.
+    private(set) var preloaded: [String: Account?] = [:]
 
     private static func key(_ setID: Int64, _ eventIndex: Int, _ action: String) -> String { "\(setID)/\(eventIndex)/\(action)" }
 
-    /// Looks up, in one query, which of the Google subjects the steps are about have an account,
-    /// so that `resolve` skips the lookup for the ones that do not (most events in a busy stream
-    /// are about users who never signed in here).
+    /// Looks up, in one query, the accounts of the Google subjects the steps are about, so that
+    /// `resolve` needs no query of its own for them. The `access_changed_at` read here may be
+    /// older than the row's by the time an action runs (an earlier SET of the batch changed it):
+    /// it only feeds the ordering rule's early answer, which is then more permissive, and the
+    /// conditional UPDATE decides.
     mutating func preload(_ plans: [(steps: [ActionPlan.Step], keyIssuer: String)]) async throws {
         var scopes: [String] = [], subjects: [String] = []
         for (steps, keyIssuer) in plans {
@@ -189,13 +191,14 @@ struct PostgresActionApplier {
             }
         }
         guard !scopes.isEmpty else { return }
-        var found = Set<String>()
+        for (scope, sub) in zip(scopes, subjects) { preloaded[scope + "\u{0}" + sub] = .some(nil) }
         let rows = try await connection.query("""
-            SELECT a.issuer, a.subject FROM accounts a JOIN unnest(\(scopes)::text[], \(subjects)::text[]) AS u(i, s)
-            ON a.issuer = u.i AND a.subject = u.s
+            SELECT a.issuer, a.subject, a.id, a.access_changed_at
+            FROM accounts a JOIN unnest(\(scopes)::text[], \(subjects)::text[]) AS u(i, s) ON a.issuer = u.i AND a.subject = u.s
             """, logger: logger)
-        for try await (issuer, subject) in rows.decode((String, String).self) { found.insert(issuer + "\u{0}" + subject) }
-        for (scope, sub) in zip(scopes, subjects) where !found.contains(scope + "\u{0}" + sub) { absent.insert(scope + "\u{0}" + sub) }
+        for try await (issuer, subject, id, changed) in rows.decode((String, String, Int64, Double?).self) {
+            preloaded[issuer + "\u{0}" + subject] = (id, nil, changed)
+        }
     }
 
     /// Drops what `apply` collected for `setID` (its savepoint was rolled back).
@@ -288,7 +291,9 @@ struct PostgresActionApplier {
         case let subject?:
             if let (issuer, sub) = subject.googleSubject {
                 let scope = SETPolicy.issuerScope(issuer ?? keyIssuer)
-                if !absent.contains(scope + "\u{0}" + sub), let found = try await account("SELECT id, access_changed_at FROM accounts WHERE issuer = \(scope) AND subject = \(sub) LIMIT 1") {
+                if let known = preloaded[scope + "\u{0}" + sub] {
+                    if let known { return known }
+                } else if let found = try await account("SELECT id, access_changed_at FROM accounts WHERE issuer = \(scope) AND subject = \(sub) LIMIT 1") {
                     return found
                 }
             }

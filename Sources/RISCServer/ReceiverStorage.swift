@@ -24,27 +24,35 @@ public enum ReceiverStorage: Sendable {
         public let accounts: AccountStore
     }
 
-    /// The shared store, its worker, and the listener that wakes it.
+    /// Workers a receiver runs on the shared store. Each claims its own batches (`SKIP LOCKED`),
+    /// so while one waits for the server or for the webhook, the others work: applying actions is
+    /// round trips to the server more than it is work for either side.
+    public static let sharedWorkers = 4
+
+    /// The shared store, its workers, and the listener that wakes them.
     public final class SharedStorage: Sendable {
         public let store: SharedStore
-        public let worker: QueueWorker
+        public let workers: [QueueWorker]
         private let listener = Mutex<Task<Void, Never>?>(nil)
 
-        init(store: SharedStore, worker: QueueWorker) {
+        init(store: SharedStore, workers: [QueueWorker]) {
             self.store = store
-            self.worker = worker
+            self.workers = workers
         }
 
         func start() {
-            worker.start()
-            let worker = self.worker, queue = store.queue
-            store.events.afterCommit.withLock { $0 = { worker.wake() } }
-            listener.withLock { $0 = Task { await queue.listen(wake: { worker.wake() }) } }
+            for worker in workers { worker.start() }
+            let workers = self.workers, queue = store.queue
+            let wake: @Sendable () -> Void = { for worker in workers { worker.wake() } }
+            store.events.afterCommit.withLock { $0 = wake }
+            listener.withLock { $0 = Task { await queue.listen(wake: wake) } }
         }
 
         func stop() async {
             listener.withLock { $0 }?.cancel()
-            await worker.stop()
+            await withTaskGroup(of: Void.self) { group in
+                for worker in workers { group.addTask { await worker.stop() } }
+            }
             store.close()
         }
     }
@@ -75,7 +83,7 @@ public enum ReceiverStorage: Sendable {
         settings.timeout = configuration.storeTimeout
         let store = try SharedStore(settings: settings, logger: logger)
         if sink == nil { store.enableInlineActions(table: configuration.actionTable) }
-        var workerSettings = QueueWorker.Settings()
+        var workerSettings = QueueWorker.Settings(owner: "")
         // Applied in the store, a batch is one transaction (the worker only retries what failed
         // inline). Webhook deliveries go one at a time, so their batch stays small.
         workerSettings.batch = sink == nil ? 64 : 8
@@ -83,10 +91,14 @@ public enum ReceiverStorage: Sendable {
         workerSettings.lease =
             sink == nil
             ? configuration.queueLease : max(configuration.queueLease, Double(workerSettings.batch) * (configuration.webhookTimeout + 5) + 30)
-        let worker = QueueWorker(
-            queue: store.queue, settings: workerSettings, table: configuration.actionTable, retry: configuration.retry, sink: sink, log: log,
-            logger: logger)
-        return .shared(SharedStorage(store: store, worker: worker))
+        let workers = (0..<sharedWorkers).map { _ in
+            var settings = workerSettings
+            settings.owner = QueueWorker.defaultOwner()
+            return QueueWorker(
+                queue: store.queue, settings: settings, table: configuration.actionTable, retry: configuration.retry, sink: sink, log: log,
+                logger: logger)
+        }
+        return .shared(SharedStorage(store: store, workers: workers))
     }
 
     /// The webhook sink, when `webhook.url` is set.

@@ -2,6 +2,8 @@ import ArgumentParser
 import Foundation
 import Logging
 import RISCCore
+import RISCPostgres
+import RISCServer
 import RISCStore
 import RISCTestKit
 
@@ -9,14 +11,22 @@ extension RiscCommand.Bench {
     struct ActionsBench: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "actions",
-            abstract: "Events applied per second to the embedded account store (target ≥ 5,000/s)."
+            abstract: "Events applied per second to the account store by the queue's worker (target ≥ 5,000/s).",
+            discussion: """
+                Seeds linked accounts, stores signed SETs of five types pending, then times the worker applying them \
+                (the retry path: new SETs are applied inline as they arrive). The embedded store by default; with \
+                --store-url or --config a PostgreSQL store (`throwaway`: a local cluster started for the run; \
+                otherwise an empty database of its own, which it fills with test data) and its QueueWorker.
+                """
         )
 
         @Option(help: "Linked accounts to seed.") var accounts: Int = 10_000
         @Option(help: "Stored SETs to apply.") var events: Int = 20_000
         @Option(help: "Key directory (its Ed25519 key signs the SETs quickly).") var keys: String = "keys/test"
+        @OptionGroup var scratch: ScratchStoreOption
 
         func run() async throws {
+            if scratch.isShared { return try await runShared() }
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-bench-actions-\(UUID().uuidString)").path
             defer { try? FileManager.default.removeItem(atPath: directory) }
             let logger = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
@@ -41,8 +51,64 @@ extension RiscCommand.Bench {
             }
             let seconds = Date().timeIntervalSince(start)
             log.close()
-            print(String(format: "applied %d SETs (%d accounts; sessions-revoked, tokens-revoked, account-disabled, account-enabled, credential-change) in %.2f s: %.0f events/s (target ≥ 5,000/s)",
-                applied, accounts, seconds, Double(applied) / seconds))
+            report(applied: applied, seconds: seconds, store: "embedded store")
+        }
+
+        func report(applied: Int, seconds: Double, store: String) {
+            print(String(format: "%@: applied %d SETs (%d accounts; sessions-revoked, tokens-revoked, account-disabled, account-enabled, credential-change) in %.2f s: %.0f events/s (target ≥ 5,000/s)",
+                store, applied, accounts, seconds, Double(applied) / seconds))
+        }
+
+        /// The same on PostgreSQL: `QueueWorker` over `PostgresWorkQueue`, a batch of claims per transaction.
+        func runShared() async throws {
+            let work = FileManager.default.temporaryDirectory.appendingPathComponent("risc-bench-actions-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: work) }
+            guard let shared = try await scratch.open(work: work) else { return }
+            defer { shared.close() }
+            let logger = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
+            let repository = shared.store.accounts
+            let accounts = self.accounts
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for chunk in 0..<8 {
+                    group.addTask {
+                        for index in stride(from: chunk, to: accounts, by: 8) {
+                            _ = try await repository.link(
+                                AccountLink(subject: "\(index)", userID: "u\(index)", sessions: ["s\(index)"], refreshTokens: ["1//0gtoken-\(index)"]),
+                                now: 1_000)
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            try await RiscCommand.Bench.appendSignedSETs(to: shared.store.events, count: events, keys: keys) { index in
+                ("\(index % accounts)", "a\(index)", 2_000 + Double(index), 3_000)
+            }
+            let log = try JSONLinesEventLog(path: work.appendingPathComponent("events.log").path)
+            // As many workers as a receiver runs on the shared store, each claiming its own batches.
+            let workers = (0..<ReceiverStorage.sharedWorkers).map { index in
+                var settings = QueueWorker.Settings(owner: "bench-\(index)")
+                settings.batch = 64
+                return QueueWorker(queue: shared.store.queue, settings: settings, log: log, logger: logger)
+            }
+            let start = Date()
+            let applied = try await withThrowingTaskGroup(of: Int.self) { group in
+                for worker in workers {
+                    group.addTask {
+                        var applied = 0
+                        while true {
+                            let n = try await worker.processDue(now: 1e10)
+                            if n == 0 { return applied }
+                            applied += n
+                        }
+                    }
+                }
+                return try await group.reduce(0, +)
+            }
+            let seconds = Date().timeIntervalSince(start)
+            log.close()
+            let done = try await shared.store.admin.counts(now: 1e10)
+            guard done.pending == 0, done.dead == 0 else { throw ValidationError("not all applied: \(done)") }
+            report(applied: applied, seconds: seconds, store: "PostgreSQL store")
         }
     }
 }

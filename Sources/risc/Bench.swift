@@ -23,7 +23,7 @@ extension RiscCommand.Bench {
     /// Signs `count` SETs with the Ed25519 key in `keys` (quick to sign) and appends them to
     /// `store` from four tasks; `describe` gives each one's type index, subject, jti and times.
     static func appendSignedSETs(
-        to store: SQLiteEventStore, count: Int, keys: String, types: [(EventType, JSONObject)] = seededTypes,
+        to store: any EventStore, count: Int, keys: String, types: [(EventType, JSONObject)] = seededTypes,
         describe: @escaping @Sendable (Int) -> (subject: String, jti: String, iat: Double?, receivedAt: Double)
     ) async throws {
         let keyDirectory = try KeyDirectory(url: URL(fileURLWithPath: keys))

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import RISCCore
+import RISCPostgres
 import RISCStore
 import RISCTestKit
 import Synchronization
@@ -14,7 +15,9 @@ extension RiscCommand.Drill {
                 posts distinct valid sessions-revoked SETs from several connections; kills the server with SIGKILL (or \
                 --signal TERM) after a random time, restarts it, and repeats. Then it lets the last server drain its \
                 queue, stops it with SIGTERM and audits the store: every jti answered 202 must be stored, done, and \
-                have its actions recorded; the event log must never show one applied twice; PRAGMA integrity_check ok.
+                have its actions recorded; the event log must never show one applied twice; PRAGMA integrity_check ok. \
+                With --store-url or --config the receiver runs on PostgreSQL (`throwaway`: a local cluster started for \
+                the drill; otherwise an empty database of its own, which it fills with test data).
                 """
         )
 
@@ -25,6 +28,7 @@ extension RiscCommand.Drill {
         @Option(help: "Signal: KILL or TERM.") var signal: String = "KILL"
         @Option(help: "Linked accounts the SETs are about.") var accounts: Int = 200
         @Option(help: "Port for the server under test (admin: +1); keep it below the ephemeral range (32768+).") var port: Int = 18_643
+        @OptionGroup var scratch: ScratchStoreOption
 
         func validate() throws {
             guard cycles >= 1, concurrency >= 1, minUptime > 0, maxUptime >= minUptime else { throw ValidationError("bad cycle settings") }
@@ -36,15 +40,19 @@ extension RiscCommand.Drill {
             defer { try? FileManager.default.removeItem(at: work) }
             let data = work.appendingPathComponent("data").path
             let entry = try KeyDirectory.generate(into: work.appendingPathComponent("keys"), algorithm: .rs256, keyID: "drill")
-            let store = try AccountStore(directory: data)
+            let shared = try await scratch.open(work: work.appendingPathComponent("shared"))
+            defer { shared?.close() }
+            let repository: any AccountRepository =
+                if let shared { shared.store.accounts } else { EmbeddedAccountRepository(store: try AccountStore(directory: data)) }
             for index in 0..<accounts {
-                try store.link(.init(subject: "drill-\(index)", userID: "u-\(index)", sessions: ["s-\(index)"]))
+                _ = try await repository.link(
+                    AccountLink(subject: "drill-\(index)", userID: "u-\(index)", sessions: ["s-\(index)"]), now: Date().timeIntervalSince1970)
             }
             let server = ChildServer(
                 arguments: [
                     "--audience", SETFactory.defaultAudience, "--jwks-file", work.appendingPathComponent("keys/jwks.json").path,
                     "--issuer", SETFactory.defaultIssuer, "--host", "127.0.0.1", "--port", "\(port)", "--data-dir", data,
-                ], adminPort: port + 1, errorLog: work.appendingPathComponent("serve.err"))
+                ] + (shared?.serveArguments ?? []), adminPort: port + 1, errorLog: work.appendingPathComponent("serve.err"))
             let factory = SETFactory(signer: entry.signer)
             let accounts = self.accounts
             let load = DrillLoad(url: "http://127.0.0.1:\(port)/events")
@@ -74,10 +82,10 @@ extension RiscCommand.Drill {
             try await server.start()
             load.stop()
             await loadTask.value
-            let admin = try QueueAdmin(directory: data)
+            let admin: any QueueAdministration = try shared?.store.admin ?? QueueAdmin(directory: data)
             let drainStart = Date()
             while Date().timeIntervalSince(drainStart) < 60 {
-                let counts = try admin.counts()
+                let counts = try await admin.counts(now: Date().timeIntervalSince1970)
                 if counts.pending == 0, counts.scheduledRetry == 0 { break }
                 try await Task.sleep(for: .milliseconds(100))
             }
@@ -85,19 +93,19 @@ extension RiscCommand.Drill {
             let elapsed = Date().timeIntervalSince(started)
 
             let acknowledged = load.acknowledged.withLock { $0 }
-            let audit = try admin.audit(acknowledged: acknowledged)
+            let audit = try await admin.audit(acknowledged: acknowledged)
             let appliedLines = try Self.appliedLines(eventLog: (data as NSString).appendingPathComponent("events.log"))
             let doubled = appliedLines.values.filter { $0 > 1 }.count
             let logged = acknowledged.filter { appliedLines[$0] != nil }.count
             let counts = load.counts.withLock { $0 }
-            print("crash drill: \(cycles) cycles of SIG\(signal.uppercased()) under load from \(concurrency) connections, \(String(format: "%.1f", elapsed)) s")
+            print("crash drill: \(shared == nil ? "embedded store" : "PostgreSQL store"), \(cycles) cycles of SIG\(signal.uppercased()) under load from \(concurrency) connections, \(String(format: "%.1f", elapsed)) s")
             print("  requests sent            \(counts.sent) (\(counts.transport) transport errors and \(counts.unavailable) 5xx while down or starting; \(counts.refused) refused)")
             print("  acknowledged (202)       \(audit.acknowledged)")
             print("  stored                   \(audit.stored) of them (\(audit.rows) rows in all: the rest were in flight at a kill, stored but never acknowledged)")
             print("  lost                     \(audit.lost)")
             print("  applied (store)          \(audit.applied), done \(audit.done), not applied \(audit.notApplied)")
             print("  applied (event log)      \(logged) with an 'applied' line, \(doubled) applied twice, \(audit.acknowledged - logged) lines lost with the process")
-            print("  integrity_check          \(audit.integrity)")
+            print("  integrity_check          \(audit.integrity ?? "n/a (PostgreSQL: the server's own)")")
             print("  exit statuses            \(Dictionary(grouping: exitStatuses, by: { $0 }).mapValues(\.count).sorted { $0.key < $1.key }.map { "\($0.key)×\($0.value)" }.joined(separator: " ")); final SIGTERM → \(finalStatus)")
             print(String(format: "  202 latency              p50 %.1f ms, p99 %.1f ms", percentileMilliseconds(counts.latencies, 0.5), percentileMilliseconds(counts.latencies, 0.99)))
             let sigtermClean = number != SIGTERM || exitStatuses.allSatisfy { $0 == 0 }

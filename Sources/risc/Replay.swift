@@ -232,7 +232,7 @@ extension RiscCommand {
             } else {
                 (ids, duplicates, refused) = try await receiveAll(into: shared.store.events, configuration: configuration, log: log)
             }
-            while try await shared.worker.processDue() > 0 {}
+            while try await shared.workers[0].processDue() > 0 {}
             try report(try await admin.rows(ids: ids), ids: ids, duplicates: duplicates, refused: refused)
         }
 

@@ -5,6 +5,7 @@ import RISCCore
 import RISCPostgres
 import RISCServer
 import RISCStore
+import RISCTestKit
 
 /// Where a command finds the store: the receiver's config file (`--config`: its `data_dir`,
 /// `store.*` and `accounts.token_key_file`), `RISC_*` variables, or flags, flags first. With a
@@ -26,6 +27,10 @@ struct StoreOption: ParsableArguments {
     }
 
     func resolved() throws -> Resolved {
+        try Self.resolve(config: config, dataDir: dataDir, storeURL: storeURL, tokenKeyFile: tokenKeyFile)
+    }
+
+    static func resolve(config: String?, dataDir: String?, storeURL: String?, tokenKeyFile: String?) throws -> Resolved {
         var flags: [String: JSONValue] = [:]
         if let dataDir { flags["data_dir"] = .string(dataDir) }
         if let storeURL { flags["store.url"] = .string(storeURL) }
@@ -99,4 +104,81 @@ final class CommandStore {
     }
 
     func close() { shared?.close() }
+}
+
+/// Where a drill or a benchmark that fills a store of its own runs: the embedded store in a
+/// temporary directory by default; `--store-url throwaway`, a PostgreSQL cluster started for the
+/// run; or a database named by `--store-url` or by `--config`'s `store.*`, which must hold no SETs
+/// (it is filled with test data).
+struct ScratchStoreOption: ParsableArguments {
+    @Option(help: "Run on PostgreSQL: `throwaway` (a local cluster started for the run) or postgres://USER@HOST:PORT/DB of an empty database (default: the embedded store in a temporary directory).")
+    var storeURL: String?
+    @Option(help: "A receiver's JSON config file: run on the PostgreSQL database its store.* settings name (it must hold no SETs).")
+    var config: String?
+
+    var isShared: Bool { storeURL != nil || ((try? resolved())?.storeURL != nil) }
+
+    func resolved() throws -> StoreOption.Resolved {
+        try StoreOption.resolve(config: config, dataDir: nil, storeURL: storeURL == "throwaway" ? nil : storeURL, tokenKeyFile: nil)
+    }
+
+    /// Opens the PostgreSQL store to run on, nil for the embedded one. `work`: a directory for the
+    /// token key when the settings name none.
+    func open(work: URL) async throws -> ScratchStore? {
+        if storeURL == "throwaway" {
+            guard PostgresCluster.isAvailable else { throw ValidationError("PostgreSQL is not installed (scripts/bootstrap --tests installs it)") }
+            let cluster = try PostgresCluster()
+            do {
+                var resolved = StoreOption.Resolved()
+                resolved.storeURL = cluster.url
+                return try await ScratchStore(resolved: resolved, cluster: cluster, work: work)
+            } catch {
+                try? cluster.stop()
+                throw error
+            }
+        }
+        let resolved = try resolved()
+        guard resolved.storeURL != nil else { return nil }
+        return try await ScratchStore(resolved: resolved, cluster: nil, work: work)
+    }
+}
+
+/// A PostgreSQL store a drill or benchmark fills (see `ScratchStoreOption`).
+final class ScratchStore {
+    let cluster: PostgresCluster?
+    let store: SharedStore
+    let resolved: StoreOption.Resolved
+
+    init(resolved: StoreOption.Resolved, cluster: PostgresCluster?, work: URL) async throws {
+        var resolved = resolved
+        if resolved.tokenKeyFile == nil {
+            let keyFile = work.appendingPathComponent("token-key")
+            try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+            try Data((0..<32).map { _ in UInt8.random(in: 0...255) }).write(to: keyFile)
+            resolved.tokenKeyFile = keyFile.path
+        }
+        let opened = try await StoreOption.open(resolved, accounts: true)
+        guard let store = opened.shared else { throw ValidationError("no PostgreSQL store named") }
+        guard try await store.admin.audit(acknowledged: []).rows == 0 else {
+            store.close()
+            throw ValidationError("the database already holds SETs: a drill or benchmark fills it with test data, so give it an empty database of its own")
+        }
+        self.cluster = cluster
+        self.store = store
+        self.resolved = resolved
+    }
+
+    /// `risc serve` arguments that put a receiver on this store.
+    var serveArguments: [String] {
+        var arguments = ["--store-url", resolved.storeURL ?? "", "--set", "accounts.token_key_file=\(resolved.tokenKeyFile ?? "")"]
+        if let file = resolved.passwordFile { arguments += ["--set", "store.password_file=\(file)"] }
+        if let file = resolved.caFile { arguments += ["--set", "store.ca_file=\(file)"] }
+        if resolved.acceptUnsafeDurability { arguments += ["--set", "store.accept_unsafe_durability=true"] }
+        return arguments
+    }
+
+    func close() {
+        store.close()
+        try? cluster?.stop()
+    }
 }

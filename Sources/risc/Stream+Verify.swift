@@ -10,16 +10,17 @@ extension RiscCommand.Stream {
             abstract: "Ask Google for a verification event and, with --wait, watch the receiver get it.",
             discussion: """
                 Sends stream:verify with a fresh random state and records that state in the receiver's store \
-                (--data-dir, when it exists). When the receiver gets the verification SET carrying it, it logs \
+                (the embedded one in --data-dir when it exists, or the shared one of --store-url or --config). When the receiver gets the verification SET carrying it, it logs \
                 `step: verification, outcome: matched`. With --wait the command watches for that and prints the \
                 round-trip time and what was checked (key id and algorithm, issuer, audience), or, on timeout, \
-                the likely causes. --wait needs the data directory of a `risc serve` on this machine.
+                the likely causes. --wait needs the receiver's store: its data directory on this machine, or its \
+                PostgreSQL store.
                 """
         )
 
         @Option(help: "The state to send (default: a fresh random one).") var state: String?
         @Option(help: "Wait this long for the SET to reach the receiver (e.g. 30s, 2m; 0: do not wait).") var wait: String = "0"
-        @Option(help: "The receiver's data directory.") var dataDir: String = "./data"
+        @OptionGroup var store: StoreOption
         @OptionGroup var options: StreamOptions
 
         func validate() throws {
@@ -28,16 +29,21 @@ extension RiscCommand.Stream {
 
         func run() async throws {
             let waitSeconds = durationSeconds(wait)!
-            let storePath = (dataDir as NSString).appendingPathComponent("risc.sqlite3")
-            let haveStore = FileManager.default.fileExists(atPath: storePath)
+            let resolved = try store.resolved()
+            let storePath = (resolved.dataDirectory as NSString).appendingPathComponent("risc.sqlite3")
+            // Never a new embedded store: only one a receiver made, or the shared one.
+            let haveStore = resolved.storeURL != nil || FileManager.default.fileExists(atPath: storePath)
             if waitSeconds > 0 && !haveStore {
-                throw ValidationError("--wait watches the store of a `risc serve` on this machine, and there is none at \(storePath): give its --data-dir")
+                throw ValidationError(
+                    "--wait watches the store of a `risc serve`, and there is none at \(storePath): give its --data-dir, --store-url or --config")
             }
-            let ledger = haveStore ? try VerificationLedger(directory: dataDir) : nil
+            let opened = haveStore ? try await StoreOption.open(resolved) : nil
+            defer { opened?.close() }
+            let ledger = try opened?.verifications()
             let state = self.state ?? "risc-verify-\(Timestamp.iso8601(Date().timeIntervalSince1970))-\(UInt64.random(in: 0...UInt64.max) & 0xFFFF_FFFF_FFFF)"
             let requestedAt = Date().timeIntervalSince1970
             // Recorded before the call: the SET may arrive before Google's answer does.
-            try ledger?.request(state: state, apiBase: options.apiBase, now: requestedAt)
+            try await ledger?.request(state: state, apiBase: options.apiBase, now: requestedAt)
             _ = try await options.perform { try await $0.verify(state: state) }
             if !options.json {
                 print("verification requested, state \(state)")
@@ -49,13 +55,13 @@ extension RiscCommand.Stream {
             }
             let deadline = requestedAt + waitSeconds
             while Date().timeIntervalSince1970 < deadline {
-                if let entry = try ledger.entry(state: state), let matched = entry.matchedAt {
+                if let entry = try await ledger.entry(state: state), let matched = entry.matchedAt {
                     report(entry, roundTrip: matched - entry.requestedAt)
                     return
                 }
                 try await Task.sleep(for: .milliseconds(100))
             }
-            let causes = await diagnose(requestedAt: requestedAt, ledger: ledger)
+            let causes = await diagnose(requestedAt: requestedAt, ledger: ledger, resolved: resolved)
             if options.json {
                 options.printJSON(["state": .string(state), "matched": false, "waited_s": .number(waitSeconds), "likely_causes": .array(causes.map { .string($0) })])
             } else {
@@ -65,7 +71,7 @@ extension RiscCommand.Stream {
             throw ExitStatus.rejected
         }
 
-        func report(_ entry: VerificationLedger.Entry, roundTrip: Double) {
+        func report(_ entry: VerificationEntry, roundTrip: Double) {
             if options.json {
                 var object = JSONObject()
                 object["state"] = .string(entry.state)
@@ -88,7 +94,7 @@ extension RiscCommand.Stream {
 
         /// What could have kept the SET away, from the stream's configuration, its status, the store
         /// and the event log since the request.
-        func diagnose(requestedAt: Double, ledger: VerificationLedger) async -> [String] {
+        func diagnose(requestedAt: Double, ledger: any VerificationRequests, resolved: StoreOption.Resolved) async -> [String] {
             var causes: [String] = []
             var pushesTo: String?
             let client = try? options.client()
@@ -104,23 +110,23 @@ extension RiscCommand.Stream {
             if let status = try? await client?.status(), status["status"]?.stringValue == "disabled" {
                 causes.insert("the stream is disabled: run `risc stream enable`", at: 0)
             }
-            if let received = try? ledger.received(since: requestedAt) {
+            if let received = try? await ledger.received(since: requestedAt) {
                 if received.all == 0 {
                     causes.append(
-                        "no SET at all reached the receiver using \(dataDir) since the request: is `risc serve` running with this data directory, does the URL's name resolve to it, is its TLS certificate valid for that name with the full chain, and does no firewall or proxy block Google? Google retries for a while, so it may still come"
+                        "no SET at all reached the receiver\(resolved.storeURL == nil ? " using " + resolved.dataDirectory : "s sharing this store") since the request: is `risc serve` running with this store, does the URL's name resolve to it, is its TLS certificate valid for that name with the full chain, and does no firewall or proxy block Google? Google retries for a while, so it may still come"
                     )
                 } else if received.verifications == 0 {
                     causes.append("\(received.all) SET(s) arrived since the request, none of them a verification event")
                 }
             }
-            causes += logCauses(since: requestedAt)
+            causes += logCauses(since: requestedAt, dataDirectory: resolved.dataDirectory)
             if let pushesTo { causes.append("Google pushes to \(pushesTo): check it is this receiver's public events URL") }
             return causes
         }
 
         /// Refusals and failures the receiver logged since the request, with what they point to.
-        func logCauses(since time: Double) -> [String] {
-            let path = (dataDir as NSString).appendingPathComponent("events.log")
+        func logCauses(since time: Double, dataDirectory: String) -> [String] {
+            let path = (dataDirectory as NSString).appendingPathComponent("events.log")
             guard let data = FileManager.default.contents(atPath: path) else { return [] }
             let since = Timestamp.iso8601(time)
             var refused: [String: Int] = [:]

@@ -20,8 +20,16 @@ struct LimitsTests {
         // A valid SET takes no token.
         #expect(try await harness.post(try harness.token(), forwardedFor: "203.0.113.7").status == 202)
         for _ in 0..<5 { #expect(try await harness.post(junk, forwardedFor: "10.1.1.1, 203.0.113.7").status == 400) }
+        // The bucket refills one token per 12 s: on a loaded machine the five may take longer than
+        // that, so refused requests go on until the limit shows (it failed CI this way).
+        var limitedCount = 0
+        for _ in 0..<10 where limitedCount == 0 {
+            if try await harness.post(junk, forwardedFor: "203.0.113.7").status == 429 { limitedCount += 1 }
+        }
+        #expect(limitedCount == 1)
         let limited = try await harness.post(try harness.token(), forwardedFor: "203.0.113.7")
         #expect(limited.status == 429)
+        limitedCount += 1
         #expect(Int(limited.header("retry-after") ?? "") ?? 0 >= 1)
         // Another client behind the same proxy is not limited.
         #expect(try await harness.post(try harness.token(jti: "other-client"), forwardedFor: "198.51.100.1").status == 202)
@@ -29,7 +37,7 @@ struct LimitsTests {
         #expect(lines.contains { $0["outcome"] == "limited" && $0["remote"] == "203.0.113.7" })
         #expect(lines.contains { $0["jti"] == "other-client" && $0["remote"] == "198.51.100.1" })
         let metrics = String(decoding: try await harness.get(harness.adminURL + "/metrics").body, as: UTF8.self)
-        #expect(metrics.contains(#"risc_sets_total{outcome="limited"} 1"#))
+        #expect(metrics.contains(#"risc_sets_total{outcome="limited"} \#(limitedCount)"#))
         try await harness.stop()
     }
 

@@ -8,10 +8,9 @@ import Testing
 /// verification SET the fake pushes: the whole round trip on loopback.
 @Suite("risc stream (the built binary)", .serialized)
 struct StreamCommandTests {
-    @Test("update, show, status, disable/enable, verify --wait round trip to risc serve over HTTPS; diagnosis on timeout")
-    func roundTrip() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-stream-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: directory) }
+    /// A receiver's TLS certificate, a service account, and the fake RISC API that accepts it and
+    /// pushes SETs signed with the repository's RS256 test key to receivers that trust the certificate.
+    static func fakeGoogle(directory: URL) throws -> (TestCertificate, TestServiceAccount, KeyDirectory, FakeRISCAPI) {
         let certificate = try TestCertificate(directory: directory)
         let account = try TestServiceAccount(directory: directory)
         let keys = try KeyDirectory.repositoryTestKeys()
@@ -19,7 +18,14 @@ struct StreamCommandTests {
             clientEmail: account.clientEmail, keyID: account.keyID, publicKey: account.key.publicKey,
             issuer: SETFactory(signer: keys.entries.first { $0.algorithm == .rs256 }!.signer))
         configuration.deliveryCABundle = certificate.certificatePath
-        let api = try FakeRISCAPI(configuration: configuration)
+        return (certificate, account, keys, try FakeRISCAPI(configuration: configuration))
+    }
+
+    @Test("update, show, status, disable/enable, verify --wait round trip to risc serve over HTTPS; diagnosis on timeout")
+    func roundTrip() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-stream-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (certificate, account, keys, api) = try Self.fakeGoogle(directory: directory)
         defer { api.stop() }
         let (serve, data, port, _) = try await ServeCommandTests.startServe(extra: [
             "--tls-cert", certificate.certificatePath, "--tls-key", certificate.keyPath,

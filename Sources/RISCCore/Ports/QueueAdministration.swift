@@ -158,4 +158,42 @@ public protocol QueueAdministration: Sendable {
     func requeue(ids: [Int64]) async throws -> [Int64]
     /// These SETs as they stand, each with the actions applied for it, in the given order.
     func rows(ids: [Int64]) async throws -> [QueueRow]
+    /// Checks the store against the `jti`s a client saw acknowledged (`risc drill crash`).
+    func audit(acknowledged: [String]) async throws -> StoreAudit
+}
+
+/// What the crash drill checks afterwards: for each acknowledged `jti`, that it is stored, done,
+/// and that each of its planned actions was applied exactly once; and that the store is sound.
+public struct StoreAudit: Sendable {
+    public var acknowledged = 0
+    public var stored = 0
+    public var done = 0
+    /// Acknowledged SETs with their actions recorded (once each: the record's key is
+    /// (SET, event, action), written in the same transaction as the effect).
+    public var applied = 0
+    /// Acknowledged SETs with no recorded action.
+    public var notApplied = 0
+    /// Rows in the store overall (acknowledged or in flight at a kill).
+    public var rows = 0
+    /// The store's own consistency check (`PRAGMA integrity_check` for the embedded store: "ok"),
+    /// nil where the store has none to offer.
+    public var integrity: String?
+
+    public init() {}
+
+    public var lost: Int { acknowledged - stored }
+    public var passed: Bool {
+        lost == 0 && done == acknowledged && applied == acknowledged && (integrity ?? "ok") == "ok"
+    }
+
+    /// Counts `found` (by jti: done, actions recorded) against the acknowledged `jtis`.
+    public mutating func count(_ jtis: [String], found: [String: (done: Bool, actions: Int64)]) {
+        acknowledged = jtis.count
+        for jti in jtis {
+            guard let row = found[jti] else { continue }
+            stored += 1
+            if row.done { done += 1 }
+            if row.actions == 0 { notApplied += 1 } else { applied += 1 }
+        }
+    }
 }
