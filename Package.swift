@@ -119,7 +119,7 @@ let package = Package(
         ),
         .testTarget(
             name: "RISCServerTests",
-            dependencies: ["RISCServer", "RISCStore", "RISCClient", "RISCCore", "RISCTestKit", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["RISCServer", "RISCStore", "RISCPostgres", "RISCClient", "RISCCore", "RISCTestKit", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         .testTarget(

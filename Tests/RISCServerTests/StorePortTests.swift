@@ -1,0 +1,197 @@
+import Foundation
+import Logging
+import RISCCore
+import RISCPostgres
+@testable import RISCStore
+import RISCTestKit
+import Testing
+
+/// The storage ports (issue 14 §1), one suite run against every backend: the embedded SQLite
+/// store and the shared PostgreSQL store answer the same calls the same way. (The work queue with
+/// leases is the shared store's alone: the embedded store's single process, held by its data
+/// directory's lock, needs none; `PostgresQueueTests` covers it.)
+@Suite("Storage ports on every backend", .serialized)
+struct StorePortTests {
+    enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
+        case embedded, postgresql
+        var testDescription: String { rawValue }
+    }
+
+    static let keys = try! KeyDirectory.repositoryTestKeys()
+    static let factory = SETFactory(signer: keys.entry(for: .eddsa)!.signer)
+    static let logger = Logger(label: "ports") { _ in SwiftLogNoOpLogHandler() }
+
+    /// One backend's ports, and a way to run the same SQL on either (the schemas share table and
+    /// column names).
+    final class Fixture: @unchecked Sendable {
+        let events: any EventStore
+        let health: any StoreHealth
+        let accounts: any AccountRepository
+        let admin: any QueueAdministration
+        let verifications: any VerificationRequests
+        let retention: any RetentionStore
+        let execute: (String) throws -> Void
+        let count: (String) throws -> Int
+        let close: () throws -> Void
+
+        init(
+            events: any EventStore, health: any StoreHealth, accounts: any AccountRepository, admin: any QueueAdministration,
+            verifications: any VerificationRequests, retention: any RetentionStore, execute: @escaping (String) throws -> Void,
+            count: @escaping (String) throws -> Int, close: @escaping () throws -> Void
+        ) {
+            self.events = events
+            self.health = health
+            self.accounts = accounts
+            self.admin = admin
+            self.verifications = verifications
+            self.retention = retention
+            self.execute = execute
+            self.count = count
+            self.close = close
+        }
+
+        static func open(_ backend: Backend) async throws -> Fixture {
+            switch backend {
+            case .embedded:
+                let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-ports-\(UUID().uuidString)").path
+                let store = try SQLiteEventStore(directory: directory, logger: StorePortTests.logger)
+                let sql = try SQLiteConnection(path: directory + "/risc.sqlite3")
+                return Fixture(
+                    events: store, health: store, accounts: EmbeddedAccountRepository(store: try AccountStore(directory: directory)),
+                    admin: try QueueAdmin(directory: directory), verifications: try VerificationLedger(directory: directory),
+                    retention: try SQLiteRetention(directory: directory), execute: { try sql.execute($0) },
+                    count: { Int(try sql.scalar($0) ?? -1) },
+                    close: {
+                        store.close()
+                        try? FileManager.default.removeItem(atPath: directory)
+                    })
+            case .postgresql:
+                try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
+                let cluster = try PostgresCluster()
+                let keyFile = cluster.directory + "/token-key"
+                _ = FileManager.default.createFile(atPath: keyFile, contents: Data(repeating: 5, count: 32))
+                let shared = try SharedStore(settings: .init(url: cluster.url, tokenKeyFile: keyFile), logger: StorePortTests.logger)
+                try await shared.prepare()
+                return Fixture(
+                    events: shared.events, health: shared.events, accounts: shared.accounts, admin: shared.admin,
+                    verifications: shared.verifications, retention: shared.events, execute: { _ = try cluster.psql($0) },
+                    count: { Int(try cluster.psql($0)) ?? -1 },
+                    close: {
+                        shared.close()
+                        try cluster.stop()
+                    })
+            }
+        }
+
+        func append(_ type: EventType = .sessionsRevoked, sub: String = "someone", jti: String, receivedAt: Double) async throws -> AppendOutcome {
+            try await events.append(try await StorePortTests.factory.storedRecord(
+                type: type, subject: StorePortTests.factory.accountSubject(sub), jti: jti, iat: receivedAt - 1, keys: try StorePortTests.keys.jwks,
+                receivedAt: receivedAt))
+        }
+    }
+
+    @Test("event store and health: a SET stored once, a redelivery counted, the queue and the last arrival seen", arguments: Backend.allCases)
+    func appendAndHealth(_ backend: Backend) async throws {
+        let f = try await Fixture.open(backend)
+        let now = Date().timeIntervalSince1970
+        guard case .accepted(let id) = try await f.append(jti: "p-1", receivedAt: now - 10) else { throw Failure("not accepted") }
+        #expect(try await f.append(jti: "p-1", receivedAt: now - 5) == .duplicate(id: id, deliveries: 2))
+        _ = try await f.append(jti: "p-2", receivedAt: now - 2)
+        #expect(try await f.health.queueDepth() == 2)
+        #expect(try await f.health.deadLetters() == 0)
+        #expect(try await f.health.oldestPendingReceivedAt() == now - 10)
+        #expect(try await f.health.lastReceivedAt() == now - 2)
+        #expect(await f.health.writability().writable)
+        #expect(try f.count("SELECT count(*) FROM sets") == 2)
+        #expect(try f.count("SELECT deliveries FROM sets WHERE jti = 'p-1'") == 2)
+        try f.close()
+    }
+
+    @Test("account repository: link, add a session and tokens, summaries by subject", arguments: Backend.allCases)
+    func accounts(_ backend: Backend) async throws {
+        let f = try await Fixture.open(backend)
+        _ = try await f.accounts.link(
+            AccountLink(subject: "alice", userID: "u-alice", email: "Alice@Example.com", sessions: ["s1", "s2"], refreshTokens: ["1//0galice"]),
+            now: 1_000)
+        _ = try await f.accounts.link(AccountLink(subject: "bob", userID: "u-bob", sessions: ["b1"]), now: 1_000)
+        _ = try await f.accounts.add(to: "alice", issuer: nil, session: "s3", viaGoogle: false, token: "linked-token", tokenKind: .linked, now: 1_100)
+        let alice = try #require(try await f.accounts.accounts(subject: "alice").first)
+        #expect(alice.userID == "u-alice" && alice.email == "alice@example.com")
+        #expect(alice.openSessions == 3 && alice.endedSessions == 0 && alice.activeTokens == 2 && alice.revokedTokens == 0)
+        #expect(alice.googleSignInEnabled && alice.emailRecoveryEnabled && !alice.flaggedForReview && !alice.heightenedMonitoring)
+        #expect(try await f.accounts.accounts(subject: nil).map(\.subject).sorted() == ["alice", "bob"])
+        #expect(try await f.accounts.accounts(subject: "carol").isEmpty)
+        try f.close()
+    }
+
+    @Test("queue administration: counts, list, show, retry, purge, selections, requeue, rows, audit", arguments: Backend.allCases)
+    func administration(_ backend: Backend) async throws {
+        let f = try await Fixture.open(backend)
+        let now = Date().timeIntervalSince1970
+        for index in 1...3 { _ = try await f.append(jti: "q-\(index)", receivedAt: now - Double(100 - index)) }
+        try f.execute("UPDATE sets SET state = 'dead', attempts = 5, last_error = 'boom' WHERE jti = 'q-1'")
+        var counts = try await f.admin.counts(now: now)
+        #expect(counts.pending == 2 && counts.dead == 1 && counts.done == 0)
+        #expect(try await f.admin.list(state: .dead, limit: 10).map(\.jti) == ["q-1"])
+        #expect(try await f.admin.list(state: nil, limit: 10).map(\.jti) == ["q-3", "q-2", "q-1"])
+        let shown = try #require(try await f.admin.show(jti: "q-1"))
+        #expect(shown.state == .dead && shown.attempts == 5 && shown.lastError == "boom")
+        #expect(try await f.admin.retry(jti: "q-1") == 1)
+        counts = try await f.admin.counts(now: now)
+        #expect(counts.pending == 3 && counts.dead == 0)
+        try f.execute("UPDATE sets SET state = 'dead' WHERE jti = 'q-1'")
+        #expect(try await f.admin.purgeDead(olderThan: 3_600, now: now) == 0)
+        #expect(try await f.admin.purgeDead(olderThan: 0, now: now + 1) == 1)
+        let ids = try await f.admin.ids(StoredSETSelection(since: now - 97.5))
+        #expect(ids.count == 1)
+        #expect(try await f.admin.tokens(StoredSETSelection(jti: "q-2")).map(\.jti) == ["q-2"])
+        try f.execute("UPDATE sets SET state = 'done', attempts = 1 WHERE jti = 'q-3'")
+        #expect(try await f.admin.requeue(ids: ids) == ids)
+        let rows = try await f.admin.rows(ids: ids)
+        #expect(rows.map(\.jti) == ["q-3"] && rows.first?.state == .pending && rows.first?.attempts == 0)
+        let audit = try await f.admin.audit(acknowledged: ["q-2", "q-3", "never-stored"])
+        #expect(audit.acknowledged == 3 && audit.stored == 2 && audit.lost == 1 && audit.done == 0 && audit.rows == 2)
+        #expect(audit.integrity == (backend == .embedded ? "ok" : nil))
+        try f.close()
+    }
+
+    @Test("verification ledger: a request recorded, found by state, SETs counted since", arguments: Backend.allCases)
+    func ledger(_ backend: Backend) async throws {
+        let f = try await Fixture.open(backend)
+        let now = Date().timeIntervalSince1970
+        _ = try await f.append(jti: "before", receivedAt: now - 60)
+        try await f.verifications.request(state: "st-1", apiBase: "https://risc.googleapis.com", now: now - 30)
+        let entry = try #require(try await f.verifications.entry(state: "st-1"))
+        #expect(entry.requestedAt == now - 30 && entry.matchedAt == nil && entry.tokenID == nil)
+        #expect(try await f.verifications.entry(state: "st-2") == nil)
+        _ = try await f.append(.verification, jti: "v-1", receivedAt: now - 20)
+        _ = try await f.append(jti: "after", receivedAt: now - 10)
+        let received = try await f.verifications.received(since: now - 30)
+        #expect(received.all == 2 && received.verifications == 1)
+        try f.close()
+    }
+
+    @Test("retention: a done SET stripped after retention.done, still a duplicate, forgotten after retention.duplicates; pending and dead kept", arguments: Backend.allCases)
+    func retention(_ backend: Backend) async throws {
+        let f = try await Fixture.open(backend)
+        let day = 86_400.0, start = 1_000_000.0
+        for jti in ["r-done", "r-pending", "r-dead"] { _ = try await f.append(jti: jti, receivedAt: start) }
+        try f.execute("UPDATE sets SET state = 'done', processed_at = \(start + 1) WHERE jti = 'r-done'")
+        try f.execute("UPDATE sets SET state = 'dead' WHERE jti = 'r-dead'")
+        let policy = RetentionPolicy(done: 30 * day, duplicates: 90 * day)
+        #expect(try await f.retention.retain(policy, now: start + 29 * day, batch: 100) == RetentionPass())
+        #expect(try await f.retention.retain(policy, now: start + 31 * day, batch: 100) == RetentionPass(stripped: 1))
+        #expect(try f.count("SELECT count(*) FROM sets WHERE jti = 'r-done' AND token = '' AND pruned_at IS NOT NULL") == 1)
+        #expect(try f.count("SELECT count(*) FROM sets WHERE jti <> 'r-done' AND token <> ''") == 2)
+        if case .accepted = try await f.append(jti: "r-done", receivedAt: start + 32 * day) { Issue.record("a stripped SET was not recognised") }
+        #expect(try await f.retention.retain(policy, now: start + 91 * day, batch: 100) == RetentionPass(forgotten: 1))
+        #expect(try f.count("SELECT count(*) FROM sets") == 2)
+        #expect(try await f.admin.counts(now: start).dead == 1)
+        try f.close()
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+        init(_ description: String) { self.description = description }
+    }
+}
