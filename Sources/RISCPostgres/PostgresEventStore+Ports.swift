@@ -34,6 +34,19 @@ extension PostgresEventStore: RetentionStore {
     }
 }
 
+extension PostgresEventStore {
+    /// The space the SETs and their applied actions take once compacted (`VACUUM FULL`: what a
+    /// table that reuses its freed space settles at), in bytes, indexes included. Rewrites both
+    /// tables under an exclusive lock: for benchmarks, not for a store in service.
+    public func compactedBytes() async throws -> Double {
+        try await database.client.query(PostgresQuery(unsafeSQL: "VACUUM FULL sets, applied_actions"), logger: database.logger)
+        let rows = try await database.client.query(
+            "SELECT (pg_total_relation_size('sets') + pg_total_relation_size('applied_actions'))::float8", logger: database.logger)
+        for try await bytes in rows.decode(Double.self) { return bytes }
+        return 0
+    }
+}
+
 extension PostgresEventStore: StoreHealth {
     /// Whether the server answers and takes a write transaction within 2 s (`/readyz`).
     public func isWritable() async -> Bool { await writability().writable }
