@@ -78,4 +78,16 @@ struct SharedStoreToolTests {
         #expect(refused.status == 64 && refused.stderr.contains("already holds SETs"), "\(refused.stdout) \(refused.stderr)")
         #expect(try cluster.psql("SELECT count(*) FROM sets") == "1")
     }
+
+    @Test("bench retention --store-url throwaway: the shared store shrinks once retention strips and forgets its SETs")
+    func retentionBench() throws {
+        try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
+        let result = try RiscBinary.run(["bench", "retention", "--sets", "400", "--store-url", "throwaway"])
+        #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
+        let line = try #require(result.stdout.split(separator: "\n").first { $0.hasPrefix("PostgreSQL (after VACUUM FULL)") }, "\(result.stdout)")
+        let figures = line.split(separator: " ").compactMap { Double($0) }.suffix(3)
+        #expect(figures.count == 3, "\(line)")
+        let (whole, stripped, forgotten) = (figures[figures.startIndex], figures[figures.startIndex + 1], figures[figures.startIndex + 2])
+        #expect(whole > stripped && stripped > forgotten, "\(line)")
+    }
 }
