@@ -80,24 +80,38 @@ public struct PostgresAccounts: AccountRepository {
         }
     }
 
-    public func accounts(subject: String?) async throws -> [AccountSummary] {
+    public func unlink(subject: String, issuer: String?) async throws -> Int {
+        let scope = issuer.map(SETPolicy.issuerScope)
         let rows = try await database.client.query("""
+            DELETE FROM accounts WHERE subject = \(subject) AND (\(scope)::text IS NULL OR issuer = \(scope)) RETURNING id
+            """, logger: database.logger)
+        var removed = 0
+        for try await _ in rows.decode(Int64.self) { removed += 1 }
+        return removed
+    }
+
+    public func accounts(subject: String?) async throws -> [AccountSummary] {
+        var binds = PostgresBindings()
+        binds.append(subject)
+        let rows = try await database.client.query(PostgresQuery(unsafeSQL: """
             SELECT a.id, a.issuer, a.subject, a.user_id, a.email, a.google_signin_enabled, a.email_recovery_enabled,
                 a.flagged_for_review, a.heightened_monitoring,
                 (SELECT count(*) FROM sessions s WHERE s.account_id = a.id AND s.ended_at IS NULL),
                 (SELECT count(*) FROM sessions s WHERE s.account_id = a.id AND s.ended_at IS NOT NULL),
-                (SELECT count(*) FROM tokens t WHERE t.account_id = a.id AND t.revoked_at IS NULL),
-                (SELECT count(*) FROM tokens t WHERE t.account_id = a.id AND t.revoked_at IS NOT NULL)
-            FROM accounts a WHERE \(subject)::text IS NULL OR a.subject = \(subject) ORDER BY a.id
-            """, logger: database.logger)
+                \(accountTokenCountsSQL)
+            FROM accounts a WHERE $1::text IS NULL OR a.subject = $1 ORDER BY a.id
+            """, binds: binds), logger: database.logger)
         var result: [AccountSummary] = []
         for try await row in rows {
-            let (id, issuer, sub, user, email, signIn, recovery, flagged, monitored, open, ended, active, revoked) = try row.decode(
-                (Int64, String, String, String, String?, Int, Int, Int, Int, Int64, Int64, Int64, Int64).self)
+            let (id, issuer, sub, user, email, signIn, recovery, flagged, monitored, open, ended) = try row.decode(
+                (Int64, String, String, String, String?, Int, Int, Int, Int, Int64, Int64).self)
+            let columns = row.makeRandomAccess()
+            let counts = try (11..<15).map { Int(try columns[$0].decode(Int64.self)) }
             result.append(AccountSummary(
                 id: id, issuer: issuer, subject: sub, userID: user, email: email, googleSignInEnabled: signIn != 0,
                 emailRecoveryEnabled: recovery != 0, flaggedForReview: flagged != 0, heightenedMonitoring: monitored != 0,
-                openSessions: Int(open), endedSessions: Int(ended), activeTokens: Int(active), revokedTokens: Int(revoked)))
+                openSessions: Int(open), endedSessions: Int(ended), googleRefreshTokens: .init(active: counts[0], revoked: counts[1]),
+                linkedTokens: .init(active: counts[2], revoked: counts[3])))
         }
         return result
     }

@@ -12,6 +12,7 @@ import RISCStore
 /// - `POST /admin/accounts/{subject}/sessions` `{"session_id", "via_google"?, "issuer"?}` → 201, 404 unknown account
 /// - `POST /admin/accounts/{subject}/tokens` `{"token", "kind": "google_refresh" | "linked", "issuer"?}` → 201, 404
 /// - `GET /admin/accounts/{subject}` → 200 with the account, 404
+/// - `DELETE /admin/accounts/{subject}[?issuer=…]` → 200 `{"unlinked": n}` with its sessions and tokens, 404
 struct AdminAccountsController: Sendable {
     let accounts: any AccountRepository
     let token: [UInt8]
@@ -23,6 +24,14 @@ struct AdminAccountsController: Sendable {
         }
         router.post("/admin/accounts/:subject/tokens") { request, context in
             try await guarded(request) { try await add(request, context, session: false) }
+        }
+        router.delete("/admin/accounts/:subject") { request, context in
+            try await guarded(request) {
+                guard let subject = context.parameters.get("subject") else { throw BadRequest(description: "no subject") }
+                let removed = try await accounts.unlink(subject: subject, issuer: request.uri.queryParameters.get("issuer"))
+                guard removed > 0 else { return Responses.json(#"{"error":"not_found"}"#, status: .notFound) }
+                return Responses.json(#"{"unlinked":\#(removed)}"#, status: .ok)
+            }
         }
         router.get("/admin/accounts/:subject") { request, context in
             try await guarded(request) {

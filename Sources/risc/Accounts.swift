@@ -7,7 +7,7 @@ extension RiscCommand {
     struct Accounts: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Manage the linked-account store (Google accounts → your users, sessions, tokens), embedded or shared.",
-            subcommands: [Link.self, Import.self, List.self, Show.self]
+            subcommands: [Link.self, Import.self, List.self, Show.self, Unlink.self]
         )
     }
 }
@@ -113,6 +113,29 @@ extension RiscCommand.Accounts {
                 throw ExitStatus.rejected
             }
             print(json ? account.json.serialized : account.json.prettyPrinted)
+        }
+    }
+}
+
+extension RiscCommand.Accounts {
+    struct Unlink: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Remove a linked account with its sessions and token fingerprints.",
+            discussion: "The site's own record of the user is not touched: risc forgets the link. Exit 1 when there is no such account."
+        )
+        @Argument(help: "The Google account ID (sub).") var subject: String
+        @Option(help: "Only the account of this issuer (default: any).") var issuer: String?
+        @OptionGroup var data: StoreOption
+
+        func run() async throws {
+            let store = try await data.open(accounts: true)
+            defer { store.close() }
+            let removed = try await store.accounts().unlink(subject: subject, issuer: issuer)
+            guard removed > 0 else {
+                FileHandle.standardError.write(Data("risc: no account with subject \(subject)\n".utf8))
+                throw ExitStatus.rejected
+            }
+            print("unlinked \(subject) (\(removed) account\(removed == 1 ? "" : "s"), with its sessions and tokens)")
         }
     }
 }

@@ -77,8 +77,8 @@ struct PostgresQueueTests {
             try await group.waitForAll()
         }
         #expect(try f.cluster.psql("SELECT count(*) FROM sets WHERE state = 'done' AND lease_owner IS NULL") == "42")
-        // 40 × end_sessions, tokens-revoked: 2, hijacking: 2.
-        #expect(try f.cluster.psql("SELECT count(*) FROM applied_actions") == "44")
+        // 40 × end_sessions, tokens-revoked: 2, hijacking: 3.
+        #expect(try f.cluster.psql("SELECT count(*) FROM applied_actions") == "45")
         #expect(try f.cluster.psql("SELECT count(*) FROM sessions WHERE ended_at IS NOT NULL") == "82")
         let alice = try #require(try await f.stores[1].accounts.accounts(subject: "alice").first)
         #expect(alice.openSessions == 0 && alice.revokedTokens == 1 && !alice.googleSignInEnabled && alice.emailRecoveryEnabled)

@@ -322,7 +322,7 @@ struct AdminAccountAPITests {
         let account = try JSONParser.parseObject(shown.body)
         #expect(account["user_id"] == "u-9")
         #expect(account["sessions"]?.objectValue?["open"] == 1)
-        #expect(account["tokens"]?.objectValue?["active"] == 1)
+        #expect(account["tokens"]?.objectValue?["google_refresh"]?.objectValue?["active"] == 1)
 
         // An event about the account (issued now, after the session opened) ends the session.
         #expect(try await harness.post(try harness.token(jti: "act-1", type: .tokensRevoked)).status == 202)
@@ -330,10 +330,17 @@ struct AdminAccountAPITests {
         for _ in 0..<100 where !ended {
             let now = try JSONParser.parseObject(
                 try await harness.client.perform(HTTPRequest(url: harness.adminURL + "/admin/accounts/110169484474386276334", headers: [auth])).body)
-            ended = now["sessions"]?.objectValue?["open"] == 0 && now["tokens"]?.objectValue?["revoked"] == 1
+            ended = now["sessions"]?.objectValue?["open"] == 0 && now["tokens"]?.objectValue?["google_refresh"]?.objectValue?["revoked"] == 1
             if !ended { try await Task.sleep(for: .milliseconds(20)) }
         }
         #expect(ended)
+        // Unlinking (issue 15): the account goes with its sessions and tokens; a second time, 404.
+        let unlinkURL = harness.adminURL + "/admin/accounts/110169484474386276334"
+        #expect(try await harness.client.perform(HTTPRequest(method: "DELETE", url: unlinkURL)).status == 401)
+        let unlinked = try await harness.client.perform(HTTPRequest(method: "DELETE", url: unlinkURL, headers: [auth]))
+        #expect(unlinked.status == 200 && String(decoding: unlinked.body, as: UTF8.self) == #"{"unlinked":1}"#)
+        #expect(try await harness.client.perform(HTTPRequest(url: unlinkURL, headers: [auth])).status == 404)
+        #expect(try await harness.client.perform(HTTPRequest(method: "DELETE", url: unlinkURL, headers: [auth])).status == 404)
         try await harness.stop()
         harness.issuer.stop()
     }

@@ -121,6 +121,13 @@ struct StorePortTests {
         #expect(alice.googleSignInEnabled && alice.emailRecoveryEnabled && !alice.flaggedForReview && !alice.heightenedMonitoring)
         #expect(try await f.accounts.accounts(subject: nil).map(\.subject).sorted() == ["alice", "bob"])
         #expect(try await f.accounts.accounts(subject: "carol").isEmpty)
+        #expect(alice.googleRefreshTokens == .init(active: 1, revoked: 0) && alice.linkedTokens == .init(active: 1, revoked: 0))
+        // Unlinking removes the account with its sessions and tokens.
+        #expect(try await f.accounts.unlink(subject: "alice", issuer: "https://other.example") == 0)
+        #expect(try await f.accounts.unlink(subject: "alice", issuer: nil) == 1)
+        #expect(try await f.accounts.accounts(subject: nil).map(\.subject) == ["bob"])
+        #expect(try f.count("SELECT count(*) FROM sessions") == 1 && f.count("SELECT count(*) FROM tokens") == 0)
+        #expect(try await f.accounts.unlink(subject: "alice", issuer: nil) == 0)
         try f.close()
     }
 

@@ -106,6 +106,25 @@ struct ActionWorkerTests {
         #expect(!alice.googleSignInEnabled && !alice.emailRecoveryEnabled)
     }
 
+    @Test("issue 15: a hijacked or purged Google account's linked-account tokens are revoked by default; its Google refresh token is left to tokens-revoked")
+    func linkedTokensRevoked() async throws {
+        let f = try Fixture()
+        try await f.deliver(.accountDisabled, subject: Self.user("alice"), extra: ["reason": "hijacking"])
+        try f.process()
+        let alice = try f.account("alice")
+        #expect(alice.linkedTokens == .init(active: 0, revoked: 1), "the linked token is still active after a hijacking")
+        #expect(alice.googleRefreshTokens == .init(active: 1, revoked: 0))
+        let results = f.logLines.first { $0["step"] == "applied" }?["actions"]?.arrayValue?.compactMap { $0.objectValue } ?? []
+        #expect(results.contains { $0["action"] == "revoke_linked_tokens" && $0["result"] == "revoked 1 token" }, "\(results)")
+        // account-purged (RISC 1.0; Google does not document sending it): the Google identity is gone.
+        _ = try f.accounts.add(to: "bob", session: nil, token: "linked-token-b", tokenKind: .linked, now: 1_000)
+        try await f.deliver(.accountPurged, subject: Self.user("bob"))
+        try f.process()
+        let bob = try f.account("bob")
+        #expect(bob.linkedTokens == .init(active: 0, revoked: 1) && bob.googleRefreshTokens == .init(active: 0, revoked: 1))
+        #expect(bob.openSessions == 0 && !bob.googleSignInEnabled && !bob.emailRecoveryEnabled)
+    }
+
     @Test("account-enabled restores; an older account-enabled arriving late does not undo a newer disable")
     func ordering() async throws {
         let f = try Fixture()

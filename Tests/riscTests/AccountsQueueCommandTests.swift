@@ -43,8 +43,14 @@ struct AccountsQueueCommandTests {
         let show = try RiscBinary.run(["accounts", "show", "1001", "--json", "--data-dir", data])
         let account = try JSONParser.parseObject(Array(show.stdout.utf8))
         #expect(account["email"] == "a@example.com")
-        #expect(account["tokens"]?.objectValue?["active"] == 1)
+        // Counted by kind (issue 15): one Google refresh token, no linked-account token.
+        #expect(account["tokens"] == ["google_refresh": ["active": 1, "revoked": 0], "linked": ["active": 0, "revoked": 0]])
         #expect(try RiscBinary.run(["accounts", "show", "nobody", "--data-dir", data]).status == 1)
+        // Unlink (issue 15): gone with its sessions; a second time, exit 1.
+        let unlink = try RiscBinary.run(["accounts", "unlink", "1002", "--data-dir", data])
+        #expect(unlink.status == 0 && unlink.stdout.contains("unlinked 1002"), "\(unlink.stdout) \(unlink.stderr)")
+        #expect(try RiscBinary.run(["accounts", "show", "1002", "--data-dir", data]).status == 1)
+        #expect(try RiscBinary.run(["accounts", "unlink", "1002", "--data-dir", data]).status == 1)
         let database = try String(decoding: Data(contentsOf: URL(fileURLWithPath: data + "/risc.sqlite3")), as: UTF8.self)
         #expect(!database.contains("1//0gexample-refresh"))
 

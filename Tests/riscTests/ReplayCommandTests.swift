@@ -42,7 +42,7 @@ struct ReplayCommandTests {
 
         let dry = try RiscBinary.run(["replay", file, "--dry-run", "--jwks-file", "keys/test/jwks.json"])
         #expect(dry.status == 1)  // the wrong-aud token does not verify
-        #expect(dry.stdout.contains(#""actions":["end_sessions","suspend_google_signin"]"#))
+        #expect(dry.stdout.contains(#""actions":["end_sessions","suspend_google_signin","revoke_linked_tokens"]"#))
         #expect(dry.stdout.contains("invalid_audience"))
         #expect(try RiscBinary.run(["replay", file]).status == 64)
 

@@ -6,10 +6,14 @@
 /// | sessions-revoked                     |                | end_sessions                                          |
 /// | tokens-revoked                       |                | end_google_sessions, delete_google_tokens             |
 /// | token-revoked                        |                | revoke_token                                          |
-/// | account-disabled                     | hijacking      | end_sessions, suspend_google_signin                   |
+/// | account-disabled                     | hijacking      | end_sessions, suspend_google_signin,                  |
+/// |                                      |                | revoke_linked_tokens                                  |
 /// | account-disabled                     | bulk-account   | flag_for_review                                       |
 /// | account-disabled                     | (none / other) | suspend_google_signin, suspend_email_recovery         |
 /// | account-enabled                      |                | restore_google_signin, restore_email_recovery         |
+/// | account-purged (RISC 1.0)            |                | end_google_sessions, delete_google_tokens,            |
+/// |                                      |                | revoke_linked_tokens, suspend_google_signin,          |
+/// |                                      |                | suspend_email_recovery                                |
 /// | account-credential-change-required   |                | heighten_monitoring                                   |
 /// | verification                         |                | record_verification                                   |
 /// | anything else                        |                | log_only                                              |
@@ -24,11 +28,16 @@ public struct ActionTable: Sendable {
         EventType.tokensRevoked.uri: ["": [.endGoogleSessions, .deleteGoogleTokens]],
         EventType.tokenRevoked.uri: ["": [.revokeToken]],
         EventType.accountDisabled.uri: [
-            "hijacking": [.endSessions, .suspendGoogleSignIn],
+            // The attacker holds the Google account, and with it the tokens this site issued to
+            // Google for it (account linking): revoke them too.
+            "hijacking": [.endSessions, .suspendGoogleSignIn, .revokeLinkedTokens],
             "bulk-account": [.flagForReview],
             "": [.suspendGoogleSignIn, .suspendEmailRecovery],
         ],
         EventType.accountEnabled.uri: ["": [.restoreGoogleSignIn, .restoreEmailRecovery]],
+        // The Google account is gone for good (RISC 1.0; Google does not document sending it):
+        // nothing signed in or linked through it may live on, nor recovery through its address.
+        EventType.accountPurged.uri: ["": [.endGoogleSessions, .deleteGoogleTokens, .revokeLinkedTokens, .suspendGoogleSignIn, .suspendEmailRecovery]],
         EventType.accountCredentialChangeRequired.uri: ["": [.heightenMonitoring]],
         EventType.verification.uri: ["": [.recordVerification]],
     ])

@@ -31,6 +31,15 @@ public enum TokenKind: String, Sendable, CaseIterable {
     case linked
 }
 
+/// The token counts both stores' account queries select after the session counts: Google
+/// refresh tokens active and revoked, then linked tokens active and revoked.
+public let accountTokenCountsSQL = """
+    (SELECT count(*) FROM tokens t WHERE t.account_id = a.id AND t.kind = 'google_refresh' AND t.revoked_at IS NULL),
+    (SELECT count(*) FROM tokens t WHERE t.account_id = a.id AND t.kind = 'google_refresh' AND t.revoked_at IS NOT NULL),
+    (SELECT count(*) FROM tokens t WHERE t.account_id = a.id AND t.kind = 'linked' AND t.revoked_at IS NULL),
+    (SELECT count(*) FROM tokens t WHERE t.account_id = a.id AND t.kind = 'linked' AND t.revoked_at IS NOT NULL)
+    """
+
 /// One account as `risc accounts show` and the admin API print it.
 public struct AccountSummary: Sendable, Equatable {
     public let id: Int64
@@ -44,13 +53,32 @@ public struct AccountSummary: Sendable, Equatable {
     public let heightenedMonitoring: Bool
     public let openSessions: Int
     public let endedSessions: Int
-    public let activeTokens: Int
-    public let revokedTokens: Int
+    /// Token fingerprints by kind: Google refresh tokens the site holds, and linked-account
+    /// tokens the site issued to Google.
+    public let googleRefreshTokens: TokenCounts
+    public let linkedTokens: TokenCounts
+
+    /// Active and revoked tokens of one kind.
+    public struct TokenCounts: Sendable, Equatable {
+        public var active: Int
+        public var revoked: Int
+
+        public init(active: Int, revoked: Int) {
+            self.active = active
+            self.revoked = revoked
+        }
+
+        var json: JSONValue { ["active": .number(Double(active)), "revoked": .number(Double(revoked))] }
+    }
+
+    /// Every kind together.
+    public var activeTokens: Int { googleRefreshTokens.active + linkedTokens.active }
+    public var revokedTokens: Int { googleRefreshTokens.revoked + linkedTokens.revoked }
 
     public init(
         id: Int64, issuer: String, subject: String, userID: String, email: String?, googleSignInEnabled: Bool,
         emailRecoveryEnabled: Bool, flaggedForReview: Bool, heightenedMonitoring: Bool, openSessions: Int, endedSessions: Int,
-        activeTokens: Int, revokedTokens: Int
+        googleRefreshTokens: TokenCounts, linkedTokens: TokenCounts
     ) {
         self.id = id
         self.issuer = issuer
@@ -63,8 +91,8 @@ public struct AccountSummary: Sendable, Equatable {
         self.heightenedMonitoring = heightenedMonitoring
         self.openSessions = openSessions
         self.endedSessions = endedSessions
-        self.activeTokens = activeTokens
-        self.revokedTokens = revokedTokens
+        self.googleRefreshTokens = googleRefreshTokens
+        self.linkedTokens = linkedTokens
     }
 
     public var json: JSONValue {
@@ -78,7 +106,7 @@ public struct AccountSummary: Sendable, Equatable {
         object["flagged_for_review"] = .bool(flaggedForReview)
         object["heightened_monitoring"] = .bool(heightenedMonitoring)
         object["sessions"] = ["open": .number(Double(openSessions)), "ended": .number(Double(endedSessions))]
-        object["tokens"] = ["active": .number(Double(activeTokens)), "revoked": .number(Double(revokedTokens))]
+        object["tokens"] = [TokenKind.googleRefresh.rawValue: googleRefreshTokens.json, TokenKind.linked.rawValue: linkedTokens.json]
         return .object(object)
     }
 }
@@ -94,6 +122,9 @@ public protocol AccountRepository: Sendable {
         async throws -> Bool
     /// Accounts, optionally only those with `subject`, in creation order.
     func accounts(subject: String?) async throws -> [AccountSummary]
+    /// Removes the account (by subject, and issuer when given) with its sessions and token
+    /// fingerprints. How many accounts it removed (0: none such).
+    func unlink(subject: String, issuer: String?) async throws -> Int
 }
 
 /// Records and reads `risc stream verify`'s round trips, whichever backend holds them.

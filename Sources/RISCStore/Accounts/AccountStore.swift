@@ -95,6 +95,20 @@ public final class AccountStore: @unchecked Sendable {
         return true
     }
 
+    /// Removes the account with `subject` (and `issuer` when given), its sessions and tokens
+    /// (`ON DELETE CASCADE`). Returns how many accounts went.
+    public func unlink(subject: String, issuer: String? = nil) throws -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        WriteLock.lock.lock()
+        defer { WriteLock.lock.unlock() }
+        let statement = try connection.prepare("DELETE FROM accounts WHERE subject = ?1 AND (?2 IS NULL OR issuer = ?2)")
+        defer { statement.reset() }
+        try statement.bind([.text(subject), .optional(issuer.map(SETPolicy.issuerScope))])
+        _ = try statement.step()
+        return Int(connection.changes)
+    }
+
     /// Accounts, optionally only the one with `subject`.
     public func accounts(subject: String? = nil) throws -> [Account] {
         lock.lock()
@@ -104,8 +118,7 @@ public final class AccountStore: @unchecked Sendable {
                 a.flagged_for_review, a.heightened_monitoring,
                 (SELECT count(*) FROM sessions s WHERE s.account_id = a.id AND s.ended_at IS NULL),
                 (SELECT count(*) FROM sessions s WHERE s.account_id = a.id AND s.ended_at IS NOT NULL),
-                (SELECT count(*) FROM tokens t WHERE t.account_id = a.id AND t.revoked_at IS NULL),
-                (SELECT count(*) FROM tokens t WHERE t.account_id = a.id AND t.revoked_at IS NOT NULL)
+                \(accountTokenCountsSQL)
             FROM accounts a WHERE ?1 IS NULL OR a.subject = ?1 ORDER BY a.id
             """)
         try statement.bind([.optional(subject)])
@@ -116,8 +129,9 @@ public final class AccountStore: @unchecked Sendable {
                 userID: statement.text(3) ?? "", email: statement.text(4), googleSignInEnabled: statement.int(5) != 0,
                 emailRecoveryEnabled: statement.int(6) != 0, flaggedForReview: statement.int(7) != 0,
                 heightenedMonitoring: statement.int(8) != 0, openSessions: Int(statement.int(9)),
-                endedSessions: Int(statement.int(10)), activeTokens: Int(statement.int(11)),
-                revokedTokens: Int(statement.int(12))))
+                endedSessions: Int(statement.int(10)),
+                googleRefreshTokens: .init(active: Int(statement.int(11)), revoked: Int(statement.int(12))),
+                linkedTokens: .init(active: Int(statement.int(13)), revoked: Int(statement.int(14)))))
         }
         statement.reset()
         return result
@@ -149,5 +163,9 @@ public struct EmbeddedAccountRepository: AccountRepository {
 
     public func accounts(subject: String?) async throws -> [AccountSummary] {
         try await blocking { [store] in try store.accounts(subject: subject) }
+    }
+
+    public func unlink(subject: String, issuer: String?) async throws -> Int {
+        try await blocking { [store] in try store.unlink(subject: subject, issuer: issuer) }
     }
 }
