@@ -90,6 +90,13 @@ public struct PostgresAccounts: AccountRepository {
         return removed
     }
 
+    public func googleSignInSuspended(userID: String) async throws -> Bool {
+        let rows = try await database.client.query(
+            "SELECT count(*) FROM accounts WHERE user_id = \(userID) AND google_signin_enabled = 0", logger: database.logger)
+        for try await count in rows.decode(Int64.self) { return count > 0 }
+        return false
+    }
+
     public func accounts(subject: String?) async throws -> [AccountSummary] {
         var binds = PostgresBindings()
         binds.append(subject)

@@ -13,9 +13,14 @@ import RISCStore
 /// - `POST /admin/accounts/{subject}/tokens` `{"token", "kind": "google_refresh" | "linked", "issuer"?}` → 201, 404
 /// - `GET /admin/accounts/{subject}` → 200 with the account, 404
 /// - `DELETE /admin/accounts/{subject}[?issuer=…]` → 200 `{"unlinked": n}` with its sessions and tokens, 404
+///
+/// With `linking.google_client_id`, also the App Flip check (`AppFlip.check`):
+/// - `POST /admin/linking/app-flip` `{"url", "outcome"?: "approve" | "deny" | "cancel", "code"?, "user_id"?}` →
+///   200 `{"acceptable", "error", "reason", "redirect"}` (`redirect` null: the redirect_uri is not to be trusted)
 struct AdminAccountsController: Sendable {
     let accounts: any AccountRepository
     let token: [UInt8]
+    var appFlip: AppFlipPolicy? = nil
 
     func register(on router: Router<RISCRequestContext>) {
         router.post("/admin/accounts") { request, context in try await guarded(request) { try await link(request) } }
@@ -31,6 +36,23 @@ struct AdminAccountsController: Sendable {
                 let removed = try await accounts.unlink(subject: subject, issuer: request.uri.queryParameters.get("issuer"))
                 guard removed > 0 else { return Responses.json(#"{"error":"not_found"}"#, status: .notFound) }
                 return Responses.json(#"{"unlinked":\#(removed)}"#, status: .ok)
+            }
+        }
+        if let appFlip {
+            router.post("/admin/linking/app-flip") { request, context in
+                try await guarded(request) {
+                    let body = try await request.body.collect(upTo: 16_384)
+                    guard let object = try? JSONParser.parseObject(Array(buffer: body)), let url = object["url"]?.stringValue else {
+                        throw BadRequest(description: "expected {\"url\": …}")
+                    }
+                    let outcomeName = object["outcome"]?.stringValue ?? "approve"
+                    guard let outcome = AppFlipOutcome(rawValue: outcomeName) else {
+                        throw BadRequest(description: "outcome: approve, deny or cancel")
+                    }
+                    let suspended = try await object["user_id"]?.stringValue.asyncMap { try await accounts.googleSignInSuspended(userID: $0) } ?? false
+                    let verdict = AppFlip.check(url, policy: appFlip, outcome: outcome, code: object["code"]?.stringValue, accountSuspended: suspended)
+                    return Responses.json(verdict.json.serialized, status: .ok)
+                }
             }
         }
         router.get("/admin/accounts/:subject") { request, context in
@@ -101,5 +123,13 @@ struct AdminAccountsController: Sendable {
                 to: subject, issuer: issuer, session: nil, viaGoogle: true, token: token, tokenKind: kind, now: Date().timeIntervalSince1970)
         }
         return added ? Responses.json(#"{"status":"added"}"#, status: .created) : Responses.json(#"{"error":"not_found"}"#, status: .notFound)
+    }
+}
+
+extension Optional {
+    /// `map` with an asynchronous transform.
+    func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
+        guard let self else { return nil }
+        return try await transform(self)
     }
 }

@@ -78,7 +78,12 @@ public final class Receiver: Sendable {
         if let tokenFile = configuration.adminTokenFile {
             let token = try Self.readSecret(tokenFile, setting: "admin.token_file")
             guard token.count >= 16 else { throw ConfigurationError(problems: ["admin.token_file: the token must be at least 16 characters"]) }
-            AdminAccountsController(accounts: storage.accounts, token: token).register(on: adminRouter)
+            AdminAccountsController(
+                accounts: storage.accounts, token: token,
+                appFlip: configuration.linkingGoogleClientID.map {
+                    AppFlipPolicy(clientID: $0, extraHosts: configuration.linkingAppFlipHosts, extraBundleIDs: configuration.linkingAppFlipBundleIDs)
+                }
+            ).register(on: adminRouter)
         }
 
         let (publicPorts, publicPort) = AsyncStream.makeStream(of: Int.self)

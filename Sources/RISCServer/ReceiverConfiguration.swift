@@ -65,6 +65,11 @@ public struct ReceiverConfiguration: Sendable {
     /// File holding the webhook's shared HMAC secret (at least 16 bytes).
     public var webhookSecretFile: String?
     public var webhookTimeout: Double = 10
+    /// App Flip checks (`POST /admin/linking/app-flip`): the client id the site registered for
+    /// Google; nil turns the endpoint off. Extra redirect hosts and bundle ids beyond Google's.
+    public var linkingGoogleClientID: String?
+    public var linkingAppFlipHosts: [String] = []
+    public var linkingAppFlipBundleIDs: [String] = []
     /// The token-fingerprint key's file (`risc keys token-key --out FILE`); nil: `DATA_DIR/token-key`.
     public var tokenKeyFile: String?
     /// `store.url`: a shared PostgreSQL store (several receivers); nil: the embedded SQLite store

@@ -50,6 +50,9 @@ extension ReceiverConfiguration {
         ("webhook.url", "POST actions to this revocation endpoint instead of the embedded store"),
         ("webhook.secret_file", "file with the webhook's HMAC secret (16+ bytes)"),
         ("webhook.timeout", "seconds per webhook request (default 10)"),
+        ("linking.google_client_id", "the OAuth client id the site registered for Google's account linking: turns on the admin listener's App Flip check (POST /admin/linking/app-flip)"),
+        ("linking.app_flip_hosts", "redirect hosts accepted besides Google's production and sandbox ones (comma-separated)"),
+        ("linking.app_flip_bundle_ids", "app bundle ids accepted besides the Google Home and Assistant apps' (comma-separated)"),
         ("actions.table", "overrides of the action table: {\"account-disabled\": {\"hijacking\": [\"end_sessions\", …], \"\": […]}}"),
         ("actions.max_attempts", "attempts before a SET is dead-lettered (default 10)"),
         ("actions.base_delay", "first retry delay in seconds, doubling (default 1)"),
@@ -116,6 +119,9 @@ extension ReceiverConfiguration {
         webhookURL = layers.string("webhook.url")
         webhookSecretFile = layers.string("webhook.secret_file")
         if let value = layers.double("webhook.timeout") { webhookTimeout = value }
+        linkingGoogleClientID = layers.string("linking.google_client_id")
+        if let value = layers.strings("linking.app_flip_hosts") { linkingAppFlipHosts = value }
+        if let value = layers.strings("linking.app_flip_bundle_ids") { linkingAppFlipBundleIDs = value }
         if let value = layers.int("actions.max_attempts") { retry.maximumAttempts = value }
         if let rows = layers.object("actions.table") {
             for (typeName, byReason) in rows {

@@ -10,7 +10,7 @@ struct RiscCommand: AsyncParsableCommand {
         commandName: "risc",
         abstract: "Receive, verify and act on Google Cross-Account Protection (RISC) security events.",
         version: "0.1.0",
-        subcommands: [Serve.self, Verify.self, Accounts.self, Queue.self, Store.self, Replay.self, Tail.self, Keys.self, Sign.self, DevIssuer.self, Bench.self, Stream.self, Drill.self]
+        subcommands: [Serve.self, Verify.self, Accounts.self, Queue.self, Store.self, Replay.self, Tail.self, Keys.self, Sign.self, DevIssuer.self, Bench.self, Stream.self, Drill.self, Linking.self]
     )
 }
 

@@ -345,6 +345,46 @@ struct AdminAccountAPITests {
         harness.issuer.stop()
     }
 
+    @Test("issue 15 §4: POST /admin/linking/app-flip checks a link, builds the redirect, and refuses a user whose Google sign-in risc suspended")
+    func appFlip() async throws {
+        let tokenFile = FileManager.default.temporaryDirectory.appendingPathComponent("risc-admin-\(UUID().uuidString)").path
+        try Data("admin-token-0123456789abcdef\n".utf8).write(to: URL(fileURLWithPath: tokenFile))
+        let harness = try ServerHarness {
+            $0.adminTokenFile = tokenFile
+            $0.linkingGoogleClientID = "google-client"
+        }
+        try await harness.start()
+        let auth = ("Authorization", "Bearer admin-token-0123456789abcdef")
+        func check(_ body: JSONObject) async throws -> JSONObject {
+            let response = try await harness.client.perform(HTTPRequest(
+                method: "POST", url: harness.adminURL + "/admin/linking/app-flip", headers: [auth], body: Array(JSONValue.object(body).serialized.utf8)))
+            #expect(response.status == 200)
+            return try JSONParser.parseObject(response.body)
+        }
+        let redirect = "https://oauth-redirect.googleusercontent.com/a/com.google.OPA"
+        let link = "https://site.example/flip?client_id=google-client&state=s1&redirect_uri=" + AppFlipTestsLink.encode(redirect)
+        var verdict = try await check(["url": .string(link), "code": "abc"])
+        #expect(verdict["acceptable"] == true && verdict["redirect"]?.stringValue == redirect + "?code=abc&state=s1")
+        verdict = try await check(["url": .string(link), "outcome": "cancel"])
+        #expect(verdict["error"] == "cancelled")
+        // A user whose Google account was disabled: risc suspended its sign-in; relinking is refused.
+        _ = try await harness.receiver.storage.accounts.link(
+            AccountLink(issuer: harness.issuer.baseURL, subject: "110169484474386276334", userID: "u-1"), now: 1_000)
+        #expect(try await harness.post(try harness.token(jti: "disabled", type: .accountDisabled)).status == 202)
+        for _ in 0..<100 where try await harness.receiver.storage.accounts.googleSignInSuspended(userID: "u-1") == false {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        verdict = try await check(["url": .string(link), "code": "abc", "user_id": "u-1"])
+        #expect(verdict["acceptable"] == false && verdict["error"] == "unrecoverable")
+        let evil = "https://site.example/flip?client_id=google-client&state=s1&redirect_uri=" + AppFlipTestsLink.encode(redirect + ".evil.example")
+        verdict = try await check(["url": .string(evil), "code": "abc"])
+        #expect(verdict["error"] == "invalid_request" && verdict["redirect"] == .null)
+        let unauthenticated = try await harness.client.perform(HTTPRequest(method: "POST", url: harness.adminURL + "/admin/linking/app-flip", body: Array("{}".utf8)))
+        #expect(unauthenticated.status == 401)
+        try await harness.stop()
+        harness.issuer.stop()
+    }
+
     @Test("without a token file the API is not there")
     func off() async throws {
         let harness = try ServerHarness()
@@ -487,5 +527,11 @@ enum RawConnection {
             throw POSIXError(.ECONNREFUSED)
         }
         return fd
+    }
+}
+
+enum AppFlipTestsLink {
+    static func encode(_ value: String) -> String {
+        value.addingPercentEncoding(withAllowedCharacters: CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")) ?? ""
     }
 }

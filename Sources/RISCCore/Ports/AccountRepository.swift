@@ -125,6 +125,9 @@ public protocol AccountRepository: Sendable {
     /// Removes the account (by subject, and issuer when given) with its sessions and token
     /// fingerprints. How many accounts it removed (0: none such).
     func unlink(subject: String, issuer: String?) async throws -> Int
+    /// Whether risc suspended Google sign-in for any account of the site's user `userID` (after
+    /// a hijacking or a disabled Google account): such an account must not be relinked.
+    func googleSignInSuspended(userID: String) async throws -> Bool
 }
 
 /// Records and reads `risc stream verify`'s round trips, whichever backend holds them.

@@ -109,6 +109,16 @@ public final class AccountStore: @unchecked Sendable {
         return Int(connection.changes)
     }
 
+    /// Whether any account of the site's user `userID` has Google sign-in suspended.
+    public func googleSignInSuspended(userID: String) throws -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        let statement = try connection.prepare("SELECT count(*) FROM accounts WHERE user_id = ?1 AND google_signin_enabled = 0")
+        defer { statement.reset() }
+        try statement.bind([.text(userID)])
+        return try statement.step() && statement.int(0) > 0
+    }
+
     /// Accounts, optionally only the one with `subject`.
     public func accounts(subject: String? = nil) throws -> [Account] {
         lock.lock()
@@ -167,5 +177,9 @@ public struct EmbeddedAccountRepository: AccountRepository {
 
     public func unlink(subject: String, issuer: String?) async throws -> Int {
         try await blocking { [store] in try store.unlink(subject: subject, issuer: issuer) }
+    }
+
+    public func googleSignInSuspended(userID: String) async throws -> Bool {
+        try await blocking { [store] in try store.googleSignInSuspended(userID: userID) }
     }
 }
