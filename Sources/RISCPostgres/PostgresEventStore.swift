@@ -6,11 +6,11 @@ import Synchronization
 
 /// The shared store's `EventStore`: several receivers append to one PostgreSQL database.
 ///
-/// Group commit: appends that arrive while a transaction is in flight wait for the next one, and
-/// each transaction stores its whole batch with one multi-row
-/// `INSERT … SELECT FROM unnest(…) ON CONFLICT (issuer, jti) DO NOTHING`. `append` returns once
-/// COMMIT has returned, which with `synchronous_commit` on (checked at start) means the WAL is on
-/// disk. A SET already stored, by this receiver or another, even one committing at the same
+/// Group commit: appends that arrive while `pipeline` batches are in flight wait for the next
+/// one, and each batch is stored with one multi-row
+/// `INSERT … SELECT FROM unnest(…) ON CONFLICT (issuer, jti) DO NOTHING` (see `commit`). `append`
+/// returns once COMMIT has returned, which with `synchronous_commit` on (checked at start) means
+/// the WAL is on disk. A SET already stored, by this receiver or another, even one committing at the same
 /// instant (the unique index makes the second insert wait for the first), is counted in
 /// `deliveries` and reported as a duplicate.
 public final class PostgresEventStore: EventStore, Sendable {
@@ -107,7 +107,8 @@ public final class PostgresEventStore: EventStore, Sendable {
         }
     }
 
-    typealias Result = (outcome: AppendOutcome, followUp: [EventLogRecord])
+    /// One SET's outcome and the event-log lines of what was done with it in the same transaction.
+    typealias Appended = (outcome: AppendOutcome, followUp: [EventLogRecord])
 
     /// Stores the batch; the outcomes (and inline actions' event-log lines) in the batch's order.
     ///
@@ -116,23 +117,28 @@ public final class PostgresEventStore: EventStore, Sendable {
     /// `applied_actions` rows and the wake-up notification are written by one statement in its
     /// own transaction. Otherwise the batch is a transaction in which each SET's actions are
     /// applied (see `applyInTransaction`).
-    func commit(_ records: [SETRecord]) async throws -> [Result] {
+    func commit(_ records: [SETRecord]) async throws -> [Appended] {
         let inline = self.inline.withLock { $0 }
         let now = Date().timeIntervalSince1970
-        var plans: [ActionPlan?] = records.map { _ in nil }
-        if let inline { plans = records.map { ActionPlan.plan(for: $0.claims, table: inline.table) } }
-        var queued = 0
-        var results: [Result]
-        if let fast = try await storeWithoutAccounts(records, plans: inline == nil ? nil : plans, now: now) {
-            results = fast
-            if inline == nil { queued = results.filter { if case .accepted = $0.outcome { true } else { false } }.count }
-        } else {
-            do {
-                results = try await applyInTransaction(records, plans: plans, tokenKey: inline?.tokenKey ?? [], guarded: false, now: now, queued: &queued)
-            } catch let error as PostgresTransactionError where error.closureError is InlineActionsFailed {
-                queued = 0
-                results = try await applyInTransaction(records, plans: plans, tokenKey: inline?.tokenKey ?? [], guarded: true, now: now, queued: &queued)
+        let results: [Appended], queued: Int
+        if let inline {
+            let plans = records.map { ActionPlan.plan(for: $0.claims, table: inline.table) }
+            if let fast = try await storeWithoutAccounts(records, plans: plans, now: now) {
+                (results, queued) = (fast, 0)
+            } else {
+                do {
+                    (results, queued) = try await applyInTransaction(records, plans: plans, tokenKey: inline.tokenKey, guarded: false, now: now)
+                } catch let error as PostgresTransactionError where error.closureError is InlineActionsFailed {
+                    (results, queued) = try await applyInTransaction(records, plans: plans, tokenKey: inline.tokenKey, guarded: true, now: now)
+                }
             }
+        } else {
+            // Actions go to a webhook: stored pending, for the workers. Without plans there is no
+            // account to look for, so the statement never stops.
+            guard let stored = try await storeWithoutAccounts(records, plans: nil, now: now) else {
+                preconditionFailure("the one-statement path stopped without accounts to look for")
+            }
+            (results, queued) = (stored, stored.filter { if case .accepted = $0.outcome { true } else { false } }.count)
         }
         counts.withLock {
             $0.commits += 1
@@ -151,14 +157,13 @@ public final class PostgresEventStore: EventStore, Sendable {
     /// database (`accountFree`, or `unknownSubject`), and the SETs are stored done with their
     /// `applied_actions`. The statement checks for such accounts itself and stores nothing if it
     /// finds one; nil then (and without trying, for a batch that needs lookups).
-    private func storeWithoutAccounts(_ records: [SETRecord], plans: [ActionPlan?]?, now: Double) async throws -> [Result]? {
+    private func storeWithoutAccounts(_ records: [SETRecord], plans: [ActionPlan]?, now: Double) async throws -> [Appended]? {
         var scopes: [String] = [], subjects: [String] = [], emails: [String] = []
         var applied: [(issuer: String, jti: String, event: Int, action: String, result: String)] = []
         var lines: [[EventLogRecord]] = records.map { _ in [] }
         if let plans {
             var seen = Set<String>()
             for (index, (record, plan)) in zip(records, plans).enumerated() {
-                guard let plan else { continue }
                 guard plan.verificationStates.isEmpty else { return nil }
                 var outcomes: [ActionOutcome] = []
                 for step in plan.steps {
@@ -175,9 +180,7 @@ public final class PostgresEventStore: EventStore, Sendable {
                 // A SET twice in the batch is stored (and applied) once.
                 guard seen.insert(Self.key(record.issuer, record.tokenID)).inserted else { continue }
                 applied += outcomes.map { (record.issuer, record.tokenID, $0.eventIndex, $0.action.rawValue, $0.result) }
-                var line = EventLogRecord(step: "applied", outcome: "applied", time: now)
-                line["jti"] = .string(record.tokenID)
-                line["attempt"] = 1
+                var line = EventLogRecord.applied(jti: record.tokenID, attempt: 1, time: now)
                 line.describe(plan)
                 line["actions"] = ActionOutcome.json(outcomes)
                 lines[index] = [line]
@@ -215,70 +218,61 @@ public final class PostgresEventStore: EventStore, Sendable {
         }
     }
 
-    /// A batch with work for the database: one transaction in which each new SET's actions are
-    /// applied (without `plans`: stored pending). Unguarded first; if an action fails, the caller
-    /// writes the batch again with each SET's actions in a savepoint, and only the failing SET is
-    /// stored pending, for the worker to retry with backoff.
+    /// A batch about accounts of the store's: one transaction in which each new SET's actions are
+    /// applied. Unguarded first; if an action fails, the caller writes the batch again with each
+    /// SET's actions in a savepoint, and only the failing SET is stored pending, for the worker to
+    /// retry with backoff. Returns the results and how many SETs were left pending.
     private func applyInTransaction(
-        _ records: [SETRecord], plans: [ActionPlan?], tokenKey: [UInt8], guarded: Bool, now: Double, queued: inout Int
-    ) async throws -> [Result] {
+        _ records: [SETRecord], plans: [ActionPlan], tokenKey: [UInt8], guarded: Bool, now: Double
+    ) async throws -> (results: [Appended], queued: Int) {
         let logger = database.logger
-        let inline = plans.contains { $0 != nil }
-        let (results, leftPending) = try await database.client.withTransaction(logger: logger) { connection -> ([Result], Int) in
+        return try await database.client.withTransaction(logger: logger) { connection -> ([Appended], Int) in
             let sorted = Self.sorted(records)
             var ids: [String: Int64] = [:]
             let rows = try await connection.execute(
-                StoreBatch(records: sorted.records, done: inline ? now : nil, accounts: ([], [], []), applied: [], notify: false), logger: logger)
+                StoreBatch(records: sorted.records, done: now, accounts: ([], [], []), applied: [], notify: false), logger: logger)
             for try await (kind, id, issuer, jti) in rows {
                 if kind == "set", let id, let issuer, let jti { ids[Self.key(issuer, jti)] = id }
             }
             let outcomes = try await Self.outcomes(sorted, ids: ids, connection: connection, logger: logger)
             var results = outcomes.map { (outcome: $0, followUp: [EventLogRecord]()) }
             var pending = 0
-            if inline {
-                var applier = PostgresActionApplier(connection: connection, tokenKey: tokenKey, logger: logger)
-                let fresh = records.indices.filter { if case .accepted = outcomes[$0], plans[$0] != nil { true } else { false } }
-                try await applier.preload(fresh.map { (steps: plans[$0]!.steps, keyIssuer: records[$0].issuer) })
-                for index in fresh {
-                    guard case .accepted(let id) = outcomes[index], let plan = plans[index] else { continue }
-                    let record = records[index]
-                    var line = EventLogRecord(step: "applied", outcome: "applied", time: now)
-                    line["jti"] = .string(record.tokenID)
-                    line["attempt"] = 1
-                    line.describe(plan)
-                    if guarded { try await connection.query("SAVEPOINT inline", logger: logger) }
-                    do {
-                        let applied = try await applier.apply(plan, setID: id, keyIssuer: record.issuer, now: now)
-                        let verifications = try await PostgresVerifications.records(
-                            for: plan, claims: record.claims, id: id, jti: record.tokenID, compact: record.token, connection: connection,
-                            logger: logger)
-                        if guarded { try await connection.query("RELEASE inline", logger: logger) }
-                        line["actions"] = ActionOutcome.json(applied)
-                        line["latency_us"] = .number(((Date().timeIntervalSince1970 - now) * 1e6).rounded())
-                        results[index].followUp = [line] + verifications
-                    } catch {
-                        guard guarded else { throw InlineActionsFailed() }
-                        try await connection.query("ROLLBACK TO inline", logger: logger)
-                        try await connection.query("RELEASE inline", logger: logger)
-                        applier.forget(setID: id)
-                        try await connection.query(
-                            "UPDATE sets SET state = 'pending', attempts = 0, processed_at = NULL WHERE id = \(id)", logger: logger)
-                        line["outcome"] = "deferred"
-                        line["error"] = .string(String(describing: error).prefix(300).description)
-                        results[index].followUp = [line]
-                        pending += 1
-                    }
+            var applier = PostgresActionApplier(connection: connection, tokenKey: tokenKey, logger: logger)
+            let fresh = records.indices.filter { if case .accepted = outcomes[$0] { true } else { false } }
+            try await applier.preload(fresh.map { (steps: plans[$0].steps, keyIssuer: records[$0].issuer) })
+            for index in fresh {
+                guard case .accepted(let id) = outcomes[index] else { continue }
+                let record = records[index], plan = plans[index]
+                var line = EventLogRecord.applied(jti: record.tokenID, attempt: 1, time: now)
+                line.describe(plan)
+                if guarded { try await connection.query("SAVEPOINT inline", logger: logger) }
+                do {
+                    let applied = try await applier.apply(plan, setID: id, keyIssuer: record.issuer, now: now)
+                    let verifications = try await PostgresVerifications.records(
+                        for: plan, claims: record.claims, id: id, jti: record.tokenID, compact: record.token, connection: connection,
+                        logger: logger)
+                    if guarded { try await connection.query("RELEASE inline", logger: logger) }
+                    line["actions"] = ActionOutcome.json(applied)
+                    line["latency_us"] = .number(((Date().timeIntervalSince1970 - now) * 1e6).rounded())
+                    results[index].followUp = [line] + verifications
+                } catch {
+                    guard guarded else { throw InlineActionsFailed() }
+                    try await connection.query("ROLLBACK TO inline", logger: logger)
+                    try await connection.query("RELEASE inline", logger: logger)
+                    applier.forget(setID: id)
+                    try await connection.query(
+                        "UPDATE sets SET state = 'pending', attempts = 0, processed_at = NULL WHERE id = \(id)", logger: logger)
+                    line["outcome"] = "deferred"
+                    line["error"] = .string(String(describing: error).prefix(300).description)
+                    results[index].followUp = [line]
+                    pending += 1
                 }
-                try await applier.recordApplied(now: now)
-            } else {
-                pending = ids.count
             }
+            try await applier.recordApplied(now: now)
             // Idle workers on every receiver wake at COMMIT (a hint only: they poll anyway).
             if pending > 0 { try await connection.query("SELECT pg_notify(\(PostgresWorkQueue.channel), '')", logger: logger) }
             return (results, pending)
         }
-        queued = leftPending
-        return results
     }
 
     /// The batch in (issuer, jti) order, as every receiver writes its batches: two batches that

@@ -49,7 +49,8 @@ struct AdminAccountsController: Sendable {
                     guard let outcome = AppFlipOutcome(rawValue: outcomeName) else {
                         throw BadRequest(description: "outcome: approve, deny or cancel")
                     }
-                    let suspended = try await object["user_id"]?.stringValue.asyncMap { try await accounts.googleSignInSuspended(userID: $0) } ?? false
+                    var suspended = false
+                    if let user = object["user_id"]?.stringValue { suspended = try await accounts.googleSignInSuspended(userID: user) }
                     let verdict = AppFlip.check(url, policy: appFlip, outcome: outcome, code: object["code"]?.stringValue, accountSuspended: suspended)
                     return Responses.json(verdict.json.serialized, status: .ok)
                 }
@@ -123,13 +124,5 @@ struct AdminAccountsController: Sendable {
                 to: subject, issuer: issuer, session: nil, viaGoogle: true, token: token, tokenKind: kind, now: Date().timeIntervalSince1970)
         }
         return added ? Responses.json(#"{"status":"added"}"#, status: .created) : Responses.json(#"{"error":"not_found"}"#, status: .notFound)
-    }
-}
-
-extension Optional {
-    /// `map` with an asynchronous transform.
-    func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
-        guard let self else { return nil }
-        return try await transform(self)
     }
 }

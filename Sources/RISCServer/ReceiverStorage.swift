@@ -83,17 +83,15 @@ public enum ReceiverStorage: Sendable {
         settings.timeout = configuration.storeTimeout
         let store = try SharedStore(settings: settings, logger: logger)
         if sink == nil { store.enableInlineActions(table: configuration.actionTable) }
-        var workerSettings = QueueWorker.Settings(owner: "")
         // Applied in the store, a batch is one transaction (the worker only retries what failed
         // inline). Webhook deliveries go one at a time, so their batch stays small.
-        workerSettings.batch = sink == nil ? 64 : 8
+        let batch = sink == nil ? 64 : 8
         // A webhook claim must outlive its deliveries: a batch of slow answers is not a dead receiver.
-        workerSettings.lease =
-            sink == nil
-            ? configuration.queueLease : max(configuration.queueLease, Double(workerSettings.batch) * (configuration.webhookTimeout + 5) + 30)
+        let lease = sink == nil ? configuration.queueLease : max(configuration.queueLease, Double(batch) * (configuration.webhookTimeout + 5) + 30)
         let workers = (0..<sharedWorkers).map { _ in
-            var settings = workerSettings
-            settings.owner = QueueWorker.defaultOwner()
+            var settings = QueueWorker.Settings()  // an owner of its own
+            settings.batch = batch
+            settings.lease = lease
             return QueueWorker(
                 queue: store.queue, settings: settings, table: configuration.actionTable, retry: configuration.retry, sink: sink, log: log,
                 logger: logger)

@@ -26,7 +26,7 @@ extension RiscCommand.Bench {
         @OptionGroup var scratch: ScratchStoreOption
 
         func run() async throws {
-            if scratch.isShared { return try await runShared() }
+            if try scratch.isShared() { return try await runShared() }
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-bench-actions-\(UUID().uuidString)").path
             defer { try? FileManager.default.removeItem(atPath: directory) }
             let logger = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import RISCClient
 import RISCCore
+import RISCStore
 import RISCTestKit
 
 extension RiscCommand.Bench.ServeBench {
@@ -16,7 +17,7 @@ extension RiscCommand.Bench.ServeBench {
         let cluster = try PostgresCluster()
         defer { try? cluster.stop() }
         let keyFile = work.appendingPathComponent("token-key")
-        try Data((0..<32).map { _ in UInt8.random(in: 0...255) }).write(to: keyFile)
+        _ = try TokenKey.create(at: keyFile.path)
         print("embedded store:")
         let embedded = try await measure(issuer: issuer, certificate: nil, tokenFile: tokenFile, data: work.appendingPathComponent("data-embedded"))
         var results: [(String, Figures)] = [("embedded", embedded)]

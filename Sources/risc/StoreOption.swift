@@ -116,7 +116,9 @@ struct ScratchStoreOption: ParsableArguments {
     @Option(help: "A receiver's JSON config file: run on the PostgreSQL database its store.* settings name (it must hold no SETs).")
     var config: String?
 
-    var isShared: Bool { storeURL != nil || ((try? resolved())?.storeURL != nil) }
+    /// Whether the run is on PostgreSQL (a configuration that cannot be read is an error, not the
+    /// embedded store).
+    func isShared() throws -> Bool { try storeURL != nil || resolved().storeURL != nil }
 
     func resolved() throws -> StoreOption.Resolved {
         try StoreOption.resolve(config: config, dataDir: nil, storeURL: storeURL == "throwaway" ? nil : storeURL, tokenKeyFile: nil)
@@ -154,7 +156,7 @@ final class ScratchStore {
         if resolved.tokenKeyFile == nil {
             let keyFile = work.appendingPathComponent("token-key")
             try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
-            try Data((0..<32).map { _ in UInt8.random(in: 0...255) }).write(to: keyFile)
+            _ = try TokenKey.create(at: keyFile.path)
             resolved.tokenKeyFile = keyFile.path
         }
         let opened = try await StoreOption.open(resolved, accounts: true)

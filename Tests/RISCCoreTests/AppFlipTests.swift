@@ -1,5 +1,6 @@
 import Foundation
 import RISCCore
+import RISCTestKit
 import Testing
 
 /// Issue 15 §4: App Flip links checked, the redirect back built, look-alikes never redirected to.
@@ -7,18 +8,8 @@ import Testing
 struct AppFlipTests {
     static let policy = AppFlipPolicy(clientID: "google-client", extraHosts: ["redirect.example.com"], extraBundleIDs: ["com.example.Tester"])
 
-    /// A universal link as Google's app opens it, with `redirect` as its redirect_uri (encoded here).
     static func link(redirect: String, clientID: String? = "google-client", state: String? = "st 1/2", extra: String = "") -> String {
-        var query: [String] = []
-        if let clientID { query.append("client_id=" + encode(clientID)) }
-        query.append("scope=" + encode("profile email"))
-        if let state { query.append("state=" + encode(state)) }
-        query.append("redirect_uri=" + encode(redirect))
-        return "https://site.example/app-flip?" + query.joined(separator: "&") + extra
-    }
-
-    static func encode(_ value: String) -> String {
-        value.addingPercentEncoding(withAllowedCharacters: CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")) ?? ""
+        AppFlipLink.make(redirect: redirect, clientID: clientID, state: state, extra: extra)
     }
 
     @Test("Google's production and sandbox hosts, each Google app, configured hosts and apps: approved with code and the exact state")
@@ -80,7 +71,7 @@ struct AppFlipTests {
         #expect(check(Self.link(redirect: redirect), .deny).redirect?.hasPrefix(redirect + "?error=access_denied&") == true)
         #expect(check(Self.link(redirect: redirect), .cancel).redirect?.hasPrefix(redirect + "?error=cancelled&") == true)
         // A parameter given twice is ambiguous: refused without a redirect.
-        let twice = check(Self.link(redirect: redirect, extra: "&redirect_uri=" + Self.encode("https://evil.example/a/com.google.OPA")))
+        let twice = check(Self.link(redirect: redirect, extra: "&redirect_uri=" + AppFlipLink.encode("https://evil.example/a/com.google.OPA")))
         #expect(twice.error == .invalidRequest && twice.redirect == nil)
         #expect(check("not a url at all").redirect == nil)
     }

@@ -362,7 +362,7 @@ struct AdminAccountAPITests {
             return try JSONParser.parseObject(response.body)
         }
         let redirect = "https://oauth-redirect.googleusercontent.com/a/com.google.OPA"
-        let link = "https://site.example/flip?client_id=google-client&state=s1&redirect_uri=" + AppFlipTestsLink.encode(redirect)
+        let link = AppFlipLink.make(redirect: redirect, state: "s1")
         var verdict = try await check(["url": .string(link), "code": "abc"])
         #expect(verdict["acceptable"] == true && verdict["redirect"]?.stringValue == redirect + "?code=abc&state=s1")
         verdict = try await check(["url": .string(link), "outcome": "cancel"])
@@ -376,7 +376,7 @@ struct AdminAccountAPITests {
         }
         verdict = try await check(["url": .string(link), "code": "abc", "user_id": "u-1"])
         #expect(verdict["acceptable"] == false && verdict["error"] == "unrecoverable")
-        let evil = "https://site.example/flip?client_id=google-client&state=s1&redirect_uri=" + AppFlipTestsLink.encode(redirect + ".evil.example")
+        let evil = AppFlipLink.make(redirect: redirect + ".evil.example", state: "s1")
         verdict = try await check(["url": .string(evil), "code": "abc"])
         #expect(verdict["error"] == "invalid_request" && verdict["redirect"] == .null)
         let unauthenticated = try await harness.client.perform(HTTPRequest(method: "POST", url: harness.adminURL + "/admin/linking/app-flip", body: Array("{}".utf8)))
@@ -527,11 +527,5 @@ enum RawConnection {
             throw POSIXError(.ECONNREFUSED)
         }
         return fd
-    }
-}
-
-enum AppFlipTestsLink {
-    static func encode(_ value: String) -> String {
-        value.addingPercentEncoding(withAllowedCharacters: CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")) ?? ""
     }
 }

@@ -6,10 +6,7 @@ import Testing
 /// Issue 15 §4: `risc linking check-url` as built.
 @Suite("risc linking check-url (the built binary)", .serialized)
 struct LinkingCommandTests {
-    static func link(_ redirect: String) -> String {
-        let encoded = redirect.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
-        return "https://site.example/flip?client_id=google-client&state=xyz&scope=profile&redirect_uri=" + encoded
-    }
+    static func link(_ redirect: String) -> String { AppFlipLink.make(redirect: redirect, state: "xyz") }
 
     @Test("an acceptable link gets its redirect; a look-alike none (exit 1); a user risc suspended gets unrecoverable")
     func checkURL() throws {

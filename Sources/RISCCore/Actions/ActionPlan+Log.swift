@@ -11,6 +11,15 @@ extension Subject {
 }
 
 extension EventLogRecord {
+    /// The start of the `applied` line of one attempt at a SET's actions (every store and worker
+    /// writes one): its `jti` and which attempt this is (1 for the first).
+    public static func applied(jti: String, attempt: Int, time: Double) -> EventLogRecord {
+        var record = EventLogRecord(step: "applied", outcome: "applied", time: time)
+        record["jti"] = .string(jti)
+        record["attempt"] = .number(Double(attempt))
+        return record
+    }
+
     /// The plan's event types and first Google subject, on an `applied` line.
     public mutating func describe(_ plan: ActionPlan) {
         self["events"] = .array(plan.steps.map { .string($0.type.shortName) })

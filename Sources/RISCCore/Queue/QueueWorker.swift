@@ -158,9 +158,7 @@ public final class QueueWorker: Sendable {
     /// failed (the failure is recorded).
     private func prepare(_ claim: ClaimedSET) async -> Prepared? {
         let start = Date().timeIntervalSince1970
-        var record = EventLogRecord(step: "applied", outcome: "applied", time: start)
-        record["jti"] = .string(claim.jti)
-        record["attempt"] = .number(Double(claim.attempts + 1))
+        var record = EventLogRecord.applied(jti: claim.jti, attempt: claim.attempts + 1, time: start)
         record["worker"] = .string(settings.owner)
         if sink != nil { record["sink"] = "webhook" }
         do {

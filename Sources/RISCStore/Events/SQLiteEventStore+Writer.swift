@@ -144,9 +144,7 @@ extension SQLiteEventStore {
             if guarded { try release.run() }
             return (outcome, true)
         }
-        var line = EventLogRecord(step: "applied", outcome: "applied", time: start)
-        line["jti"] = .string(record.tokenID)
-        line["attempt"] = 1
+        var line = EventLogRecord.applied(jti: record.tokenID, attempt: 1, time: start)
         let plan = ActionPlan.plan(for: record.claims, table: inline.table)
         line.describe(plan)
         do {

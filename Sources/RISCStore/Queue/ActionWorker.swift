@@ -117,9 +117,7 @@ public final class ActionWorker: @unchecked Sendable {
         do {
             for item in items {
                 let start = Date().timeIntervalSince1970
-                var record = EventLogRecord(step: "applied", outcome: "applied", time: start)
-                record["jti"] = .string(item.jti)
-                record["attempt"] = .number(Double(item.attempts + 1))
+                var record = EventLogRecord.applied(jti: item.jti, attempt: item.attempts + 1, time: start)
                 try connection.execute("SAVEPOINT item")
                 do {
                     var verifications: [EventLogRecord] = []
@@ -155,9 +153,7 @@ public final class ActionWorker: @unchecked Sendable {
             condition.unlock()
             if stop { break }
             let start = Date().timeIntervalSince1970
-            var record = EventLogRecord(step: "applied", outcome: "applied", time: start)
-            record["jti"] = .string(item.jti)
-            record["attempt"] = .number(Double(item.attempts + 1))
+            var record = EventLogRecord.applied(jti: item.jti, attempt: item.attempts + 1, time: start)
             record["sink"] = "webhook"
             do {
                 let token = try Self.token(from: item.token)
