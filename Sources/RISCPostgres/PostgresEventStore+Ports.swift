@@ -49,10 +49,10 @@ extension PostgresEventStore {
 
 extension PostgresEventStore: StoreHealth {
     /// Whether the server answers and takes a write transaction within 2 s (`/readyz`).
-    public func isWritable() async -> Bool { await writability().writable }
+    public func isWritable() async -> Bool { await writability(within: 2).writable }
 
     /// As `isWritable`, with the server's error, or the timeout, when it does not.
-    public func writability() async -> (writable: Bool, reason: String?) {
+    public func writability(within seconds: Double) async -> (writable: Bool, reason: String?) {
         await withTaskGroup(of: (Bool, String?).self) { group in
             group.addTask {
                 do {
@@ -65,8 +65,8 @@ extension PostgresEventStore: StoreHealth {
                 }
             }
             group.addTask {
-                try? await Task.sleep(for: .seconds(2))
-                return (false, "PostgreSQL did not take a write within 2 s")
+                try? await Task.sleep(for: .seconds(seconds))
+                return (false, "PostgreSQL did not take a write within \(String(format: "%g", seconds)) s")
             }
             let first = await group.next() ?? (false, nil)
             group.cancelAll()

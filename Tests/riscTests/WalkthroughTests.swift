@@ -25,7 +25,9 @@ struct WalkthroughTests {
         #expect(script.contains("risc serve") && !script.contains("8780") && !script.contains("8443"))
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/timeout")
-        process.arguments = ["60", "bash", "-e", "-c", "trap 'kill $(jobs -p) 2>/dev/null' EXIT\n" + script]
+        // The trap stops what the script left running; `|| true` because when the script's own
+        // `kill` has already ended them, `jobs -p` is empty and a bare `kill` exits 2.
+        process.arguments = ["60", "bash", "-e", "-c", "trap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + script]
         process.currentDirectoryURL = RiscBinary.repository
         var environment = ProcessInfo.processInfo.environment
         environment["RISC_LISTEN_PORT"] = "\(port)"

@@ -4,8 +4,9 @@ public protocol StoreHealth: Sendable {
     /// Whether the store takes writes now (an embedded store refuses them after a failed fsync
     /// until a restart; a database server may be unreachable).
     func isWritable() async -> Bool
-    /// `isWritable`, with why not when it is not (`/readyz` says it).
-    func writability() async -> (writable: Bool, reason: String?)
+    /// `isWritable`, with why not when it is not (`/readyz` says it); a store that has not taken
+    /// a write within `seconds` is reported unwritable (a probe must answer while the server is away).
+    func writability(within seconds: Double) async -> (writable: Bool, reason: String?)
     /// SETs acknowledged and not yet processed.
     func queueDepth() async throws -> Int
     /// Dead letters: SETs whose actions failed every attempt.
@@ -19,7 +20,10 @@ public protocol StoreHealth: Sendable {
 }
 
 extension StoreHealth {
-    public func writability() async -> (writable: Bool, reason: String?) {
+    /// Within the 2 s a readiness probe waits.
+    public func writability() async -> (writable: Bool, reason: String?) { await writability(within: 2) }
+
+    public func writability(within seconds: Double) async -> (writable: Bool, reason: String?) {
         await isWritable() ? (true, nil) : (false, "the store refuses writes (see the log)")
     }
 }
