@@ -91,6 +91,8 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
                     for: item.plan, claims: item.claims, id: claim.id, jti: claim.jti, compact: claim.token, connection: connection, logger: logger)
                 if applyToAccounts {
                     report.outcomes = try await applier.apply(item.plan, setID: claim.id, keyIssuer: claim.issuer, now: now)
+                } else if !item.tokens.isEmpty {
+                    try await applier.markRevoked(item.tokens, now: now)
                 }
                 done.append((claim.id, claim.attempts + 1))
                 reports.append(report)
@@ -103,6 +105,16 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
                 WHERE sets.id = d.id
                 """, logger: logger)
             return reports
+        }
+    }
+
+    public func tokensToRevoke(_ plan: ActionPlan, keyIssuer: String) async throws -> [TokenToRevoke] {
+        guard plan.steps.contains(where: { TokenToRevoke.wanted(by: $0) != (false, false) }) else { return [] }
+        let (logger, tokenKey) = (self.logger, self.tokenKey)
+        return try await withDeadline(Self.deadline, "looking up tokens to revoke") {
+            try await self.database.client.withConnection { connection in
+                try await PostgresActionApplier(connection: connection, tokenKey: tokenKey, logger: logger).tokensToRevoke(plan, keyIssuer: keyIssuer)
+            }
         }
     }
 
@@ -252,6 +264,42 @@ struct PostgresActionApplier {
             }
         }
         return outcomes
+    }
+
+    /// See `WorkQueue.tokensToRevoke`.
+    func tokensToRevoke(_ plan: ActionPlan, keyIssuer: String) async throws -> [TokenToRevoke] {
+        var tokens: [TokenToRevoke] = []
+        for step in plan.steps {
+            let (linked, matched) = TokenToRevoke.wanted(by: step)
+            guard linked || matched, let account = try await resolve(step, keyIssuer: keyIssuer) else { continue }
+            let reason = TokenToRevoke.reason(for: step)
+            if linked {
+                let rows = try await connection.query("""
+                    SELECT id, hash FROM tokens WHERE account_id = \(account.id) AND kind = 'linked' AND revoked_at IS NULL ORDER BY id
+                    """, logger: logger)
+                for try await (id, hash) in rows.decode((Int64, String).self) {
+                    tokens.append(TokenToRevoke(id: id, eventIndex: step.eventIndex, action: .revokeLinkedTokens, kind: .linked, hash: hash, reason: reason))
+                }
+            }
+            if matched, let tokenID = account.tokenID {
+                let rows = try await connection.query("SELECT kind, hash FROM tokens WHERE id = \(tokenID)", logger: logger)
+                for try await (kind, hash) in rows.decode((String, String).self) {
+                    tokens.append(TokenToRevoke(
+                        id: tokenID, eventIndex: step.eventIndex, action: .revokeToken, kind: TokenKind(rawValue: kind) ?? .linked, hash: hash,
+                        reason: reason))
+                }
+            }
+        }
+        return tokens
+    }
+
+    /// Marks `tokens` revoked (those still active), in the caller's transaction.
+    func markRevoked(_ tokens: [TokenToRevoke], now: Double) async throws {
+        try await connection.query("""
+            UPDATE tokens SET revoked_at = \(now), revoked_reason = r.reason
+            FROM unnest(\(tokens.map(\.id))::int8[], \(tokens.map(\.reason))::text[]) AS r(id, reason)
+            WHERE tokens.id = r.id AND tokens.revoked_at IS NULL
+            """, logger: logger)
     }
 
     private func count(_ query: PostgresQuery) async throws -> Int {

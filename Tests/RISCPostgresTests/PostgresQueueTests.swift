@@ -15,14 +15,7 @@ struct PostgresQueueTests {
     static let tokenKey = [UInt8](repeating: 3, count: 32)
     static let logger = PostgresFoundationTests.logger
 
-    /// An event log kept in memory.
-    final class MemoryLog: EventLog, Sendable {
-        let lines = Mutex<[JSONObject]>([])
-        func record(_ record: EventLogRecord) { lines.withLock { $0.append(record.fields) } }
-        func outcomes(_ step: String) -> [String] {
-            lines.withLock { $0.filter { $0["step"]?.stringValue == step }.compactMap { $0["outcome"]?.stringValue } }
-        }
-    }
+    typealias MemoryLog = MemoryEventLog
 
     struct Fixture {
         let cluster: PostgresCluster

@@ -1,9 +1,11 @@
 import Foundation
 import Logging
+import RISCClient
 import RISCCore
 import RISCPostgres
 @testable import RISCStore
 import RISCTestKit
+import Synchronization
 import Testing
 
 /// The storage ports (issue 14 §1), one suite run against every backend: the embedded SQLite
@@ -32,12 +34,15 @@ struct StorePortTests {
         let retention: any RetentionStore
         let execute: (String) throws -> Void
         let count: (String) throws -> Int
+        /// Runs the backend's worker once over due SETs, with `sink` as its webhook, at `now`.
+        let work: (_ sink: any ActionSink, _ log: any EventLog, _ now: Double) async throws -> Void
         let close: () throws -> Void
 
         init(
             events: any EventStore, health: any StoreHealth, accounts: any AccountRepository, admin: any QueueAdministration,
             verifications: any VerificationRequests, retention: any RetentionStore, execute: @escaping (String) throws -> Void,
-            count: @escaping (String) throws -> Int, close: @escaping () throws -> Void
+            count: @escaping (String) throws -> Int, work: @escaping (any ActionSink, any EventLog, Double) async throws -> Void,
+            close: @escaping () throws -> Void
         ) {
             self.events = events
             self.health = health
@@ -47,6 +52,7 @@ struct StorePortTests {
             self.retention = retention
             self.execute = execute
             self.count = count
+            self.work = work
             self.close = close
         }
 
@@ -61,6 +67,9 @@ struct StorePortTests {
                     admin: try QueueAdmin(directory: directory), verifications: try VerificationLedger(directory: directory),
                     retention: try SQLiteRetention(directory: directory), execute: { try sql.execute($0) },
                     count: { Int(try sql.scalar($0) ?? -1) },
+                    work: { sink, log, now in
+                        try ActionWorker(directory: directory, sink: sink, log: log, logger: StorePortTests.logger).processDue(limit: 10, now: now)
+                    },
                     close: {
                         store.close()
                         try? FileManager.default.removeItem(atPath: directory)
@@ -76,6 +85,10 @@ struct StorePortTests {
                     events: shared.events, health: shared.events, accounts: shared.accounts, admin: shared.admin,
                     verifications: shared.verifications, retention: shared.events, execute: { _ = try cluster.psql($0) },
                     count: { Int(try cluster.psql($0)) ?? -1 },
+                    work: { sink, log, now in
+                        try await QueueWorker(queue: shared.queue, settings: .init(owner: "test"), sink: sink, log: log, logger: StorePortTests.logger)
+                            .processDue(now: now)
+                    },
                     close: {
                         shared.close()
                         try cluster.stop()
@@ -131,6 +144,71 @@ struct StorePortTests {
         #expect(try await f.accounts.accounts(subject: nil).map(\.subject) == ["bob"])
         #expect(try f.count("SELECT count(*) FROM sessions") == 1 && f.count("SELECT count(*) FROM tokens") == 0)
         #expect(try await f.accounts.unlink(subject: "alice", issuer: nil) == 0)
+        try f.close()
+    }
+
+    /// The webhook's side of a test: answers `failures` 503s, then 204; keeps the bodies.
+    final class WebhookRecorder: Sendable {
+        let bodies = Mutex<[[UInt8]]>([])
+        let failuresLeft: Mutex<Int>
+        init(failures: Int) { failuresLeft = Mutex(failures) }
+
+        func handle(_ request: LoopbackHTTPServer.Request) -> LoopbackHTTPServer.Response {
+            bodies.withLock { $0.append(request.body) }
+            let fail = failuresLeft.withLock { left -> Bool in
+                defer { left -= 1 }
+                return left > 0
+            }
+            return .init(status: fail ? 503 : 204)
+        }
+    }
+
+    @Test("issue 15 §1: with a webhook, a hijacking names each active linked token by fingerprint (never the token) and they are marked revoked once it answers", arguments: Backend.allCases)
+    func linkedTokensThroughWebhook(_ backend: Backend) async throws {
+        let f = try await Fixture.open(backend)
+        let linked = ["linked-refresh-\(UUID().uuidString)", "linked-access-\(UUID().uuidString)"], google = "1//0g-google-refresh-token"
+        _ = try await f.accounts.link(AccountLink(subject: "alice", userID: "u-alice", sessions: ["s1"], refreshTokens: [google]), now: 1_000)
+        for token in linked {
+            _ = try await f.accounts.add(to: "alice", issuer: nil, session: nil, viaGoogle: false, token: token, tokenKind: .linked, now: 1_000)
+        }
+        // One already revoked: not named again.
+        _ = try await f.accounts.add(to: "alice", issuer: nil, session: nil, viaGoogle: false, token: "old-linked", tokenKind: .linked, now: 900)
+        try f.execute("UPDATE tokens SET revoked_at = 950, revoked_reason = 'earlier' WHERE hash = '\(SHA512.doubleHashBase64("old-linked"))'")
+        let recorder = WebhookRecorder(failures: 1)
+        let server = try LoopbackHTTPServer { recorder.handle($0) }
+        defer { server.stop() }
+        let sink = try WebhookSink(url: server.baseURL + "/revoke", secret: Array(repeating: 9, count: 32))
+        let log = MemoryEventLog()
+        let now = Date().timeIntervalSince1970
+        _ = try await f.events.append(try await StorePortTests.factory.storedRecord(
+            type: .accountDisabled, subject: StorePortTests.factory.accountSubject("alice"), extra: ["reason": "hijacking"], jti: "hijack-1",
+            iat: now - 5, keys: try StorePortTests.keys.jwks, receivedAt: now - 4))
+
+        try await f.work(sink, log, now)  // 503: nothing marked yet
+        var alice = try #require(try await f.accounts.accounts(subject: "alice").first)
+        #expect(alice.linkedTokens == .init(active: 2, revoked: 1))
+        try await f.work(sink, log, now + 3_600)  // 204
+        alice = try #require(try await f.accounts.accounts(subject: "alice").first)
+        #expect(alice.linkedTokens == .init(active: 0, revoked: 3))
+        #expect(alice.googleRefreshTokens == .init(active: 1, revoked: 0))  // a hijacking leaves Google's own tokens to Google
+        #expect(try f.count("SELECT count(*) FROM tokens WHERE revoked_reason = 'account-disabled:hijacking'") == 2)
+
+        let bodies = recorder.bodies.withLock { $0 }
+        #expect(bodies.count == 2)
+        for body in bodies {
+            let text = String(decoding: body, as: UTF8.self)
+            for token in linked + [google] { #expect(!text.contains(token)) }
+            let event = try #require(try JSONParser.parseObject(body)["events"]?.arrayValue?.first?.objectValue)
+            let named = try #require(event["revoke_tokens"]?.arrayValue).compactMap(\.objectValue)
+            #expect(named.map { $0["token"]?.stringValue ?? "" }.sorted() == linked.map { SHA512.doubleHashBase64($0) }.sorted())
+            #expect(named.allSatisfy {
+                $0["action"] == "revoke_linked_tokens" && $0["kind"] == "linked" && $0["token_identifier_alg"] == "hash_base64_sha512_sha512"
+            })
+        }
+        let applied = log.records("applied")
+        #expect(applied.map { $0["outcome"]?.stringValue ?? "" } == ["failed", "applied"])
+        let results = applied.last?["actions"]?.arrayValue?.compactMap { $0.objectValue?["result"]?.stringValue } ?? []
+        #expect(results.contains("delivered to webhook (HTTP 204); 2 tokens marked revoked"))
         try f.close()
     }
 

@@ -1,16 +1,68 @@
 /// Where actions go when they are not applied to the embedded store: the site's own revocation
 /// endpoint. Called on the worker's own thread, so it may block.
 public protocol ActionSink: Sendable {
-    /// Delivers one SET's plan. Returns a result line per step; throws to have the SET retried.
-    /// `idempotencyKey` is the same for every delivery of one SET, from any receiver
+    /// Delivers one SET's plan, with the tokens the store holds that its actions revoke (one
+    /// entry per token, by fingerprint). Returns a result line per step; throws to have the SET
+    /// retried. `idempotencyKey` is the same for every delivery of one SET, from any receiver
     /// (`QueueWorker.idempotencyKey`), for the site to recognise a repeat.
-    func deliver(_ plan: ActionPlan, tokenID: String, issuer: String, idempotencyKey: String) throws -> [String]
+    func deliver(_ plan: ActionPlan, tokens: [TokenToRevoke], tokenID: String, issuer: String, idempotencyKey: String) throws -> [String]
+}
+
+/// A token the store holds a fingerprint of that an event's action revokes: every active
+/// linked-account token of the account for `revoke_linked_tokens`, the matched token for
+/// `revoke_token`. With a webhook the site's OAuth server is told (by fingerprint, never the
+/// token), and once it has answered the store marks the token revoked.
+public struct TokenToRevoke: Sendable, Equatable {
+    /// The store's row (never sent).
+    public let id: Int64
+    public let eventIndex: Int
+    public let action: Action
+    public let kind: TokenKind
+    /// `hash_base64_sha512_sha512`: base64 (standard, padded) of SHA-512(SHA-512(token)).
+    public let hash: String
+    /// What the store records as `revoked_reason` (`account-disabled:hijacking`).
+    public let reason: String
+
+    public init(id: Int64, eventIndex: Int, action: Action, kind: TokenKind, hash: String, reason: String) {
+        self.id = id
+        self.eventIndex = eventIndex
+        self.action = action
+        self.kind = kind
+        self.hash = hash
+        self.reason = reason
+    }
+
+    /// Which tokens of `step` to look for: all active linked tokens of its account
+    /// (`revoke_linked_tokens`), the token its subject names (`revoke_token`), or none.
+    public static func wanted(by step: ActionPlan.Step) -> (linked: Bool, matched: Bool) {
+        (step.actions.contains(.revokeLinkedTokens), step.actions.contains(.revokeToken))
+    }
+
+    /// The `revoked_reason` for tokens revoked by `step`.
+    public static func reason(for step: ActionPlan.Step) -> String {
+        step.type.canonical.shortName + (step.reason.map { ":\($0)" } ?? "")
+    }
+
+    /// The event-log results of a delivery that carried `tokens`: the sink's line per step, with
+    /// the tokens each revoking action marked revoked.
+    public static func results(_ plan: ActionPlan, delivered: [String], tokens: [TokenToRevoke]) -> JSONValue {
+        .array(zip(plan.steps, delivered).flatMap { step, result in
+            step.actions.map { action -> JSONValue in
+                var line = result
+                if action == .revokeLinkedTokens || action == .revokeToken {
+                    let n = tokens.filter { $0.eventIndex == step.eventIndex && $0.action == action }.count
+                    line += "; \(n) token\(n == 1 ? "" : "s") marked revoked"
+                }
+                return .object(["action": .string(action.rawValue), "result": .string(line)])
+            }
+        })
+    }
 }
 
 extension ActionPlan {
     /// The JSON the webhook receives: what happened, to whom, and what to do. Token identifiers
     /// (a prefix or a hash, never a token) are included so the site can find its token.
-    public func webhookBody(tokenID: String, issuer: String, sentAt: Double) -> JSONValue {
+    public func webhookBody(tokenID: String, issuer: String, sentAt: Double, tokens: [TokenToRevoke] = []) -> JSONValue {
         var object = JSONObject()
         object["v"] = 1
         object["jti"] = .string(tokenID)
@@ -31,6 +83,16 @@ extension ActionPlan {
                 event["subject"] = .object(subjectJSON)
             }
             event["actions"] = .array(step.actions.map { .string($0.rawValue) })
+            // One entry per token to revoke, by fingerprint: the site's OAuth server finds its own.
+            let revoke = tokens.filter { $0.eventIndex == step.eventIndex }
+            if !revoke.isEmpty {
+                event["revoke_tokens"] = .array(revoke.map { token in
+                    .object([
+                        "action": .string(token.action.rawValue), "kind": .string(token.kind.rawValue),
+                        "token_identifier_alg": "hash_base64_sha512_sha512", "token": .string(token.hash),
+                    ])
+                })
+            }
             return .object(event)
         })
         return .object(object)

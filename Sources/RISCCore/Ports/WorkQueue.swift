@@ -60,11 +60,15 @@ public struct FinishItem: Sendable {
     public let claim: ClaimedSET
     public let plan: ActionPlan
     public let claims: SecurityEventToken
+    /// Tokens the webhook was told to revoke: marked revoked when the claim is finished without
+    /// applying the plan to the accounts.
+    public let tokens: [TokenToRevoke]
 
-    public init(claim: ClaimedSET, plan: ActionPlan, claims: SecurityEventToken) {
+    public init(claim: ClaimedSET, plan: ActionPlan, claims: SecurityEventToken, tokens: [TokenToRevoke] = []) {
         self.claim = claim
         self.plan = plan
         self.claims = claims
+        self.tokens = tokens
     }
 }
 
@@ -84,7 +88,12 @@ public protocol WorkQueue: Sendable {
     /// transaction (one durable commit for all), and each item only while its claim still holds
     /// its lease: nil in its place when it does not (the SET was rescued by another worker), in
     /// which case nothing of it was changed. A throw means nothing of the batch was changed.
+    /// Without `applyToAccounts` (a webhook applied the plan), each item's `tokens` still
+    /// active are marked revoked.
     func finish(_ items: [FinishItem], applyToAccounts: Bool, now: Double) async throws -> [FinishReport?]
+
+    /// The tokens the store holds that `plan`'s actions revoke (`TokenToRevoke`), for the webhook.
+    func tokensToRevoke(_ plan: ActionPlan, keyIssuer: String) async throws -> [TokenToRevoke]
 
     /// Records a failed attempt of `claim`: pending again at `retryAt`, or a dead letter when
     /// `retryAt` is nil. False when `claim` no longer holds its lease (nothing changed).

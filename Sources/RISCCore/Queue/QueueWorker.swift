@@ -166,13 +166,16 @@ public final class QueueWorker: Sendable {
             let plan = ActionPlan.plan(for: claims, table: table)
             record.describe(plan)
             var delivered: [String] = []
+            var tokens: [TokenToRevoke] = []
             if let sink {
+                tokens = try await queue.tokensToRevoke(plan, keyIssuer: claim.issuer)
                 let key = Self.idempotencyKey(issuer: claim.issuer, jti: claim.jti)
-                delivered = try await BlockingPool.shared.run {
-                    Result { try sink.deliver(plan, tokenID: claim.jti, issuer: claim.issuer, idempotencyKey: key) }
+                delivered = try await BlockingPool.shared.run { [tokens] in
+                    Result { try sink.deliver(plan, tokens: tokens, tokenID: claim.jti, issuer: claim.issuer, idempotencyKey: key) }
                 }.get()
             }
-            return Prepared(item: FinishItem(claim: claim, plan: plan, claims: claims), record: record, start: start, delivered: delivered)
+            return Prepared(
+                item: FinishItem(claim: claim, plan: plan, claims: claims, tokens: tokens), record: record, start: start, delivered: delivered)
         } catch {
             await fail(claim, error, record: record, start: start)
             return nil
@@ -201,9 +204,7 @@ public final class QueueWorker: Sendable {
             return
         }
         if sink != nil {
-            record["actions"] = .array(zip(prepared.item.plan.steps, prepared.delivered).flatMap { step, result in
-                step.actions.map { JSONValue.object(["action": .string($0.rawValue), "result": .string(result)]) }
-            })
+            record["actions"] = TokenToRevoke.results(prepared.item.plan, delivered: prepared.delivered, tokens: prepared.item.tokens)
         } else {
             record["actions"] = ActionOutcome.json(report.outcomes)
         }

@@ -159,17 +159,21 @@ public final class ActionWorker: @unchecked Sendable {
                 let token = try Self.token(from: item.token)
                 let plan = ActionPlan.plan(for: token, table: table)
                 record["events"] = .array(plan.steps.map { .string($0.type.shortName) })
+                let tokens = try applier.tokensToRevoke(plan, keyIssuer: item.issuer)
                 let results = try sink.deliver(
-                    plan, tokenID: item.jti, issuer: item.issuer, idempotencyKey: QueueWorker.idempotencyKey(issuer: item.issuer, jti: item.jti))
+                    plan, tokens: tokens, tokenID: item.jti, issuer: item.issuer,
+                    idempotencyKey: QueueWorker.idempotencyKey(issuer: item.issuer, jti: item.jti))
                 let verifications = try WriteLock.withLock {
-                    try connection.cached(
+                    try connection.immediateTransaction {
+                        try applier.markRevoked(tokens, now: now)
+                        try connection.cached(
                         "UPDATE sets SET state = 'done', attempts = ?1, processed_at = ?2, last_error = NULL WHERE id = ?3"
-                    ).run([.int(Int64(item.attempts + 1)), .double(now), .int(item.id)])
-                    return try VerificationLedger.records(for: plan, claims: token, id: item.id, jti: item.jti, compact: item.token, connection: connection)
+                        ).run([.int(Int64(item.attempts + 1)), .double(now), .int(item.id)])
+                        return try VerificationLedger.records(
+                            for: plan, claims: token, id: item.id, jti: item.jti, compact: item.token, connection: connection)
+                    }
                 }
-                record["actions"] = .array(zip(plan.steps, results).flatMap { step, result in
-                    step.actions.map { JSONValue.object(["action": .string($0.rawValue), "result": .string(result)]) }
-                })
+                record["actions"] = TokenToRevoke.results(plan, delivered: results, tokens: tokens)
                 record["latency_us"] = .number(((Date().timeIntervalSince1970 - start) * 1e6).rounded())
                 log.record(record)
                 for verification in verifications { log.record(verification) }

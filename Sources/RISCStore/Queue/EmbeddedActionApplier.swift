@@ -40,6 +40,41 @@ struct EmbeddedActionApplier {
         return outcomes
     }
 
+    /// See `WorkQueue.tokensToRevoke`.
+    func tokensToRevoke(_ plan: ActionPlan, keyIssuer: String) throws -> [TokenToRevoke] {
+        var tokens: [TokenToRevoke] = []
+        for step in plan.steps {
+            let (linked, matched) = TokenToRevoke.wanted(by: step)
+            guard linked || matched, let account = try resolve(step, keyIssuer: keyIssuer) else { continue }
+            let reason = TokenToRevoke.reason(for: step)
+            func select(_ sql: String, _ values: [SQLiteValue], _ action: Action) throws {
+                let statement = try connection.cached(sql)
+                try statement.bind(values)
+                defer { statement.reset() }
+                while try statement.step() {
+                    tokens.append(TokenToRevoke(
+                        id: statement.int(0), eventIndex: step.eventIndex, action: action,
+                        kind: TokenKind(rawValue: statement.text(1) ?? "") ?? .linked, hash: statement.text(2) ?? "", reason: reason))
+                }
+            }
+            if linked {
+                try select(
+                    "SELECT id, kind, hash FROM tokens WHERE account_id = ?1 AND kind = 'linked' AND revoked_at IS NULL ORDER BY id",
+                    [.int(account.id)], .revokeLinkedTokens)
+            }
+            if matched, let tokenID = account.tokenID {
+                try select("SELECT id, kind, hash FROM tokens WHERE id = ?1", [.int(tokenID)], .revokeToken)
+            }
+        }
+        return tokens
+    }
+
+    /// Marks `tokens` revoked (those still active), in the caller's transaction.
+    func markRevoked(_ tokens: [TokenToRevoke], now: Double) throws {
+        let statement = try connection.cached("UPDATE tokens SET revoked_at = ?1, revoked_reason = ?2 WHERE id = ?3 AND revoked_at IS NULL")
+        for token in tokens { try statement.run([.double(now), .text(token.reason), .int(token.id)]) }
+    }
+
     private func alreadyApplied(setID: Int64, eventIndex: Int, action: Action) throws -> Bool {
         let statement = try connection.cached(
             "SELECT 1 FROM applied_actions WHERE set_id = ?1 AND event_index = ?2 AND action = ?3")
