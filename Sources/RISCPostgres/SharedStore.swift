@@ -58,7 +58,7 @@ public final class SharedStore: Sendable {
         // Without the key (allowed only when not needed) account lookups by token match nothing.
         let key = settings.needsTokenKey || settings.tokenKeyFile != nil ? try Self.tokenKey(file: settings.tokenKeyFile) : []
         self.settings = settings
-        self.key = key
+        tokenKey = key
         database = PostgresDatabase(url: url, password: password, caFile: settings.caFile, logger: logger)
         events = PostgresEventStore(database: database, commitDeadline: settings.timeout)
         queue = PostgresWorkQueue(database: database, tokenKey: key)
@@ -68,7 +68,7 @@ public final class SharedStore: Sendable {
     }
 
     let settings: Settings
-    let key: [UInt8]
+    public let tokenKey: [UInt8]
 
     /// The shared token key from `accounts.token_key_file` (required with a shared store).
     static func tokenKey(file: String?) throws -> [UInt8] {
@@ -91,7 +91,7 @@ public final class SharedStore: Sendable {
     public func prepare() async throws {
         try await database.migrate()
         try await database.checkDurability(acceptUnsafe: settings.acceptUnsafeDurability)
-        if !key.isEmpty { try await database.checkTokenKey(key, file: settings.tokenKeyFile) }
+        if !tokenKey.isEmpty { try await database.checkTokenKey(tokenKey, file: settings.tokenKeyFile) }
     }
 
     /// Whether `error` from `prepare()` is a refusal rather than an unreachable server.
@@ -102,7 +102,7 @@ public final class SharedStore: Sendable {
 
     /// Applies each new SET's actions in the transaction that stores it (no webhook: the store's
     /// accounts are the sink). What fails there is queued for the workers.
-    public func enableInlineActions(table: ActionTable) { events.enableInlineActions(table: table, tokenKey: key) }
+    public func enableInlineActions(table: ActionTable) { events.enableInlineActions(table: table, tokenKey: tokenKey) }
 
     public func close() { database.close() }
 }

@@ -25,6 +25,8 @@ final class PushEndpoint: Service, Sendable {
         var host: String
         var port: Int
         var path: String
+        /// The RFC 7009 revocation endpoint's path (`linking.revocation_path`), when it is served.
+        var revocationPath: String?
         var maxBodyBytes: Int
         var retryAfter: Int
         /// Peers whose `X-Forwarded-For` is believed (reverse proxies).
@@ -47,6 +49,8 @@ final class PushEndpoint: Service, Sendable {
 
     let settings: Settings
     let intake: Intake
+    /// Google's unlink calls (issue 15 §2), on `settings.revocationPath`.
+    let revocation: RevocationIntake?
     let limiter: InvalidRequestLimiter?
     let tls: ServerTLS?
     let logger: Logger
@@ -68,10 +72,11 @@ final class PushEndpoint: Service, Sendable {
     private let group = MultiThreadedEventLoopGroup.singleton
 
     init(
-        settings: Settings, intake: Intake, limiter: InvalidRequestLimiter?, tls: ServerTLS?,
+        settings: Settings, intake: Intake, revocation: RevocationIntake? = nil, limiter: InvalidRequestLimiter?, tls: ServerTLS?,
         logger: Logger, metrics: PrometheusMetrics? = nil, onRunning: @escaping @Sendable (Int) -> Void
     ) {
         self.settings = settings
+        self.revocation = revocation
         self.limiter = limiter
         self.tls = tls
         self.logger = logger
@@ -414,7 +419,7 @@ final class PushHandler: ChannelDuplexHandler {
         case .head(let head):
             let path = head.uri.firstIndex(of: "?").map { head.uri[..<$0] } ?? head.uri[...]
             let declared = head.headers.first(name: "content-length").flatMap { Int($0) }
-            if path != endpoint.settings.path {
+            if path != endpoint.settings.path && (endpoint.revocation == nil || path != endpoint.settings.revocationPath ?? "") {
                 state = .refusing(head, .notFound, dropped: 0)
             } else if head.method != .POST {
                 state = .refusing(head, .methodNotAllowed, dropped: 0)
@@ -565,19 +570,10 @@ final class PushHandler: ChannelDuplexHandler {
 
     private func receive(_ context: ChannelHandlerContext, _ head: HTTPRequestHead, _ body: ByteBuffer) {
         let remote = endpoint.clientAddress(peer: context.channel.remoteAddress, headers: head.headers)
-        if let limiter = endpoint.limiter, let remote, let limited = limiter.check(remote, now: Date().timeIntervalSince1970) {
-            if let count = limited.log {
-                var record = EventLogRecord(step: "received", outcome: "limited", time: Date().timeIntervalSince1970)
-                record["remote"] = .string(remote)
-                record["http_status"] = 429
-                record["count"] = .number(Double(count))
-                endpoint.reject(record, outcome: "limited", metric: "limited")
-            } else {
-                endpoint.intake.metrics?.observe(outcome: "limited", err: nil, verifySeconds: nil, commitSeconds: nil)
-            }
-            state = .idle
-            respond(context, head, .tooManyRequests, headers: [("Retry-After", String(max(1, limited.retryAfter)))])
-            return
+        if limited(context, head, remote) { return }
+        let path = head.uri.firstIndex(of: "?").map { head.uri[..<$0] } ?? head.uri[...]
+        if let revocation = endpoint.revocation, path == endpoint.settings.revocationPath ?? "" {
+            return revoke(context, head, body, remote, revocation)
         }
         let delivery = Intake.Delivery(
             body: Array(buffer: body), remoteAddress: remote, contentType: head.headers.first(name: "content-type"))
@@ -590,6 +586,48 @@ final class PushHandler: ChannelDuplexHandler {
                 eventLoop.execute { bound.value.handler.answer(bound.value.context, head, remote, result) }
             }
         }
+    }
+
+    /// A call to the revocation endpoint: answered once its record is on disk (or refused).
+    private func revoke(
+        _ context: ChannelHandlerContext, _ head: HTTPRequestHead, _ body: ByteBuffer, _ remote: String?, _ revocation: RevocationIntake
+    ) {
+        let eventLoop = context.eventLoop
+        let bound = NIOLoopBound((handler: self, context: context), eventLoop: eventLoop)
+        revocation.receive(
+            body: Array(buffer: body), contentType: head.headers.first(name: "content-type"), authorization: head.headers.first(name: "authorization"),
+            remote: remote, retryAfter: endpoint.settings.retryAfter
+        ) { answer in
+            eventLoop.execute {
+                let (handler, context) = bound.value
+                if let refusal = answer.refusal {
+                    handler.endpoint.reject(refusal, outcome: "rejected", metric: "rejected")
+                    if let limiter = handler.endpoint.limiter, let remote { limiter.recordInvalid(remote, now: Date().timeIntervalSince1970) }
+                }
+                handler.state = .idle
+                handler.respond(context, head, HTTPResponseStatus(statusCode: answer.status), headers: answer.headers, body: answer.body)
+                handler.resume(context)
+            }
+        }
+    }
+
+    /// Answers 429 when the invalid-request limiter holds `remote` back.
+    private func limited(_ context: ChannelHandlerContext, _ head: HTTPRequestHead, _ remote: String?) -> Bool {
+        if let limiter = endpoint.limiter, let remote, let limited = limiter.check(remote, now: Date().timeIntervalSince1970) {
+            if let count = limited.log {
+                var record = EventLogRecord(step: "received", outcome: "limited", time: Date().timeIntervalSince1970)
+                record["remote"] = .string(remote)
+                record["http_status"] = 429
+                record["count"] = .number(Double(count))
+                endpoint.reject(record, outcome: "limited", metric: "limited")
+            } else {
+                endpoint.intake.metrics?.observe(outcome: "limited", err: nil, verifySeconds: nil, commitSeconds: nil)
+            }
+            state = .idle
+            respond(context, head, .tooManyRequests, headers: [("Retry-After", String(max(1, limited.retryAfter)))])
+            return true
+        }
+        return false
     }
 
     private func answer(

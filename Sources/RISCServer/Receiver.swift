@@ -101,15 +101,27 @@ public final class Receiver: Sendable {
                 "serving plain HTTP on a non-loopback address: put a TLS-terminating proxy in front, or set tls.certificate and tls.key",
                 metadata: ["risc.host": "\(configuration.host)"])
         }
+        var revocation: RevocationIntake?
+        if configuration.linkingRevocationPath != nil, let clientID = configuration.linkingGoogleClientID,
+            let secretFile = configuration.linkingClientSecretFile
+        {
+            let secret = try Self.readSecret(secretFile, setting: "linking.client_secret_file")
+            guard secret.count >= 16 else { throw ConfigurationError(problems: ["linking.client_secret_file: the secret must be at least 16 bytes"]) }
+            revocation = RevocationIntake(
+                policy: RevocationPolicy(clientID: clientID, clientSecret: secret, tokenTypes: Set(configuration.linkingRevocationTokenTypes)),
+                store: storage.events, log: eventLog, signingKey: LocalSET.signingKey(tokenKey: storage.tokenKey),
+                clock: { Date().timeIntervalSince1970 })
+        }
         let push = PushEndpoint(
             settings: .init(
                 host: configuration.host, port: configuration.port, path: configuration.eventsPath,
+                revocationPath: configuration.linkingRevocationPath,
                 maxBodyBytes: configuration.maxBodyBytes, retryAfter: configuration.retryAfter,
                 trustedProxies: Set(configuration.trustedProxies),
                 requestTimeout: .nanoseconds(Int64(configuration.requestTimeout * 1e9)),
                 maxConnections: Self.connectionLimit(configuration.maxConnections, logger: logger),
                 maxConnectionsPerAddress: configuration.maxConnectionsPerAddress),
-            intake: intake,
+            intake: intake, revocation: revocation,
             limiter: configuration.invalidPerMinute > 0 ? InvalidRequestLimiter(perMinute: configuration.invalidPerMinute) : nil,
             tls: tls, logger: logger, metrics: metrics, onRunning: { publicPort.yield($0) })
         let adminApp = Application(

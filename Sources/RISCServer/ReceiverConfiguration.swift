@@ -70,6 +70,13 @@ public struct ReceiverConfiguration: Sendable {
     public var linkingGoogleClientID: String?
     public var linkingAppFlipHosts: [String] = []
     public var linkingAppFlipBundleIDs: [String] = []
+    /// The RFC 7009 token revocation endpoint Google calls when a user unlinks on Google's side
+    /// (`linking.revocation_path`, on the public listener); nil: not served. Needs
+    /// `linkingGoogleClientID` and the secret the site issued to Google (`linking.client_secret_file`).
+    public var linkingRevocationPath: String?
+    public var linkingClientSecretFile: String?
+    /// Token types the endpoint revokes (`linking.revocation_token_types`).
+    public var linkingRevocationTokenTypes: [String] = ["access_token", "refresh_token"]
     /// The token-fingerprint key's file (`risc keys token-key --out FILE`); nil: `DATA_DIR/token-key`.
     public var tokenKeyFile: String?
     /// `store.url`: a shared PostgreSQL store (several receivers); nil: the embedded SQLite store
@@ -136,6 +143,16 @@ public struct ReceiverConfiguration: Sendable {
         if (webhookURL == nil) != (webhookSecretFile == nil) { problems.append("webhook.url and webhook.secret_file go together") }
         if let url = webhookURL, let refusal = URLPolicy().refusal(for: url) { problems.append("webhook.url: \(refusal)") }
         if webhookTimeout <= 0 { problems.append("webhook.timeout must be positive") }
+        if let path = linkingRevocationPath {
+            if !path.hasPrefix("/") { problems.append("linking.revocation_path must start with '/', got '\(path)'") }
+            if path == eventsPath { problems.append("linking.revocation_path must differ from events.path") }
+            if linkingGoogleClientID == nil { problems.append("linking.revocation_path needs linking.google_client_id (the client id Google authenticates with)") }
+            if linkingClientSecretFile == nil { problems.append("linking.revocation_path needs linking.client_secret_file (the secret the site issued to Google)") }
+        }
+        let unknownTypes = Set(linkingRevocationTokenTypes).subtracting(RevocationPolicy.knownTokenTypes)
+        if !unknownTypes.isEmpty || linkingRevocationTokenTypes.isEmpty {
+            problems.append("linking.revocation_token_types must name access_token and/or refresh_token, got '\(linkingRevocationTokenTypes.joined(separator: ","))'")
+        }
         problems += retention.problems
         if let storeURL {
             do { _ = try PostgresStoreURL(storeURL) } catch { problems.append("store.url: \(error.description)") }

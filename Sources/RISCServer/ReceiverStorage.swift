@@ -135,6 +135,14 @@ public enum ReceiverStorage: Sendable {
         }
     }
 
+    /// The token-fingerprint key the store matches tokens with.
+    var tokenKey: [UInt8] {
+        switch self {
+        case .embedded(let embedded): embedded.accounts.tokenKey
+        case .shared(let shared): shared.store.tokenKey
+        }
+    }
+
     /// The embedded SQLite store, when that is the backend (tests and benchmarks read it directly).
     public var embeddedStore: SQLiteEventStore? {
         if case .embedded(let embedded) = self { return embedded.store }

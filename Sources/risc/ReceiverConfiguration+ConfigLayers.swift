@@ -53,6 +53,9 @@ extension ReceiverConfiguration {
         ("linking.google_client_id", "the OAuth client id the site registered for Google's account linking: turns on the admin listener's App Flip check (POST /admin/linking/app-flip)"),
         ("linking.app_flip_hosts", "redirect hosts accepted besides Google's production and sandbox ones (comma-separated)"),
         ("linking.app_flip_bundle_ids", "app bundle ids accepted besides the Google Home and Assistant apps' (comma-separated)"),
+        ("linking.revocation_path", "serve the RFC 7009 token revocation endpoint Google calls on unlink at this path of the public listener (needs linking.google_client_id and linking.client_secret_file)"),
+        ("linking.client_secret_file", "file holding the client secret the site issued to Google (at least 16 bytes), for the revocation endpoint"),
+        ("linking.revocation_token_types", "token types the revocation endpoint revokes: access_token,refresh_token (default both); a hint naming another gets unsupported_token_type"),
         ("actions.table", "overrides of the action table: {\"account-disabled\": {\"hijacking\": [\"end_sessions\", …], \"\": […]}}"),
         ("actions.max_attempts", "attempts before a SET is dead-lettered (default 10)"),
         ("actions.base_delay", "first retry delay in seconds, doubling (default 1)"),
@@ -122,6 +125,9 @@ extension ReceiverConfiguration {
         linkingGoogleClientID = layers.string("linking.google_client_id")
         if let value = layers.strings("linking.app_flip_hosts") { linkingAppFlipHosts = value }
         if let value = layers.strings("linking.app_flip_bundle_ids") { linkingAppFlipBundleIDs = value }
+        linkingRevocationPath = layers.string("linking.revocation_path")
+        linkingClientSecretFile = layers.string("linking.client_secret_file")
+        if let value = layers.strings("linking.revocation_token_types") { linkingRevocationTokenTypes = value }
         if let value = layers.int("actions.max_attempts") { retry.maximumAttempts = value }
         if let rows = layers.object("actions.table") {
             for (typeName, byReason) in rows {

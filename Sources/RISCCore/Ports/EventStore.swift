@@ -31,6 +31,23 @@ public struct SETRecord: Sendable {
         self.token = token
         claims = validated.token
     }
+
+    init(
+        issuer: String, claimedIssuer: String, tokenID: String, issuedAt: Double, receivedAt: Double, remoteAddress: String?,
+        contentType: String?, eventTypes: [String], subjectsJSON: String, token: String, claims: SecurityEventToken
+    ) {
+        self.issuer = issuer
+        self.claimedIssuer = claimedIssuer
+        self.tokenID = tokenID
+        self.issuedAt = issuedAt
+        self.receivedAt = receivedAt
+        self.remoteAddress = remoteAddress
+        self.contentType = contentType
+        self.eventTypes = eventTypes
+        self.subjectsJSON = subjectsJSON
+        self.token = token
+        self.claims = claims
+    }
 }
 
 /// What storing a SET did.
