@@ -189,7 +189,9 @@ struct PostgresActionApplier {
     private static func key(_ setID: Int64, _ eventIndex: Int, _ action: String) -> String { "\(setID)/\(eventIndex)/\(action)" }
 
     /// Looks up, in one query, the accounts of the Google subjects the steps are about, so that
-    /// `resolve` needs no query of its own for them. The `access_changed_at` read here may be
+    /// `resolve` needs no query of its own for them, and locks them in id order: two transactions
+    /// applying batches about the same accounts then wait for each other instead of deadlocking
+    /// (each would otherwise lock them in its own SETs' order). The `access_changed_at` read here may be
     /// older than the row's by the time an action runs (an earlier SET of the batch changed it):
     /// it only feeds the ordering rule's early answer, which is then more permissive, and the
     /// conditional UPDATE decides.
@@ -207,6 +209,7 @@ struct PostgresActionApplier {
         let rows = try await connection.query("""
             SELECT a.issuer, a.subject, a.id, a.access_changed_at
             FROM accounts a JOIN unnest(\(scopes)::text[], \(subjects)::text[]) AS u(i, s) ON a.issuer = u.i AND a.subject = u.s
+            ORDER BY a.id FOR UPDATE OF a
             """, logger: logger)
         for try await (issuer, subject, id, changed) in rows.decode((String, String, Int64, Double?).self) {
             preloaded[issuer + "\u{0}" + subject] = (id, nil, changed)

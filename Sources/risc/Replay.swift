@@ -101,7 +101,15 @@ extension RiscCommand {
                 resolved.storeURL = storeURL
                 let store = try await StoreOption.open(resolved)
                 defer { store.close() }
-                return try await store.queue().tokens(try selection()).map(\.token)
+                let stored = try await store.queue().tokens(try selection()).map(\.token)
+                // Records risc made itself (revocation-endpoint calls) are no issuer's SETs: a
+                // receiver refuses them. `--local` re-drives them.
+                let sendable = stored.filter { (try? CompactJWS($0).header.keyID) != LocalSET.keyID }
+                if sendable.count < stored.count {
+                    FileHandle.standardError.write(Data(
+                        "skipped \(stored.count - sendable.count) local record(s) (revocation-endpoint calls); re-drive them with --local\n".utf8))
+                }
+                return sendable
             }
             let text = String(decoding: try readInput(source!), as: UTF8.self)
             let lines = text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }

@@ -110,6 +110,8 @@ public struct RevocationIntake: Sendable {
 public enum LocalSET {
     /// The issuer (and de-duplication scope) of revocation-endpoint records.
     public static let revocationIssuer = "urn:risc:revocation-endpoint"
+    /// The `kid` of every local record's header.
+    public static let keyID = "risc-local"
 
     /// The HS256 key for local records, from the token-fingerprint key.
     public static func signingKey(tokenKey: [UInt8]) -> [UInt8] {
@@ -130,7 +132,7 @@ public enum LocalSET {
             "jti": .string("revocation-" + SHA256.hex(Array(tokenHash.utf8)).prefix(32)),
             "events": .object([EventType.tokenRevoked.uri: .object(["subject": .object(subject)])]),
         ]
-        let header: JSONObject = ["alg": "HS256", "typ": "secevent+jwt", "kid": "risc-local"]
+        let header: JSONObject = ["alg": "HS256", "typ": "secevent+jwt", "kid": .string(keyID)]
         let input = Base64URL.encode(Array(JSONValue.object(header).serialized.utf8)) + "."
             + Base64URL.encode(Array(JSONValue.object(claims).serialized.utf8))
         let compact = input + "." + Base64URL.encode(HMACSHA256.mac(key: key, data: Array(input.utf8)))
