@@ -275,7 +275,7 @@ struct PostgresActionApplier {
         for step in plan.steps {
             let (linked, matched) = TokenToRevoke.wanted(by: step)
             guard linked || matched, let account = try await resolve(step, keyIssuer: keyIssuer) else { continue }
-            let reason = TokenToRevoke.reason(for: step)
+            let reason = step.recordedReason
             if linked {
                 let rows = try await connection.query("""
                     SELECT id, hash FROM tokens WHERE account_id = \(account.id) AND kind = 'linked' AND revoked_at IS NULL ORDER BY id
@@ -365,7 +365,7 @@ struct PostgresActionApplier {
     }
 
     private func perform(_ action: Action, step: ActionPlan.Step, account: Account, eventTime: Double, now: Double) async throws -> String {
-        let reason = step.type.canonical.shortName + (step.reason.map { ":\($0)" } ?? "")
+        let reason = step.recordedReason
         // The ordering rule's cheap early answer; the conditional UPDATE below is what holds under
         // concurrent receivers (READ COMMITTED re-checks its WHERE on the locked, newest row).
         if action.changesAccess, !OrderingRule.accessChangeApplies(eventTime: eventTime, lastAccessChange: account.accessChangedAt) {

@@ -51,6 +51,16 @@ final class PushEndpoint: Service, Sendable {
     let intake: Intake
     /// Google's unlink calls (issue 15 §2), on `settings.revocationPath`.
     let revocation: RevocationIntake?
+
+    /// What a request's path is served by: the push endpoint, the revocation endpoint, or nothing.
+    enum Route { case events, revocation(RevocationIntake) }
+
+    func route(_ head: HTTPRequestHead) -> Route? {
+        let path = head.uri.firstIndex(of: "?").map { head.uri[..<$0] } ?? head.uri[...]
+        if path == settings.path { return .events }
+        if let revocation, path == settings.revocationPath ?? "" { return .revocation(revocation) }
+        return nil
+    }
     let limiter: InvalidRequestLimiter?
     let tls: ServerTLS?
     let logger: Logger
@@ -417,9 +427,8 @@ final class PushHandler: ChannelDuplexHandler {
     private func handle(_ part: HTTPServerRequestPart, _ context: ChannelHandlerContext) {
         switch part {
         case .head(let head):
-            let path = head.uri.firstIndex(of: "?").map { head.uri[..<$0] } ?? head.uri[...]
             let declared = head.headers.first(name: "content-length").flatMap { Int($0) }
-            if path != endpoint.settings.path && (endpoint.revocation == nil || path != endpoint.settings.revocationPath ?? "") {
+            if endpoint.route(head) == nil {
                 state = .refusing(head, .notFound, dropped: 0)
             } else if head.method != .POST {
                 state = .refusing(head, .methodNotAllowed, dropped: 0)
@@ -571,10 +580,7 @@ final class PushHandler: ChannelDuplexHandler {
     private func receive(_ context: ChannelHandlerContext, _ head: HTTPRequestHead, _ body: ByteBuffer) {
         let remote = endpoint.clientAddress(peer: context.channel.remoteAddress, headers: head.headers)
         if limited(context, head, remote) { return }
-        let path = head.uri.firstIndex(of: "?").map { head.uri[..<$0] } ?? head.uri[...]
-        if let revocation = endpoint.revocation, path == endpoint.settings.revocationPath ?? "" {
-            return revoke(context, head, body, remote, revocation)
-        }
+        if case .revocation(let revocation) = endpoint.route(head) { return revoke(context, head, body, remote, revocation) }
         let delivery = Intake.Delivery(
             body: Array(buffer: body), remoteAddress: remote, contentType: head.headers.first(name: "content-type"))
         let eventLoop = context.eventLoop

@@ -5,7 +5,6 @@ import RISCPostgres
 import RISCServer
 import RISCStore
 import RISCTestKit
-import Synchronization
 import Testing
 
 /// Issue 15 §2: Google's unlink calls to the site's RFC 7009 revocation endpoint, on a real
@@ -101,13 +100,13 @@ struct RevocationEndpointTests {
 
     /// The webhook's side: answers 204, keeps every body.
     final class Webhook: Sendable {
-        let recorder = StorePortTests.WebhookRecorder(failures: 0)
+        let recorder = WebhookRecorder(failures: 0)
         let server: LoopbackHTTPServer
         init() throws {
             let recorder = self.recorder
             server = try LoopbackHTTPServer { recorder.handle($0) }
         }
-        var bodies: [[UInt8]] { recorder.bodies.withLock { $0 } }
+        var bodies: [[UInt8]] { recorder.bodies }
         /// How many deliveries named the token whose fingerprint is `hash` (as the event's subject
         /// or among its `revoke_tokens`).
         func deliveries(naming hash: String) -> Int {

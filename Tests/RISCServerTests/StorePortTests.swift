@@ -5,7 +5,6 @@ import RISCCore
 import RISCPostgres
 @testable import RISCStore
 import RISCTestKit
-import Synchronization
 import Testing
 
 /// The storage ports (issue 14 §1), one suite run against every backend: the embedded SQLite
@@ -147,22 +146,6 @@ struct StorePortTests {
         try f.close()
     }
 
-    /// The webhook's side of a test: answers `failures` 503s, then 204; keeps the bodies.
-    final class WebhookRecorder: Sendable {
-        let bodies = Mutex<[[UInt8]]>([])
-        let failuresLeft: Mutex<Int>
-        init(failures: Int) { failuresLeft = Mutex(failures) }
-
-        func handle(_ request: LoopbackHTTPServer.Request) -> LoopbackHTTPServer.Response {
-            bodies.withLock { $0.append(request.body) }
-            let fail = failuresLeft.withLock { left -> Bool in
-                defer { left -= 1 }
-                return left > 0
-            }
-            return .init(status: fail ? 503 : 204)
-        }
-    }
-
     @Test("issue 15 §1: with a webhook, a hijacking names each active linked token by fingerprint (never the token) and they are marked revoked once it answers", arguments: Backend.allCases)
     func linkedTokensThroughWebhook(_ backend: Backend) async throws {
         let f = try await Fixture.open(backend)
@@ -193,7 +176,7 @@ struct StorePortTests {
         #expect(alice.googleRefreshTokens == .init(active: 1, revoked: 0))  // a hijacking leaves Google's own tokens to Google
         #expect(try f.count("SELECT count(*) FROM tokens WHERE revoked_reason = 'account-disabled:hijacking'") == 2)
 
-        let bodies = recorder.bodies.withLock { $0 }
+        let bodies = recorder.bodies
         #expect(bodies.count == 2)
         for body in bodies {
             let text = String(decoding: body, as: UTF8.self)

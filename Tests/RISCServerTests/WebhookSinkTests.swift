@@ -9,23 +9,10 @@ import Testing
 
 @Suite("Webhook sink")
 struct WebhookSinkTests {
-    final class Recorder: Sendable {
-        let requests = Mutex<[LoopbackHTTPServer.Request]>([])
-        let failuresLeft: Mutex<Int>
-        init(failures: Int) { failuresLeft = Mutex(failures) }
-    }
-
     @Test("a webhook that fails twice then succeeds: retried with backoff, then done; requests are signed")
     func retriesThenSucceeds() async throws {
-        let recorder = Recorder(failures: 2)
-        let server = try LoopbackHTTPServer { request in
-            recorder.requests.withLock { $0.append(request) }
-            let fail = recorder.failuresLeft.withLock { left -> Bool in
-                defer { left -= 1 }
-                return left > 0
-            }
-            return .init(status: fail ? 503 : 204)
-        }
+        let recorder = WebhookRecorder(failures: 2)
+        let server = try LoopbackHTTPServer { recorder.handle($0) }
         defer { server.stop() }
         let secret = Array("0123456789abcdef0123".utf8)
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-webhook-\(UUID().uuidString)").path
@@ -67,14 +54,8 @@ struct WebhookSinkTests {
 
     @Test("a webhook down for longer than the attempts allow: dead letter, requeued with risc queue retry --dead, then done")
     func deadLetterThenRequeue() async throws {
-        let recorder = Recorder(failures: 3)
-        let server = try LoopbackHTTPServer { request in
-            let fail = recorder.failuresLeft.withLock { left -> Bool in
-                defer { left -= 1 }
-                return left > 0
-            }
-            return .init(status: fail ? 500 : 200)
-        }
+        let recorder = WebhookRecorder(failures: 3, failureStatus: 500, successStatus: 200)
+        let server = try LoopbackHTTPServer { recorder.handle($0) }
         defer { server.stop() }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-webhook-dead-\(UUID().uuidString)").path
         let store = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))

@@ -10,6 +10,10 @@ public struct ActionPlan: Sendable {
         public let actions: [Action]
         /// The event's `state` (verification).
         public let state: String?
+
+        /// What the stores record as a session's `ended_reason` or a token's `revoked_reason`:
+        /// the event's short name and its reason (`account-disabled:hijacking`).
+        public var recordedReason: String { type.canonical.shortName + (reason.map { ":\($0)" } ?? "") }
     }
 
     public let steps: [Step]

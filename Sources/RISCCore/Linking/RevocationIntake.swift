@@ -124,7 +124,8 @@ public enum LocalSET {
     ) throws -> SETRecord {
         let type = tokenTypeHint.flatMap { RevocationPolicy.knownTokenTypes.contains($0) ? $0 : nil } ?? "unknown"
         let subject: JSONObject = [
-            "subject_type": "oauth_token", "token_type": .string(type), "token_identifier_alg": "hash_base64_sha512_sha512",
+            "subject_type": "oauth_token", "token_type": .string(type),
+            "token_identifier_alg": .string(OAuthTokenIdentifier.Algorithm.hashSHA512SHA512.rawValue),
             "token": .string(tokenHash),
         ]
         let claims: JSONObject = [
@@ -133,21 +134,13 @@ public enum LocalSET {
             "events": .object([EventType.tokenRevoked.uri: .object(["subject": .object(subject)])]),
         ]
         let header: JSONObject = ["alg": "HS256", "typ": "secevent+jwt", "kid": .string(keyID)]
-        let input = Base64URL.encode(Array(JSONValue.object(header).serialized.utf8)) + "."
-            + Base64URL.encode(Array(JSONValue.object(claims).serialized.utf8))
+        let payload = Array(JSONValue.object(claims).serialized.utf8)
+        let input = Base64URL.encode(Array(JSONValue.object(header).serialized.utf8)) + "." + Base64URL.encode(payload)
         let compact = input + "." + Base64URL.encode(HMACSHA256.mac(key: key, data: Array(input.utf8)))
-        let token = try SecurityEventToken(payload: Array(JSONValue.object(claims).serialized.utf8))
-        return SETRecord(local: token, compact: compact, issuer: revocationIssuer, receivedAt: now, remoteAddress: remote)
-    }
-}
-
-extension SETRecord {
-    /// A record risc made itself (`LocalSET`): its claims are its own, nothing to verify.
-    init(local claims: SecurityEventToken, compact: String, issuer: String, receivedAt: Double, remoteAddress: String?) {
-        self.init(
-            issuer: issuer, claimedIssuer: issuer, tokenID: claims.tokenID ?? "", issuedAt: claims.issuedAt ?? receivedAt,
-            receivedAt: receivedAt, remoteAddress: remoteAddress, contentType: "application/x-www-form-urlencoded",
-            eventTypes: claims.events.map(\.type.uri),
-            subjectsJSON: JSONValue.array(claims.events.map { $0.subject?.json ?? .null }).serialized, token: compact, claims: claims)
+        // Its claims are its own: nothing to verify.
+        let token = try SecurityEventToken(payload: payload)
+        return SETRecord(
+            issuer: revocationIssuer, claimedIssuer: revocationIssuer, tokenID: token.tokenID ?? "", issuedAt: token.issuedAt ?? now,
+            receivedAt: now, remoteAddress: remote, contentType: "application/x-www-form-urlencoded", token: compact, claims: token)
     }
 }

@@ -38,11 +38,6 @@ public struct TokenToRevoke: Sendable, Equatable {
         (step.actions.contains(.revokeLinkedTokens), step.actions.contains(.revokeToken))
     }
 
-    /// The `revoked_reason` for tokens revoked by `step`.
-    public static func reason(for step: ActionPlan.Step) -> String {
-        step.type.canonical.shortName + (step.reason.map { ":\($0)" } ?? "")
-    }
-
     /// The event-log results of a delivery that carried `tokens`: the sink's line per step, with
     /// the tokens each revoking action marked revoked.
     public static func results(_ plan: ActionPlan, delivered: [String], tokens: [TokenToRevoke]) -> JSONValue {
@@ -89,7 +84,7 @@ extension ActionPlan {
                 event["revoke_tokens"] = .array(revoke.map { token in
                     .object([
                         "action": .string(token.action.rawValue), "kind": .string(token.kind.rawValue),
-                        "token_identifier_alg": "hash_base64_sha512_sha512", "token": .string(token.hash),
+                        "token_identifier_alg": .string(OAuthTokenIdentifier.Algorithm.hashSHA512SHA512.rawValue), "token": .string(token.hash),
                     ])
                 })
             }

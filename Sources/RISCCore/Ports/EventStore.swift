@@ -19,22 +19,16 @@ public struct SETRecord: Sendable {
     public let claims: SecurityEventToken
 
     public init(validated: ValidatedSET, token: String, receivedAt: Double, remoteAddress: String?, contentType: String?) {
-        issuer = SETPolicy.issuerScope(validated.keyIssuer)
-        claimedIssuer = validated.issuer
-        tokenID = validated.tokenID
-        issuedAt = validated.issuedAt
-        self.receivedAt = receivedAt
-        self.remoteAddress = remoteAddress
-        self.contentType = contentType
-        eventTypes = validated.events.map(\.type.uri)
-        subjectsJSON = JSONValue.array(validated.events.map { $0.subject?.json ?? .null }).serialized
-        self.token = token
-        claims = validated.token
+        self.init(
+            issuer: SETPolicy.issuerScope(validated.keyIssuer), claimedIssuer: validated.issuer, tokenID: validated.tokenID,
+            issuedAt: validated.issuedAt, receivedAt: receivedAt, remoteAddress: remoteAddress, contentType: contentType, token: token,
+            claims: validated.token)
     }
 
+    /// Event types and subjects are taken from `claims`.
     init(
         issuer: String, claimedIssuer: String, tokenID: String, issuedAt: Double, receivedAt: Double, remoteAddress: String?,
-        contentType: String?, eventTypes: [String], subjectsJSON: String, token: String, claims: SecurityEventToken
+        contentType: String?, token: String, claims: SecurityEventToken
     ) {
         self.issuer = issuer
         self.claimedIssuer = claimedIssuer
@@ -43,8 +37,8 @@ public struct SETRecord: Sendable {
         self.receivedAt = receivedAt
         self.remoteAddress = remoteAddress
         self.contentType = contentType
-        self.eventTypes = eventTypes
-        self.subjectsJSON = subjectsJSON
+        eventTypes = claims.events.map(\.type.uri)
+        subjectsJSON = JSONValue.array(claims.events.map { $0.subject?.json ?? .null }).serialized
         self.token = token
         self.claims = claims
     }

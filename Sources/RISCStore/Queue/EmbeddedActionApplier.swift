@@ -46,7 +46,7 @@ struct EmbeddedActionApplier {
         for step in plan.steps {
             let (linked, matched) = TokenToRevoke.wanted(by: step)
             guard linked || matched, let account = try resolve(step, keyIssuer: keyIssuer) else { continue }
-            let reason = TokenToRevoke.reason(for: step)
+            let reason = step.recordedReason
             func select(_ sql: String, _ values: [SQLiteValue], _ action: Action) throws {
                 let statement = try connection.cached(sql)
                 try statement.bind(values)
@@ -134,7 +134,7 @@ struct EmbeddedActionApplier {
         _ action: Action, step: ActionPlan.Step, account: (id: Int64, tokenID: Int64?, accessChangedAt: Double?),
         eventTime: Double, now: Double
     ) throws -> String {
-        let reason = step.type.canonical.shortName + (step.reason.map { ":\($0)" } ?? "")
+        let reason = step.recordedReason
         // The ordering rule's cheap early answer from the account as resolved; the UPDATE below
         // checks it again atomically, which is what makes it hold under concurrent writers.
         if action.changesAccess, !OrderingRule.accessChangeApplies(eventTime: eventTime, lastAccessChange: account.accessChangedAt) {
