@@ -80,14 +80,87 @@ public struct PostgresAccounts: AccountRepository {
         }
     }
 
-    public func unlink(subject: String, issuer: String?) async throws -> Int {
+    public func unlink(subject: String, issuer: String?, notices: UnlinkNotices?, now: Double) async throws -> (accounts: Int, noticesQueued: Int) {
         let scope = issuer.map(SETPolicy.issuerScope)
-        let rows = try await database.client.query("""
-            DELETE FROM accounts WHERE subject = \(subject) AND (\(scope)::text IS NULL OR issuer = \(scope)) RETURNING id
-            """, logger: database.logger)
-        var removed = 0
-        for try await _ in rows.decode(Int64.self) { removed += 1 }
-        return removed
+        let logger = database.logger
+        return try await database.client.withTransaction(logger: logger) { connection in
+            var queued = 0
+            if let notices {
+                var hashes: [String] = []
+                for try await hash in try await connection.query("""
+                    SELECT t.hash FROM tokens t JOIN accounts a ON a.id = t.account_id
+                    WHERE a.subject = \(subject) AND (\(scope)::text IS NULL OR a.issuer = \(scope)) AND t.kind = 'linked' AND t.revoked_at IS NULL
+                    ORDER BY t.id FOR UPDATE OF t
+                    """, logger: logger).decode(String.self)
+                {
+                    hashes.append(hash)
+                }
+                queued = try await Self.queue(hashes, tokenType: nil, notices: notices, now: now, connection: connection, logger: logger)
+            }
+            var removed = 0
+            for try await _ in try await connection.query("""
+                DELETE FROM accounts WHERE subject = \(subject) AND (\(scope)::text IS NULL OR issuer = \(scope)) RETURNING id
+                """, logger: logger).decode(Int64.self)
+            {
+                removed += 1
+            }
+            return (removed, queued)
+        }
+    }
+
+    public func revokeLinkedTokens(
+        subject: String, issuer: String?, hashes: [String]?, tokenType: String?, reason: String, notices: UnlinkNotices?, now: Double
+    ) async throws -> LinkedTokenRevocation? {
+        let scope = issuer.map(SETPolicy.issuerScope)
+        let logger = database.logger
+        return try await database.client.withTransaction(logger: logger) { connection -> LinkedTokenRevocation? in
+            var account: Int64?
+            for try await id in try await connection.query("""
+                SELECT id FROM accounts WHERE (\(scope)::text IS NULL OR issuer = \(scope)) AND subject = \(subject) ORDER BY id LIMIT 1 FOR UPDATE
+                """, logger: logger).decode(Int64.self)
+            {
+                account = id
+            }
+            guard let account else { return nil }
+            var revoked: [String] = []
+            for try await hash in try await connection.query("""
+                UPDATE tokens SET revoked_at = \(now), revoked_reason = \(reason)
+                WHERE account_id = \(account) AND kind = 'linked' AND revoked_at IS NULL AND (\(hashes)::text[] IS NULL OR hash = ANY(\(hashes)::text[]))
+                RETURNING hash
+                """, logger: logger).decode(String.self)
+            {
+                revoked.append(hash)
+            }
+            var queued = 0
+            if let notices {
+                queued = try await Self.queue(revoked, tokenType: tokenType, notices: notices, now: now, connection: connection, logger: logger)
+            }
+            let notFound = hashes.map { Set($0).subtracting(revoked).count } ?? 0
+            return LinkedTokenRevocation(revoked: revoked.count, noticesQueued: queued, notFound: notFound)
+        }
+    }
+
+    /// Queues one notice per fingerprint into the SET queue (a repeat is one notice) and wakes the
+    /// workers of every receiver at COMMIT. Returns how many were new.
+    static func queue(
+        _ hashes: [String], tokenType: String?, notices: UnlinkNotices, now: Double, connection: PostgresConnection, logger: Logger
+    ) async throws -> Int {
+        var queued = 0
+        for hash in hashes {
+            let notice = try notices.record(tokenHash: hash, tokenType: tokenType, now: now)
+            let types = JSONValue.array(notice.eventTypes.map { .string($0) }).serialized
+            for try await _ in try await connection.query("""
+                INSERT INTO sets (issuer, jti, iss, iat, received_at, last_received_at, content_type, event_types, subjects, token)
+                VALUES (\(notice.issuer), \(notice.tokenID), \(notice.claimedIssuer), \(notice.issuedAt), \(notice.receivedAt),
+                        \(notice.receivedAt), \(QueuedNotice.contentType), \(types), \(notice.subjectsJSON), \(notice.token))
+                ON CONFLICT (issuer, jti) DO NOTHING RETURNING id
+                """, logger: logger).decode(Int64.self)
+            {
+                queued += 1
+            }
+        }
+        if queued > 0 { try await connection.query("SELECT pg_notify(\(PostgresWorkQueue.channel), '')", logger: logger) }
+        return queued
     }
 
     public func googleSignInSuspended(userID: String) async throws -> Bool {

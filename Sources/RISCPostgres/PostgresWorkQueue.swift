@@ -87,8 +87,10 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
                     continue
                 }
                 var report = FinishReport()
-                report.verifications = try await PostgresVerifications.records(
-                    for: item.plan, claims: item.claims, id: claim.id, jti: claim.jti, compact: claim.token, connection: connection, logger: logger)
+                if let claims = item.claims {
+                    report.verifications = try await PostgresVerifications.records(
+                        for: item.plan, claims: claims, id: claim.id, jti: claim.jti, compact: claim.token, connection: connection, logger: logger)
+                }
                 if applyToAccounts {
                     report.outcomes = try await applier.apply(item.plan, setID: claim.id, keyIssuer: claim.issuer, now: now)
                 } else if !item.tokens.isEmpty {

@@ -12,7 +12,11 @@ import RISCStore
 /// - `POST /admin/accounts/{subject}/sessions` `{"session_id", "via_google"?, "issuer"?}` → 201, 404 unknown account
 /// - `POST /admin/accounts/{subject}/tokens` `{"token", "kind": "google_refresh" | "linked", "issuer"?}` → 201, 404
 /// - `GET /admin/accounts/{subject}` → 200 with the account, 404
-/// - `DELETE /admin/accounts/{subject}[?issuer=…]` → 200 `{"unlinked": n}` with its sessions and tokens, 404
+/// - `DELETE /admin/accounts/{subject}[?issuer=…]` → 200 `{"unlinked": n, "notices_queued": k}` with its sessions and
+///   tokens (an unlink notice queued per active linked token when `linking.notices` is on), 404
+/// - `POST /admin/accounts/{subject}/linked-tokens/revoke` `{"tokens"?: [raw], "token_hashes"?: [fingerprint],
+///   "token_type"?, "issuer"?}` → 200 `{"revoked", "notices_queued", "not_found"}`: the site revoked these linked
+///   tokens (all of the account's when neither list is given); marked revoked, and a notice queued for each, 404
 ///
 /// With `linking.google_client_id`, also the App Flip check (`AppFlip.check`):
 /// - `POST /admin/linking/app-flip` `{"url", "outcome"?: "approve" | "deny" | "cancel", "code"?, "user_id"?}` →
@@ -21,6 +25,9 @@ struct AdminAccountsController: Sendable {
     let accounts: any AccountRepository
     let token: [UInt8]
     var appFlip: AppFlipPolicy? = nil
+    /// Queues unlink notices for linked tokens the site revokes; nil: notices are off.
+    var notices: UnlinkNotices? = nil
+    var log: (any EventLog)? = nil
 
     func register(on router: Router<RISCRequestContext>) {
         router.post("/admin/accounts") { request, context in try await guarded(request) { try await link(request) } }
@@ -33,10 +40,16 @@ struct AdminAccountsController: Sendable {
         router.delete("/admin/accounts/:subject") { request, context in
             try await guarded(request) {
                 guard let subject = context.parameters.get("subject") else { throw BadRequest(description: "no subject") }
-                let removed = try await accounts.unlink(subject: subject, issuer: request.uri.queryParameters.get("issuer"))
+                let now = Date().timeIntervalSince1970
+                let (removed, queued) = try await accounts.unlink(
+                    subject: subject, issuer: request.uri.queryParameters.get("issuer"), notices: notices, now: now)
                 guard removed > 0 else { return Responses.json(#"{"error":"not_found"}"#, status: .notFound) }
-                return Responses.json(#"{"unlinked":\#(removed)}"#, status: .ok)
+                record("unlinked", subject: subject, now: now, ["notices_queued": .number(Double(queued))])
+                return Responses.json(#"{"unlinked":\#(removed),"notices_queued":\#(queued)}"#, status: .ok)
             }
+        }
+        router.post("/admin/accounts/:subject/linked-tokens/revoke") { request, context in
+            try await guarded(request) { try await revokeLinked(request, context) }
         }
         if let appFlip {
             router.post("/admin/linking/app-flip") { request, context in
@@ -88,6 +101,48 @@ struct AdminAccountsController: Sendable {
     private func object(_ request: Request) async throws -> JSONObject {
         let body = try await request.body.collect(upTo: 256 * 1024)
         do { return try JSONParser.parseObject(Array(buffer: body)) } catch { throw BadRequest(description: "body is not a JSON object") }
+    }
+
+    /// The site revoked linked tokens of an account on its own side.
+    private func revokeLinked(_ request: Request, _ context: RISCRequestContext) async throws -> Response {
+        let json = try await object(request)
+        guard let subject = context.parameters.get("subject") else { throw BadRequest(description: "no subject") }
+        func strings(_ name: String) throws -> [String]? {
+            guard let value = json[name] else { return nil }
+            let strings = value.arrayValue?.compactMap(\.stringValue)
+            guard let strings, strings.count == value.arrayValue?.count, !strings.contains("") else {
+                throw BadRequest(description: "'\(name)' must be an array of non-empty strings")
+            }
+            return strings
+        }
+        var hashes: [String]?
+        if let tokens = try strings("tokens") { hashes = tokens.map(SHA512.doubleHashBase64) }
+        if let given = try strings("token_hashes") {
+            let normalized = given.map(TokenFingerprint.normalizedHash)
+            guard !normalized.contains(nil) else { throw BadRequest(description: "'token_hashes' must be base64 SHA-512 fingerprints") }
+            hashes = (hashes ?? []) + normalized.compactMap { $0 }
+        }
+        let tokenType = json["token_type"]?.stringValue
+        if let tokenType, !UnlinkNotices.tokenTypes.contains(tokenType) {
+            throw BadRequest(description: "'token_type' is access_token or refresh_token")
+        }
+        let now = Date().timeIntervalSince1970
+        guard let result = try await accounts.revokeLinkedTokens(
+            subject: subject, issuer: json["issuer"]?.stringValue, hashes: hashes, tokenType: tokenType, reason: "site-unlink",
+            notices: notices, now: now)
+        else { return Responses.json(#"{"error":"not_found"}"#, status: .notFound) }
+        record("linked_tokens_revoked", subject: subject, now: now, result.json.objectValue ?? [:])
+        return Responses.json(result.json.serialized, status: .ok)
+    }
+
+    /// The event-log line of a change the site made through the API.
+    private func record(_ outcome: String, subject: String, now: Double, _ fields: JSONObject) {
+        var line = EventLogRecord(step: "site", outcome: outcome, time: now)
+        line["source"] = "admin_api"
+        line["subject"] = .string(Printable.safe(subject, maxBytes: 200))
+        line["notices"] = .bool(notices != nil)
+        for (name, value) in fields { line[name] = value }
+        log?.record(line)
     }
 
     private func link(_ request: Request) async throws -> Response {

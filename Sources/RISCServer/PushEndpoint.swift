@@ -52,13 +52,26 @@ final class PushEndpoint: Service, Sendable {
     /// Google's unlink calls (issue 15 §2), on `settings.revocationPath`.
     let revocation: RevocationIntake?
 
-    /// What a request's path is served by: the push endpoint, the revocation endpoint, or nothing.
-    enum Route { case events, revocation(RevocationIntake) }
+    /// The site's discovery document and JWKS for unlink notices, when they are on.
+    let documents: NoticeDocuments?
+
+    /// What a request's path is served by: the push endpoint, the revocation endpoint, one of the
+    /// notice documents, or nothing.
+    enum Route {
+        case events, revocation(RevocationIntake), document(NoticeDocuments.Document)
+
+        /// The methods it answers; any other gets 405 with these in `Allow`.
+        var methods: [HTTPMethod] {
+            if case .document = self { return [.GET, .HEAD] }
+            return [.POST]
+        }
+    }
 
     func route(_ head: HTTPRequestHead) -> Route? {
         let path = head.uri.firstIndex(of: "?").map { head.uri[..<$0] } ?? head.uri[...]
         if path == settings.path { return .events }
         if let revocation, path == settings.revocationPath ?? "" { return .revocation(revocation) }
+        if let document = documents?.document(at: path) { return .document(document) }
         return nil
     }
     let limiter: InvalidRequestLimiter?
@@ -82,11 +95,12 @@ final class PushEndpoint: Service, Sendable {
     private let group = MultiThreadedEventLoopGroup.singleton
 
     init(
-        settings: Settings, intake: Intake, revocation: RevocationIntake? = nil, limiter: InvalidRequestLimiter?, tls: ServerTLS?,
+        settings: Settings, intake: Intake, revocation: RevocationIntake? = nil, documents: NoticeDocuments? = nil, limiter: InvalidRequestLimiter?, tls: ServerTLS?,
         logger: Logger, metrics: PrometheusMetrics? = nil, onRunning: @escaping @Sendable (Int) -> Void
     ) {
         self.settings = settings
         self.revocation = revocation
+        self.documents = documents
         self.limiter = limiter
         self.tls = tls
         self.logger = logger
@@ -428,9 +442,10 @@ final class PushHandler: ChannelDuplexHandler {
         switch part {
         case .head(let head):
             let declared = head.headers.first(name: "content-length").flatMap { Int($0) }
-            if endpoint.route(head) == nil {
+            let route = endpoint.route(head)
+            if route == nil {
                 state = .refusing(head, .notFound, dropped: 0)
-            } else if head.method != .POST {
+            } else if let route, !route.methods.contains(head.method) {
                 state = .refusing(head, .methodNotAllowed, dropped: 0)
             } else if let declared, declared > endpoint.settings.maxBodyBytes {
                 tooLarge(context, head)
@@ -457,7 +472,7 @@ final class PushHandler: ChannelDuplexHandler {
                     return
                 }
                 state = .discarding(total)
-                respond(context, head, status, headers: Self.headers(for: status), close: true, closeNow: false)
+                respond(context, head, status, headers: headers(for: status, head), close: true, closeNow: false)
             case .discarding(let dropped):
                 let total = dropped + part.readableBytes
                 if total > Self.discardLimit { context.close(promise: nil) }
@@ -473,7 +488,7 @@ final class PushHandler: ChannelDuplexHandler {
             case .refusing(let head, let status, _):
                 state = .idle
                 endpoint.refused(status, path: head.uri, remote: endpoint.clientAddress(peer: context.channel.remoteAddress, headers: head.headers))
-                respond(context, head, status, headers: Self.headers(for: status))
+                respond(context, head, status, headers: headers(for: status, head))
             case .discarding:
                 context.close(promise: nil)
             default:
@@ -487,8 +502,9 @@ final class PushHandler: ChannelDuplexHandler {
         head.headers.first(name: "expect")?.lowercased() == "100-continue"
     }
 
-    private static func headers(for status: HTTPResponseStatus) -> [(String, String)] {
-        status == .methodNotAllowed ? [("Allow", "POST")] : []
+    private func headers(for status: HTTPResponseStatus, _ head: HTTPRequestHead) -> [(String, String)] {
+        guard status == .methodNotAllowed, let route = endpoint.route(head) else { return [] }
+        return [("Allow", route.methods.map(\.rawValue).joined(separator: ", "))]
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -580,7 +596,15 @@ final class PushHandler: ChannelDuplexHandler {
     private func receive(_ context: ChannelHandlerContext, _ head: HTTPRequestHead, _ body: ByteBuffer) {
         let remote = endpoint.clientAddress(peer: context.channel.remoteAddress, headers: head.headers)
         if limited(context, head, remote) { return }
-        if case .revocation(let revocation) = endpoint.route(head) { return revoke(context, head, body, remote, revocation) }
+        switch endpoint.route(head) {
+        case .revocation(let revocation)?: return revoke(context, head, body, remote, revocation)
+        case .document(let document)?:
+            state = .idle
+            let answer = endpoint.documents!.answer(document)
+            respond(context, head, answer.status, headers: answer.headers, body: answer.body)
+            return resume(context)
+        default: break
+        }
         let delivery = Intake.Delivery(
             body: Array(buffer: body), remoteAddress: remote, contentType: head.headers.first(name: "content-type"))
         let eventLoop = context.eventLoop

@@ -82,7 +82,8 @@ public final class Receiver: Sendable {
                 accounts: storage.accounts, token: token,
                 appFlip: configuration.linkingGoogleClientID.map {
                     AppFlipPolicy(clientID: $0, extraHosts: configuration.linkingAppFlipHosts, extraBundleIDs: configuration.linkingAppFlipBundleIDs)
-                }
+                },
+                notices: configuration.unlinkNotices(tokenKey: storage.tokenKey), log: eventLog
             ).register(on: adminRouter)
         }
 
@@ -122,6 +123,9 @@ public final class Receiver: Sendable {
                 maxConnections: Self.connectionLimit(configuration.maxConnections, logger: logger),
                 maxConnectionsPerAddress: configuration.maxConnectionsPerAddress),
             intake: intake, revocation: revocation,
+            documents: try configuration.noticeIssuer.map { issuer in
+                try NoticeDocuments(issuer: issuer, keys: TransmitterKeyCache(directory: configuration.noticeKeyDirectory ?? ""))
+            },
             limiter: configuration.invalidPerMinute > 0 ? InvalidRequestLimiter(perMinute: configuration.invalidPerMinute) : nil,
             tls: tls, logger: logger, metrics: metrics, onRunning: { publicPort.yield($0) })
         let adminApp = Application(
@@ -183,7 +187,9 @@ public final class Receiver: Sendable {
     public static func makeWorker(configuration: ReceiverConfiguration, log: any EventLog, logger: Logger) throws -> ActionWorker {
         try ActionWorker(
             directory: configuration.dataDirectory, table: configuration.actionTable, retry: configuration.retry,
-            sink: try ReceiverStorage.makeSink(configuration: configuration), log: log, logger: logger, tokenKeyFile: configuration.tokenKeyFile)
+            sink: try ReceiverStorage.makeSink(configuration: configuration),
+            publisher: try ReceiverStorage.makePublisher(configuration: configuration), log: log, logger: logger,
+            tokenKeyFile: configuration.tokenKeyFile)
     }
 
     /// Descriptors kept aside for everything but public connections: the store's connections and

@@ -77,6 +77,21 @@ public struct ReceiverConfiguration: Sendable {
     public var linkingClientSecretFile: String?
     /// Token types the endpoint revokes (`linking.revocation_token_types`).
     public var linkingRevocationTokenTypes: [String] = ["access_token", "refresh_token"]
+    /// Unlink notices to Google (`linking.notices.*`, issue 15 §3); off without an issuer. The
+    /// issuer is the site's URL: the public listener serves its discovery document and JWKS under
+    /// it. Keys in `noticeKeyDirectory` (`risc keys rotate`), the bearer from the service-account key.
+    public var noticeIssuer: String?
+    public var noticeKeyDirectory: String?
+    public var noticeAudience = UnlinkNotices.defaultAudience
+    public var noticeTokenType = "refresh_token"
+    public var noticeServiceAccountFile: String?
+    public var noticePublisher = GoogleNoticePublisher.Settings()
+
+    /// What queues notices, given the store's token key; nil when notices are off.
+    public func unlinkNotices(tokenKey: [UInt8]) -> UnlinkNotices? {
+        noticeIssuer.map { UnlinkNotices(issuer: $0, audience: noticeAudience, tokenType: noticeTokenType, tokenKey: tokenKey) }
+    }
+
     /// The token-fingerprint key's file (`risc keys token-key --out FILE`); nil: `DATA_DIR/token-key`.
     public var tokenKeyFile: String?
     /// `store.url`: a shared PostgreSQL store (several receivers); nil: the embedded SQLite store
@@ -105,6 +120,34 @@ public struct ReceiverConfiguration: Sendable {
     public var retentionInterval: Double = 600
 
     public init() {}
+
+    var noticeProblems: [String] {
+        guard let issuer = noticeIssuer else {
+            return noticeKeyDirectory == nil && noticeServiceAccountFile == nil
+                ? [] : ["linking.notices.key_dir and service_account_file need linking.notices.issuer (the site's issuer URL)"]
+        }
+        var problems: [String] = []
+        if let refusal = URLPolicy().refusal(for: issuer) { problems.append("linking.notices.issuer: \(refusal)") }
+        if issuer.hasSuffix("/") || issuer.contains("?") || issuer.contains("#") {
+            problems.append("linking.notices.issuer must not end with '/' nor carry a query or fragment, got '\(issuer)'")
+        }
+        let paths = [UnlinkNotices.discoveryURL(issuer: issuer), UnlinkNotices.jwksURL(issuer: issuer)].map(UnlinkNotices.path(of:))
+        if paths.contains(eventsPath) || paths.contains(linkingRevocationPath ?? "") {
+            problems.append("linking.notices.issuer: its discovery document and JWKS paths must differ from events.path and linking.revocation_path")
+        }
+        if noticeKeyDirectory == nil { problems.append("linking.notices.issuer needs linking.notices.key_dir (`risc keys rotate --dir DIR`)") }
+        if noticeServiceAccountFile == nil {
+            problems.append("linking.notices.issuer needs linking.notices.service_account_file (the service-account key `risc stream` uses)")
+        }
+        if noticeAudience.isEmpty { problems.append("linking.notices.audience must not be empty") }
+        if !UnlinkNotices.tokenTypes.contains(noticeTokenType) {
+            problems.append("linking.notices.token_type must be access_token or refresh_token, got '\(noticeTokenType)'")
+        }
+        if let refusal = URLPolicy().refusal(for: noticePublisher.endpoint) { problems.append("linking.notices.endpoint: \(refusal)") }
+        if noticePublisher.jsonField.isEmpty { problems.append("linking.notices.json_field must not be empty") }
+        if !(1...120).contains(noticePublisher.timeout) { problems.append("linking.notices.timeout must be 1–120 seconds, got \(noticePublisher.timeout)") }
+        return problems
+    }
 
     public var policy: SETPolicy {
         SETPolicy(
@@ -153,6 +196,7 @@ public struct ReceiverConfiguration: Sendable {
         if !unknownTypes.isEmpty || linkingRevocationTokenTypes.isEmpty {
             problems.append("linking.revocation_token_types must name access_token and/or refresh_token, got '\(linkingRevocationTokenTypes.joined(separator: ","))'")
         }
+        problems += noticeProblems
         problems += retention.problems
         if let storeURL {
             do { _ = try PostgresStoreURL(storeURL) } catch { problems.append("store.url: \(error.description)") }

@@ -61,12 +61,13 @@ public enum ReceiverStorage: Sendable {
     /// talks to the server.
     public static func open(configuration: ReceiverConfiguration, log: any EventLog, logger: Logger) throws -> ReceiverStorage {
         let sink = try makeSink(configuration: configuration)
+        let publisher = try makePublisher(configuration: configuration)
         guard let url = configuration.storeURL else {
             let store = try SQLiteEventStore(directory: configuration.dataDirectory, logger: logger)
             let accounts = try AccountStore(directory: configuration.dataDirectory, tokenKeyFile: configuration.tokenKeyFile)
             let worker = try ActionWorker(
-                directory: configuration.dataDirectory, table: configuration.actionTable, retry: configuration.retry, sink: sink, log: log,
-                logger: logger, tokenKeyFile: configuration.tokenKeyFile)
+                directory: configuration.dataDirectory, table: configuration.actionTable, retry: configuration.retry, sink: sink,
+                publisher: publisher, log: log, logger: logger, tokenKeyFile: configuration.tokenKeyFile)
             if sink == nil {
                 // Embedded account store: apply each SET's actions in the transaction that stores it.
                 try store.enableInlineActions(
@@ -93,8 +94,8 @@ public enum ReceiverStorage: Sendable {
             settings.batch = batch
             settings.lease = lease
             return QueueWorker(
-                queue: store.queue, settings: settings, table: configuration.actionTable, retry: configuration.retry, sink: sink, log: log,
-                logger: logger)
+                queue: store.queue, settings: settings, table: configuration.actionTable, retry: configuration.retry, sink: sink,
+                publisher: publisher, log: log, logger: logger)
         }
         return .shared(SharedStorage(store: store, workers: workers))
     }
@@ -104,6 +105,21 @@ public enum ReceiverStorage: Sendable {
         guard let url = configuration.webhookURL, let secretFile = configuration.webhookSecretFile else { return nil }
         let secret = try Receiver.readSecret(secretFile, setting: "webhook.secret_file")
         return try WebhookSink(url: url, secret: secret, timeout: configuration.webhookTimeout)
+    }
+
+    /// The unlink-notice publisher, when `linking.notices.issuer` is set: its keys and service
+    /// account are read now, so a missing or unusable one stops the start.
+    static func makePublisher(configuration: ReceiverConfiguration) throws -> (any NoticePublisher)? {
+        guard configuration.noticeIssuer != nil, let directory = configuration.noticeKeyDirectory,
+            let accountFile = configuration.noticeServiceAccountFile
+        else { return nil }
+        do {
+            return try GoogleNoticePublisher(
+                settings: configuration.noticePublisher, keys: try TransmitterKeyCache(directory: directory),
+                account: try ServiceAccount(keyFile: accountFile))
+        } catch {
+            throw ConfigurationError(problems: ["linking.notices: \(error)"])
+        }
     }
 
     /// `embedded` or `postgresql`, for the event log and `/readyz`.

@@ -21,6 +21,10 @@ public final class FakeRISCAPI: Sendable {
         public var issuer: SETFactory
         /// CA bundle for pushing to an HTTPS receiver with a test certificate.
         public var deliveryCABundle: String?
+        /// The site's issuer for unlink notices (`POST /v1/events:publish`): the fake reads its
+        /// discovery document and JWKS from there, as Google would, to check each notice.
+        public var noticeIssuer: String?
+        public var noticeAudience = UnlinkNotices.defaultAudience
         public init(clientEmail: String, keyID: String, publicKey: PublicKey, issuer: SETFactory) {
             self.clientEmail = clientEmail
             self.keyID = keyID
@@ -42,6 +46,14 @@ public final class FakeRISCAPI: Sendable {
         public var deliveries: [Int] = []
         /// Delay before a verification SET is pushed, seconds.
         public var deliveryDelay: Double = 0.05
+        /// Unlink notices accepted: their claims, with the header's `kid` added as `_kid`.
+        public var notices: [JSONObject] = []
+        /// Why notices were refused (400), in order.
+        public var noticeRefusals: [String] = []
+        /// Answer this many of the next publish calls 503 (each one counts down).
+        public var failPublishes = 0
+        /// Publish calls answered 503.
+        public var publishFailures = 0
     }
 
     public let configuration: Configuration
@@ -122,6 +134,8 @@ public final class FakeRISCAPI: Sendable {
             }
             guard found else { return Self.error(404, "Project has no RISC configuration, cannot update status.") }
             return .json(JSONValue.object(["status": .string(status)]).serialized)
+        case ("POST", "/v1/events:publish"):
+            return publish(request)
         case ("POST", "/v1beta/stream:verify"):
             guard let stream = state.withLock({ $0.stream }) else { return Self.error(404, "Project has no RISC configuration.") }
             guard let state = body?["state"]?.stringValue else { return Self.error(400, "Request must contain state field.") }
@@ -134,6 +148,84 @@ public final class FakeRISCAPI: Sendable {
             return .json("{}")
         default:
             return Self.error(404, "Not found.")
+        }
+    }
+
+    /// An unlink notice: the SET from the body (`{"set": …}` as JSON, or bare as
+    /// `application/secevent+jwt`), verified with the key the site's JWKS publishes under its `kid`
+    /// (found through `<iss>/.well-known/risc-configuration`), with the claims the defaults promise.
+    func publish(_ request: LoopbackHTTPServer.Request) -> LoopbackHTTPServer.Response {
+        let failing = state.withLock { state -> Bool in
+            guard state.failPublishes > 0 else { return false }
+            state.failPublishes -= 1
+            state.publishFailures += 1
+            return true
+        }
+        if failing { return Self.error(503, "The service is currently unavailable.") }
+        switch checkNotice(request) {
+        case .success(let claims):
+            state.withLock { $0.notices.append(claims) }
+            return .json("{}")
+        case .failure(let refusal):
+            state.withLock { $0.noticeRefusals.append(refusal.description) }
+            return Self.error(400, refusal.description)
+        }
+    }
+
+    struct Refusal: Error, CustomStringConvertible {
+        let description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    func checkNotice(_ request: LoopbackHTTPServer.Request) -> Result<JSONObject, Refusal> {
+        Result { () throws(Refusal) -> JSONObject in
+            let token: String
+            switch request.header("content-type") {
+            case "application/json":
+                guard let body = try? JSONParser.parseObject(request.body), let set = body["set"]?.stringValue else {
+                    throw Refusal("JSON body without a 'set' string")
+                }
+                token = set
+            case "application/secevent+jwt":
+                token = String(decoding: request.body, as: UTF8.self)
+            default:
+                throw Refusal("unexpected content type")
+            }
+            guard let jws = try? CompactJWS(token) else { throw Refusal("not a compact JWS") }
+            guard jws.header.algorithm == .rs256 else { throw Refusal("alg is not RS256") }
+            guard jws.header.type == "secevent+jwt" else { throw Refusal("typ is not secevent+jwt") }
+            guard let kid = jws.header.keyID else { throw Refusal("no kid") }
+            guard let issuer = configuration.noticeIssuer else { throw Refusal("the fake has no notice issuer") }
+            let client = CurlHTTPClient(caBundlePath: configuration.deliveryCABundle)
+            guard let discovery = try? client.performBlocking(HTTPRequest(method: "GET", url: issuer + "/.well-known/risc-configuration")),
+                discovery.status == 200, let document = try? JSONParser.parseObject(discovery.body)
+            else { throw Refusal("cannot read the site's discovery document") }
+            guard document["issuer"]?.stringValue == issuer, let jwksURI = document["jwks_uri"]?.stringValue else {
+                throw Refusal("discovery document without the issuer or jwks_uri")
+            }
+            guard let fetched = try? client.performBlocking(HTTPRequest(method: "GET", url: jwksURI)), fetched.status == 200,
+                let keys = try? JWKSet(json: fetched.body)
+            else { throw Refusal("cannot read the site's JWKS") }
+            guard let publicKey = keys.key(for: kid)?.key else { throw Refusal("kid \(kid) is not in the site's JWKS") }
+            guard publicKey.verify(signature: jws.signature, message: jws.signingInput, algorithm: .rs256) else {
+                throw Refusal("signature does not verify with the published key")
+            }
+            guard var claims = try? JSONParser.parseObject(jws.payload) else { throw Refusal("payload is not JSON") }
+            guard claims["iss"]?.stringValue == issuer else { throw Refusal("iss is not the site's issuer") }
+            guard claims["aud"]?.stringValue == configuration.noticeAudience else { throw Refusal("aud is not \(configuration.noticeAudience)") }
+            guard let iat = claims["iat"]?.numberValue, iat <= Date().timeIntervalSince1970 + 60 else { throw Refusal("iat missing or in the future") }
+            guard let jti = claims["jti"]?.stringValue, !jti.isEmpty else { throw Refusal("no jti") }
+            guard claims["exp"] == nil else { throw Refusal("exp present") }
+            guard let events = claims["events"]?.objectValue, events.count == 1,
+                let event = events[EventType.tokenRevoked.uri]?.objectValue
+            else { throw Refusal("events is not one token-revoked event") }
+            guard event["subject_type"]?.stringValue == "oauth_token",
+                ["access_token", "refresh_token"].contains(event["token_type"]?.stringValue ?? ""),
+                event["token_identifier_alg"]?.stringValue == "hash_SHA512_double",
+                let hex = event["token"]?.stringValue, hex.count == 128, hex.allSatisfy({ "0123456789abcdef".contains($0) })
+            else { throw Refusal("the event does not name a token by hash_SHA512_double") }
+            claims["_kid"] = .string(kid)
+            return claims
         }
     }
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import RISCClient
 import RISCCore
 import RISCServer
 import RISCStore
@@ -55,6 +56,15 @@ extension ReceiverConfiguration {
         ("linking.app_flip_bundle_ids", "app bundle ids accepted besides the Google Home and Assistant apps' (comma-separated)"),
         ("linking.revocation_path", "serve the RFC 7009 token revocation endpoint Google calls on unlink at this path of the public listener (needs linking.google_client_id and linking.client_secret_file)"),
         ("linking.client_secret_file", "file holding the client secret the site issued to Google (at least 16 bytes), for the revocation endpoint"),
+        ("linking.notices.issuer", "send unlink notices to Google when the site revokes linked tokens: the site's issuer URL (its discovery document and JWKS are served under it on the public listener)"),
+        ("linking.notices.key_dir", "the notice signing keys (`risc keys rotate --dir DIR`; the same directory on every receiver)"),
+        ("linking.notices.service_account_file", "the Google service-account JSON key whose token authorizes the calls (as for `risc stream`)"),
+        ("linking.notices.audience", "the notices' aud (default google_account_linking; unconfirmed by Google)"),
+        ("linking.notices.token_type", "token_type of a notice when the caller names none: refresh_token (default) or access_token"),
+        ("linking.notices.endpoint", "where notices go (default https://risc.googleapis.com/v1/events:publish)"),
+        ("linking.notices.body", "json (default: {\"<json_field>\": SET} as application/json) or secevent+jwt (the bare SET)"),
+        ("linking.notices.json_field", "the JSON body's member holding the SET (default set)"),
+        ("linking.notices.timeout", "seconds one publish call may take (default 10)"),
         ("linking.revocation_token_types", "token types the revocation endpoint revokes: access_token,refresh_token (default both); a hint naming another gets unsupported_token_type"),
         ("actions.table", "overrides of the action table: {\"account-disabled\": {\"hijacking\": [\"end_sessions\", …], \"\": […]}}"),
         ("actions.max_attempts", "attempts before a SET is dead-lettered (default 10)"),
@@ -128,6 +138,21 @@ extension ReceiverConfiguration {
         linkingRevocationPath = layers.string("linking.revocation_path")
         linkingClientSecretFile = layers.string("linking.client_secret_file")
         if let value = layers.strings("linking.revocation_token_types") { linkingRevocationTokenTypes = value }
+        noticeIssuer = layers.string("linking.notices.issuer")
+        noticeKeyDirectory = layers.string("linking.notices.key_dir")
+        noticeServiceAccountFile = layers.string("linking.notices.service_account_file")
+        if let value = layers.string("linking.notices.audience") { noticeAudience = value }
+        if let value = layers.string("linking.notices.token_type") { noticeTokenType = value }
+        if let value = layers.string("linking.notices.endpoint") { noticePublisher.endpoint = value }
+        if let value = layers.string("linking.notices.body") {
+            if let body = GoogleNoticePublisher.Body(rawValue: value) {
+                noticePublisher.body = body
+            } else {
+                layers.report("linking.notices.body must be json or secevent+jwt, got '\(value)'")
+            }
+        }
+        if let value = layers.string("linking.notices.json_field") { noticePublisher.jsonField = value }
+        if let value = layers.double("linking.notices.timeout") { noticePublisher.timeout = value }
         if let value = layers.int("actions.max_attempts") { retry.maximumAttempts = value }
         if let rows = layers.object("actions.table") {
             for (typeName, byReason) in rows {

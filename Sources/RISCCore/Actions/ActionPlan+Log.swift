@@ -20,6 +20,16 @@ extension EventLogRecord {
         return record
     }
 
+    /// The line of one attempt to publish an unlink notice (`UnlinkNotices`).
+    public static func published(jti: String, attempt: Int, time: Double) -> EventLogRecord {
+        var record = EventLogRecord(step: "published", outcome: "published", time: time)
+        record["jti"] = .string(jti)
+        record["attempt"] = .number(Double(attempt))
+        record["events"] = ["token-revoked"]
+        record["destination"] = "google"
+        return record
+    }
+
     /// The plan's event types and first Google subject, on an `applied` line.
     public mutating func describe(_ plan: ActionPlan) {
         self["events"] = .array(plan.steps.map { .string($0.type.shortName) })

@@ -1,3 +1,5 @@
+import Foundation
+
 /// What `risc accounts link`, the import and the admin API register: a Google account (issuer +
 /// `sub`) → the site's user, with sessions and tokens (kept only as `TokenFingerprint`s).
 public struct AccountLink: Sendable {
@@ -123,11 +125,26 @@ public protocol AccountRepository: Sendable {
     /// Accounts, optionally only those with `subject`, in creation order.
     func accounts(subject: String?) async throws -> [AccountSummary]
     /// Removes the account (by subject, and issuer when given) with its sessions and token
-    /// fingerprints. How many accounts it removed (0: none such).
-    func unlink(subject: String, issuer: String?) async throws -> Int
+    /// fingerprints; with `notices`, first queues an unlink notice (`UnlinkNotices`) for each of its
+    /// active linked tokens, in the same transaction. How many accounts it removed (0: none such),
+    /// and how many notices it queued.
+    func unlink(subject: String, issuer: String?, notices: UnlinkNotices?, now: Double) async throws -> (accounts: Int, noticesQueued: Int)
+    /// The site revoked linked tokens on its own side: marks the account's active linked tokens
+    /// revoked (all, or those whose fingerprints `hashes` names) with `reason`, and with `notices`
+    /// queues an unlink notice for each, in one transaction. nil when there is no such account.
+    func revokeLinkedTokens(
+        subject: String, issuer: String?, hashes: [String]?, tokenType: String?, reason: String, notices: UnlinkNotices?, now: Double
+    ) async throws -> LinkedTokenRevocation?
     /// Whether risc suspended Google sign-in for any account of the site's user `userID` (after
     /// a hijacking or a disabled Google account): such an account must not be relinked.
     func googleSignInSuspended(userID: String) async throws -> Bool
+}
+
+extension AccountRepository {
+    /// Removes the account without notices. How many accounts went.
+    public func unlink(subject: String, issuer: String?) async throws -> Int {
+        try await unlink(subject: subject, issuer: issuer, notices: nil, now: Date().timeIntervalSince1970).accounts
+    }
 }
 
 /// Records and reads `risc stream verify`'s round trips, whichever backend holds them.

@@ -59,12 +59,13 @@ public struct FinishReport: Sendable {
 public struct FinishItem: Sendable {
     public let claim: ClaimedSET
     public let plan: ActionPlan
-    public let claims: SecurityEventToken
+    /// nil for an unlink notice (its plan is empty: nothing to apply or match).
+    public let claims: SecurityEventToken?
     /// Tokens the webhook was told to revoke: marked revoked when the claim is finished without
     /// applying the plan to the accounts.
     public let tokens: [TokenToRevoke]
 
-    public init(claim: ClaimedSET, plan: ActionPlan, claims: SecurityEventToken, tokens: [TokenToRevoke] = []) {
+    public init(claim: ClaimedSET, plan: ActionPlan, claims: SecurityEventToken?, tokens: [TokenToRevoke] = []) {
         self.claim = claim
         self.plan = plan
         self.claims = claims

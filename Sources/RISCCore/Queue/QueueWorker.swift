@@ -31,6 +31,9 @@ public final class QueueWorker: Sendable {
     let table: ActionTable
     let retry: RetryPolicy
     let sink: (any ActionSink)?
+    /// Sends the unlink notices queued beside the SETs (`UnlinkNotices`); nil: notices are off, and
+    /// one found in the queue fails (and is retried, then dead-lettered) saying so.
+    let publisher: (any NoticePublisher)?
     let log: any EventLog
     let logger: Logger
     private let wakeups = Wakeup()
@@ -38,8 +41,9 @@ public final class QueueWorker: Sendable {
 
     public init(
         queue: any WorkQueue, settings: Settings, table: ActionTable = .default, retry: RetryPolicy = RetryPolicy(),
-        sink: (any ActionSink)? = nil, log: any EventLog, logger: Logger
+        sink: (any ActionSink)? = nil, publisher: (any NoticePublisher)? = nil, log: any EventLog, logger: Logger
     ) {
+        self.publisher = publisher
         self.queue = queue
         self.settings = settings
         self.table = table
@@ -152,12 +156,15 @@ public final class QueueWorker: Sendable {
         var record: EventLogRecord
         let start: Double
         let delivered: [String]
+        /// An unlink notice (published, not applied).
+        var notice = false
     }
 
     /// Parses and plans `claim` and delivers it to the webhook if there is one; nil when that
     /// failed (the failure is recorded).
     private func prepare(_ claim: ClaimedSET) async -> Prepared? {
         let start = Date().timeIntervalSince1970
+        if claim.issuer == UnlinkNotices.queueIssuer { return await publish(claim, start: start) }
         var record = EventLogRecord.applied(jti: claim.jti, attempt: claim.attempts + 1, time: start)
         record["worker"] = .string(settings.owner)
         if sink != nil { record["sink"] = "webhook" }
@@ -176,6 +183,23 @@ public final class QueueWorker: Sendable {
             }
             return Prepared(
                 item: FinishItem(claim: claim, plan: plan, claims: claims, tokens: tokens), record: record, start: start, delivered: delivered)
+        } catch {
+            await fail(claim, error, record: record, start: start)
+            return nil
+        }
+    }
+
+    /// Publishes an unlink notice; nil when that failed (the failure is recorded).
+    private func publish(_ claim: ClaimedSET, start: Double) async -> Prepared? {
+        var record = EventLogRecord.published(jti: claim.jti, attempt: claim.attempts + 1, time: start)
+        record["worker"] = .string(settings.owner)
+        do {
+            let answer = try await BlockingPool.shared.run { [publisher] in
+                Result { try UnlinkNotices.publish(stored: claim.token, tokenID: claim.jti, with: publisher) }
+            }.get()
+            record["result"] = .string(answer)
+            let item = FinishItem(claim: claim, plan: ActionPlan(steps: [], eventTime: start), claims: nil)
+            return Prepared(item: item, record: record, start: start, delivered: [], notice: true)
         } catch {
             await fail(claim, error, record: record, start: start)
             return nil
@@ -203,7 +227,9 @@ public final class QueueWorker: Sendable {
             record["outcome"] = "lease_lost"
             return
         }
-        if sink != nil {
+        if prepared.notice {
+            return
+        } else if sink != nil {
             record["actions"] = TokenToRevoke.results(prepared.item.plan, delivered: prepared.delivered, tokens: prepared.item.tokens)
         } else {
             record["actions"] = ActionOutcome.json(report.outcomes)

@@ -96,17 +96,84 @@ public final class AccountStore: @unchecked Sendable {
     }
 
     /// Removes the account with `subject` (and `issuer` when given), its sessions and tokens
-    /// (`ON DELETE CASCADE`). Returns how many accounts went.
-    public func unlink(subject: String, issuer: String? = nil) throws -> Int {
+    /// (`ON DELETE CASCADE`). With `notices`, first queues an unlink notice for each of its active
+    /// linked tokens, in the same transaction. Returns how many accounts went, and notices queued.
+    @discardableResult
+    public func unlink(subject: String, issuer: String? = nil, notices: UnlinkNotices? = nil, now: Double = Date().timeIntervalSince1970)
+        throws -> (accounts: Int, noticesQueued: Int)
+    {
         lock.lock()
         defer { lock.unlock() }
-        WriteLock.lock.lock()
-        defer { WriteLock.lock.unlock() }
-        let statement = try connection.prepare("DELETE FROM accounts WHERE subject = ?1 AND (?2 IS NULL OR issuer = ?2)")
-        defer { statement.reset() }
-        try statement.bind([.text(subject), .optional(issuer.map(SETPolicy.issuerScope))])
-        _ = try statement.step()
-        return Int(connection.changes)
+        return try WriteLock.withLock {
+            try connection.immediateTransaction {
+                let scope = issuer.map(SETPolicy.issuerScope)
+                var queued = 0
+                if let notices {
+                    let hashes = try linkedTokens(
+                        "SELECT t.id, t.hash FROM tokens t JOIN accounts a ON a.id = t.account_id WHERE a.subject = ?1 AND (?2 IS NULL OR a.issuer = ?2) AND t.kind = 'linked' AND t.revoked_at IS NULL",
+                        [.text(subject), .optional(scope)])
+                    queued = try queue(hashes.map(\.hash), tokenType: nil, notices: notices, now: now)
+                }
+                try connection.cached("DELETE FROM accounts WHERE subject = ?1 AND (?2 IS NULL OR issuer = ?2)").run([.text(subject), .optional(scope)])
+                return (Int(connection.changes), queued)
+            }
+        }
+    }
+
+    /// The site revoked linked tokens on its own side (`risc linking revoke`, the admin API): marks
+    /// the account's active linked tokens revoked (all, or those whose fingerprints `hashes` names)
+    /// with `reason`, and with `notices` queues an unlink notice for each, in one transaction.
+    /// nil when there is no such account.
+    public func revokeLinkedTokens(
+        subject: String, issuer: String? = nil, hashes: [String]? = nil, tokenType: String? = nil, reason: String = "site-unlink",
+        notices: UnlinkNotices? = nil, now: Double = Date().timeIntervalSince1970
+    ) throws -> LinkedTokenRevocation? {
+        lock.lock()
+        defer { lock.unlock() }
+        return try WriteLock.withLock {
+            try connection.immediateTransaction { () throws -> LinkedTokenRevocation? in
+                let find = try connection.cached("SELECT id FROM accounts WHERE (?1 IS NULL OR issuer = ?1) AND subject = ?2 ORDER BY id LIMIT 1")
+                try find.bind([.optional(issuer.map(SETPolicy.issuerScope)), .text(subject)])
+                guard try find.step() else {
+                    find.reset()
+                    return nil
+                }
+                let account = find.int(0)
+                find.reset()
+                var tokens = try linkedTokens(
+                    "SELECT id, hash FROM tokens WHERE account_id = ?1 AND kind = 'linked' AND revoked_at IS NULL ORDER BY id", [.int(account)])
+                var notFound = 0
+                if let hashes {
+                    let wanted = Set(hashes)
+                    tokens = tokens.filter { wanted.contains($0.hash) }
+                    notFound = wanted.subtracting(tokens.map(\.hash)).count
+                }
+                let revoke = try connection.cached("UPDATE tokens SET revoked_at = ?1, revoked_reason = ?2 WHERE id = ?3 AND revoked_at IS NULL")
+                for token in tokens { try revoke.run([.double(now), .text(reason), .int(token.id)]) }
+                let queued = try notices.map { try queue(tokens.map(\.hash), tokenType: tokenType, notices: $0, now: now) } ?? 0
+                return LinkedTokenRevocation(revoked: tokens.count, noticesQueued: queued, notFound: notFound)
+            }
+        }
+    }
+
+    private func linkedTokens(_ sql: String, _ values: [SQLiteValue]) throws -> [(id: Int64, hash: String)] {
+        let select = try connection.cached(sql)
+        try select.bind(values)
+        var tokens: [(id: Int64, hash: String)] = []
+        while try select.step() { tokens.append((select.int(0), select.text(1) ?? "")) }
+        select.reset()
+        return tokens
+    }
+
+    /// Queues one notice per fingerprint into the SET queue (a repeat is one notice). Returns how
+    /// many were new.
+    private func queue(_ hashes: [String], tokenType: String?, notices: UnlinkNotices, now: Double) throws -> Int {
+        var queued = 0
+        for hash in hashes {
+            try SQLiteEventStore.insert(try notices.record(tokenHash: hash, tokenType: tokenType, now: now), connection: connection)
+            queued += Int(connection.changes)
+        }
+        return queued
     }
 
     /// Whether any account of the site's user `userID` has Google sign-in suspended.
@@ -175,8 +242,17 @@ public struct EmbeddedAccountRepository: AccountRepository {
         try await blocking { [store] in try store.accounts(subject: subject) }
     }
 
-    public func unlink(subject: String, issuer: String?) async throws -> Int {
-        try await blocking { [store] in try store.unlink(subject: subject, issuer: issuer) }
+    public func unlink(subject: String, issuer: String?, notices: UnlinkNotices?, now: Double) async throws -> (accounts: Int, noticesQueued: Int) {
+        try await blocking { [store] in try store.unlink(subject: subject, issuer: issuer, notices: notices, now: now) }
+    }
+
+    public func revokeLinkedTokens(
+        subject: String, issuer: String?, hashes: [String]?, tokenType: String?, reason: String, notices: UnlinkNotices?, now: Double
+    ) async throws -> LinkedTokenRevocation? {
+        try await blocking { [store] in
+            try store.revokeLinkedTokens(
+                subject: subject, issuer: issuer, hashes: hashes, tokenType: tokenType, reason: reason, notices: notices, now: now)
+        }
     }
 
     public func googleSignInSuspended(userID: String) async throws -> Bool {

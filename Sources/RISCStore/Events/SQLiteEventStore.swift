@@ -136,6 +136,18 @@ public final class SQLiteEventStore: EventStore, StoreHealth, @unchecked Sendabl
 
     deinit { close() }
 
+    /// Queues an unlink notice (inside the caller's transaction); nothing when it is queued already.
+    static func insert(_ notice: QueuedNotice, connection: SQLiteConnection) throws {
+        try connection.cached("""
+            INSERT INTO sets (issuer, jti, iss, iat, received_at, last_received_at, content_type, event_types, subjects, token)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (issuer, jti) DO NOTHING
+            """).run([
+            .text(notice.issuer), .text(notice.tokenID), .text(notice.claimedIssuer), .double(notice.issuedAt), .double(notice.receivedAt),
+            .text(QueuedNotice.contentType), .text(JSONValue.array(notice.eventTypes.map { .string($0) }).serialized),
+            .text(notice.subjectsJSON), .text(notice.token),
+        ])
+    }
+
     static func migrate(_ connection: SQLiteConnection) throws(StoreError) {
         guard try connection.scalar("PRAGMA user_version") ?? 0 < Schema.version else { return }
         try connection.execute("BEGIN IMMEDIATE")

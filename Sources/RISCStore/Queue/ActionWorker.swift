@@ -11,6 +11,8 @@ public final class ActionWorker: @unchecked Sendable {
     private let applier: EmbeddedActionApplier
     private let table: ActionTable
     private let sink: (any ActionSink)?
+    /// Sends queued unlink notices (`UnlinkNotices`); nil: a notice found in the queue fails.
+    private let publisher: (any NoticePublisher)?
     private let retry: RetryPolicy
     private let log: any EventLog
     private let logger: Logger
@@ -26,9 +28,10 @@ public final class ActionWorker: @unchecked Sendable {
 
     public init(
         directory: String, table: ActionTable = .default, retry: RetryPolicy = RetryPolicy(), sink: (any ActionSink)? = nil,
-        log: any EventLog, logger: Logger, pollInterval: Double = 0.05, tokenKeyFile: String? = nil
+        publisher: (any NoticePublisher)? = nil, log: any EventLog, logger: Logger, pollInterval: Double = 0.05, tokenKeyFile: String? = nil
     ) throws {
         self.sink = sink
+        self.publisher = publisher
         let path = (directory as NSString).appendingPathComponent("risc.sqlite3")
         connection = try SQLiteConnection(path: path)
         try connection.execute("PRAGMA foreign_keys = ON")
@@ -100,17 +103,20 @@ public final class ActionWorker: @unchecked Sendable {
             WHERE state = 'pending' AND next_attempt_at <= ?1 ORDER BY next_attempt_at, id LIMIT ?2
             """)
         try due.bind([.double(now), .int(Int64(limit))])
-        var items: [(id: Int64, issuer: String, jti: String, token: String, attempts: Int)] = []
+        var items: [Item] = []
+        var notices: [Item] = []
         while try due.step() {
-            items.append((due.int(0), due.text(1) ?? "", due.text(2) ?? "", due.text(3) ?? "", Int(due.int(4))))
+            let item = (due.int(0), due.text(1) ?? "", due.text(2) ?? "", due.text(3) ?? "", Int(due.int(4)))
+            if item.1 == UnlinkNotices.queueIssuer { notices.append(item) } else { items.append(item) }
         }
         due.reset()
-        guard !items.isEmpty else { return 0 }
-        if let sink { return deliver(items, to: sink, now: now) }
+        if !notices.isEmpty { publish(notices, now: now) }
+        guard !items.isEmpty else { return notices.count }
+        if let sink { return notices.count + deliver(items, to: sink, now: now) }
         // One transaction (one fsync) for the whole batch; each SET inside its own savepoint, so
         // a failing one rolls back alone and is scheduled for a retry after the commit.
         var records: [EventLogRecord] = []
-        var failures: [(item: (id: Int64, issuer: String, jti: String, token: String, attempts: Int), error: any Error, record: EventLogRecord)] = []
+        var failures: [(item: Item, error: any Error, record: EventLogRecord)] = []
         WriteLock.lock.lock()
         defer { WriteLock.lock.unlock() }
         try connection.execute("BEGIN IMMEDIATE")
@@ -140,12 +146,43 @@ public final class ActionWorker: @unchecked Sendable {
         for record in records { log.record(record) }
         for failure in failures { recordFailure(failure.item, failure.error, record: failure.record, now: now) }
         // (recordFailure runs under the write lock too: the defer above releases it after this.)
-        return items.count
+        return notices.count + items.count
+    }
+
+    typealias Item = (id: Int64, issuer: String, jti: String, token: String, attempts: Int)
+
+    /// Unlink notices: one HTTP call each (outside any transaction), then a short write.
+    private func publish(_ notices: [Item], now: Double) {
+        for item in notices {
+            condition.lock()
+            let stop = stopping
+            condition.unlock()
+            if stop { break }
+            let start = Date().timeIntervalSince1970
+            var record = EventLogRecord.published(jti: item.jti, attempt: item.attempts + 1, time: start)
+            do {
+                record["result"] = .string(try UnlinkNotices.publish(stored: item.token, tokenID: item.jti, with: publisher))
+                try WriteLock.withLock {
+                    try connection.immediateTransaction { try markDone(item, now: Date().timeIntervalSince1970) }
+                }
+                record["latency_us"] = .number(((Date().timeIntervalSince1970 - start) * 1e6).rounded())
+                log.record(record)
+            } catch {
+                record["latency_us"] = .number(((Date().timeIntervalSince1970 - start) * 1e6).rounded())
+                WriteLock.withLock { recordFailure(item, error, record: record, now: now) }
+            }
+        }
+    }
+
+    private func markDone(_ item: Item, now: Double) throws {
+        try connection.cached(
+            "UPDATE sets SET state = 'done', attempts = ?1, processed_at = ?2, last_error = NULL WHERE id = ?3"
+        ).run([.int(Int64(item.attempts + 1)), .double(now), .int(item.id)])
     }
 
     /// Webhook mode: one HTTP delivery per SET (outside any transaction), then a short write.
     private func deliver(
-        _ items: [(id: Int64, issuer: String, jti: String, token: String, attempts: Int)], to sink: any ActionSink, now: Double
+        _ items: [Item], to sink: any ActionSink, now: Double
     ) -> Int {
         for item in items {
             condition.lock()
@@ -166,9 +203,7 @@ public final class ActionWorker: @unchecked Sendable {
                 let verifications = try WriteLock.withLock {
                     try connection.immediateTransaction {
                         try applier.markRevoked(tokens, now: now)
-                        try connection.cached(
-                        "UPDATE sets SET state = 'done', attempts = ?1, processed_at = ?2, last_error = NULL WHERE id = ?3"
-                        ).run([.int(Int64(item.attempts + 1)), .double(now), .int(item.id)])
+                        try markDone(item, now: now)
                         return try VerificationLedger.records(
                             for: plan, claims: token, id: item.id, jti: item.jti, compact: item.token, connection: connection)
                     }
@@ -186,7 +221,7 @@ public final class ActionWorker: @unchecked Sendable {
     }
 
     private func apply(
-        _ item: (id: Int64, issuer: String, jti: String, token: String, attempts: Int), now: Double, record: inout EventLogRecord,
+        _ item: Item, now: Double, record: inout EventLogRecord,
         verifications: inout [EventLogRecord]
     ) throws {
         let token = try Self.token(from: item.token)
@@ -194,14 +229,12 @@ public final class ActionWorker: @unchecked Sendable {
         verifications += try VerificationLedger.records(for: plan, claims: token, id: item.id, jti: item.jti, compact: item.token, connection: connection)
         record.describe(plan)
         let outcomes = try applier.apply(plan, setID: item.id, keyIssuer: item.issuer, now: now)
-        try connection.cached(
-            "UPDATE sets SET state = 'done', attempts = ?1, processed_at = ?2, last_error = NULL WHERE id = ?3"
-        ).run([.int(Int64(item.attempts + 1)), .double(now), .int(item.id)])
+        try markDone(item, now: now)
         record["actions"] = EmbeddedActionApplier.json(outcomes)
     }
 
     private func recordFailure(
-        _ item: (id: Int64, issuer: String, jti: String, token: String, attempts: Int), _ error: any Error,
+        _ item: Item, _ error: any Error,
         record: EventLogRecord, now: Double
     ) {
         var record = record
