@@ -54,6 +54,19 @@ public final class FakeRISCAPI: Sendable {
         public var failPublishes = 0
         /// Publish calls answered 503.
         public var publishFailures = 0
+        /// Where the site's `noticeIssuer` host really is (`http://127.0.0.1:PORT`): the fake
+        /// fetches the issuer's documents there, as DNS would send Google (the issuer keeps its name).
+        public var noticeOrigin: String?
+    }
+
+    /// A fake that accepts `account`'s bearer tokens and checks unlink notices from `noticeIssuer`.
+    public static func forNotices(account: TestServiceAccount, noticeIssuer: String) throws -> FakeRISCAPI {
+        let keys = try KeyDirectory.repositoryTestKeys()
+        var configuration = Configuration(
+            clientEmail: account.clientEmail, keyID: account.keyID, publicKey: account.key.publicKey,
+            issuer: SETFactory(signer: keys.entries.first { $0.algorithm == .rs256 }!.signer))
+        configuration.noticeIssuer = noticeIssuer
+        return try FakeRISCAPI(configuration: configuration)
     }
 
     public let configuration: Configuration
@@ -197,13 +210,15 @@ public final class FakeRISCAPI: Sendable {
             guard let kid = jws.header.keyID else { throw Refusal("no kid") }
             guard let issuer = configuration.noticeIssuer else { throw Refusal("the fake has no notice issuer") }
             let client = CurlHTTPClient(caBundlePath: configuration.deliveryCABundle)
-            guard let discovery = try? client.performBlocking(HTTPRequest(method: "GET", url: issuer + "/.well-known/risc-configuration")),
+            let origin = state.withLock { $0.noticeOrigin }
+            func located(_ url: String) -> String { origin.map { $0 + UnlinkNotices.path(of: url) } ?? url }
+            guard let discovery = try? client.performBlocking(HTTPRequest(method: "GET", url: located(UnlinkNotices.discoveryURL(issuer: issuer)))),
                 discovery.status == 200, let document = try? JSONParser.parseObject(discovery.body)
             else { throw Refusal("cannot read the site's discovery document") }
             guard document["issuer"]?.stringValue == issuer, let jwksURI = document["jwks_uri"]?.stringValue else {
                 throw Refusal("discovery document without the issuer or jwks_uri")
             }
-            guard let fetched = try? client.performBlocking(HTTPRequest(method: "GET", url: jwksURI)), fetched.status == 200,
+            guard let fetched = try? client.performBlocking(HTTPRequest(method: "GET", url: located(jwksURI))), fetched.status == 200,
                 let keys = try? JWKSet(json: fetched.body)
             else { throw Refusal("cannot read the site's JWKS") }
             guard let publicKey = keys.key(for: kid)?.key else { throw Refusal("kid \(kid) is not in the site's JWKS") }

@@ -121,7 +121,9 @@ extension RiscCommand.Accounts {
     struct Unlink: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Remove a linked account with its sessions and token fingerprints.",
-            discussion: "The site's own record of the user is not touched: risc forgets the link. Exit 1 when there is no such account."
+            discussion: """
+                The site's own record of the user is not touched: risc forgets the link. With linking.notices.issuer in                 --config, an unlink notice to Google is queued for each of its active linked tokens first (the running                 receiver publishes it). Exit 1 when there is no such account.
+                """
         )
         @Argument(help: "The Google account ID (sub).") var subject: String
         @Option(help: "Only the account of this issuer (default: any).") var issuer: String?
@@ -130,12 +132,14 @@ extension RiscCommand.Accounts {
         func run() async throws {
             let store = try await data.open(accounts: true)
             defer { store.close() }
-            let removed = try await store.accounts().unlink(subject: subject, issuer: issuer)
+            let (accounts, notices) = try store.accountsAndNotices()
+            let (removed, queued) = try await accounts.unlink(subject: subject, issuer: issuer, notices: notices, now: Date().timeIntervalSince1970)
             guard removed > 0 else {
                 FileHandle.standardError.write(Data("risc: no account with subject \(subject)\n".utf8))
                 throw ExitStatus.rejected
             }
             print("unlinked \(subject) (\(removed) account\(removed == 1 ? "" : "s"), with its sessions and tokens)")
+            if notices != nil { print("queued \(queued) unlink notice\(queued == 1 ? "" : "s") to Google") }
         }
     }
 }

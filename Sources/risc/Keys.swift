@@ -7,8 +7,16 @@ import RISCTestKit
 extension RiscCommand {
     struct Keys: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Make signing keys for testing (never for production: Google signs real events), and the token-fingerprint key.",
-            subcommands: [Generate.self, TokenKeyCommand.self]
+            abstract: "Signing keys: test issuers' keys, the unlink-notice keys (rotate, activate, retire), the token-fingerprint key.",
+            discussion: """
+                A key directory holds <kid>.pem private keys (mode 0600) and jwks.json, the public keys. For a test issuer \
+                (`risc sign`, replay) any key in it signs. For unlink notices (linking.notices.key_dir) the directory's \
+                `active` file names the key that signs (the newest when absent) and the receiver publishes every key of \
+                jwks.json: rotate without a refused notice by `generate` (published, not yet signing), waiting until Google \
+                has fetched the JWKS again (the receiver serves it with a 5-minute max-age; a day is safer), `activate`, and \
+                later `retire` the old key. `rotate` is generate and activate at once.
+                """,
+            subcommands: [Generate.self, Rotate.self, Activate.self, Retire.self, TokenKeyCommand.self]
         )
     }
 }
@@ -68,4 +76,56 @@ extension RiscCommand.Keys {
             print("wrote \(out) (token key, \(TokenKey.length) bytes, mode 0600); set accounts.token_key_file to it")
         }
     }
+}
+
+extension RiscCommand.Keys {
+    struct Rotate: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Generate an unlink-notice key and make it the signing key (the old ones stay published)."
+        )
+        @Option(help: "The key directory (linking.notices.key_dir).") var dir: String
+        @Option(help: "Algorithm: RS256 (default; what Google's examples use), PS256, ES256 or EdDSA.") var alg: String = "RS256"
+
+        func validate() throws {
+            guard TransmitterKeys.algorithms.contains(JWSAlgorithm(rawValue: alg)) else {
+                throw ValidationError("--alg must be RS256, PS256, ES256 or EdDSA")
+            }
+        }
+
+        func run() async throws {
+            try PrivateFiles.makeDirectory(dir)
+            let entry = try KeyDirectory.generate(into: URL(fileURLWithPath: dir), algorithm: JWSAlgorithm(rawValue: alg))
+            try TransmitterKeys.activate(directory: dir, keyID: entry.keyID)
+            print("generated \(entry.keyID) (\(alg)) in \(dir); it signs unlink notices from now on, and the old keys stay published")
+        }
+    }
+
+    struct Activate: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Make a published unlink-notice key the signing key.")
+        @Option(help: "The key directory (linking.notices.key_dir).") var dir: String
+        @Option(help: "The key's kid.") var kid: String
+
+        func run() async throws {
+            try keyChange { try TransmitterKeys.activate(directory: dir, keyID: kid) }
+            print("\(kid) signs unlink notices from now on (a running receiver notices within a second)")
+        }
+    }
+
+    struct Retire: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Stop publishing an unlink-notice key and delete its private key (never the signing key)."
+        )
+        @Option(help: "The key directory (linking.notices.key_dir).") var dir: String
+        @Option(help: "The key's kid.") var kid: String
+
+        func run() async throws {
+            try keyChange { try TransmitterKeys.retire(directory: dir, keyID: kid) }
+            print("\(kid) is no longer published, and its private key is deleted")
+        }
+    }
+}
+
+/// Runs a change to a key directory; what is wrong with the directory or the kid is a usage error (exit 64).
+private func keyChange(_ change: () throws -> Void) throws {
+    do { try change() } catch let error as TransmitterKeys.LoadError { throw ValidationError(error.description) }
 }

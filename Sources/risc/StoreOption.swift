@@ -24,6 +24,10 @@ struct StoreOption: ParsableArguments {
         var caFile: String?
         var tokenKeyFile: String?
         var acceptUnsafeDurability = false
+        /// `linking.notices.*`: what an unlink notice says (nil issuer: notices are off).
+        var noticeIssuer: String?
+        var noticeAudience = UnlinkNotices.defaultAudience
+        var noticeTokenType = "refresh_token"
     }
 
     func resolved() throws -> Resolved {
@@ -45,6 +49,9 @@ struct StoreOption: ParsableArguments {
         resolved.caFile = layers.string("store.ca_file")
         resolved.tokenKeyFile = layers.string("accounts.token_key_file")
         if let value = layers.bool("store.accept_unsafe_durability") { resolved.acceptUnsafeDurability = value }
+        resolved.noticeIssuer = layers.string("linking.notices.issuer")
+        if let value = layers.string("linking.notices.audience") { resolved.noticeAudience = value }
+        if let value = layers.string("linking.notices.token_type") { resolved.noticeTokenType = value }
         guard layers.problems.isEmpty else {
             throw ValidationError("invalid configuration:\n" + layers.problems.map { "  - \($0)" }.joined(separator: "\n"))
         }
@@ -94,8 +101,23 @@ final class CommandStore {
     }
 
     func accounts() throws -> any AccountRepository {
-        if let shared { return shared.accounts }
-        return EmbeddedAccountRepository(store: try AccountStore(directory: resolved.dataDirectory, tokenKeyFile: resolved.tokenKeyFile))
+        try accountsAndNotices().accounts
+    }
+
+    /// The accounts, and what queues unlink notices when the configuration turns them on
+    /// (`linking.notices.issuer`): revoking or unlinking from the CLI tells Google as the admin API does.
+    func accountsAndNotices() throws -> (accounts: any AccountRepository, notices: UnlinkNotices?) {
+        let (accounts, key): (any AccountRepository, [UInt8])
+        if let shared {
+            (accounts, key) = (shared.accounts, shared.tokenKey)
+        } else {
+            let store = try AccountStore(directory: resolved.dataDirectory, tokenKeyFile: resolved.tokenKeyFile)
+            (accounts, key) = (EmbeddedAccountRepository(store: store), store.tokenKey)
+        }
+        let notices = resolved.noticeIssuer.map {
+            UnlinkNotices(issuer: $0, audience: resolved.noticeAudience, tokenType: resolved.noticeTokenType, tokenKey: key)
+        }
+        return (accounts, notices)
     }
 
     func verifications() throws -> any VerificationRequests {
