@@ -14,8 +14,10 @@ struct ServeCommandTests {
     }
 
     /// Starts `risc serve` with the test keys; returns the process, its data directory and ports once ready.
-    static func startServe(extra: [String] = [], readyWithin seconds: Int = 10) async throws -> (process: Process, data: URL, port: Int, admin: Int) {
-        let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-serve-\(UUID().uuidString)")
+    static func startServe(extra: [String] = [], readyWithin seconds: Int = 10, data: URL? = nil) async throws
+        -> (process: Process, data: URL, port: Int, admin: Int)
+    {
+        let data = data ?? FileManager.default.temporaryDirectory.appendingPathComponent("risc-serve-\(UUID().uuidString)")
         let port = try Self.freePort(), admin = try Self.freePort()
         let process = Process()
         process.executableURL = RiscBinary.url

@@ -1,0 +1,123 @@
+import Foundation
+import RISCClient
+import RISCCore
+import RISCTestKit
+import Synchronization
+import Testing
+
+/// Issue 15 §3 as an operator runs it: `risc keys rotate`, `risc serve` with `linking.notices.*`,
+/// `risc linking revoke`, `risc queue`; queued notices survive a SIGKILL of the receiver.
+@Suite("risc linking revoke: unlink notices from the command line", .serialized)
+struct UnlinkNoticeCommandTests {
+    static let issuer = "https://site.example/risc"
+
+    @Test("notices queued by the CLI survive kill -9 while Google fails, and are published once each after the restart")
+    func survivesKill() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-notice-cli-\(UUID().uuidString)")
+        let keyDirectory = directory.appendingPathComponent("notice-keys").path
+        let rotated = try RiscBinary.run(["keys", "rotate", "--dir", keyDirectory])
+        try #require(rotated.status == 0, "\(rotated.stderr)")
+        let account = try TestServiceAccount(directory: directory)
+        let google = try FakeRISCAPI.forNotices(account: account, noticeIssuer: Self.issuer)
+        defer { google.stop() }
+        google.state.withLock { $0.failPublishes = 1_000_000 }
+        let data = directory.appendingPathComponent("data")
+        let config = directory.appendingPathComponent("risc.json").path
+        let settings: JSONValue = [
+            "data_dir": .string(data.path), "audiences": [.string(SETFactory.defaultAudience)],
+            "linking": ["notices": [
+                "issuer": .string(Self.issuer), "key_dir": .string(keyDirectory), "service_account_file": .string(account.path),
+                "endpoint": .string(google.baseURL + "/v1/events:publish"),
+            ]],
+            "actions": ["base_delay": 0.05, "max_delay": 0.3, "max_attempts": 1_000],
+        ]
+        try Data(settings.prettyPrinted.utf8).write(to: URL(fileURLWithPath: config))
+
+        let tokens = (1...3).map { "cli-linked-token-\($0)" }
+        for (index, token) in tokens.enumerated() {
+            try Data(token.utf8).write(to: directory.appendingPathComponent("linked-\(index)"))
+        }
+        let linked = try RiscBinary.run(
+            ["accounts", "link", "--config", config, "--subject", "erin", "--user", "u-erin"]
+                + tokens.indices.flatMap { ["--linked-token-file", directory.appendingPathComponent("linked-\($0)").path] })
+        try #require(linked.status == 0, "\(linked.stderr)")
+
+        var serve = try await ServeCommandTests.startServe(extra: ["--config", config], data: data)
+        google.state.withLock { $0.noticeOrigin = "http://127.0.0.1:\(serve.port)" }
+        // Two tokens named on standard input, then the rest of the account's.
+        let some = try RiscBinary.run(["linking", "revoke", "erin", "--config", config, "--token-stdin"], stdin: tokens[0] + "\n" + tokens[1] + "\n")
+        try #require(some.status == 0, "\(some.stderr)")
+        let first = try JSONParser.parseObject(Array(some.stdout.utf8))
+        #expect(first["revoked"]?.numberValue == 2)
+        #expect(first["notices_queued"]?.numberValue == 2)
+        let rest = try RiscBinary.run(["linking", "revoke", "erin", "--config", config])
+        #expect(try JSONParser.parseObject(Array(rest.stdout.utf8))["notices_queued"]?.numberValue == 1)
+        #expect(try RiscBinary.run(["linking", "revoke", "nobody", "--config", config]).status == 1)
+
+        // Google fails them for a while, then the receiver dies without a chance to clean up.
+        for _ in 0..<200 where google.state.withLock({ $0.publishFailures }) < 6 { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(google.state.withLock { $0.publishFailures } >= 6)
+        kill(serve.process.processIdentifier, SIGKILL)
+        serve.process.waitUntilExit()
+        let queued = try JSONParser.parseObject(Array(try RiscBinary.run(["queue", "status", "--config", config]).stdout.utf8))
+        #expect((queued["pending"]?.numberValue ?? 0) + (queued["scheduled_retry"]?.numberValue ?? 0) == 3)
+        #expect((queued["scheduled_retry"]?.numberValue ?? 0) >= 1)
+        #expect(queued["dead"]?.numberValue == 0)
+
+        google.state.withLock { $0.failPublishes = 0 }
+        serve = try await ServeCommandTests.startServe(extra: ["--config", config], data: data)
+        google.state.withLock { $0.noticeOrigin = "http://127.0.0.1:\(serve.port)" }
+        for _ in 0..<400 where google.state.withLock({ $0.notices.count }) < 3 { try await Task.sleep(for: .milliseconds(50)) }
+        let notices = google.state.withLock { $0.notices }
+        #expect(notices.count == 3, "refusals: \(google.state.withLock { $0.noticeRefusals })")
+        let expected = Set(tokens.map { token in SHA512.hash(SHA512.hash(Array(token.utf8))).map { String(format: "%02x", $0) }.joined() })
+        let sent = notices.compactMap { $0["events"]?.objectValue?[EventType.tokenRevoked.uri]?.objectValue?["token"]?.stringValue }
+        #expect(Set(sent) == expected)
+        #expect(sent.count == 3)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(google.state.withLock { $0.notices.count } == 3)
+        serve.process.terminate()
+        serve.process.waitUntilExit()
+        let done = try JSONParser.parseObject(Array(try RiscBinary.run(["queue", "status", "--config", config]).stdout.utf8))
+        #expect(done["done"]?.numberValue == 3)
+        let log = (try? String(contentsOf: data.appendingPathComponent("events.log"), encoding: .utf8)) ?? ""
+        #expect(!tokens.contains { log.contains($0) })
+    }
+
+    @Test("risc keys rotate, activate, retire: the signing key changes, the active one cannot be retired; bad input exits 64")
+    func keys() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-notice-keys-\(UUID().uuidString)").path
+        #expect(try RiscBinary.run(["keys", "rotate", "--dir", directory]).status == 0)
+        let first = try TransmitterKeys(directory: directory).signer.keyID ?? ""
+        #expect(try RiscBinary.run(["keys", "rotate", "--dir", directory, "--alg", "ES256"]).status == 0)
+        let second = try TransmitterKeys(directory: directory)
+        #expect(second.keyIDs.count == 2 && second.signer.keyID != first && second.signer.algorithm == .es256)
+        #expect(try RiscBinary.run(["keys", "retire", "--dir", directory, "--kid", second.signer.keyID ?? ""]).status == 64)
+        #expect(try RiscBinary.run(["keys", "activate", "--dir", directory, "--kid", first]).status == 0)
+        #expect(try TransmitterKeys(directory: directory).signer.keyID == first)
+        #expect(try RiscBinary.run(["keys", "retire", "--dir", directory, "--kid", second.signer.keyID ?? ""]).status == 0)
+        #expect(try TransmitterKeys(directory: directory).keyIDs == [first])
+        #expect(!FileManager.default.fileExists(atPath: directory + "/\(second.signer.keyID ?? "").pem"))
+        #expect(try RiscBinary.run(["keys", "activate", "--dir", directory, "--kid", "nope"]).status == 64)
+        #expect(try RiscBinary.run(["keys", "rotate", "--dir", directory, "--alg", "HS256"]).status == 64)
+        #expect(try RiscBinary.run(["linking", "revoke", "x", "--token-hash", "zz"]).status == 64)
+    }
+
+    @Test("serve --check-config refuses notices without keys or service account, and a bad issuer")
+    func configuration() throws {
+        let missing = try RiscBinary.run([
+            "serve", "--check-config", "--audience", "a", "--jwks-file", "keys/test/jwks.json", "--set", "linking.notices.issuer=https://site.example/risc",
+        ])
+        #expect(missing.status == 64)
+        #expect(missing.stderr.contains("linking.notices.key_dir"))
+        #expect(missing.stderr.contains("linking.notices.service_account_file"))
+        let bad = try RiscBinary.run([
+            "serve", "--check-config", "--audience", "a", "--jwks-file", "keys/test/jwks.json", "--set", "linking.notices.issuer=http://site.example/risc/",
+            "--set", "linking.notices.body=xml",
+        ])
+        #expect(bad.status == 64)
+        #expect(bad.stderr.contains("linking.notices.issuer: plain HTTP"))
+        #expect(bad.stderr.contains("must not end with '/'"))
+        #expect(bad.stderr.contains("linking.notices.body must be json or secevent+jwt"))
+    }
+}
