@@ -12,8 +12,8 @@ import RISCStore
 /// - `POST /admin/accounts/{subject}/sessions` `{"session_id", "via_google"?, "issuer"?}` → 201, 404 unknown account
 /// - `POST /admin/accounts/{subject}/tokens` `{"token", "kind": "google_refresh" | "linked", "issuer"?}` → 201, 404
 /// - `GET /admin/accounts/{subject}` → 200 with the account, 404
-/// - `DELETE /admin/accounts/{subject}[?issuer=…]` → 200 `{"unlinked": n, "notices_queued": k}` with its sessions and
-///   tokens (an unlink notice queued per active linked token when `linking.notices` is on), 404
+/// - `DELETE /admin/accounts/{subject}[?issuer=…]` → 200 `{"unlinked": n}` with its sessions and tokens, 404; when
+///   `linking.notices` is on, an unlink notice is queued per active linked token and the answer adds `"notices_queued": k`
 /// - `POST /admin/accounts/{subject}/linked-tokens/revoke` `{"tokens"?: [raw], "token_hashes"?: [fingerprint],
 ///   "token_type"?, "issuer"?}` → 200 `{"revoked", "notices_queued", "not_found"}`: the site revoked these linked
 ///   tokens (all of the account's when neither list is given); marked revoked, and a notice queued for each, 404
@@ -45,7 +45,9 @@ struct AdminAccountsController: Sendable {
                     subject: subject, issuer: request.uri.queryParameters.get("issuer"), notices: notices, now: now)
                 guard removed > 0 else { return Responses.json(#"{"error":"not_found"}"#, status: .notFound) }
                 record("unlinked", subject: subject, now: now, ["notices_queued": .number(Double(queued))])
-                return Responses.json(#"{"unlinked":\#(removed),"notices_queued":\#(queued)}"#, status: .ok)
+                // `notices_queued` only where notices are on: the answer is unchanged for sites without them.
+                return Responses.json(
+                    notices == nil ? #"{"unlinked":\#(removed)}"# : #"{"unlinked":\#(removed),"notices_queued":\#(queued)}"#, status: .ok)
             }
         }
         router.post("/admin/accounts/:subject/linked-tokens/revoke") { request, context in
