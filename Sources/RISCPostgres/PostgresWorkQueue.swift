@@ -30,16 +30,20 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
     /// (the lease makes any later finish or failure of the same claim a no-op).
     static let deadline: Double = 30
 
-    public func claim(owner: String, limit: Int, lease: Double, now: Double) async throws -> [ClaimedSET] {
-        try await withDeadline(Self.deadline, "claiming queued SETs") { try await self.claimNow(owner: owner, limit: limit, lease: lease, now: now) }
+    public func claim(owner: String, limit: Int, lease: Double, now: Double, scope: ClaimScope) async throws -> [ClaimedSET] {
+        try await withDeadline(Self.deadline, "claiming queued SETs") {
+            try await self.claimNow(owner: owner, limit: limit, lease: lease, now: now, scope: scope)
+        }
     }
 
-    private func claimNow(owner: String, limit: Int, lease: Double, now: Double) async throws -> [ClaimedSET] {
+    private func claimNow(owner: String, limit: Int, lease: Double, now: Double, scope: ClaimScope) async throws -> [ClaimedSET] {
         let expires = now + lease
+        let any = scope == .all, notices = scope == .notices
         let rows = try await database.client.query("""
             UPDATE sets SET lease_owner = \(owner), lease_expires_at = \(expires)
             WHERE id IN (SELECT id FROM sets
                          WHERE state = 'pending' AND next_attempt_at <= \(now) AND (lease_expires_at IS NULL OR lease_expires_at < \(now))
+                           AND (\(any) OR (issuer = \(UnlinkNotices.queueIssuer)) = \(notices))
                          ORDER BY next_attempt_at, id LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED)
             RETURNING id, issuer, jti, token, attempts, next_attempt_at
             """, logger: logger)

@@ -21,6 +21,8 @@ public enum ReceiverStorage: Sendable {
     public struct EmbeddedStorage: Sendable {
         public let store: SQLiteEventStore
         public let worker: ActionWorker
+        /// Publishes unlink notices, when they are on (a worker of their own).
+        public let noticeWorker: ActionWorker?
         public let accounts: AccountStore
     }
 
@@ -67,7 +69,12 @@ public enum ReceiverStorage: Sendable {
             let accounts = try AccountStore(directory: configuration.dataDirectory, tokenKeyFile: configuration.tokenKeyFile)
             let worker = try ActionWorker(
                 directory: configuration.dataDirectory, table: configuration.actionTable, retry: configuration.retry, sink: sink,
-                publisher: publisher, log: log, logger: logger, tokenKeyFile: configuration.tokenKeyFile)
+                scope: publisher == nil ? .all : .sets, log: log, logger: logger, tokenKeyFile: configuration.tokenKeyFile)
+            let noticeWorker = try publisher.map {
+                try ActionWorker(
+                    directory: configuration.dataDirectory, retry: configuration.retry, publisher: $0, scope: .notices, log: log, logger: logger,
+                    pollInterval: 0.25, tokenKeyFile: configuration.tokenKeyFile)
+            }
             if sink == nil {
                 // Embedded account store: apply each SET's actions in the transaction that stores it.
                 try store.enableInlineActions(
@@ -76,7 +83,7 @@ public enum ReceiverStorage: Sendable {
             }
             store.afterCommit = { worker.wake() }
             worker.ingestIsBusy = { store.isBusy }
-            return .embedded(EmbeddedStorage(store: store, worker: worker, accounts: accounts))
+            return .embedded(EmbeddedStorage(store: store, worker: worker, noticeWorker: noticeWorker, accounts: accounts))
         }
         var settings = SharedStore.Settings(
             url: url, passwordFile: configuration.storePasswordFile, caFile: configuration.storeCAFile, tokenKeyFile: configuration.tokenKeyFile)
@@ -89,13 +96,22 @@ public enum ReceiverStorage: Sendable {
         let batch = sink == nil ? 64 : 8
         // A webhook claim must outlive its deliveries: a batch of slow answers is not a dead receiver.
         let lease = sink == nil ? configuration.queueLease : max(configuration.queueLease, Double(batch) * (configuration.webhookTimeout + 5) + 30)
-        let workers = (0..<sharedWorkers).map { _ in
+        var workers = (0..<sharedWorkers).map { _ in
             var settings = QueueWorker.Settings()  // an owner of its own
             settings.batch = batch
             settings.lease = lease
+            settings.scope = publisher == nil ? .all : .sets
             return QueueWorker(
-                queue: store.queue, settings: settings, table: configuration.actionTable, retry: configuration.retry, sink: sink,
-                publisher: publisher, log: log, logger: logger)
+                queue: store.queue, settings: settings, table: configuration.actionTable, retry: configuration.retry, sink: sink, log: log,
+                logger: logger)
+        }
+        if let publisher {
+            // Notices one receiver at a time each, a few per claim, the lease outliving their calls.
+            var settings = QueueWorker.Settings()
+            settings.batch = 4
+            settings.lease = max(configuration.queueLease, 4 * (configuration.noticePublisher.timeout + 5) + 30)
+            settings.scope = .notices
+            workers.append(QueueWorker(queue: store.queue, settings: settings, retry: configuration.retry, publisher: publisher, log: log, logger: logger))
         }
         return .shared(SharedStorage(store: store, workers: workers))
     }
@@ -193,7 +209,9 @@ public enum ReceiverStorage: Sendable {
 
     func start() {
         switch self {
-        case .embedded(let embedded): embedded.worker.start()
+        case .embedded(let embedded):
+            embedded.worker.start()
+            embedded.noticeWorker?.start()
         case .shared(let shared): shared.start()
         }
     }
@@ -202,6 +220,7 @@ public enum ReceiverStorage: Sendable {
         switch self {
         case .embedded(let embedded):
             embedded.worker.stop()
+            embedded.noticeWorker?.stop()
             embedded.store.close()
         case .shared(let shared): await shared.stop()
         }

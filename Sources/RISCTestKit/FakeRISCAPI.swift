@@ -54,6 +54,8 @@ public final class FakeRISCAPI: Sendable {
         public var failPublishes = 0
         /// Publish calls answered 503.
         public var publishFailures = 0
+        /// Seconds each publish call waits before it is answered (a slow Google).
+        public var publishDelay: Double = 0
         /// Where the site's `noticeIssuer` host really is (`http://127.0.0.1:PORT`): the fake
         /// fetches the issuer's documents there, as DNS would send Google (the issuer keeps its name).
         public var noticeOrigin: String?
@@ -168,6 +170,8 @@ public final class FakeRISCAPI: Sendable {
     /// `application/secevent+jwt`), verified with the key the site's JWKS publishes under its `kid`
     /// (found through `<iss>/.well-known/risc-configuration`), with the claims the defaults promise.
     func publish(_ request: LoopbackHTTPServer.Request) -> LoopbackHTTPServer.Response {
+        let delay = state.withLock { $0.publishDelay }
+        if delay > 0 { Thread.sleep(forTimeInterval: delay) }
         let failing = state.withLock { state -> Bool in
             guard state.failPublishes > 0 else { return false }
             state.failPublishes -= 1

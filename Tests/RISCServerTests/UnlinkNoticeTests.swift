@@ -23,7 +23,7 @@ struct UnlinkNoticeTests {
         let google: FakeRISCAPI
         let keyDirectory: String
 
-        init(_ backend: Backend, maxAttempts: Int = 10) async throws {
+        init(_ backend: Backend, maxAttempts: Int = 10, webhook: String? = nil) async throws {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-notices-\(UUID().uuidString)")
             keyDirectory = directory.appendingPathComponent("notice-keys").path
             try PrivateFiles.makeDirectory(keyDirectory)
@@ -32,6 +32,7 @@ struct UnlinkNoticeTests {
             let account = try TestServiceAccount(directory: directory)
             google = try FakeRISCAPI.forNotices(account: account, noticeIssuer: UnlinkNoticeTests.issuer)
             try Data(UnlinkNoticeTests.adminToken.utf8).write(to: directory.appendingPathComponent("admin-token"))
+            try Data(repeating: 6, count: 32).write(to: directory.appendingPathComponent("webhook-secret"))
             var cluster: PostgresCluster?
             if backend == .postgresql {
                 try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
@@ -49,6 +50,10 @@ struct UnlinkNoticeTests {
                 $0.retry.baseDelay = 0.05
                 $0.retry.maximumDelay = 0.2
                 $0.retry.maximumAttempts = maxAttempts
+                if let webhook {
+                    $0.webhookURL = webhook
+                    $0.webhookSecretFile = directory.appendingPathComponent("webhook-secret").path
+                }
                 if let cluster {
                     $0.storeURL = cluster.url
                     $0.tokenKeyFile = directory.appendingPathComponent("token-key").path
@@ -190,6 +195,25 @@ struct UnlinkNoticeTests {
         try TransmitterKeys.retire(directory: fixture.keyDirectory, keyID: try #require(old))
         try await Task.sleep(for: .milliseconds(1_100))
         #expect(try JWKSet(json: try await fixture.harness.get(base + "jwks.json").body).keyIDs == [fresh.keyID])
+    }
+
+    @Test("a slow Google holds up no event: notices have a worker of their own", arguments: Backend.allCases)
+    func slowGoogleDelaysNoEvent(_ backend: Backend) async throws {
+        let recorder = WebhookRecorder(failures: 0)
+        let webhook = try LoopbackHTTPServer { recorder.handle($0) }
+        defer { webhook.stop() }
+        let fixture = try await Fixture(backend, webhook: webhook.baseURL + "/hook")
+        defer { Task { try? await fixture.stop() } }
+        fixture.google.state.withLock { $0.publishDelay = 4 }
+        try await fixture.link("frank", linked: ["frank-1", "frank-2", "frank-3"])
+        #expect(try await fixture.admin("POST", "/admin/accounts/frank/linked-tokens/revoke", "{}").json["notices_queued"]?.numberValue == 3)
+        try await Task.sleep(for: .milliseconds(600))  // the notice worker is now inside its first call
+        let start = Date()
+        #expect(try await fixture.harness.post(try fixture.harness.token(type: .sessionsRevoked)).status == 202)
+        while recorder.bodies.isEmpty, Date().timeIntervalSince(start) < 15 { try await Task.sleep(for: .milliseconds(20)) }
+        let waited = Date().timeIntervalSince(start)
+        #expect(recorder.bodies.count == 1)
+        #expect(waited < 2, "the event's webhook delivery waited \(waited) s behind the notices")
     }
 
     @Test("Google answers 503: retried with backoff until published; past the limit, dead-lettered", arguments: Backend.allCases)

@@ -24,6 +24,22 @@ public struct ClaimedSET: Sendable, Equatable {
     }
 }
 
+/// Which queued rows a worker claims: everything, the issuers' SETs (and local records), or only
+/// unlink notices (`UnlinkNotices.queueIssuer`). Notices get workers of their own, so a slow or
+/// unreachable Google never holds up the actions of incoming events.
+public enum ClaimScope: Sendable {
+    case all, sets, notices
+
+    /// Whether a row of `issuer` is in scope.
+    public func includes(issuer: String) -> Bool {
+        switch self {
+        case .all: true
+        case .sets: issuer != UnlinkNotices.queueIssuer
+        case .notices: issuer == UnlinkNotices.queueIssuer
+        }
+    }
+}
+
 /// One action applied (or found already applied) for a SET's event.
 public struct ActionOutcome: Sendable, Equatable {
     public var action: Action
@@ -81,7 +97,7 @@ public struct FinishItem: Sendable {
 public protocol WorkQueue: Sendable {
     /// Claims up to `limit` due SETs (pending, next attempt due, no live lease) for `owner` until
     /// `now + lease`, oldest due first, skipping the ones other workers are claiming.
-    func claim(owner: String, limit: Int, lease: Double, now: Double) async throws -> [ClaimedSET]
+    func claim(owner: String, limit: Int, lease: Double, now: Double, scope: ClaimScope) async throws -> [ClaimedSET]
 
     /// Finishes each item's claim: with `applyToAccounts`, applies its plan to the store's
     /// accounts (each action once: one already in `applied_actions` is reported, not applied
@@ -106,6 +122,11 @@ public protocol WorkQueue: Sendable {
 }
 
 extension WorkQueue {
+    /// Claims any due row (see `claim(owner:limit:lease:now:scope:)`).
+    public func claim(owner: String, limit: Int, lease: Double, now: Double) async throws -> [ClaimedSET] {
+        try await claim(owner: owner, limit: limit, lease: lease, now: now, scope: .all)
+    }
+
     /// Finishes one claim (see `finish(_:applyToAccounts:now:)`); nil when it lost its lease.
     public func finish(_ claim: ClaimedSET, plan: ActionPlan, claims: SecurityEventToken, applyToAccounts: Bool, now: Double) async throws
         -> FinishReport?

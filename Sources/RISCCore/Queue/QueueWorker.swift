@@ -22,6 +22,8 @@ public final class QueueWorker: Sendable {
         public var pollInterval: Double = 0.5
         /// How often expired leases are rescued.
         public var rescueInterval: Double = 5
+        /// What this worker claims (notices get workers of their own when they are on).
+        public var scope = ClaimScope.all
 
         public init(owner: String = QueueWorker.defaultOwner()) { self.owner = owner }
     }
@@ -132,7 +134,7 @@ public final class QueueWorker: Sendable {
     /// cannot be finished fails alone.
     @discardableResult
     public func processDue(now: Double = Date().timeIntervalSince1970) async throws -> Int {
-        let claimed = try await queue.claim(owner: settings.owner, limit: settings.batch, lease: settings.lease, now: now)
+        let claimed = try await queue.claim(owner: settings.owner, limit: settings.batch, lease: settings.lease, now: now, scope: settings.scope)
         var ready: [Prepared] = []
         for claim in claimed {
             if stopping && sink != nil { break }  // an undelivered claim is rescued after its lease

@@ -13,6 +13,9 @@ public final class ActionWorker: @unchecked Sendable {
     private let sink: (any ActionSink)?
     /// Sends queued unlink notices (`UnlinkNotices`); nil: a notice found in the queue fails.
     private let publisher: (any NoticePublisher)?
+    /// What this worker takes from the queue: with notices on, a second worker takes them alone,
+    /// so a slow Google never holds up the actions of incoming events.
+    private let scope: ClaimScope
     private let retry: RetryPolicy
     private let log: any EventLog
     private let logger: Logger
@@ -28,10 +31,12 @@ public final class ActionWorker: @unchecked Sendable {
 
     public init(
         directory: String, table: ActionTable = .default, retry: RetryPolicy = RetryPolicy(), sink: (any ActionSink)? = nil,
-        publisher: (any NoticePublisher)? = nil, log: any EventLog, logger: Logger, pollInterval: Double = 0.05, tokenKeyFile: String? = nil
+        publisher: (any NoticePublisher)? = nil, scope: ClaimScope = .all, log: any EventLog, logger: Logger, pollInterval: Double = 0.05,
+        tokenKeyFile: String? = nil
     ) throws {
         self.sink = sink
         self.publisher = publisher
+        self.scope = scope
         let path = (directory as NSString).appendingPathComponent("risc.sqlite3")
         connection = try SQLiteConnection(path: path)
         try connection.execute("PRAGMA foreign_keys = ON")
@@ -51,7 +56,7 @@ public final class ActionWorker: @unchecked Sendable {
         condition.lock()
         running = true
         condition.unlock()
-        OSThread.start(name: "risc.actions") { [self] in loop() }
+        OSThread.start(name: scope == .notices ? "risc.notices" : "risc.actions") { [self] in loop() }
     }
 
     /// Asks the worker to look for work now (after a commit).
@@ -100,9 +105,11 @@ public final class ActionWorker: @unchecked Sendable {
         // otherwise scan the whole table in rowid order, reading every page when nothing is due.
         let due = try connection.cached("""
             SELECT id, issuer, jti, token, attempts FROM sets INDEXED BY sets_queue
-            WHERE state = 'pending' AND next_attempt_at <= ?1 ORDER BY next_attempt_at, id LIMIT ?2
+            WHERE state = 'pending' AND next_attempt_at <= ?1 AND (?3 OR (issuer = ?4) = ?5) ORDER BY next_attempt_at, id LIMIT ?2
             """)
-        try due.bind([.double(now), .int(Int64(limit))])
+        try due.bind([
+            .double(now), .int(Int64(limit)), .int(scope == .all ? 1 : 0), .text(UnlinkNotices.queueIssuer), .int(scope == .notices ? 1 : 0),
+        ])
         var items: [Item] = []
         var notices: [Item] = []
         while try due.step() {
