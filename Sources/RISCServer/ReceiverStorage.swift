@@ -219,8 +219,12 @@ public enum ReceiverStorage: Sendable {
     func stop() async {
         switch self {
         case .embedded(let embedded):
-            embedded.worker.stop()
-            embedded.noticeWorker?.stop()
+            // Each waits for the item in hand (a notice's call may take linking.notices.timeout):
+            // on pool threads, not the concurrency pool's few.
+            await BlockingPool.shared.run {
+                embedded.worker.stop()
+                embedded.noticeWorker?.stop()
+            }
             embedded.store.close()
         case .shared(let shared): await shared.stop()
         }

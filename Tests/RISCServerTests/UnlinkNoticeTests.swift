@@ -214,6 +214,7 @@ struct UnlinkNoticeTests {
         let waited = Date().timeIntervalSince(start)
         #expect(recorder.bodies.count == 1)
         #expect(waited < 2, "the event's webhook delivery waited \(waited) s behind the notices")
+        fixture.google.state.withLock { $0.publishDelay = 0 }
     }
 
     @Test("Google answers 503: retried with backoff until published; past the limit, dead-lettered", arguments: Backend.allCases)
