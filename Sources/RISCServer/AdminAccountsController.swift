@@ -130,7 +130,7 @@ struct AdminAccountsController: Sendable {
         }
         let now = Date().timeIntervalSince1970
         guard let result = try await accounts.revokeLinkedTokens(
-            subject: subject, issuer: json["issuer"]?.stringValue, hashes: hashes, tokenType: tokenType, reason: "site-unlink",
+            subject: subject, issuer: json["issuer"]?.stringValue, hashes: hashes, tokenType: tokenType, reason: LinkedTokenRevocation.siteReason,
             notices: notices, now: now)
         else { return Responses.json(#"{"error":"not_found"}"#, status: .notFound) }
         record("linked_tokens_revoked", subject: subject, now: now, result.json.objectValue ?? [:])

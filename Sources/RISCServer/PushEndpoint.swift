@@ -58,7 +58,7 @@ final class PushEndpoint: Service, Sendable {
     /// What a request's path is served by: the push endpoint, the revocation endpoint, one of the
     /// notice documents, or nothing.
     enum Route {
-        case events, revocation(RevocationIntake), document(NoticeDocuments.Document)
+        case events, revocation(RevocationIntake), document(NoticeDocuments, NoticeDocuments.Document)
 
         /// The methods it answers; any other gets 405 with these in `Allow`.
         var methods: [HTTPMethod] {
@@ -71,7 +71,7 @@ final class PushEndpoint: Service, Sendable {
         let path = head.uri.firstIndex(of: "?").map { head.uri[..<$0] } ?? head.uri[...]
         if path == settings.path { return .events }
         if let revocation, path == settings.revocationPath ?? "" { return .revocation(revocation) }
-        if let document = documents?.document(at: path) { return .document(document) }
+        if let documents, let document = documents.document(at: path) { return .document(documents, document) }
         return nil
     }
     let limiter: InvalidRequestLimiter?
@@ -598,9 +598,9 @@ final class PushHandler: ChannelDuplexHandler {
         if limited(context, head, remote) { return }
         switch endpoint.route(head) {
         case .revocation(let revocation)?: return revoke(context, head, body, remote, revocation)
-        case .document(let document)?:
+        case .document(let documents, let document)?:
             state = .idle
-            let answer = endpoint.documents!.answer(document)
+            let answer = documents.answer(document)
             respond(context, head, answer.status, headers: answer.headers, body: answer.body)
             return resume(context)
         default: break

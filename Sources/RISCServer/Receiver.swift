@@ -51,7 +51,8 @@ public final class Receiver: Sendable {
             path: (configuration.dataDirectory as NSString).appendingPathComponent("events.log"),
             toStandardOutput: configuration.eventLogToStandardOutput)
         metrics = PrometheusMetrics()
-        storage = try ReceiverStorage.open(configuration: configuration, log: eventLog, logger: logger)
+        let noticeKeys = try ReceiverStorage.noticeKeys(configuration: configuration)
+        storage = try ReceiverStorage.open(configuration: configuration, log: eventLog, logger: logger, noticeKeys: noticeKeys)
         if let file = configuration.jwksFile {
             guard let data = FileManager.default.contents(atPath: file) else {
                 throw ConfigurationError(problems: ["jwks_file: cannot read \(file)"])
@@ -123,9 +124,7 @@ public final class Receiver: Sendable {
                 maxConnections: Self.connectionLimit(configuration.maxConnections, logger: logger),
                 maxConnectionsPerAddress: configuration.maxConnectionsPerAddress),
             intake: intake, revocation: revocation,
-            documents: try configuration.noticeIssuer.map { issuer in
-                try NoticeDocuments(issuer: issuer, keys: TransmitterKeyCache(directory: configuration.noticeKeyDirectory ?? ""))
-            },
+            documents: configuration.noticeIssuer.flatMap { issuer in noticeKeys.map { NoticeDocuments(issuer: issuer, keys: $0) } },
             limiter: configuration.invalidPerMinute > 0 ? InvalidRequestLimiter(perMinute: configuration.invalidPerMinute) : nil,
             tls: tls, logger: logger, metrics: metrics, onRunning: { publicPort.yield($0) })
         let adminApp = Application(

@@ -61,9 +61,13 @@ public enum ReceiverStorage: Sendable {
 
     /// Opens the store `configuration` names. The shared one is only opened here; `prepare`
     /// talks to the server.
-    public static func open(configuration: ReceiverConfiguration, log: any EventLog, logger: Logger) throws -> ReceiverStorage {
+    /// `noticeKeys`: the receiver's unlink-notice keys, which its public listener also publishes
+    /// (read from the configuration when not given).
+    public static func open(
+        configuration: ReceiverConfiguration, log: any EventLog, logger: Logger, noticeKeys: TransmitterKeyCache? = nil
+    ) throws -> ReceiverStorage {
         let sink = try makeSink(configuration: configuration)
-        let publisher = try makePublisher(configuration: configuration)
+        let publisher = try makePublisher(configuration: configuration, keys: noticeKeys)
         guard let url = configuration.storeURL else {
             let store = try SQLiteEventStore(directory: configuration.dataDirectory, logger: logger)
             let accounts = try AccountStore(directory: configuration.dataDirectory, tokenKeyFile: configuration.tokenKeyFile)
@@ -123,16 +127,21 @@ public enum ReceiverStorage: Sendable {
         return try WebhookSink(url: url, secret: secret, timeout: configuration.webhookTimeout)
     }
 
-    /// The unlink-notice publisher, when `linking.notices.issuer` is set: its keys and service
-    /// account are read now, so a missing or unusable one stops the start.
-    static func makePublisher(configuration: ReceiverConfiguration) throws -> (any NoticePublisher)? {
-        guard configuration.noticeIssuer != nil, let directory = configuration.noticeKeyDirectory,
-            let accountFile = configuration.noticeServiceAccountFile
-        else { return nil }
+    /// The unlink-notice keys, when `linking.notices.issuer` is set: read now, so a missing or
+    /// unusable directory stops the start.
+    static func noticeKeys(configuration: ReceiverConfiguration) throws -> TransmitterKeyCache? {
+        guard configuration.noticeIssuer != nil, let directory = configuration.noticeKeyDirectory else { return nil }
+        do { return try TransmitterKeyCache(directory: directory) } catch { throw ConfigurationError(problems: ["linking.notices: \(error)"]) }
+    }
+
+    /// The unlink-notice publisher, when `linking.notices.issuer` is set, signing with `keys` (read
+    /// from the configuration when not given); the service account is read now too.
+    static func makePublisher(configuration: ReceiverConfiguration, keys: TransmitterKeyCache? = nil) throws -> (any NoticePublisher)? {
+        guard let keys = try keys ?? noticeKeys(configuration: configuration), let accountFile = configuration.noticeServiceAccountFile else {
+            return nil
+        }
         do {
-            return try GoogleNoticePublisher(
-                settings: configuration.noticePublisher, keys: try TransmitterKeyCache(directory: directory),
-                account: try ServiceAccount(keyFile: accountFile))
+            return try GoogleNoticePublisher(settings: configuration.noticePublisher, keys: keys, account: try ServiceAccount(keyFile: accountFile))
         } catch {
             throw ConfigurationError(problems: ["linking.notices: \(error)"])
         }

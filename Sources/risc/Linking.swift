@@ -107,7 +107,7 @@ extension RiscCommand.Linking {
             defer { opened.close() }
             let (accounts, notices) = try opened.accountsAndNotices()
             guard let result = try await accounts.revokeLinkedTokens(
-                subject: subject, issuer: issuer, hashes: hashes, tokenType: tokenType, reason: "site-unlink", notices: notices,
+                subject: subject, issuer: issuer, hashes: hashes, tokenType: tokenType, reason: LinkedTokenRevocation.siteReason, notices: notices,
                 now: Date().timeIntervalSince1970)
             else {
                 FileHandle.standardError.write(Data("risc: no account with subject \(subject)\n".utf8))

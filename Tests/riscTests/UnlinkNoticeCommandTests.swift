@@ -43,6 +43,7 @@ struct UnlinkNoticeCommandTests {
         try #require(linked.status == 0, "\(linked.stderr)")
 
         var serve = try await ServeCommandTests.startServe(extra: ["--config", config], data: data)
+        defer { if serve.process.isRunning { serve.process.terminate() } }  // a failed expectation leaves no receiver behind
         google.state.withLock { $0.noticeOrigin = "http://127.0.0.1:\(serve.port)" }
         // Two tokens named on standard input, then the rest of the account's.
         let some = try RiscBinary.run(["linking", "revoke", "erin", "--config", config, "--token-stdin"], stdin: tokens[0] + "\n" + tokens[1] + "\n")

@@ -132,6 +132,9 @@ public protocol NoticePublisher: Sendable {
 
 /// What the site revoked on its own side, and the notices queued for it.
 public struct LinkedTokenRevocation: Sendable, Equatable {
+    /// The `revoked_reason` of tokens the site revoked on its own side.
+    public static let siteReason = "site-unlink"
+
     /// Active linked tokens now marked revoked.
     public var revoked: Int
     /// Notices queued (one per revoked token, when notices are on).

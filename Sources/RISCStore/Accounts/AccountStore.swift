@@ -77,12 +77,7 @@ public final class AccountStore: @unchecked Sendable {
         defer { lock.unlock() }
         WriteLock.lock.lock()
         defer { WriteLock.lock.unlock() }
-        // Without an issuer, the subject alone (risc normally serves one issuer: Google).
-        let find = try connection.cached("SELECT id FROM accounts WHERE (?1 IS NULL OR issuer = ?1) AND subject = ?2 ORDER BY id LIMIT 1")
-        try find.bind([.optional(issuer.map(SETPolicy.issuerScope)), .text(subject)])
-        guard try find.step() else { return false }
-        let id = find.int(0)
-        find.reset()
+        guard let id = try accountID(subject: subject, issuer: issuer) else { return false }
         if let session {
             try connection.cached("INSERT OR IGNORE INTO sessions (account_id, session_id, via_google, created_at) VALUES (?1, ?2, ?3, ?4)")
                 .run([.int(id), .text(session), .int(viaGoogle ? 1 : 0), .double(now)])
@@ -125,21 +120,14 @@ public final class AccountStore: @unchecked Sendable {
     /// with `reason`, and with `notices` queues an unlink notice for each, in one transaction.
     /// nil when there is no such account.
     public func revokeLinkedTokens(
-        subject: String, issuer: String? = nil, hashes: [String]? = nil, tokenType: String? = nil, reason: String = "site-unlink",
+        subject: String, issuer: String? = nil, hashes: [String]? = nil, tokenType: String? = nil, reason: String = LinkedTokenRevocation.siteReason,
         notices: UnlinkNotices? = nil, now: Double = Date().timeIntervalSince1970
     ) throws -> LinkedTokenRevocation? {
         lock.lock()
         defer { lock.unlock() }
         return try WriteLock.withLock {
             try connection.immediateTransaction { () throws -> LinkedTokenRevocation? in
-                let find = try connection.cached("SELECT id FROM accounts WHERE (?1 IS NULL OR issuer = ?1) AND subject = ?2 ORDER BY id LIMIT 1")
-                try find.bind([.optional(issuer.map(SETPolicy.issuerScope)), .text(subject)])
-                guard try find.step() else {
-                    find.reset()
-                    return nil
-                }
-                let account = find.int(0)
-                find.reset()
+                guard let account = try accountID(subject: subject, issuer: issuer) else { return nil }
                 var tokens = try linkedTokens(
                     "SELECT id, hash FROM tokens WHERE account_id = ?1 AND kind = 'linked' AND revoked_at IS NULL ORDER BY id", [.int(account)])
                 var notFound = 0
@@ -154,6 +142,15 @@ public final class AccountStore: @unchecked Sendable {
                 return LinkedTokenRevocation(revoked: tokens.count, noticesQueued: queued, notFound: notFound)
             }
         }
+    }
+
+    /// The first account with `subject` (and `issuer` when given). Without an issuer, the subject
+    /// alone: risc normally serves one issuer, Google.
+    private func accountID(subject: String, issuer: String?) throws -> Int64? {
+        let find = try connection.cached("SELECT id FROM accounts WHERE (?1 IS NULL OR issuer = ?1) AND subject = ?2 ORDER BY id LIMIT 1")
+        defer { find.reset() }
+        try find.bind([.optional(issuer.map(SETPolicy.issuerScope)), .text(subject)])
+        return try find.step() ? find.int(0) : nil
     }
 
     private func linkedTokens(_ sql: String, _ values: [SQLiteValue]) throws -> [(id: Int64, hash: String)] {

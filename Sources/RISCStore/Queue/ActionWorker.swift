@@ -160,24 +160,12 @@ public final class ActionWorker: @unchecked Sendable {
 
     /// Unlink notices: one HTTP call each (outside any transaction), then a short write.
     private func publish(_ notices: [Item], now: Double) {
-        for item in notices {
-            condition.lock()
-            let stop = stopping
-            condition.unlock()
-            if stop { break }
-            let start = Date().timeIntervalSince1970
-            var record = EventLogRecord.published(jti: item.jti, attempt: item.attempts + 1, time: start)
-            do {
-                record["result"] = .string(try UnlinkNotices.publish(stored: item.token, tokenID: item.jti, with: publisher))
-                try WriteLock.withLock {
-                    try connection.immediateTransaction { try markDone(item, now: Date().timeIntervalSince1970) }
-                }
-                record["latency_us"] = .number(((Date().timeIntervalSince1970 - start) * 1e6).rounded())
-                log.record(record)
-            } catch {
-                record["latency_us"] = .number(((Date().timeIntervalSince1970 - start) * 1e6).rounded())
-                WriteLock.withLock { recordFailure(item, error, record: record, now: now) }
+        oneCallEach(notices, now: now, record: { EventLogRecord.published(jti: $0.jti, attempt: $0.attempts + 1, time: $1) }) { item, record in
+            record["result"] = .string(try UnlinkNotices.publish(stored: item.token, tokenID: item.jti, with: publisher))
+            try WriteLock.withLock {
+                try connection.immediateTransaction { try markDone(item, now: Date().timeIntervalSince1970) }
             }
+            return []
         }
     }
 
@@ -188,43 +176,58 @@ public final class ActionWorker: @unchecked Sendable {
     }
 
     /// Webhook mode: one HTTP delivery per SET (outside any transaction), then a short write.
-    private func deliver(
-        _ items: [Item], to sink: any ActionSink, now: Double
-    ) -> Int {
+    private func deliver(_ items: [Item], to sink: any ActionSink, now: Double) -> Int {
+        let line = { (item: Item, start: Double) -> EventLogRecord in
+            var record = EventLogRecord.applied(jti: item.jti, attempt: item.attempts + 1, time: start)
+            record["sink"] = "webhook"
+            return record
+        }
+        oneCallEach(items, now: now, record: line) { item, record in
+            let token = try Self.token(from: item.token)
+            let plan = ActionPlan.plan(for: token, table: table)
+            record["events"] = .array(plan.steps.map { .string($0.type.shortName) })
+            let tokens = try applier.tokensToRevoke(plan, keyIssuer: item.issuer)
+            let results = try sink.deliver(
+                plan, tokens: tokens, tokenID: item.jti, issuer: item.issuer,
+                idempotencyKey: QueueWorker.idempotencyKey(issuer: item.issuer, jti: item.jti))
+            let verifications = try WriteLock.withLock {
+                try connection.immediateTransaction {
+                    try applier.markRevoked(tokens, now: now)
+                    try markDone(item, now: now)
+                    return try VerificationLedger.records(
+                        for: plan, claims: token, id: item.id, jti: item.jti, compact: item.token, connection: connection)
+                }
+            }
+            record["actions"] = TokenToRevoke.results(plan, delivered: results, tokens: tokens)
+            return verifications
+        }
+        return items.count
+    }
+
+    /// Items that each need a call outside any transaction (a webhook delivery, a notice), one at
+    /// a time until the worker is asked to stop: `call` fills the item's event-log line and returns
+    /// lines to write after it; a throw records the failure (retry or dead letter).
+    private func oneCallEach(
+        _ items: [Item], now: Double, record line: (Item, Double) -> EventLogRecord,
+        call: (Item, inout EventLogRecord) throws -> [EventLogRecord]
+    ) {
         for item in items {
             condition.lock()
             let stop = stopping
             condition.unlock()
             if stop { break }
             let start = Date().timeIntervalSince1970
-            var record = EventLogRecord.applied(jti: item.jti, attempt: item.attempts + 1, time: start)
-            record["sink"] = "webhook"
+            var record = line(item, start)
             do {
-                let token = try Self.token(from: item.token)
-                let plan = ActionPlan.plan(for: token, table: table)
-                record["events"] = .array(plan.steps.map { .string($0.type.shortName) })
-                let tokens = try applier.tokensToRevoke(plan, keyIssuer: item.issuer)
-                let results = try sink.deliver(
-                    plan, tokens: tokens, tokenID: item.jti, issuer: item.issuer,
-                    idempotencyKey: QueueWorker.idempotencyKey(issuer: item.issuer, jti: item.jti))
-                let verifications = try WriteLock.withLock {
-                    try connection.immediateTransaction {
-                        try applier.markRevoked(tokens, now: now)
-                        try markDone(item, now: now)
-                        return try VerificationLedger.records(
-                            for: plan, claims: token, id: item.id, jti: item.jti, compact: item.token, connection: connection)
-                    }
-                }
-                record["actions"] = TokenToRevoke.results(plan, delivered: results, tokens: tokens)
+                let followUp = try call(item, &record)
                 record["latency_us"] = .number(((Date().timeIntervalSince1970 - start) * 1e6).rounded())
                 log.record(record)
-                for verification in verifications { log.record(verification) }
+                for extra in followUp { log.record(extra) }
             } catch {
                 record["latency_us"] = .number(((Date().timeIntervalSince1970 - start) * 1e6).rounded())
                 WriteLock.withLock { recordFailure(item, error, record: record, now: now) }
             }
         }
-        return items.count
     }
 
     private func apply(
