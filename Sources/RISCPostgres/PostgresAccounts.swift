@@ -14,38 +14,44 @@ public struct PostgresAccounts: AccountRepository {
         self.tokenKey = tokenKey
     }
 
-    public func link(_ link: AccountLink, now: Double) async throws -> Int64 {
+    public func link(_ links: [AccountLink], now: Double) async throws -> [Int64] {
         let logger = database.logger
         let tokenKey = self.tokenKey
         return try await database.client.withTransaction(logger: logger) { connection in
-            let issuer = SETPolicy.issuerScope(link.issuer), email = link.email?.lowercased()
-            var id: Int64?
-            for try await value in try await connection.query("""
-                INSERT INTO accounts (issuer, subject, user_id, email, created_at, updated_at)
-                VALUES (\(issuer), \(link.subject), \(link.userID), \(email), \(now), \(now))
-                ON CONFLICT (issuer, subject) DO UPDATE SET user_id = excluded.user_id,
-                    email = coalesce(excluded.email, accounts.email), updated_at = excluded.updated_at
-                RETURNING id
-                """, logger: logger).decode(Int64.self)
-            {
-                id = value
-            }
-            guard let id else { throw PostgresDatabase.NotDurable(description: "account upsert returned no row") }
-            if !link.sessions.isEmpty {
-                try await connection.query("""
-                    INSERT INTO sessions (account_id, session_id, created_at) SELECT \(id), s, \(now) FROM unnest(\(link.sessions)::text[]) AS s
-                    ON CONFLICT (account_id, session_id) DO NOTHING
-                    """, logger: logger)
-            }
-            for (kind, values) in [(TokenKind.googleRefresh, link.refreshTokens), (.linked, link.linkedTokens)] where !values.isEmpty {
-                let prints = values.map { TokenFingerprint(token: $0, key: tokenKey) }
-                try await connection.query("""
-                    INSERT INTO tokens (account_id, kind, hash, prefix_mac, created_at)
-                    SELECT \(id), \(kind.rawValue), h, p, \(now) FROM unnest(\(prints.map(\.hash))::text[], \(prints.map(\.prefixMAC))::text[]) AS t(h, p)
-                    """, logger: logger)
-            }
-            return id
+            var ids: [Int64] = []
+            for link in links { ids.append(try await Self.insert(link, now: now, tokenKey: tokenKey, connection: connection, logger: logger)) }
+            return ids
         }
+    }
+
+    private static func insert(_ link: AccountLink, now: Double, tokenKey: [UInt8], connection: PostgresConnection, logger: Logger) async throws -> Int64 {
+        let issuer = SETPolicy.issuerScope(link.issuer), email = link.email?.lowercased()
+        var id: Int64?
+        for try await value in try await connection.query("""
+            INSERT INTO accounts (issuer, subject, user_id, email, created_at, updated_at)
+            VALUES (\(issuer), \(link.subject), \(link.userID), \(email), \(now), \(now))
+            ON CONFLICT (issuer, subject) DO UPDATE SET user_id = excluded.user_id,
+                email = coalesce(excluded.email, accounts.email), updated_at = excluded.updated_at
+            RETURNING id
+            """, logger: logger).decode(Int64.self)
+        {
+            id = value
+        }
+        guard let id else { throw PostgresDatabase.NotDurable(description: "account upsert returned no row") }
+        if !link.sessions.isEmpty {
+            try await connection.query("""
+                INSERT INTO sessions (account_id, session_id, created_at) SELECT \(id), s, \(now) FROM unnest(\(link.sessions)::text[]) AS s
+                ON CONFLICT (account_id, session_id) DO NOTHING
+                """, logger: logger)
+        }
+        for (kind, values) in [(TokenKind.googleRefresh, link.refreshTokens), (.linked, link.linkedTokens)] where !values.isEmpty {
+            let prints = values.map { TokenFingerprint(token: $0, key: tokenKey) }
+            try await connection.query("""
+                INSERT INTO tokens (account_id, kind, hash, prefix_mac, created_at)
+                SELECT \(id), \(kind.rawValue), h, p, \(now) FROM unnest(\(prints.map(\.hash))::text[], \(prints.map(\.prefixMAC))::text[]) AS t(h, p)
+                """, logger: logger)
+        }
+        return id
     }
 
     public func add(

@@ -148,15 +148,10 @@ struct AdminAccountsController: Sendable {
     }
 
     private func link(_ request: Request) async throws -> Response {
-        let json = try await object(request)
-        guard let subject = json["subject"]?.stringValue, !subject.isEmpty, let user = json["user_id"]?.stringValue, !user.isEmpty else {
-            throw BadRequest(description: "'subject' and 'user_id' strings are required")
+        let link: AccountLink
+        do { link = try AccountLink(json: try await object(request)) } catch let error as AccountLinkError {
+            throw BadRequest(description: error.description)
         }
-        func strings(_ name: String) -> [String] { json[name]?.arrayValue?.compactMap(\.stringValue) ?? [] }
-        let link = AccountLink(
-            issuer: json["issuer"]?.stringValue ?? "https://accounts.google.com", subject: subject, userID: user,
-            email: json["email"]?.stringValue, sessions: strings("sessions"), refreshTokens: strings("refresh_tokens"),
-            linkedTokens: strings("linked_tokens"))
         _ = try await accounts.link(link, now: Date().timeIntervalSince1970)
         return Responses.json(#"{"status":"linked"}"#, status: .created)
     }

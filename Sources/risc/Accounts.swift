@@ -25,13 +25,14 @@ extension RiscCommand.Accounts {
         @Option(name: .customLong("linked-token-file"), help: "File with a token you issued to Google by account linking (repeatable).")
         var linkedTokenFiles: [String] = []
         @OptionGroup var data: StoreOption
+        @OptionGroup var creation: CreateOption
 
         func run() async throws {
             func read(_ path: String) throws -> String {
                 guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw ValidationError("cannot read \(path)") }
                 return text.trimmingCharacters(in: .whitespacesAndNewlines)
             }
-            let store = try await data.open(accounts: true)
+            let store = try await data.open(accounts: true, create: creation.create)
             defer { store.close() }
             _ = try await store.accounts().link(
                 AccountLink(
@@ -44,35 +45,49 @@ extension RiscCommand.Accounts {
 
     struct Import: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Import accounts from JSON lines: {\"subject\", \"user_id\", \"email\"?, \"sessions\"?, \"refresh_tokens\"?, \"linked_tokens\"?, \"issuer\"?}.")
+            abstract: "Import accounts from JSON lines: {\"subject\", \"user_id\", \"email\"?, \"sessions\"?, \"refresh_tokens\"?, \"linked_tokens\"?, \"issuer\"?}.",
+            discussion: """
+                All or nothing: every line is checked first (no other member, non-empty subject and user_id, lists of \
+                non-empty strings, one line per account), then all are written in one transaction; one bad line imports \
+                none and names every bad line. Exit 64 then.
+                """)
         @Argument(help: "JSON-lines file, or - for standard input.") var file: String = "-"
         @OptionGroup var data: StoreOption
+        @OptionGroup var creation: CreateOption
 
-        func run() async throws {
-            let opened = try await data.open(accounts: true)
-            defer { opened.close() }
-            let store = try opened.accounts()
-            let text = String(decoding: try readInput(file), as: UTF8.self)
-            var count = 0
-            for (number, line) in text.split(separator: "\n").enumerated() where !line.trimmingCharacters(in: .whitespaces).isEmpty {
+        /// Every line's account, or every problem found (line numbers from 1).
+        static func parse(_ text: String) -> (links: [AccountLink], problems: [String]) {
+            var links: [AccountLink] = [], problems: [String] = []
+            var seen: [String: Int] = [:]
+            for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated()
+            where !line.trimmingCharacters(in: .whitespaces).isEmpty {
+                let number = index + 1
                 do {
-                    let object = try JSONParser.parseObject(Array(line.utf8))
-                    guard let subject = object["subject"]?.stringValue, let user = object["user_id"]?.stringValue else {
-                        throw ValidationError("needs string 'subject' and 'user_id'")
+                    let link = try AccountLink(json: try JSONParser.parseObject(Array(line.utf8)))
+                    let key = SETPolicy.issuerScope(link.issuer) + "\u{0}" + link.subject
+                    if let first = seen[key] {
+                        problems.append("line \(number): subject \(Printable.safe(link.subject, maxBytes: 64)) again (first on line \(first))")
+                    } else {
+                        seen[key] = number
+                        links.append(link)
                     }
-                    func strings(_ name: String) -> [String] { object[name]?.arrayValue?.compactMap(\.stringValue) ?? [] }
-                    _ = try await store.link(
-                        AccountLink(
-                            issuer: object["issuer"]?.stringValue ?? "https://accounts.google.com", subject: subject, userID: user,
-                            email: object["email"]?.stringValue, sessions: strings("sessions"), refreshTokens: strings("refresh_tokens"),
-                            linkedTokens: strings("linked_tokens")),
-                        now: Date().timeIntervalSince1970)
-                    count += 1
                 } catch {
-                    throw ValidationError("line \(number + 1): \(error)")
+                    problems.append("line \(number): \(error)")
                 }
             }
-            print("imported \(count) accounts")
+            return (links, problems)
+        }
+
+        func run() async throws {
+            let (links, problems) = Self.parse(String(decoding: try readInput(file), as: UTF8.self))
+            guard problems.isEmpty else {
+                let shown = problems.prefix(20).map { "  - \($0)" }.joined(separator: "\n")
+                throw ValidationError("nothing imported:\n\(shown)\(problems.count > 20 ? "\n  … and \(problems.count - 20) more" : "")")
+            }
+            let opened = try await data.open(accounts: true, create: creation.create)
+            defer { opened.close() }
+            _ = try await opened.accounts().link(links, now: Date().timeIntervalSince1970)
+            print("imported \(links.count) accounts")
         }
     }
 
@@ -122,7 +137,9 @@ extension RiscCommand.Accounts {
         static let configuration = CommandConfiguration(
             abstract: "Remove a linked account with its sessions and token fingerprints.",
             discussion: """
-                The site's own record of the user is not touched: risc forgets the link. With linking.notices.issuer in                 --config, an unlink notice to Google is queued for each of its active linked tokens first (the running                 receiver publishes it). Exit 1 when there is no such account.
+                The site's own record of the user is not touched: risc forgets the link. With linking.notices.issuer in \
+                --config, an unlink notice to Google is queued for each of its active linked tokens first (the running \
+                receiver publishes it). Exit 1 when there is no such account.
                 """
         )
         @Argument(help: "The Google account ID (sub).") var subject: String

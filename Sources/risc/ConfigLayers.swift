@@ -90,6 +90,14 @@ struct ConfigLayers {
         case text(String, source: String)
     }
 
+    /// Where `key`'s value comes from (`--data-dir`-style flag, variable, file), nil for the default.
+    func source(_ key: String) -> String? {
+        switch raw(key) {
+        case nil: return nil
+        case .json(_, let source), .text(_, let source): return source
+        }
+    }
+
     private func raw(_ key: String) -> Raw? {
         if let value = flags[key] { return .json(value, source: "flag for \(key)") }
         if let (name, value) = environment[key] { return .text(value, source: name) }

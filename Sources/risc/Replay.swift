@@ -37,7 +37,8 @@ extension RiscCommand {
         var storeURL: String?
         @Option(help: "The token-fingerprint key file (accounts.token_key_file), for --local on a shared store.") var tokenKeyFile: String?
         @Flag(help: "Re-drive through the pipeline in this process, without HTTP (see above).") var local = false
-        @Option(help: "The receiver's JSON config file, for --local.") var config: String?
+        @Option(help: "The receiver's config file: the store of --from-store and --local; with --local also its action table, retry policy and webhook.") var config: String?
+        @OptionGroup var creation: CreateOption
         @Option(help: "Only the stored SET with this jti.") var jti: String?
         @Option(help: "Only stored SETs received since then: a time ago (90s, 30m, 2h, 1d) or an RFC 3339 time.") var since: String?
         @Option(help: "Only stored SETs received until then (same forms as --since).") var until: String?
@@ -69,7 +70,7 @@ extension RiscCommand {
             if fromStore == (source != nil) { throw ValidationError("give a SOURCE file, or --from-store") }
             if local && (to != nil || dryRun) { throw ValidationError("--local replaces --to and --dry-run") }
             if !dryRun && !local && to == nil { throw ValidationError("give --to URL (or --dry-run, or --local)") }
-            if config != nil && !local { throw ValidationError("--config goes with --local") }
+            if config != nil && !local && !fromStore { throw ValidationError("--config goes with --local or --from-store") }
             if concurrency < 1 { throw ValidationError("--concurrency must be at least 1") }
         }
 
@@ -94,12 +95,14 @@ extension RiscCommand {
             StoredSETSelection(jti: jti, since: try Self.instant(since, "--since"), until: try Self.instant(until, "--until"), deadOnly: dead)
         }
 
+        /// The store of `--from-store` and `--local`, found as every command finds it.
+        func storeSettings() throws -> StoreOption.Resolved {
+            try StoreOption.resolve(config: config, dataDir: dataDir, storeURL: storeURL, tokenKeyFile: tokenKeyFile)
+        }
+
         func loadTokens() async throws -> [String] {
             if fromStore {
-                var resolved = StoreOption.Resolved()
-                resolved.dataDirectory = dataDir ?? resolved.dataDirectory
-                resolved.storeURL = storeURL
-                let store = try await StoreOption.open(resolved)
+                let store = try await StoreOption.open(storeSettings())
                 defer { store.close() }
                 let stored = try await store.queue().tokens(try selection()).map(\.token)
                 // Records risc made itself (revocation-endpoint calls) are no issuer's SETs: a
@@ -186,14 +189,25 @@ extension RiscCommand {
 
         /// `--local`: store (or requeue) the SETs, run the action worker until nothing is due, report.
         func runLocal() async throws {
+            // Where the store is: as every command finds it (flags, RISC_* variables, --config).
+            let resolved = try storeSettings()
+            if !creation.create && !fromStore { try resolved.requireEmbeddedStore(creatable: true) }
             var configuration = ReceiverConfiguration()
             if let config {
-                configuration = try ReceiverConfiguration.load(file: config, flags: dataDir.map { ["data_dir": .string($0)] } ?? [:])
-            } else if let dataDir {
-                configuration.dataDirectory = dataDir
+                var flags: [String: JSONValue] = [:]
+                if let dataDir { flags["data_dir"] = .string(dataDir) }
+                if let storeURL { flags["store.url"] = .string(storeURL) }
+                if let tokenKeyFile { flags["accounts.token_key_file"] = .string(tokenKeyFile) }
+                configuration = try ReceiverConfiguration.load(file: config, flags: flags)
+            } else {
+                configuration.dataDirectory = resolved.dataDirectory
+                configuration.storeURL = resolved.storeURL
+                configuration.storePasswordFile = resolved.passwordFile
+                configuration.storeCAFile = resolved.caFile
+                configuration.storeAcceptUnsafeDurability = resolved.acceptUnsafeDurability
+                configuration.tokenKeyFile = resolved.tokenKeyFile
             }
-            if let storeURL { configuration.storeURL = storeURL }
-            if let tokenKeyFile { configuration.tokenKeyFile = tokenKeyFile }
+            if fromStore { try resolved.requireEmbeddedStore(creatable: false) }
             let directory = configuration.dataDirectory
             var logger = Logger(label: "risc.replay") { StreamLogHandler.standardError(label: $0) }
             logger.logLevel = .warning

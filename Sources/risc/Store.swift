@@ -20,10 +20,12 @@ extension RiscCommand.Store {
         static let configuration = CommandConfiguration(
             abstract: "Bring the store's schema to this version of risc (receivers also do it when they start; safe while they run).")
         @OptionGroup var store: StoreOption
+        @OptionGroup var creation: CreateOption
 
         func run() async throws {
             let resolved = try store.resolved()
             guard let url = resolved.storeURL else {
+                if !creation.create { try resolved.requireEmbeddedStore(creatable: true) }
                 _ = try QueueAdmin(directory: resolved.dataDirectory)  // opening migrates the embedded store
                 print("embedded store in \(resolved.dataDirectory): schema current")
                 return

@@ -19,6 +19,8 @@ struct StoreOption: ParsableArguments {
     /// The store settings after the layers: flags over `RISC_*` over the file.
     struct Resolved {
         var dataDirectory = "./data"
+        /// Where `dataDirectory` comes from, for messages: a flag, a variable, the file, or the default.
+        var dataDirectorySource = "the default"
         var storeURL: String?
         var passwordFile: String?
         var caFile: String?
@@ -28,6 +30,23 @@ struct StoreOption: ParsableArguments {
         var noticeIssuer: String?
         var noticeAudience = UnlinkNotices.defaultAudience
         var noticeTokenType = "refresh_token"
+
+        /// The embedded store's database file in the data directory.
+        var embeddedStorePath: String { (dataDirectory as NSString).appendingPathComponent("risc.sqlite3") }
+
+        /// Refuses a data directory that holds no embedded store: a command run in the wrong
+        /// directory must say so, not make a new empty store and report on that. `creatable`:
+        /// the command takes `--create`.
+        func requireEmbeddedStore(creatable: Bool) throws {
+            guard storeURL == nil, !FileManager.default.fileExists(atPath: embeddedStorePath) else { return }
+            let directory = (dataDirectory as NSString).isAbsolutePath
+                ? dataDirectory : (FileManager.default.currentDirectoryPath as NSString).appendingPathComponent(dataDirectory)
+            throw ValidationError("""
+                no store in \(directory) (data directory from \(dataDirectorySource); no risc.sqlite3 there): name the \
+                receiver's with --config FILE, --data-dir DIR or RISC_DATA_DIR, or a shared one with --store-url\
+                \(creatable ? ", or add --create to make a new store there" : "")
+                """)
+        }
     }
 
     func resolved() throws -> Resolved {
@@ -43,7 +62,10 @@ struct StoreOption: ParsableArguments {
             filePath: config, environment: ProcessInfo.processInfo.environment, flags: flags,
             knownKeys: Set(ReceiverConfiguration.keys.map(\.key)))
         var resolved = Resolved()
-        if let value = layers.string("data_dir") { resolved.dataDirectory = value }
+        if let value = layers.string("data_dir") {
+            resolved.dataDirectory = value
+            resolved.dataDirectorySource = dataDir != nil ? "--data-dir" : layers.source("data_dir") ?? "the configuration"
+        }
         resolved.storeURL = layers.string("store.url")
         resolved.passwordFile = layers.string("store.password_file")
         resolved.caFile = layers.string("store.ca_file")
@@ -59,13 +81,19 @@ struct StoreOption: ParsableArguments {
     }
 
     /// Opens the store. `accounts`: the command reads or writes accounts (needs the token key).
-    func open(accounts: Bool = false) async throws -> CommandStore {
-        try await Self.open(try resolved(), accounts: accounts)
+    /// `create`: the command was asked to make a new embedded store (`--create`); otherwise a data
+    /// directory without one is an error.
+    func open(accounts: Bool = false, create: Bool? = nil) async throws -> CommandStore {
+        try await Self.open(try resolved(), accounts: accounts, create: create)
     }
 
-    /// Opens the store `resolved` names (for commands with options of their own).
-    static func open(_ resolved: Resolved, accounts: Bool = false) async throws -> CommandStore {
-        guard let url = resolved.storeURL else { return CommandStore(resolved: resolved, shared: nil) }
+    /// Opens the store `resolved` names (for commands with options of their own). `create`: nil
+    /// for a command that never creates a store, else whether it was asked to.
+    static func open(_ resolved: Resolved, accounts: Bool = false, create: Bool? = nil) async throws -> CommandStore {
+        guard let url = resolved.storeURL else {
+            if create != true { try resolved.requireEmbeddedStore(creatable: create != nil) }
+            return CommandStore(resolved: resolved, shared: nil)
+        }
         var settings = SharedStore.Settings(
             url: url, passwordFile: resolved.passwordFile, caFile: resolved.caFile, tokenKeyFile: resolved.tokenKeyFile)
         settings.acceptUnsafeDurability = resolved.acceptUnsafeDurability
@@ -79,6 +107,12 @@ struct StoreOption: ParsableArguments {
             throw ValidationError("\(error)")
         }
     }
+}
+
+/// `--create`, for the commands that may make a new embedded store (and only when asked).
+struct CreateOption: ParsableArguments {
+    @Flag(help: "Make a new embedded store when the data directory holds none (without it, a missing store is an error).")
+    var create = false
 }
 
 /// A command's view of the store, whichever backend, through the ports.

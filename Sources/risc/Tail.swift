@@ -6,10 +6,14 @@ extension RiscCommand {
     struct Tail: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Show the event log, filtered; coloured on a terminal, plain when piped.",
-            discussion: "Reads DATA_DIR/events.log. With --follow, waits for new lines (and follows a rotated file)."
+            discussion: """
+                Reads events.log in the receiver's data directory (from --config, RISC_DATA_DIR or --data-dir, as for \
+                every command), or --file. With --follow, waits for new lines (and follows a rotated file).
+                """
         )
 
-        @Option(help: "Data directory.") var dataDir: String = "./data"
+        @Option(help: "The receiver's config file: its data_dir.") var config: String?
+        @Option(help: "Data directory (default: RISC_DATA_DIR, the config's, else ./data).") var dataDir: String?
         @Option(help: "Event log file (default DATA_DIR/events.log).") var file: String?
         @Flag(name: .shortAndLong, help: "Keep reading new lines.") var follow = false
         @Option(help: "Only lines with this jti.") var jti: String?
@@ -56,7 +60,14 @@ extension RiscCommand {
         }
 
         func run() async throws {
-            let path = file ?? (dataDir as NSString).appendingPathComponent("events.log")
+            var path = file ?? ""
+            if file == nil {
+                let resolved = try StoreOption.resolve(config: config, dataDir: dataDir, storeURL: nil, tokenKeyFile: nil)
+                path = (resolved.dataDirectory as NSString).appendingPathComponent("events.log")
+                guard FileManager.default.fileExists(atPath: path) else {
+                    throw ValidationError("no event log at \(path) (data directory from \(resolved.dataDirectorySource)): name the receiver's with --config FILE, --data-dir DIR, RISC_DATA_DIR or --file")
+                }
+            }
             let color = isatty(STDOUT_FILENO) == 1 && ProcessInfo.processInfo.environment["NO_COLOR"] == nil
             guard let handle = FileHandle(forReadingAtPath: path) else { throw ValidationError("cannot read \(path)") }
             var shown = Array(String(decoding: handle.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")

@@ -12,7 +12,7 @@ struct AccountsQueueCommandTests {
         let made = try RiscBinary.run(["keys", "token-key", "--out", key])
         #expect(made.status == 0 && FileManager.default.contents(atPath: key)?.count == 32)
         #expect(try RiscBinary.run(["keys", "token-key", "--out", key]).status == 64)  // never overwritten
-        let link = try RiscBinary.run(["accounts", "link", "--subject", "7", "--user", "u7", "--data-dir", data, "--token-key-file", key])
+        let link = try RiscBinary.run(["accounts", "link", "--subject", "7", "--user", "u7", "--data-dir", data, "--token-key-file", key, "--create"])
         #expect(link.status == 0, "\(link.stderr)")
         let without = try RiscBinary.run(["accounts", "list", "--data-dir", data])
         #expect(without.status != 0 && without.stderr.contains("is missing"), "\(without.stderr)")
@@ -27,7 +27,7 @@ struct AccountsQueueCommandTests {
         try Data("1//0gexample-refresh-token-for-tests\n".utf8).write(to: URL(fileURLWithPath: tokenFile))
         let link = try RiscBinary.run([
             "accounts", "link", "--subject", "1001", "--user", "u1", "--email", "A@Example.com", "--session", "s1",
-            "--refresh-token-file", tokenFile, "--data-dir", data,
+            "--refresh-token-file", tokenFile, "--data-dir", data, "--create",
         ])
         #expect(link.status == 0, "\(link.stderr)")
         #expect(!link.stdout.contains("1//0gexample"))
@@ -61,5 +61,74 @@ struct AccountsQueueCommandTests {
         #expect(try RiscBinary.run(["queue", "show", "nope", "--data-dir", data]).status == 1)
         #expect(try RiscBinary.run(["queue", "retry", "--data-dir", data]).status == 64)
         #expect(try RiscBinary.run(["queue", "status", "--data-dir", data + "-missing"]).status != 0)
+    }
+
+    /// Issue 16: run in the wrong directory, `accounts list` made a new empty store and `queue
+    /// status` reported an empty queue while the real one held a dead letter.
+    @Test("no command makes a store it was not asked to make; every command finds the receiver's store from --config or RISC_DATA_DIR")
+    func oneSourceOfSettings() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("risc-cli-where-\(UUID().uuidString)")
+        let elsewhere = root.appendingPathComponent("elsewhere"), data = root.appendingPathComponent("var-lib-risc").path
+        try FileManager.default.createDirectory(at: elsewhere, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        for command in [["accounts", "list"], ["accounts", "show", "7"], ["queue", "status"], ["queue", "list"], ["tail"],
+                        ["replay", "--from-store", "--local"], ["replay", "--from-store", "--to", "http://127.0.0.1:9/events"],
+                        ["accounts", "link", "--subject", "7", "--user", "u7"], ["store", "migrate"], ["accounts", "unlink", "7"]] {
+            let result = try RiscBinary.run(command, directory: elsewhere)
+            #expect(result.status == 64, "\(command): \(result.status) \(result.stderr)")
+            #expect(result.stderr.contains("./data") || result.stderr.contains(elsewhere.path), "\(command): \(result.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: elsewhere.appendingPathComponent("data").path), "\(command) made ./data")
+        }
+        // Asked to: --create.
+        let made = try RiscBinary.run(["accounts", "link", "--subject", "7", "--user", "u7", "--data-dir", data, "--create"], directory: elsewhere)
+        #expect(made.status == 0, "\(made.stderr)")
+        // The receiver's config file and RISC_DATA_DIR find it from any directory, for every command.
+        let config = root.appendingPathComponent("risc.json")
+        try Data(#"{"audiences": ["x"], "data_dir": "\#(data)"}"#.utf8).write(to: config)
+        for (arguments, environment) in [(["--config", config.path], [:]), ([], ["RISC_DATA_DIR": data])] {
+            let list = try RiscBinary.run(["accounts", "list", "--json"] + arguments, directory: elsewhere, environment: environment)
+            #expect(list.status == 0 && list.stdout.contains("u7"), "\(arguments) \(environment): \(list.stderr)")
+            let status = try RiscBinary.run(["queue", "status"] + arguments, directory: elsewhere, environment: environment)
+            #expect(status.status == 0 && status.stdout.contains("pending"), "\(status.stderr)")
+            try Data("{\"ts\":\"2026-11-24T00:00:00Z\",\"step\":\"received\",\"outcome\":\"accepted\",\"jti\":\"j-1\"}\n".utf8)
+                .write(to: URL(fileURLWithPath: data + "/events.log"))
+            let tail = try RiscBinary.run(["tail", "--json"] + arguments, directory: elsewhere, environment: environment)
+            #expect(tail.status == 0 && tail.stdout.contains("j-1"), "\(tail.stderr)")
+        }
+        // A variable risc does not know is an error here too, as for serve.
+        let typo = try RiscBinary.run(["queue", "status"], directory: elsewhere, environment: ["RISC_DATADIR": data])
+        #expect(typo.status == 64 && typo.stderr.contains("RISC_DATADIR"), "\(typo.stderr)")
+    }
+
+    /// Issue 16: a bad fifth line committed the first four; misspelt keys and empty subjects passed.
+    @Test("accounts import is all or nothing and strict: unknown members, empty subjects, wrong types and repeats refuse the whole file")
+    func strictImport() throws {
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-cli-import-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let good = (1...4).map { #"{"subject":"s\#($0)","user_id":"u\#($0)"}"# }
+        let cases: [(String, String)] = [
+            (#"{"subject":"s5","user_id":"u5","refresh_token":["rt"]}"#, "unknown member 'refresh_token'"),
+            (#"{"subject":"","user_id":"u5"}"#, "'subject' must not be empty"),
+            (#"{"subject":"s5","user_id":"u5","sessions":"one"}"#, "'sessions' must be an array"),
+            (#"{"subject":"s5","user_id":"u5","sessions":[""]}"#, "non-empty strings"),
+            (#"{"subject":"s5"}"#, "'user_id' is required"),
+            (#"{"subject":"s1","user_id":"u9"}"#, "again (first on line 1)"),
+            ("not json", "line 5"),
+        ]
+        for (fifth, why) in cases {
+            let result = try RiscBinary.run(
+                ["accounts", "import", "-", "--data-dir", data, "--create"], stdin: (good + [fifth]).joined(separator: "\n") + "\n")
+            #expect(result.status == 64 && result.stderr.contains("line 5") && result.stderr.contains(why), "\(fifth): \(result.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: data + "/risc.sqlite3"), "nothing, not even a store, for \(fifth)")
+        }
+        let imported = try RiscBinary.run(["accounts", "import", "-", "--data-dir", data, "--create"], stdin: good.joined(separator: "\n"))
+        #expect(imported.status == 0 && imported.stdout.contains("imported 4"), "\(imported.stderr)")
+        // Into an existing store, a bad line still writes nothing.
+        let again = try RiscBinary.run(
+            ["accounts", "import", "-", "--data-dir", data],
+            stdin: [#"{"subject":"s6","user_id":"u6"}"#, #"{"subject":"s7","user_id":""}"#].joined(separator: "\n"))
+        #expect(again.status == 64 && again.stderr.contains("line 2"), "\(again.stderr)")
+        let list = try JSONParser.parse(try RiscBinary.run(["accounts", "list", "--json", "--data-dir", data]).stdout).arrayValue ?? []
+        #expect(list.count == 4)
     }
 }

@@ -24,7 +24,7 @@ struct LinkingCommandTests {
 
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-linking-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: data) }
-        #expect(try RiscBinary.run(["accounts", "link", "--data-dir", data, "--subject", "42", "--user", "u42"]).status == 0)
+        #expect(try RiscBinary.run(["accounts", "link", "--create", "--data-dir", data, "--subject", "42", "--user", "u42"]).status == 0)
         let arguments = ["linking", "check-url", Self.link(google), "--client-id", "google-client", "--code", "c-1", "--user", "u42", "--data-dir", data]
         #expect(try RiscBinary.run(arguments).status == 0)
         let replay = try RiscBinary.run(["replay", "-", "--local", "--data-dir", data], stdin: #"{"type":"account-disabled","subject":"42"}"#)

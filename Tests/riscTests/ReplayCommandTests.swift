@@ -60,7 +60,7 @@ extension ReplayCommandTests {
     func local() throws {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-local-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: data) }
-        #expect(try RiscBinary.run(["accounts", "link", "--subject", "77", "--user", "u-77", "--session", "s-1", "--data-dir", data]).status == 0)
+        #expect(try RiscBinary.run(["accounts", "link", "--subject", "77", "--user", "u-77", "--session", "s-1", "--data-dir", data, "--create"]).status == 0)
         let descriptions = [
             #"{"type":"sessions-revoked","subject":"77","jti":"local-1"}"#,
             #"{"type":"account-disabled","reason":"hijacking","subject":"77","jti":"local-2"}"#,

@@ -16,11 +16,18 @@ enum RiscBinary {
         let stderr: String
     }
 
-    static func run(_ arguments: [String], stdin: String? = nil, executable: URL? = nil) throws -> Result {
+    /// `directory`: the working directory (default the repository); `environment`: `RISC_*`
+    /// variables added to this process's environment.
+    static func run(
+        _ arguments: [String], stdin: String? = nil, executable: URL? = nil, directory: URL? = nil, environment: [String: String] = [:]
+    ) throws -> Result {
         let process = Process()
         process.executableURL = executable ?? url
         process.arguments = arguments
-        process.currentDirectoryURL = repository
+        process.currentDirectoryURL = directory ?? repository
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         let out = Pipe(), err = Pipe(), input = Pipe()
         process.standardOutput = out
         process.standardError = err

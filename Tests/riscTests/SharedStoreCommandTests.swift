@@ -17,7 +17,7 @@ struct SharedStoreCommandTests {
         defer { try? cluster.stop() }
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-copy-\(UUID().uuidString)").path
         // An embedded store with an account, SETs applied to it, and a dead letter.
-        var result = try run(["accounts", "link", "--data-dir", data, "--subject", "42", "--user", "u42", "--session", "s1", "--session", "s2"])
+        var result = try run(["accounts", "link", "--create", "--data-dir", data, "--subject", "42", "--user", "u42", "--session", "s1", "--session", "s2"])
         try #require(result.status == 0, "\(result.stderr)")
         let descriptions = [
             #"{"type":"sessions-revoked","subject":"42","jti":"copy-1","iat":2000}"#,

@@ -38,7 +38,7 @@ struct UnlinkNoticeCommandTests {
             try Data(token.utf8).write(to: directory.appendingPathComponent("linked-\(index)"))
         }
         let linked = try RiscBinary.run(
-            ["accounts", "link", "--config", config, "--subject", "erin", "--user", "u-erin"]
+            ["accounts", "link", "--config", config, "--subject", "erin", "--user", "u-erin", "--create"]
                 + tokens.indices.flatMap { ["--linked-token-file", directory.appendingPathComponent("linked-\($0)").path] })
         try #require(linked.status == 0, "\(linked.stderr)")
 

@@ -116,8 +116,9 @@ public struct AccountSummary: Sendable, Equatable {
 /// The linked-account store, whichever backend holds it. Applying actions to it happens when a
 /// queued SET is finished (`WorkQueue.finish`), in the same transaction.
 public protocol AccountRepository: Sendable {
-    /// Creates or updates the account and adds its sessions and tokens. Returns the account id.
-    func link(_ link: AccountLink, now: Double) async throws -> Int64
+    /// Creates or updates each account and adds its sessions and tokens, all in one transaction
+    /// (all or none). Returns the account ids, in order.
+    func link(_ links: [AccountLink], now: Double) async throws -> [Int64]
     /// Adds a session and/or a token to an existing account (by subject, and issuer when given).
     /// False when there is no such account.
     func add(to subject: String, issuer: String?, session: String?, viaGoogle: Bool, token: String?, tokenKind: TokenKind, now: Double)
@@ -141,6 +142,12 @@ public protocol AccountRepository: Sendable {
 }
 
 extension AccountRepository {
+    /// Creates or updates one account. Returns its id.
+    public func link(_ link: AccountLink, now: Double) async throws -> Int64 {
+        guard let id = try await self.link([link], now: now).first else { throw AccountLinkError() }
+        return id
+    }
+
     /// Removes the account without notices. How many accounts went.
     public func unlink(subject: String, issuer: String?) async throws -> Int {
         try await unlink(subject: subject, issuer: issuer, notices: nil, now: Date().timeIntervalSince1970).accounts
@@ -180,5 +187,47 @@ public struct VerificationEntry: Sendable {
         self.algorithm = algorithm
         self.issuer = issuer
         self.audience = audience
+    }
+}
+
+/// An account link that cannot be made: a malformed description, or a backend that returned no id.
+public struct AccountLinkError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ description: String = "the store returned no account id") { self.description = description }
+}
+
+extension AccountLink {
+    /// The members an account's JSON description may have (`accounts import`, `POST /admin/accounts`).
+    public static let jsonMembers: Set<String> = ["subject", "user_id", "email", "issuer", "sessions", "refresh_tokens", "linked_tokens"]
+
+    /// An account from its JSON description, strictly: `subject` and `user_id` non-empty strings,
+    /// `email` and `issuer` non-empty strings when present, the lists arrays of non-empty strings,
+    /// and no other member (a misspelt key must not silently drop data).
+    public init(json: JSONObject) throws(AccountLinkError) {
+        if let unknown = json.keys.filter({ !Self.jsonMembers.contains($0) }).sorted().first {
+            throw AccountLinkError("unknown member '\(Printable.safe(unknown, maxBytes: 64))' (known: \(Self.jsonMembers.sorted().joined(separator: ", ")))")
+        }
+        func text(_ name: String, required: Bool) throws(AccountLinkError) -> String? {
+            guard let value = json[name], value != .null else {
+                if required { throw AccountLinkError("'\(name)' is required") }
+                return nil
+            }
+            guard let text = value.stringValue else { throw AccountLinkError("'\(name)' must be a string") }
+            guard !text.trimmingCharacters(in: .whitespaces).isEmpty else { throw AccountLinkError("'\(name)' must not be empty") }
+            return text
+        }
+        func list(_ name: String) throws(AccountLinkError) -> [String] {
+            guard let value = json[name], value != .null else { return [] }
+            guard let items = value.arrayValue else { throw AccountLinkError("'\(name)' must be an array of strings") }
+            let texts = items.compactMap(\.stringValue)
+            guard texts.count == items.count, !texts.contains(where: \.isEmpty) else {
+                throw AccountLinkError("'\(name)' must be an array of non-empty strings")
+            }
+            return texts
+        }
+        self.init(
+            issuer: try text("issuer", required: false) ?? "https://accounts.google.com", subject: try text("subject", required: true)!,
+            userID: try text("user_id", required: true)!, email: try text("email", required: false), sessions: try list("sessions"),
+            refreshTokens: try list("refresh_tokens"), linkedTokens: try list("linked_tokens"))
     }
 }

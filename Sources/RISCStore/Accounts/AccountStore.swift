@@ -34,37 +34,44 @@ public final class AccountStore: @unchecked Sendable {
     /// Creates or updates the account and adds its sessions and tokens. Returns the account id.
     @discardableResult
     public func link(_ link: Link, now: Double = Date().timeIntervalSince1970) throws -> Int64 {
+        try self.link([link], now: now)[0]
+    }
+
+    /// Links every account in one transaction: all or none.
+    public func link(_ links: [Link], now: Double = Date().timeIntervalSince1970) throws -> [Int64] {
         lock.lock()
         defer { lock.unlock() }
         WriteLock.lock.lock()
         defer { WriteLock.lock.unlock() }
-        return try connection.immediateTransaction {
-            let upsert = try connection.prepare("""
-                INSERT INTO accounts (issuer, subject, user_id, email, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5)
-                ON CONFLICT (issuer, subject) DO UPDATE SET user_id = excluded.user_id,
-                    email = coalesce(excluded.email, email), updated_at = excluded.updated_at
-                RETURNING id
-                """)
-            try upsert.bind([
-                .text(SETPolicy.issuerScope(link.issuer)), .text(link.subject), .text(link.userID),
-                .optional(link.email?.lowercased()), .double(now),
-            ])
-            guard try upsert.step() else { throw StoreError(code: 1, "account upsert returned no row") }
-            let id = upsert.int(0)
-            upsert.reset()
-            let session = try connection.prepare(
-                "INSERT OR IGNORE INTO sessions (account_id, session_id, created_at) VALUES (?1, ?2, ?3)")
-            for sessionID in link.sessions { try session.run([.int(id), .text(sessionID), .double(now)]) }
-            let token = try connection.prepare(
-                "INSERT INTO tokens (account_id, kind, hash, prefix_mac, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")
-            for (kind, values) in [(TokenKind.googleRefresh, link.refreshTokens), (.linked, link.linkedTokens)] {
-                for value in values {
-                    let fingerprint = TokenFingerprint(token: value, key: tokenKey)
-                    try token.run([.int(id), .text(kind.rawValue), .text(fingerprint.hash), .text(fingerprint.prefixMAC), .double(now)])
-                }
+        return try connection.immediateTransaction { try links.map { try insert($0, now: now) } }
+    }
+
+    private func insert(_ link: Link, now: Double) throws -> Int64 {
+        let upsert = try connection.cached("""
+            INSERT INTO accounts (issuer, subject, user_id, email, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5)
+            ON CONFLICT (issuer, subject) DO UPDATE SET user_id = excluded.user_id,
+                email = coalesce(excluded.email, email), updated_at = excluded.updated_at
+            RETURNING id
+            """)
+        try upsert.bind([
+            .text(SETPolicy.issuerScope(link.issuer)), .text(link.subject), .text(link.userID),
+            .optional(link.email?.lowercased()), .double(now),
+        ])
+        guard try upsert.step() else { throw StoreError(code: 1, "account upsert returned no row") }
+        let id = upsert.int(0)
+        upsert.reset()
+        let session = try connection.cached(
+            "INSERT OR IGNORE INTO sessions (account_id, session_id, created_at) VALUES (?1, ?2, ?3)")
+        for sessionID in link.sessions { try session.run([.int(id), .text(sessionID), .double(now)]) }
+        let token = try connection.cached(
+            "INSERT INTO tokens (account_id, kind, hash, prefix_mac, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")
+        for (kind, values) in [(TokenKind.googleRefresh, link.refreshTokens), (.linked, link.linkedTokens)] {
+            for value in values {
+                let fingerprint = TokenFingerprint(token: value, key: tokenKey)
+                try token.run([.int(id), .text(kind.rawValue), .text(fingerprint.hash), .text(fingerprint.prefixMAC), .double(now)])
             }
-            return id
         }
+        return id
     }
 
     /// Adds a session or a token to an existing account (by subject, and issuer when given).
@@ -223,8 +230,8 @@ public struct EmbeddedAccountRepository: AccountRepository {
         try await BlockingPool.shared.run { Result { try body() } }.get()
     }
 
-    public func link(_ link: AccountLink, now: Double) async throws -> Int64 {
-        try await blocking { [store] in try store.link(link, now: now) }
+    public func link(_ links: [AccountLink], now: Double) async throws -> [Int64] {
+        try await blocking { [store] in try store.link(links, now: now) }
     }
 
     public func add(
