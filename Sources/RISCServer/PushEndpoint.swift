@@ -30,7 +30,7 @@ final class PushEndpoint: Service, Sendable {
         var maxBodyBytes: Int
         var retryAfter: Int
         /// Peers whose `X-Forwarded-For` is believed (reverse proxies).
-        var trustedProxies: Set<String>
+        var trustedProxies: TrustedProxies
         /// A request must arrive whole within this long of the connection's previous answer (or
         /// of its opening), else the connection is closed: an idle keep-alive connection, a
         /// request that stalls half-way, and one trickled a byte at a time alike.
@@ -153,7 +153,7 @@ final class PushEndpoint: Service, Sendable {
     private func configure(_ channel: any Channel) throws {
         let id = ObjectIdentifier(channel)
         let peer = channel.remoteAddress?.ipAddress
-        let limited = settings.maxConnectionsPerAddress > 0 && !settings.trustedProxies.contains(peer ?? "")
+        let limited = settings.maxConnectionsPerAddress > 0 && !settings.trustedProxies.contains(peer)
             ? Self.addressGroup(channel.remoteAddress) : nil
         let refusal = connections.withLock { connections -> Refusal? in
             guard connections.channels.count < settings.maxConnections else { return .total }
@@ -282,7 +282,7 @@ final class PushEndpoint: Service, Sendable {
     /// the last address in its `X-Forwarded-For` (the one the proxy itself saw).
     func clientAddress(peer: SocketAddress?, headers: HTTPHeaders) -> String? {
         let peer = peer?.ipAddress
-        guard let peer, !settings.trustedProxies.isEmpty, settings.trustedProxies.contains(peer),
+        guard let peer, settings.trustedProxies.contains(peer),
             let forwarded = headers.first(name: "X-Forwarded-For"),
             let last = forwarded.split(separator: ",").last?.trimmingCharacters(in: .whitespaces), !last.isEmpty
         else { return peer.map { $0.utf8.contains(UInt8(ascii: ":")) ? "[\($0)]" : $0 } }

@@ -42,7 +42,7 @@ public final class Receiver: Sendable {
     public init(configuration: ReceiverConfiguration, logger: Logger) throws {
         self.configuration = configuration
         self.logger = logger
-        let problems = configuration.problems
+        let problems = configuration.problems + Self.preflight(configuration)
         guard problems.isEmpty else { throw ConfigurationError(problems: problems) }
 
         // One receiver per data directory (its event log and key cache), whichever the store.
@@ -119,7 +119,7 @@ public final class Receiver: Sendable {
                 host: configuration.host, port: configuration.port, path: configuration.eventsPath,
                 revocationPath: configuration.linkingRevocationPath,
                 maxBodyBytes: configuration.maxBodyBytes, retryAfter: configuration.retryAfter,
-                trustedProxies: Set(configuration.trustedProxies),
+                trustedProxies: TrustedProxies(configuration.trustedProxies),
                 requestTimeout: .nanoseconds(Int64(configuration.requestTimeout * 1e9)),
                 maxConnections: Self.connectionLimit(configuration.maxConnections, logger: logger),
                 maxConnectionsPerAddress: configuration.maxConnectionsPerAddress),
@@ -218,6 +218,75 @@ public final class Receiver: Sendable {
         var raised = limit
         raised.rlim_cur = limit.rlim_max == rlim_t.max ? rlim_t(wanted) : min(limit.rlim_max, rlim_t(wanted))
         return Int(setrlimit(resource, &raised) == 0 ? raised.rlim_cur : limit.rlim_cur)
+    }
+
+    /// Everything about the files and directories a configuration names that would stop a start,
+    /// checked without binding a port or opening the store: `risc serve --check-config` and the
+    /// start run this same list, so the check refuses whatever the start refuses.
+    public static func preflight(_ configuration: ReceiverConfiguration) -> [String] {
+        var problems: [String] = []
+        let files = FileManager.default
+        var isDirectory: ObjCBool = false
+        if files.fileExists(atPath: configuration.dataDirectory, isDirectory: &isDirectory) {
+            if !isDirectory.boolValue {
+                problems.append("data_dir: \(configuration.dataDirectory) exists and is not a directory")
+            } else if !files.isWritableFile(atPath: configuration.dataDirectory) {
+                problems.append("data_dir: \(configuration.dataDirectory) is not writable by this user")
+            }
+        } else if !configuration.dataDirectory.isEmpty {
+            var parent = configuration.dataDirectory
+            repeat {
+                parent = (parent as NSString).deletingLastPathComponent
+                if parent.isEmpty { parent = "." }
+            } while !files.fileExists(atPath: parent, isDirectory: &isDirectory) && parent != "/" && parent != "."
+            if !isDirectory.boolValue || !files.isWritableFile(atPath: parent) {
+                problems.append("data_dir: \(configuration.dataDirectory) cannot be created (\(parent) is not a writable directory)")
+            }
+        }
+        let named: [(String, String?)] = [
+            ("tls.certificate", configuration.tlsCertificate), ("tls.key", configuration.tlsKey), ("jwks_file", configuration.jwksFile),
+            ("store.password_file", configuration.storePasswordFile), ("store.ca_file", configuration.storeCAFile),
+            ("accounts.token_key_file", configuration.tokenKeyFile),
+            ("linking.notices.service_account_file", configuration.noticeIssuer == nil ? nil : configuration.noticeServiceAccountFile),
+        ]
+        for (setting, path) in named {
+            if let path, !files.isReadableFile(atPath: path) { problems.append("\(setting): cannot read \(path)") }
+        }
+        let secrets: [(String, String?, String)] = [
+            ("admin.token_file", configuration.adminTokenFile, "token"), ("webhook.secret_file", configuration.webhookSecretFile, "secret"),
+            ("linking.client_secret_file", configuration.linkingRevocationPath == nil ? nil : configuration.linkingClientSecretFile, "secret"),
+        ]
+        for (setting, path, what) in secrets {
+            guard let path else { continue }
+            do {
+                if try readSecret(path, setting: setting).count < 16 { problems.append("\(setting): the \(what) in \(path) must be at least 16 bytes") }
+            } catch let error as ConfigurationError {
+                problems += error.problems
+            } catch {
+                problems.append("\(setting): \(error)")
+            }
+        }
+        if let path = configuration.tokenKeyFile, let data = files.contents(atPath: path), data.count < TokenKey.length {
+            problems.append("accounts.token_key_file: \(path) holds \(data.count) bytes; a token key has at least \(TokenKey.length)")
+        }
+        if let path = configuration.jwksFile, let data = files.contents(atPath: path) {
+            do { _ = try JWKSet(json: Array(data)) } catch { problems.append("jwks_file: \(path): \(error)") }
+        }
+        if let certificate = configuration.tlsCertificate, let key = configuration.tlsKey,
+            files.isReadableFile(atPath: certificate), files.isReadableFile(atPath: key)
+        {
+            do { _ = try ServerTLS.load(certificate: certificate, key: key) } catch { problems.append("tls: \(error)") }
+        }
+        if configuration.noticeIssuer != nil, configuration.noticeProblems.isEmpty,
+            files.isReadableFile(atPath: configuration.noticeServiceAccountFile ?? "")
+        {
+            do { _ = try ReceiverStorage.makePublisher(configuration: configuration) } catch let error as ConfigurationError {
+                problems += error.problems
+            } catch {
+                problems.append("linking.notices: \(error)")
+            }
+        }
+        return problems
     }
 
     /// A secret kept in a file (webhook secret, admin token), without surrounding whitespace.

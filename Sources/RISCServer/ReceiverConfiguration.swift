@@ -183,6 +183,7 @@ public struct ReceiverConfiguration: Sendable {
         if !(1...3_600).contains(adminRequestTimeout) { problems.append("admin.request_timeout must be 1–3600 seconds, got \(adminRequestTimeout)") }
         if maxConnectionsPerAddress < 0 { problems.append("limits.max_connections_per_address must be 0 (off) or more, got \(maxConnectionsPerAddress)") }
         if dataDirectory.isEmpty { problems.append("data_dir must not be empty") }
+        problems += TrustedProxies.problems(trustedProxies)
         if (webhookURL == nil) != (webhookSecretFile == nil) { problems.append("webhook.url and webhook.secret_file go together") }
         if let url = webhookURL, let refusal = URLPolicy().refusal(for: url) { problems.append("webhook.url: \(refusal)") }
         if webhookTimeout <= 0 { problems.append("webhook.timeout must be positive") }

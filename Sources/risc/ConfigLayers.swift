@@ -121,7 +121,10 @@ struct ConfigLayers {
         case nil: return nil
         case .text(let text, _):
             return text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        case .json(.string(let text), _): return [text]
+        case .json(.string(let text), let source):
+            // `--set key=a,b` is a list as RISC_KEY=a,b is; a file's string is one item.
+            guard source.hasPrefix("flag") else { return [text] }
+            return text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         case .json(.array(let items), let source):
             let texts = items.compactMap(\.stringValue)
             if texts.count != items.count { problems.append("\(source): expected an array of strings") }

@@ -18,7 +18,7 @@ extension ReceiverConfiguration {
         ("listen.host", "public listener address (default 0.0.0.0)"),
         ("listen.port", "public listener port (default 8443)"),
         ("events_path", "path that receives SETs (default /events)"),
-        ("trusted_proxies", "proxy addresses whose X-Forwarded-For names the client (default none)"),
+        ("trusted_proxies", "proxy addresses or ranges (10.0.0.7, 10.0.0.0/8, 2001:db8::/32) whose X-Forwarded-For names the client; anything else is an error (default none)"),
         ("limits.invalid_per_minute", "refused requests per address and minute before answering 429 (default 0: off)"),
         ("limits.request_timeout", "seconds a request may take to arrive whole, from the connection's last answer or opening; idle connections close after as long (default 60)"),
         ("limits.max_connections", "connections the public listener holds at once; one more is closed at once (default 1024)"),

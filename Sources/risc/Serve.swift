@@ -91,37 +91,17 @@ extension RiscCommand {
             return values
         }
 
-        /// `--check-config`: every file the configuration names must be readable (the private ones
-        /// by this user), and the data directory creatable; then a one-screen summary.
+        /// `--check-config`: the checks a start makes before it binds a port or opens the store
+        /// (`Receiver.preflight`: files readable, secrets long enough, the data directory usable, the
+        /// certificate and key a pair, key files that parse), then a one-screen summary.
         func check(_ configuration: ReceiverConfiguration) throws {
-            var problems: [String] = []
-            let files: [(String, String?)] = [
-                ("tls.certificate", configuration.tlsCertificate), ("tls.key", configuration.tlsKey),
-                ("jwks_file", configuration.jwksFile), ("webhook.secret_file", configuration.webhookSecretFile),
-                ("admin.token_file", configuration.adminTokenFile), ("store.password_file", configuration.storePasswordFile),
-                ("store.ca_file", configuration.storeCAFile), ("accounts.token_key_file", configuration.tokenKeyFile),
-            ]
-            for (setting, path) in files {
-                if let path, !FileManager.default.isReadableFile(atPath: path) { problems.append("\(setting): cannot read \(path)") }
-            }
-            var directory = configuration.dataDirectory
-            while !FileManager.default.fileExists(atPath: directory) && directory != "/" && !directory.isEmpty {
-                directory = (directory as NSString).deletingLastPathComponent
-                if directory.isEmpty { directory = "." }
-            }
-            if !FileManager.default.isWritableFile(atPath: directory) {
-                problems.append("data_dir: \(configuration.dataDirectory) is not writable (checked \(directory))")
-            }
-            var certificateUntil: Double?
-            if let certificate = configuration.tlsCertificate, let key = configuration.tlsKey,
-                FileManager.default.isReadableFile(atPath: certificate), FileManager.default.isReadableFile(atPath: key)
-            {
-                do { certificateUntil = try ServerTLS.load(certificate: certificate, key: key).notValidAfter } catch {
-                    problems.append("\(error)")
-                }
-            }
+            let problems = Receiver.preflight(configuration)
             guard problems.isEmpty else {
                 throw ValidationError("invalid configuration:\n" + problems.map { "  - \($0)" }.joined(separator: "\n"))
+            }
+            var certificateUntil: Double?
+            if let certificate = configuration.tlsCertificate, let key = configuration.tlsKey {
+                certificateUntil = try? ServerTLS.load(certificate: certificate, key: key).notValidAfter
             }
             print("configuration OK")
             print("  listen    \(configuration.tlsCertificate == nil ? "http" : "https")://\(configuration.host):\(configuration.port)\(configuration.eventsPath)")
@@ -140,12 +120,19 @@ extension RiscCommand {
         /// Refusals of the store's (a locked data directory, a wrong token key, a PostgreSQL server
         /// that is not durable): configuration problems, exit 64.
         static func isRefusal(_ error: any Error) -> Bool {
-            error is DataDirectoryLock.InUse || error is TokenKey.Refused || SharedStore.isRefusal(error)
+            error is ConfigurationError || error is DataDirectoryLock.InUse || error is TokenKey.Refused || SharedStore.isRefusal(error)
         }
 
         func run() async throws {
-            let configuration = try ReceiverConfiguration.load(file: config, flags: try flagValues())
-            if checkConfig { return try check(configuration) }
+            // Configuration errors: the problems, exit 64, no usage text (nothing is wrong with the flags' syntax).
+            let configuration: ReceiverConfiguration
+            do {
+                configuration = try ReceiverConfiguration.load(file: config, flags: try flagValues())
+                if checkConfig { return try check(configuration) }
+            } catch let error as ValidationError {
+                FileHandle.standardError.write(Data("risc serve: \(error.message)\n".utf8))
+                throw ExitCode(64)
+            }
             let logger = global.makeLogger()
             let receiver: Receiver
             do { receiver = try Receiver(configuration: configuration, logger: logger) } catch where Self.isRefusal(error) {

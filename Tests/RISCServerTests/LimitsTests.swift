@@ -181,3 +181,19 @@ struct LimitsTests {
         try await proxied.stop()
     }
 }
+
+@Suite("trusted_proxies")
+struct TrustedProxiesTests {
+    @Test("addresses and ranges compare as addresses: CIDR, IPv6 spelling, IPv4-mapped peers; anything else is a problem")
+    func matching() {
+        let proxies = TrustedProxies(["10.0.0.0/8", "2001:db8::/32", "192.0.2.7", "::1"])
+        #expect(proxies.contains("10.200.3.4") && !proxies.contains("11.0.0.1"))
+        #expect(proxies.contains("::ffff:10.1.2.3"))  // an IPv4 peer on a dual-stack socket
+        #expect(proxies.contains("2001:DB8:ffff::9") && !proxies.contains("2001:db9::1"))
+        #expect(proxies.contains("192.0.2.7") && !proxies.contains("192.0.2.8"))
+        #expect(proxies.contains("0:0:0:0:0:0:0:1") && !proxies.contains(nil) && !proxies.contains("not-an-address"))
+        #expect(TrustedProxies([]).contains("127.0.0.1") == false)
+        #expect(TrustedProxies.problems(["10.0.0.300", "proxy.lan", "10.0.0.0/33", "::/129", "10.0.0.0/", "1.2.3.4/8x"]).count == 6)
+        #expect(TrustedProxies.problems(["0.0.0.0/0", "::/0", "fe80::1"]).isEmpty)
+    }
+}

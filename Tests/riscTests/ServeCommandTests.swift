@@ -102,6 +102,49 @@ struct ServeCommandTests {
 }
 
 extension ServeCommandTests {
+    /// Issue 16: a too-short webhook secret, a data directory that is a file and bad
+    /// trusted_proxies passed `--check-config`; serve then refused (exit 1) or ran with them.
+    @Test("--check-config refuses whatever serve refuses, with the same words; both exit 64")
+    func checkConfigParity() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-parity-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        func file(_ name: String, _ text: String) throws -> String {
+            let path = directory.appendingPathComponent(name).path
+            try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+            return path
+        }
+        let short = try file("short", "only-ten-b\n"), good = try file("good", "a-secret-of-enough-length\n")
+        let notAFile = try file("not-a-directory", ""), badJWKS = try file("bad-jwks.json", "{\"keys\": 5}")
+        let shortKey = try file("short-key", "0123456789")
+        let base = ["serve", "--audience", "a", "--jwks-file", "keys/test/jwks.json", "--port", "0", "--admin-port", "0",
+                    "--host", "127.0.0.1", "--data-dir", directory.appendingPathComponent("data").path]
+        let cases: [([String], String)] = [
+            (["--set", "webhook.url=http://127.0.0.1:9/hook", "--set", "webhook.secret_file=\(short)"], "webhook.secret_file: the secret in \(short) must be at least 16 bytes"),
+            (["--data-dir", notAFile], "data_dir: \(notAFile) exists and is not a directory"),
+            (["--set", "trusted_proxies=10.0.0.300"], "trusted_proxies: '10.0.0.300' is not an IP address"),
+            (["--set", "trusted_proxies=proxy.internal"], "trusted_proxies: 'proxy.internal'"),
+            (["--set", "admin.token_file=\(short)"], "admin.token_file: the token in \(short) must be at least 16 bytes"),
+            (["--jwks-file", badJWKS], "jwks_file: \(badJWKS)"),
+            (["--set", "accounts.token_key_file=\(shortKey)"], "accounts.token_key_file: \(shortKey) holds 10 bytes"),
+            (["--set", "linking.google_client_id=c", "--set", "linking.revocation_path=/revoke", "--set", "linking.client_secret_file=\(short)"],
+             "linking.client_secret_file: the secret in \(short) must be at least 16 bytes"),
+        ]
+        for (extra, problem) in cases {
+            let checked = try RiscBinary.run(base + extra + ["--check-config"])
+            #expect(checked.status == 64 && checked.stderr.contains(problem), "check-config \(extra): \(checked.status) \(checked.stderr)")
+            #expect(!checked.stderr.contains("Usage:"), "a configuration error is not a usage error")
+            let served = try RiscBinary.run(base + extra)
+            #expect(served.status == 64 && served.stderr.contains(problem), "serve \(extra): \(served.status) \(served.stderr)")
+        }
+        // Ranges and IPv6 are addresses too; a good secret passes.
+        let fine = try RiscBinary.run(base + [
+            "--set", "trusted_proxies=10.0.0.0/8,2001:db8::/32,127.0.0.1", "--set", "webhook.url=http://127.0.0.1:9/hook",
+            "--set", "webhook.secret_file=\(good)", "--check-config",
+        ])
+        #expect(fine.status == 0, "\(fine.stderr)")
+    }
+
     @Test("--check-config: the example config is valid once its files exist; missing files are each named")
     func checkConfig() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-check-\(UUID().uuidString)")
