@@ -117,7 +117,7 @@ public final class PostgresDatabase: Sendable {
 
 /// The PostgreSQL store's schema, one list of statements per version.
 public enum PostgresSchema {
-    public static let version = 2
+    public static let version = 3
     /// `pg_advisory_xact_lock` key for migrations ("risc" in ASCII).
     static let advisoryLock: Int64 = 0x7269_7363
 
@@ -231,6 +231,8 @@ public enum PostgresSchema {
             """,
             "CREATE INDEX sets_leases ON sets (lease_expires_at) WHERE state = 'pending' AND lease_expires_at IS NOT NULL",
         ],
+        // The retry window runs from retry_since when an operator requeued the SET, else from its receipt.
+        3: ["ALTER TABLE sets ADD COLUMN retry_since DOUBLE PRECISION"],
     ]
 }
 

@@ -27,6 +27,11 @@ public struct PostgresQueueAdmin: QueueAdministration {
             if state == QueueState.pending.rawValue, let first { oldest = min(oldest ?? .infinity, first) }
         }
         counts.oldestPendingAge = oldest.map { (now - $0).rounded() }
+        for (sql, keyPath) in [(QueueCounts.lastRetryErrorSQL, \QueueCounts.lastRetryError), (QueueCounts.lastDeadErrorSQL, \QueueCounts.lastDeadError)] {
+            for try await (jti, error) in try await database.client.query(PostgresQuery(unsafeSQL: sql), logger: logger).decode((String, String?).self) {
+                counts[keyPath: keyPath] = (jti, error ?? "")
+            }
+        }
         return counts
     }
 
@@ -107,12 +112,12 @@ public struct PostgresQueueAdmin: QueueAdministration {
         let query: PostgresQuery =
             if let jti {
                 """
-                UPDATE sets SET state = 'pending', attempts = 0, next_attempt_at = 0, lease_owner = NULL, lease_expires_at = NULL
+                UPDATE sets SET state = 'pending', attempts = 0, next_attempt_at = 0, retry_since = extract(epoch from clock_timestamp()), lease_owner = NULL, lease_expires_at = NULL
                 WHERE jti = \(jti) AND state IN ('dead', 'pending') RETURNING id
                 """
             } else {
                 """
-                UPDATE sets SET state = 'pending', attempts = 0, next_attempt_at = 0, lease_owner = NULL, lease_expires_at = NULL
+                UPDATE sets SET state = 'pending', attempts = 0, next_attempt_at = 0, retry_since = extract(epoch from clock_timestamp()), lease_owner = NULL, lease_expires_at = NULL
                 WHERE state = 'dead' RETURNING id
                 """
             }
@@ -163,7 +168,7 @@ public struct PostgresQueueAdmin: QueueAdministration {
         guard !ids.isEmpty else { return [] }
         try await database.client.withTransaction(logger: logger) { connection in
             try await connection.query("""
-                UPDATE sets SET state = 'pending', attempts = 0, next_attempt_at = 0, last_error = NULL, processed_at = NULL,
+                UPDATE sets SET state = 'pending', attempts = 0, next_attempt_at = 0, retry_since = extract(epoch from clock_timestamp()), last_error = NULL, processed_at = NULL,
                     lease_owner = NULL, lease_expires_at = NULL
                 WHERE id = ANY(\(ids))
                 """, logger: logger)

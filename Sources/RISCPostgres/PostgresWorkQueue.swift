@@ -45,11 +45,13 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
                          WHERE state = 'pending' AND next_attempt_at <= \(now) AND (lease_expires_at IS NULL OR lease_expires_at < \(now))
                            AND (\(any) OR (issuer = \(UnlinkNotices.queueIssuer)) = \(notices))
                          ORDER BY next_attempt_at, id LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED)
-            RETURNING id, issuer, jti, token, attempts, next_attempt_at
+            RETURNING id, issuer, jti, token, attempts, next_attempt_at, coalesce(retry_since, received_at)
             """, logger: logger)
         var claimed: [(ClaimedSET, Double)] = []
-        for try await (id, issuer, jti, token, attempts, due) in rows.decode((Int64, String, String, String, Int, Double).self) {
-            claimed.append((ClaimedSET(id: id, issuer: issuer, jti: jti, token: token, attempts: attempts, owner: owner, leaseExpiresAt: expires), due))
+        for try await (id, issuer, jti, token, attempts, due, since) in rows.decode((Int64, String, String, String, Int, Double, Double).self) {
+            claimed.append((
+                ClaimedSET(id: id, issuer: issuer, jti: jti, token: token, attempts: attempts, owner: owner, leaseExpiresAt: expires, retrySince: since),
+                due))
         }
         return claimed.sorted { ($0.1, $0.0.id) < ($1.1, $1.0.id) }.map(\.0)
     }

@@ -198,6 +198,7 @@ public struct ReceiverConfiguration: Sendable {
             problems.append("linking.revocation_token_types must name access_token and/or refresh_token, got '\(linkingRevocationTokenTypes.joined(separator: ","))'")
         }
         problems += noticeProblems
+        problems += retry.problems
         problems += retention.problems
         if let storeURL {
             do { _ = try PostgresStoreURL(storeURL) } catch { problems.append("store.url: \(error.description)") }

@@ -67,7 +67,8 @@ extension ReceiverConfiguration {
         ("linking.notices.timeout", "seconds one publish call may take (default 10)"),
         ("linking.revocation_token_types", "token types the revocation endpoint revokes: access_token,refresh_token (default both); a hint naming another gets unsupported_token_type"),
         ("actions.table", "overrides of the action table: {\"account-disabled\": {\"hijacking\": [\"end_sessions\", …], \"\": […]}}"),
-        ("actions.max_attempts", "attempts before a SET is dead-lettered (default 10)"),
+        ("actions.retry_window", "how long failed actions are retried, from the SET's receipt (or its requeue), before it is dead-lettered: a duration such as 5d, 12h (default 5d)"),
+        ("actions.max_attempts", "a cap on attempts besides the window; 0: none (default 0)"),
         ("actions.base_delay", "first retry delay in seconds, doubling (default 1)"),
         ("actions.max_delay", "longest retry delay in seconds (default 3600)"),
     ]
@@ -154,6 +155,7 @@ extension ReceiverConfiguration {
         if let value = layers.string("linking.notices.json_field") { noticePublisher.jsonField = value }
         if let value = layers.double("linking.notices.timeout") { noticePublisher.timeout = value }
         if let value = layers.int("actions.max_attempts") { retry.maximumAttempts = value }
+        if let value = layers.duration("actions.retry_window") { retry.window = value }
         if let rows = layers.object("actions.table") {
             for (typeName, byReason) in rows {
                 guard let type = EventType(name: typeName) else {

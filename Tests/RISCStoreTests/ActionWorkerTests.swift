@@ -168,16 +168,23 @@ struct ActionWorkerTests {
         #expect(f.logLines.filter { $0["step"] == "applied" }.count == 1)
     }
 
+    /// A fixture holding one stored SET (jti `broken`, received at 3000) whose token cannot be
+    /// read back, so every attempt fails; no jitter.
+    static func failingSET(_ policy: RetryPolicy) async throws -> Fixture {
+        var retry = policy
+        retry.jitter = 0
+        let f = try Fixture(retry: retry)
+        let token = try Self.factory.make(type: .sessionsRevoked, subject: Self.user("alice"), jti: "broken")
+        let validated = try await f.verifier.verify(Array(token.utf8), now: 3_000)
+        _ = try await f.store.append(SETRecord(validated: validated, token: "not.a-token", receivedAt: 3_000, remoteAddress: nil, contentType: nil))
+        return f
+    }
+
     @Test("a SET whose actions fail is retried with backoff, then dead-lettered, never dropped")
     func deadLetter() async throws {
         var retry = RetryPolicy()
         retry.maximumAttempts = 3
-        retry.jitter = 0
-        let f = try Fixture(retry: retry)
-        // A stored row whose token cannot be read back: every attempt fails.
-        let token = try Self.factory.make(type: .sessionsRevoked, subject: Self.user("alice"), jti: "broken")
-        let validated = try await f.verifier.verify(Array(token.utf8), now: 3_000)
-        _ = try await f.store.append(SETRecord(validated: validated, token: "not.a-token", receivedAt: 3_000, remoteAddress: nil, contentType: nil))
+        let f = try await Self.failingSET(retry)
         try f.worker.processDue(limit: 10, now: 3_000)
         try f.worker.processDue(limit: 10, now: 3_000.5)  // not due yet: 1 s backoff
         try f.worker.processDue(limit: 10, now: 3_001.1)
@@ -186,6 +193,32 @@ struct ActionWorkerTests {
         #expect(outcomes == ["failed", "failed", "dead_lettered"])
         #expect(try f.store.record(issuer: "https://accounts.google.com", jti: "broken")?.state == "dead")
         #expect(try f.store.count() == 1)
+    }
+
+    /// Issue 16: the give-up point is time since receipt, and an operator's requeue starts a new window.
+    @Test("failures dead-letter only once the retry window has passed; a requeued dead letter gets a new window")
+    func retryWindow() async throws {
+        var retry = RetryPolicy()
+        retry.window = 600
+        let f = try await Self.failingSET(retry)
+        // Ten failures in the first ten minutes (the old default dead-lettered at the tenth): still retrying.
+        for k in 0..<10 { try f.worker.processDue(limit: 10, now: 3_000 + (k == 0 ? 0 : pow(2, Double(k)) - 1 + 0.1 * Double(k))) }
+        var outcomes = f.logLines.filter { $0["step"] == "applied" }.map { $0["outcome"]?.stringValue ?? "" }
+        #expect(outcomes.count == 10 && !outcomes.contains("dead_lettered"), "\(outcomes)")
+        #expect(try f.store.record(issuer: "https://accounts.google.com", jti: "broken")?.state == "pending")
+        // The attempt when the window closes fails: now it is a dead letter.
+        try f.worker.processDue(limit: 10, now: 3_600.5)
+        outcomes = f.logLines.filter { $0["step"] == "applied" }.map { $0["outcome"]?.stringValue ?? "" }
+        #expect(outcomes.last == "dead_lettered")
+        let admin = try QueueAdmin(directory: f.directory)
+        #expect(try admin.counts(now: 3_600).lastDeadError?.jti == "broken")
+        // Requeued (the window restarts at the real now): a failure is retried again, not dead at once.
+        #expect(try admin.retry() == 1)
+        let real = Date().timeIntervalSince1970
+        try f.worker.processDue(limit: 10, now: real + 1)
+        #expect(f.logLines.filter { $0["step"] == "applied" }.last?["outcome"] == "failed")
+        let counts = try admin.counts(now: real + 1)
+        #expect(counts.scheduledRetry == 1 && counts.lastRetryError?.jti == "broken" && counts.lastRetryError?.error.isEmpty == false)
     }
 
     @Test("an operator's table override changes what an event does")

@@ -4,7 +4,7 @@ public enum QueueState: String, Sendable, CaseIterable, Equatable {
     case pending
     /// Its actions are applied (or delivered to the webhook).
     case done
-    /// Its actions failed `actions.max_attempts` times: a dead letter, kept until purged.
+    /// Its actions kept failing for `actions.retry_window`: a dead letter, kept until purged.
     case dead
 }
 
@@ -17,8 +17,24 @@ public struct QueueCounts: Sendable, Equatable {
     public var dead = 0
     /// Age of the oldest pending SET, if any, in whole seconds.
     public var oldestPendingAge: Double?
+    /// Why SETs are retrying, and why the newest dead letter died: the `jti` and `last_error` of
+    /// the retrying SET due last (the most recent failure) and of the newest dead letter.
+    public var lastRetryError: (jti: String, error: String)?
+    public var lastDeadError: (jti: String, error: String)?
+
+    /// The queries `lastRetryError` and `lastDeadError` come from (the same on both stores; each
+    /// reads pending rows or the dead-letter index, not the table).
+    public static let lastRetryErrorSQL =
+        "SELECT jti, last_error FROM sets WHERE state = 'pending' AND attempts > 0 AND last_error IS NOT NULL ORDER BY next_attempt_at DESC LIMIT 1"
+    public static let lastDeadErrorSQL = "SELECT jti, last_error FROM sets WHERE state = 'dead' ORDER BY id DESC LIMIT 1"
 
     public init() {}
+
+    public static func == (a: QueueCounts, b: QueueCounts) -> Bool {
+        (a.pending, a.scheduledRetry, a.done, a.dead, a.oldestPendingAge) == (b.pending, b.scheduledRetry, b.done, b.dead, b.oldestPendingAge)
+            && a.lastRetryError?.jti == b.lastRetryError?.jti && a.lastRetryError?.error == b.lastRetryError?.error
+            && a.lastDeadError?.jti == b.lastDeadError?.jti && a.lastDeadError?.error == b.lastDeadError?.error
+    }
 
     public var json: JSONObject {
         var object = JSONObject()
@@ -27,6 +43,10 @@ public struct QueueCounts: Sendable, Equatable {
         object["done"] = .number(Double(done))
         object["dead"] = .number(Double(dead))
         if let oldestPendingAge { object["oldest_pending_age_seconds"] = .number(oldestPendingAge) }
+        for (name, failure) in [("last_retry_error", lastRetryError), ("last_dead_error", lastDeadError)] {
+            guard let failure else { continue }
+            object[name] = ["jti": .string(Printable.safe(failure.jti, maxBytes: 200)), "error": .string(Printable.safe(failure.error, maxBytes: 300))]
+        }
         return object
     }
 }

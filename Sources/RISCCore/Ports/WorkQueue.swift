@@ -12,8 +12,12 @@ public struct ClaimedSET: Sendable, Equatable {
     /// Who holds the lease (a receiver's worker id).
     public let owner: String
     public let leaseExpiresAt: Double
+    /// Where its retry window starts: when it was received, or requeued by an operator.
+    public let retrySince: Double
 
-    public init(id: Int64, issuer: String, jti: String, token: String, attempts: Int, owner: String, leaseExpiresAt: Double) {
+    public init(
+        id: Int64, issuer: String, jti: String, token: String, attempts: Int, owner: String, leaseExpiresAt: Double, retrySince: Double = 0
+    ) {
         self.id = id
         self.issuer = issuer
         self.jti = jti
@@ -21,6 +25,7 @@ public struct ClaimedSET: Sendable, Equatable {
         self.attempts = attempts
         self.owner = owner
         self.leaseExpiresAt = leaseExpiresAt
+        self.retrySince = retrySince
     }
 }
 

@@ -242,7 +242,7 @@ public final class QueueWorker: Sendable {
         var record = record
         let now = Date().timeIntervalSince1970
         let attempt = claim.attempts + 1
-        let delay = retry.delay(afterFailures: attempt)
+        let delay = retry.delay(afterFailures: attempt, age: now - claim.retrySince)
         record["outcome"] = delay == nil ? "dead_lettered" : "failed"
         record["error"] = .string(String(describing: error).prefix(300).description)
         if let delay { record["retry_at"] = .string(Timestamp.iso8601(now + delay)) }

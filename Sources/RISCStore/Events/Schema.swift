@@ -6,7 +6,7 @@ import Foundation
 /// `sets` is both the audit record and the work queue: a row is `pending` from the moment it is
 /// acknowledged until the action workers (issue 4) finish it; `id` gives arrival order.
 enum Schema {
-    static let version: Int64 = 6
+    static let version: Int64 = 7
 
     static let migrations: [Int64: String] = [
         1: """
@@ -109,6 +109,11 @@ enum Schema {
             ALTER TABLE sets ADD COLUMN pruned_at REAL;
             CREATE INDEX sets_prunable ON sets (processed_at) WHERE state = 'done' AND pruned_at IS NULL;
             CREATE INDEX sets_stripped ON sets (received_at) WHERE pruned_at IS NOT NULL;
+            """,
+        // The retry window (RetryPolicy.window) runs from here: set when an operator requeues a
+        // SET (`risc queue retry`, replay), NULL meaning from its receipt.
+        7: """
+            ALTER TABLE sets ADD COLUMN retry_since REAL;
             """,
     ]
 

@@ -104,7 +104,7 @@ public final class ActionWorker: @unchecked Sendable {
         // In the queue index's order (due time, then arrival): with a bound LIMIT the planner would
         // otherwise scan the whole table in rowid order, reading every page when nothing is due.
         let due = try connection.cached("""
-            SELECT id, issuer, jti, token, attempts FROM sets INDEXED BY sets_queue
+            SELECT id, issuer, jti, token, attempts, coalesce(retry_since, received_at) FROM sets INDEXED BY sets_queue
             WHERE state = 'pending' AND next_attempt_at <= ?1 AND (?3 OR (issuer = ?4) = ?5) ORDER BY next_attempt_at, id LIMIT ?2
             """)
         try due.bind([
@@ -113,7 +113,7 @@ public final class ActionWorker: @unchecked Sendable {
         var items: [Item] = []
         var notices: [Item] = []
         while try due.step() {
-            let item = (due.int(0), due.text(1) ?? "", due.text(2) ?? "", due.text(3) ?? "", Int(due.int(4)))
+            let item = (due.int(0), due.text(1) ?? "", due.text(2) ?? "", due.text(3) ?? "", Int(due.int(4)), due.double(5))
             if item.1 == UnlinkNotices.queueIssuer { notices.append(item) } else { items.append(item) }
         }
         due.reset()
@@ -156,7 +156,7 @@ public final class ActionWorker: @unchecked Sendable {
         return notices.count + items.count
     }
 
-    typealias Item = (id: Int64, issuer: String, jti: String, token: String, attempts: Int)
+    typealias Item = (id: Int64, issuer: String, jti: String, token: String, attempts: Int, retrySince: Double)
 
     /// Unlink notices: one HTTP call each (outside any transaction), then a short write.
     private func publish(_ notices: [Item], now: Double) {
@@ -249,7 +249,7 @@ public final class ActionWorker: @unchecked Sendable {
     ) {
         var record = record
         let attempt = item.attempts + 1
-        let delay = retry.delay(afterFailures: attempt)
+        let delay = retry.delay(afterFailures: attempt, age: now - item.retrySince)
         record["outcome"] = delay == nil ? "dead_lettered" : "failed"
         record["error"] = .string(String(describing: error).prefix(300).description)
         if let delay { record["retry_at"] = .string(Timestamp.iso8601(now + delay)) }

@@ -34,7 +34,15 @@ public final class QueueAdmin: QueueAdministration, @unchecked Sendable {
         }
         statement.reset()
         counts.oldestPendingAge = oldest.map { (now - $0).rounded() }
+        counts.lastRetryError = try failure(QueueCounts.lastRetryErrorSQL)
+        counts.lastDeadError = try failure(QueueCounts.lastDeadErrorSQL)
         return counts
+    }
+
+    private func failure(_ sql: String) throws -> (jti: String, error: String)? {
+        let statement = try connection.prepare(sql)
+        defer { statement.reset() }
+        return try statement.step() ? (statement.text(0) ?? "", statement.text(1) ?? "") : nil
     }
 
     /// The columns `row(from:)` reads, in its order.
@@ -100,10 +108,10 @@ public final class QueueAdmin: QueueAdministration, @unchecked Sendable {
     public func retry(jti: String? = nil) throws -> Int {
         if let jti {
             try connection.prepare(
-                "UPDATE sets SET state = 'pending', attempts = 0, next_attempt_at = 0 WHERE jti = ?1 AND state IN ('dead', 'pending')"
+                "UPDATE sets SET state = 'pending', attempts = 0, next_attempt_at = 0, retry_since = (julianday('now') - 2440587.5) * 86400.0 WHERE jti = ?1 AND state IN ('dead', 'pending')"
             ).run([.text(jti)])
         } else {
-            try connection.prepare("UPDATE sets SET state = 'pending', attempts = 0, next_attempt_at = 0 WHERE state = 'dead'").run()
+            try connection.prepare("UPDATE sets SET state = 'pending', attempts = 0, next_attempt_at = 0, retry_since = (julianday('now') - 2440587.5) * 86400.0 WHERE state = 'dead'").run()
         }
         return Int(connection.changes)
     }
