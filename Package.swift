@@ -87,14 +87,18 @@ let package = Package(
         // normally they replay input files, which the tests use for the kept crash inputs.
         .executableTarget(name: "FuzzSET", dependencies: ["RISCCore"], swiftSettings: swiftSettings),
         .executableTarget(name: "FuzzJWKS", dependencies: ["RISCCore", "RISCClient"], swiftSettings: swiftSettings),
+        // The commit `risc --version` prints, generated at build time.
+        .plugin(name: "BuildInfo", capability: .buildTool()),
         .executableTarget(
             name: "risc",
             dependencies: [
                 "RISCCore", "RISCClient", "RISCStore", "RISCPostgres", "RISCServer", "RISCTestKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: ["BuildInfo"]
         ),
         .testTarget(
             name: "RISCCoreTests",

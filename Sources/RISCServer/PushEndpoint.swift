@@ -136,6 +136,25 @@ final class PushEndpoint: Service, Sendable {
 
     /// Bounds the event-log lines of refused requests (see `RejectionSampler`).
     let rejections = RejectionSampler()
+    /// Why SETs are being answered 503 (nil: they are not), so the first 503 of an outage and the
+    /// first 202 after it are logged at the default level, not every one in between.
+    let unavailability = Mutex<String?>(nil)
+
+    /// Records that SETs are answered 503 for `reason`; true when that starts an outage.
+    func becameUnavailable(_ reason: String) -> Bool {
+        unavailability.withLock { current in
+            defer { current = reason }
+            return current != reason
+        }
+    }
+
+    /// Records a SET accepted; the reason of the outage it ends, if one.
+    func becameAvailable() -> String? {
+        unavailability.withLock { current in
+            defer { current = nil }
+            return current
+        }
+    }
 
     /// Writes one line per address whose refusals were held back from the event log.
     func writeSuppressedSummaries() {
@@ -667,16 +686,21 @@ final class PushHandler: ChannelDuplexHandler {
         defer { resume(context) }
         switch result {
         case .success:
+            if let reason = endpoint.becameAvailable() { endpoint.logger.notice("accepting SETs again", metadata: ["risc.after": "\(reason)"]) }
             respond(context, head, .accepted)
         case .failure(let error as SETError):
             endpoint.logger.debug("SET rejected", metadata: ["risc.err": "\(error.code)"])
             if let limiter = endpoint.limiter, let remote { limiter.recordInvalid(remote, now: Date().timeIntervalSince1970) }
             badRequest(context, head, error)
         case .failure(let error as KeyUnavailableError):
-            endpoint.logger.warning("no usable key set; answering 503", metadata: ["risc.error": "\(Printable.safe(error.description))"])
+            if endpoint.becameUnavailable("no usable key set") {
+                endpoint.logger.warning("no usable key set; answering 503", metadata: ["risc.error": "\(Printable.safe(error.description))"])
+            }
             unavailable(context, head, reason: "signing keys are temporarily unavailable")
         case .failure(let error):
-            endpoint.logger.error("cannot store the SET; answering 503", metadata: ["risc.error": "\(Printable.safe("\(error)"))"])
+            if endpoint.becameUnavailable("store failing") {
+                endpoint.logger.error("cannot store the SET; answering 503", metadata: ["risc.error": "\(Printable.safe("\(error)"))"])
+            }
             unavailable(context, head, reason: "the receiver cannot store events right now")
         }
     }

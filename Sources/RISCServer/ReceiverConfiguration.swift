@@ -1,3 +1,4 @@
+import Logging
 import RISCClient
 import RISCCore
 import RISCPostgres
@@ -51,6 +52,10 @@ public struct ReceiverConfiguration: Sendable {
     public var retryAfter: Int = 30
     /// Also write the event log to standard output.
     public var eventLogToStandardOutput: Bool = false
+    /// `log.level`: the diagnostic log's level (start, stop and recoveries are `notice`).
+    public var logLevel: Logger.Level = .notice
+    /// `log.format`: text or JSON lines on standard error.
+    public var logFormat: DiagnosticLogFormat = .text
     public var clockSkew: Double = 300
 
     public var jwksMinimumTTL: Double = 300

@@ -151,14 +151,7 @@ public final class LoopbackHTTPServer: Sendable {
         var text = "HTTP/1.1 \(response.status) \(Self.reason(response.status))\r\n"
         for (name, value) in response.headers { text += "\(name): \(value)\r\n" }
         text += "Content-Length: \(response.body.count)\r\nConnection: close\r\n\r\n"
-        let bytes = Array(text.utf8) + response.body
-        var sent = 0
-        while sent < bytes.count {
-            let n = bytes[sent...].withUnsafeBytes { write(client, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return }
-            sent += n
-        }
+        writeAll(client, Array(text.utf8) + response.body)
         // Close gracefully: send FIN, then drain until the client closes, so the kernel never
         // answers leftover bytes with a reset the client would see as a receive failure.
         shutdown(client, Int32(SHUT_WR))

@@ -1,17 +1,21 @@
 import ArgumentParser
 import Logging
+import RISCServer
 
 /// Flags every command shares.
 struct GlobalOptions: ParsableArguments {
-    @Option(help: "Diagnostic log level (trace, debug, info, notice, warning, error, critical).")
-    var logLevel: Logger.Level = .warning
+    @Option(help: "Diagnostic log level: trace, debug, info, notice, warning, error, critical (serve: default log.level, else notice; other commands: warning).")
+    var logLevel: Logger.Level?
 
-    /// A logger writing diagnostics to standard error.
-    func makeLogger(label: String = "risc") -> Logger {
-        var logger = Logger(label: label) { StreamLogHandler.standardError(label: $0) }
-        logger.logLevel = logLevel
-        return logger
+    @Option(help: "Diagnostic log format: text or json (one JSON object per line; serve: default log.format, else text).")
+    var logFormat: DiagnosticLogFormat?
+
+    /// A logger writing diagnostics to standard error; the flags win over `level` and `format`.
+    func makeLogger(label: String = "risc", level: Logger.Level = .warning, format: DiagnosticLogFormat = .text) -> Logger {
+        let (level, format) = (logLevel ?? level, logFormat ?? format)
+        return Logger(label: label) { DiagnosticLogHandler(label: $0, level: level, format: format) }
     }
 }
 
 extension Logger.Level: @retroactive ExpressibleByArgument {}
+extension DiagnosticLogFormat: ExpressibleByArgument {}

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 import RISCClient
 import RISCCore
 import RISCServer
@@ -32,6 +33,8 @@ extension ReceiverConfiguration {
         ("admin.request_timeout", "seconds a request to the admin listener may take to arrive whole; idle connections close after as long (default 30)"),
         ("max_body_bytes", "largest accepted body; larger gets 413 (default 65536)"),
         ("retry_after", "seconds in Retry-After on 503 (default 30)"),
+        ("log.level", "diagnostic log level: trace, debug, info, notice, warning, error, critical (default notice: start, stop and recoveries; --log-level wins)"),
+        ("log.format", "diagnostic log format on standard error: text or json (one object per line, microsecond UTC times; default text; --log-format wins)"),
         ("event_log_stdout", "also write the event log to standard output (default false)"),
         ("clock_skew", "seconds a future iat may be ahead before a warning (default 300)"),
         ("jwks.min_ttl", "lower bound on a key set's lifetime from max-age (default 300)"),
@@ -115,6 +118,16 @@ extension ReceiverConfiguration {
         if let value = layers.double("limits.request_timeout") { requestTimeout = value }
         if let value = layers.int("retry_after") { retryAfter = value }
         if let value = layers.bool("event_log_stdout") { eventLogToStandardOutput = value }
+        if let value = layers.string("log.level") {
+            if let level = Logger.Level(rawValue: value) { logLevel = level } else {
+                layers.report("log.level must be one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")), got '\(value)'")
+            }
+        }
+        if let value = layers.string("log.format") {
+            if let format = DiagnosticLogFormat(rawValue: value) { logFormat = format } else {
+                layers.report("log.format must be text or json, got '\(value)'")
+            }
+        }
         if let value = layers.double("clock_skew") { clockSkew = value }
         if let value = layers.double("jwks.min_ttl") { jwksMinimumTTL = value }
         if let value = layers.double("jwks.max_ttl") { jwksMaximumTTL = value }

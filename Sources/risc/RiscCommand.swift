@@ -9,9 +9,15 @@ struct RiscCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "risc",
         abstract: "Receive, verify and act on Google Cross-Account Protection (RISC) security events.",
-        version: "0.1.0",
+        version: RiscCommand.version,
         subcommands: [Serve.self, Verify.self, Accounts.self, Queue.self, Store.self, Replay.self, Tail.self, Keys.self, Sign.self, DevIssuer.self, Bench.self, Stream.self, Drill.self, Linking.self]
     )
+}
+
+extension RiscCommand {
+    /// The release and the commit it was built from (`BuildInfo`, generated at build time).
+    static let release = "0.1.0"
+    static let version = "\(release) (commit \(BuildInfo.commit))"
 }
 
 /// Documented exit statuses.

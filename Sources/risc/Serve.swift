@@ -5,6 +5,7 @@ import RISCCore
 import RISCPostgres
 import RISCServer
 import RISCStore
+import UnixSignals
 
 extension RiscCommand {
     struct Serve: AsyncParsableCommand {
@@ -133,7 +134,7 @@ extension RiscCommand {
                 FileHandle.standardError.write(Data("risc serve: \(error.message)\n".utf8))
                 throw ExitCode(64)
             }
-            let logger = global.makeLogger()
+            let logger = global.makeLogger(level: configuration.logLevel, format: configuration.logFormat)
             let receiver: Receiver
             do { receiver = try Receiver(configuration: configuration, logger: logger) } catch where Self.isRefusal(error) {
                 // Configuration problems found while opening the store: exit 64 like the others.
@@ -141,16 +142,36 @@ extension RiscCommand {
                 throw ExitCode(64)
             }
             logger.notice(
-                "risc serving",
+                "risc starting",
                 metadata: [
+                    "risc.version": "\(RiscCommand.version)", "risc.pid": "\(getpid())",
                     "risc.listen": "\(configuration.host):\(configuration.port)\(configuration.eventsPath)",
                     "risc.admin": "\(configuration.adminHost):\(configuration.adminPort)",
                     "risc.data_dir": "\(configuration.dataDirectory)", "risc.tls": "\(configuration.tlsCertificate != nil)",
                     "risc.store": "\(receiver.storage.backendName)",
                 ])
+            let lifecycle = Task { await Self.announce(receiver, logger: logger) }
+            defer { lifecycle.cancel() }
             do { try await receiver.run() } catch where Self.isRefusal(error) {
                 FileHandle.standardError.write(Data("risc serve: \(error)\n".utf8))
                 throw ExitCode(64)
+            }
+            logger.notice("risc stopped: listeners closed, queued work left for the next start, store closed")
+        }
+
+        /// Once both listeners run: a `risc ready` line (with what the store holds from before,
+        /// the recovery a restart does) and systemd's `READY=1`; on SIGTERM or SIGINT, a
+        /// `risc stopping` line and `STOPPING=1` while the receiver drains.
+        static func announce(_ receiver: Receiver, logger: Logger) async {
+            var publicPorts = receiver.publicPorts.makeAsyncIterator(), adminPorts = receiver.adminPorts.makeAsyncIterator()
+            guard let port = await publicPorts.next(), let adminPort = await adminPorts.next() else { return }
+            let pending = (try? await receiver.storage.health.queueDepth()) ?? 0
+            logger.notice("risc ready", metadata: ["risc.port": "\(port)", "risc.admin_port": "\(adminPort)", "risc.queue_depth": "\(pending)"])
+            SystemdNotify.send("READY=1\nSTATUS=accepting SETs on port \(port)\nMAINPID=\(getpid())")
+            for await signal in await UnixSignalsSequence(trapping: .sigterm, .sigint) {
+                logger.notice("risc stopping: draining requests in flight", metadata: ["risc.signal": "\(signal)"])
+                SystemdNotify.send("STOPPING=1")
+                return
             }
         }
     }

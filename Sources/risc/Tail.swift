@@ -50,7 +50,7 @@ extension RiscCommand {
             func shown(_ text: String, _ maxBytes: Int = 512) -> String { Printable.safe(text, maxBytes: maxBytes) }
             var parts = [shown(object["ts"]?.stringValue ?? "", 40), shown(object["step"]?.stringValue ?? "", 40).padded(8),
                          shown(outcome, 40).padded(13)]
-            for key in ["jti", "events", "subject", "err", "description", "attempt", "actions", "error", "remote", "path", "reason",
+            for key in ["jti", "events", "subject", "err", "description", "aud", "attempt", "actions", "error", "remote", "path", "reason",
                         "count", "latency_us"] {
                 guard let value = object[key] else { continue }
                 parts.append("\(key)=\(shown(value.stringValue ?? value.serialized))")

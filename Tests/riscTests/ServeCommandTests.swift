@@ -209,3 +209,101 @@ extension ServeCommandTests {
         #expect(try String(contentsOf: log, encoding: .utf8).contains(#""outcome":"duplicate""#))
     }
 }
+
+/// A Unix datagram socket standing in for systemd's `NOTIFY_SOCKET`.
+final class NotifySocket {
+    let path: String
+    private let fd: Int32
+
+    init() throws {
+        path = FileManager.default.temporaryDirectory.appendingPathComponent("risc-notify-\(UUID().uuidString.prefix(8))").path
+        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
+            for (index, byte) in path.utf8.enumerated() { buffer[index] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        try #require(fd >= 0 && bound == 0)
+        var timeout = timeval(tv_sec: 15, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    /// The next datagram, or nil after 15 s.
+    func receive() -> String? {
+        var buffer = [UInt8](repeating: 0, count: 4_096)
+        let count = recv(fd, &buffer, buffer.count, 0)
+        return count > 0 ? String(decoding: buffer[..<count], as: UTF8.self) : nil
+    }
+
+    deinit {
+        close(fd)
+        unlink(path)
+    }
+}
+
+extension ServeCommandTests {
+    /// Issue 16: the diagnostic log was plain text with whole seconds, silent at start and stop at
+    /// the default level; no readiness for systemd; invalid_audience did not name the aud.
+    @Test("JSON diagnostics with microsecond times; start, ready, stopping, stopped at the default level; READY=1 and STOPPING=1; invalid_audience names the aud")
+    func lifecycleLogging() async throws {
+        let notify = try NotifySocket()
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-lifecycle-\(UUID().uuidString)")
+        let stderrFile = data.path + ".stderr"
+        FileManager.default.createFile(atPath: stderrFile, contents: nil)
+        defer {
+            try? FileManager.default.removeItem(at: data)
+            try? FileManager.default.removeItem(atPath: stderrFile)
+        }
+        let port = try Self.freePort(), admin = try Self.freePort()
+        let process = Process()
+        process.executableURL = RiscBinary.url
+        process.currentDirectoryURL = RiscBinary.repository
+        process.arguments = [
+            "serve", "--audience", SETFactory.defaultAudience, "--jwks-file", "keys/test/jwks.json", "--issuer", SETFactory.defaultIssuer,
+            "--host", "127.0.0.1", "--port", "\(port)", "--admin-port", "\(admin)", "--data-dir", data.path, "--set", "log.format=json",
+        ]
+        process.environment = ProcessInfo.processInfo.environment.merging(["NOTIFY_SOCKET": notify.path]) { $1 }
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: stderrFile))
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        let ready = notify.receive()
+        try #require(ready?.hasPrefix("READY=1") == true, "\(ready ?? "nothing")")
+        // Ready means listening: a request right away is answered.
+        let client = CurlHTTPClient()
+        #expect(try await client.perform(HTTPRequest(url: "http://127.0.0.1:\(admin)/healthz")).status == 200)
+        let foreign = try RiscBinary.run(["sign", "--aud", "someone-elses-client.apps.googleusercontent.com"]).stdout
+        let refused = try await client.perform(HTTPRequest(
+            method: "POST", url: "http://127.0.0.1:\(port)/events", headers: [("Content-Type", "application/secevent+jwt")],
+            body: Array(foreign.trimmingCharacters(in: .whitespacesAndNewlines).utf8)))
+        #expect(refused.status == 400 && !String(decoding: refused.body, as: UTF8.self).contains("someone-elses"))  // nothing of the token echoed
+        process.terminate()
+        #expect(notify.receive() == "STOPPING=1")
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        let log = try String(contentsOfFile: data.appendingPathComponent("events.log").path, encoding: .utf8)
+        #expect(log.contains("invalid_audience") && log.contains(#""aud":["someone-elses-client.apps.googleusercontent.com"]"#), "\(log)")
+        let lines = try String(contentsOfFile: stderrFile, encoding: .utf8).split(separator: "\n")
+        let objects = lines.compactMap { try? JSONParser.parseObject(Array($0.utf8)) }
+        #expect(objects.count == lines.count && !lines.isEmpty, "every line is a JSON object: \(lines)")
+        let messages = objects.compactMap { $0["message"]?.stringValue }
+        for expected in ["risc starting", "risc ready", "risc stopping", "risc stopped"] {
+            #expect(messages.contains { $0.hasPrefix(expected) }, "\(expected) in \(messages)")
+        }
+        let times = objects.compactMap { $0["ts"]?.stringValue }
+        #expect(times.allSatisfy { $0.range(of: #"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$"#, options: .regularExpression) != nil }, "\(times)")
+        #expect(objects.first { $0["message"] == "risc starting" }?["risc.version"]?.stringValue?.contains("commit") == true)
+    }
+
+    @Test("log.level from the configuration quiets the start lines; --log-level wins over it; a bad level is a configuration error")
+    func logLevelSetting() throws {
+        let base = ["serve", "--audience", "a", "--jwks-file", "keys/test/jwks.json", "--check-config"]
+        let bad = try RiscBinary.run(base + ["--set", "log.level=chatty"])
+        #expect(bad.status == 64 && bad.stderr.contains("log.level must be one of"), "\(bad.stderr)")
+        let badFormat = try RiscBinary.run(base, environment: ["RISC_LOG_FORMAT": "xml"])
+        #expect(badFormat.status == 64 && badFormat.stderr.contains("log.format must be text or json"), "\(badFormat.stderr)")
+    }
+}

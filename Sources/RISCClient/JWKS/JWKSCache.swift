@@ -181,6 +181,9 @@ public actor JWKSCache: KeyProvider {
         do {
             let document = try await currentDiscovery(at: started)
             try await fetchKeys(document: document, at: started)
+            if let failedSince = state.lastFailure {
+                logger.notice("issuer key set fetch recovered", metadata: ["risc.jwks.last_failure": "\(Timestamp.iso8601(failedSince))"])
+            }
             state.lastFailure = nil
             lastError = nil
         } catch {

@@ -54,6 +54,9 @@ public struct SETError: Error, Sendable, Equatable, CustomStringConvertible {
     public let description: String
     /// What went wrong underneath (for logs only; never sent).
     public let underlying: (any Error)?
+    /// Members the event log's line adds (never sent to the client): for `invalid_audience`, the
+    /// `aud` that arrived, escaped and bounded, so an operator sees which client id was used.
+    public var logFields = JSONObject()
     public let file: String
     public let line: Int
 

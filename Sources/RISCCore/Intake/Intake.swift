@@ -97,6 +97,7 @@ public struct Intake: Sendable {
             record["outcome"] = "rejected"
             record["err"] = .string(error.code.rawValue)
             record["description"] = .string(error.description)
+            for (name, value) in error.logFields where record[name] == nil { record[name] = value }
             record["latency_us"] = .number(((end - start) * 1e6).rounded())
             if rejections?.admit(record["remote"]?.stringValue, outcome: "rejected", now: end) ?? true { log.record(record) }
             metrics?.observe(outcome: "rejected", err: error.code.rawValue, verifySeconds: end - start, commitSeconds: nil)

@@ -72,7 +72,11 @@ public struct SETPolicy: Sendable {
             throw SETError(.invalidIssuer, "'iss' is not the configured issuer")
         }
         guard token.audience.contains(where: audiences.contains) else {
-            throw SETError(.invalidAudience, token.audience.isEmpty ? "no 'aud' claim" : "'aud' names none of our client IDs")
+            var error = SETError(.invalidAudience, token.audience.isEmpty ? "no 'aud' claim" : "'aud' names none of our client IDs")
+            // A client id is no secret, and the operator needs it; the answer to the client still
+            // echoes nothing of the token.
+            error.logFields["aud"] = .array(token.audience.prefix(5).map { .string(Printable.safe($0, maxBytes: 120)) })
+            throw error
         }
         guard let jti = token.tokenID, !jti.isEmpty else { throw .invalidRequest("'jti' is missing or empty") }
         guard let issuedAt = token.issuedAt else { throw .invalidRequest("'iat' is missing") }

@@ -95,6 +95,7 @@ public final class QueueWorker: Sendable {
 
     func run() async {
         var lastRescue = 0.0
+        var claimFailing = false
         while !stopping {
             let now = Date().timeIntervalSince1970
             if now - lastRescue >= settings.rescueInterval {
@@ -104,8 +105,13 @@ public final class QueueWorker: Sendable {
             let processed: Int
             do {
                 processed = try await processDue(now: now)
+                if claimFailing {
+                    claimFailing = false
+                    logger.notice("claiming queued work again")
+                }
             } catch {
-                logger.warning("cannot claim queued work; trying again", metadata: ["risc.error": "\(error)"])
+                if !claimFailing { logger.warning("cannot claim queued work; trying again", metadata: ["risc.error": "\(error)"]) }
+                claimFailing = true
                 processed = 0
             }
             if processed == 0 && !stopping {

@@ -126,17 +126,7 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {
 
     private func write(_ data: [UInt8]) {
         guard !data.isEmpty else { return }
-        if fd >= 0 { Self.writeAll(fd, data) }
-        if toStandardOutput { Self.writeAll(STDOUT_FILENO, data) }
-    }
-
-    private static func writeAll(_ fd: Int32, _ data: [UInt8]) {
-        var offset = 0
-        while offset < data.count {
-            let n = data[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return }
-            offset += n
-        }
+        if fd >= 0 { writeAll(fd, data) }
+        if toStandardOutput { writeAll(STDOUT_FILENO, data) }
     }
 }

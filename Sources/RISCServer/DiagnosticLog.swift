@@ -1,0 +1,81 @@
+import Foundation
+import Logging
+import RISCCore
+import Synchronization
+
+/// How diagnostics (not the event log) are written to standard error: `text`, one readable line
+/// per message, or `json`, one JSON object per line for a log shipper (`ts`, `level`, `label`,
+/// `message`, then the metadata as strings). Both carry microsecond UTC timestamps.
+public enum DiagnosticLogFormat: String, Sendable, CaseIterable {
+    case text
+    case json
+}
+
+/// A `LogHandler` writing whole lines to a file descriptor (standard error by default), one
+/// `write` per line under a lock, so lines of concurrent tasks never interleave.
+public struct DiagnosticLogHandler: LogHandler {
+    public var logLevel: Logger.Level
+    public var metadata: Logger.Metadata = [:]
+    let label: String
+    let format: DiagnosticLogFormat
+    let output: Output
+
+    /// Where lines go.
+    final class Output: Sendable {
+        let descriptor: Int32
+        private let lock = Mutex(())
+        init(descriptor: Int32) { self.descriptor = descriptor }
+        func write(_ line: String) {
+            lock.withLock { _ in
+                var bytes = Array(line.utf8)
+                bytes.append(UInt8(ascii: "\n"))
+                writeAll(descriptor, bytes)
+            }
+        }
+    }
+
+    static let standardError = Output(descriptor: STDERR_FILENO)
+
+    public init(label: String, level: Logger.Level, format: DiagnosticLogFormat) {
+        self.init(label: label, level: level, format: format, output: Self.standardError)
+    }
+
+    init(label: String, level: Logger.Level, format: DiagnosticLogFormat, output: Output) {
+        self.label = label
+        self.logLevel = level
+        self.format = format
+        self.output = output
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(event: LogEvent) {
+        output.write(Self.line(event, label: label, format: format, metadata: metadata, now: Date().timeIntervalSince1970))
+    }
+
+    /// One line: control characters in the message and the values are escaped (they may quote
+    /// what a client sent).
+    static func line(_ event: LogEvent, label: String, format: DiagnosticLogFormat, metadata base: Logger.Metadata, now: Double) -> String {
+        var merged = base
+        if let extra = event.metadata { merged.merge(extra) { $1 } }
+        if let error = event.error { merged["error"] = "\(error)" }
+        let pairs = merged.sorted { $0.key < $1.key }.map { ($0.key, "\($0.value)") }
+        switch format {
+        case .json:
+            var object = JSONObject()
+            object["ts"] = .string(Timestamp.iso8601(now))
+            object["level"] = .string(event.level.rawValue)
+            object["label"] = .string(label)
+            object["message"] = .string(event.message.description)
+            for (key, value) in pairs where object[key] == nil { object[key] = .string(value) }
+            return JSONValue.object(object).serialized
+        case .text:
+            let fields = pairs.map { "\($0.0)=\(Printable.safe($0.1, maxBytes: 2_048))" }.joined(separator: " ")
+            return "\(Timestamp.iso8601(now)) \(event.level.rawValue) \(label): \(Printable.safe(event.message.description, maxBytes: 4_096))"
+                + (fields.isEmpty ? "" : " " + fields)
+        }
+    }
+}
