@@ -77,6 +77,8 @@ extension PostgresEventStore: StoreHealth {
     public func queueDepth() async throws -> Int { try await count("state = 'pending'") }
     public func deadLetters() async throws -> Int { try await count("state = 'dead'") }
 
+    public func retrying() async throws -> Int { try await count("state = 'pending' AND attempts > 0") }
+
     public func oldestPendingReceivedAt() async throws -> Double? {
         try await optionalDouble("SELECT min(received_at) FROM sets WHERE state = 'pending'")
     }

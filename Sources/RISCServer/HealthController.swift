@@ -48,6 +48,7 @@ struct HealthController: Sendable {
         let keySet = await keys.status()
         let depth = (try? await store.queueDepth()) ?? 0
         let dead = (try? await store.deadLetters()) ?? 0
+        let retrying = (try? await store.retrying()) ?? 0
         let oldest = (try? await store.oldestPendingReceivedAt()) ?? nil
         let lastSET = (try? await store.lastReceivedAt()) ?? nil
         var gauges: [(name: String, help: String, value: Double)] = [
@@ -56,7 +57,10 @@ struct HealthController: Sendable {
         ]
         if let age = keySet.age { gauges.append(("risc_jwks_age_seconds", "Seconds since the key set was fetched or revalidated.", age)) }
         let now = Date().timeIntervalSince1970
-        gauges.append(("risc_queue_dead", "Dead letters: SETs whose actions failed every attempt (risc queue list --dead).", Double(dead)))
+        gauges.append(("risc_queue_dead", "Dead letters: SETs whose actions failed for the whole retry window (risc queue list --dead).", Double(dead)))
+        gauges.append((
+            "risc_queue_retrying", "SETs whose actions failed and wait for another attempt (cause: risc queue status, last_retry_error).",
+            Double(retrying)))
         gauges.append((
             "risc_queue_oldest_pending_age_seconds", "Age of the oldest SET waiting for its actions (0 when none).",
             oldest.map { max(0, now - $0) } ?? 0

@@ -50,9 +50,15 @@ public final class Receiver: Sendable {
         eventLog = try JSONLinesEventLog(
             path: (configuration.dataDirectory as NSString).appendingPathComponent("events.log"),
             toStandardOutput: configuration.eventLogToStandardOutput)
-        metrics = PrometheusMetrics()
+        let actionTarget = configuration.webhookURL == nil ? "accounts" : "webhook"
+        metrics = PrometheusMetrics(
+            version: configuration.build.version, commit: configuration.build.commit, actionTarget: actionTarget,
+            notices: true)
+        // Every writer but SIGHUP's reopen goes through the counting log: the workers' attempts
+        // are the action metrics.
+        let log = MetricsEventLog(base: eventLog, metrics: metrics, target: actionTarget)
         let noticeKeys = try ReceiverStorage.noticeKeys(configuration: configuration)
-        storage = try ReceiverStorage.open(configuration: configuration, log: eventLog, logger: logger, noticeKeys: noticeKeys)
+        storage = try ReceiverStorage.open(configuration: configuration, log: log, logger: logger, noticeKeys: noticeKeys)
         if let file = configuration.jwksFile {
             guard let data = FileManager.default.contents(atPath: file) else {
                 throw ConfigurationError(problems: ["jwks_file: cannot read \(file)"])
@@ -72,7 +78,7 @@ public final class Receiver: Sendable {
         }
 
         let intake = Intake(
-            verifier: SETVerifier(policy: configuration.policy, keys: keys), store: storage.events, log: eventLog, metrics: metrics,
+            verifier: SETVerifier(policy: configuration.policy, keys: keys), store: storage.events, log: log, metrics: metrics,
             clock: { Date().timeIntervalSince1970 })
         let adminRouter = Router(context: RISCRequestContext.self)
         HealthController(keys: keySource, store: storage.health, backend: storage.backendName, metrics: metrics).register(on: adminRouter)
@@ -84,7 +90,7 @@ public final class Receiver: Sendable {
                 appFlip: configuration.linkingGoogleClientID.map {
                     AppFlipPolicy(clientID: $0, extraHosts: configuration.linkingAppFlipHosts, extraBundleIDs: configuration.linkingAppFlipBundleIDs)
                 },
-                notices: configuration.unlinkNotices(tokenKey: storage.tokenKey), log: eventLog
+                notices: configuration.unlinkNotices(tokenKey: storage.tokenKey), log: log
             ).register(on: adminRouter)
         }
 
@@ -111,7 +117,7 @@ public final class Receiver: Sendable {
             guard secret.count >= 16 else { throw ConfigurationError(problems: ["linking.client_secret_file: the secret must be at least 16 bytes"]) }
             revocation = RevocationIntake(
                 policy: RevocationPolicy(clientID: clientID, clientSecret: secret, tokenTypes: Set(configuration.linkingRevocationTokenTypes)),
-                store: storage.events, log: eventLog, signingKey: LocalSET.signingKey(tokenKey: storage.tokenKey),
+                store: storage.events, log: log, signingKey: LocalSET.signingKey(tokenKey: storage.tokenKey),
                 clock: { Date().timeIntervalSince1970 })
         }
         let push = PushEndpoint(
@@ -143,7 +149,7 @@ public final class Receiver: Sendable {
             services.append(
                 RetentionService(
                     store: try storage.retention(configuration: configuration), policy: configuration.retention,
-                    interval: configuration.retentionInterval, log: eventLog, logger: logger))
+                    interval: configuration.retentionInterval, log: log, logger: logger))
         }
         services.append(adminApp)
         services.append(push)

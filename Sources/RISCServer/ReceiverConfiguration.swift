@@ -52,6 +52,8 @@ public struct ReceiverConfiguration: Sendable {
     public var retryAfter: Int = 30
     /// Also write the event log to standard output.
     public var eventLogToStandardOutput: Bool = false
+    /// The release and commit `risc_build_info` reports (set by the command, not a setting).
+    public var build: (version: String, commit: String) = ("unknown", "unknown")
     /// `log.level`: the diagnostic log's level (start, stop and recoveries are `notice`).
     public var logLevel: Logger.Level = .notice
     /// `log.format`: text or JSON lines on standard error.

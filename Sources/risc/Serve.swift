@@ -126,7 +126,7 @@ extension RiscCommand {
 
         func run() async throws {
             // Configuration errors: the problems, exit 64, no usage text (nothing is wrong with the flags' syntax).
-            let configuration: ReceiverConfiguration
+            var configuration: ReceiverConfiguration
             do {
                 configuration = try ReceiverConfiguration.load(file: config, flags: try flagValues())
                 if checkConfig { return try check(configuration) }
@@ -134,6 +134,7 @@ extension RiscCommand {
                 FileHandle.standardError.write(Data("risc serve: \(error.message)\n".utf8))
                 throw ExitCode(64)
             }
+            configuration.build = (RiscCommand.release, BuildInfo.commit)
             let logger = global.makeLogger(level: configuration.logLevel, format: configuration.logFormat)
             let receiver: Receiver
             do { receiver = try Receiver(configuration: configuration, logger: logger) } catch where Self.isRefusal(error) {

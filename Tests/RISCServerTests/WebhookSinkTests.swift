@@ -46,6 +46,8 @@ struct WebhookSinkTests {
         #expect(request.header("x-risc-signature") == expected)
         let body = try JSONParser.parseObject(request.body)
         #expect(body["jti"] == "w1")
+        // Issue 16: `iss` is the token's, as `subject.iss` and the event log have it (it dropped Google's trailing '/').
+        #expect(body["iss"] == "https://accounts.google.com/")
         let event = try #require(body["events"]?.arrayValue?.first?.objectValue)
         #expect(event["actions"] == ["revoke_token"])
         #expect(event["subject"]?.objectValue?["token"] == "1//0gsecret-refr")  // the first 16 characters

@@ -13,8 +13,9 @@ struct ServeCommandTests {
         return port
     }
 
-    /// Starts `risc serve` with the test keys; returns the process, its data directory and ports once ready.
-    static func startServe(extra: [String] = [], readyWithin seconds: Int = 10, data: URL? = nil) async throws
+    /// Starts `risc serve` with the test keys (pinned, unless `pinned` is false and `extra` names a
+    /// discovery URL); returns the process, its data directory and ports once ready.
+    static func startServe(extra: [String] = [], readyWithin seconds: Int = 10, data: URL? = nil, pinned: Bool = true) async throws
         -> (process: Process, data: URL, port: Int, admin: Int)
     {
         let data = data ?? FileManager.default.temporaryDirectory.appendingPathComponent("risc-serve-\(UUID().uuidString)")
@@ -23,10 +24,10 @@ struct ServeCommandTests {
         process.executableURL = RiscBinary.url
         process.currentDirectoryURL = RiscBinary.repository
         process.arguments = [
-            "serve", "--audience", SETFactory.defaultAudience, "--jwks-file", "keys/test/jwks.json", "--issuer",
+            "serve", "--audience", SETFactory.defaultAudience, "--issuer",
             SETFactory.defaultIssuer, "--host", "127.0.0.1", "--port", "\(port)", "--admin-port", "\(admin)",
             "--data-dir", data.path,
-        ] + extra
+        ] + (pinned ? ["--jwks-file", "keys/test/jwks.json"] : []) + extra
         process.standardError = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
         try process.run()

@@ -56,7 +56,9 @@ public struct TokenToRevoke: Sendable, Equatable {
 
 extension ActionPlan {
     /// The JSON the webhook receives: what happened, to whom, and what to do. Token identifiers
-    /// (a prefix or a hash, never a token) are included so the site can find its token.
+    /// (a prefix or a hash, never a token) are included so the site can find its token. `issuer`
+    /// is the SET's `iss` as it arrived (as `subject.iss` and the event log have it: Google's
+    /// `https://accounts.google.com/` keeps its `/`), not the de-duplication scope.
     public func webhookBody(tokenID: String, issuer: String, sentAt: Double, tokens: [TokenToRevoke] = []) -> JSONValue {
         var object = JSONObject()
         object["v"] = 1

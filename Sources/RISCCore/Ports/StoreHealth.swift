@@ -11,6 +11,8 @@ public protocol StoreHealth: Sendable {
     func queueDepth() async throws -> Int
     /// Dead letters: SETs whose actions failed every attempt.
     func deadLetters() async throws -> Int
+    /// Pending SETs whose actions failed at least once and wait for their next attempt.
+    func retrying() async throws -> Int
     /// When the oldest SET still waiting for its actions arrived, if any.
     func oldestPendingReceivedAt() async throws -> Double?
     /// When the newest SET arrived, if any.

@@ -186,7 +186,7 @@ public final class QueueWorker: Sendable {
                 tokens = try await queue.tokensToRevoke(plan, keyIssuer: claim.issuer)
                 let key = Self.idempotencyKey(issuer: claim.issuer, jti: claim.jti)
                 delivered = try await BlockingPool.shared.run { [tokens] in
-                    Result { try sink.deliver(plan, tokens: tokens, tokenID: claim.jti, issuer: claim.issuer, idempotencyKey: key) }
+                    Result { try sink.deliver(plan, tokens: tokens, tokenID: claim.jti, issuer: claims.issuer ?? claim.issuer, idempotencyKey: key) }
                 }.get()
             }
             return Prepared(

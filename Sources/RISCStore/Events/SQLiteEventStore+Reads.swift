@@ -17,6 +17,11 @@ extension SQLiteEventStore {
         try read { Int(try $0.scalar("SELECT count(*) FROM sets WHERE state = 'pending'") ?? 0) }
     }
 
+    /// Pending SETs waiting for a retry after a failure.
+    public func retrying() throws -> Int {
+        try read { Int(try $0.scalar("SELECT count(*) FROM sets WHERE state = 'pending' AND attempts > 0") ?? 0) }
+    }
+
     /// Dead letters: SETs whose actions failed every attempt.
     public func deadLetters() throws -> Int {
         try read { Int(try $0.scalar("SELECT count(*) FROM sets WHERE state = 'dead'") ?? 0) }

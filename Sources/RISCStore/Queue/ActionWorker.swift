@@ -188,7 +188,7 @@ public final class ActionWorker: @unchecked Sendable {
             record["events"] = .array(plan.steps.map { .string($0.type.shortName) })
             let tokens = try applier.tokensToRevoke(plan, keyIssuer: item.issuer)
             let results = try sink.deliver(
-                plan, tokens: tokens, tokenID: item.jti, issuer: item.issuer,
+                plan, tokens: tokens, tokenID: item.jti, issuer: token.issuer ?? item.issuer,
                 idempotencyKey: QueueWorker.idempotencyKey(issuer: item.issuer, jti: item.jti))
             let verifications = try WriteLock.withLock {
                 try connection.immediateTransaction {

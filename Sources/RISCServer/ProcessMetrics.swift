@@ -1,0 +1,48 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The standard `process_*` metrics (as Prometheus's client libraries name them), read from
+/// `/proc/self` at scrape time: CPU seconds, resident and virtual memory, open and maximum file
+/// descriptors, start time.
+enum ProcessMetrics {
+    static func render() -> String {
+        var out = ""
+        func metric(_ name: String, _ type: String, _ help: String, _ value: Double?) {
+            guard let value else { return }
+            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(PrometheusMetrics.format(value))\n"
+        }
+        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+        let page = Double(sysconf(Int32(_SC_PAGESIZE)))
+        // /proc/self/stat: fields after the command's closing parenthesis; utime, stime are 14, 15,
+        // starttime 22, vsize 23, rss 24 (1-based, man 5 proc).
+        var fields: [Substring] = []
+        if let stat = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") {
+            fields = stat[stat.index(after: close)...].split(separator: " ")
+        }
+        func field(_ number: Int) -> Double? { fields.count > number - 3 ? Double(fields[number - 3]) : nil }
+        if let user = field(14), let system = field(15), ticks > 0 {
+            metric("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.", (user + system) / ticks)
+        }
+        metric("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", field(23))
+        metric("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", field(24).map { $0 * page })
+        if let start = field(22), ticks > 0, let boot = bootTime() {
+            metric("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.", boot + start / ticks)
+        }
+        let open = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count).map(Double.init)
+        metric("process_open_fds", "gauge", "Number of open file descriptors.", open)
+        var limit = rlimit()
+        if getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 {
+            metric("process_max_fds", "gauge", "Maximum number of open file descriptors.", Double(limit.rlim_cur))
+        }
+        return out
+    }
+
+    /// `btime` of /proc/stat: when the machine booted, seconds since the epoch.
+    static func bootTime() -> Double? {
+        guard let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8) else { return nil }
+        return text.split(separator: "\n").first { $0.hasPrefix("btime ") }.flatMap { Double($0.dropFirst(6)) }
+    }
+}
