@@ -308,3 +308,18 @@ extension ServeCommandTests {
         #expect(badFormat.status == 64 && badFormat.stderr.contains("log.format must be text or json"), "\(badFormat.stderr)")
     }
 }
+
+extension ServeCommandTests {
+    @Test("--version names the commit; shell completions for bash, zsh and fish come from the argument parser and know every command")
+    func versionAndCompletions() throws {
+        let version = try RiscBinary.run(["--version"])
+        #expect(version.status == 0 && version.stdout.range(of: #"^0\.1\.0 \(commit [0-9a-zA-Z._+-]+\)"#, options: .regularExpression) != nil, "\(version.stdout)")
+        for shell in ["bash", "zsh", "fish"] {
+            let script = try RiscBinary.run(["--generate-completion-script", shell])
+            #expect(script.status == 0, "\(shell): \(script.stderr)")
+            for command in ["serve", "accounts", "queue", "replay", "tail", "stream", "linking", "keys"] {
+                #expect(script.stdout.contains(command), "\(shell) completion names \(command)")
+            }
+        }
+    }
+}
