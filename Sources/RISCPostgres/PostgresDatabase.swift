@@ -118,6 +118,10 @@ public final class PostgresDatabase: Sendable {
 /// The PostgreSQL store's schema, one list of statements per version.
 public enum PostgresSchema {
     public static let version = 3
+    /// What every requeue sets (`risc queue retry`, replay): pending, no attempts, due now, no
+    /// lease, and a new retry window from now.
+    static let requeueAssignments =
+        "state = 'pending', attempts = 0, next_attempt_at = 0, retry_since = extract(epoch from clock_timestamp()), lease_owner = NULL, lease_expires_at = NULL"
     /// `pg_advisory_xact_lock` key for migrations ("risc" in ASCII).
     static let advisoryLock: Int64 = 0x7269_7363
 

@@ -112,12 +112,12 @@ public struct PostgresQueueAdmin: QueueAdministration {
         let query: PostgresQuery =
             if let jti {
                 """
-                UPDATE sets SET state = 'pending', attempts = 0, next_attempt_at = 0, retry_since = extract(epoch from clock_timestamp()), lease_owner = NULL, lease_expires_at = NULL
+                UPDATE sets SET \(unescaped: PostgresSchema.requeueAssignments)
                 WHERE jti = \(jti) AND state IN ('dead', 'pending') RETURNING id
                 """
             } else {
                 """
-                UPDATE sets SET state = 'pending', attempts = 0, next_attempt_at = 0, retry_since = extract(epoch from clock_timestamp()), lease_owner = NULL, lease_expires_at = NULL
+                UPDATE sets SET \(unescaped: PostgresSchema.requeueAssignments)
                 WHERE state = 'dead' RETURNING id
                 """
             }
@@ -168,8 +168,7 @@ public struct PostgresQueueAdmin: QueueAdministration {
         guard !ids.isEmpty else { return [] }
         try await database.client.withTransaction(logger: logger) { connection in
             try await connection.query("""
-                UPDATE sets SET state = 'pending', attempts = 0, next_attempt_at = 0, retry_since = extract(epoch from clock_timestamp()), last_error = NULL, processed_at = NULL,
-                    lease_owner = NULL, lease_expires_at = NULL
+                UPDATE sets SET \(unescaped: PostgresSchema.requeueAssignments), last_error = NULL, processed_at = NULL
                 WHERE id = ANY(\(ids))
                 """, logger: logger)
             try await connection.query("DELETE FROM applied_actions WHERE set_id = ANY(\(ids))", logger: logger)

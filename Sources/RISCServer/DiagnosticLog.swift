@@ -11,7 +11,7 @@ public enum DiagnosticLogFormat: String, Sendable, CaseIterable {
     case json
 }
 
-/// A `LogHandler` writing whole lines to a file descriptor (standard error by default), one
+/// A `LogHandler` writing whole lines to standard error, one
 /// `write` per line under a lock, so lines of concurrent tasks never interleave.
 public struct DiagnosticLogHandler: LogHandler {
     public var logLevel: Logger.Level
@@ -37,14 +37,10 @@ public struct DiagnosticLogHandler: LogHandler {
     static let standardError = Output(descriptor: STDERR_FILENO)
 
     public init(label: String, level: Logger.Level, format: DiagnosticLogFormat) {
-        self.init(label: label, level: level, format: format, output: Self.standardError)
-    }
-
-    init(label: String, level: Logger.Level, format: DiagnosticLogFormat, output: Output) {
         self.label = label
         self.logLevel = level
         self.format = format
-        self.output = output
+        self.output = Self.standardError
     }
 
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {

@@ -38,15 +38,21 @@ public final class PrometheusMetrics: IntakeMetrics, Sendable {
         static func < (a: Key, b: Key) -> Bool { (a.outcome, a.err ?? "") < (b.outcome, b.err ?? "") }
     }
 
+    struct ActionKey: Hashable, Comparable {
+        /// `accounts` or `webhook`.
+        let target: String
+        let outcome: String
+        static func < (a: ActionKey, b: ActionKey) -> Bool { (a.target, a.outcome) < (b.target, b.outcome) }
+    }
+
     struct State {
         var requests: [Key: Int] = [:]
         var verify = Histogram()
         var commit = Histogram()
-        /// By (target, outcome).
-        var actions: [Key: Int] = [:]
+        var actions: [ActionKey: Int] = [:]
         /// By target.
         var actionDurations: [String: Histogram] = [:]
-        var notices: [String: Int]?
+        var notices: [String: Int] = [:]
     }
 
     private let state = Mutex(State())
@@ -70,29 +76,29 @@ public final class PrometheusMetrics: IntakeMetrics, Sendable {
     let overflowedConnections = Atomic<Int>(0)
 
     /// `version` and `commit` label `risc_build_info`; `actionTarget` (`accounts` or `webhook`)
-    /// and `notices` say which action and notice series to start at 0.
-    public init(version: String = "unknown", commit: String = "unknown", actionTarget: String = "accounts", notices: Bool = false) {
+    /// says which action series to start at 0 (the notice series always do).
+    public init(version: String = "unknown", commit: String = "unknown", actionTarget: String = "accounts") {
         build = (version, commit)
         state.withLock { state in
             for outcome in Self.setOutcomes { state.requests[Key(outcome: outcome, err: nil)] = 0 }
             for code in SETError.Code.all { state.requests[Key(outcome: "rejected", err: code.rawValue)] = 0 }
-            for outcome in Self.actionOutcomes { state.actions[Key(outcome: outcome, err: actionTarget)] = 0 }
+            for outcome in Self.actionOutcomes { state.actions[ActionKey(target: actionTarget, outcome: outcome)] = 0 }
             state.actionDurations[actionTarget] = Histogram(bounds: Histogram.actionBounds)
-            if notices { state.notices = Dictionary(uniqueKeysWithValues: Self.noticeOutcomes.map { ($0, 0) }) }
+            for outcome in Self.noticeOutcomes { state.notices[outcome] = 0 }
         }
     }
 
     /// One action attempt (a SET's actions applied, or its webhook delivery), from the event log.
     func observeAction(target: String, outcome: String, seconds: Double?) {
         state.withLock { state in
-            state.actions[Key(outcome: outcome, err: target), default: 0] += 1
+            state.actions[ActionKey(target: target, outcome: outcome), default: 0] += 1
             if let seconds { state.actionDurations[target, default: Histogram(bounds: Histogram.actionBounds)].observe(seconds) }
         }
     }
 
     /// One unlink-notice publish attempt.
     func observeNotice(outcome: String) {
-        state.withLock { state in state.notices?[outcome, default: 0] += 1 }
+        state.withLock { state in state.notices[outcome, default: 0] += 1 }
     }
 
     public func observe(outcome: String, err: String?, verifySeconds: Double?, commitSeconds: Double?) {
@@ -125,15 +131,13 @@ public final class PrometheusMetrics: IntakeMetrics, Sendable {
         histogram("risc_commit_duration_seconds", "Time from verified to durably stored (group commit).", [("", snapshot.commit)])
         out += "# HELP risc_actions_total Action attempts for stored SETs, by target (accounts or webhook) and outcome.\n# TYPE risc_actions_total counter\n"
         for (key, value) in snapshot.actions.sorted(by: { $0.key < $1.key }) {
-            out += "risc_actions_total{target=\"\(key.err ?? "")\",outcome=\"\(key.outcome)\"} \(value)\n"
+            out += "risc_actions_total{target=\"\(key.target)\",outcome=\"\(key.outcome)\"} \(value)\n"
         }
         histogram(
             "risc_action_duration_seconds", "Time one action attempt took (a store transaction or a webhook call).",
             snapshot.actionDurations.sorted { $0.key < $1.key }.map { ("target=\"\($0.key)\"", $0.value) })
-        if let notices = snapshot.notices {
-            out += "# HELP risc_notices_total Unlink-notice publish attempts to Google, by outcome.\n# TYPE risc_notices_total counter\n"
-            for (outcome, value) in notices.sorted(by: { $0.key < $1.key }) { out += "risc_notices_total{outcome=\"\(outcome)\"} \(value)\n" }
-        }
+        out += "# HELP risc_notices_total Unlink-notice publish attempts to Google, by outcome.\n# TYPE risc_notices_total counter\n"
+        for (outcome, value) in snapshot.notices.sorted(by: { $0.key < $1.key }) { out += "risc_notices_total{outcome=\"\(outcome)\"} \(value)\n" }
         out += "# HELP risc_build_info The running release and the commit it was built from (always 1).\n# TYPE risc_build_info gauge\n"
         out += "risc_build_info{version=\"\(Self.labelValue(build.version))\",commit=\"\(Self.labelValue(build.commit))\"} 1\n"
         out += ProcessMetrics.render()

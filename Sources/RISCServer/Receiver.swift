@@ -51,9 +51,7 @@ public final class Receiver: Sendable {
             path: (configuration.dataDirectory as NSString).appendingPathComponent("events.log"),
             toStandardOutput: configuration.eventLogToStandardOutput)
         let actionTarget = configuration.webhookURL == nil ? "accounts" : "webhook"
-        metrics = PrometheusMetrics(
-            version: configuration.build.version, commit: configuration.build.commit, actionTarget: actionTarget,
-            notices: true)
+        metrics = PrometheusMetrics(version: configuration.build.version, commit: configuration.build.commit, actionTarget: actionTarget)
         // Every writer but SIGHUP's reopen goes through the counting log: the workers' attempts
         // are the action metrics.
         let log = MetricsEventLog(base: eventLog, metrics: metrics, target: actionTarget)
@@ -83,8 +81,7 @@ public final class Receiver: Sendable {
         let adminRouter = Router(context: RISCRequestContext.self)
         HealthController(keys: keySource, store: storage.health, backend: storage.backendName, metrics: metrics).register(on: adminRouter)
         if let tokenFile = configuration.adminTokenFile {
-            let token = try Self.readSecret(tokenFile, setting: "admin.token_file")
-            guard token.count >= 16 else { throw ConfigurationError(problems: ["admin.token_file: the token must be at least 16 characters"]) }
+            let token = try Self.readSecret(tokenFile, setting: "admin.token_file")  // its length: preflight
             AdminAccountsController(
                 accounts: storage.accounts, token: token,
                 appFlip: configuration.linkingGoogleClientID.map {
@@ -113,8 +110,7 @@ public final class Receiver: Sendable {
         if configuration.linkingRevocationPath != nil, let clientID = configuration.linkingGoogleClientID,
             let secretFile = configuration.linkingClientSecretFile
         {
-            let secret = try Self.readSecret(secretFile, setting: "linking.client_secret_file")
-            guard secret.count >= 16 else { throw ConfigurationError(problems: ["linking.client_secret_file: the secret must be at least 16 bytes"]) }
+            let secret = try Self.readSecret(secretFile, setting: "linking.client_secret_file")  // its length: preflight
             revocation = RevocationIntake(
                 policy: RevocationPolicy(clientID: clientID, clientSecret: secret, tokenTypes: Set(configuration.linkingRevocationTokenTypes)),
                 store: storage.events, log: log, signingKey: LocalSET.signingKey(tokenKey: storage.tokenKey),

@@ -120,11 +120,10 @@ struct ConfigLayers {
         switch raw(key) {
         case nil: return nil
         case .text(let text, _):
-            return text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            return Self.commaList(text)
         case .json(.string(let text), let source):
             // `--set key=a,b` is a list as RISC_KEY=a,b is; a file's string is one item.
-            guard source.hasPrefix("flag") else { return [text] }
-            return text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            return source.hasPrefix("flag") ? Self.commaList(text) : [text]
         case .json(.array(let items), let source):
             let texts = items.compactMap(\.stringValue)
             if texts.count != items.count { problems.append("\(source): expected an array of strings") }
@@ -133,6 +132,11 @@ struct ConfigLayers {
             problems.append("\(source): expected an array of strings, got \(other.serialized)")
             return nil
         }
+    }
+
+    /// `a, b,,c` → `[a, b, c]`.
+    static func commaList(_ text: String) -> [String] {
+        text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
     }
 
     mutating func double(_ key: String) -> Double? {

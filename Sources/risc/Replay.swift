@@ -190,15 +190,13 @@ extension RiscCommand {
         /// `--local`: store (or requeue) the SETs, run the action worker until nothing is due, report.
         func runLocal() async throws {
             // Where the store is: as every command finds it (flags, RISC_* variables, --config).
+            // Stored SETs need the store; new ones may make it, with --create.
             let resolved = try storeSettings()
-            if !creation.create && !fromStore { try resolved.requireEmbeddedStore(creatable: true) }
+            if fromStore || !creation.create { try resolved.requireEmbeddedStore(creatable: !fromStore) }
             var configuration = ReceiverConfiguration()
             if let config {
-                var flags: [String: JSONValue] = [:]
-                if let dataDir { flags["data_dir"] = .string(dataDir) }
-                if let storeURL { flags["store.url"] = .string(storeURL) }
-                if let tokenKeyFile { flags["accounts.token_key_file"] = .string(tokenKeyFile) }
-                configuration = try ReceiverConfiguration.load(file: config, flags: flags)
+                configuration = try ReceiverConfiguration.load(
+                    file: config, flags: StoreOption.flags(dataDir: dataDir, storeURL: storeURL, tokenKeyFile: tokenKeyFile))
             } else {
                 configuration.dataDirectory = resolved.dataDirectory
                 configuration.storeURL = resolved.storeURL
@@ -207,7 +205,6 @@ extension RiscCommand {
                 configuration.storeAcceptUnsafeDurability = resolved.acceptUnsafeDurability
                 configuration.tokenKeyFile = resolved.tokenKeyFile
             }
-            if fromStore { try resolved.requireEmbeddedStore(creatable: false) }
             let directory = configuration.dataDirectory
             var logger = Logger(label: "risc.replay") { StreamLogHandler.standardError(label: $0) }
             logger.logLevel = .warning

@@ -53,11 +53,17 @@ struct StoreOption: ParsableArguments {
         try Self.resolve(config: config, dataDir: dataDir, storeURL: storeURL, tokenKeyFile: tokenKeyFile)
     }
 
-    static func resolve(config: String?, dataDir: String?, storeURL: String?, tokenKeyFile: String?) throws -> Resolved {
+    /// The store flags as configuration keys (the top layer).
+    static func flags(dataDir: String?, storeURL: String?, tokenKeyFile: String?) -> [String: JSONValue] {
         var flags: [String: JSONValue] = [:]
         if let dataDir { flags["data_dir"] = .string(dataDir) }
         if let storeURL { flags["store.url"] = .string(storeURL) }
         if let tokenKeyFile { flags["accounts.token_key_file"] = .string(tokenKeyFile) }
+        return flags
+    }
+
+    static func resolve(config: String?, dataDir: String?, storeURL: String?, tokenKeyFile: String?) throws -> Resolved {
+        let flags = flags(dataDir: dataDir, storeURL: storeURL, tokenKeyFile: tokenKeyFile)
         var layers = ConfigLayers(
             filePath: config, environment: ProcessInfo.processInfo.environment, flags: flags,
             knownKeys: Set(ReceiverConfiguration.keys.map(\.key)))

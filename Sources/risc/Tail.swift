@@ -60,8 +60,10 @@ extension RiscCommand {
         }
 
         func run() async throws {
-            var path = file ?? ""
-            if file == nil {
+            let path: String
+            if let file {
+                path = file
+            } else {
                 let resolved = try StoreOption.resolve(config: config, dataDir: dataDir, storeURL: nil, tokenKeyFile: nil)
                 path = (resolved.dataDirectory as NSString).appendingPathComponent("events.log")
                 guard FileManager.default.fileExists(atPath: path) else {

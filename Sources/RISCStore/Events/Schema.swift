@@ -8,6 +8,10 @@ import Foundation
 enum Schema {
     static let version: Int64 = 7
 
+    /// What every requeue sets (`risc queue retry`, replay): pending, no attempts, due now, and a
+    /// new retry window from now.
+    static let requeueAssignments = "state = 'pending', attempts = 0, next_attempt_at = 0, retry_since = (julianday('now') - 2440587.5) * 86400.0"
+
     static let migrations: [Int64: String] = [
         1: """
             CREATE TABLE sets (

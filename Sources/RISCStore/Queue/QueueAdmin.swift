@@ -108,10 +108,10 @@ public final class QueueAdmin: QueueAdministration, @unchecked Sendable {
     public func retry(jti: String? = nil) throws -> Int {
         if let jti {
             try connection.prepare(
-                "UPDATE sets SET state = 'pending', attempts = 0, next_attempt_at = 0, retry_since = (julianday('now') - 2440587.5) * 86400.0 WHERE jti = ?1 AND state IN ('dead', 'pending')"
+                "UPDATE sets SET \(Schema.requeueAssignments) WHERE jti = ?1 AND state IN ('dead', 'pending')"
             ).run([.text(jti)])
         } else {
-            try connection.prepare("UPDATE sets SET state = 'pending', attempts = 0, next_attempt_at = 0, retry_since = (julianday('now') - 2440587.5) * 86400.0 WHERE state = 'dead'").run()
+            try connection.prepare("UPDATE sets SET \(Schema.requeueAssignments) WHERE state = 'dead'").run()
         }
         return Int(connection.changes)
     }

@@ -30,7 +30,7 @@ extension QueueAdmin {
         try WriteLock.withLock {
             try connectionForReads.immediateTransaction {
                 let reset = try connectionForReads.prepare(
-                    "UPDATE sets SET state = 'pending', attempts = 0, next_attempt_at = 0, last_error = NULL, processed_at = NULL, retry_since = (julianday('now') - 2440587.5) * 86400.0 WHERE id = ?1")
+                    "UPDATE sets SET \(Schema.requeueAssignments), last_error = NULL, processed_at = NULL WHERE id = ?1")
                 let forget = try connectionForReads.prepare("DELETE FROM applied_actions WHERE set_id = ?1")
                 for id in ids {
                     try reset.run([.int(id)])
