@@ -6,7 +6,7 @@ import RISCStore
 extension RiscCommand {
     struct Accounts: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Manage the linked-account store (Google accounts → your users, sessions, tokens), embedded or shared.",
+            abstract: "Manage the linked-account store (Google accounts to your users, sessions, tokens), embedded or shared.",
             subcommands: [Link.self, Import.self, List.self, Show.self, Unlink.self]
         )
     }

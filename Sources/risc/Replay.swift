@@ -19,7 +19,6 @@ extension RiscCommand {
                 --from-store, the receiver's own stored SETs (--jti; --since and --until as a time ago such as 2h or an \
                 RFC 3339 time such as 2026-11-23T01:00:00Z; --dead). Exit status 0 when \
                 every SET got 202 (or, with --dry-run, verified; with --local, was applied), 1 otherwise.
-
                 --local pushes them through the pipeline without HTTP, into --data-dir: stored SETs are put back \
                 in the queue with what was applied for them forgotten; SETs from SOURCE are verified (against \
                 --jwks-file, the config's jwks_file, or the JWKS of --keys) and stored as if received. Then the \

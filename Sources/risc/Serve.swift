@@ -12,7 +12,7 @@ extension RiscCommand {
         static let configuration = CommandConfiguration(
             abstract: "Run the receiver: the RFC 8935 push endpoint, health and metrics.",
             discussion: """
-                Settings come from flags, then RISC_* environment variables (listen.port → RISC_LISTEN_PORT), \
+                Settings come from flags, then RISC_* environment variables (listen.port is RISC_LISTEN_PORT), \
                 then the JSON file given with --config, then defaults. Only the audiences (your OAuth client IDs) \
                 are required: with nothing else risc serves on 0.0.0.0:8443 (plain HTTP unless tls.certificate and \
                 tls.key are set), keeps its data in ./data and trusts Google's RISC discovery document. \
