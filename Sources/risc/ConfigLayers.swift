@@ -1,8 +1,8 @@
 import Foundation
 import RISCCore
 
-/// Settings read from, highest precedence first: flags, `RISC_*` environment variables, a JSON
-/// config file, defaults.
+/// Settings read from, highest precedence first: flags, `RISC_*` environment variables, a config
+/// file (TOML or JSON, `ConfigFile`), defaults.
 ///
 /// Strict on purpose: an unknown key in the file or an unknown `RISC_*` variable is an error (a
 /// typo must not silently fall back to a default), and a value of the wrong type names its source.
@@ -26,9 +26,9 @@ struct ConfigLayers {
         if let filePath {
             if let data = FileManager.default.contents(atPath: filePath) {
                 do {
-                    Self.flatten(try JSONParser.parseObject(Array(data)), prefix: "", into: &file)
+                    Self.flatten(try ConfigFile.parse(path: filePath, bytes: Array(data)), prefix: "", into: &file)
                 } catch {
-                    problems.append("\(filePath): not a JSON object (\(error))")
+                    problems.append("\(filePath): \(error)")
                 }
             } else {
                 problems.append("\(filePath): cannot read the config file")
@@ -96,6 +96,15 @@ struct ConfigLayers {
         case nil: return nil
         case .json(_, let source), .text(_, let source): return source
         }
+    }
+
+    /// Where `key`'s value comes from, for people: `flag`, `environment RISC_…`, `file PATH`; nil
+    /// for the default.
+    func origin(_ key: String) -> String? {
+        if flags[key] != nil { return "flag" }
+        if let (name, _) = environment[key] { return "environment \(name)" }
+        if let value = file[key], value != .null { return "file \(filePath ?? "config")" }
+        return nil
     }
 
     private func raw(_ key: String) -> Raw? {

@@ -79,6 +79,11 @@ extension ReceiverConfiguration {
     /// The configuration `risc serve` runs with: `flags` over `RISC_*` variables over `file`, every
     /// problem reported at once.
     static func load(file: String?, flags: [String: JSONValue]) throws -> ReceiverConfiguration {
+        try loadWithOrigins(file: file, flags: flags).configuration
+    }
+
+    /// `load`, with where each set key's value came from (`ConfigLayers.origin`).
+    static func loadWithOrigins(file: String?, flags: [String: JSONValue]) throws -> (configuration: ReceiverConfiguration, origins: [String: String]) {
         let known = Set(keys.map(\.key))
         for key in flags.keys where !known.contains(key) { throw ValidationError("--set: unknown setting '\(key)'") }
         var layers = ConfigLayers(filePath: file, environment: ProcessInfo.processInfo.environment, flags: flags, knownKeys: known)
@@ -87,7 +92,9 @@ extension ReceiverConfiguration {
         guard problems.isEmpty else {
             throw ValidationError("invalid configuration:\n" + problems.map { "  - \($0)" }.joined(separator: "\n"))
         }
-        return configuration
+        var origins: [String: String] = [:]
+        for key in known { origins[key] = layers.origin(key) }
+        return (configuration, origins)
     }
 
     /// Reads every setting from the layers onto the defaults.

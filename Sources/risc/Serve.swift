@@ -13,7 +13,8 @@ extension RiscCommand {
             abstract: "Run the receiver: the RFC 8935 push endpoint, health and metrics.",
             discussion: """
                 Settings come from flags, then RISC_* environment variables (listen.port is RISC_LISTEN_PORT), \
-                then the JSON file given with --config, then defaults. Only the audiences (your OAuth client IDs) \
+                then the file given with --config (TOML or JSON), then defaults; --print-config shows the result. \
+                Only the audiences (your OAuth client IDs) \
                 are required: with nothing else risc serves on 0.0.0.0:8443 (plain HTTP unless tls.certificate and \
                 tls.key are set), keeps its data in ./data and trusts Google's RISC discovery document. \
                 SIGTERM/SIGINT drain and exit 0; SIGHUP reopens the event log and reloads the TLS certificate and key. \
@@ -21,7 +22,7 @@ extension RiscCommand {
                 """
         )
 
-        @Option(help: "JSON config file.")
+        @Option(help: "Config file: TOML (.toml) or JSON (.json).")
         var config: String?
 
         @Option(name: .customLong("audience"), help: "An accepted OAuth client ID (repeatable).")
@@ -65,6 +66,12 @@ extension RiscCommand {
 
         @Flag(help: "Check the configuration and the files it names, print a summary, and exit (0 valid, 64 not).")
         var checkConfig = false
+
+        @Flag(help: "Print the effective configuration (every setting, defaults included, with where each value came from; secrets redacted) as a config file, and exit.")
+        var printConfig = false
+
+        @Option(help: "The format of --print-config: toml (with sources as comments) or json.")
+        var printConfigFormat: ConfigFile.Format = .toml
 
         @OptionGroup var global: GlobalOptions
 
@@ -128,7 +135,11 @@ extension RiscCommand {
             // Configuration errors: the problems, exit 64, no usage text (nothing is wrong with the flags' syntax).
             var configuration: ReceiverConfiguration
             do {
-                configuration = try ReceiverConfiguration.load(file: config, flags: try flagValues())
+                let loaded = try ReceiverConfiguration.loadWithOrigins(file: config, flags: try flagValues())
+                configuration = loaded.configuration
+                if printConfig {
+                    return print(Self.printConfiguration(configuration, sources: loaded.origins, format: printConfigFormat), terminator: "")
+                }
                 if checkConfig { return try check(configuration) }
             } catch let error as ValidationError {
                 FileHandle.standardError.write(Data("risc serve: \(error.message)\n".utf8))

@@ -11,7 +11,7 @@ import RISCTestKit
 /// `store.*` and `accounts.token_key_file`), `RISC_*` variables, or flags, flags first. With a
 /// `store.url`, the shared PostgreSQL store; otherwise the embedded store in the data directory.
 struct StoreOption: ParsableArguments {
-    @Option(help: "The receiver's JSON config file: its data_dir, store.* and accounts.token_key_file.") var config: String?
+    @Option(help: "The receiver's config file (TOML or JSON): its data_dir, store.* and accounts.token_key_file.") var config: String?
     @Option(help: "Data directory (the embedded store; default ./data).") var dataDir: String?
     @Option(help: "A shared PostgreSQL store: postgres://USER@HOST:PORT/DB (default: the embedded store).") var storeURL: String?
     @Option(help: "The token-fingerprint key file, when the receiver's accounts.token_key_file names one.") var tokenKeyFile: String?
@@ -175,7 +175,7 @@ final class CommandStore {
 struct ScratchStoreOption: ParsableArguments {
     @Option(help: "Run on PostgreSQL: `throwaway` (a local cluster started for the run) or postgres://USER@HOST:PORT/DB of an empty database (default: the embedded store in a temporary directory).")
     var storeURL: String?
-    @Option(help: "A receiver's JSON config file: run on the PostgreSQL database its store.* settings name (it must hold no SETs).")
+    @Option(help: "A receiver's config file (TOML or JSON): run on the PostgreSQL database its store.* settings name (it must hold no SETs).")
     var config: String?
 
     /// Whether the run is on PostgreSQL (a configuration that cannot be read is an error, not the

@@ -1,0 +1,156 @@
+import Foundation
+import Logging
+import RISCClient
+import RISCCore
+import RISCServer
+
+extension ReceiverConfiguration {
+    /// Every key of `keys` with the value `risc serve` runs with (defaults included; `.null` for a
+    /// setting that is not set), as the config file would say it. Secrets never appear: risc reads
+    /// them from files, and those are shown by path; a URL's password and query values are
+    /// `REDACTED` (a webhook URL may carry its token there).
+    var effectiveSettings: [(key: String, value: JSONValue)] {
+        let values: [String: JSONValue] = [
+            "audiences": .strings(audiences),
+            "issuer": .optional(issuer),
+            "issuer_aliases": .strings(issuerAliases),
+            "algorithms": .strings(algorithms),
+            "discovery_url": .string(Self.redacted(url: discoveryURL)),
+            "jwks_file": .optional(jwksFile),
+            "data_dir": .string(dataDirectory),
+            "listen.host": .string(host),
+            "listen.port": .number(Double(port)),
+            "events_path": .string(eventsPath),
+            "trusted_proxies": .strings(trustedProxies),
+            "limits.invalid_per_minute": .number(Double(invalidPerMinute)),
+            "limits.request_timeout": .number(requestTimeout),
+            "limits.max_connections": .number(Double(maxConnections)),
+            "limits.max_connections_per_address": .number(Double(maxConnectionsPerAddress)),
+            "tls.certificate": .optional(tlsCertificate),
+            "tls.key": .optional(tlsKey),
+            "admin.host": .string(adminHost),
+            "admin.port": .number(Double(adminPort)),
+            "admin.token_file": .optional(adminTokenFile),
+            "admin.max_connections": .number(Double(adminMaxConnections)),
+            "admin.request_timeout": .number(adminRequestTimeout),
+            "max_body_bytes": .number(Double(maxBodyBytes)),
+            "retry_after": .number(Double(retryAfter)),
+            "log.level": .string(logLevel.rawValue),
+            "log.format": .string(logFormat.rawValue),
+            "event_log_stdout": .bool(eventLogToStandardOutput),
+            "clock_skew": .number(clockSkew),
+            "jwks.min_ttl": .number(jwksMinimumTTL),
+            "jwks.max_ttl": .number(jwksMaximumTTL),
+            "jwks.unknown_kid_cooldown": .number(jwksUnknownKeyCooldown),
+            "jwks.max_staleness": .number(jwksMaximumStaleness),
+            "jwks.failure_retry": .number(jwksFailureRetryInterval),
+            "store.url": .optional(storeURL),
+            "store.password_file": .optional(storePasswordFile),
+            "store.ca_file": .optional(storeCAFile),
+            "store.accept_unsafe_durability": .bool(storeAcceptUnsafeDurability),
+            "store.timeout": .number(storeTimeout),
+            "store.lease": .number(queueLease),
+            "accounts.token_key_file": .optional(tokenKeyFile),
+            "retention.done": .duration(retention.done),
+            "retention.duplicates": .duration(retention.duplicates),
+            "webhook.url": .optional(webhookURL.map(Self.redacted(url:))),
+            "webhook.secret_file": .optional(webhookSecretFile),
+            "webhook.timeout": .number(webhookTimeout),
+            "linking.google_client_id": .optional(linkingGoogleClientID),
+            "linking.app_flip_hosts": .strings(linkingAppFlipHosts),
+            "linking.app_flip_bundle_ids": .strings(linkingAppFlipBundleIDs),
+            "linking.revocation_path": .optional(linkingRevocationPath),
+            "linking.client_secret_file": .optional(linkingClientSecretFile),
+            "linking.notices.issuer": .optional(noticeIssuer),
+            "linking.notices.key_dir": .optional(noticeKeyDirectory),
+            "linking.notices.service_account_file": .optional(noticeServiceAccountFile),
+            "linking.notices.audience": .string(noticeAudience),
+            "linking.notices.token_type": .string(noticeTokenType),
+            "linking.notices.endpoint": .string(Self.redacted(url: noticePublisher.endpoint)),
+            "linking.notices.body": .string(noticePublisher.body.rawValue),
+            "linking.notices.json_field": .string(noticePublisher.jsonField),
+            "linking.notices.timeout": .number(noticePublisher.timeout),
+            "linking.revocation_token_types": .strings(linkingRevocationTokenTypes),
+            "actions.table": .object(Self.json(actionTable)),
+            "actions.retry_window": .duration(retry.window),
+            "actions.max_attempts": .number(Double(retry.maximumAttempts)),
+            "actions.base_delay": .number(retry.baseDelay),
+            "actions.max_delay": .number(retry.maximumDelay),
+        ]
+        return Self.keys.map { ($0.key, values[$0.key] ?? .null) }
+    }
+
+    /// The whole action table (defaults and overrides), keyed as `actions.table` takes it: short
+    /// event names where they name the type, `""` for any other reason.
+    static func json(_ table: ActionTable) -> JSONObject {
+        var object = JSONObject()
+        for uri in table.rows.keys.sorted() {
+            let type = EventType(uri)
+            let name = EventType(name: type.shortName) == type ? type.shortName : uri
+            var reasons = JSONObject()
+            for reason in (table.rows[uri] ?? [:]).keys.sorted() {
+                reasons[reason] = .strings(table.rows[uri]?[reason]?.map(\.rawValue) ?? [])
+            }
+            object[name] = .object(reasons)
+        }
+        return object
+    }
+
+    static func redacted(url text: String) -> String {
+        guard var components = URLComponents(string: text) else { return text }
+        if components.password != nil { components.password = "REDACTED" }
+        if let items = components.queryItems, !items.isEmpty {
+            components.queryItems = items.map { URLQueryItem(name: $0.name, value: $0.value == nil ? nil : "REDACTED") }
+        }
+        return components.string ?? text
+    }
+}
+
+extension JSONValue {
+    static func strings(_ items: [String]) -> JSONValue { .array(items.map { .string($0) }) }
+    static func optional(_ text: String?) -> JSONValue { text.map { .string($0) } ?? .null }
+
+    /// Seconds as the largest whole unit (`5d`, `12h`, `90m`), else a number of seconds.
+    static func duration(_ seconds: Double) -> JSONValue {
+        for (unit, size) in [("d", 86_400.0), ("h", 3_600), ("m", 60)] where seconds > 0 && (seconds / size).rounded() == seconds / size {
+            return .string("\(Int64(seconds / size))\(unit)")
+        }
+        return .number(seconds)
+    }
+}
+
+extension RiscCommand.Serve {
+    /// `--print-config`: the effective configuration as a config file (TOML with each value's
+    /// source beside it, or JSON), secrets redacted.
+    static func printConfiguration(_ configuration: ReceiverConfiguration, sources: [String: String], format: ConfigFile.Format) -> String {
+        let settings = configuration.effectiveSettings
+        switch format {
+        case .json:
+            var root = JSONObject()
+            for (key, value) in settings { insert(value, at: key.split(separator: ".").map(String.init), into: &root) }
+            return JSONValue.object(root).prettyPrinted + "\n"
+        case .toml:
+            let entries = settings.map { setting in
+                TOMLWriter.Entry(key: setting.key, value: setting.value, comment: sources[setting.key] ?? "default")
+            }
+            return TOMLWriter.document(
+                header: [
+                    "risc serve --print-config: the effective configuration of risc \(RiscCommand.version); each value's source follows it.",
+                    "Secrets live in the files named here and are never printed; URL passwords and query values read REDACTED.",
+                    "A valid --config file as it is (TOML); --print-config-format json prints the same as JSON.",
+                ],
+                entries: entries)
+        }
+    }
+
+    private static func insert(_ value: JSONValue, at path: [String], into object: inout JSONObject) {
+        guard let first = path.first else { return }
+        if path.count == 1 {
+            object[first] = value
+        } else {
+            var nested = object[first]?.objectValue ?? JSONObject()
+            insert(value, at: Array(path.dropFirst()), into: &nested)
+            object[first] = .object(nested)
+        }
+    }
+}

@@ -1,0 +1,192 @@
+import Foundation
+import RISCCore
+import RISCTestKit
+import Testing
+
+/// The config file in TOML or JSON, and `risc serve --print-config`.
+@Suite("config files: TOML and JSON, --print-config (the built binary)")
+struct ConfigFileCommandTests {
+    /// Every setting `risc serve` takes, each with a value that is not its default.
+    static let everySetting = #"""
+        {
+          "audiences": ["one.apps.googleusercontent.com", "two.apps.googleusercontent.com"],
+          "issuer": "https://issuer.example",
+          "issuer_aliases": ["https://issuer.example/"],
+          "algorithms": ["RS256", "ES256"],
+          "discovery_url": "https://issuer.example/.well-known/risc-configuration",
+          "jwks_file": "/etc/risc/jwks.json",
+          "data_dir": "/var/lib/risc-full",
+          "listen": {"host": "127.0.0.2", "port": 9443},
+          "events_path": "/risc/events",
+          "trusted_proxies": ["10.0.0.0/8", "192.0.2.7"],
+          "limits": {"invalid_per_minute": 120, "request_timeout": 15, "max_connections": 2048, "max_connections_per_address": 8},
+          "tls": {"certificate": "/etc/risc/cert.pem", "key": "/etc/risc/key.pem"},
+          "admin": {"host": "127.0.0.3", "port": 9191, "token_file": "/etc/risc/admin-token", "max_connections": 16, "request_timeout": 12},
+          "max_body_bytes": 32768,
+          "retry_after": 45,
+          "log": {"level": "info", "format": "json"},
+          "event_log_stdout": true,
+          "clock_skew": 120.5,
+          "jwks": {"min_ttl": 600, "max_ttl": 43200, "unknown_kid_cooldown": 30, "max_staleness": 7200, "failure_retry": 5},
+          "store": {"url": "postgres://risc@db.example:5433/risc?sslmode=verify-full", "password_file": "/etc/risc/pg-password",
+                    "ca_file": "/etc/risc/pg-ca.pem", "accept_unsafe_durability": true, "timeout": 7, "lease": 90},
+          "accounts": {"token_key_file": "/etc/risc/token-key"},
+          "retention": {"done": "36h", "duplicates": "14d"},
+          "webhook": {"url": "https://hooks.example/revoke", "secret_file": "/etc/risc/webhook-secret", "timeout": 4},
+          "linking": {
+            "google_client_id": "google-linking-client",
+            "app_flip_hosts": ["flip.example"],
+            "app_flip_bundle_ids": ["com.example.app"],
+            "revocation_path": "/oauth/revoke",
+            "client_secret_file": "/etc/risc/client-secret",
+            "revocation_token_types": ["refresh_token"],
+            "notices": {"issuer": "https://site.example", "key_dir": "/etc/risc/notice-keys", "service_account_file": "/etc/risc/sa.json",
+                        "audience": "custom_audience", "token_type": "access_token", "endpoint": "https://publish.example/v1/events",
+                        "body": "secevent+jwt", "json_field": "token", "timeout": 3}
+          },
+          "actions": {"table": {"account-disabled": {"hijacking": ["end_sessions", "revoke_linked_tokens"]}},
+                      "retry_window": "2d", "max_attempts": 50, "base_delay": 2, "max_delay": 600}
+        }
+        """#
+
+    static func flatten(_ object: JSONObject, prefix: String = "", into result: inout [String: JSONValue]) {
+        for (name, value) in object {
+            let key = prefix.isEmpty ? name : "\(prefix).\(name)"
+            if case .object(let nested) = value, key != "actions.table" { flatten(nested, prefix: key, into: &result) } else { result[key] = value }
+        }
+    }
+
+    static func settings(_ json: String) throws -> [String: JSONValue] {
+        var result: [String: JSONValue] = [:]
+        flatten(try JSONParser.parseObject(Array(json.utf8)), into: &result)
+        return result
+    }
+
+    func temporaryDirectory(_ name: String) throws -> URL {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-\(name)-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        return directory
+    }
+
+    @Test("--print-config shows every setting as set; its TOML loads back to the same configuration, and so does its JSON; each value names its source")
+    func printConfigRoundTrip() throws {
+        let directory = try temporaryDirectory("print")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let input = directory.appendingPathComponent("full.json")
+        try Data(Self.everySetting.utf8).write(to: input)
+
+        // The test's config covers every key risc serve documents, so a new key cannot be missed here.
+        let help = try RiscBinary.run(["serve", "--help"])
+        let keysText = help.stdout.components(separatedBy: .whitespacesAndNewlines).filter { !$0.isEmpty }.joined(separator: " ")
+        let start = try #require(keysText.range(of: "Keys: ")), end = try #require(keysText.range(of: ". USAGE:"))
+        let helpKeys = Set(keysText[start.upperBound..<end.lowerBound].components(separatedBy: ", "))
+        let expected = try Self.settings(Self.everySetting)
+        #expect(helpKeys == Set(expected.keys), "keys --help lists but the test does not set: \(helpKeys.subtracting(expected.keys)); set but not listed: \(Set(expected.keys).subtracting(helpKeys))")
+
+        let toml = try RiscBinary.run(["serve", "--config", input.path, "--print-config"])
+        #expect(toml.status == 0, "\(toml.stderr)")
+        let tomlFile = directory.appendingPathComponent("printed.toml")
+        try Data(toml.stdout.utf8).write(to: tomlFile)
+        for line in toml.stdout.split(separator: "\n") where line.contains(" = ") && !line.hasPrefix("#") && !line.hasPrefix("\"\"") && !line.hasPrefix("hijacking") && !line.hasPrefix("bulk-account") {
+            #expect(line.hasSuffix("# file \(input.path)"), "every value here comes from the file: \(line)")
+        }
+
+        let direct = try RiscBinary.run(["serve", "--config", input.path, "--print-config", "--print-config-format", "json"])
+        let throughTOML = try RiscBinary.run(["serve", "--config", tomlFile.path, "--print-config", "--print-config-format", "json"])
+        #expect(direct.status == 0 && throughTOML.status == 0, "\(direct.stderr) \(throughTOML.stderr)")
+        #expect(direct.stdout == throughTOML.stdout, "TOML printed and loaded back is the same configuration")
+        let printedJSON = directory.appendingPathComponent("printed.json")
+        try Data(direct.stdout.utf8).write(to: printedJSON)
+        let throughJSON = try RiscBinary.run(["serve", "--config", printedJSON.path, "--print-config", "--print-config-format", "json"])
+        #expect(throughJSON.stdout == direct.stdout, "JSON printed and loaded back is the same configuration")
+
+        let printed = try Self.settings(direct.stdout)
+        #expect(Set(printed.keys) == helpKeys)
+        for (key, value) in expected where key != "actions.table" {
+            #expect(printed[key] == value, "\(key): printed \(printed[key]?.serialized ?? "nothing"), set \(value.serialized)")
+        }
+        // The table printed whole: the override and the defaults beside it.
+        let table = try #require(printed["actions.table"]?.objectValue)
+        #expect(table["account-disabled"]?.objectValue?["hijacking"] == .array([.string("end_sessions"), .string("revoke_linked_tokens")]))
+        #expect(table["sessions-revoked"]?.objectValue?[""] == .array([.string("end_sessions")]))
+
+        // Sources: a flag beats the environment, which beats the file; defaults say so.
+        let layered = try RiscBinary.run(
+            ["serve", "--config", input.path, "--port", "7443", "--print-config"], environment: ["RISC_ADMIN_PORT": "7191"])
+        #expect(layered.stdout.contains("port = 7443  # flag\n") && layered.stdout.contains("port = 7191  # environment RISC_ADMIN_PORT\n"), "\(layered.stdout)")
+        let defaults = try RiscBinary.run(["serve", "--audience", "a.apps.googleusercontent.com", "--print-config"])
+        #expect(defaults.stdout.contains("data_dir = \"./data\"  # default\n") && defaults.stdout.contains("# webhook.url") == false)
+        #expect(defaults.stdout.contains("[webhook]\n# url is not set\n"), "\(defaults.stdout)")
+    }
+
+    @Test("--print-config never shows a secret: files are named, not read, and a URL's password or query values read REDACTED")
+    func printConfigRedacts() throws {
+        let directory = try temporaryDirectory("redact")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let secretFile = directory.appendingPathComponent("webhook-secret")
+        try Data("webhook-secret-VALUE-0123456789".utf8).write(to: secretFile)
+        let printed = try RiscBinary.run([
+            "serve", "--audience", "a.apps.googleusercontent.com", "--print-config",
+            "--set", "webhook.url=https://hooks.example/revoke?token=hook-TOKEN-in-query&tenant=7",
+            "--set", "webhook.secret_file=\(secretFile.path)",
+            "--set", "discovery_url=https://issuer.example/risc?key=discovery-KEY",
+        ])
+        #expect(printed.status == 0, "\(printed.stderr)")
+        for secret in ["webhook-secret-VALUE", "hook-TOKEN-in-query", "discovery-KEY"] {
+            #expect(!printed.stdout.contains(secret), "\(secret) printed")
+        }
+        #expect(printed.stdout.contains(#"url = "https://hooks.example/revoke?token=REDACTED&tenant=REDACTED"  # flag"#), "\(printed.stdout)")
+        #expect(printed.stdout.contains("secret_file = \"\(secretFile.path)\""))
+    }
+
+    @Test("a TOML config file is held to the same rules as JSON: syntax errors with line and column, unknown keys, wrong types and dates refused with exit 64")
+    func tomlErrors() throws {
+        let directory = try temporaryDirectory("toml")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let cases: [(name: String, text: String, message: String)] = [
+            ("syntax", "audiences = [\"a\"]\n[listen\nport = 1\n", "TOML, line 2"),
+            ("unknown", "audiences = [\"a\"]\n[listen]\nprot = 9443\n", "unknown setting 'listen.prot'"),
+            ("type", "audiences = [\"a\"]\n[listen]\nport = \"high\"\n", "expected a number"),
+            ("date", "audiences = [\"a\"]\n[retention]\ndone = 2026-11-24\n", "retention.done: no setting takes a TOML date"),
+            ("duplicate", "audiences = [\"a\"]\naudiences = [\"b\"]\n", "TOML, line 2"),
+            ("int", "audiences = [\"a\"]\nmax_body_bytes = 9223372036854775807\n", "max_body_bytes: integer out of range"),
+        ]
+        for (name, text, message) in cases {
+            let file = directory.appendingPathComponent("\(name).toml")
+            try Data(text.utf8).write(to: file)
+            for mode in ["--print-config", "--check-config"] {
+                let run = try RiscBinary.run(["serve", "--config", file.path, mode])
+                #expect(run.status == 64 && run.stderr.contains(message) && run.stderr.contains(file.path), "\(name) \(mode): \(run.status) \(run.stderr)")
+            }
+        }
+        // Without a .toml or .json name the content decides.
+        let unnamed = directory.appendingPathComponent("risc.conf")
+        try Data("# comments are fine\naudiences = [\"a.apps.googleusercontent.com\"]\n[listen]\nport = 7000\n".utf8).write(to: unnamed)
+        let read = try RiscBinary.run(["serve", "--config", unnamed.path, "--print-config"])
+        #expect(read.status == 0 && read.stdout.contains("port = 7000  # file \(unnamed.path)"), "\(read.stderr)")
+    }
+
+    @Test("deploy/risc.example.toml says what risc.example.json says, passes --check-config, and the other commands read a TOML config too")
+    func tomlExample() throws {
+        let toml = try RiscBinary.run(["serve", "--config", "deploy/risc.example.toml", "--print-config", "--print-config-format", "json"])
+        let json = try RiscBinary.run(["serve", "--config", "deploy/risc.example.json", "--print-config", "--print-config-format", "json"])
+        #expect(toml.status == 0 && json.status == 0, "\(toml.stderr) \(json.stderr)")
+        #expect(toml.stdout == json.stdout)
+
+        let directory = try temporaryDirectory("toml-example")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let certificate = try TestCertificate(directory: directory)
+        let checked = try RiscBinary.run([
+            "serve", "--config", "deploy/risc.example.toml", "--check-config", "--tls-cert", certificate.certificatePath,
+            "--tls-key", certificate.keyPath, "--data-dir", directory.appendingPathComponent("data").path,
+        ])
+        #expect(checked.status == 0 && checked.stdout.contains("configuration OK"), "\(checked.stderr)")
+
+        // `risc queue` finds the store where the TOML file's data_dir says (here: none there yet).
+        let config = directory.appendingPathComponent("risc.toml")
+        let data = directory.appendingPathComponent("elsewhere").path
+        try Data("audiences = [\"a\"]\ndata_dir = \"\(data)\"  # where the store lives\n".utf8).write(to: config)
+        let queue = try RiscBinary.run(["queue", "status", "--config", config.path], directory: directory)
+        #expect(queue.status == 64 && queue.stderr.contains("no store in \(data)"), "\(queue.stderr)")
+    }
+}
