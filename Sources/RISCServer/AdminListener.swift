@@ -3,6 +3,7 @@ import HummingbirdCore
 import Logging
 import NIOCore
 import NIOHTTPTypes
+import NIOSSL
 
 /// The admin listener's protection against a client that holds it: at most
 /// `admin.max_connections` connections (Hummingbird stops accepting past that, so more wait in
@@ -11,9 +12,39 @@ import NIOHTTPTypes
 /// Hummingbird already reads no more from a connection while its answers are not being read
 /// (`NIOAsyncChannel`'s backpressure), so a client that pipelines without reading holds a bounded
 /// amount of memory there; the tests check that too.
+///
+/// With `admin.tls.*` each connection starts with TLS from `ServerTLS` (so SIGHUP's reload reaches
+/// new connections, as on the public listener), mutual when `admin.tls.client_ca` is set.
 enum AdminListener {
-    static func server(requestTimeout: TimeAmount) -> HTTPServerBuilder {
-        .http1(configuration: .init(additionalChannelHandlers: [AdminRequestDeadline(timeout: requestTimeout)]))
+    static func server(requestTimeout: TimeAmount, tls: ServerTLS? = nil) -> HTTPServerBuilder {
+        let http = HTTPServerBuilder.http1(configuration: .init(additionalChannelHandlers: [AdminRequestDeadline(timeout: requestTimeout)]))
+        guard let tls else { return http }
+        return HTTPServerBuilder { responder in
+            ReloadableTLSChannel(base: HTTP1Channel(
+                responder: responder, configuration: .init(additionalChannelHandlers: [AdminRequestDeadline(timeout: requestTimeout)])),
+                tls: tls)
+        }
+    }
+}
+
+/// An HTTP child channel behind TLS whose context is `ServerTLS`'s current one, read per connection.
+struct ReloadableTLSChannel<Base: HTTPChannelHandler>: HTTPChannelHandler {
+    typealias Value = Base.Value
+    let base: Base
+    let tls: ServerTLS
+
+    var responder: HTTPChannelHandler.Responder { base.responder }
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        channel.eventLoop.makeCompletedFuture {
+            try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls.context))
+        }.flatMap {
+            base.setup(channel: channel, logger: logger)
+        }
+    }
+
+    func handle(value: Value, logger: Logger) async {
+        await base.handle(value: value, logger: logger)
     }
 }
 

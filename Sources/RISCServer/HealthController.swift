@@ -4,6 +4,7 @@ import NIOCore
 import RISCClient
 import RISCCore
 import RISCStore
+import Synchronization
 
 /// The admin listener's `/healthz`, `/readyz` and `/metrics`.
 struct HealthController: Sendable {
@@ -40,7 +41,9 @@ struct HealthController: Sendable {
         body["store"] = .object(storeObject)
         if let last = last ?? nil { body["last_set_at"] = .string(Timestamp.iso8601(last)) }
         // Informational: an expired certificate stops Google's deliveries, but not this process.
-        if let expiry = metrics.tlsExpiry { body["tls"] = .object(["not_after": .string(Timestamp.iso8601(expiry))]) }
+        let expiries = metrics.certificateExpiries.withLock { $0 }
+        if let expiry = expiries["public"] { body["tls"] = .object(["not_after": .string(Timestamp.iso8601(expiry))]) }
+        if let expiry = expiries["admin"] { body["admin_tls"] = .object(["not_after": .string(Timestamp.iso8601(expiry))]) }
         return Responses.json(JSONValue.object(body).serialized, status: keySet.usable && writable ? .ok : .serviceUnavailable)
     }
 

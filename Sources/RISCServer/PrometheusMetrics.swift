@@ -62,12 +62,10 @@ public final class PrometheusMetrics: IntakeMetrics, Sendable {
     /// being over it.
     let openConnections = Atomic<Int>(0)
     let connectionLimit = Atomic<Int>(0)
-    /// The public listener's certificate's notAfter (seconds since the epoch; 0 without TLS).
-    let tlsNotValidAfter = Atomic<Int>(0)
-    /// `tlsNotValidAfter`, or nil when the listener serves plain HTTP.
-    var tlsExpiry: Double? {
-        let notAfter = tlsNotValidAfter.load(ordering: .relaxed)
-        return notAfter > 0 ? Double(notAfter) : nil
+    /// Each HTTPS listener's (`public`, `admin`) certificate's notAfter, seconds since the epoch.
+    let certificateExpiries = Mutex<[String: Double]>([:])
+    func noteCertificate(listener: String, notValidAfter: Double) {
+        certificateExpiries.withLock { $0[listener] = notValidAfter }
     }
     /// By `PushEndpoint.Refusal` raw value.
     let refusedConnections = Mutex<[String: Int]>([:])
@@ -153,10 +151,10 @@ public final class PrometheusMetrics: IntakeMetrics, Sendable {
             name: "risc_push_connections_overflowed_total",
             help: "Connections closed for pipelining more requests than they read answers for.", labels: "",
             value: Double(overflowedConnections.load(ordering: .relaxed))))
-        if let tlsExpiry {
+        for (listener, expiry) in certificateExpiries.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
             gauges.append((
-                "risc_tls_certificate_expiry_timestamp_seconds", "When the public listener's certificate expires (notAfter, Unix time).",
-                tlsExpiry))
+                "risc_tls_certificate_expiry_timestamp_seconds{listener=\"\(listener)\"}",
+                "When a listener's certificate expires (notAfter, Unix time): public, admin.", expiry))
         }
         gauges.append(("risc_push_connections", "Connections open on the public listener.", Double(openConnections.load(ordering: .relaxed))))
         gauges.append(("risc_push_connections_limit", "Connections the public listener holds at most.", Double(connectionLimit.load(ordering: .relaxed))))
@@ -168,7 +166,10 @@ public final class PrometheusMetrics: IntakeMetrics, Sendable {
             out += "\(counter.name)\(counter.labels.isEmpty ? "" : "{\(counter.labels)}") \(Self.format(counter.value))\n"
         }
         for gauge in gauges {
-            out += "# HELP \(gauge.name) \(gauge.help)\n# TYPE \(gauge.name) gauge\n\(gauge.name) \(Self.format(gauge.value))\n"
+            // A labelled gauge's name carries its labels: HELP and TYPE once per metric.
+            let name = gauge.name.prefix { $0 != "{" }
+            if typed.insert(String(name)).inserted { out += "# HELP \(name) \(gauge.help)\n# TYPE \(name) gauge\n" }
+            out += "\(gauge.name) \(Self.format(gauge.value))\n"
         }
         return out
     }

@@ -35,9 +35,12 @@ public final class Receiver: Sendable {
     let onHangup: Hangup
     private let publicPort: AsyncStream<Int>.Continuation
     private let adminPort: AsyncStream<Int>.Continuation
-    /// The ports actually bound (useful with port 0), each yielded once the listener runs.
+    private let apiPort: AsyncStream<Int>.Continuation
+    /// The ports actually bound (useful with port 0), each yielded once the listener runs;
+    /// `apiPorts` only with `admin.api.port` (it finishes at once otherwise).
     public let publicPorts: AsyncStream<Int>
     public let adminPorts: AsyncStream<Int>
+    public let apiPorts: AsyncStream<Int>
 
     public init(configuration: ReceiverConfiguration, logger: Logger) throws {
         self.configuration = configuration
@@ -80,6 +83,8 @@ public final class Receiver: Sendable {
             clock: { Date().timeIntervalSince1970 })
         let adminRouter = Router(context: RISCRequestContext.self)
         HealthController(keys: keySource, store: storage.health, backend: storage.backendName, metrics: metrics).register(on: adminRouter)
+        // The account API beside health and metrics, or on a listener of its own (admin.api.port).
+        let apiRouter = configuration.adminAPIPort == nil ? adminRouter : Router(context: RISCRequestContext.self)
         if let tokenFile = configuration.adminTokenFile {
             let token = try Self.readSecret(tokenFile, setting: "admin.token_file")  // its length: preflight
             AdminAccountsController(
@@ -88,15 +93,18 @@ public final class Receiver: Sendable {
                     AppFlipPolicy(clientID: $0, extraHosts: configuration.linkingAppFlipHosts, extraBundleIDs: configuration.linkingAppFlipBundleIDs)
                 },
                 notices: configuration.unlinkNotices(tokenKey: storage.tokenKey), log: log
-            ).register(on: adminRouter)
+            ).register(on: apiRouter)
         }
 
         let (publicPorts, publicPort) = AsyncStream.makeStream(of: Int.self)
         let (adminPorts, adminPort) = AsyncStream.makeStream(of: Int.self)
+        let (apiPorts, apiPort) = AsyncStream.makeStream(of: Int.self)
         self.publicPorts = publicPorts
         self.adminPorts = adminPorts
+        self.apiPorts = apiPorts
         self.publicPort = publicPort
         self.adminPort = adminPort
+        self.apiPort = apiPort
 
         var tls: ServerTLS?
         if let certificate = configuration.tlsCertificate, let key = configuration.tlsKey {
@@ -129,16 +137,28 @@ public final class Receiver: Sendable {
             documents: configuration.noticeIssuer.flatMap { issuer in noticeKeys.map { NoticeDocuments(issuer: issuer, keys: $0) } },
             limiter: configuration.invalidPerMinute > 0 ? InvalidRequestLimiter(perMinute: configuration.invalidPerMinute) : nil,
             tls: tls, logger: logger, metrics: metrics, onRunning: { publicPort.yield($0) })
-        let adminApp = Application(
-            router: adminRouter,
-            server: AdminListener.server(requestTimeout: .nanoseconds(Int64(configuration.adminRequestTimeout * 1e9))),
-            configuration: .init(
-                address: .hostname(configuration.adminHost, port: configuration.adminPort),
-                availableConnectionsDelegate: .maximum(configuration.adminMaxConnections, logger: logger)),
-            onServerRunning: { channel in adminPort.yield(channel.localAddress?.port ?? 0) },
-            logger: logger)
+        var adminTLS: ServerTLS?
+        if let certificate = configuration.adminTLSCertificate, let key = configuration.adminTLSKey {
+            adminTLS = try ServerTLS(certificate: certificate, key: key, clientCA: configuration.adminTLSClientCA, setting: "admin.tls")
+        }
+        func adminApplication(_ router: Router<RISCRequestContext>, host: String, port: Int, ports: AsyncStream<Int>.Continuation) -> some Service {
+            if adminTLS == nil && !URLPolicy.isLoopback(host: host) {
+                logger.warning(
+                    "the admin listener serves plain HTTP on a non-loopback address: set admin.tls.certificate and admin.tls.key",
+                    metadata: ["risc.host": "\(host)", "risc.port": "\(port)"])
+            }
+            return Application(
+                router: router,
+                server: AdminListener.server(requestTimeout: .nanoseconds(Int64(configuration.adminRequestTimeout * 1e9)), tls: adminTLS),
+                configuration: .init(
+                    address: .hostname(host, port: port),
+                    availableConnectionsDelegate: .maximum(configuration.adminMaxConnections, logger: logger)),
+                onServerRunning: { channel in ports.yield(channel.localAddress?.port ?? 0) },
+                logger: logger)
+        }
+        let adminApp = adminApplication(adminRouter, host: configuration.adminHost, port: configuration.adminPort, ports: adminPort)
 
-        onHangup = Hangup(eventLog: eventLog, tls: tls, metrics: metrics, logger: logger)
+        onHangup = Hangup(eventLog: eventLog, tls: tls, adminTLS: adminTLS, metrics: metrics, logger: logger)
         var services: [any Service] = [HangupHandler(hangup: onHangup)]
         if let cache { services.append(KeyRefresher(cache: cache)) }
         if configuration.retention.isOn {
@@ -148,6 +168,11 @@ public final class Receiver: Sendable {
                     interval: configuration.retentionInterval, log: log, logger: logger))
         }
         services.append(adminApp)
+        if let port = configuration.adminAPIPort {
+            services.append(adminApplication(apiRouter, host: configuration.adminAPIHost, port: port, ports: apiPort))
+        } else {
+            apiPort.finish()
+        }
         services.append(push)
         group = ServiceGroup(
             configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
@@ -159,10 +184,9 @@ public final class Receiver: Sendable {
         var startup = EventLogRecord(step: "serve", outcome: "started", time: Date().timeIntervalSince1970)
         startup["events_path"] = .string(configuration.eventsPath)
         startup["tls"] = .bool(configuration.tlsCertificate != nil)
-        if let tls = onHangup.tls {
-            startup["tls_not_after"] = .string(Timestamp.iso8601(tls.notValidAfter))
-            onHangup.noteCertificate(notValidAfter: tls.notValidAfter)
-        }
+        if let tls = onHangup.tls { startup["tls_not_after"] = .string(Timestamp.iso8601(tls.notValidAfter)) }
+        if let tls = onHangup.adminTLS { startup["admin_tls_not_after"] = .string(Timestamp.iso8601(tls.notValidAfter)) }
+        for (name, tls) in onHangup.listeners { onHangup.noteCertificate(listener: name, notValidAfter: tls.notValidAfter) }
         startup["store"] = .string(storage.backendName)
         let result: Result<Void, any Error>
         do {
@@ -179,6 +203,7 @@ public final class Receiver: Sendable {
         directoryLock.release()
         publicPort.finish()
         adminPort.finish()
+        apiPort.finish()
         try result.get()
     }
 
@@ -247,6 +272,8 @@ public final class Receiver: Sendable {
         }
         let named: [(String, String?)] = [
             ("tls.certificate", configuration.tlsCertificate), ("tls.key", configuration.tlsKey), ("jwks_file", configuration.jwksFile),
+            ("admin.tls.certificate", configuration.adminTLSCertificate), ("admin.tls.key", configuration.adminTLSKey),
+            ("admin.tls.client_ca", configuration.adminTLSClientCA),
             ("store.password_file", configuration.storePasswordFile), ("store.ca_file", configuration.storeCAFile),
             ("accounts.token_key_file", configuration.tokenKeyFile),
             ("linking.notices.service_account_file", configuration.noticeIssuer == nil ? nil : configuration.noticeServiceAccountFile),
@@ -277,7 +304,14 @@ public final class Receiver: Sendable {
         if let certificate = configuration.tlsCertificate, let key = configuration.tlsKey,
             files.isReadableFile(atPath: certificate), files.isReadableFile(atPath: key)
         {
-            do { _ = try ServerTLS.load(certificate: certificate, key: key) } catch { problems.append("tls: \(error)") }
+            do { _ = try ServerTLS.load(certificate: certificate, key: key) } catch { problems.append("\(error)") }
+        }
+        if let certificate = configuration.adminTLSCertificate, let key = configuration.adminTLSKey,
+            [certificate, key, configuration.adminTLSClientCA ?? key].allSatisfy(files.isReadableFile(atPath:))
+        {
+            do { _ = try ServerTLS.load(certificate: certificate, key: key, clientCA: configuration.adminTLSClientCA, setting: "admin.tls") } catch {
+                problems.append("\(error)")
+            }
         }
         if configuration.noticeIssuer != nil, configuration.noticeProblems.isEmpty,
             files.isReadableFile(atPath: configuration.noticeServiceAccountFile ?? "")
@@ -340,47 +374,60 @@ struct HangupHandler: Service {
 struct Hangup: Sendable {
     let eventLog: JSONLinesEventLog
     let tls: ServerTLS?
+    let adminTLS: ServerTLS?
     let metrics: PrometheusMetrics
     let logger: Logger
 
-    /// Reopens the event log (log rotation) and, when serving HTTPS, reloads the certificate and
-    /// key (renewal).
+    /// Reopens the event log (log rotation) and, when serving HTTPS, reloads the certificates and
+    /// keys (renewal).
     func hangup() {
         eventLog.reopen()
         logger.info("event log reopened (SIGHUP)")
         _ = reloadTLS()
     }
 
-    /// Loads `tls.certificate` and `tls.key` again; new connections use them. If they do not
-    /// load, the pair in use stays and the failure is logged. Returns whether a new pair is in use.
-    @discardableResult
-    func reloadTLS() -> Bool {
-        guard let tls else { return false }
-        var record = EventLogRecord(step: "tls", outcome: "reloaded", time: Date().timeIntervalSince1970)
-        do {
-            let loaded = try tls.reload()
-            record["not_after"] = .string(Timestamp.iso8601(loaded.notValidAfter))
-            eventLog.record(record)
-            logger.info("TLS certificate reloaded", metadata: ["risc.not_after": "\(Timestamp.iso8601(loaded.notValidAfter))"])
-            noteCertificate(notValidAfter: loaded.notValidAfter)
-            return true
-        } catch {
-            record["outcome"] = "failed"
-            record["error"] = .string(String(describing: error).prefix(300).description)
-            eventLog.record(record)
-            logger.error("TLS certificate reload failed; still serving the previous one", metadata: ["risc.error": "\(error)"])
-            return false
-        }
+    /// The listeners that serve HTTPS, by the name metrics and the event log give them.
+    var listeners: [(name: String, tls: ServerTLS)] {
+        [("public", tls), ("admin", adminTLS)].compactMap { name, tls in tls.map { (name, $0) } }
     }
 
-    /// Publishes the certificate's expiry and warns when it is near (14 days) or past.
-    func noteCertificate(notValidAfter: Double) {
-        metrics.tlsNotValidAfter.store(Int(notValidAfter), ordering: .relaxed)
+    /// Loads each HTTPS listener's certificate and key again (`tls.*`, `admin.tls.*`); new
+    /// connections use them. A pair that does not load is logged and the one in use stays.
+    /// Returns whether every listener that serves HTTPS (at least one) now uses a new pair.
+    @discardableResult
+    func reloadTLS() -> Bool {
+        var reloaded = !listeners.isEmpty
+        for (name, tls) in listeners {
+            var record = EventLogRecord(step: "tls", outcome: "reloaded", time: Date().timeIntervalSince1970)
+            record["listener"] = .string(name)
+            do {
+                let loaded = try tls.reload()
+                record["not_after"] = .string(Timestamp.iso8601(loaded.notValidAfter))
+                eventLog.record(record)
+                logger.info(
+                    "TLS certificate reloaded", metadata: ["risc.listener": "\(name)", "risc.not_after": "\(Timestamp.iso8601(loaded.notValidAfter))"])
+                noteCertificate(listener: name, notValidAfter: loaded.notValidAfter)
+            } catch {
+                record["outcome"] = "failed"
+                record["error"] = .string(String(describing: error).prefix(300).description)
+                eventLog.record(record)
+                logger.error(
+                    "TLS certificate reload failed; still serving the previous one", metadata: ["risc.listener": "\(name)", "risc.error": "\(error)"])
+                reloaded = false
+            }
+        }
+        return reloaded
+    }
+
+    /// Publishes a listener's certificate expiry and warns when it is near (14 days) or past.
+    func noteCertificate(listener: String, notValidAfter: Double) {
+        metrics.noteCertificate(listener: listener, notValidAfter: notValidAfter)
         let left = notValidAfter - Date().timeIntervalSince1970
+        let metadata: Logger.Metadata = ["risc.listener": "\(listener)", "risc.not_after": "\(Timestamp.iso8601(notValidAfter))"]
         if left <= 0 {
-            logger.error("the TLS certificate has expired: Google cannot deliver", metadata: ["risc.not_after": "\(Timestamp.iso8601(notValidAfter))"])
+            logger.error(listener == "public" ? "the TLS certificate has expired: Google cannot deliver" : "the admin listener's TLS certificate has expired", metadata: metadata)
         } else if left < 14 * 86_400 {
-            logger.warning("the TLS certificate expires within 14 days", metadata: ["risc.not_after": "\(Timestamp.iso8601(notValidAfter))"])
+            logger.warning("the TLS certificate expires within 14 days", metadata: metadata)
         }
     }
 }

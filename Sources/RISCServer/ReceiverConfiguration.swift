@@ -27,6 +27,15 @@ public struct ReceiverConfiguration: Sendable {
     public var tlsKey: String?
     public var adminHost: String = "127.0.0.1"
     public var adminPort: Int = 9090
+    /// `admin.tls.*`: HTTPS on the admin listener and the account API's (TLS 1.2+, reloaded on
+    /// SIGHUP); with a client CA, clients must present a certificate it issued (mutual TLS).
+    public var adminTLSCertificate: String?
+    public var adminTLSKey: String?
+    public var adminTLSClientCA: String?
+    /// `admin.api.*`: the account API on a listener of its own; nil port: it shares the admin
+    /// listener with health and metrics.
+    public var adminAPIHost: String = "127.0.0.1"
+    public var adminAPIPort: Int?
     /// Connections the admin listener serves at once; more wait (in the kernel's backlog) until
     /// one closes.
     public var adminMaxConnections: Int = 64
@@ -181,6 +190,15 @@ public struct ReceiverConfiguration: Sendable {
         if port != 0 && port == adminPort && host == adminHost { problems.append("port and admin.port must differ") }
         if !eventsPath.hasPrefix("/") { problems.append("events.path must start with '/', got '\(eventsPath)'") }
         if (tlsCertificate == nil) != (tlsKey == nil) { problems.append("tls.certificate and tls.key go together") }
+        if (adminTLSCertificate == nil) != (adminTLSKey == nil) { problems.append("admin.tls.certificate and admin.tls.key go together") }
+        if adminTLSClientCA != nil && adminTLSCertificate == nil { problems.append("admin.tls.client_ca needs admin.tls.certificate and admin.tls.key") }
+        if let apiPort = adminAPIPort {
+            if !(0...65_535).contains(apiPort) { problems.append("admin.api.port must be 0–65535, got \(apiPort)") }
+            if adminTokenFile == nil { problems.append("admin.api.port needs admin.token_file (the account API is off without a token)") }
+            if apiPort != 0 && ((apiPort == adminPort && adminAPIHost == adminHost) || (apiPort == port && adminAPIHost == host)) {
+                problems.append("admin.api.port must differ from admin.port and listen.port")
+            }
+        }
         if maxBodyBytes < 1_024 || maxBodyBytes > 1 << 20 { problems.append("max_body_bytes must be 1 KiB–1 MiB") }
         if retryAfter < 1 { problems.append("retry_after must be at least 1 second") }
         if invalidPerMinute < 0 { problems.append("limits.invalid_per_minute must be 0 (off) or more") }

@@ -19,46 +19,61 @@ public final class ServerTLS: Sendable {
 
     let certificatePath: String
     let keyPath: String
+    let clientCAPath: String?
+    /// The settings' prefix in messages: `tls` (public listener) or `admin.tls`.
+    let setting: String
     private let current: Mutex<Loaded>
 
-    init(certificate: String, key: String) throws {
+    init(certificate: String, key: String, clientCA: String? = nil, setting: String = "tls") throws {
         certificatePath = certificate
         keyPath = key
-        current = Mutex(try Self.load(certificate: certificate, key: key))
+        clientCAPath = clientCA
+        self.setting = setting
+        current = Mutex(try Self.load(certificate: certificate, key: key, clientCA: clientCA, setting: setting))
     }
 
     /// The context for a new connection.
     var context: NIOSSLContext { current.withLock { $0.context } }
     var notValidAfter: Double { current.withLock { $0.notValidAfter } }
 
-    /// Reads both files again and, if they load, uses them from the next connection on.
+    /// Reads the files again and, if they load, uses them from the next connection on.
     func reload() throws -> Loaded {
-        let loaded = try Self.load(certificate: certificatePath, key: keyPath)
+        let loaded = try Self.load(certificate: certificatePath, key: keyPath, clientCA: clientCAPath, setting: setting)
         current.withLock { $0 = loaded }
         return loaded
     }
 
-    /// Loads a chain and key as the listener would (`risc serve --check-config` uses it too).
-    public static func load(certificate: String, key: String) throws -> Loaded {
+    /// Loads a chain and key as the listener would (`risc serve --check-config` uses it too); with
+    /// `clientCA`, clients must present a certificate that CA bundle verifies (mutual TLS).
+    public static func load(certificate: String, key: String, clientCA: String? = nil, setting: String = "tls") throws -> Loaded {
         let chain: [NIOSSLCertificate], privateKey: NIOSSLPrivateKey
         do {
             chain = try NIOSSLCertificate.fromPEMFile(certificate)
         } catch {
-            throw LoadError(description: "tls.certificate: cannot load \(certificate) (\(error))")
+            throw LoadError(description: "\(setting).certificate: cannot load \(certificate) (\(error))")
         }
-        guard let leaf = chain.first else { throw LoadError(description: "tls.certificate: no certificate in \(certificate)") }
+        guard let leaf = chain.first else { throw LoadError(description: "\(setting).certificate: no certificate in \(certificate)") }
         do {
             privateKey = try NIOSSLPrivateKey(file: key, format: .pem)
         } catch {
-            throw LoadError(description: "tls.key: cannot load \(key) (\(error))")
+            throw LoadError(description: "\(setting).key: cannot load \(key) (\(error))")
         }
         var settings = TLSConfiguration.makeServerConfiguration(
             certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(privateKey))
         settings.minimumTLSVersion = .tlsv12
+        if let clientCA {
+            let authorities: [NIOSSLCertificate]
+            do { authorities = try NIOSSLCertificate.fromPEMFile(clientCA) } catch {
+                throw LoadError(description: "\(setting).client_ca: cannot load \(clientCA) (\(error))")
+            }
+            guard !authorities.isEmpty else { throw LoadError(description: "\(setting).client_ca: no certificate in \(clientCA)") }
+            settings.trustRoots = .certificates(authorities)
+            settings.certificateVerification = .noHostnameVerification
+        }
         do {
             return Loaded(context: try NIOSSLContext(configuration: settings), notValidAfter: Double(leaf.notValidAfter))
         } catch {
-            throw LoadError(description: "tls: \(certificate) and \(key) do not make a usable pair (\(error))")
+            throw LoadError(description: "\(setting): \(certificate) and \(key) do not make a usable pair (\(error))")
         }
     }
 }

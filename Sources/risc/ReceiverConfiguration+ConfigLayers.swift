@@ -29,6 +29,11 @@ extension ReceiverConfiguration {
         ("admin.host", "admin listener address for /healthz, /readyz, /metrics (default 127.0.0.1)"),
         ("admin.port", "admin listener port (default 9090)"),
         ("admin.token_file", "file with the bearer token for the admin account API (off without it)"),
+        ("admin.tls.certificate", "PEM certificate chain; with admin.tls.key turns on HTTPS (TLS 1.2+) on the admin listener and the account API's; SIGHUP reloads it"),
+        ("admin.tls.key", "PEM private key for admin.tls.certificate"),
+        ("admin.tls.client_ca", "PEM CA bundle: admin clients (Prometheus, the account API's callers) must present a certificate it issued (mutual TLS; default off)"),
+        ("admin.api.host", "the account API's own listener address, with admin.api.port (default 127.0.0.1)"),
+        ("admin.api.port", "serve the account API (/admin/…) on a listener of its own at this port instead of beside /metrics (needs admin.token_file; default: shared)"),
         ("admin.max_connections", "connections the admin listener serves at once; more wait until one closes (default 64)"),
         ("admin.request_timeout", "seconds a request to the admin listener may take to arrive whole; idle connections close after as long (default 30)"),
         ("max_body_bytes", "largest accepted body; larger gets 413 (default 65536)"),
@@ -115,6 +120,11 @@ extension ReceiverConfiguration {
         if let value = layers.string("admin.host") { adminHost = value }
         if let value = layers.int("admin.port") { adminPort = value }
         adminTokenFile = layers.string("admin.token_file")
+        adminTLSCertificate = layers.string("admin.tls.certificate")
+        adminTLSKey = layers.string("admin.tls.key")
+        adminTLSClientCA = layers.string("admin.tls.client_ca")
+        if let value = layers.string("admin.api.host") { adminAPIHost = value }
+        adminAPIPort = layers.int("admin.api.port")
         if let value = layers.int("admin.max_connections") { adminMaxConnections = value }
         if let value = layers.double("admin.request_timeout") { adminRequestTimeout = value }
         if let value = layers.int("max_body_bytes") { maxBodyBytes = value }

@@ -113,11 +113,20 @@ extension RiscCommand {
             }
             print("configuration OK")
             print("  listen    \(configuration.tlsCertificate == nil ? "http" : "https")://\(configuration.host):\(configuration.port)\(configuration.eventsPath)")
-            if let certificateUntil {
-                let days = Int(((certificateUntil - Date().timeIntervalSince1970) / 86_400).rounded(.down))
-                print("  tls       certificate valid until \(Timestamp.iso8601(certificateUntil)) (\(days < 0 ? "EXPIRED" : "\(days) days left"))")
+            func validity(_ until: Double) -> String {
+                let days = Int(((until - Date().timeIntervalSince1970) / 86_400).rounded(.down))
+                return "certificate valid until \(Timestamp.iso8601(until)) (\(days < 0 ? "EXPIRED" : "\(days) days left"))"
             }
-            print("  admin     http://\(configuration.adminHost):\(configuration.adminPort) (account API \(configuration.adminTokenFile == nil ? "off" : "on"))")
+            if let certificateUntil { print("  tls       \(validity(certificateUntil))") }
+            let adminScheme = configuration.adminTLSCertificate == nil ? "http" : "https"
+            let mutual = configuration.adminTLSClientCA == nil ? "" : ", client certificates required"
+            let api = configuration.adminTokenFile == nil ? "off" : configuration.adminAPIPort.map { "on its own listener \(adminScheme)://\(configuration.adminAPIHost):\($0)" } ?? "on"
+            print("  admin     \(adminScheme)://\(configuration.adminHost):\(configuration.adminPort)\(mutual) (account API \(api))")
+            if let certificate = configuration.adminTLSCertificate, let key = configuration.adminTLSKey,
+                let until = try? ServerTLS.load(certificate: certificate, key: key, clientCA: configuration.adminTLSClientCA, setting: "admin.tls").notValidAfter
+            {
+                print("  admin tls \(validity(until))")
+            }
             print("  audiences \(configuration.audiences.joined(separator: ", "))")
             print("  keys      \(configuration.jwksFile.map { "pinned \($0)" } ?? configuration.discoveryURL)")
             print("  data      \(configuration.dataDirectory)")
@@ -158,7 +167,7 @@ extension RiscCommand {
                 metadata: [
                     "risc.version": "\(RiscCommand.version)", "risc.pid": "\(getpid())",
                     "risc.listen": "\(configuration.host):\(configuration.port)\(configuration.eventsPath)",
-                    "risc.admin": "\(configuration.adminHost):\(configuration.adminPort)",
+                    "risc.admin": "\(configuration.adminHost):\(configuration.adminPort)", "risc.admin_tls": "\(configuration.adminTLSCertificate != nil)",
                     "risc.data_dir": "\(configuration.dataDirectory)", "risc.tls": "\(configuration.tlsCertificate != nil)",
                     "risc.store": "\(receiver.storage.backendName)",
                 ])
@@ -171,14 +180,18 @@ extension RiscCommand {
             logger.notice("risc stopped: listeners closed, queued work left for the next start, store closed")
         }
 
-        /// Once both listeners run: a `risc ready` line (with what the store holds from before,
-        /// the recovery a restart does) and systemd's `READY=1`; on SIGTERM or SIGINT, a
-        /// `risc stopping` line and `STOPPING=1` while the receiver drains.
+        /// Once every listener runs (public, admin, and the account API's with admin.api.port): a
+        /// `risc ready` line (with what the store holds from before, the recovery a restart does)
+        /// and systemd's `READY=1`; on SIGTERM or SIGINT, a `risc stopping` line and `STOPPING=1`
+        /// while the receiver drains.
         static func announce(_ receiver: Receiver, logger: Logger) async {
             var publicPorts = receiver.publicPorts.makeAsyncIterator(), adminPorts = receiver.adminPorts.makeAsyncIterator()
             guard let port = await publicPorts.next(), let adminPort = await adminPorts.next() else { return }
-            let pending = (try? await receiver.storage.health.queueDepth()) ?? 0
-            logger.notice("risc ready", metadata: ["risc.port": "\(port)", "risc.admin_port": "\(adminPort)", "risc.queue_depth": "\(pending)"])
+            var apiPorts = receiver.apiPorts.makeAsyncIterator()
+            var metadata: Logger.Metadata = ["risc.port": "\(port)", "risc.admin_port": "\(adminPort)"]
+            if let apiPort = await apiPorts.next() { metadata["risc.api_port"] = "\(apiPort)" }  // none without admin.api.port
+            metadata["risc.queue_depth"] = "\((try? await receiver.storage.health.queueDepth()) ?? 0)"
+            logger.notice("risc ready", metadata: metadata)
             SystemdNotify.send("READY=1\nSTATUS=accepting SETs on port \(port)\nMAINPID=\(getpid())")
             for await signal in await UnixSignalsSequence(trapping: .sigterm, .sigint) {
                 logger.notice("risc stopping: draining requests in flight", metadata: ["risc.signal": "\(signal)"])

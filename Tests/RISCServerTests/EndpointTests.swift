@@ -241,7 +241,7 @@ struct EndpointTests {
             throw FetchError(url: plain, "answered \(response.status)")
         }
         let metrics = String(decoding: try await harness.get(harness.adminURL + "/metrics").body, as: UTF8.self)
-        #expect(metrics.contains("risc_tls_certificate_expiry_timestamp_seconds "))
+        #expect(metrics.contains(#"risc_tls_certificate_expiry_timestamp_seconds{listener="public"} "#))
         let ready = try JSONParser.parseObject(try await harness.get(harness.adminURL + "/readyz").body)
         #expect(ready["tls"]?.objectValue?["not_after"]?.stringValue?.hasSuffix("Z") == true)
         try await harness.stop()

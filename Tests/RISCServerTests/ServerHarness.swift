@@ -17,6 +17,8 @@ final class ServerHarness: @unchecked Sendable {
     /// The public listener's port (for raw connections).
     var publicPort = 0
     var adminURL = ""
+    /// The account API's own listener (`admin.api.port`), else empty.
+    var apiURL = ""
     let client: CurlHTTPClient
     let factory: SETFactory
     var configuration: ReceiverConfiguration
@@ -58,7 +60,10 @@ final class ServerHarness: @unchecked Sendable {
         let host = configuration.tlsCertificate == nil ? "127.0.0.1" : "localhost"
         publicPort = await publicPorts.next() ?? 0
         publicURL = "\(scheme)://\(host):\(publicPort)"
-        adminURL = "http://127.0.0.1:\(await adminPorts.next() ?? 0)"
+        let admin = configuration.adminTLSCertificate == nil ? "http://127.0.0.1" : "https://localhost"
+        adminURL = "\(admin):\(await adminPorts.next() ?? 0)"
+        var apiPorts = receiver.apiPorts.makeAsyncIterator()
+        if let port = await apiPorts.next() { apiURL = "\(admin):\(port)" }
     }
 
     func stop() async throws {

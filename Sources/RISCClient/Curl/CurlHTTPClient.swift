@@ -15,6 +15,8 @@ public struct CurlHTTPClient: Sendable {
     public var userAgent: String
     /// A CA bundle to trust instead of the system's (for tests with their own CA).
     public var caBundlePath: String?
+    /// A client certificate and its key (PEM files), for servers that ask for one (mutual TLS).
+    public var clientCertificate: (certificate: String, key: String)?
 
     private static let initialised: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
 
@@ -86,6 +88,10 @@ public struct CurlHTTPClient: Sendable {
         apply(risc_curl_set_string(curl, CURLOPT_USERAGENT, userAgent))
         apply(risc_curl_set_string(curl, CURLOPT_ACCEPT_ENCODING, ""))
         if let caBundlePath { apply(risc_curl_set_string(curl, CURLOPT_CAINFO, caBundlePath)) }
+        if let clientCertificate {
+            apply(risc_curl_set_string(curl, CURLOPT_SSLCERT, clientCertificate.certificate))
+            apply(risc_curl_set_string(curl, CURLOPT_SSLKEY, clientCertificate.key))
+        }
         apply(risc_curl_set_headers(curl, list))
         apply(risc_curl_capture(curl, body, headerLines))
         if let payload = request.body {

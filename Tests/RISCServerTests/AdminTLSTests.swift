@@ -1,0 +1,134 @@
+import Foundation
+import RISCClient
+import RISCCore
+import RISCServer
+import RISCTestKit
+import Testing
+
+/// `admin.tls.*` and `admin.api.*`: HTTPS (mutual, with a client CA) on the admin listener, and
+/// the account API on a listener of its own.
+@Suite("Admin listener TLS and the account API's own listener", .serialized)
+struct AdminTLSTests {
+    static let token = "admin-token-0123456789abcdef"
+
+    static func directory() -> URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("risc-admin-tls-\(UUID().uuidString)")
+    }
+
+    static func tokenFile(in directory: URL) throws -> String {
+        let path = directory.appendingPathComponent("admin-token").path
+        try Data("\(token)\n".utf8).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    @Test("admin.tls serves health and metrics over HTTPS only; admin.api.port moves the account API to its own HTTPS listener; SIGHUP's reload renews the admin certificate")
+    func httpsAndSeparateAPI() async throws {
+        let directory = Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let first = try TestCertificate(directory: directory.appendingPathComponent("first"))
+        let renewed = try TestCertificate(directory: directory.appendingPathComponent("renewed"))
+        let cert = directory.appendingPathComponent("admin-cert.pem").path, key = directory.appendingPathComponent("admin-key.pem").path
+        try first.install(certificateAt: cert, keyAt: key)
+        let tokenFile = try Self.tokenFile(in: directory)
+        let harness = try ServerHarness {
+            $0.adminTLSCertificate = cert
+            $0.adminTLSKey = key
+            $0.adminTokenFile = tokenFile
+            $0.adminAPIPort = 0
+        }
+        try await harness.start()
+        #expect(harness.adminURL.hasPrefix("https://localhost:") && harness.apiURL.hasPrefix("https://localhost:"))
+        let trusting = CurlHTTPClient(caBundlePath: first.certificatePath)
+        let auth = [("Authorization", "Bearer \(Self.token)")]
+
+        let metrics = try await trusting.perform(HTTPRequest(url: harness.adminURL + "/metrics"))
+        #expect(metrics.status == 200)
+        #expect(String(decoding: metrics.body, as: UTF8.self).contains(#"risc_tls_certificate_expiry_timestamp_seconds{listener="admin"} "#))
+        let ready = try JSONParser.parseObject(try await trusting.perform(HTTPRequest(url: harness.adminURL + "/readyz")).body)
+        #expect(ready["admin_tls"]?.objectValue?["not_after"]?.stringValue?.hasSuffix("Z") == true)
+        // Plain HTTP to the admin port gets nothing.
+        let plain = harness.adminURL.replacingOccurrences(of: "https://localhost", with: "http://127.0.0.1")
+        await #expect(throws: FetchError.self) {
+            let response = try await CurlHTTPClient().perform(HTTPRequest(url: plain + "/metrics"))
+            throw FetchError(url: plain, "answered \(response.status)")
+        }
+        // The account API is not beside the metrics any more, and nothing but it is on its listener.
+        #expect(try await trusting.perform(HTTPRequest(url: harness.adminURL + "/admin/accounts/110169484474386276334", headers: auth)).status == 404)
+        #expect(try await trusting.perform(HTTPRequest(url: harness.apiURL + "/metrics")).status == 404)
+        #expect(try await trusting.perform(HTTPRequest(url: harness.apiURL + "/admin/accounts/110169484474386276334")).status == 401)
+        let link = #"{"subject":"110169484474386276334","user_id":"u-tls"}"#
+        let created = try await trusting.perform(HTTPRequest(method: "POST", url: harness.apiURL + "/admin/accounts", headers: auth, body: Array(link.utf8)))
+        #expect(created.status == 201, "\(String(decoding: created.body, as: UTF8.self))")
+        let shown = try await trusting.perform(HTTPRequest(url: harness.apiURL + "/admin/accounts/110169484474386276334", headers: auth))
+        #expect(try JSONParser.parseObject(shown.body)["user_id"] == "u-tls")
+
+        // Renewal: new connections get the renewed certificate, on both admin listeners.
+        try renewed.install(certificateAt: cert, keyAt: key)
+        #expect(harness.receiver.reloadTLS())
+        let trustingRenewed = CurlHTTPClient(caBundlePath: renewed.certificatePath)
+        #expect(try await trustingRenewed.perform(HTTPRequest(url: harness.adminURL + "/healthz")).status == 200)
+        #expect(try await trustingRenewed.perform(HTTPRequest(url: harness.apiURL + "/admin/accounts/110169484474386276334", headers: auth)).status == 200)
+        await #expect(throws: FetchError.self) { _ = try await trusting.perform(HTTPRequest(url: harness.adminURL + "/healthz")) }
+        #expect(harness.eventLogLines.contains { $0["step"] == "tls" && $0["listener"] == "admin" && $0["outcome"] == "reloaded" })
+        try await harness.stop()
+        harness.issuer.stop()
+    }
+
+    @Test("admin.tls.client_ca: a client without a certificate, or with one the CA did not issue, is refused in the handshake; one it issued is served")
+    func mutualTLS() async throws {
+        let directory = Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let server = try TestCertificate(directory: directory.appendingPathComponent("server"))
+        let client = try TestCertificate(directory: directory.appendingPathComponent("client"))
+        let stranger = try TestCertificate(directory: directory.appendingPathComponent("stranger"))
+        let harness = try ServerHarness {
+            $0.adminTLSCertificate = server.certificatePath
+            $0.adminTLSKey = server.keyPath
+            $0.adminTLSClientCA = client.certificatePath  // self-signed: it is its own CA
+        }
+        try await harness.start()
+        var anonymous = CurlHTTPClient(caBundlePath: server.certificatePath)
+        await #expect(throws: FetchError.self) { _ = try await anonymous.perform(HTTPRequest(url: harness.adminURL + "/metrics")) }
+        anonymous.clientCertificate = (stranger.certificatePath, stranger.keyPath)
+        await #expect(throws: FetchError.self) { _ = try await anonymous.perform(HTTPRequest(url: harness.adminURL + "/metrics")) }
+        var known = CurlHTTPClient(caBundlePath: server.certificatePath)
+        known.clientCertificate = (client.certificatePath, client.keyPath)
+        #expect(try await known.perform(HTTPRequest(url: harness.adminURL + "/metrics")).status == 200)
+        // The public listener is not affected: Google presents no client certificate.
+        #expect(try await harness.post(try harness.token(jti: "mtls-admin-only")).status == 202)
+        try await harness.stop()
+        harness.issuer.stop()
+    }
+
+    @Test("admin.tls and admin.api settings that cannot work are configuration problems; preflight names unreadable or mismatched files")
+    func problems() throws {
+        var configuration = ReceiverConfiguration()
+        configuration.audiences = ["a"]
+        configuration.adminTLSCertificate = "/etc/risc/admin.pem"
+        configuration.adminAPIPort = 9090
+        #expect(configuration.problems.contains("admin.tls.certificate and admin.tls.key go together"))
+        #expect(configuration.problems.contains { $0.hasPrefix("admin.api.port needs admin.token_file") })
+        #expect(configuration.problems.contains("admin.api.port must differ from admin.port and listen.port"))
+        configuration.adminTLSCertificate = nil
+        configuration.adminTLSClientCA = "/etc/risc/ca.pem"
+        #expect(configuration.problems.contains("admin.tls.client_ca needs admin.tls.certificate and admin.tls.key"))
+
+        let directory = Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let one = try TestCertificate(directory: directory.appendingPathComponent("one"))
+        let other = try TestCertificate(directory: directory.appendingPathComponent("other"))
+        configuration = ReceiverConfiguration()
+        configuration.dataDirectory = directory.appendingPathComponent("data").path
+        configuration.adminTLSCertificate = one.certificatePath
+        configuration.adminTLSKey = other.keyPath
+        #expect(Receiver.preflight(configuration).contains { $0.hasPrefix("admin.tls: ") && $0.contains("do not make a usable pair") })
+        configuration.adminTLSKey = one.keyPath
+        configuration.adminTLSClientCA = directory.appendingPathComponent("missing-ca.pem").path
+        #expect(Receiver.preflight(configuration).contains("admin.tls.client_ca: cannot read \(directory.appendingPathComponent("missing-ca.pem").path)"))
+        try Data("not a certificate".utf8).write(to: directory.appendingPathComponent("bad-ca.pem"))
+        configuration.adminTLSClientCA = directory.appendingPathComponent("bad-ca.pem").path
+        #expect(Receiver.preflight(configuration).contains { $0.hasPrefix("admin.tls.client_ca: ") }, "\(Receiver.preflight(configuration))")
+        configuration.adminTLSClientCA = one.certificatePath
+        #expect(Receiver.preflight(configuration).isEmpty, "\(Receiver.preflight(configuration))")
+    }
+}
