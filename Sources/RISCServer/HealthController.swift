@@ -4,6 +4,7 @@ import NIOCore
 import RISCClient
 import RISCCore
 import RISCStore
+import ServiceLifecycle
 import Synchronization
 
 /// The admin listener's `/healthz`, `/readyz` and `/metrics`.
@@ -12,7 +13,7 @@ struct HealthController: Sendable {
     let store: any StoreHealth
     /// `embedded` or `postgresql`.
     let backend: String
-    let metrics: PrometheusMetrics
+    let metrics: ReceiverMetrics
 
     func register(on router: Router<RISCRequestContext>) {
         router.get("/healthz") { _, _ in Responses.json(#"{"status":"ok"}"#, status: .ok) }
@@ -47,35 +48,57 @@ struct HealthController: Sendable {
         return Responses.json(JSONValue.object(body).serialized, status: keySet.usable && writable ? .ok : .serviceUnavailable)
     }
 
+    /// Prometheus text of the metrics as they are now (sampled first); 404 when the receiver's
+    /// metrics go to another swift-metrics backend.
     func scrape() async -> Response {
-        let keySet = await keys.status()
-        let depth = (try? await store.queueDepth()) ?? 0
-        let dead = (try? await store.deadLetters()) ?? 0
-        let retrying = (try? await store.retrying()) ?? 0
-        let oldest = (try? await store.oldestPendingReceivedAt()) ?? nil
-        let lastSET = (try? await store.lastReceivedAt()) ?? nil
-        var gauges: [(name: String, help: String, value: Double)] = [
-            ("risc_queue_depth", "SETs stored and not yet processed.", Double(depth)),
-            ("risc_jwks_usable", "1 when a usable key set is loaded.", keySet.usable ? 1 : 0),
-        ]
-        if let age = keySet.age { gauges.append(("risc_jwks_age_seconds", "Seconds since the key set was fetched or revalidated.", age)) }
-        let now = Date().timeIntervalSince1970
-        gauges.append(("risc_queue_dead", "Dead letters: SETs whose actions failed for the whole retry window (risc queue list --dead).", Double(dead)))
-        gauges.append((
-            "risc_queue_retrying", "SETs whose actions failed and wait for another attempt (cause: risc queue status, last_retry_error).",
-            Double(retrying)))
-        gauges.append((
-            "risc_queue_oldest_pending_age_seconds", "Age of the oldest SET waiting for its actions (0 when none).",
-            oldest.map { max(0, now - $0) } ?? 0
-        ))
-        if let last = lastSET {
-            gauges.append(("risc_last_set_age_seconds", "Seconds since the last SET arrived (valid or duplicate).", max(0, now - last)))
+        await MetricsSampler(keys: keys, store: store, metrics: metrics).sample()
+        guard let text = metrics.exposition() else {
+            return Responses.json(#"{"error":"metrics go to the embedding program's swift-metrics backend"}"#, status: .notFound)
         }
-        var counters = keySet.counters.map { (name: "risc_jwks_fetches_total", help: "Key-set cache decisions, by result.", labels: "result=\"\($0.0)\"", value: Double($0.1)) }
+        return Responses.text(String(decoding: text, as: UTF8.self), contentType: "text/plain; version=0.0.4")
+    }
+}
+
+/// Reads what the metrics show of the store and the keys (queue depth, dead letters, the key
+/// set's age, the running totals of fetches and commits) into the metrics: before each scrape, and
+/// every `interval` for backends that are not scraped (`MetricsSamplerService`).
+struct MetricsSampler: Sendable {
+    let keys: KeySetSource
+    let store: any StoreHealth
+    let metrics: ReceiverMetrics
+
+    func sample() async {
+        let keySet = await keys.status()
+        let now = Date().timeIntervalSince1970
+        metrics.gauge("risc_jwks_usable", keySet.usable ? 1 : 0)
+        if let age = keySet.age { metrics.gauge("risc_jwks_age_seconds", age) }
+        for (result, total) in keySet.counters { metrics.report(total: total, "risc_jwks_fetches_total", [("result", result)]) }
+        if let depth = try? await store.queueDepth() { metrics.gauge("risc_queue_depth", Double(depth)) }
+        if let dead = try? await store.deadLetters() { metrics.gauge("risc_queue_dead", Double(dead)) }
+        if let retrying = try? await store.retrying() { metrics.gauge("risc_queue_retrying", Double(retrying)) }
+        do {
+            let oldest = try await store.oldestPendingReceivedAt()
+            metrics.gauge("risc_queue_oldest_pending_age_seconds", oldest.map { max(0, now - $0) } ?? 0)
+        } catch {}  // the store is away: the gauge keeps its last value, /readyz says why
+        if let last = (try? await store.lastReceivedAt()) ?? nil { metrics.gauge("risc_last_set_age_seconds", max(0, now - last)) }
         let writes = store.writeCounts
-        counters.append((name: "risc_store_commits_total", help: "Store transactions committed (one fsync each).", labels: "", value: Double(writes.commits)))
-        counters.append((name: "risc_store_rows_total", help: "SET rows written by those commits.", labels: "", value: Double(writes.rows)))
-        return Responses.text(metrics.render(gauges: gauges, counters: counters), contentType: "text/plain; version=0.0.4")
+        metrics.report(total: writes.commits, "risc_store_commits_total")
+        metrics.report(total: writes.rows, "risc_store_rows_total")
+    }
+}
+
+/// Samples every `interval` seconds, for a swift-metrics backend that is not scraped.
+struct MetricsSamplerService: Service {
+    let sampler: MetricsSampler
+    let interval: Double
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                await sampler.sample()
+                try? await Task.sleep(for: .seconds(interval))
+            }
+        }
     }
 }
 

@@ -6,7 +6,7 @@ import RISCCore
 /// in `risc_action_duration_seconds`; `step: published` lines in `risc_notices_total{outcome}`.
 struct MetricsEventLog: EventLog {
     let base: any EventLog
-    let metrics: PrometheusMetrics
+    let metrics: ReceiverMetrics
     /// `accounts` (the embedded or shared account store) or `webhook`.
     let target: String
 

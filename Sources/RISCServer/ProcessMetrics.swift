@@ -12,7 +12,7 @@ enum ProcessMetrics {
         var out = ""
         func metric(_ name: String, _ type: String, _ help: String, _ value: Double?) {
             guard let value else { return }
-            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(PrometheusMetrics.format(value))\n"
+            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(ReceiverMetrics.format(value))\n"
         }
         let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
         let page = Double(sysconf(Int32(_SC_PAGESIZE)))

@@ -77,7 +77,7 @@ final class PushEndpoint: Service, Sendable {
     let limiter: InvalidRequestLimiter?
     let tls: ServerTLS?
     let logger: Logger
-    let metrics: PrometheusMetrics?
+    let metrics: ReceiverMetrics?
     let onRunning: @Sendable (Int) -> Void
     /// Open connections, and how many each peer address holds.
     private struct Connections {
@@ -96,7 +96,7 @@ final class PushEndpoint: Service, Sendable {
 
     init(
         settings: Settings, intake: Intake, revocation: RevocationIntake? = nil, documents: NoticeDocuments? = nil, limiter: InvalidRequestLimiter?, tls: ServerTLS?,
-        logger: Logger, metrics: PrometheusMetrics? = nil, onRunning: @escaping @Sendable (Int) -> Void
+        logger: Logger, metrics: ReceiverMetrics? = nil, onRunning: @escaping @Sendable (Int) -> Void
     ) {
         self.settings = settings
         self.revocation = revocation
@@ -109,7 +109,7 @@ final class PushEndpoint: Service, Sendable {
         var intake = intake
         intake.rejections = rejections
         self.intake = intake
-        metrics?.connectionLimit.store(settings.maxConnections, ordering: .relaxed)
+        metrics?.setConnectionLimit(settings.maxConnections)
     }
 
     func run() async throws {
@@ -187,7 +187,7 @@ final class PushEndpoint: Service, Sendable {
             refused(channel, refusal, peer: peer)
             throw ConnectionLimitReached()
         }
-        metrics?.openConnections.add(1, ordering: .relaxed)
+        metrics?.connectionOpened()
         channel.closeFuture.whenComplete { [weak self] _ in
             guard let self else { return }
             connections.withLock { connections in
@@ -197,7 +197,7 @@ final class PushEndpoint: Service, Sendable {
                     if connections.byAddress[limited] == 0 { connections.byAddress.removeValue(forKey: limited) }
                 }
             }
-            metrics?.openConnections.subtract(1, ordering: .relaxed)
+            metrics?.connectionClosed()
         }
         let pipeline = channel.pipeline.syncOperations
         if let tls { try pipeline.addHandler(NIOSSLServerHandler(context: tls.context)) }
@@ -240,7 +240,7 @@ final class PushEndpoint: Service, Sendable {
         var record = EventLogRecord(step: "connection", outcome: "closed", time: Date().timeIntervalSince1970)
         record["reason"] = "pipelined_requests_over_limit"
         if let remote { record["remote"] = .string(remote) }
-        metrics?.overflowedConnections.add(1, ordering: .relaxed)
+        metrics?.connectionOverflowed()
         if rejections.admit(remote, outcome: "overflow", now: Date().timeIntervalSince1970) { intake.log.record(record) }
     }
 
@@ -250,7 +250,7 @@ final class PushEndpoint: Service, Sendable {
     /// Counts a connection closed for being over a limit; the first of each kind, then at most one
     /// a minute, is reported in the event log and the server log with how many there were.
     private func refused(_ channel: any Channel, _ refusal: Refusal, peer: String?) {
-        metrics?.refusedConnections.withLock { $0[refusal.rawValue, default: 0] += 1 }
+        metrics?.connectionRefused(refusal)
         let now = Date().timeIntervalSince1970
         let count = refusals.withLock { refusals -> Int? in
             var entry = refusals[refusal] ?? (0, 0)

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import Hummingbird
 import HummingbirdCore
@@ -23,7 +24,7 @@ public final class Receiver: Sendable {
     /// The store behind the ports, as `store.url` chose it.
     public let storage: ReceiverStorage
     public let eventLog: JSONLinesEventLog
-    public let metrics: PrometheusMetrics
+    public let metrics: ReceiverMetrics
     public let keys: any KeyProvider
     /// The embedded store's claim on its data directory (one `risc serve` at a time).
     let directoryLock: DataDirectoryLock
@@ -42,7 +43,11 @@ public final class Receiver: Sendable {
     public let adminPorts: AsyncStream<Int>
     public let apiPorts: AsyncStream<Int>
 
-    public init(configuration: ReceiverConfiguration, logger: Logger) throws {
+    /// `metricsFactory`: the swift-metrics backend the receiver's metrics go to; nil (as in
+    /// `risc serve`): a Prometheus registry of its own, which the admin listener's `/metrics`
+    /// renders. With another backend `/metrics` answers 404 and the store and key-set gauges are
+    /// sampled every 10 seconds instead of at each scrape.
+    public init(configuration: ReceiverConfiguration, logger: Logger, metricsFactory: (any MetricsFactory)? = nil) throws {
         self.configuration = configuration
         self.logger = logger
         let problems = configuration.problems + Self.preflight(configuration)
@@ -54,7 +59,8 @@ public final class Receiver: Sendable {
             path: (configuration.dataDirectory as NSString).appendingPathComponent("events.log"),
             toStandardOutput: configuration.eventLogToStandardOutput)
         let actionTarget = configuration.webhookURL == nil ? "accounts" : "webhook"
-        metrics = PrometheusMetrics(version: configuration.build.version, commit: configuration.build.commit, actionTarget: actionTarget)
+        metrics = ReceiverMetrics(
+            factory: metricsFactory, version: configuration.build.version, commit: configuration.build.commit, actionTarget: actionTarget)
         // Every writer but SIGHUP's reopen goes through the counting log: the workers' attempts
         // are the action metrics.
         let log = MetricsEventLog(base: eventLog, metrics: metrics, target: actionTarget)
@@ -168,6 +174,9 @@ public final class Receiver: Sendable {
                     interval: configuration.retentionInterval, log: log, logger: logger))
         }
         services.append(adminApp)
+        if metrics.registry == nil {
+            services.append(MetricsSamplerService(sampler: MetricsSampler(keys: keySource, store: storage.health, metrics: metrics), interval: 10))
+        }
         if let port = configuration.adminAPIPort {
             services.append(adminApplication(apiRouter, host: configuration.adminAPIHost, port: port, ports: apiPort))
         } else {
@@ -375,7 +384,7 @@ struct Hangup: Sendable {
     let eventLog: JSONLinesEventLog
     let tls: ServerTLS?
     let adminTLS: ServerTLS?
-    let metrics: PrometheusMetrics
+    let metrics: ReceiverMetrics
     let logger: Logger
 
     /// Reopens the event log (log rotation) and, when serving HTTPS, reloads the certificates and

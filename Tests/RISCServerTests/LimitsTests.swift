@@ -77,8 +77,8 @@ struct LimitsTests {
         let metrics = String(decoding: try await harness.get(harness.adminURL + "/metrics").body, as: UTF8.self)
         #expect(metrics.contains("risc_push_connections_refused_total{reason=\"max_connections\"} 1\n"), "\(metrics)")
         #expect(metrics.contains("risc_push_connections_refused_total{reason=\"max_connections_per_address\"} 0\n"))
-        #expect(metrics.contains("risc_push_connections 2\n"))
-        #expect(metrics.contains("risc_push_connections_limit 2\n"))
+        #expect(ServerHarness.value(metrics, "risc_push_connections") == 2)
+        #expect(ServerHarness.value(metrics, "risc_push_connections_limit") == 2)
         #expect(harness.eventLogLines.contains {
             $0["step"] == "connection" && $0["outcome"] == "refused" && $0["reason"] == "max_connections" && $0["limit"] == 2
         })

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import Logging
 import RISCClient
@@ -22,6 +23,8 @@ final class ServerHarness: @unchecked Sendable {
     let client: CurlHTTPClient
     let factory: SETFactory
     var configuration: ReceiverConfiguration
+    /// The receiver's swift-metrics backend; nil: its own Prometheus registry.
+    var metricsFactory: (any MetricsFactory)?
 
     init(dataDirectory: String? = nil, issuer: LocalIssuer? = nil, edit: (inout ReceiverConfiguration) -> Void = { _ in }) throws {
         self.issuer = try issuer ?? LocalIssuer(jwks: String(decoding: Self.keys.jwksData, as: UTF8.self))
@@ -47,7 +50,7 @@ final class ServerHarness: @unchecked Sendable {
     func makeReceiver() throws -> Receiver {
         var logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
         logger.logLevel = .critical
-        return try Receiver(configuration: configuration, logger: logger)
+        return try Receiver(configuration: configuration, logger: logger, metricsFactory: metricsFactory)
     }
 
     func start() async throws {
@@ -95,6 +98,12 @@ final class ServerHarness: @unchecked Sendable {
             try await Task.sleep(for: .milliseconds(20))
         }
         return false
+    }
+
+    /// The value of one series (`name` or `name{labels}`) in a Prometheus exposition, whatever its
+    /// number format (`2`, `2.0`).
+    static func value(_ exposition: String, _ series: String) -> Double? {
+        exposition.split(separator: "\n").first { $0.hasPrefix(series + " ") }.flatMap { Double($0.dropFirst(series.count + 1)) }
     }
 
     func get(_ url: String) async throws -> HTTPResponse {
