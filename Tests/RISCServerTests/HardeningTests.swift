@@ -73,19 +73,24 @@ struct ServerHardeningTests {
     }
 
     /// Sends `bytes` on `connection` and returns the answer's status line, or nil when none
-    /// arrives within `seconds`.
-    static func statusLine(_ connection: RawConnection.Held, _ bytes: [UInt8], seconds: Int) -> String? {
-        var wait = timeval(tv_sec: seconds, tv_usec: 0)
-        setsockopt(connection.fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
-        if !bytes.isEmpty { _ = bytes.withUnsafeBytes { send(connection.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
-        var received: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4_096)
-        while !received.contains(0x0A) {
-            let count = buffer.withUnsafeMutableBytes { recv(connection.fd, $0.baseAddress, $0.count, 0) }
-            if count <= 0 { return nil }
-            received += buffer[0..<count]
+    /// arrives within `seconds`. The blocking wait runs on `BlockingPool`'s threads, never on the
+    /// cooperative pool the server's handlers need (two tests blocking both of its threads at once
+    /// starved the server in CI).
+    static func statusLine(_ connection: RawConnection.Held, _ bytes: [UInt8], seconds: Int) async -> String? {
+        let fd = connection.fd
+        return await BlockingPool.shared.run {
+            var wait = timeval(tv_sec: seconds, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+            if !bytes.isEmpty { _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
+            var received: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4_096)
+            while !received.contains(0x0A) {
+                let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                if count <= 0 { return nil }
+                received += buffer[0..<count]
+            }
+            return String(decoding: received.prefix { $0 != 0x0D && $0 != 0x0A }, as: UTF8.self)
         }
-        return String(decoding: received.prefix { $0 != 0x0D && $0 != 0x0A }, as: UTF8.self)
     }
 
     @Test("admin.max_connections: one more connection waits unserved until one closes")
@@ -96,12 +101,12 @@ struct ServerHardeningTests {
         let request = Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
         var first: RawConnection.Held? = try RawConnection.Held(port: port)
         let second = try RawConnection.Held(port: port)
-        #expect(Self.statusLine(first!, request, seconds: 10) == "HTTP/1.1 200 OK")
-        #expect(Self.statusLine(second, request, seconds: 10) == "HTTP/1.1 200 OK")
+        #expect(await Self.statusLine(first!, request, seconds: 10) == "HTTP/1.1 200 OK")
+        #expect(await Self.statusLine(second, request, seconds: 10) == "HTTP/1.1 200 OK")
         let third = try RawConnection.Held(port: port)
-        #expect(Self.statusLine(third, request, seconds: 1) == nil, "a third admin connection was served")
+        #expect(await Self.statusLine(third, request, seconds: 1) == nil, "a third admin connection was served")
         first = nil
-        #expect(Self.statusLine(third, [], seconds: 10) == "HTTP/1.1 200 OK", "the waiting connection was not served once a slot freed")
+        #expect(await Self.statusLine(third, [], seconds: 10) == "HTTP/1.1 200 OK", "the waiting connection was not served once a slot freed")
         try await harness.stop()
     }
 

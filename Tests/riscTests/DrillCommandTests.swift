@@ -23,8 +23,8 @@ struct DrillCommandTests {
     }
 
     @Test("crash: SIGKILL under load, restart; every acknowledged SET stored and applied once")
-    func crash() throws {
-        let result = try RiscBinary.run(["drill", "crash", "--cycles", "3", "--concurrency", "4", "--port", try port()])
+    func crash() async throws {
+        let result = try await RiscBinary.runOffPool(["drill", "crash", "--cycles", "3", "--concurrency", "4", "--port", try port()])
         #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
         #expect(result.stdout.contains("lost                     0"))
         #expect(result.stdout.contains("0 applied twice"))
@@ -33,17 +33,17 @@ struct DrillCommandTests {
     }
 
     @Test("crash --signal TERM: graceful stops under load lose nothing and exit 0")
-    func sigterm() throws {
-        let result = try RiscBinary.run(["drill", "crash", "--cycles", "2", "--signal", "TERM", "--concurrency", "4", "--port", try port()])
+    func sigterm() async throws {
+        let result = try await RiscBinary.runOffPool(["drill", "crash", "--cycles", "2", "--signal", "TERM", "--concurrency", "4", "--port", try port()])
         #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
         #expect(result.stdout.contains("exit statuses            0×2; final SIGTERM → 0"))
     }
 
     @Test("junk: an unknown-kid flood costs at most one key-set fetch per cooldown")
-    func junk() throws {
+    func junk() async throws {
         // Debug builds are slow and this machine is shared with the test runner: check the fetch
         // bound and that every junk SET was refused; the latency ratio is for release builds.
-        let result = try RiscBinary.run([
+        let result = try await RiscBinary.runOffPool([
             "drill", "junk", "--seconds", "2", "--junk-rate", "800", "--valid-rate", "100", "--cooldown", "1", "--port", try port(),
         ])
         #expect(result.stdout.contains("junk drill:"), "\(result.stdout) \(result.stderr)")

@@ -1,4 +1,5 @@
 import Foundation
+import RISCCore
 import RISCTestKit
 
 /// Runs the built `risc` executable, as a user would.
@@ -18,6 +19,16 @@ enum RiscBinary {
 
     /// `directory`: the working directory (default the repository); `environment`: `RISC_*`
     /// variables added to this process's environment.
+    /// `run` on `BlockingPool`'s threads: for a command that takes long (a build), so its wait
+    /// never holds one of the cooperative pool's few threads that servers in other tests need.
+    static func runOffPool(
+        _ arguments: [String], executable: URL? = nil, directory: URL? = nil, environment: [String: String] = [:]
+    ) async throws -> Result {
+        try await BlockingPool.shared.run {
+            Swift.Result { try run(arguments, executable: executable, directory: directory, environment: environment) }
+        }.get()
+    }
+
     static func run(
         _ arguments: [String], stdin: String? = nil, executable: URL? = nil, directory: URL? = nil, environment: [String: String] = [:]
     ) throws -> Result {

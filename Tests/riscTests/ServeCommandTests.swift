@@ -326,11 +326,11 @@ extension ServeCommandTests {
 
 extension ServeCommandTests {
     @Test("scripts/man writes the man page with the argument parser's generate-manual: clean mdoc (groff warns of nothing), every command and the configuration keys in it")
-    func manPage() throws {
+    func manPage() async throws {
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("risc-man-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: output) }
         let script = RiscBinary.repository.appendingPathComponent("scripts/man")
-        let made = try RiscBinary.run([RiscBinary.url.path, output.path, "2026-11-24"], executable: script)
+        let made = try await RiscBinary.runOffPool([RiscBinary.url.path, output.path, "2026-11-24"], executable: script)
         #expect(made.status == 0, "\(made.stderr.suffix(2000))")
         let page = output.appendingPathComponent("risc.1")
         let text = try String(contentsOf: page, encoding: .utf8)
