@@ -112,10 +112,12 @@ public final class Receiver: Sendable {
         self.adminPort = adminPort
         self.apiPort = apiPort
 
-        var tls: ServerTLS?
-        if let certificate = configuration.tlsCertificate, let key = configuration.tlsKey {
-            tls = try ServerTLS(certificate: certificate, key: key)
-        } else if !URLPolicy.isLoopback(host: configuration.host) {
+        var served: [String: ServerTLS] = [:]
+        for pair in configuration.tlsPairs {
+            served[pair.listener] = try ServerTLS(certificate: pair.certificate, key: pair.key, clientCA: pair.clientCA, setting: pair.setting)
+        }
+        let tls = served["public"], adminTLS = served["admin"]
+        if tls == nil && !URLPolicy.isLoopback(host: configuration.host) {
             logger.warning(
                 "serving plain HTTP on a non-loopback address: put a TLS-terminating proxy in front, or set tls.certificate and tls.key",
                 metadata: ["risc.host": "\(configuration.host)"])
@@ -143,10 +145,6 @@ public final class Receiver: Sendable {
             documents: configuration.noticeIssuer.flatMap { issuer in noticeKeys.map { NoticeDocuments(issuer: issuer, keys: $0) } },
             limiter: configuration.invalidPerMinute > 0 ? InvalidRequestLimiter(perMinute: configuration.invalidPerMinute) : nil,
             tls: tls, logger: logger, metrics: metrics, onRunning: { publicPort.yield($0) })
-        var adminTLS: ServerTLS?
-        if let certificate = configuration.adminTLSCertificate, let key = configuration.adminTLSKey {
-            adminTLS = try ServerTLS(certificate: certificate, key: key, clientCA: configuration.adminTLSClientCA, setting: "admin.tls")
-        }
         func adminApplication(_ router: Router<RISCRequestContext>, host: String, port: Int, ports: AsyncStream<Int>.Continuation) -> some Service {
             if adminTLS == nil && !URLPolicy.isLoopback(host: host) {
                 logger.warning(
@@ -310,17 +308,9 @@ public final class Receiver: Sendable {
         if let path = configuration.jwksFile, let data = files.contents(atPath: path) {
             do { _ = try JWKSet(json: Array(data)) } catch { problems.append("jwks_file: \(path): \(error)") }
         }
-        if let certificate = configuration.tlsCertificate, let key = configuration.tlsKey,
-            files.isReadableFile(atPath: certificate), files.isReadableFile(atPath: key)
-        {
-            do { _ = try ServerTLS.load(certificate: certificate, key: key) } catch { problems.append("\(error)") }
-        }
-        if let certificate = configuration.adminTLSCertificate, let key = configuration.adminTLSKey,
-            [certificate, key, configuration.adminTLSClientCA ?? key].allSatisfy(files.isReadableFile(atPath:))
-        {
-            do { _ = try ServerTLS.load(certificate: certificate, key: key, clientCA: configuration.adminTLSClientCA, setting: "admin.tls") } catch {
-                problems.append("\(error)")
-            }
+        // Unreadable files are named above; the pairs that can be read must load.
+        for pair in configuration.tlsPairs where [pair.certificate, pair.key, pair.clientCA ?? pair.key].allSatisfy(files.isReadableFile(atPath:)) {
+            do { _ = try ServerTLS.load(pair) } catch { problems.append("\(error)") }
         }
         if configuration.noticeIssuer != nil, configuration.noticeProblems.isEmpty,
             files.isReadableFile(atPath: configuration.noticeServiceAccountFile ?? "")

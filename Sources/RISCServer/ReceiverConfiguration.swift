@@ -181,6 +181,15 @@ public struct ReceiverConfiguration: Sendable {
         return configuration
     }
 
+    /// The listeners that serve HTTPS and their files: `public` (`tls.*`) and `admin` (`admin.tls.*`,
+    /// the admin listener and the account API's), each with its settings' prefix.
+    public var tlsPairs: [(listener: String, setting: String, certificate: String, key: String, clientCA: String?)] {
+        var pairs: [(listener: String, setting: String, certificate: String, key: String, clientCA: String?)] = []
+        if let certificate = tlsCertificate, let key = tlsKey { pairs.append(("public", "tls", certificate, key, nil)) }
+        if let certificate = adminTLSCertificate, let key = adminTLSKey { pairs.append(("admin", "admin.tls", certificate, key, adminTLSClientCA)) }
+        return pairs
+    }
+
     /// Every problem, each a sentence naming the setting; empty when the configuration is usable.
     public var problems: [String] {
         var problems = policy.problems.map { "audiences/algorithms: \($0)" }

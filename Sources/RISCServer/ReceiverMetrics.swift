@@ -57,19 +57,23 @@ public final class ReceiverMetrics: IntakeMetrics, Sendable {
     /// The registry `/metrics` renders: set when the factory is risc's own Prometheus one.
     public let registry: PrometheusCollectorRegistry?
 
-    /// Instruments by their dimensions, made once (a lookup under a lock per observation, not a
-    /// factory call).
+    /// Instruments by label and dimensions, each made once (a lookup under a lock per
+    /// observation, not a factory call).
     private struct Instruments {
-        var sets: [[String]: CoreMetrics.Counter] = [:]
-        var actions: [[String]: CoreMetrics.Counter] = [:]
-        var actionDurations: [String: CoreMetrics.Timer] = [:]
-        var notices: [String: CoreMetrics.Counter] = [:]
-        var gauges: [[String]: CoreMetrics.Gauge] = [:]
         var counters: [[String]: CoreMetrics.Counter] = [:]
+        var timers: [[String]: CoreMetrics.Timer] = [:]
+        var gauges: [[String]: CoreMetrics.Gauge] = [:]
         /// What cumulative sources (key-set cache, store writes) last reported, for the counters' increments.
         var reported: [[String]: Int] = [:]
     }
     private let instruments = Mutex(Instruments())
+    /// `risc_sets_total` by outcome and error, apart: it is counted for every request, and a
+    /// lookup by this key costs half what building the general key does.
+    private struct SetKey: Hashable {
+        let outcome: String
+        let err: String?
+    }
+    private let sets = Mutex<[SetKey: CoreMetrics.Counter]>([:])
     private let verifyTimer: CoreMetrics.Timer
     private let commitTimer: CoreMetrics.Timer
     private let openConnections: CoreMetrics.Meter
@@ -94,65 +98,38 @@ public final class ReceiverMetrics: IntakeMetrics, Sendable {
         commitTimer = CoreMetrics.Timer(label: "risc_commit_duration_seconds", factory: self.factory)
         openConnections = CoreMetrics.Meter(label: "risc_push_connections", factory: self.factory)
         overflowed = CoreMetrics.Counter(label: "risc_push_connections_overflowed_total", factory: self.factory)
-        let factory = self.factory
-        instruments.withLock { made in
-            for outcome in Self.setOutcomes { made.sets[[outcome]] = CoreMetrics.Counter(label: "risc_sets_total", dimensions: [("outcome", outcome)], factory: factory) }
-            for code in SETError.Code.all {
-                made.sets[["rejected", code.rawValue]] = CoreMetrics.Counter(
-                    label: "risc_sets_total", dimensions: [("outcome", "rejected"), ("err", code.rawValue)], factory: factory)
-            }
-            for outcome in Self.actionOutcomes {
-                made.actions[[actionTarget, outcome]] = CoreMetrics.Counter(
-                    label: "risc_actions_total", dimensions: [("target", actionTarget), ("outcome", outcome)], factory: factory)
-            }
-            made.actionDurations[actionTarget] = CoreMetrics.Timer(label: "risc_action_duration_seconds", dimensions: [("target", actionTarget)], factory: factory)
-            for outcome in Self.noticeOutcomes { made.notices[outcome] = CoreMetrics.Counter(label: "risc_notices_total", dimensions: [("outcome", outcome)], factory: factory) }
-            for reason in PushEndpoint.Refusal.allCases.map(\.rawValue) {
-                made.counters[["risc_push_connections_refused_total", reason]] = CoreMetrics.Counter(
-                    label: "risc_push_connections_refused_total", dimensions: [("reason", reason)], factory: factory)
-            }
-        }
-        CoreMetrics.Gauge(label: "risc_build_info", dimensions: [("version", version), ("commit", commit)], factory: factory).record(1)
+        for outcome in Self.setOutcomes { _ = setCounter(SetKey(outcome: outcome, err: nil)) }
+        for code in SETError.Code.all { _ = setCounter(SetKey(outcome: "rejected", err: code.rawValue)) }
+        for outcome in Self.actionOutcomes { _ = counter("risc_actions_total", [("target", actionTarget), ("outcome", outcome)]) }
+        _ = timer("risc_action_duration_seconds", [("target", actionTarget)])
+        for outcome in Self.noticeOutcomes { _ = counter("risc_notices_total", [("outcome", outcome)]) }
+        for reason in PushEndpoint.Refusal.allCases { _ = counter("risc_push_connections_refused_total", [("reason", reason.rawValue)]) }
+        gauge("risc_build_info", 1, [("version", version), ("commit", commit)])
         openConnections.set(0)
         gauge("risc_push_connections_limit", 0)
     }
 
     public func observe(outcome: String, err: String?, verifySeconds: Double?, commitSeconds: Double?) {
-        let key = err.map { [outcome, $0] } ?? [outcome]
-        let counter = instruments.withLock { made in
-            if let counter = made.sets[key] { return counter }
-            let dimensions = err.map { [("outcome", outcome), ("err", $0)] } ?? [("outcome", outcome)]
-            let counter = CoreMetrics.Counter(label: "risc_sets_total", dimensions: dimensions, factory: factory)
-            made.sets[key] = counter
-            return counter
-        }
-        counter.increment()
+        let key = SetKey(outcome: outcome, err: err)
+        (sets.withLock { $0[key] } ?? setCounter(key)).increment()
         if let verifySeconds { verifyTimer.recordSeconds(verifySeconds) }
         if let commitSeconds { commitTimer.recordSeconds(commitSeconds) }
     }
 
+    private func setCounter(_ key: SetKey) -> CoreMetrics.Counter {
+        let counter = counter("risc_sets_total", key.err.map { [("outcome", key.outcome), ("err", $0)] } ?? [("outcome", key.outcome)])
+        sets.withLock { $0[key] = counter }
+        return counter
+    }
+
     /// One action attempt (a SET's actions applied, or its webhook delivery), from the event log.
     func observeAction(target: String, outcome: String, seconds: Double?) {
-        let (counter, timer) = instruments.withLock { made in
-            let counter = made.actions[[target, outcome]] ?? CoreMetrics.Counter(
-                label: "risc_actions_total", dimensions: [("target", target), ("outcome", outcome)], factory: factory)
-            made.actions[[target, outcome]] = counter
-            let timer = made.actionDurations[target] ?? CoreMetrics.Timer(label: "risc_action_duration_seconds", dimensions: [("target", target)], factory: factory)
-            made.actionDurations[target] = timer
-            return (counter, timer)
-        }
-        counter.increment()
-        if let seconds { timer.recordSeconds(seconds) }
+        counter("risc_actions_total", [("target", target), ("outcome", outcome)]).increment()
+        if let seconds { timer("risc_action_duration_seconds", [("target", target)]).recordSeconds(seconds) }
     }
 
     /// One unlink-notice publish attempt.
-    func observeNotice(outcome: String) {
-        instruments.withLock { made in
-            let counter = made.notices[outcome] ?? CoreMetrics.Counter(label: "risc_notices_total", dimensions: [("outcome", outcome)], factory: factory)
-            made.notices[outcome] = counter
-            return counter
-        }.increment()
-    }
+    func observeNotice(outcome: String) { counter("risc_notices_total", [("outcome", outcome)]).increment() }
 
     // The public listener's connections.
     func setConnectionLimit(_ limit: Int) { gauge("risc_push_connections_limit", Double(limit)) }
@@ -166,36 +143,45 @@ public final class ReceiverMetrics: IntakeMetrics, Sendable {
         gauge("risc_tls_certificate_expiry_timestamp_seconds", notValidAfter, [("listener", listener)])
     }
 
-    /// Sets a gauge (made on first use).
+    /// Sets a gauge.
     func gauge(_ label: String, _ value: Double, _ dimensions: [(String, String)] = []) {
-        let key = [label] + dimensions.flatMap { [$0.0, $0.1] }
-        instruments.withLock { made in
-            let gauge = made.gauges[key] ?? CoreMetrics.Gauge(label: label, dimensions: dimensions, factory: factory)
-            made.gauges[key] = gauge
-            return gauge
-        }.record(value)
+        instrument(\.gauges, label, dimensions) { CoreMetrics.Gauge(label: label, dimensions: dimensions, factory: factory) }.record(value)
     }
 
     private func counter(_ label: String, _ dimensions: [(String, String)] = []) -> CoreMetrics.Counter {
-        let key = [label] + dimensions.flatMap { [$0.0, $0.1] }
-        return instruments.withLock { made in
-            let counter = made.counters[key] ?? CoreMetrics.Counter(label: label, dimensions: dimensions, factory: factory)
-            made.counters[key] = counter
-            return counter
+        instrument(\.counters, label, dimensions) { CoreMetrics.Counter(label: label, dimensions: dimensions, factory: factory) }
+    }
+
+    private func timer(_ label: String, _ dimensions: [(String, String)]) -> CoreMetrics.Timer {
+        instrument(\.timers, label, dimensions) { CoreMetrics.Timer(label: label, dimensions: dimensions, factory: factory) }
+    }
+
+    private static func key(_ label: String, _ dimensions: [(String, String)]) -> [String] { [label] + dimensions.flatMap { [$0.0, $0.1] } }
+
+    /// The instrument for `label` and `dimensions`, made by `make` the first time.
+    private func instrument<Instrument: Sendable>(
+        _ made: WritableKeyPath<Instruments, [[String]: Instrument]>, _ label: String, _ dimensions: [(String, String)],
+        make: () -> Instrument
+    ) -> Instrument {
+        let key = Self.key(label, dimensions)
+        return instruments.withLock { instruments in
+            if let existing = instruments[keyPath: made][key] { return existing }
+            let instrument = make()
+            instruments[keyPath: made][key] = instrument
+            return instrument
         }
     }
 
     /// A counter kept by someone else as a running total (the key-set cache's decisions, the
     /// store's commits): increments it by what the total grew since the last report.
     func report(total: Int, _ label: String, _ dimensions: [(String, String)] = []) {
-        let key = [label] + dimensions.flatMap { [$0.0, $0.1] }
-        let counter = counter(label, dimensions)
+        let key = Self.key(label, dimensions)
         let grown = instruments.withLock { made in
             let grown = max(0, total - made.reported[key, default: 0])
             made.reported[key] = max(total, made.reported[key, default: 0])
             return grown
         }
-        counter.increment(by: grown)
+        counter(label, dimensions).increment(by: grown)
     }
 
     /// The Prometheus text of everything (exposition format 0.0.4) with the `process_*` metrics,

@@ -43,6 +43,11 @@ public final class ServerTLS: Sendable {
         return loaded
     }
 
+    /// The listener's pair as `ReceiverConfiguration.tlsPairs` names it.
+    public static func load(_ pair: (listener: String, setting: String, certificate: String, key: String, clientCA: String?)) throws -> Loaded {
+        try load(certificate: pair.certificate, key: pair.key, clientCA: pair.clientCA, setting: pair.setting)
+    }
+
     /// Loads a chain and key as the listener would (`risc serve --check-config` uses it too); with
     /// `clientCA`, clients must present a certificate that CA bundle verifies (mutual TLS).
     public static func load(certificate: String, key: String, clientCA: String? = nil, setting: String = "tls") throws -> Loaded {

@@ -84,7 +84,7 @@ extension RiscCommand {
                 let key = String(override[..<equals]), text = String(override[override.index(after: equals)...])
                 values[key] = (try? JSONParser.parse(text)) ?? .string(text)
             }
-            if !audiences.isEmpty { values["audiences"] = .array(audiences.map { .string($0) }) }
+            if !audiences.isEmpty { values["audiences"] = .strings(audiences) }
             if let dataDir { values["data_dir"] = .string(dataDir) }
             if let storeURL { values["store.url"] = .string(storeURL) }
             if let host { values["listen.host"] = .string(host) }
@@ -107,26 +107,22 @@ extension RiscCommand {
             guard problems.isEmpty else {
                 throw ValidationError("invalid configuration:\n" + problems.map { "  - \($0)" }.joined(separator: "\n"))
             }
-            var certificateUntil: Double?
-            if let certificate = configuration.tlsCertificate, let key = configuration.tlsKey {
-                certificateUntil = try? ServerTLS.load(certificate: certificate, key: key).notValidAfter
-            }
-            print("configuration OK")
-            print("  listen    \(configuration.tlsCertificate == nil ? "http" : "https")://\(configuration.host):\(configuration.port)\(configuration.eventsPath)")
-            func validity(_ until: Double) -> String {
+            /// A listener's certificate's expiry, when it serves HTTPS.
+            func validity(_ listener: String) -> String? {
+                guard let pair = configuration.tlsPairs.first(where: { $0.listener == listener }),
+                    let until = try? ServerTLS.load(pair).notValidAfter
+                else { return nil }
                 let days = Int(((until - Date().timeIntervalSince1970) / 86_400).rounded(.down))
                 return "certificate valid until \(Timestamp.iso8601(until)) (\(days < 0 ? "EXPIRED" : "\(days) days left"))"
             }
-            if let certificateUntil { print("  tls       \(validity(certificateUntil))") }
+            print("configuration OK")
+            print("  listen    \(configuration.tlsCertificate == nil ? "http" : "https")://\(configuration.host):\(configuration.port)\(configuration.eventsPath)")
+            if let line = validity("public") { print("  tls       \(line)") }
             let adminScheme = configuration.adminTLSCertificate == nil ? "http" : "https"
             let mutual = configuration.adminTLSClientCA == nil ? "" : ", client certificates required"
             let api = configuration.adminTokenFile == nil ? "off" : configuration.adminAPIPort.map { "on its own listener \(adminScheme)://\(configuration.adminAPIHost):\($0)" } ?? "on"
             print("  admin     \(adminScheme)://\(configuration.adminHost):\(configuration.adminPort)\(mutual) (account API \(api))")
-            if let certificate = configuration.adminTLSCertificate, let key = configuration.adminTLSKey,
-                let until = try? ServerTLS.load(certificate: certificate, key: key, clientCA: configuration.adminTLSClientCA, setting: "admin.tls").notValidAfter
-            {
-                print("  admin tls \(validity(until))")
-            }
+            if let line = validity("admin") { print("  admin tls \(line)") }
             print("  audiences \(configuration.audiences.joined(separator: ", "))")
             print("  keys      \(configuration.jwksFile.map { "pinned \($0)" } ?? configuration.discoveryURL)")
             print("  data      \(configuration.dataDirectory)")

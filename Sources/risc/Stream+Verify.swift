@@ -63,7 +63,7 @@ extension RiscCommand.Stream {
             }
             let causes = await diagnose(requestedAt: requestedAt, ledger: ledger, resolved: resolved)
             if options.json {
-                options.printJSON(["state": .string(state), "matched": false, "waited_s": .number(waitSeconds), "likely_causes": .array(causes.map { .string($0) })])
+                options.printJSON(["state": .string(state), "matched": false, "waited_s": .number(waitSeconds), "likely_causes": .strings(causes)])
             } else {
                 print("no verification SET with this state reached the receiver within \(wait). Likely causes:")
                 for cause in causes { print("  - " + cause) }
