@@ -39,10 +39,11 @@ struct AdminAccountsController: Sendable {
         }
         router.delete("/admin/accounts/:subject") { request, context in
             try await guarded(request) {
-                guard let subject = context.parameters.get("subject") else { throw BadRequest(description: "no subject") }
+                let subject = try Self.subject(context)
+                let issuer = request.uri.queryParameters.get("issuer")
+                if let issuer, issuer.utf8.contains(0) { throw BadRequest(description: "'issuer' must not hold a NUL character") }
                 let now = Date().timeIntervalSince1970
-                let (removed, queued) = try await accounts.unlink(
-                    subject: subject, issuer: request.uri.queryParameters.get("issuer"), notices: notices, now: now)
+                let (removed, queued) = try await accounts.unlink(subject: subject, issuer: issuer, notices: notices, now: now)
                 guard removed > 0 else { return Responses.json(#"{"error":"not_found"}"#, status: .notFound) }
                 record("unlinked", subject: subject, now: now, ["notices_queued": .number(Double(queued))])
                 // `notices_queued` only where notices are on: the answer is unchanged for sites without them.
@@ -73,9 +74,7 @@ struct AdminAccountsController: Sendable {
         }
         router.get("/admin/accounts/:subject") { request, context in
             try await guarded(request) {
-                guard let subject = context.parameters.get("subject"),
-                    let account = try await accounts.accounts(subject: subject).first
-                else {
+                guard let account = try await accounts.accounts(subject: try Self.subject(context)).first else {
                     return Responses.json(#"{"error":"not_found"}"#, status: .notFound)
                 }
                 return Responses.json(account.json.serialized, status: .ok)
@@ -83,12 +82,29 @@ struct AdminAccountsController: Sendable {
         }
     }
 
+    /// The `{subject}` of the path, percent-decoded once (a subject the API accepted in a body is
+    /// reachable by its path however it is spelt). Malformed encoding or a NUL: 400.
+    static func subject(_ context: RISCRequestContext) throws -> String {
+        guard let raw = context.parameters.get("subject"), let subject = raw.removingPercentEncoding, !subject.isEmpty else {
+            throw BadRequest(description: "the path's subject is not valid percent-encoded text")
+        }
+        guard !subject.utf8.contains(0) else { throw BadRequest(description: "the subject must not hold a NUL character") }
+        return subject
+    }
+
+    /// Whether `Authorization` holds the admin token: SHA-256 digests of both compared in constant
+    /// time, so neither the token's length nor where a guess first differs shows in the timing.
+    func authorized(_ header: String?) -> Bool {
+        guard !token.isEmpty else { return false }
+        let presented = SHA256.hash(Array((header ?? "").utf8))
+        let expected = SHA256.hash(Array("Bearer ".utf8) + token)
+        var difference: UInt8 = 0
+        for (a, b) in zip(presented, expected) { difference |= a ^ b }
+        return difference == 0
+    }
+
     private func guarded(_ request: Request, _ body: () async throws -> Response) async throws -> Response {
-        let presented = request.headers[.authorization].map { Array($0.utf8) } ?? []
-        let expected = Array("Bearer ".utf8) + token
-        guard !token.isEmpty, presented.count == expected.count,
-            TokenFingerprint.constantTimeEquals(String(decoding: presented, as: UTF8.self), String(decoding: expected, as: UTF8.self))
-        else {
+        guard authorized(request.headers[.authorization]) else {
             return Responses.json(#"{"error":"unauthorized"}"#, status: .unauthorized, extra: [.wwwAuthenticate: "Bearer"])
         }
         do {
@@ -102,13 +118,16 @@ struct AdminAccountsController: Sendable {
 
     private func object(_ request: Request) async throws -> JSONObject {
         let body = try await request.body.collect(upTo: 256 * 1024)
-        do { return try JSONParser.parseObject(Array(buffer: body)) } catch { throw BadRequest(description: "body is not a JSON object") }
+        let object: JSONObject
+        do { object = try JSONParser.parseObject(Array(buffer: body)) } catch { throw BadRequest(description: "body is not a JSON object") }
+        guard !JSONValue.object(object).containsNUL else { throw BadRequest(description: "the body must not hold a NUL character") }
+        return object
     }
 
     /// The site revoked linked tokens of an account on its own side.
     private func revokeLinked(_ request: Request, _ context: RISCRequestContext) async throws -> Response {
         let json = try await object(request)
-        guard let subject = context.parameters.get("subject") else { throw BadRequest(description: "no subject") }
+        let subject = try Self.subject(context)
         func strings(_ name: String) throws -> [String]? {
             guard let value = json[name] else { return nil }
             let strings = value.arrayValue?.compactMap(\.stringValue)
@@ -158,7 +177,7 @@ struct AdminAccountsController: Sendable {
 
     private func add(_ request: Request, _ context: RISCRequestContext, session: Bool) async throws -> Response {
         let json = try await object(request)
-        guard let subject = context.parameters.get("subject") else { throw BadRequest(description: "no subject") }
+        let subject = try Self.subject(context)
         let added: Bool
         if session {
             guard let id = json["session_id"]?.stringValue, !id.isEmpty else { throw BadRequest(description: "'session_id' is required") }

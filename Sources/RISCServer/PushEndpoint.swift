@@ -140,20 +140,34 @@ final class PushEndpoint: Service, Sendable {
     /// first 202 after it are logged at the default level, not every one in between.
     let unavailability = Mutex<String?>(nil)
 
-    /// Records that SETs are answered 503 for `reason`; true when that starts an outage.
+    /// Records that SETs are answered 503 for `reason`; true when that starts an outage, which
+    /// then writes one event-log line (`{"step":"outage","outcome":"started","reason":…}`).
     func becameUnavailable(_ reason: String) -> Bool {
-        unavailability.withLock { current in
+        let started = unavailability.withLock { current in
             defer { current = reason }
             return current != reason
         }
+        if started {
+            var record = EventLogRecord(step: "outage", outcome: "started", time: Date().timeIntervalSince1970)
+            record["reason"] = .string(reason)
+            intake.log.record(record)
+        }
+        return started
     }
 
-    /// Records a SET accepted; the reason of the outage it ends, if one.
+    /// Records a SET accepted; the reason of the outage it ends, if one (written to the event log
+    /// as `{"step":"outage","outcome":"ended","reason":…}`).
     func becameAvailable() -> String? {
-        unavailability.withLock { current in
+        let ended = unavailability.withLock { current in
             defer { current = nil }
             return current
         }
+        if let ended {
+            var record = EventLogRecord(step: "outage", outcome: "ended", time: Date().timeIntervalSince1970)
+            record["reason"] = .string(ended)
+            intake.log.record(record)
+        }
+        return ended
     }
 
     /// Writes one line per address whose refusals were held back from the event log.

@@ -51,7 +51,7 @@ public final class ReceiverMetrics: IntakeMetrics, Sendable {
 
     static let setOutcomes = ["accepted", "duplicate", "failed", "limited", "malformed", "too_large"]
     static let actionOutcomes = ["applied", "failed", "dead_lettered", "lease_lost", "deferred"]
-    static let noticeOutcomes = ["published", "failed", "dead_lettered"]
+    static let noticeOutcomes = ["published", "failed", "dead_lettered", "refused"]
 
     let factory: any MetricsFactory
     /// The registry `/metrics` renders: set when the factory is risc's own Prometheus one.

@@ -115,7 +115,9 @@ public enum ReceiverStorage: Sendable {
             settings.batch = 4
             settings.lease = max(configuration.queueLease, 4 * (configuration.noticePublisher.timeout + 5) + 30)
             settings.scope = .notices
-            workers.append(QueueWorker(queue: store.queue, settings: settings, retry: configuration.retry, publisher: publisher, log: log, logger: logger))
+            workers.append(QueueWorker(
+                queue: store.queue, settings: settings, retry: configuration.retry,
+                notices: NoticeSending(publisher: publisher, tokenKey: store.tokenKey), log: log, logger: logger))
         }
         return .shared(SharedStorage(store: store, workers: workers))
     }

@@ -39,7 +39,7 @@ extension RiscCommand.Accounts {
                     issuer: issuer, subject: subject, userID: user, email: email, sessions: sessions,
                     refreshTokens: try refreshTokenFiles.map(read), linkedTokens: try linkedTokenFiles.map(read)),
                 now: Date().timeIntervalSince1970)
-            print("linked \(subject) → \(user) (\(sessions.count) sessions, \(refreshTokenFiles.count + linkedTokenFiles.count) tokens; tokens kept as fingerprints only)")
+            print("linked \(Printable.safe(subject)) → \(Printable.safe(user)) (\(sessions.count) sessions, \(refreshTokenFiles.count + linkedTokenFiles.count) tokens; tokens kept as fingerprints only)")
         }
     }
 
@@ -106,7 +106,7 @@ extension RiscCommand.Accounts {
             }
             print("SUBJECT                    USER            SIGN-IN  RECOVERY  REVIEW  MONITOR  SESSIONS  TOKENS")
             for a in accounts {
-                print([a.subject.padded(26), a.userID.padded(15), (a.googleSignInEnabled ? "on" : "OFF").padded(8),
+                print([Printable.safe(a.subject).padded(26), Printable.safe(a.userID).padded(15), (a.googleSignInEnabled ? "on" : "OFF").padded(8),
                     (a.emailRecoveryEnabled ? "on" : "OFF").padded(9), (a.flaggedForReview ? "yes" : "-").padded(7),
                     (a.heightenedMonitoring ? "yes" : "-").padded(8), "\(a.openSessions)/\(a.openSessions + a.endedSessions)".padded(9),
                     "\(a.activeTokens)/\(a.activeTokens + a.revokedTokens)"].joined(separator: " "))
@@ -124,7 +124,7 @@ extension RiscCommand.Accounts {
             let store = try await data.open(accounts: true)
             defer { store.close() }
             guard let account = try await store.accounts().accounts(subject: subject).first else {
-                FileHandle.standardError.write(Data("risc: no account with subject \(subject)\n".utf8))
+                FileHandle.standardError.write(Data("risc: no account with subject \(Printable.safe(subject))\n".utf8))
                 throw ExitStatus.rejected
             }
             print(json ? account.json.serialized : account.json.prettyPrinted)
@@ -152,10 +152,10 @@ extension RiscCommand.Accounts {
             let (accounts, notices) = try store.accountsAndNotices()
             let (removed, queued) = try await accounts.unlink(subject: subject, issuer: issuer, notices: notices, now: Date().timeIntervalSince1970)
             guard removed > 0 else {
-                FileHandle.standardError.write(Data("risc: no account with subject \(subject)\n".utf8))
+                FileHandle.standardError.write(Data("risc: no account with subject \(Printable.safe(subject))\n".utf8))
                 throw ExitStatus.rejected
             }
-            print("unlinked \(subject) (\(removed) account\(removed == 1 ? "" : "s"), with its sessions and tokens)")
+            print("unlinked \(Printable.safe(subject)) (\(removed) account\(removed == 1 ? "" : "s"), with its sessions and tokens)")
             if notices != nil { print("queued \(queued) unlink notice\(queued == 1 ? "" : "s") to Google") }
         }
     }

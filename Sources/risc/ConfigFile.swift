@@ -25,6 +25,8 @@ enum ConfigFile {
     }
 
     static func parse(path: String, bytes: [UInt8]) throws(Unreadable) -> JSONObject {
+        // A UTF-8 byte order mark (editors on Windows write one) is not part of the document.
+        let bytes = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? Array(bytes.dropFirst(3)) : bytes
         switch format(path: path, bytes: bytes) {
         case .json:
             do { return try JSONParser.parseObject(bytes) } catch { throw Unreadable(description: "not a JSON object (\(error))") }
@@ -38,28 +40,39 @@ enum ConfigFile {
             } catch {
                 throw Unreadable(description: "not TOML (\(error))")
             }
-            return try object(table, path: "")
+            return try object(table, path: "", depth: 1)
         }
     }
 
-    private static func object(_ table: TOMLTable, path: String) throws(Unreadable) -> JSONObject {
+    /// How deep tables and arrays may nest, as in a JSON config (`JSONParser.maxDepth`): no
+    /// setting is deeper than four, and a file of thousands of dotted keys is refused with this
+    /// error instead of exhausting the stack.
+    static let maxDepth = JSONParser.maxDepth
+
+    private static func object(_ table: TOMLTable, path: String, depth: Int) throws(Unreadable) -> JSONObject {
+        guard depth <= maxDepth else { throw tooDeep(path) }
         var object = JSONObject()
         for (key, value) in table {
-            object[key] = try json(value, path: path.isEmpty ? key : "\(path).\(key)")
+            object[key] = try json(value, path: path.isEmpty ? key : "\(path).\(key)", depth: depth)
         }
         return object
     }
 
+    private static func tooDeep(_ path: String) -> Unreadable {
+        Unreadable(description: "tables or arrays nested deeper than \(maxDepth) levels (at \(Printable.safe(String(path.prefix(120)), maxBytes: 120))…)")
+    }
+
     /// TOML's types onto JSON's: integers within ±2^53 and finite floats become numbers; dates
     /// and times have no setting to go to, so they are refused rather than guessed into strings.
-    private static func json(_ value: any TOMLValueConvertible, path: String) throws(Unreadable) -> JSONValue {
+    private static func json(_ value: any TOMLValueConvertible, path: String, depth: Int) throws(Unreadable) -> JSONValue {
         switch value.type {
         case .table:
-            return .object(try object(value.table ?? TOMLTable(), path: path))
+            return .object(try object(value.table ?? TOMLTable(), path: path, depth: depth + 1))
         case .array:
+            guard depth < maxDepth else { throw tooDeep(path) }
             var items: [JSONValue] = []
             for (offset, item) in (value.array ?? TOMLArray()).enumerated() {
-                items.append(try json(item, path: "\(path)[\(offset)]"))
+                items.append(try json(item, path: "\(path)[\(offset)]", depth: depth + 1))
             }
             return .array(items)
         case .string:

@@ -53,8 +53,8 @@ extension RiscCommand.Linking {
             if json {
                 print(verdict.json.serialized)
             } else {
-                print(verdict.acceptable ? "acceptable" : "not acceptable: \(verdict.error?.rawValue ?? "") (\(verdict.reason))")
-                print(verdict.redirect.map { "redirect: \($0)" } ?? "no redirect: the redirect_uri is not to be trusted; show an error page")
+                print(verdict.acceptable ? "acceptable" : "not acceptable: \(verdict.error?.rawValue ?? "") (\(Printable.safe(verdict.reason)))")
+                print(verdict.redirect.map { "redirect: \(Printable.safe($0, maxBytes: 2_048))" } ?? "no redirect: the redirect_uri is not to be trusted; show an error page")
             }
             if !verdict.acceptable { throw ExitStatus.rejected }
         }
@@ -110,7 +110,7 @@ extension RiscCommand.Linking {
                 subject: subject, issuer: issuer, hashes: hashes, tokenType: tokenType, reason: LinkedTokenRevocation.siteReason, notices: notices,
                 now: Date().timeIntervalSince1970)
             else {
-                FileHandle.standardError.write(Data("risc: no account with subject \(subject)\n".utf8))
+                FileHandle.standardError.write(Data("risc: no account with subject \(Printable.safe(subject))\n".utf8))
                 throw ExitStatus.rejected
             }
             if notices == nil {

@@ -8,14 +8,14 @@ extension ReceiverConfiguration {
     /// Every key of `keys` with the value `risc serve` runs with (defaults included; `.null` for a
     /// setting that is not set), as the config file would say it. Secrets never appear: risc reads
     /// them from files, and those are shown by path; a URL's password and query values are
-    /// `REDACTED` (a webhook URL may carry its token there).
+    /// `REDACTED`, and so are fragments and path segments that look like tokens (`Redaction.url`).
     var effectiveSettings: [(key: String, value: JSONValue)] {
         let values: [String: JSONValue] = [
             "audiences": .strings(audiences),
             "issuer": .optional(issuer),
             "issuer_aliases": .strings(issuerAliases),
             "algorithms": .strings(algorithms),
-            "discovery_url": .string(Self.redacted(url: discoveryURL)),
+            "discovery_url": .string(Redaction.url(discoveryURL)),
             "jwks_file": .optional(jwksFile),
             "data_dir": .string(dataDirectory),
             "listen.host": .string(host),
@@ -58,7 +58,7 @@ extension ReceiverConfiguration {
             "accounts.token_key_file": .optional(tokenKeyFile),
             "retention.done": .duration(retention.done),
             "retention.duplicates": .duration(retention.duplicates),
-            "webhook.url": .optional(webhookURL.map(Self.redacted(url:))),
+            "webhook.url": .optional(webhookURL.map(Redaction.url)),
             "webhook.secret_file": .optional(webhookSecretFile),
             "webhook.timeout": .number(webhookTimeout),
             "linking.google_client_id": .optional(linkingGoogleClientID),
@@ -71,7 +71,7 @@ extension ReceiverConfiguration {
             "linking.notices.service_account_file": .optional(noticeServiceAccountFile),
             "linking.notices.audience": .string(noticeAudience),
             "linking.notices.token_type": .string(noticeTokenType),
-            "linking.notices.endpoint": .string(Self.redacted(url: noticePublisher.endpoint)),
+            "linking.notices.endpoint": .string(Redaction.url(noticePublisher.endpoint)),
             "linking.notices.body": .string(noticePublisher.body.rawValue),
             "linking.notices.json_field": .string(noticePublisher.jsonField),
             "linking.notices.timeout": .number(noticePublisher.timeout),
@@ -101,14 +101,6 @@ extension ReceiverConfiguration {
         return object
     }
 
-    static func redacted(url text: String) -> String {
-        guard var components = URLComponents(string: text) else { return text }
-        if components.password != nil { components.password = "REDACTED" }
-        if let items = components.queryItems, !items.isEmpty {
-            components.queryItems = items.map { URLQueryItem(name: $0.name, value: $0.value == nil ? nil : "REDACTED") }
-        }
-        return components.string ?? text
-    }
 }
 
 extension JSONValue {

@@ -317,7 +317,7 @@ extension RiscCommand {
                     return String(format: "%.1f ms", sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] * 1000)
                 }
                 var rows = [("sent", "\(sent)"), ("202", "\(accepted)")]
-                for (code, count) in byError.sorted(by: { $0.key < $1.key }) { rows.append(("400 \(code)", "\(count)")) }
+                for (code, count) in byError.sorted(by: { $0.key < $1.key }) { rows.append(("400 \(Printable.safe(code, maxBytes: 40))", "\(count)")) }
                 rows.append(("5xx", "\(serverErrors)"))
                 rows.append(("transport errors", "\(transport)"))
                 rows.append(("latency p50 / p95 / p99", "\(percentile(0.5)) / \(percentile(0.95)) / \(percentile(0.99))"))

@@ -124,10 +124,10 @@ extension RiscCommand {
             print("  admin     \(adminScheme)://\(configuration.adminHost):\(configuration.adminPort)\(mutual) (account API \(api))")
             if let line = validity("admin") { print("  admin tls \(line)") }
             print("  audiences \(configuration.audiences.joined(separator: ", "))")
-            print("  keys      \(configuration.jwksFile.map { "pinned \($0)" } ?? configuration.discoveryURL)")
+            print("  keys      \(configuration.jwksFile.map { "pinned \($0)" } ?? Redaction.url(configuration.discoveryURL))")
             print("  data      \(configuration.dataDirectory)")
-            print("  store     \(configuration.storeURL.map { "PostgreSQL \((try? PostgresStoreURL($0))?.description ?? $0)" } ?? "embedded SQLite in the data directory")")
-            print("  actions   \(configuration.webhookURL.map { "webhook \($0)" } ?? "embedded account store")")
+            print("  store     \(configuration.storeURL.map { "PostgreSQL \((try? PostgresStoreURL($0))?.description ?? Redaction.url($0))" } ?? "embedded SQLite in the data directory")")
+            print("  actions   \(configuration.webhookURL.map { "webhook \(Redaction.url($0))" } ?? "embedded account store")")
         }
 
         /// Refusals of the store's (a locked data directory, a wrong token key, a PostgreSQL server

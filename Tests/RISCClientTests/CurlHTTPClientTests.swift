@@ -47,6 +47,18 @@ struct CurlHTTPClientTests {
         #expect(URLPolicy(allowPlainHTTPOnLoopback: false).refusal(for: "http://127.0.0.1/x") != nil)
     }
 
+    @Test("issue 24 #10: loopback is decided from the parsed address, never from a host name's first characters")
+    func loopbackFromTheAddress() {
+        for host in ["127.attacker.example", "127.0.0.1.nip.io", "127.example", "127.1", "::1.example", "0x7f.0.0.1", "localhost.attacker.example"] {
+            #expect(!URLPolicy.isLoopback(host: host), "\(host) counted as loopback")
+            #expect(URLPolicy().refusal(for: "http://\(host)/jwks") != nil, "plain HTTP allowed to \(host)")
+        }
+        for host in ["127.0.0.1", "127.255.0.9", "::1", "0:0:0:0:0:0:0:1", "[::1]", "localhost", "LOCALHOST"] {
+            #expect(URLPolicy.isLoopback(host: host), "\(host) not counted as loopback")
+        }
+        #expect(URLPolicy().refusal(for: "http://[0:0:0:0:0:0:0:1]:8080/x") == nil)
+    }
+
     @Test("redirects: followed on the same host, refused to another host")
     func redirects() async throws {
         let server = try LoopbackHTTPServer { request in

@@ -139,6 +139,31 @@ struct JWKSCacheTests {
         #expect(counters.fetched == 2)
     }
 
+    @Test("issue 24 #1: a flood of unknown kids while the issuer fails costs no more fetches than the cooldown allows")
+    func outageFloodRespectsCooldown() async throws {
+        let issuer = try LocalIssuer(jwks: Fixture.jwks)
+        defer { issuer.stop() }
+        let clock = TestClock()
+        var configuration = Fixture.configuration(issuer)
+        configuration.failureRetryInterval = 10
+        configuration.unknownKeyCooldown = 60
+        let cache = JWKSCache(configuration: configuration, logger: Fixture.logger, now: clock.function)
+        _ = try await cache.key(for: rsKid)
+        issuer.update { $0.failWith = 503 }
+        let before = issuer.requests(to: "/jwks")
+        // Two minutes of made-up kids, one every half second.
+        for index in 0..<240 {
+            await #expect(throws: KeyUnavailableError.self) { _ = try await cache.key(for: "made-up-\(index)") }
+            clock.advance(0.5)
+        }
+        // One forced refetch at the start and one per 60 s cooldown after it: three at most
+        // (one every 10 s before the fix: twelve).
+        let fetches = issuer.requests(to: "/jwks") - before
+        #expect(fetches >= 1 && fetches <= 3, "\(fetches) key-set fetches for a flood of unknown kids")
+        // Known keys are still served from the held set all along.
+        _ = try await cache.key(for: rsKid)
+    }
+
     @Test("an empty or invalid key set never replaces a good one", arguments: [#"{"keys":[]}"#, "not json", #"{"keys":[{"kty":"oct","k":"AA"}]}"#])
     func neverReplaceGood(bad: String) async throws {
         let issuer = try LocalIssuer(jwks: Fixture.jwks)

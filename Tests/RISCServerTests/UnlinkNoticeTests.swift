@@ -3,7 +3,7 @@ import RISCClient
 import RISCCore
 import RISCPostgres
 import RISCServer
-import RISCStore
+@testable import RISCStore
 import RISCTestKit
 import Synchronization
 import Testing
@@ -86,6 +86,17 @@ struct UnlinkNoticeTests {
                 try await Task.sleep(for: .milliseconds(50))
             }
             return google.state.withLock { $0.notices }
+        }
+
+        /// Runs SQL on the receiver's store behind its back (a second connection, as another
+        /// writer with access to the store would).
+        func execute(_ sql: String) throws {
+            if let cluster { try cluster.psql(sql) } else { try SQLiteConnection(path: harness.dataDirectory + "/risc.sqlite3").execute(sql) }
+        }
+
+        func count(_ sql: String) throws -> Int {
+            if let cluster { return Int(try cluster.psql(sql)) ?? -1 }
+            return Int(try SQLiteConnection(path: harness.dataDirectory + "/risc.sqlite3").scalar(sql) ?? -1)
         }
 
         func stop() async throws {

@@ -63,6 +63,28 @@ struct AccountsQueueCommandTests {
         #expect(try RiscBinary.run(["queue", "status", "--data-dir", data + "-missing"]).status != 0)
     }
 
+    @Test("issue 24 #8: accounts list, show, link and unlink escape subjects and user ids as risc tail does (ESC, OSC, BEL, U+202E never reach the terminal)")
+    func humanOutputEscapes() throws {
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-cli-escape-\(UUID().uuidString)").path
+        let hostile = "1\u{1B}[2J\u{1B}]0;owned\u{07}\u{202E}gpj.exe"
+        let line = JSONValue.object(["subject": .string(hostile), "user_id": .string("u\u{1B}[31mred\u{9B}")]).serialized
+        let imported = try RiscBinary.run(["accounts", "import", "-", "--data-dir", data, "--create"], stdin: line + "\n")
+        #expect(imported.status == 0, "\(imported.stderr)")
+        let unsafe: [Unicode.Scalar] = ["\u{1B}", "\u{07}", "\u{202E}", "\u{9B}"]
+        let runs = [
+            try RiscBinary.run(["accounts", "list", "--data-dir", data]),
+            try RiscBinary.run(["accounts", "link", "--subject", hostile, "--user", "u\u{1B}[31mred", "--data-dir", data]),
+            try RiscBinary.run(["accounts", "show", hostile + "x", "--data-dir", data]),
+            try RiscBinary.run(["accounts", "unlink", hostile, "--data-dir", data]),
+        ]
+        for run in runs {
+            let printed = run.stdout + run.stderr
+            #expect(!printed.unicodeScalars.contains { unsafe.contains($0) }, "raw control characters printed: \(printed.debugDescription)")
+        }
+        #expect(runs[0].stdout.contains("1\\x1b[2J\\x1b]0;owned\\x07\\u{202e}gpj.exe"), "\(runs[0].stdout.debugDescription)")
+        #expect(runs[3].status == 0 && runs[3].stdout.contains("unlinked 1\\x1b"), "\(runs[3].stdout) \(runs[3].stderr)")
+    }
+
     /// Issue 16: run in the wrong directory, `accounts list` made a new empty store and `queue
     /// status` reported an empty queue while the real one held a dead letter.
     @Test("no command makes a store it was not asked to make; every command finds the receiver's store from --config or RISC_DATA_DIR")

@@ -141,6 +141,59 @@ struct ConfigFileCommandTests {
         #expect(printed.stdout.contains("secret_file = \"\(secretFile.path)\""))
     }
 
+    @Test("issue 24 #7: --check-config and --print-config print no secret of a URL: query values, fragments, passwords and token-like path segments read REDACTED")
+    func checkConfigRedacts() throws {
+        let directory = try temporaryDirectory("check-redact")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let secretFile = directory.appendingPathComponent("webhook-secret")
+        try Data("webhook-secret-VALUE-0123456789".utf8).write(to: secretFile)
+        let flags = [
+            "serve", "--audience", "a.apps.googleusercontent.com", "--data-dir", directory.appendingPathComponent("data").path,
+            "--set", "webhook.url=https://hooks.example/services/T0001/B0002/XyZ0pathSECRET0token1234#frag-SECRET",
+            "--set", "webhook.secret_file=\(secretFile.path)",
+            "--set", "discovery_url=https://issuer.example/.well-known/risc-configuration?key=discovery-KEY",
+        ]
+        for mode in ["--check-config", "--print-config"] {
+            let run = try RiscBinary.run(flags + [mode])
+            #expect(run.status == 0, "\(mode): \(run.stderr)")
+            for secret in ["XyZ0pathSECRET0token1234", "frag-SECRET", "discovery-KEY", "webhook-secret-VALUE"] {
+                #expect(!run.stdout.contains(secret) && !run.stderr.contains(secret), "\(mode) printed \(secret)")
+            }
+            #expect(run.stdout.contains("https://hooks.example/services/T0001/B0002/REDACTED#REDACTED"), "\(mode): \(run.stdout)")
+            #expect(run.stdout.contains("https://issuer.example/.well-known/risc-configuration?key=REDACTED"), "\(mode): \(run.stdout)")
+        }
+    }
+
+    @Test("issue 24 #9: a config of thousands of nested dotted keys is refused with a clear error (exit 64), not a crash")
+    func deeplyNestedConfig() throws {
+        let directory = try temporaryDirectory("deep")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let toml = directory.appendingPathComponent("deep.toml")
+        try Data(("audiences = [\"a\"]\n" + (0..<16_000).map { "k\($0)" }.joined(separator: ".") + " = 1\n").utf8).write(to: toml)
+        let json = directory.appendingPathComponent("deep.json")
+        try Data(("{\"audiences\": [\"a\"], " + String(repeating: "\"k\": {", count: 16_000) + String(repeating: "}", count: 16_000) + "}").utf8).write(to: json)
+        for file in [toml, json] {
+            for mode in ["--check-config", "--print-config"] {
+                let run = try RiscBinary.run(["serve", "--config", file.path, mode])
+                #expect(run.status == 64 && (run.stderr.contains("deeper than") || run.stderr.contains("too deep")), "\(file.lastPathComponent) \(mode): \(run.status) \(run.stderr.prefix(300))")
+            }
+        }
+    }
+
+    @Test("issue 24: a JSON config file that starts with a UTF-8 byte order mark is read like one without")
+    func byteOrderMark() throws {
+        let directory = try temporaryDirectory("bom")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for name in ["risc.json", "risc.conf", "risc.toml"] {
+            let file = directory.appendingPathComponent(name)
+            let body = name.hasSuffix(".toml") ? "audiences = [\"a.apps.googleusercontent.com\"]\n[listen]\nport = 7001\n"
+                : #"{"audiences": ["a.apps.googleusercontent.com"], "listen": {"port": 7001}}"#
+            try Data([0xEF, 0xBB, 0xBF] + Array(body.utf8)).write(to: file)
+            let run = try RiscBinary.run(["serve", "--config", file.path, "--print-config"])
+            #expect(run.status == 0 && run.stdout.contains("port = 7001  # file \(file.path)"), "\(name): \(run.status) \(run.stderr)")
+        }
+    }
+
     @Test("a TOML config file is held to the same rules as JSON: syntax errors with line and column, unknown keys, wrong types and dates refused with exit 64")
     func tomlErrors() throws {
         let directory = try temporaryDirectory("toml")

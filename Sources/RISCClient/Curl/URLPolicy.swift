@@ -28,8 +28,18 @@ public struct URLPolicy: Sendable {
         return (scheme, host.lowercased())
     }
 
+    /// Whether `host` is a loopback address: an IPv4 address in 127.0.0.0/8 or the IPv6 `::1`,
+    /// decided from the parsed address (so `127.attacker.example` is not), or `localhost`, which
+    /// libcurl resolves to loopback itself, never through DNS.
     public static func isLoopback(host: String) -> Bool {
-        host == "localhost" || host == "::1" || host.hasPrefix("127.")
+        if host.lowercased() == "localhost" { return true }
+        var v4 = in_addr()
+        if inet_pton(AF_INET, host, &v4) == 1 { return UInt32(bigEndian: v4.s_addr) >> 24 == 127 }
+        var v6 = in6_addr()
+        let literal = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        guard inet_pton(AF_INET6, literal, &v6) == 1 else { return false }
+        let bytes = withUnsafeBytes(of: v6) { Array($0) }
+        return bytes[0..<15].allSatisfy { $0 == 0 } && bytes[15] == 1
     }
 
     /// Why `url` may not be fetched, or nil when it may.

@@ -205,7 +205,7 @@ public actor JWKSCache: KeyProvider {
             let document = try DiscoveryDocument(json: response.body)
             try check(document)
             if discovery?.document != document {
-                logger.info("discovery document loaded", metadata: ["risc.issuer": "\(document.issuer)", "risc.jwks_uri": "\(document.jwksURI)"])
+                logger.info("discovery document loaded", metadata: ["risc.issuer": "\(document.issuer)", "risc.jwks_uri": "\(Redaction.url(document.jwksURI))"])
             }
             discovery = (document, time)
             return document

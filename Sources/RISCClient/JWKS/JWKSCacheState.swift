@@ -6,9 +6,12 @@ import RISCCore
 /// | state of the held set              | known `kid`                     | unknown `kid`                                   |
 /// |------------------------------------|---------------------------------|-------------------------------------------------|
 /// | none                               | fetch, then decide              | fetch, then decide                              |
-/// | fresh (now < expiresAt)            | serve                           | forced refetch, unless within the cooldown      |
-/// | expired, within maximum staleness  | refresh; on failure serve stale | forced refetch unless cooling down              |
+/// | fresh (now < expiresAt)            | serve                           | forced refetch, unless within the cooldown¹     |
+/// | expired, within maximum staleness  | refresh; on failure serve stale | forced refetch unless cooling down¹             |
 /// | expired beyond maximum staleness   | refresh; on failure unavailable | refresh; on failure unavailable                 |
+///
+/// ¹ Within the cooldown an unknown `kid` is rejected (400) while the issuer answers, and
+/// temporary (503) while it fails; either way no fetch.
 struct JWKSCacheState: Sendable {
     var current: CachedKeySet?
     /// Start of the last forced refetch for an unknown `kid`.
@@ -40,10 +43,12 @@ struct JWKSCacheState: Sendable {
         guard let current else { return failedRecently(now: now) ? .unavailable : .fetch }
         let usable = isUsable(now: now)
         guard current.keys.key(for: keyID) != nil else {
-            if let last = lastForcedRefetch, now - last < unknownKeyCooldown, lastFailure == nil, usable {
-                return .rejectUnknownKey
+            // One forced refetch per cooldown, whether or not the issuer is failing: a flood of
+            // made-up kids during an outage costs no more fetches than one without.
+            if let last = lastForcedRefetch, now - last < unknownKeyCooldown {
+                // An unknown kid during an issuer outage may be a rotation we cannot see: temporary.
+                return lastFailure == nil && usable ? .rejectUnknownKey : .unavailable
             }
-            // An unknown kid during an issuer outage may be a rotation we cannot see: temporary.
             return failedRecently(now: now) ? .unavailable : .forcedRefetch
         }
         if now < current.expiresAt { return .serve }

@@ -8,7 +8,8 @@ public struct Intake: Sendable {
     public let store: any EventStore
     public let log: any EventLog
     public let metrics: (any IntakeMetrics)?
-    /// When set, refused requests' log lines are sampled through it (they are always counted).
+    /// When set, the log lines of refused requests (400) and of requests we could not take (503)
+    /// are sampled through it (they are always counted).
     public var rejections: RejectionSampler?
     let clock: @Sendable () -> Double
 
@@ -158,7 +159,9 @@ public struct Intake: Sendable {
         record["outcome"] = "failed"
         record["error"] = .string(String(describing: error).prefix(300).description)
         record["latency_us"] = .number(((end - start) * 1e6).rounded())
-        log.record(record)
+        // A 503 is a refusal too: sampled like the 400s (a flood during an outage wrote 196,360
+        // lines in 10 s before), always counted; the outage itself is logged when it starts and ends.
+        if rejections?.admit(record["remote"]?.stringValue, outcome: "failed", now: end) ?? true { log.record(record) }
         metrics?.observe(outcome: "failed", err: nil, verifySeconds: verifySeconds, commitSeconds: nil)
     }
 

@@ -117,3 +117,17 @@ extension JSONObject: ExpressibleByDictionaryLiteral {
         for (key, value) in elements { self[key] = value }
     }
 }
+
+extension JSONValue {
+    /// Whether any string or member name in this value holds U+0000. A NUL is valid JSON
+    /// (`\u0000`) but no text column takes it (PostgreSQL refuses it, SQLite cuts C strings at it),
+    /// so SETs, account-API bodies and imports that carry one are refused alike, with a 400.
+    public var containsNUL: Bool {
+        switch self {
+        case .string(let text): return text.utf8.contains(0)
+        case .array(let items): return items.contains { $0.containsNUL }
+        case .object(let object): return object.contains { $0.key.utf8.contains(0) || $0.value.containsNUL }
+        default: return false
+        }
+    }
+}

@@ -79,11 +79,8 @@ public struct UnlinkNotices: Sendable {
             "subject_type": "oauth_token", "token_type": .string(type), "token_identifier_alg": .string(Self.identifierAlgorithm),
             "token": .string(hex),
         ]
-        let jti = "unlink-" + SHA256.hex(Array("risc unlink notice\u{0}\(tokenHash)".utf8)).prefix(32)
-        let claims: JSONObject = [
-            "iss": .string(issuer), "aud": .string(audience), "iat": .number(now.rounded(.down)), "jti": .string(jti),
-            "events": .object([EventType.tokenRevoked.uri: .object(subject)]),
-        ]
+        let jti = Self.noticeID(storedHash: tokenHash)
+        let claims = Self.claims(issuer: issuer, audience: audience, issuedAt: now.rounded(.down), jti: jti, subject: subject)
         let header: JSONObject = ["alg": "HS256", "typ": "secevent+jwt", "kid": .string(LocalSET.keyID)]
         let input = Base64URL.encode(Array(JSONValue.object(header).serialized.utf8)) + "."
             + Base64URL.encode(Array(JSONValue.object(claims).serialized.utf8))
@@ -93,16 +90,90 @@ public struct UnlinkNotices: Sendable {
             eventTypes: [EventType.tokenRevoked.uri], subjectsJSON: JSONValue.array([.object(subject)]).serialized, token: compact)
     }
 
-    /// Publishes a queued notice (its stored token's claims) through `publisher`; throws (to be
-    /// retried) when there is none: notices are queued only where they are on, so a receiver
-    /// without them is configured unlike the one that queued it.
-    public static func publish(stored compact: String, tokenID: String, with publisher: (any NoticePublisher)?) throws -> String {
-        guard let publisher else {
-            throw UnlinkNoticeError("unlink notices are not configured on this receiver (linking.notices.issuer and key_dir)")
+    /// The claims to sign for a queued notice, rebuilt from what risc itself decided, or a
+    /// `RefusedNotice` when the row is not one risc queued.
+    ///
+    /// A row of the queue is not trusted because it is in the store: whoever can write to the
+    /// store (a shared PostgreSQL role, a leaked password) could otherwise have the site's notice
+    /// key sign anything. So the stored record's HS256 MAC must verify under the local key (derived
+    /// from the token key, which lives in a 0600 file, never in the store); its claims must have
+    /// exactly the shape `record` gives (one `token-revoked` event about one `oauth_token` with a
+    /// `hash_SHA512_double` identifier); and its `jti` must be the one derived from that
+    /// identifier. What is signed is rebuilt from those checked values, not copied.
+    public static func payloadToSign(stored compact: String, tokenID: String, localKey: [UInt8]) throws(RefusedNotice) -> [UInt8] {
+        guard let jws = try? CompactJWS(Array(compact.utf8)), jws.header.algorithm.rawValue == "HS256", jws.header.keyID == LocalSET.keyID else {
+            throw RefusedNotice("the queued record is not a local record risc made")
         }
-        return try publisher.publish(payload: CompactJWS(Array(compact.utf8)).payload, tokenID: tokenID)
+        let expected = HMACSHA256.mac(key: localKey, data: Array(jws.signingInput))
+        guard expected.count == jws.signature.count, zip(expected, jws.signature).reduce(UInt8(0), { $0 | ($1.0 ^ $1.1) }) == 0 else {
+            throw RefusedNotice("the queued record's MAC does not verify under this receiver's token key")
+        }
+        guard let claims = try? JSONParser.parseObject(jws.payload), Set(claims.keys) == ["iss", "aud", "iat", "jti", "events"],
+            let issuer = claims["iss"]?.stringValue, let audience = claims["aud"]?.stringValue, let issuedAt = claims["iat"]?.numberValue,
+            issuedAt.isFinite, let events = claims["events"]?.objectValue, events.count == 1,
+            let subject = events[EventType.tokenRevoked.uri]?.objectValue,
+            Set(subject.keys) == ["subject_type", "token_type", "token_identifier_alg", "token"],
+            subject["subject_type"] == "oauth_token", subject["token_identifier_alg"]?.stringValue == identifierAlgorithm,
+            let tokenType = subject["token_type"]?.stringValue, tokenTypes.contains(tokenType),
+            let hex = subject["token"]?.stringValue, hex.utf8.count == 128, hex.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
+        else { throw RefusedNotice("the queued record's claims are not an unlink notice's") }
+        let jti = Self.noticeID(storedHash: Base64URL.encodeStandard(hex.hexBytes))
+        guard claims["jti"]?.stringValue == jti, tokenID == jti else {
+            throw RefusedNotice("the queued record's jti is not the one its token identifier gives")
+        }
+        return Array(JSONValue.object(Self.claims(issuer: issuer, audience: audience, issuedAt: issuedAt, jti: jti, subject: subject)).serialized.utf8)
+    }
+
+    /// The `jti` of the notice for the token whose stored fingerprint is `storedHash`.
+    static func noticeID(storedHash: String) -> String {
+        "unlink-" + SHA256.hex(Array("risc unlink notice\u{0}\(storedHash)".utf8)).prefix(32)
+    }
+
+    static func claims(issuer: String, audience: String, issuedAt: Double, jti: String, subject: JSONObject) -> JSONObject {
+        [
+            "iss": .string(issuer), "aud": .string(audience), "iat": .number(issuedAt), "jti": .string(jti),
+            "events": .object([EventType.tokenRevoked.uri: .object(subject)]),
+        ]
     }
 }
+
+/// What a worker needs to send the queued notices: the publisher, and the token key under whose
+/// local key risc MACs the records it queues (`UnlinkNotices.payloadToSign`).
+public struct NoticeSending: Sendable {
+    public let publisher: any NoticePublisher
+    let localKey: [UInt8]
+
+    public init(publisher: any NoticePublisher, tokenKey: [UInt8]) {
+        self.publisher = publisher
+        localKey = LocalSET.signingKey(tokenKey: tokenKey)
+    }
+
+    /// Checks a queued notice and publishes it; throws `RefusedNotice` (dead-letter it at once)
+    /// for a row risc did not queue, anything else (retry) for a failed call.
+    public func send(stored compact: String, tokenID: String) throws -> String {
+        try publisher.publish(payload: UnlinkNotices.payloadToSign(stored: compact, tokenID: tokenID, localKey: localKey), tokenID: tokenID)
+    }
+
+    /// Sends with `sending`, or fails (to be retried) when there is none: notices are queued only
+    /// where they are on, so a receiver without them is configured unlike the one that queued it.
+    public static func send(_ sending: NoticeSending?, stored compact: String, tokenID: String) throws -> String {
+        guard let sending else {
+            throw UnlinkNoticeError("unlink notices are not configured on this receiver (linking.notices.issuer and key_dir)")
+        }
+        return try sending.send(stored: compact, tokenID: tokenID)
+    }
+}
+
+/// A queued notice risc will not sign: not a record it made (see `UnlinkNotices.payloadToSign`).
+/// Never retried: the worker dead-letters it at once, says why in the event log and counts it.
+public struct RefusedNotice: Error, CustomStringConvertible, Unretryable {
+    public let description: String
+    public init(_ reason: String) { description = "refused to sign: \(reason)" }
+}
+
+/// A failure that no retry can mend (the row itself is wrong): the queue dead-letters the SET at
+/// once instead of retrying it through the retry window.
+public protocol Unretryable: Error {}
 
 /// A notice as the stores queue it (the columns of a `sets` row; `issuer` is `UnlinkNotices.queueIssuer`).
 public struct QueuedNotice: Sendable {
@@ -150,5 +221,23 @@ public struct LinkedTokenRevocation: Sendable, Equatable {
 
     public var json: JSONValue {
         ["revoked": .number(Double(revoked)), "notices_queued": .number(Double(noticesQueued)), "not_found": .number(Double(notFound))]
+    }
+}
+
+extension String {
+    /// The bytes of lowercase or uppercase hex text (pairs of digits); callers check the text first.
+    var hexBytes: [UInt8] {
+        var bytes: [UInt8] = []
+        var high: UInt8?
+        for unit in utf8 {
+            let nibble: UInt8 = unit <= 0x39 ? unit - 0x30 : (unit | 0x20) - 0x61 + 10
+            if let first = high {
+                bytes.append(first << 4 | nibble)
+                high = nil
+            } else {
+                high = nibble
+            }
+        }
+        return bytes
     }
 }

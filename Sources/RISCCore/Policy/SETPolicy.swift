@@ -52,7 +52,7 @@ public struct SETPolicy: Sendable {
     ///
     /// - `iss` equals `issuer` or an alias → else `invalid_issuer`.
     /// - `aud` holds one of `audiences` → else `invalid_audience`.
-    /// - `jti` a non-empty string, `iat` a number → else `invalid_request`.
+    /// - `jti` a non-empty string, `iat` a number, no NUL in any claim → else `invalid_request`.
     /// - `typ`, when present, is `secevent+jwt` (RFC 8417 §2.3) → else `invalid_request`.
     /// - An ID-token shape (`nonce`, or top-level `sub` with `exp`) → `invalid_request`
     ///   (RFC 8725 §3.12, spec §6.4).
@@ -79,6 +79,7 @@ public struct SETPolicy: Sendable {
             throw error
         }
         guard let jti = token.tokenID, !jti.isEmpty else { throw .invalidRequest("'jti' is missing or empty") }
+        guard !JSONValue.object(token.claims).containsNUL else { throw .invalidRequest("a claim holds a NUL character (U+0000)") }
         guard let issuedAt = token.issuedAt else { throw .invalidRequest("'iat' is missing") }
         if token.looksLikeIDToken {
             throw .invalidRequest("claims have the shape of an ID token, not a Security Event Token")

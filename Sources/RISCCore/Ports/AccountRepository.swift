@@ -214,6 +214,7 @@ extension AccountLink {
             }
             guard let text = value.stringValue else { throw AccountLinkError("'\(name)' must be a string") }
             guard !text.trimmingCharacters(in: .whitespaces).isEmpty else { throw AccountLinkError("'\(name)' must not be empty") }
+            guard !text.utf8.contains(0) else { throw AccountLinkError("'\(name)' must not hold a NUL character") }
             return text
         }
         func list(_ name: String) throws(AccountLinkError) -> [String] {
@@ -223,6 +224,7 @@ extension AccountLink {
             guard texts.count == items.count, !texts.contains(where: \.isEmpty) else {
                 throw AccountLinkError("'\(name)' must be an array of non-empty strings")
             }
+            guard !value.containsNUL else { throw AccountLinkError("'\(name)' must not hold a NUL character") }
             return texts
         }
         self.init(

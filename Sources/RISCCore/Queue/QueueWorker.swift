@@ -35,7 +35,7 @@ public final class QueueWorker: Sendable {
     let sink: (any ActionSink)?
     /// Sends the unlink notices queued beside the SETs (`UnlinkNotices`); nil: notices are off, and
     /// one found in the queue fails (and is retried, then dead-lettered) saying so.
-    let publisher: (any NoticePublisher)?
+    let notices: NoticeSending?
     let log: any EventLog
     let logger: Logger
     private let wakeups = Wakeup()
@@ -43,9 +43,9 @@ public final class QueueWorker: Sendable {
 
     public init(
         queue: any WorkQueue, settings: Settings, table: ActionTable = .default, retry: RetryPolicy = RetryPolicy(),
-        sink: (any ActionSink)? = nil, publisher: (any NoticePublisher)? = nil, log: any EventLog, logger: Logger
+        sink: (any ActionSink)? = nil, notices: NoticeSending? = nil, log: any EventLog, logger: Logger
     ) {
-        self.publisher = publisher
+        self.notices = notices
         self.queue = queue
         self.settings = settings
         self.table = table
@@ -202,8 +202,8 @@ public final class QueueWorker: Sendable {
         var record = EventLogRecord.published(jti: claim.jti, attempt: claim.attempts + 1, time: start)
         record["worker"] = .string(settings.owner)
         do {
-            let answer = try await BlockingPool.shared.run { [publisher] in
-                Result { try UnlinkNotices.publish(stored: claim.token, tokenID: claim.jti, with: publisher) }
+            let answer = try await BlockingPool.shared.run { [notices] in
+                Result { try NoticeSending.send(notices, stored: claim.token, tokenID: claim.jti) }
             }.get()
             record["result"] = .string(answer)
             let item = FinishItem(claim: claim, plan: ActionPlan(steps: [], eventTime: start), claims: nil)
@@ -248,8 +248,9 @@ public final class QueueWorker: Sendable {
         var record = record
         let now = Date().timeIntervalSince1970
         let attempt = claim.attempts + 1
-        let delay = retry.delay(afterFailures: attempt, age: now - claim.retrySince)
+        let delay = error is any Unretryable ? nil : retry.delay(afterFailures: attempt, age: now - claim.retrySince)
         record["outcome"] = delay == nil ? "dead_lettered" : "failed"
+        if error is any Unretryable { record["refused"] = true }
         record["error"] = .string(String(describing: error).prefix(300).description)
         if let delay { record["retry_at"] = .string(Timestamp.iso8601(now + delay)) }
         record["latency_us"] = .number(((now - start) * 1e6).rounded())
@@ -261,7 +262,11 @@ public final class QueueWorker: Sendable {
             // The store itself is failing: the lease expires and the SET is rescued then.
             logger.error("cannot record a failed attempt", metadata: ["risc.jti": "\(claim.jti)", "risc.error": "\(error)"])
         }
-        if delay == nil { logger.warning("SET dead-lettered after \(attempt) attempts", metadata: ["risc.jti": "\(claim.jti)"]) }
+        if error is any Unretryable {
+            logger.error("dead-lettered a queued row risc will not act on", metadata: ["risc.jti": "\(Printable.safe(claim.jti))", "risc.error": "\(error)"])
+        } else if delay == nil {
+            logger.warning("SET dead-lettered after \(attempt) attempts", metadata: ["risc.jti": "\(claim.jti)"])
+        }
         log.record(record)
     }
 

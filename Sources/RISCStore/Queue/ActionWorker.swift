@@ -12,7 +12,7 @@ public final class ActionWorker: @unchecked Sendable {
     private let table: ActionTable
     private let sink: (any ActionSink)?
     /// Sends queued unlink notices (`UnlinkNotices`); nil: a notice found in the queue fails.
-    private let publisher: (any NoticePublisher)?
+    private let notices: NoticeSending?
     /// What this worker takes from the queue: with notices on, a second worker takes them alone,
     /// so a slow Google never holds up the actions of incoming events.
     private let scope: ClaimScope
@@ -35,7 +35,6 @@ public final class ActionWorker: @unchecked Sendable {
         tokenKeyFile: String? = nil
     ) throws {
         self.sink = sink
-        self.publisher = publisher
         self.scope = scope
         let path = (directory as NSString).appendingPathComponent("risc.sqlite3")
         connection = try SQLiteConnection(path: path)
@@ -43,7 +42,9 @@ public final class ActionWorker: @unchecked Sendable {
         // Account, session and token lookups touch pages all over the file: keep more of them in memory.
         try connection.execute("PRAGMA cache_size = -8192")
         try SQLiteEventStore.migrate(connection)
-        applier = EmbeddedActionApplier(connection: connection, tokenKey: try AccountStore.loadKey(directory: directory, file: tokenKeyFile))
+        let tokenKey = try AccountStore.loadKey(directory: directory, file: tokenKeyFile)
+        applier = EmbeddedActionApplier(connection: connection, tokenKey: tokenKey)
+        notices = publisher.map { NoticeSending(publisher: $0, tokenKey: tokenKey) }
         self.table = table
         self.retry = retry
         self.log = log
@@ -161,7 +162,7 @@ public final class ActionWorker: @unchecked Sendable {
     /// Unlink notices: one HTTP call each (outside any transaction), then a short write.
     private func publish(_ notices: [Item], now: Double) {
         oneCallEach(notices, now: now, record: { EventLogRecord.published(jti: $0.jti, attempt: $0.attempts + 1, time: $1) }) { item, record in
-            record["result"] = .string(try UnlinkNotices.publish(stored: item.token, tokenID: item.jti, with: publisher))
+            record["result"] = .string(try NoticeSending.send(self.notices, stored: item.token, tokenID: item.jti))
             try WriteLock.withLock {
                 try connection.immediateTransaction { try markDone(item, now: Date().timeIntervalSince1970) }
             }
@@ -249,8 +250,9 @@ public final class ActionWorker: @unchecked Sendable {
     ) {
         var record = record
         let attempt = item.attempts + 1
-        let delay = retry.delay(afterFailures: attempt, age: now - item.retrySince)
+        let delay = error is any Unretryable ? nil : retry.delay(afterFailures: attempt, age: now - item.retrySince)
         record["outcome"] = delay == nil ? "dead_lettered" : "failed"
+        if error is any Unretryable { record["refused"] = true }
         record["error"] = .string(String(describing: error).prefix(300).description)
         if let delay { record["retry_at"] = .string(Timestamp.iso8601(now + delay)) }
         do {
@@ -263,7 +265,9 @@ public final class ActionWorker: @unchecked Sendable {
         } catch {
             logger.error("cannot record a failed attempt", metadata: ["risc.jti": "\(item.jti)", "risc.error": "\(error)"])
         }
-        if delay == nil {
+        if error is any Unretryable {
+            logger.error("dead-lettered a queued row risc will not act on", metadata: ["risc.jti": "\(Printable.safe(item.jti))", "risc.error": "\(error)"])
+        } else if delay == nil {
             logger.warning("SET dead-lettered after \(attempt) attempts", metadata: ["risc.jti": "\(item.jti)"])
         }
         log.record(record)
