@@ -277,6 +277,7 @@ public final class Receiver: Sendable {
                 problems.append("data_dir: \(configuration.dataDirectory) cannot be created (\(parent) is not a writable directory)")
             }
         }
+        problems += trustProblems(configuration)
         let named: [(String, String?)] = [
             ("tls.certificate", configuration.tlsCertificate), ("tls.key", configuration.tlsKey), ("jwks_file", configuration.jwksFile),
             ("admin.tls.certificate", configuration.adminTLSCertificate), ("admin.tls.key", configuration.adminTLSKey),
@@ -319,6 +320,29 @@ public final class Receiver: Sendable {
                 problems += error.problems
             } catch {
                 problems.append("linking.notices: \(error)")
+            }
+        }
+        return problems
+    }
+
+    /// Whether the files risc keeps its secrets in can be trusted (issue 24 #6): no symbolic link
+    /// in the data directory, ever; unless `accept_insecure_permissions`, a data directory and a
+    /// notice-key directory of this user's, not writable by group or others, and key files (the
+    /// token key, the notice keys) of this user's, open to no one else.
+    static func trustProblems(_ configuration: ReceiverConfiguration) -> [String] {
+        let check = !configuration.acceptInsecurePermissions
+        var problems = PrivateFiles.dataDirectoryProblems(configuration.dataDirectory, checkOwnership: check)
+        guard check else { return problems }
+        let tokenKey = configuration.tokenKeyFile ?? (configuration.dataDirectory as NSString).appendingPathComponent("token-key")
+        if let problem = PrivateFiles.keyFileProblem(tokenKey, setting: configuration.tokenKeyFile == nil ? "data_dir" : "accounts.token_key_file") {
+            problems.append(problem)
+        }
+        if configuration.noticeIssuer != nil, let directory = configuration.noticeKeyDirectory {
+            problems += PrivateFiles.dataDirectoryProblems(directory, setting: "linking.notices.key_dir", checkOwnership: true)
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+            for name in names.sorted() where name.hasSuffix(".pem") {
+                let path = (directory as NSString).appendingPathComponent(name)
+                if let problem = PrivateFiles.keyFileProblem(path, setting: "linking.notices.key_dir") { problems.append(problem) }
             }
         }
         return problems

@@ -41,6 +41,13 @@ public struct ReceiverConfiguration: Sendable {
     public var adminMaxConnections: Int = 64
     /// Seconds a request may take to arrive whole on the admin listener, counted as on the public one.
     public var adminRequestTimeout: Double = 30
+    /// Admin connections one client address (an IPv6 /64) may hold; more are closed on accept. 0: no cap.
+    public var adminMaxConnectionsPerAddress: Int = 8
+    /// Seconds a new admin connection has for its TLS handshake and the first byte of a request.
+    public var adminHandshakeTimeout: Double = 5
+    /// `accept_insecure_permissions`: start although the data directory or a key file belongs to
+    /// another user or is open to group or others (refused by default).
+    public var acceptInsecurePermissions = false
     public var maxBodyBytes: Int = 64 * 1024
     /// Peers (reverse proxies) whose `X-Forwarded-For` names the client; off when empty.
     public var trustedProxies: [String] = []
@@ -215,6 +222,8 @@ public struct ReceiverConfiguration: Sendable {
         if !(1...1_000_000).contains(maxConnections) { problems.append("limits.max_connections must be 1–1000000, got \(maxConnections)") }
         if !(1...10_000).contains(adminMaxConnections) { problems.append("admin.max_connections must be 1–10000, got \(adminMaxConnections)") }
         if !(1...3_600).contains(adminRequestTimeout) { problems.append("admin.request_timeout must be 1–3600 seconds, got \(adminRequestTimeout)") }
+        if adminMaxConnectionsPerAddress < 0 { problems.append("admin.max_connections_per_address must be 0 (off) or more, got \(adminMaxConnectionsPerAddress)") }
+        if !(0.1...3_600).contains(adminHandshakeTimeout) { problems.append("admin.handshake_timeout must be 0.1–3600 seconds, got \(adminHandshakeTimeout)") }
         if maxConnectionsPerAddress < 0 { problems.append("limits.max_connections_per_address must be 0 (off) or more, got \(maxConnectionsPerAddress)") }
         if dataDirectory.isEmpty { problems.append("data_dir must not be empty") }
         problems += TrustedProxies.problems(trustedProxies)

@@ -31,8 +31,11 @@ public final class DataDirectoryLock: @unchecked Sendable {
     public init(directory: String) throws {
         try PrivateFiles.makeDirectory(directory)
         path = (directory as NSString).appendingPathComponent("risc.lock")
-        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw StoreError(code: 14, "cannot open \(path): \(String(cString: strerror(errno)))") }
+        fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            let reason = errno == ELOOP ? "it is a symbolic link; risc never follows links in its data directory: remove it" : String(cString: strerror(errno))
+            throw StoreError(code: 14, "cannot open \(path): \(reason)")
+        }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             let busy = errno == EWOULDBLOCK
             let reason = String(cString: strerror(errno))

@@ -73,11 +73,10 @@ public struct KeyDirectory: Sendable {
         guard !kid.isEmpty, !kid.contains("/"), !kid.hasPrefix(".") else {
             throw LoadError(description: "a key ID must be non-empty, without '/' and not start with '.'")
         }
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        // A new directory is 0700 and the key 0600 from its first byte (never written, then chmod-ed).
+        try PrivateFiles.makeDirectory(directory.path)
         let pemURL = directory.appendingPathComponent("\(kid).pem")
-        guard FileManager.default.createFile(
-            atPath: pemURL.path, contents: Data(try key.pemRepresentation.utf8), attributes: [.posixPermissions: 0o600])
-        else { throw LoadError(description: "cannot write \(pemURL.path)") }
+        try PrivateFiles.writeAtomically(pemURL.path, Array(try key.pemRepresentation.utf8))
         let jwksURL = directory.appendingPathComponent("jwks.json")
         var keys: [JSONValue] = []
         if let data = FileManager.default.contents(atPath: jwksURL.path) {
@@ -86,7 +85,7 @@ public struct KeyDirectory: Sendable {
         }
         keys.append(.object(key.publicKey.jwk(keyID: kid, algorithm: algorithm)))
         let document = JSONValue.object(JSONObject(["keys": .array(keys)]))
-        try Data((document.prettyPrinted + "\n").utf8).write(to: jwksURL)
+        try PrivateFiles.writeAtomically(jwksURL.path, Array((document.prettyPrinted + "\n").utf8))
         return Entry(keyID: kid, algorithm: algorithm, key: key)
     }
 

@@ -16,6 +16,7 @@ extension ReceiverConfiguration {
         ("discovery_url", "RISC discovery document (default Google's)"),
         ("jwks_file", "pinned JWK Set file instead of discovery (offline)"),
         ("data_dir", "data directory: store, event log, key cache (default ./data)"),
+        ("accept_insecure_permissions", "run although the data directory or a key file is another user's or open to group or others (default false: refused)"),
         ("listen.host", "public listener address (default 0.0.0.0)"),
         ("listen.port", "public listener port (default 8443)"),
         ("events_path", "path that receives SETs (default /events)"),
@@ -36,6 +37,8 @@ extension ReceiverConfiguration {
         ("admin.api.port", "serve the account API (/admin/…) on a listener of its own at this port instead of beside /metrics (needs admin.token_file; default: shared)"),
         ("admin.max_connections", "connections the admin listener serves at once; more wait until one closes (default 64)"),
         ("admin.request_timeout", "seconds a request to the admin listener may take to arrive whole; idle connections close after as long (default 30)"),
+        ("admin.max_connections_per_address", "admin connections one client address (IPv6: one /64) may hold at once; more are closed on accept (default 8, 0 off)"),
+        ("admin.handshake_timeout", "seconds a new admin connection has for its TLS handshake and its first request byte (default 5)"),
         ("max_body_bytes", "largest accepted body; larger gets 413 (default 65536)"),
         ("retry_after", "seconds in Retry-After on 503 (default 30)"),
         ("log.level", "diagnostic log level: trace, debug, info, notice, warning, error, critical (default notice: start, stop and recoveries; --log-level wins)"),
@@ -112,6 +115,7 @@ extension ReceiverConfiguration {
         if let value = layers.string("discovery_url") { discoveryURL = value }
         jwksFile = layers.string("jwks_file")
         if let value = layers.string("data_dir") { dataDirectory = value }
+        if let value = layers.bool("accept_insecure_permissions") { acceptInsecurePermissions = value }
         if let value = layers.string("listen.host") { host = value }
         if let value = layers.int("listen.port") { port = value }
         if let value = layers.string("events_path") { eventsPath = value }
@@ -127,6 +131,8 @@ extension ReceiverConfiguration {
         adminAPIPort = layers.int("admin.api.port")
         if let value = layers.int("admin.max_connections") { adminMaxConnections = value }
         if let value = layers.double("admin.request_timeout") { adminRequestTimeout = value }
+        if let value = layers.int("admin.max_connections_per_address") { adminMaxConnectionsPerAddress = value }
+        if let value = layers.double("admin.handshake_timeout") { adminHandshakeTimeout = value }
         if let value = layers.int("max_body_bytes") { maxBodyBytes = value }
         if let value = layers.strings("trusted_proxies") { trustedProxies = value }
         if let value = layers.int("limits.invalid_per_minute") { invalidPerMinute = value }

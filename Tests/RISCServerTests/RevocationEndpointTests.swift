@@ -30,7 +30,7 @@ struct RevocationEndpointTests {
             if backend == .postgresql {
                 try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
                 cluster = try PostgresCluster()
-                try Data(repeating: 4, count: 32).write(to: URL(fileURLWithPath: directory + "/token-key"))
+                try PrivateFiles.writeAtomically(directory + "/token-key", [UInt8](repeating: 4, count: 32))
             }
             self.cluster = cluster
             harness = try ServerHarness(dataDirectory: directory + "/data") {

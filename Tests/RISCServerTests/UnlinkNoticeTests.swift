@@ -37,7 +37,7 @@ struct UnlinkNoticeTests {
             if backend == .postgresql {
                 try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
                 cluster = try await BlockingPool.shared.run { Result { try PostgresCluster() } }.get()  // initdb: off the concurrency pool
-                try Data(repeating: 4, count: 32).write(to: directory.appendingPathComponent("token-key"))
+                try PrivateFiles.writeAtomically(directory.appendingPathComponent("token-key").path, [UInt8](repeating: 4, count: 32))
             }
             self.cluster = cluster
             let keyDirectory = self.keyDirectory, endpoint = google.baseURL + "/v1/events:publish"

@@ -146,6 +146,60 @@ extension ServeCommandTests {
         #expect(fine.status == 0, "\(fine.stderr)")
     }
 
+    @Test("issue 24 #6: a data directory that exists is not trusted blindly: links in it, another owner, group or world access refused (exit 64) unless accept_insecure_permissions")
+    func dataDirectoryTrust() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-trust-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let victim = directory.appendingPathComponent("precious").path
+        try Data("not to be truncated\n".utf8).write(to: URL(fileURLWithPath: victim))
+        func dataDirectory(_ name: String) throws -> String {
+            let path = directory.appendingPathComponent(name).path
+            try PrivateFiles.makeDirectory(path)
+            return path
+        }
+        func serve(_ data: String, _ extra: [String] = []) throws -> RiscBinary.Result {
+            try RiscBinary.run([
+                "serve", "--audience", "a", "--jwks-file", "keys/test/jwks.json", "--port", "0", "--admin-port", "0", "--host", "127.0.0.1",
+                "--data-dir", data,
+            ] + extra)
+        }
+        // Planted links: the lock file (its target was truncated before), the event log.
+        for name in ["risc.lock", "events.log"] {
+            let data = try dataDirectory("links-\(name)")
+            try FileManager.default.createSymbolicLink(atPath: data + "/" + name, withDestinationPath: victim)
+            for mode in [["--check-config"], []] {
+                let run = try serve(data, mode)
+                #expect(run.status == 64 && run.stderr.contains("\(data)/\(name) is a symbolic link"), "\(name) \(mode): \(run.status) \(run.stderr)")
+            }
+            // Not even the opt-out follows a link.
+            #expect(try serve(data, ["--set", "accept_insecure_permissions=true", "--check-config"]).status == 64)
+        }
+        #expect(try String(contentsOfFile: victim, encoding: .utf8) == "not to be truncated\n")
+
+        // A world-readable token key planted in the data directory; a group-writable directory.
+        let planted = try dataDirectory("planted-key")
+        _ = FileManager.default.createFile(atPath: planted + "/token-key", contents: Data(repeating: 1, count: 32), attributes: [.posixPermissions: 0o644])
+        let open = try dataDirectory("open-directory")
+        chmod(open, 0o777)
+        for (data, problem) in [(planted, "key file \(planted)/token-key is readable or writable by group or others (mode 644)"),
+                                (open, "directory \(open) is writable by group or others (mode 777)")] {
+            for mode in [["--check-config"], []] {
+                let run = try serve(data, mode)
+                #expect(run.status == 64 && run.stderr.contains(problem), "\(mode): \(run.status) \(run.stderr)")
+            }
+            let accepted = try serve(data, ["--set", "accept_insecure_permissions=true", "--check-config"])
+            #expect(accepted.status == 0, "\(accepted.stderr)")
+        }
+        // Another user's directory (only root can make one here).
+        if geteuid() == 0 {
+            let foreign = try dataDirectory("foreign")
+            chown(foreign, 65_534, 65_534)
+            let run = try serve(foreign, ["--check-config"])
+            #expect(run.status == 64 && run.stderr.contains("is owned by uid 65534"), "\(run.stderr)")
+        }
+    }
+
     @Test("--check-config: the example config is valid once its files exist; missing files are each named")
     func checkConfig() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-check-\(UUID().uuidString)")

@@ -16,7 +16,7 @@ struct SharedStoreToolTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let keyFile = directory.appendingPathComponent("token-key").path
-        _ = FileManager.default.createFile(atPath: keyFile, contents: Data(repeating: 7, count: 32))
+        try PrivateFiles.writeAtomically(keyFile, [UInt8](repeating: 7, count: 32))
         let (certificate, account, _, api) = try StreamCommandTests.fakeGoogle(directory: directory)
         defer { api.stop() }
         let (serve, _, port, _) = try await ServeCommandTests.startServe(extra: [
@@ -64,7 +64,7 @@ struct SharedStoreToolTests {
         defer { try? FileManager.default.removeItem(atPath: data) }
         // A store in use: one SET in it.
         let keyFile = data + "-token-key"
-        _ = FileManager.default.createFile(atPath: keyFile, contents: Data(repeating: 9, count: 32))
+        try PrivateFiles.writeAtomically(keyFile, [UInt8](repeating: 9, count: 32))
         defer { try? FileManager.default.removeItem(atPath: keyFile) }
         let replay = try RiscBinary.run(
             ["replay", "-", "--local", "--store-url", cluster.url, "--token-key-file", keyFile],

@@ -85,6 +85,83 @@ struct UnlinkNoticeCommandTests {
         #expect(!tokens.contains { log.contains($0) })
     }
 
+    /// Watches `directory` with inotify and records the mode of every file as it appears there
+    /// (created or renamed in), as a local user racing the writer would see it.
+    final class ModeWatcher: @unchecked Sendable {
+        let fd: Int32
+        let directory: String
+        private let seen = Mutex<[(name: String, mode: mode_t)]>([])
+        private let stopping = Atomic<Bool>(false)
+        private let done = DispatchSemaphore(value: 0)
+
+        init(_ directory: String) throws {
+            self.directory = directory
+            fd = inotify_init1(Int32(IN_NONBLOCK))
+            guard fd >= 0, inotify_add_watch(fd, directory, UInt32(IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE)) >= 0 else { throw POSIXError(.EIO) }
+            Thread.detachNewThread { [self] in loop() }
+        }
+
+        private func loop() {
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            while !stopping.load(ordering: .relaxed) {
+                var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                guard poll(&descriptor, 1, 20) > 0 else { continue }
+                let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                guard count > 0 else { continue }
+                var offset = 0
+                while offset + 16 <= count {
+                    let length = Int(buffer[offset + 12]) | Int(buffer[offset + 13]) << 8 | Int(buffer[offset + 14]) << 16 | Int(buffer[offset + 15]) << 24
+                    let nameBytes = buffer[(offset + 16)..<(offset + 16 + length)].prefix { $0 != 0 }
+                    let name = String(decoding: nameBytes, as: UTF8.self)
+                    var status = stat()
+                    if !name.isEmpty, lstat(directory + "/" + name, &status) == 0 {
+                        seen.withLock { $0.append((name, status.st_mode & 0o777)) }
+                    }
+                    offset += 16 + length
+                }
+            }
+            done.signal()
+        }
+
+        func stop() -> [(name: String, mode: mode_t)] {
+            stopping.store(true, ordering: .relaxed)
+            done.wait()
+            close(fd)
+            return seen.withLock { $0 }
+        }
+    }
+
+    @Test("issue 24 #2: keys generate and rotate write private keys 0600 from the first byte (never readable by others while written), in a new directory 0700")
+    func privateKeysNeverReadable() throws {
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("risc-keymode-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: base) }
+        // New directories are 0700.
+        for command in ["rotate", "generate"] {
+            let fresh = base.appendingPathComponent("new-\(command)").path
+            #expect(try RiscBinary.run(["keys", command, "--dir", fresh]).status == 0)
+            var status = stat()
+            #expect(stat(fresh, &status) == 0 && status.st_mode & 0o777 == 0o700, "\(command) made \(fresh) mode \(String(status.st_mode & 0o777, radix: 8))")
+        }
+        // An existing, ordinary (0755) directory: every file that appears in it while keys are
+        // written is private from the first moment it can be seen.
+        let watched = base.appendingPathComponent("watched").path
+        try FileManager.default.createDirectory(atPath: watched, withIntermediateDirectories: true)
+        let watcher = try ModeWatcher(watched)
+        for round in 0..<6 {
+            #expect(try RiscBinary.run(["keys", round % 2 == 0 ? "rotate" : "generate", "--dir", watched]).status == 0)
+        }
+        let seen = watcher.stop()
+        let keys = try FileManager.default.contentsOfDirectory(atPath: watched).filter { $0.hasSuffix(".pem") }
+        #expect(keys.count == 6)
+        #expect(!seen.isEmpty, "the watcher saw nothing")
+        let exposed = seen.filter { $0.mode & 0o077 != 0 && !$0.name.hasSuffix("jwks.json") && $0.name != "active" }
+        #expect(exposed.isEmpty, "files readable by others while keys were written: \(exposed.map { "\($0.name) \(String($0.mode, radix: 8))" })")
+        for key in keys {
+            var status = stat()
+            #expect(stat(watched + "/" + key, &status) == 0 && status.st_mode & 0o777 == 0o600)
+        }
+    }
+
     @Test("risc keys rotate, activate, retire: the signing key changes, the active one cannot be retired; bad input exits 64")
     func keys() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-notice-keys-\(UUID().uuidString)").path

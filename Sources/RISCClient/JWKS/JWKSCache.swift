@@ -295,7 +295,7 @@ public actor JWKSCache: KeyProvider {
     private static func loadPersisted(configuration: JWKSConfiguration, logger: Logger) -> (
         keySet: CachedKeySet, discovery: DiscoveryDocument
     )? {
-        guard let path = configuration.persistencePath, let data = FileManager.default.contents(atPath: path) else {
+        guard let path = configuration.persistencePath, let data = PrivateFiles.read(path) else {
             return nil
         }
         do {

@@ -32,7 +32,7 @@ public enum TokenKey {
         guard let random = FileHandle(forReadingAtPath: "/dev/urandom")?.readData(ofLength: length), random.count == length else {
             throw Refused(description: "cannot read /dev/urandom for the token key")
         }
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             throw Refused(description: errno == EEXIST ? "\(path) exists already: a token key is never overwritten" : "cannot create \(path): \(String(cString: strerror(errno)))")
         }
@@ -51,7 +51,8 @@ public enum TokenKey {
         let setting = file == nil ? "the data directory's token-key" : "accounts.token_key_file"
         let recorded = try storedCheck(connection)
         var key: [UInt8]
-        if let data = FileManager.default.contents(atPath: path) {
+        // The data directory's own file is never read through a link; an operator's file may be one.
+        if let data = file == nil ? PrivateFiles.read(path, limit: 4_096) : FileManager.default.contents(atPath: path).map(Array.init) {
             key = Array(data)
             guard key.count >= length else { throw Refused(description: "\(setting) \(path) holds \(key.count) bytes; a token key has at least \(length)") }
         } else if let recorded {

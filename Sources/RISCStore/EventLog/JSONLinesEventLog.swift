@@ -31,7 +31,7 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {
         self.toStandardOutput = toStandardOutput
         self.flushInterval = flushInterval
         if let path {
-            fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+            fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0o600)
             guard fd >= 0 else {
                 finished = true  // no flush thread to wait for: deinit's close() returns at once
                 throw POSIXError(.init(rawValue: errno) ?? .EIO)
@@ -110,7 +110,7 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {
             write(data)
             if reopenNow, let path {
                 if fd >= 0 { Glibc.close(fd) }
-                fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+                fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0o600)
             }
             if stop {
                 if fd >= 0 { Glibc.close(fd) }

@@ -27,7 +27,8 @@ final class SQLiteConnection {
             // Created here with mode 0600 (whatever the umask); SQLite gives -wal and -shm the same.
             do { try PrivateFiles.createIfMissing(path) } catch { throw StoreError(code: SQLITE_CANTOPEN, "\(error)") }
         }
-        let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
+        // Never through a symbolic link (SQLite refuses a path with one in it, SQLITE_CANTOPEN_SYMLINK).
+        let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW
         let rc = sqlite3_open_v2(path, &handle, flags, nil)
         guard rc == SQLITE_OK, let handle else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
