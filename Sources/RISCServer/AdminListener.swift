@@ -4,10 +4,16 @@ import Logging
 import NIOCore
 import NIOHTTPTypes
 import NIOSSL
+import Synchronization
 
 /// The admin listener's protection against a client that holds it: at most
 /// `admin.max_connections` connections (Hummingbird stops accepting past that, so more wait in
-/// the kernel's backlog until one closes), and a deadline per request.
+/// the kernel's backlog until one closes), at most `admin.max_connections_per_address` of them
+/// from one client address (an IPv6 /64; more are closed on accept), `admin.handshake_timeout`
+/// for a new connection's TLS handshake and the first byte of its request, and a deadline per
+/// request after that. Before the per-address cap and the first-byte deadline, 64 idle TCP
+/// connections from one address (no TLS handshake needed) denied health, metrics and the
+/// account API to everyone, mutual TLS included.
 ///
 /// Hummingbird already reads no more from a connection while its answers are not being read
 /// (`NIOAsyncChannel`'s backpressure), so a client that pipelines without reading holds a bounded
@@ -16,28 +22,72 @@ import NIOSSL
 /// With `admin.tls.*` each connection starts with TLS from `ServerTLS` (so SIGHUP's reload reaches
 /// new connections, as on the public listener), mutual when `admin.tls.client_ca` is set.
 enum AdminListener {
-    static func server(requestTimeout: TimeAmount, tls: ServerTLS? = nil) -> HTTPServerBuilder {
-        let http = HTTPServerBuilder.http1(configuration: .init(additionalChannelHandlers: [AdminRequestDeadline(timeout: requestTimeout)]))
-        guard let tls else { return http }
+    struct Limits: Sendable {
+        var requestTimeout: TimeAmount
+        var handshakeTimeout: TimeAmount
+        var maxConnectionsPerAddress: Int
+    }
+
+    static func server(limits: Limits, tls: ServerTLS? = nil) -> HTTPServerBuilder {
+        let gate = AddressGate(limit: limits.maxConnectionsPerAddress)
         return HTTPServerBuilder { responder in
-            ReloadableTLSChannel(base: HTTP1Channel(
-                responder: responder, configuration: .init(additionalChannelHandlers: [AdminRequestDeadline(timeout: requestTimeout)])),
-                tls: tls)
+            GuardedAdminChannel(
+                base: HTTP1Channel(
+                    responder: responder, configuration: .init(additionalChannelHandlers: [AdminRequestDeadline(timeout: limits.requestTimeout)])),
+                tls: tls, gate: gate, handshakeTimeout: limits.handshakeTimeout)
         }
     }
 }
 
-/// An HTTP child channel behind TLS whose context is `ServerTLS`'s current one, read per connection.
-struct ReloadableTLSChannel<Base: HTTPChannelHandler>: HTTPChannelHandler {
+/// Counts an admin listener's open connections per address group; refuses past `limit` (0: no limit).
+final class AddressGate: Sendable {
+    let limit: Int
+    private let open = Mutex<[String: Int]>([:])
+
+    init(limit: Int) { self.limit = limit }
+
+    /// Takes a place for `group`; false when it holds `limit` already.
+    func enter(_ group: String) -> Bool {
+        open.withLock { open in
+            guard limit == 0 || open[group, default: 0] < limit else { return false }
+            open[group, default: 0] += 1
+            return true
+        }
+    }
+
+    func leave(_ group: String) {
+        open.withLock { open in
+            open[group, default: 1] -= 1
+            if open[group] == 0 { open[group] = nil }
+        }
+    }
+}
+
+/// An admin connection: refused on accept when its address holds its share already; then TLS
+/// (the context `ServerTLS` holds now, read per connection) when configured, a deadline for the
+/// handshake and first request byte, and the HTTP channel.
+struct GuardedAdminChannel<Base: HTTPChannelHandler>: HTTPChannelHandler {
     typealias Value = Base.Value
     let base: Base
-    let tls: ServerTLS
+    let tls: ServerTLS?
+    let gate: AddressGate
+    let handshakeTimeout: TimeAmount
+
+    struct PerAddressLimit: Error {}
 
     var responder: HTTPChannelHandler.Responder { base.responder }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        channel.eventLoop.makeCompletedFuture {
-            try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls.context))
+        if let group = AddressGroup.key(channel.remoteAddress) {
+            guard gate.enter(group) else {
+                channel.close(promise: nil)
+                return channel.eventLoop.makeFailedFuture(PerAddressLimit())
+            }
+            channel.closeFuture.whenComplete { [gate] _ in gate.leave(group) }
+        }
+        return channel.eventLoop.makeCompletedFuture {
+            if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls.context)) }
+            try channel.pipeline.syncOperations.addHandler(FirstByteDeadline(timeout: handshakeTimeout))
         }.flatMap {
             base.setup(channel: channel, logger: logger)
         }
@@ -45,6 +95,42 @@ struct ReloadableTLSChannel<Base: HTTPChannelHandler>: HTTPChannelHandler {
 
     func handle(value: Value, logger: Logger) async {
         await base.handle(value: value, logger: logger)
+    }
+}
+
+/// Closes a connection on which no application byte arrived within `timeout` of its opening: a
+/// TLS handshake never finished, or a connection that sends nothing. Removes itself at the
+/// first byte (the request deadline takes over from there).
+final class FirstByteDeadline: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    let timeout: TimeAmount
+    private var timer: Scheduled<Void>?
+
+    init(timeout: TimeAmount) { self.timeout = timeout }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        let channel = context.channel
+        timer = context.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        timer?.cancel()
+        timer = nil
+        context.fireChannelRead(data)
+        context.pipeline.syncOperations.removeHandler(self, promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
+        context.fireChannelInactive()
     }
 }
 

@@ -6,6 +6,9 @@ import Synchronization
 /// 413) takes one. While an address's bucket is empty, everything it sends is answered 429 with
 /// `Retry-After`, before any parsing or verification. Valid SETs never take tokens.
 ///
+/// Addresses are grouped as the connection caps group them (`AddressGroup`: an IPv6 client by
+/// its /64), so rotating through a /64 earns no fresh allowance.
+///
 /// Memory is bounded: at most `maximumAddresses` buckets; when full, buckets that have refilled
 /// completely (the same as no bucket) are dropped, and if none has, the oldest-updated one.
 final class InvalidRequestLimiter: Sendable {
@@ -37,7 +40,8 @@ final class InvalidRequestLimiter: Sendable {
     /// Whether `address` is limited now; if so, seconds until it may send again, and whether
     /// this is the first limited request of its second (to log one line a second, not thousands).
     func check(_ address: String, now: Double) -> (retryAfter: Int, log: Int?)? {
-        buckets.withLock { buckets in
+        let address = AddressGroup.key(text: address)
+        return buckets.withLock { buckets in
             guard let stored = buckets[address] else { return nil }
             var bucket = refilled(stored, now: now)
             guard bucket.tokens < 1 else {
@@ -58,6 +62,7 @@ final class InvalidRequestLimiter: Sendable {
 
     /// Takes a token for a refused request from `address`.
     func recordInvalid(_ address: String, now: Double) {
+        let address = AddressGroup.key(text: address)
         buckets.withLock { buckets in
             var bucket = buckets[address].map { refilled($0, now: now) } ?? Bucket(tokens: capacity, updated: now)
             bucket.tokens = max(0, bucket.tokens - 1)

@@ -187,7 +187,7 @@ final class PushEndpoint: Service, Sendable {
         let id = ObjectIdentifier(channel)
         let peer = channel.remoteAddress?.ipAddress
         let limited = settings.maxConnectionsPerAddress > 0 && !settings.trustedProxies.contains(peer)
-            ? Self.addressGroup(channel.remoteAddress) : nil
+            ? AddressGroup.key(channel.remoteAddress) : nil
         let refusal = connections.withLock { connections -> Refusal? in
             guard connections.channels.count < settings.maxConnections else { return .total }
             if let limited {
@@ -301,16 +301,6 @@ final class PushEndpoint: Service, Sendable {
 
     /// What the per-address limit counts by: an IPv4 address (or an IPv4-mapped IPv6 one) as
     /// itself, an IPv6 address by its /64, since one host is routinely given a whole /64.
-    static func addressGroup(_ address: SocketAddress?) -> String? {
-        guard case .v6(let v6) = address else { return address?.ipAddress }
-        let bytes = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
-        if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xFF && bytes[11] == 0xFF {
-            return bytes[12...].map(String.init).joined(separator: ".")
-        }
-        let groups = stride(from: 0, to: 8, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
-        return groups.joined(separator: ":") + "::/64"
-    }
-
     /// The client's address: the peer's (`IP` or `[IPv6]`), or, when the peer is a trusted proxy,
     /// the last address in its `X-Forwarded-For` (the one the proxy itself saw).
     func clientAddress(peer: SocketAddress?, headers: HTTPHeaders) -> String? {

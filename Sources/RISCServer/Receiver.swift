@@ -153,7 +153,12 @@ public final class Receiver: Sendable {
             }
             return Application(
                 router: router,
-                server: AdminListener.server(requestTimeout: .nanoseconds(Int64(configuration.adminRequestTimeout * 1e9)), tls: adminTLS),
+                server: AdminListener.server(
+                    limits: .init(
+                        requestTimeout: .nanoseconds(Int64(configuration.adminRequestTimeout * 1e9)),
+                        handshakeTimeout: .nanoseconds(Int64(configuration.adminHandshakeTimeout * 1e9)),
+                        maxConnectionsPerAddress: configuration.adminMaxConnectionsPerAddress),
+                    tls: adminTLS),
                 configuration: .init(
                     address: .hostname(host, port: port),
                     availableConnectionsDelegate: .maximum(configuration.adminMaxConnections, logger: logger)),

@@ -110,6 +110,40 @@ struct ServerHardeningTests {
         try await harness.stop()
     }
 
+    @Test("issue 24 #5: idle connections from one address cannot take the admin listener: a per-address cap, and a deadline for the first byte")
+    func adminIdleConnections() async throws {
+        let harness = try ServerHarness { $0.adminHandshakeTimeout = 1 }
+        try await harness.start()
+        let port = Int(harness.adminURL.split(separator: ":").last!)!
+        let request = Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        // 64 idle connections from one address, as many as admin.max_connections.
+        var idle: [RawConnection.Held] = []
+        for _ in 0..<64 { idle.append(try RawConnection.Held(port: port)) }
+        // Another address is still served at once.
+        let probe = try RawConnection.Held(port: port, source: "127.0.0.2")
+        #expect(await Self.statusLine(probe, request, seconds: 3) == "HTTP/1.1 200 OK", "health denied by another address's idle connections")
+        // Past its share the address's connections are closed on accept; the rest after the first-byte deadline.
+        let descriptors = idle.map(\.fd)
+        let closed = await BlockingPool.shared.run { () -> Int in
+            var open = Set(descriptors)
+            let deadline = Date().addingTimeInterval(5)
+            while !open.isEmpty && Date() < deadline {
+                for fd in open {
+                    var byte: UInt8 = 0
+                    if recv(fd, &byte, 1, Int32(MSG_DONTWAIT)) == 0 { open.remove(fd) }
+                }
+                usleep(20_000)
+            }
+            return descriptors.count - open.count
+        }
+        #expect(closed == 64, "\(64 - closed) idle admin connections still open past admin.handshake_timeout")
+        idle.removeAll()
+        // A timely client from the first address is served again.
+        let timely = try RawConnection.Held(port: port)
+        #expect(await Self.statusLine(timely, request, seconds: 3) == "HTTP/1.1 200 OK")
+        try await harness.stop()
+    }
+
     @Test("admin.request_timeout closes a trickled request and an idle connection; a timely one is served")
     func adminRequestTimeout() async throws {
         let harness = try ServerHarness { $0.adminRequestTimeout = 1 }
@@ -229,11 +263,24 @@ struct ServerHardeningTests {
         let a = try SocketAddress(ipAddress: "2001:db8:1:2:aaaa::1", port: 1)
         let b = try SocketAddress(ipAddress: "2001:db8:1:2:ffff::9", port: 2)
         let c = try SocketAddress(ipAddress: "2001:db8:1:3::1", port: 3)
-        #expect(PushEndpoint.addressGroup(a) == PushEndpoint.addressGroup(b))
-        #expect(PushEndpoint.addressGroup(a) == "2001:db8:1:2::/64")
-        #expect(PushEndpoint.addressGroup(a) != PushEndpoint.addressGroup(c))
-        #expect(PushEndpoint.addressGroup(try SocketAddress(ipAddress: "::ffff:192.0.2.7", port: 1)) == "192.0.2.7")
-        #expect(PushEndpoint.addressGroup(try SocketAddress(ipAddress: "192.0.2.7", port: 1)) == "192.0.2.7")
+        #expect(AddressGroup.key(a) == AddressGroup.key(b))
+        #expect(AddressGroup.key(a) == "2001:db8:1:2::/64")
+        #expect(AddressGroup.key(a) != AddressGroup.key(c))
+        #expect(AddressGroup.key(try SocketAddress(ipAddress: "::ffff:192.0.2.7", port: 1)) == "192.0.2.7")
+        #expect(AddressGroup.key(try SocketAddress(ipAddress: "192.0.2.7", port: 1)) == "192.0.2.7")
+    }
+
+    @Test("issue 24 #12: the invalid-request limiter groups IPv6 clients by their /64 (and IPv4-mapped ones as IPv4), as the connection cap does")
+    func limiterGroupsLikeTheCap() {
+        let limiter = InvalidRequestLimiter(perMinute: 2)
+        limiter.recordInvalid("[2001:db8:1:2::1]", now: 0)
+        limiter.recordInvalid("[2001:db8:1:2::2]", now: 0)
+        #expect(limiter.check("[2001:db8:1:2:ffff::9]", now: 0) != nil, "another address of the same /64 was not limited")
+        #expect(limiter.check("[2001:db8:1:3::1]", now: 0) == nil)
+        limiter.recordInvalid("192.0.2.7", now: 0)
+        limiter.recordInvalid("192.0.2.7", now: 0)
+        #expect(limiter.check("[::ffff:192.0.2.7]", now: 0) != nil)
+        #expect(limiter.check("192.0.2.8", now: 0) == nil)
     }
 
     @Test("a correctly signed SET with iat 1e19 gets a 400, and the receiver keeps serving")
