@@ -41,7 +41,7 @@ public struct PostgresStoreURL: Sendable, Equatable, CustomStringConvertible {
         let database = String(components.path.drop { $0 == "/" })
         guard !database.isEmpty, !database.contains("/") else { throw Invalid(description: "store.url names no database (postgres://USER@HOST/DATABASE)") }
         var socket: String?
-        var tls = TLSMode.require
+        var tls = TLSMode.verifyFull
         for item in components.queryItems ?? [] {
             switch item.name {
             case "host":
@@ -66,6 +66,14 @@ public struct PostgresStoreURL: Sendable, Equatable, CustomStringConvertible {
         self.socketDirectory = socket
         // A Unix socket never carries TLS.
         self.tls = socket == nil ? tls : .disable
+    }
+
+    /// Why a password may not be used with this URL: over TCP without `verify-full`, the server
+    /// answering is not authenticated, and it may ask for the password in clear or as MD5 (the
+    /// client answered a fake server's cleartext request with it before). nil when it may.
+    public var passwordProblem: String? {
+        guard socketDirectory == nil, tls != .verifyFull else { return nil }
+        return "store.password_file is sent only over sslmode=verify-full (the server's certificate checked; pin its CA with store.ca_file) or the Unix socket (?host=/socket/dir); \(description) would send it to a server nobody checked"
     }
 
     /// The socket file PostgreSQL listens on in `socketDirectory`.

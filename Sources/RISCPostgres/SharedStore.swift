@@ -49,6 +49,7 @@ public final class SharedStore: Sendable {
         let url = try PostgresStoreURL(settings.url)
         var password: String?
         if let file = settings.passwordFile {
+            if let problem = url.passwordProblem { throw Refused(description: problem) }
             guard let data = FileManager.default.contents(atPath: file) else { throw Refused(description: "store.password_file: cannot read \(file)") }
             password = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .newlines)
         }

@@ -244,7 +244,10 @@ public struct ReceiverConfiguration: Sendable {
         problems += retry.problems
         problems += retention.problems
         if let storeURL {
-            do { _ = try PostgresStoreURL(storeURL) } catch { problems.append("store.url: \(error.description)") }
+            do {
+                let url = try PostgresStoreURL(storeURL)
+                if storePasswordFile != nil, let problem = url.passwordProblem { problems.append(problem) }
+            } catch { problems.append("store.url: \(error.description)") }
             if tokenKeyFile == nil {
                 problems.append("accounts.token_key_file is required with store.url: every receiver must fingerprint tokens with the same key (`risc keys token-key --out FILE`)")
             }

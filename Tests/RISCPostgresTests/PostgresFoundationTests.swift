@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 import RISCCore
 import RISCPostgres
 import RISCTestKit
@@ -26,7 +27,7 @@ struct PostgresFoundationTests {
         #expect(socket.socketPath == "/run/pg/.s.PGSQL.6543" && socket.tls == .disable)
         let tcp = try PostgresStoreURL("postgresql://risc@db.internal/events?sslmode=verify-full")
         #expect(tcp.host == "db.internal" && tcp.port == 5432 && tcp.tls == .verifyFull && tcp.socketPath == nil)
-        #expect(try PostgresStoreURL("postgres://risc@db/events").tls == .require)  // TLS unless told otherwise
+        #expect(try PostgresStoreURL("postgres://risc@db/events").tls == .verifyFull)  // issue 24 #4: a checked server unless told otherwise
         let cases: [(String, String)] = [
             ("postgres://risc:secret@db/events", "password"), ("mysql://risc@db/events", "postgres://"),
             ("postgres://db/events", "no user"), ("postgres://risc@db/", "no database"),
@@ -39,6 +40,109 @@ struct PostgresFoundationTests {
             #expect(error?.description.contains("secret") != true)
         }
         #expect(!tcp.description.contains(":secret"))
+    }
+
+    /// A server on loopback that speaks just enough PostgreSQL to ask for the password in clear
+    /// (refusing TLS, as a fake server that cannot show a good certificate would); records
+    /// whether a password message ever came.
+    final class FakeCleartextServer: @unchecked Sendable {
+        let fd: Int32
+        let port: Int
+        let state = Mutex<(connections: Int, passwords: [String])>((0, []))
+        private let stopping = Atomic<Bool>(false)
+
+        init() throws {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            self.fd = fd
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let bound = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+            }
+            guard bound, listen(fd, 16) == 0 else { throw POSIXError(.EADDRINUSE) }
+            port = Int(UInt16(bigEndian: address.sin_port))
+            Thread.detachNewThread { [self] in serve() }
+        }
+
+        private func readExactly(_ client: Int32, _ count: Int) -> [UInt8]? {
+            var bytes: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: count)
+            while bytes.count < count {
+                let got = buffer.withUnsafeMutableBytes { recv(client, $0.baseAddress, count - bytes.count, 0) }
+                if got <= 0 { return nil }
+                bytes += buffer[0..<got]
+            }
+            return bytes
+        }
+
+        private func int32(_ bytes: some Collection<UInt8>) -> Int { bytes.reduce(0) { $0 << 8 | Int($1) } }
+
+        private func serve() {
+            while !stopping.load(ordering: .relaxed) {
+                var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                guard poll(&descriptor, 1, 50) > 0 else { continue }
+                let client = accept(fd, nil, nil)
+                guard client >= 0 else { continue }
+                state.withLock { $0.connections += 1 }
+                var wait = timeval(tv_sec: 5, tv_usec: 0)
+                setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+                defer { close(client) }
+                guard var head = readExactly(client, 8) else { continue }
+                if int32(head[0..<4]) == 8 && int32(head[4..<8]) == 80_877_103 {  // SSLRequest: no TLS here
+                    _ = [UInt8(ascii: "N")].withUnsafeBytes { send(client, $0.baseAddress, 1, Int32(MSG_NOSIGNAL)) }
+                    guard let next = readExactly(client, 8) else { continue }
+                    head = next
+                }
+                guard readExactly(client, int32(head[0..<4]) - 8) != nil else { continue }  // the rest of the startup message
+                let cleartext: [UInt8] = [UInt8(ascii: "R"), 0, 0, 0, 8, 0, 0, 0, 3]
+                _ = cleartext.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                guard let type = readExactly(client, 5), type[0] == UInt8(ascii: "p"),
+                    let body = readExactly(client, int32(type[1..<5]) - 4)
+                else { continue }
+                state.withLock { $0.passwords.append(String(decoding: body.prefix { $0 != 0 }, as: UTF8.self)) }
+            }
+        }
+
+        func stop() {
+            stopping.store(true, ordering: .relaxed)
+            close(fd)
+        }
+    }
+
+    @Test("issue 24 #4: a password never goes to a server nobody checked: verify-full by default over TCP, and a password with sslmode=disable or require is refused")
+    func passwordOnlyToACheckedServer() async throws {
+        let server = try FakeCleartextServer()
+        defer { server.stop() }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-pg-fake-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let passwordFile = directory.appendingPathComponent("password").path
+        try PrivateFiles.writeAtomically(passwordFile, Array("hunter2-database-password\n".utf8))
+        let base = "postgres://risc@127.0.0.1:\(server.port)/risc"
+        func settings(_ url: String, password: Bool = true) -> SharedStore.Settings {
+            var settings = SharedStore.Settings(url: url, passwordFile: password ? passwordFile : nil)
+            settings.needsTokenKey = false
+            return settings
+        }
+        for mode in ["?sslmode=disable", "?sslmode=require"] {
+            let refused = #expect(throws: SharedStore.Refused.self) {
+                _ = try SharedStore(settings: settings(base + mode), logger: Self.logger)
+            }
+            #expect(refused?.description.contains("verify-full") == true, "\(mode): \(refused?.description ?? "not refused")")
+        }
+        // The default mode checks the server, which this one cannot pass: no password leaves.
+        let store = try SharedStore(settings: settings(base), logger: Self.logger)
+        // (The pool retries an unreachable server for a minute; three seconds of attempts are enough.)
+        let attempt = Task { try await store.prepare() }
+        for _ in 0..<150 where server.state.withLock({ $0.connections }) < 2 { try await Task.sleep(for: .milliseconds(20)) }
+        attempt.cancel()
+        store.close()
+        let result = await attempt.result
+        #expect(throws: (any Error).self) { try result.get() }
+        #expect(server.state.withLock { $0.connections } >= 1, "the fake server saw no connection")
+        #expect(server.state.withLock { $0.passwords }.isEmpty, "a password was sent to a server nobody checked")
     }
 
     @Test("two receivers migrating at the same moment: the schema is made once, both see the current version")

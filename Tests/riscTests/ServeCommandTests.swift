@@ -127,6 +127,9 @@ extension ServeCommandTests {
             (["--set", "trusted_proxies=proxy.internal"], "trusted_proxies: 'proxy.internal'"),
             (["--set", "admin.token_file=\(short)"], "admin.token_file: the token in \(short) must be at least 16 bytes"),
             (["--jwks-file", badJWKS], "jwks_file: \(badJWKS)"),
+            // Issue 24 #4: a password goes only to a server whose certificate is checked.
+            (["--set", "store.url=postgres://risc@127.0.0.1:9/risc?sslmode=require", "--set", "store.password_file=\(good)"],
+             "store.password_file is sent only over sslmode=verify-full"),
             (["--set", "accounts.token_key_file=\(shortKey)"], "accounts.token_key_file: \(shortKey) holds 10 bytes"),
             (["--set", "linking.google_client_id=c", "--set", "linking.revocation_path=/revoke", "--set", "linking.client_secret_file=\(short)"],
              "linking.client_secret_file: the secret in \(short) must be at least 16 bytes"),
