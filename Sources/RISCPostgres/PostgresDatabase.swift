@@ -28,6 +28,10 @@ public final class PostgresDatabase: Sendable {
     /// Opens a pool (it connects lazily). `password`: the contents of `store.password_file`.
     public init(url: PostgresStoreURL, password: String?, caFile: String? = nil, logger: Logger) {
         self.url = url
+        // PostgresNIO's trace lines carry the wire messages, the SASL exchange among them (the
+        // client's proof): never below debug for it, whatever risc's own level.
+        var logger = logger
+        if logger.logLevel < .debug { logger.logLevel = .debug }
         self.logger = logger
         var configuration: PostgresClient.Configuration
         if let socket = url.socketPath {

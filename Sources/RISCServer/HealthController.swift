@@ -14,6 +14,8 @@ struct HealthController: Sendable {
     /// `embedded` or `postgresql`.
     let backend: String
     let metrics: ReceiverMetrics
+    /// The unlink-notice keys, when notices are on.
+    var noticeKeys: TransmitterKeyCache? = nil
 
     func register(on router: Router<RISCRequestContext>) {
         router.get("/healthz") { _, _ in Responses.json(#"{"status":"ok"}"#, status: .ok) }
@@ -21,12 +23,23 @@ struct HealthController: Sendable {
         router.get("/metrics") { _, _ in await scrape() }
     }
 
-    /// Ready only when a usable key set is loaded and the store takes writes.
+    /// How long `/readyz` waits for the store: a probe times out after a few seconds, so an
+    /// answer that waits for a store that is down must come before (it took 6 s with PostgreSQL
+    /// down: the write check's 2 s, then the queue depth and the last SET each waited their own).
+    static let storeDeadline = 1.5
+
+    /// Ready only when a usable key set is loaded and the store takes writes. The store's three
+    /// questions are asked at once and given `storeDeadline` together; what has not answered by
+    /// then reads as unknown (`queue_depth` -1) and not writable.
     func readiness() async -> Response {
         let keySet = await keys.status()
-        let (writable, why) = await store.writability()
-        let depth = (try? await store.queueDepth()) ?? -1
-        let last = try? await store.lastReceivedAt()
+        let store = self.store
+        async let writability = store.writability(within: Self.storeDeadline)
+        async let counted = Self.within(Self.storeDeadline) { try await store.queueDepth() }
+        async let latest = Self.within(Self.storeDeadline) { try await store.lastReceivedAt() }
+        let (writable, why) = await writability
+        let depth = await counted ?? -1
+        let last = await latest
         var keyObject = JSONObject()
         keyObject["usable"] = .bool(keySet.usable)
         keyObject["source"] = .string(keySet.source)
@@ -45,13 +58,35 @@ struct HealthController: Sendable {
         let expiries = metrics.certificateExpiries.withLock { $0 }
         if let expiry = expiries["public"] { body["tls"] = .object(["not_after": .string(Timestamp.iso8601(expiry))]) }
         if let expiry = expiries["admin"] { body["admin_tls"] = .object(["not_after": .string(Timestamp.iso8601(expiry))]) }
+        // Informational too: a broken key directory keeps signing with its last good keys.
+        if let noticeKeys {
+            var object: JSONObject = ["directory": .string(noticeKeys.directory)]
+            let problem = noticeKeys.problem()
+            object["ok"] = .bool(problem == nil)
+            if let problem { object["error"] = .string(Printable.safe(problem, maxBytes: 300)) }
+            body["notice_keys"] = .object(object)
+        }
         return Responses.json(JSONValue.object(body).serialized, status: keySet.usable && writable ? .ok : .serviceUnavailable)
+    }
+
+    /// `body`'s answer, or nil when it fails or takes longer than `seconds`.
+    static func within<T: Sendable>(_ seconds: Double, _ body: @escaping @Sendable () async throws -> T) async -> T? {
+        await withTaskGroup(of: T?.self) { group in
+            group.addTask { try? await body() }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(seconds))
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
     }
 
     /// Prometheus text of the metrics as they are now (sampled first); 404 when the receiver's
     /// metrics go to another swift-metrics backend.
     func scrape() async -> Response {
-        await MetricsSampler(keys: keys, store: store, metrics: metrics).sample()
+        await MetricsSampler(keys: keys, store: store, metrics: metrics, noticeKeys: noticeKeys).sample()
         guard let text = metrics.exposition() else {
             return Responses.json(#"{"error":"metrics go to the embedding program's swift-metrics backend"}"#, status: .notFound)
         }
@@ -66,11 +101,13 @@ struct MetricsSampler: Sendable {
     let keys: KeySetSource
     let store: any StoreHealth
     let metrics: ReceiverMetrics
+    var noticeKeys: TransmitterKeyCache? = nil
 
     func sample() async {
         let keySet = await keys.status()
         let now = Date().timeIntervalSince1970
         metrics.gauge("risc_jwks_usable", keySet.usable ? 1 : 0)
+        if let noticeKeys { metrics.gauge("risc_notice_keys_ok", noticeKeys.problem() == nil ? 1 : 0) }
         if let age = keySet.age { metrics.gauge("risc_jwks_age_seconds", age) }
         for (result, total) in keySet.counters { metrics.report(total: total, "risc_jwks_fetches_total", [("result", result)]) }
         if let depth = try? await store.queueDepth() { metrics.gauge("risc_queue_depth", Double(depth)) }

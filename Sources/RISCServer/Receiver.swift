@@ -64,7 +64,7 @@ public final class Receiver: Sendable {
         // Every writer but SIGHUP's reopen goes through the counting log: the workers' attempts
         // are the action metrics.
         let log = MetricsEventLog(base: eventLog, metrics: metrics, target: actionTarget)
-        let noticeKeys = try ReceiverStorage.noticeKeys(configuration: configuration)
+        let noticeKeys = try ReceiverStorage.noticeKeys(configuration: configuration, logger: logger)
         storage = try ReceiverStorage.open(configuration: configuration, log: log, logger: logger, noticeKeys: noticeKeys)
         if let file = configuration.jwksFile {
             guard let data = FileManager.default.contents(atPath: file) else {
@@ -88,7 +88,8 @@ public final class Receiver: Sendable {
             verifier: SETVerifier(policy: configuration.policy, keys: keys), store: storage.events, log: log, metrics: metrics,
             clock: { Date().timeIntervalSince1970 })
         let adminRouter = Router(context: RISCRequestContext.self)
-        HealthController(keys: keySource, store: storage.health, backend: storage.backendName, metrics: metrics).register(on: adminRouter)
+        HealthController(keys: keySource, store: storage.health, backend: storage.backendName, metrics: metrics, noticeKeys: noticeKeys)
+            .register(on: adminRouter)
         // The account API beside health and metrics, or on a listener of its own (admin.api.port).
         let apiRouter = configuration.adminAPIPort == nil ? adminRouter : Router(context: RISCRequestContext.self)
         if let tokenFile = configuration.adminTokenFile {
@@ -178,7 +179,7 @@ public final class Receiver: Sendable {
         }
         services.append(adminApp)
         if metrics.registry == nil {
-            services.append(MetricsSamplerService(sampler: MetricsSampler(keys: keySource, store: storage.health, metrics: metrics), interval: 10))
+            services.append(MetricsSamplerService(sampler: MetricsSampler(keys: keySource, store: storage.health, metrics: metrics, noticeKeys: noticeKeys), interval: 10))
         }
         if let port = configuration.adminAPIPort {
             services.append(adminApplication(apiRouter, host: configuration.adminAPIHost, port: port, ports: apiPort))

@@ -33,6 +33,7 @@ public final class ReceiverMetrics: IntakeMetrics, Sendable {
         "risc_queue_oldest_pending_age_seconds": "Age of the oldest SET waiting for its actions (0 when none).",
         "risc_last_set_age_seconds": "Seconds since the last SET arrived (valid or duplicate).",
         "risc_jwks_usable": "1 when a usable key set is loaded.",
+        "risc_notice_keys_ok": "0 while the unlink-notice key directory does not load (its last good keys still sign), else 1.",
         "risc_jwks_age_seconds": "Seconds since the key set was fetched or revalidated.",
         "risc_jwks_fetches_total": "Key-set cache decisions, by result.",
         "risc_store_commits_total": "Store transactions committed (one fsync each).",

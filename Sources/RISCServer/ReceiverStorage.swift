@@ -131,9 +131,19 @@ public enum ReceiverStorage: Sendable {
 
     /// The unlink-notice keys, when `linking.notices.issuer` is set: read now, so a missing or
     /// unusable directory stops the start.
-    static func noticeKeys(configuration: ReceiverConfiguration) throws -> TransmitterKeyCache? {
+    /// A directory that breaks later keeps its last good keys, logged once when it breaks and
+    /// once when it loads again (and shown by `/readyz` and `risc_notice_keys_ok`).
+    static func noticeKeys(configuration: ReceiverConfiguration, logger: Logger? = nil) throws -> TransmitterKeyCache? {
         guard configuration.noticeIssuer != nil, let directory = configuration.noticeKeyDirectory else { return nil }
-        do { return try TransmitterKeyCache(directory: directory) } catch { throw ConfigurationError(problems: ["linking.notices: \(error)"]) }
+        do {
+            return try TransmitterKeyCache(directory: directory) { problem in
+                if let problem {
+                    logger?.error("the notice key directory does not load; signing with its last good keys", metadata: ["risc.error": "\(problem)"])
+                } else {
+                    logger?.notice("the notice key directory loads again", metadata: ["risc.directory": "\(directory)"])
+                }
+            }
+        } catch { throw ConfigurationError(problems: ["linking.notices: \(error)"]) }
     }
 
     /// The unlink-notice publisher, when `linking.notices.issuer` is set, signing with `keys` (read

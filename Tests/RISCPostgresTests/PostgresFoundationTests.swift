@@ -145,6 +145,46 @@ struct PostgresFoundationTests {
         #expect(server.state.withLock { $0.passwords }.isEmpty, "a password was sent to a server nobody checked")
     }
 
+    final class Entries: Sendable {
+        let lines = Mutex<[String]>([])
+    }
+
+    /// Keeps every log entry, at any level.
+    struct CapturingHandler: LogHandler {
+        let entries: Entries
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String, function: String, line: UInt) {
+            let entry = "\(level) \(message) \((metadata ?? [:]).map { "\($0.key)=\($0.value)" }.joined(separator: " "))"
+            entries.lines.withLock { $0.append(entry) }
+        }
+    }
+
+    @Test("issue 24: trace logs never carry PostgreSQL's SCRAM exchange (the client's proof)")
+    func noSCRAMInTraceLogs() async throws {
+        try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
+        let cluster = try await BlockingPool.shared.run { Result { try PostgresCluster() } }.get()
+        defer { try? cluster.stop() }
+        // The socket asks for a SCRAM password from now on.
+        try cluster.psql("SET password_encryption = 'scram-sha-256'; ALTER ROLE risc PASSWORD 'scram-test-password-0123'")
+        try Data("local all all scram-sha-256\nhost all all 127.0.0.1/32 scram-sha-256\n".utf8)
+            .write(to: URL(fileURLWithPath: cluster.directory + "/data/pg_hba.conf"))
+        try cluster.psql("SELECT pg_reload_conf()")
+        let entries = Entries()
+        var logger = Logger(label: "trace") { _ in CapturingHandler(entries: entries) }
+        logger.logLevel = .trace
+        let database = PostgresDatabase(url: try PostgresStoreURL(cluster.url), password: "scram-test-password-0123", logger: logger)
+        #expect(try await database.setting("fsync") == "on")
+        database.close()
+        let logged = entries.lines.withLock { $0 }
+        let leaks = logged.filter { $0.lowercased().contains("sasl") || $0.contains("p=") || $0.contains("scram-test-password") }
+        #expect(leaks.isEmpty, "\(leaks.count) log entries carry the SCRAM exchange: \(leaks.prefix(2))")
+    }
+
     @Test("two receivers migrating at the same moment: the schema is made once, both see the current version")
     func concurrentMigrations() async throws {
         let (cluster, first, second) = try Self.twoReceivers()

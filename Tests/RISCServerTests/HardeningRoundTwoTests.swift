@@ -144,4 +144,53 @@ struct HardeningRoundTwoTests {
             #expect(try await fixture.harness.post(try fixture.harness.token(jti: "plain-after-nul")).status == 202)
         }
     }
+
+    @Test("issue 24: a broken notice key directory keeps its last good keys, and says so: /readyz and risc_notice_keys_ok (and an error line in the log, once)")
+    func brokenKeyDirectoryReported() async throws {
+        try await UnlinkNoticeTests.Fixture(.embedded).run { fixture in
+            let jwks = fixture.keyDirectory + "/jwks.json"
+            let good = try Data(contentsOf: URL(fileURLWithPath: jwks))
+            func noticeKeys() async throws -> JSONObject? {
+                try JSONParser.parseObject(try await fixture.harness.get(fixture.harness.adminURL + "/readyz").body)["notice_keys"]?.objectValue
+            }
+            #expect(try await noticeKeys()?["ok"] == true)
+            try Data("{ not json".utf8).write(to: URL(fileURLWithPath: jwks))
+            var state: JSONObject?
+            for _ in 0..<100 where state?["ok"] != false {
+                state = try await noticeKeys()
+                if state?["ok"] != false { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            #expect(state?["ok"] == false && (state?["error"]?.stringValue ?? "").contains("jwks.json"), "\(String(describing: state))")
+            let metrics = String(decoding: try await fixture.harness.get(fixture.harness.adminURL + "/metrics").body, as: UTF8.self)
+            #expect(ServerHarness.value(metrics, "risc_notice_keys_ok") == 0)
+            // The last good keys still sign.
+            try await fixture.link("broken-dir", linked: ["linked-broken-1"])
+            #expect(try await fixture.admin("POST", "/admin/accounts/broken-dir/linked-tokens/revoke", "{}").status == 200)
+            #expect(try await fixture.notices(1).count == 1)
+            try good.write(to: URL(fileURLWithPath: jwks))
+            for _ in 0..<100 where state?["ok"] != true {
+                state = try await noticeKeys()
+                if state?["ok"] != true { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            #expect(state?["ok"] == true)
+        }
+    }
+
+    @Test("issue 24: /readyz answers 503 within 2 s while PostgreSQL is down, so probes do not time out")
+    func readinessWhilePostgreSQLIsDown() async throws {
+        try await UnlinkNoticeTests.Fixture(.postgresql).run { fixture in
+            let cluster = try #require(fixture.cluster)
+            #expect(try await fixture.harness.get(fixture.harness.adminURL + "/readyz").status == 200)
+            try await BlockingPool.shared.run { Result { try cluster.stop(mode: "immediate") } }.get()
+            let start = ContinuousClock.now
+            let ready = try await fixture.harness.get(fixture.harness.adminURL + "/readyz")
+            let elapsed = ContinuousClock.now - start
+            #expect(ready.status == 503)
+            // The store gets 1.5 s; before, the three questions waited one after another (6 s).
+            #expect(elapsed < .milliseconds(2_500), "/readyz took \(elapsed) with PostgreSQL down")
+            let body = try JSONParser.parseObject(ready.body)
+            #expect(body["store"]?.objectValue?["writable"] == false)
+            try await BlockingPool.shared.run { Result { try cluster.start() } }.get()
+        }
+    }
 }

@@ -99,12 +99,18 @@ public final class TransmitterKeyCache: Sendable {
         var keys: TransmitterKeys?
         var stamp: [Double] = []
         var checkedAt = -Double.infinity
+        /// Why the directory's current contents do not load (the last good keys are in use).
+        var problem: String?
     }
     private let state = Mutex(State())
+    /// Told once when the directory stops loading (with why) and once when it loads again (nil),
+    /// so a broken key directory is reported, not only survived.
+    private let onProblem: @Sendable (String?) -> Void
 
     /// Loads the directory now: throws when it has no usable key (a configuration error at start).
-    public init(directory: String) throws {
+    public init(directory: String, onProblem: @escaping @Sendable (String?) -> Void = { _ in }) throws {
         self.directory = directory
+        self.onProblem = onProblem
         let keys = try TransmitterKeys(directory: directory)
         let stamp = stamp()
         state.withLock {
@@ -135,14 +141,28 @@ public final class TransmitterKeyCache: Sendable {
         if let keys, state.withLock({ $0.stamp }) == stamp { return keys }
         let fresh: TransmitterKeys
         do { fresh = try TransmitterKeys(directory: directory) } catch {
-            // Half-written by `risc keys`, or broken: keep signing with the last good keys.
+            // Half-written by `risc keys`, or broken: keep signing with the last good keys, and say so once.
+            let problem = "\(error)"
+            if state.withLock({ state in defer { state.problem = problem }; return state.problem != problem }) { onProblem(problem) }
             if let keys { return keys }
             throw error
         }
-        state.withLock {
-            $0.keys = fresh
-            $0.stamp = stamp
+        let recovered = state.withLock { state in
+            defer {
+                state.keys = fresh
+                state.stamp = stamp
+                state.problem = nil
+            }
+            return state.problem != nil
         }
+        if recovered { onProblem(nil) }
         return fresh
+    }
+
+    /// Why the directory does not load now (its last good keys are in use), or nil; reads it
+    /// again first when it changed (at most once a second).
+    public func problem(now: Double = Date().timeIntervalSince1970) -> String? {
+        _ = try? current(now: now)
+        return state.withLock { $0.problem }
     }
 }
