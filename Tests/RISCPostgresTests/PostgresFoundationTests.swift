@@ -52,17 +52,8 @@ struct PostgresFoundationTests {
         private let stopping = Atomic<Bool>(false)
 
         init() throws {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            self.fd = fd
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let bound = withUnsafeMutablePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-            }
-            guard bound, listen(fd, 16) == 0 else { throw POSIXError(.EADDRINUSE) }
-            port = Int(UInt16(bigEndian: address.sin_port))
+            (fd, port) = try PostgresCluster.boundLoopbackSocket()
+            guard listen(fd, 16) == 0 else { throw POSIXError(.EADDRINUSE) }
             Thread.detachNewThread { [self] in serve() }
         }
 
