@@ -25,6 +25,10 @@ struct HardeningRoundTwoTests {
         try await BlockingPool.shared.run {
             Result { () throws -> [Int] in
                 let connection = try RawConnection.Held(port: port)
+                // A loaded machine (other suites holding the blocking pool the key fetch needs) may
+                // take seconds for one answer: wait long rather than misread a slow answer as a close.
+                var wait = timeval(tv_sec: 60, tv_usec: 0)
+                setsockopt(connection.fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
                 var statuses: [Int] = []
                 var pending: [UInt8] = []
                 var buffer = [UInt8](repeating: 0, count: 16_384)
@@ -51,15 +55,15 @@ struct HardeningRoundTwoTests {
         }.get()
     }
 
-    @Test("issue 24 #1: a flood of SETs answered 503 while the issuer is down writes a sampled handful of lines, one line when the outage starts and one when it ends")
+    @Test("issue 24 #1: a flood of SETs (1,000 on one connection) answered 503 while the issuer is down writes a sampled handful of lines, one line when the outage starts and one when it ends")
     func outageFloodIsSampled() async throws {
         let harness = try ServerHarness { $0.jwksFailureRetryInterval = 1 }
         harness.issuer.update { $0.failWith = 503 }
         try await harness.start()
         let token = try harness.token(jti: "during-outage")
         let request = Array("POST /events HTTP/1.1\r\nHost: x\r\nContent-Type: application/secevent+jwt\r\nContent-Length: \(token.utf8.count)\r\n\r\n\(token)".utf8)
-        let statuses = try await Self.keepAliveStatuses(port: harness.publicPort, request: request, count: 2_000)
-        #expect(statuses.count == 2_000 && statuses.allSatisfy { $0 == 503 }, "\(Set(statuses))")
+        let statuses = try await Self.keepAliveStatuses(port: harness.publicPort, request: request, count: 1_000)
+        #expect(statuses.count == 1_000 && statuses.allSatisfy { $0 == 503 }, "\(Set(statuses))")
         harness.issuer.update { $0.failWith = nil }
         var accepted = false
         for attempt in 0..<300 where !accepted {
@@ -71,13 +75,13 @@ struct HardeningRoundTwoTests {
         let lines = harness.eventLogLines
         let failed = lines.filter { $0["step"] == "received" && $0["outcome"] == "failed" }
         // 20 lines an address and minute; the rest summarised. Before the fix: one line per 503.
-        #expect(failed.count <= 25, "\(failed.count) lines for 2,000+ answers of 503")
+        #expect(failed.count <= 25, "\(failed.count) lines for 1,000+ answers of 503")
         let started = lines.filter { $0["step"] == "outage" && $0["outcome"] == "started" }
         let ended = lines.filter { $0["step"] == "outage" && $0["outcome"] == "ended" }
         #expect(started.count == 1 && started.first?["reason"] == "no usable key set", "\(started)")
         #expect(ended.count == 1, "\(ended)")
         let suppressed = lines.filter { $0["outcome"] == "suppressed" }.compactMap { $0["by_outcome"]?.objectValue?["failed"]?.numberValue }
-        #expect(suppressed.reduce(0, +) + Double(failed.count) >= 2_000, "held-back 503s are not summarised: \(suppressed)")
+        #expect(suppressed.reduce(0, +) + Double(failed.count) >= 1_000, "held-back 503s are not summarised: \(suppressed)")
         harness.issuer.stop()
     }
 
