@@ -62,6 +62,7 @@ struct HardeningRoundTwoTests {
         try await harness.start()
         let token = try harness.token(jti: "during-outage")
         let request = Array("POST /events HTTP/1.1\r\nHost: x\r\nContent-Type: application/secevent+jwt\r\nContent-Length: \(token.utf8.count)\r\n\r\n\(token)".utf8)
+        let floodStart = ContinuousClock.now
         let statuses = try await Self.keepAliveStatuses(port: harness.publicPort, request: request, count: 1_000)
         #expect(statuses.count == 1_000 && statuses.allSatisfy { $0 == 503 }, "\(Set(statuses))")
         harness.issuer.update { $0.failWith = nil }
@@ -72,10 +73,13 @@ struct HardeningRoundTwoTests {
         }
         #expect(accepted, "no SET accepted once the issuer answered again")
         try await harness.stop()
+        let elapsed = Double((ContinuousClock.now - floodStart).components.seconds) + 1
         let lines = harness.eventLogLines
         let failed = lines.filter { $0["step"] == "received" && $0["outcome"] == "failed" }
-        // 20 lines an address and minute; the rest summarised. Before the fix: one line per 503.
-        #expect(failed.count <= 25, "\(failed.count) lines for 1,000+ answers of 503")
+        // A burst of 20 lines an address, refilled at 20 a minute (a loaded machine takes longer
+        // over the flood and earns more); the rest summarised. Before the fix: one line per 503.
+        let allowed = 20 + Int(elapsed * 20 / 60) + 1
+        #expect(failed.count <= allowed, "\(failed.count) lines for 1,000+ answers of 503 in \(elapsed) s (allowed \(allowed))")
         let started = lines.filter { $0["step"] == "outage" && $0["outcome"] == "started" }
         let ended = lines.filter { $0["step"] == "outage" && $0["outcome"] == "ended" }
         #expect(started.count == 1 && started.first?["reason"] == "no usable key set", "\(started)")
