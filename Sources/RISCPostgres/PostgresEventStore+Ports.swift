@@ -53,24 +53,20 @@ extension PostgresEventStore: StoreHealth {
 
     /// As `isWritable`, with the server's error, or the timeout, when it does not.
     public func writability(within seconds: Double) async -> (writable: Bool, reason: String?) {
-        await withTaskGroup(of: (Bool, String?).self) { group in
-            group.addTask {
-                do {
-                    _ = try await self.database.client.withTransaction(logger: self.database.logger) { connection in
-                        try await connection.query("SELECT txid_current()", logger: self.database.logger)
-                    }
-                    return (true, nil)
-                } catch {
-                    return (false, "PostgreSQL: \(String(reflecting: error).prefix(200))")
+        let database = self.database
+        do {
+            // Unstructured (`withDeadline`): a queued connection request that ignores cancellation
+            // does not hold the answer past the deadline.
+            try await withDeadline(seconds, "write check") {
+                _ = try await database.client.withTransaction(logger: database.logger) { connection in
+                    try await connection.query("SELECT txid_current()", logger: database.logger)
                 }
             }
-            group.addTask {
-                try? await Task.sleep(for: .seconds(seconds))
-                return (false, "PostgreSQL did not take a write within \(String(format: "%g", seconds)) s")
-            }
-            let first = await group.next() ?? (false, nil)
-            group.cancelAll()
-            return first
+            return (true, nil)
+        } catch is StoreTimeout {
+            return (false, "PostgreSQL did not take a write within \(String(format: "%g", seconds)) s")
+        } catch {
+            return (false, "PostgreSQL: \(String(reflecting: error).prefix(200))")
         }
     }
 

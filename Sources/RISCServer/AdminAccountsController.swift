@@ -96,11 +96,7 @@ struct AdminAccountsController: Sendable {
     /// time, so neither the token's length nor where a guess first differs shows in the timing.
     func authorized(_ header: String?) -> Bool {
         guard !token.isEmpty else { return false }
-        let presented = SHA256.hash(Array((header ?? "").utf8))
-        let expected = SHA256.hash(Array("Bearer ".utf8) + token)
-        var difference: UInt8 = 0
-        for (a, b) in zip(presented, expected) { difference |= a ^ b }
-        return difference == 0
+        return TokenFingerprint.constantTimeEquals(SHA256.hash(Array((header ?? "").utf8)), SHA256.hash(Array("Bearer ".utf8) + token))
     }
 
     private func guarded(_ request: Request, _ body: () async throws -> Response) async throws -> Response {

@@ -35,11 +35,11 @@ struct HealthController: Sendable {
         let keySet = await keys.status()
         let store = self.store
         async let writability = store.writability(within: Self.storeDeadline)
-        async let counted = Self.within(Self.storeDeadline) { try await store.queueDepth() }
-        async let latest = Self.within(Self.storeDeadline) { try await store.lastReceivedAt() }
+        async let counted = try? withDeadline(Self.storeDeadline, "queue depth") { try await store.queueDepth() }
+        async let latest = try? withDeadline(Self.storeDeadline, "last SET") { try await store.lastReceivedAt() }
         let (writable, why) = await writability
         let depth = await counted ?? -1
-        let last = await latest
+        let last = await latest ?? nil
         var keyObject = JSONObject()
         keyObject["usable"] = .bool(keySet.usable)
         keyObject["source"] = .string(keySet.source)
@@ -67,20 +67,6 @@ struct HealthController: Sendable {
             body["notice_keys"] = .object(object)
         }
         return Responses.json(JSONValue.object(body).serialized, status: keySet.usable && writable ? .ok : .serviceUnavailable)
-    }
-
-    /// `body`'s answer, or nil when it fails or takes longer than `seconds`.
-    static func within<T: Sendable>(_ seconds: Double, _ body: @escaping @Sendable () async throws -> T) async -> T? {
-        await withTaskGroup(of: T?.self) { group in
-            group.addTask { try? await body() }
-            group.addTask {
-                try? await Task.sleep(for: .seconds(seconds))
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
-        }
     }
 
     /// Prometheus text of the metrics as they are now (sampled first); 404 when the receiver's

@@ -344,7 +344,7 @@ public final class Receiver: Sendable {
             problems.append(problem)
         }
         if configuration.noticeIssuer != nil, let directory = configuration.noticeKeyDirectory {
-            problems += PrivateFiles.dataDirectoryProblems(directory, setting: "linking.notices.key_dir", checkOwnership: true)
+            if let problem = PrivateFiles.directoryProblem(directory, setting: "linking.notices.key_dir") { problems.append(problem) }
             let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
             for name in names.sorted() where name.hasSuffix(".pem") {
                 let path = (directory as NSString).appendingPathComponent(name)

@@ -31,7 +31,11 @@ public struct TokenFingerprint: Sendable, Equatable {
 
     /// Constant-time string equality (for matched identifiers).
     public static func constantTimeEquals(_ a: String, _ b: String) -> Bool {
-        let x = Array(a.utf8), y = Array(b.utf8)
+        constantTimeEquals(Array(a.utf8), Array(b.utf8))
+    }
+
+    /// Constant-time byte equality (MACs, digests); unequal lengths are unequal at once.
+    public static func constantTimeEquals(_ x: [UInt8], _ y: [UInt8]) -> Bool {
         guard x.count == y.count else { return false }
         return CRYPTO_memcmp(x, y, x.count) == 0
     }

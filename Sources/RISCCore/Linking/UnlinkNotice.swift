@@ -105,7 +105,7 @@ public struct UnlinkNotices: Sendable {
             throw RefusedNotice("the queued record is not a local record risc made")
         }
         let expected = HMACSHA256.mac(key: localKey, data: Array(jws.signingInput))
-        guard expected.count == jws.signature.count, zip(expected, jws.signature).reduce(UInt8(0), { $0 | ($1.0 ^ $1.1) }) == 0 else {
+        guard TokenFingerprint.constantTimeEquals(expected, jws.signature) else {
             throw RefusedNotice("the queued record's MAC does not verify under this receiver's token key")
         }
         guard let claims = try? JSONParser.parseObject(jws.payload), Set(claims.keys) == ["iss", "aud", "iat", "jti", "events"],
@@ -170,10 +170,6 @@ public struct RefusedNotice: Error, CustomStringConvertible, Unretryable {
     public let description: String
     public init(_ reason: String) { description = "refused to sign: \(reason)" }
 }
-
-/// A failure that no retry can mend (the row itself is wrong): the queue dead-letters the SET at
-/// once instead of retrying it through the retry window.
-public protocol Unretryable: Error {}
 
 /// A notice as the stores queue it (the columns of a `sets` row; `issuer` is `UnlinkNotices.queueIssuer`).
 public struct QueuedNotice: Sendable {

@@ -248,7 +248,7 @@ public final class QueueWorker: Sendable {
         var record = record
         let now = Date().timeIntervalSince1970
         let attempt = claim.attempts + 1
-        let delay = error is any Unretryable ? nil : retry.delay(afterFailures: attempt, age: now - claim.retrySince)
+        let delay = retry.delay(after: error, failures: attempt, age: now - claim.retrySince)
         record["outcome"] = delay == nil ? "dead_lettered" : "failed"
         if error is any Unretryable { record["refused"] = true }
         record["error"] = .string(String(describing: error).prefix(300).description)

@@ -32,6 +32,12 @@ public struct RetryPolicy: Sendable {
         return min(max(0, raw * (1 + jitter * random)), window - age)
     }
 
+    /// As `delay(afterFailures:age:)`, but nil at once for an `Unretryable` failure: no retry
+    /// mends a row that is itself wrong, so it goes to the dead letters without waiting the window.
+    public func delay(after error: any Error, failures: Int, age: Double) -> Double? {
+        error is any Unretryable ? nil : delay(afterFailures: failures, age: age)
+    }
+
     /// Problems with the settings (for the configuration check).
     public var problems: [String] {
         var problems: [String] = []
@@ -46,3 +52,7 @@ public struct RetryPolicy: Sendable {
         exponent > 60 ? .greatestFiniteMagnitude : Double(1 << Int(exponent))
     }
 }
+
+/// A failure that no retry can mend (the row itself is wrong, such as a queued notice risc did not
+/// make): `RetryPolicy` sends it to the dead letters at once.
+public protocol Unretryable: Error {}

@@ -109,9 +109,7 @@ extension PrivateFiles {
         var problems: [String] = []
         var status = stat()
         guard lstat(path, &status) == 0 else { return [] }
-        if checkOwnership, let problem = ownershipProblem(status, path: path, kind: "directory", forbidden: 0o022) {
-            problems.append("\(setting): \(problem)")
-        }
+        if checkOwnership, let problem = directoryProblem(path, setting: setting) { problems.append(problem) }
         for name in dataDirectoryFiles {
             var file = stat()
             let full = (path.hasSuffix("/") ? path : path + "/") + name
@@ -120,6 +118,14 @@ extension PrivateFiles {
             }
         }
         return problems
+    }
+
+    /// Why a directory risc keeps secrets in cannot be trusted: owned by another user, or writable
+    /// by group or others (anyone else could plant files in it). nil when fine or absent.
+    public static func directoryProblem(_ path: String, setting: String) -> String? {
+        var status = stat()
+        guard lstat(path, &status) == 0 else { return nil }
+        return ownershipProblem(status, path: path, kind: "directory", forbidden: 0o022).map { "\(setting): \($0)" }
     }
 
     /// Why a private key file (the token key, a notice signing key) cannot be trusted: owned by

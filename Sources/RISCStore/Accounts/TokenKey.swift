@@ -65,7 +65,7 @@ public enum TokenKey {
         } else {
             do { key = try create(at: path) } catch {
                 // Another process made it first: use theirs.
-                guard let data = FileManager.default.contents(atPath: path), data.count >= length else { throw error }
+                guard let data = PrivateFiles.read(path, limit: 4_096), data.count >= length else { throw error }
                 key = Array(data)
             }
         }

@@ -250,7 +250,7 @@ public final class ActionWorker: @unchecked Sendable {
     ) {
         var record = record
         let attempt = item.attempts + 1
-        let delay = error is any Unretryable ? nil : retry.delay(afterFailures: attempt, age: now - item.retrySince)
+        let delay = retry.delay(after: error, failures: attempt, age: now - item.retrySince)
         record["outcome"] = delay == nil ? "dead_lettered" : "failed"
         if error is any Unretryable { record["refused"] = true }
         record["error"] = .string(String(describing: error).prefix(300).description)

@@ -1,14 +1,19 @@
 import Synchronization
 
-/// A call to the server that took longer than its deadline (the server unreachable, the pool
-/// waiting for a connection): a temporary failure, answered 503.
+/// A call to the store's server that took longer than its deadline (the server unreachable, the
+/// pool waiting for a connection): a temporary failure, answered 503.
 public struct StoreTimeout: Error, CustomStringConvertible {
     public let seconds: Double
     public let what: String
     public var description: String { "PostgreSQL did not answer within \(seconds) s (\(what))" }
+    public init(seconds: Double, what: String) {
+        self.seconds = seconds
+        self.what = what
+    }
 }
 
-/// Runs `body`, giving up after `seconds` with `StoreTimeout`. While the server is unreachable
+/// Runs `body`, giving up after `seconds` with `StoreTimeout` (the PostgreSQL store's calls, and
+/// `/readyz`'s questions to either store). While the server is unreachable
 /// the pool queues requests until its connection attempts give up, which takes far longer than
 /// Google's patience with one request. Unstructured on purpose: a call that does not heed
 /// cancellation (a queued connection request) is cancelled and left to finish on its own, the
