@@ -172,7 +172,7 @@ final class AdminRequestDeadline: ChannelDuplexHandler, RemovableChannelHandler 
 
     private func start(_ context: ChannelHandlerContext) {
         guard timer == nil else { return }
-        waitingSince = .now()
+        waitingSince = context.eventLoop.now
         schedule(context, at: waitingSince + timeout)
     }
 
@@ -184,7 +184,7 @@ final class AdminRequestDeadline: ChannelDuplexHandler, RemovableChannelHandler 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         if case .end = unwrapOutboundIn(data) {
             answering = false
-            waitingSince = .now()
+            waitingSince = context.eventLoop.now
         }
         context.write(data, promise: promise)
     }
@@ -198,8 +198,8 @@ final class AdminRequestDeadline: ChannelDuplexHandler, RemovableChannelHandler 
         guard context.channel.isActive else { return }
         let due = waitingSince + timeout
         if answering {
-            schedule(context, at: .now() + timeout)
-        } else if due > .now() {
+            schedule(context, at: context.eventLoop.now + timeout)
+        } else if due > context.eventLoop.now {
             schedule(context, at: due)
         } else {
             context.close(promise: nil)

@@ -183,7 +183,8 @@ final class PushEndpoint: Service, Sendable {
         }
     }
 
-    private func configure(_ channel: any Channel) throws {
+    /// Sets up one accepted connection: counted against the limits, TLS, HTTP, `PushHandler`.
+    func configure(_ channel: any Channel) throws {
         let id = ObjectIdentifier(channel)
         let peer = channel.remoteAddress?.ipAddress
         let limited = settings.maxConnectionsPerAddress > 0 && !settings.trustedProxies.contains(peer)
@@ -531,7 +532,7 @@ final class PushHandler: ChannelDuplexHandler {
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        waitingSince = .now()
+        waitingSince = context.eventLoop.now
         schedule(context, at: waitingSince + endpoint.settings.requestTimeout)
         context.fireChannelActive()
     }
@@ -558,8 +559,8 @@ final class PushHandler: ChannelDuplexHandler {
         guard context.channel.isActive else { return }
         let due = waitingSince + endpoint.settings.requestTimeout
         if case .answering = state {
-            schedule(context, at: .now() + endpoint.settings.requestTimeout)
-        } else if due > .now() {
+            schedule(context, at: context.eventLoop.now + endpoint.settings.requestTimeout)
+        } else if due > context.eventLoop.now {
             schedule(context, at: due)
         } else {
             context.close(promise: nil)
@@ -732,7 +733,7 @@ final class PushHandler: ChannelDuplexHandler {
         _ context: ChannelHandlerContext, _ head: HTTPRequestHead, _ status: HTTPResponseStatus,
         headers: [(String, String)] = [], body: String? = nil, close: Bool = false, closeNow: Bool = true
     ) {
-        waitingSince = .now()
+        waitingSince = context.eventLoop.now
         let keepAlive = head.isKeepAlive && !close && !closing
         var fields = HTTPHeaders(headers)
         fields.add(name: "Content-Length", value: String(body?.utf8.count ?? 0))

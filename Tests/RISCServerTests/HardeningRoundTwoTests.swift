@@ -195,7 +195,8 @@ struct HardeningRoundTwoTests {
             let elapsed = ContinuousClock.now - start
             #expect(ready.status == 503)
             // The store gets 1.5 s; before, the three questions waited one after another (6 s).
-            #expect(elapsed < .milliseconds(2_500), "/readyz took \(elapsed) with PostgreSQL down")
+            // The bound leaves a loaded machine 3.5 s of slack and still tells the two apart.
+            #expect(elapsed < .seconds(5), "/readyz took \(elapsed) with PostgreSQL down")
             let body = try JSONParser.parseObject(ready.body)
             #expect(body["store"]?.objectValue?["writable"] == false)
             try await BlockingPool.shared.run { Result { try cluster.start() } }.get()
