@@ -220,15 +220,18 @@ public final class Receiver: Sendable {
         try result.get()
     }
 
-    /// The action worker the configuration describes for the embedded store: its account store,
-    /// or the webhook sink. Also used by `risc replay --local`, so a re-driven event acts exactly as
-    /// a received one.
-    public static func makeWorker(configuration: ReceiverConfiguration, log: any EventLog, logger: Logger) throws -> ActionWorker {
-        try ActionWorker(
-            directory: configuration.dataDirectory, table: configuration.actionTable, retry: configuration.retry,
+    /// The queue worker the configuration describes for the embedded store: its account store,
+    /// or the webhook sink, and unlink notices. Also used by `risc replay --local`, so a re-driven
+    /// event acts exactly as a received one.
+    public static func makeWorker(configuration: ReceiverConfiguration, log: any EventLog, logger: Logger) throws -> QueueWorker {
+        let queue = try EmbeddedWorkQueue(directory: configuration.dataDirectory, tokenKeyFile: configuration.tokenKeyFile)
+        let publisher = try ReceiverStorage.makePublisher(configuration: configuration)
+        var settings = QueueWorker.Settings()
+        settings.batch = 64
+        return QueueWorker(
+            queue: queue, settings: settings, table: configuration.actionTable, retry: configuration.retry,
             sink: try ReceiverStorage.makeSink(configuration: configuration),
-            publisher: try ReceiverStorage.makePublisher(configuration: configuration), log: log, logger: logger,
-            tokenKeyFile: configuration.tokenKeyFile)
+            notices: publisher.map { NoticeSending(publisher: $0, tokenKey: queue.tokenKey) }, log: log, logger: logger)
     }
 
     /// Descriptors kept aside for everything but public connections: the store's connections and

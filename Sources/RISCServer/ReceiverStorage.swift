@@ -11,8 +11,8 @@ import Synchronization
 /// receivers. Everything else in the receiver talks to the ports.
 ///
 /// The embedded store keeps its own machinery (group commit with pipelined fsync, checkpoints,
-/// actions applied inline in the transaction that stores a SET, its thread-based worker); the
-/// shared store uses `QueueWorker` over `WorkQueue` leases.
+/// actions applied inline in the transaction that stores a SET); both run `QueueWorker`s over their
+/// `WorkQueue` for what is not applied inline (retries, webhook deliveries, unlink notices).
 public enum ReceiverStorage: Sendable {
     case embedded(EmbeddedStorage)
     case shared(SharedStorage)
@@ -20,9 +20,9 @@ public enum ReceiverStorage: Sendable {
     /// The embedded store and what works on it.
     public struct EmbeddedStorage: Sendable {
         public let store: SQLiteEventStore
-        public let worker: ActionWorker
-        /// Publishes unlink notices, when they are on (a worker of their own).
-        public let noticeWorker: ActionWorker?
+        public let queue: EmbeddedWorkQueue
+        /// The queue's worker, and one that publishes unlink notices when they are on.
+        public let workers: [QueueWorker]
         public let accounts: AccountStore
     }
 
@@ -52,9 +52,7 @@ public enum ReceiverStorage: Sendable {
 
         func stop() async {
             listener.withLock { $0 }?.cancel()
-            await withTaskGroup(of: Void.self) { group in
-                for worker in workers { group.addTask { await worker.stop() } }
-            }
+            await ReceiverStorage.stop(workers)
             store.close()
         }
     }
@@ -71,23 +69,19 @@ public enum ReceiverStorage: Sendable {
         guard let url = configuration.storeURL else {
             let store = try SQLiteEventStore(directory: configuration.dataDirectory, logger: logger)
             let accounts = try AccountStore(directory: configuration.dataDirectory, tokenKeyFile: configuration.tokenKeyFile)
-            let worker = try ActionWorker(
-                directory: configuration.dataDirectory, table: configuration.actionTable, retry: configuration.retry, sink: sink,
-                scope: publisher == nil ? .all : .sets, log: log, logger: logger, tokenKeyFile: configuration.tokenKeyFile)
-            let noticeWorker = try publisher.map {
-                try ActionWorker(
-                    directory: configuration.dataDirectory, retry: configuration.retry, publisher: $0, scope: .notices, log: log, logger: logger,
-                    pollInterval: 0.25, tokenKeyFile: configuration.tokenKeyFile)
-            }
+            let queue = try EmbeddedWorkQueue(directory: configuration.dataDirectory, tokenKeyFile: configuration.tokenKeyFile)
+            // One worker: the store has one writer. It waits while acknowledgements do.
+            let workers = makeWorkers(
+                queue: queue, tokenKey: queue.tokenKey, count: 1, batch: 8, configuration: configuration, sink: sink, publisher: publisher,
+                log: log, logger: logger, deferWhile: { store.isBusy })
             if sink == nil {
                 // Embedded account store: apply each SET's actions in the transaction that stores it.
                 try store.enableInlineActions(
                     table: configuration.actionTable, log: log, directory: configuration.dataDirectory,
                     tokenKeyFile: configuration.tokenKeyFile)
             }
-            store.afterCommit = { worker.wake() }
-            worker.ingestIsBusy = { store.isBusy }
-            return .embedded(EmbeddedStorage(store: store, worker: worker, noticeWorker: noticeWorker, accounts: accounts))
+            store.afterCommit = { for worker in workers { worker.wake() } }
+            return .embedded(EmbeddedStorage(store: store, queue: queue, workers: workers, accounts: accounts))
         }
         var settings = SharedStore.Settings(
             url: url, passwordFile: configuration.storePasswordFile, caFile: configuration.storeCAFile, tokenKeyFile: configuration.tokenKeyFile)
@@ -97,29 +91,41 @@ public enum ReceiverStorage: Sendable {
         if sink == nil { store.enableInlineActions(table: configuration.actionTable) }
         // Applied in the store, a batch is one transaction (the worker only retries what failed
         // inline). Webhook deliveries go one at a time, so their batch stays small.
-        let batch = sink == nil ? 64 : 8
+        let workers = makeWorkers(
+            queue: store.queue, tokenKey: store.tokenKey, count: sharedWorkers, batch: sink == nil ? 64 : 8, configuration: configuration,
+            sink: sink, publisher: publisher, log: log, logger: logger)
+        return .shared(SharedStorage(store: store, workers: workers))
+    }
+
+    /// `count` workers over `queue` (each an owner of its own), applying to the accounts or
+    /// delivering to `sink`; with `publisher`, one more that publishes unlink notices alone.
+    static func makeWorkers(
+        queue: any WorkQueue, tokenKey: [UInt8], count: Int, batch: Int, configuration: ReceiverConfiguration, sink: (any ActionSink)?,
+        publisher: (any NoticePublisher)?, log: any EventLog, logger: Logger, deferWhile: (@Sendable () -> Bool)? = nil
+    ) -> [QueueWorker] {
         // A webhook claim must outlive its deliveries: a batch of slow answers is not a dead receiver.
         let lease = sink == nil ? configuration.queueLease : max(configuration.queueLease, Double(batch) * (configuration.webhookTimeout + 5) + 30)
-        var workers = (0..<sharedWorkers).map { _ in
-            var settings = QueueWorker.Settings()  // an owner of its own
+        var workers = (0..<count).map { _ in
+            var settings = QueueWorker.Settings()
             settings.batch = batch
             settings.lease = lease
             settings.scope = publisher == nil ? .all : .sets
+            settings.deferWhile = deferWhile
             return QueueWorker(
-                queue: store.queue, settings: settings, table: configuration.actionTable, retry: configuration.retry, sink: sink, log: log,
+                queue: queue, settings: settings, table: configuration.actionTable, retry: configuration.retry, sink: sink, log: log,
                 logger: logger)
         }
         if let publisher {
-            // Notices one receiver at a time each, a few per claim, the lease outliving their calls.
+            // Notices a few per claim, the lease outliving their calls.
             var settings = QueueWorker.Settings()
             settings.batch = 4
             settings.lease = max(configuration.queueLease, 4 * (configuration.noticePublisher.timeout + 5) + 30)
             settings.scope = .notices
             workers.append(QueueWorker(
-                queue: store.queue, settings: settings, retry: configuration.retry,
-                notices: NoticeSending(publisher: publisher, tokenKey: store.tokenKey), log: log, logger: logger))
+                queue: queue, settings: settings, retry: configuration.retry, notices: NoticeSending(publisher: publisher, tokenKey: tokenKey),
+                log: log, logger: logger))
         }
-        return .shared(SharedStorage(store: store, workers: workers))
+        return workers
     }
 
     /// The webhook sink, when `webhook.url` is set.
@@ -228,11 +234,17 @@ public enum ReceiverStorage: Sendable {
         }
     }
 
+    /// The workers on the queue.
+    public var workers: [QueueWorker] {
+        switch self {
+        case .embedded(let embedded): embedded.workers
+        case .shared(let shared): shared.workers
+        }
+    }
+
     func start() {
         switch self {
-        case .embedded(let embedded):
-            embedded.worker.start()
-            embedded.noticeWorker?.start()
+        case .embedded(let embedded): for worker in embedded.workers { worker.start() }
         case .shared(let shared): shared.start()
         }
     }
@@ -240,14 +252,16 @@ public enum ReceiverStorage: Sendable {
     func stop() async {
         switch self {
         case .embedded(let embedded):
-            // Each waits for the item in hand (a notice's call may take linking.notices.timeout):
-            // on pool threads, not the concurrency pool's few.
-            await BlockingPool.shared.run {
-                embedded.worker.stop()
-                embedded.noticeWorker?.stop()
-            }
+            await Self.stop(embedded.workers)
             embedded.store.close()
         case .shared(let shared): await shared.stop()
+        }
+    }
+
+    /// Each finishes the batch in hand (a notice's call may take linking.notices.timeout), together.
+    static func stop(_ workers: [QueueWorker]) async {
+        await withTaskGroup(of: Void.self) { group in
+            for worker in workers { group.addTask { await worker.stop() } }
         }
     }
 }

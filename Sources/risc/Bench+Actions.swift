@@ -41,11 +41,13 @@ extension RiscCommand.Bench {
             }
             store.close()
             let log = try JSONLinesEventLog(path: directory + "/events.log")
-            let worker = try ActionWorker(directory: directory, log: log, logger: logger)
+            var settings = QueueWorker.Settings(owner: "bench")
+            settings.batch = 32
+            let worker = QueueWorker(queue: try EmbeddedWorkQueue(directory: directory), settings: settings, log: log, logger: logger)
             let start = Date()
             var applied = 0
             while true {
-                let n = try worker.processDue(limit: 32, now: 1e10)
+                let n = try await worker.processDue(now: 1e10)
                 if n == 0 { break }
                 applied += n
             }

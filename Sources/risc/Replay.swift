@@ -230,7 +230,7 @@ extension RiscCommand {
                 (ids, duplicates, refused) = try await receiveAll(into: store, configuration: configuration, log: log)
             }
             let worker = try Receiver.makeWorker(configuration: configuration, log: log, logger: logger)
-            while try worker.processDue(limit: 64) > 0 {}
+            while try await worker.processDue() > 0 {}
             try report(try QueueAdmin(directory: directory).rows(ids: ids), ids: ids, duplicates: duplicates, refused: refused)
         }
 

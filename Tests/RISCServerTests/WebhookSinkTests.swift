@@ -20,19 +20,19 @@ struct WebhookSinkTests {
         let log = try JSONLinesEventLog(path: directory + "/events.log")
         var retry = RetryPolicy()
         retry.jitter = 0
-        let worker = try ActionWorker(
-            directory: directory, retry: retry, sink: try WebhookSink(url: server.baseURL + "/revoke", secret: secret),
-            log: log, logger: Logger(label: "t"))
+        let worker = QueueWorker(
+            queue: try EmbeddedWorkQueue(directory: directory), settings: .init(owner: "test"), retry: retry,
+            sink: try WebhookSink(url: server.baseURL + "/revoke", secret: secret), log: log, logger: Logger(label: "t"))
         let keys = try KeyDirectory.repositoryTestKeys()
         let factory = SETFactory(signer: keys.entry(for: .rs256)!.signer)
         _ = try await store.append(try await factory.storedRecord(
             type: .tokenRevoked, subject: SETFactory.tokenSubject(refreshToken: "1//0gsecret-refresh", algorithm: .prefix), jti: "w1",
             iat: 2_000, keys: try keys.jwks))
 
-        try worker.processDue(limit: 10, now: 3_000)  // 503
-        try worker.processDue(limit: 10, now: 3_001.05)  // 503 (after 1 s)
-        try worker.processDue(limit: 10, now: 3_002.1)  // not due (2 s backoff)
-        try worker.processDue(limit: 10, now: 3_003.2)  // 204
+        try await worker.processDue(now: 3_000)  // 503
+        try await worker.processDue(now: 3_001.05)  // 503 (after 1 s)
+        try await worker.processDue(now: 3_002.1)  // not due (2 s backoff)
+        try await worker.processDue(now: 3_003.2)  // 204
         #expect(server.requestCount == 3)
         #expect(try store.record(issuer: "https://accounts.google.com", jti: "w1")?.state == "done")
         log.flush()
@@ -65,21 +65,21 @@ struct WebhookSinkTests {
         var retry = RetryPolicy()
         retry.maximumAttempts = 2
         retry.jitter = 0
-        let worker = try ActionWorker(
-            directory: directory, retry: retry, sink: try WebhookSink(url: server.baseURL + "/revoke", secret: Array(repeating: 7, count: 32)),
-            log: log, logger: Logger(label: "t"))
+        let worker = QueueWorker(
+            queue: try EmbeddedWorkQueue(directory: directory), settings: .init(owner: "test"), retry: retry,
+            sink: try WebhookSink(url: server.baseURL + "/revoke", secret: Array(repeating: 7, count: 32)), log: log, logger: Logger(label: "t"))
         let keys = try KeyDirectory.repositoryTestKeys()
         let factory = SETFactory(signer: keys.entry(for: .rs256)!.signer)
         _ = try await store.append(try await factory.storedRecord(
             type: .sessionsRevoked, subject: factory.accountSubject("5"), jti: "dl-1", iat: 2_000, keys: try keys.jwks))
-        try worker.processDue(limit: 10, now: 3_000)
-        try worker.processDue(limit: 10, now: 3_002)
+        try await worker.processDue(now: 3_000)
+        try await worker.processDue(now: 3_002)
         #expect(try store.record(issuer: "https://accounts.google.com", jti: "dl-1")?.state == "dead")
-        try worker.processDue(limit: 10, now: 9_999)  // dead letters are not retried on their own
+        try await worker.processDue(now: 9_999)  // dead letters are not retried on their own
         #expect(server.requestCount == 2)
         #expect(try QueueAdmin(directory: directory).retry() == 1)
-        try worker.processDue(limit: 10, now: 10_000)  // third failure: scheduled again
-        try worker.processDue(limit: 10, now: 10_002)  // succeeds
+        try await worker.processDue(now: 10_000)  // third failure: scheduled again
+        try await worker.processDue(now: 10_002)  // succeeds
         #expect(try store.record(issuer: "https://accounts.google.com", jti: "dl-1")?.state == "done")
         #expect(server.requestCount == 4)
     }

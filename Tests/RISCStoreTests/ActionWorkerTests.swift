@@ -6,7 +6,7 @@ import RISCTestKit
 import Testing
 
 /// Each event type and reason against a seeded account store, through the real store and worker.
-@Suite("Action worker on the embedded store")
+@Suite("Queue worker on the embedded store")
 struct ActionWorkerTests {
     static let keys = try! KeyDirectory.repositoryTestKeys()
     static let factory = SETFactory(signer: keys.entry(for: .rs256)!.signer)
@@ -18,7 +18,7 @@ struct ActionWorkerTests {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-actions-\(UUID().uuidString)").path
         let store: SQLiteEventStore
         let accounts: AccountStore
-        let worker: ActionWorker
+        let worker: QueueWorker
         let log: JSONLinesEventLog
         let verifier: SETVerifier
 
@@ -26,7 +26,7 @@ struct ActionWorkerTests {
             store = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
             accounts = try AccountStore(directory: directory)
             log = try JSONLinesEventLog(path: directory + "/events.log")
-            worker = try ActionWorker(directory: directory, table: table, retry: retry, log: log, logger: Logger(label: "t"))
+            worker = Self.worker(directory: directory, table: table, retry: retry, log: log)
             verifier = SETVerifier(
                 policy: SETPolicy(audiences: [SETFactory.defaultAudience]),
                 keys: StaticKeyProvider(keys: try ActionWorkerTests.keys.jwks, issuer: SETFactory.defaultIssuer))
@@ -43,9 +43,17 @@ struct ActionWorkerTests {
                 type: type, subject: subject, extra: extra, jti: jti, iat: iat, keys: try ActionWorkerTests.keys.jwks))
         }
 
+        /// The queue's worker on the data directory: the receiver's own, driven by hand.
+        static func worker(directory: String, table: ActionTable = .default, retry: RetryPolicy = RetryPolicy(), batch: Int = 100, log: any EventLog) -> QueueWorker {
+            var settings = QueueWorker.Settings(owner: "test")
+            settings.batch = batch
+            return QueueWorker(
+                queue: try! EmbeddedWorkQueue(directory: directory), settings: settings, table: table, retry: retry, log: log, logger: Logger(label: "t"))
+        }
+
         func account(_ subject: String) throws -> AccountStore.Account { try accounts.accounts(subject: subject)[0] }
 
-        func process() throws { try worker.processDue(limit: 100, now: 3_000) }
+        func process() async throws { try await worker.processDue(now: 3_000) }
 
         var logLines: [JSONObject] {
             log.flush()
@@ -61,7 +69,7 @@ struct ActionWorkerTests {
         let f = try Fixture()
         try f.accounts.link(.init(subject: "alice", userID: "u-alice", sessions: ["after"]), now: 2_500)
         try await f.deliver(.sessionsRevoked, subject: Self.user("alice"))
-        try f.process()
+        try await f.process()
         let alice = try f.account("alice")
         #expect(alice.endedSessions == 2 && alice.openSessions == 1)
         #expect(try f.account("bob").openSessions == 1)
@@ -72,7 +80,7 @@ struct ActionWorkerTests {
     func tokensRevoked() async throws {
         let f = try Fixture()
         try await f.deliver(.tokensRevoked, subject: Self.user("alice"))
-        try f.process()
+        try await f.process()
         let alice = try f.account("alice")
         #expect(alice.openSessions == 0)
         #expect(alice.revokedTokens == 1 && alice.activeTokens == 1)
@@ -82,7 +90,7 @@ struct ActionWorkerTests {
     func tokenRevoked(algorithm: OAuthTokenIdentifier.Algorithm) async throws {
         let f = try Fixture()
         try await f.deliver(.tokenRevoked, subject: SETFactory.tokenSubject(refreshToken: Self.refreshToken, algorithm: algorithm))
-        try f.process()
+        try await f.process()
         #expect(try f.account("alice").revokedTokens == 1)
         #expect(try f.account("bob").revokedTokens == 0)
         let line = try #require(f.logLines.first { $0["step"] == "applied" })
@@ -95,13 +103,13 @@ struct ActionWorkerTests {
         let f = try Fixture()
         try await f.deliver(.accountDisabled, subject: Self.user("alice"), extra: ["reason": "hijacking"])
         try await f.deliver(.accountDisabled, subject: Self.user("bob"), extra: ["reason": "bulk-account"])
-        try f.process()
+        try await f.process()
         var alice = try f.account("alice")
         #expect(alice.openSessions == 0 && !alice.googleSignInEnabled && alice.emailRecoveryEnabled)
         let bob = try f.account("bob")
         #expect(bob.flaggedForReview && bob.googleSignInEnabled && bob.openSessions == 1)
         try await f.deliver(.accountDisabled, subject: Self.user("alice"), iat: 2_100)
-        try f.process()
+        try await f.process()
         alice = try f.account("alice")
         #expect(!alice.googleSignInEnabled && !alice.emailRecoveryEnabled)
     }
@@ -110,7 +118,7 @@ struct ActionWorkerTests {
     func linkedTokensRevoked() async throws {
         let f = try Fixture()
         try await f.deliver(.accountDisabled, subject: Self.user("alice"), extra: ["reason": "hijacking"])
-        try f.process()
+        try await f.process()
         let alice = try f.account("alice")
         #expect(alice.linkedTokens == .init(active: 0, revoked: 1), "the linked token is still active after a hijacking")
         #expect(alice.googleRefreshTokens == .init(active: 1, revoked: 0))
@@ -119,7 +127,7 @@ struct ActionWorkerTests {
         // account-purged (RISC 1.0; Google does not document sending it): the Google identity is gone.
         _ = try f.accounts.add(to: "bob", session: nil, token: "linked-token-b", tokenKind: .linked, now: 1_000)
         try await f.deliver(.accountPurged, subject: Self.user("bob"))
-        try f.process()
+        try await f.process()
         let bob = try f.account("bob")
         #expect(bob.linkedTokens == .init(active: 0, revoked: 1) && bob.googleRefreshTokens == .init(active: 0, revoked: 1))
         #expect(bob.openSessions == 0 && !bob.googleSignInEnabled && !bob.emailRecoveryEnabled)
@@ -130,12 +138,12 @@ struct ActionWorkerTests {
         let f = try Fixture()
         try await f.deliver(.accountDisabled, subject: Self.user("alice"), iat: 2_000)
         try await f.deliver(.accountEnabled, subject: Self.user("alice"), iat: 1_500)  // older, arrives late
-        try f.process()
+        try await f.process()
         var alice = try f.account("alice")
         #expect(!alice.googleSignInEnabled && !alice.emailRecoveryEnabled)
         #expect(f.logLines.contains { JSONValue.object($0).serialized.contains("superseded") })
         try await f.deliver(.accountEnabled, subject: Self.user("alice"), iat: 2_500)
-        try f.process()
+        try await f.process()
         alice = try f.account("alice")
         #expect(alice.googleSignInEnabled && alice.emailRecoveryEnabled)
     }
@@ -148,7 +156,7 @@ struct ActionWorkerTests {
         try await f.deliver(EventType("https://example.com/event/new"), subject: Self.user("bob"))
         try await f.deliver(.sessionsRevoked, subject: Self.user("stranger"))
         try await f.deliver(EventType("https://accounts.google.com/risc/event/sessions-revoked"), subject: Self.user("bob"))
-        try f.process()
+        try await f.process()
         let bob = try f.account("bob")
         #expect(bob.heightenedMonitoring && bob.openSessions == 0)
         let text = f.logLines.map { JSONValue.object($0).serialized }.joined(separator: "\n")
@@ -162,9 +170,9 @@ struct ActionWorkerTests {
     func idempotent() async throws {
         let f = try Fixture()
         #expect(try await f.deliver(.sessionsRevoked, subject: Self.user("alice"), jti: "same") == .accepted(id: 1))
-        try f.process()
+        try await f.process()
         #expect(try await f.deliver(.sessionsRevoked, subject: Self.user("alice"), jti: "same") == .duplicate(id: 1, deliveries: 2))
-        try f.process()
+        try await f.process()
         #expect(f.logLines.filter { $0["step"] == "applied" }.count == 1)
     }
 
@@ -185,10 +193,10 @@ struct ActionWorkerTests {
         var retry = RetryPolicy()
         retry.maximumAttempts = 3
         let f = try await Self.failingSET(retry)
-        try f.worker.processDue(limit: 10, now: 3_000)
-        try f.worker.processDue(limit: 10, now: 3_000.5)  // not due yet: 1 s backoff
-        try f.worker.processDue(limit: 10, now: 3_001.1)
-        try f.worker.processDue(limit: 10, now: 3_003.2)
+        try await f.worker.processDue(now: 3_000)
+        try await f.worker.processDue(now: 3_000.5)  // not due yet: 1 s backoff
+        try await f.worker.processDue(now: 3_001.1)
+        try await f.worker.processDue(now: 3_003.2)
         let outcomes = f.logLines.filter { $0["step"] == "applied" }.map { $0["outcome"]?.stringValue ?? "" }
         #expect(outcomes == ["failed", "failed", "dead_lettered"])
         #expect(try f.store.record(issuer: "https://accounts.google.com", jti: "broken")?.state == "dead")
@@ -202,12 +210,12 @@ struct ActionWorkerTests {
         retry.window = 600
         let f = try await Self.failingSET(retry)
         // Ten failures in the first ten minutes (the old default dead-lettered at the tenth): still retrying.
-        for k in 0..<10 { try f.worker.processDue(limit: 10, now: 3_000 + (k == 0 ? 0 : pow(2, Double(k)) - 1 + 0.1 * Double(k))) }
+        for k in 0..<10 { try await f.worker.processDue(now: 3_000 + (k == 0 ? 0 : pow(2, Double(k)) - 1 + 0.1 * Double(k))) }
         var outcomes = f.logLines.filter { $0["step"] == "applied" }.map { $0["outcome"]?.stringValue ?? "" }
         #expect(outcomes.count == 10 && !outcomes.contains("dead_lettered"), "\(outcomes)")
         #expect(try f.store.record(issuer: "https://accounts.google.com", jti: "broken")?.state == "pending")
         // The attempt when the window closes fails: now it is a dead letter.
-        try f.worker.processDue(limit: 10, now: 3_600.5)
+        try await f.worker.processDue(now: 3_600.5)
         outcomes = f.logLines.filter { $0["step"] == "applied" }.map { $0["outcome"]?.stringValue ?? "" }
         #expect(outcomes.last == "dead_lettered")
         let admin = try QueueAdmin(directory: f.directory)
@@ -215,7 +223,7 @@ struct ActionWorkerTests {
         // Requeued (the window restarts at the real now): a failure is retried again, not dead at once.
         #expect(try admin.retry() == 1)
         let real = Date().timeIntervalSince1970
-        try f.worker.processDue(limit: 10, now: real + 1)
+        try await f.worker.processDue(now: real + 1)
         #expect(f.logLines.filter { $0["step"] == "applied" }.last?["outcome"] == "failed")
         let counts = try admin.counts(now: real + 1)
         #expect(counts.scheduledRetry == 1 && counts.lastRetryError?.jti == "broken" && counts.lastRetryError?.error.isEmpty == false)
@@ -227,7 +235,7 @@ struct ActionWorkerTests {
         table.set(.accountDisabled, reason: "hijacking", actions: [.endSessions, .suspendGoogleSignIn, .suspendEmailRecovery, .flagForReview])
         let f = try Fixture(table: table)
         try await f.deliver(.accountDisabled, subject: Self.user("alice"), extra: ["reason": "hijacking"])
-        try f.process()
+        try await f.process()
         let alice = try f.account("alice")
         #expect(!alice.googleSignInEnabled && !alice.emailRecoveryEnabled && alice.flaggedForReview && alice.openSessions == 0)
     }
@@ -238,11 +246,11 @@ struct ActionWorkerTests {
         for index in 0..<40 {
             try await f.deliver(index % 2 == 0 ? .sessionsRevoked : .accountCredentialChangeRequired, subject: Self.user(index % 4 < 2 ? "alice" : "bob"))
         }
-        try f.worker.processDue(limit: 15, now: 3_000)  // part of the backlog, then "crash"
+        try await Fixture.worker(directory: f.directory, batch: 15, log: f.log).processDue(now: 3_000)  // part of the backlog, then "crash"
         #expect(try f.store.queueDepth() == 25)
         f.store.close()
-        let worker = try ActionWorker(directory: f.directory, log: f.log, logger: Logger(label: "t"))
-        while try worker.processDue(limit: 10, now: 3_000) > 0 {}
+        let worker = Fixture.worker(directory: f.directory, batch: 10, log: f.log)
+        while try await worker.processDue(now: 3_000) > 0 {}
         #expect(try f.store.queueDepth() == 0)
         #expect(try f.account("alice").openSessions == 0 && f.account("bob").heightenedMonitoring)
         #expect(f.logLines.filter { $0["step"] == "applied" && $0["outcome"] == "applied" }.count == 40)
@@ -256,7 +264,7 @@ struct ActionWorkerTests {
         f.worker.start()
         try await f.deliver(.sessionsRevoked, subject: Self.user("bob"))
         for _ in 0..<100 where try f.store.queueDepth() > 0 { try await Task.sleep(for: .milliseconds(20)) }
-        f.worker.stop()
+        await f.worker.stop()
         #expect(try f.account("bob").openSessions == 0)
     }
 }

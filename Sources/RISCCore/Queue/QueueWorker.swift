@@ -24,6 +24,11 @@ public final class QueueWorker: Sendable {
         public var rescueInterval: Double = 5
         /// What this worker claims (notices get workers of their own when they are on).
         public var scope = ClaimScope.all
+        /// While this answers true (acknowledgements are waiting on the same disk), the worker
+        /// holds back before a batch, up to `maximumDeferral` seconds: the queue is durable, so
+        /// actions only lag, and applying them never delays a 202.
+        public var deferWhile: (@Sendable () -> Bool)?
+        public var maximumDeferral: Double = 0.05
 
         public init(owner: String = QueueWorker.defaultOwner()) { self.owner = owner }
     }
@@ -38,13 +43,17 @@ public final class QueueWorker: Sendable {
     let notices: NoticeSending?
     let log: any EventLog
     let logger: Logger
+    /// The time (seconds since 1970): when work is due, when a retry is, how long an attempt took.
+    let clock: @Sendable () -> Double
     private let wakeups = Wakeup()
     private let state = Mutex<(stopping: Bool, task: Task<Void, Never>?)>((false, nil))
 
     public init(
         queue: any WorkQueue, settings: Settings, table: ActionTable = .default, retry: RetryPolicy = RetryPolicy(),
-        sink: (any ActionSink)? = nil, notices: NoticeSending? = nil, log: any EventLog, logger: Logger
+        sink: (any ActionSink)? = nil, notices: NoticeSending? = nil, log: any EventLog, logger: Logger,
+        clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
     ) {
+        self.clock = clock
         self.notices = notices
         self.queue = queue
         self.settings = settings
@@ -97,14 +106,18 @@ public final class QueueWorker: Sendable {
         var lastRescue = 0.0
         var claimFailing = false
         while !stopping {
-            let now = Date().timeIntervalSince1970
+            let now = clock()
             if now - lastRescue >= settings.rescueInterval {
                 lastRescue = now
                 await rescue(now: now)
             }
+            if let busy = settings.deferWhile {
+                let start = ContinuousClock.now
+                while busy(), ContinuousClock.now - start < .seconds(settings.maximumDeferral) { try? await Task.sleep(for: .milliseconds(1)) }
+            }
             let processed: Int
             do {
-                processed = try await processDue(now: now)
+                processed = try await processDue()
                 if claimFailing {
                     claimFailing = false
                     logger.notice("claiming queued work again")
@@ -137,23 +150,24 @@ public final class QueueWorker: Sendable {
 
     /// Claims and processes one batch of due SETs; returns how many were claimed. The batch is
     /// finished in one transaction; if that fails, each SET is finished on its own, so one that
-    /// cannot be finished fails alone.
+    /// cannot be finished fails alone. `now`: the whole batch at that time instead of the clock's.
     @discardableResult
-    public func processDue(now: Double = Date().timeIntervalSince1970) async throws -> Int {
-        let claimed = try await queue.claim(owner: settings.owner, limit: settings.batch, lease: settings.lease, now: now, scope: settings.scope)
+    public func processDue(now: Double? = nil) async throws -> Int {
+        let clock = now.map { fixed in { @Sendable in fixed } } ?? self.clock
+        let claimed = try await queue.claim(owner: settings.owner, limit: settings.batch, lease: settings.lease, now: clock(), scope: settings.scope)
         var ready: [Prepared] = []
         for claim in claimed {
             if stopping && sink != nil { break }  // an undelivered claim is rescued after its lease
-            if let prepared = await prepare(claim) { ready.append(prepared) }
+            if let prepared = await prepare(claim, clock) { ready.append(prepared) }
         }
         guard !ready.isEmpty else { return claimed.count }
         do {
-            let reports = try await queue.finish(ready.map(\.item), applyToAccounts: sink == nil, now: Date().timeIntervalSince1970)
-            for (prepared, report) in zip(ready, reports) { record(prepared, report) }
+            let reports = try await queue.finish(ready.map(\.item), applyToAccounts: sink == nil, now: clock())
+            for (prepared, report) in zip(ready, reports) { record(prepared, report, clock) }
         } catch where ready.count > 1 {
-            for prepared in ready { await finishAlone(prepared) }
+            for prepared in ready { await finishAlone(prepared, clock) }
         } catch {
-            await fail(ready[0].item.claim, error, record: ready[0].record, start: ready[0].start)
+            await fail(ready[0].item.claim, error, record: ready[0].record, start: ready[0].start, clock)
         }
         return claimed.count
     }
@@ -170,9 +184,9 @@ public final class QueueWorker: Sendable {
 
     /// Parses and plans `claim` and delivers it to the webhook if there is one; nil when that
     /// failed (the failure is recorded).
-    private func prepare(_ claim: ClaimedSET) async -> Prepared? {
-        let start = Date().timeIntervalSince1970
-        if claim.issuer == UnlinkNotices.queueIssuer { return await publish(claim, start: start) }
+    private func prepare(_ claim: ClaimedSET, _ clock: @Sendable () -> Double) async -> Prepared? {
+        let start = clock()
+        if claim.issuer == UnlinkNotices.queueIssuer { return await publish(claim, start: start, clock) }
         var record = EventLogRecord.applied(jti: claim.jti, attempt: claim.attempts + 1, time: start)
         record["worker"] = .string(settings.owner)
         if sink != nil { record["sink"] = "webhook" }
@@ -192,13 +206,13 @@ public final class QueueWorker: Sendable {
             return Prepared(
                 item: FinishItem(claim: claim, plan: plan, claims: claims, tokens: tokens), record: record, start: start, delivered: delivered)
         } catch {
-            await fail(claim, error, record: record, start: start)
+            await fail(claim, error, record: record, start: start, clock)
             return nil
         }
     }
 
     /// Publishes an unlink notice; nil when that failed (the failure is recorded).
-    private func publish(_ claim: ClaimedSET, start: Double) async -> Prepared? {
+    private func publish(_ claim: ClaimedSET, start: Double, _ clock: @Sendable () -> Double) async -> Prepared? {
         var record = EventLogRecord.published(jti: claim.jti, attempt: claim.attempts + 1, time: start)
         record["worker"] = .string(settings.owner)
         do {
@@ -209,25 +223,25 @@ public final class QueueWorker: Sendable {
             let item = FinishItem(claim: claim, plan: ActionPlan(steps: [], eventTime: start), claims: nil)
             return Prepared(item: item, record: record, start: start, delivered: [], notice: true)
         } catch {
-            await fail(claim, error, record: record, start: start)
+            await fail(claim, error, record: record, start: start, clock)
             return nil
         }
     }
 
-    private func finishAlone(_ prepared: Prepared) async {
+    private func finishAlone(_ prepared: Prepared, _ clock: @Sendable () -> Double) async {
         do {
-            let reports = try await queue.finish([prepared.item], applyToAccounts: sink == nil, now: Date().timeIntervalSince1970)
-            record(prepared, reports.first ?? nil)
+            let reports = try await queue.finish([prepared.item], applyToAccounts: sink == nil, now: clock())
+            record(prepared, reports.first ?? nil, clock)
         } catch {
-            await fail(prepared.item.claim, error, record: prepared.record, start: prepared.start)
+            await fail(prepared.item.claim, error, record: prepared.record, start: prepared.start, clock)
         }
     }
 
     /// The event-log lines of a finished claim (`lease_lost` when `report` is nil).
-    private func record(_ prepared: Prepared, _ report: FinishReport?) {
+    private func record(_ prepared: Prepared, _ report: FinishReport?, _ clock: @Sendable () -> Double) {
         var record = prepared.record
         defer {
-            record["latency_us"] = .number(((Date().timeIntervalSince1970 - prepared.start) * 1e6).rounded())
+            record["latency_us"] = .number(((clock() - prepared.start) * 1e6).rounded())
             log.record(record)
             for verification in report?.verifications ?? [] { log.record(verification) }
         }
@@ -244,9 +258,9 @@ public final class QueueWorker: Sendable {
         }
     }
 
-    private func fail(_ claim: ClaimedSET, _ error: any Error, record: EventLogRecord, start: Double) async {
+    private func fail(_ claim: ClaimedSET, _ error: any Error, record: EventLogRecord, start: Double, _ clock: @Sendable () -> Double) async {
         var record = record
-        let now = Date().timeIntervalSince1970
+        let now = clock()
         let attempt = claim.attempts + 1
         let delay = retry.delay(after: error, failures: attempt, age: now - claim.retrySince)
         record["outcome"] = delay == nil ? "dead_lettered" : "failed"
