@@ -183,7 +183,7 @@ struct PostgresActionApplier {
     let tokenKey: [UInt8]
     let logger: Logger
 
-    typealias Account = (id: Int64, tokenID: Int64?, accessChangedAt: Double?)
+    typealias Account = AccountActions.Account
 
     /// `applied_actions` rows already there for the SETs being finished (a requeued SET's), as
     /// `set_id/event_index/action` keys.
@@ -220,7 +220,7 @@ struct PostgresActionApplier {
             ORDER BY a.id FOR UPDATE OF a
             """, logger: logger)
         for try await (issuer, subject, id, changed) in rows.decode((String, String, Int64, Double?).self) {
-            preloaded[issuer + "\u{0}" + subject] = (id, nil, changed)
+            preloaded[issuer + "\u{0}" + subject] = Account(id: id, accessChangedAt: changed)
         }
     }
 
@@ -251,28 +251,17 @@ struct PostgresActionApplier {
     /// Applies `plan`'s actions not yet applied for `setID` (see `loadApplied`, which must have
     /// been called for it); `recordApplied` then records them.
     mutating func apply(_ plan: ActionPlan, setID: Int64, keyIssuer: String, now: Double) async throws -> [ActionOutcome] {
+        var accounts: [Account?] = []
+        for step in plan.steps { accounts.append(try await resolve(step, keyIssuer: keyIssuer)) }
+        let applied = self.applied
         var outcomes: [ActionOutcome] = []
-        for step in plan.steps {
-            let account = try await resolve(step, keyIssuer: keyIssuer)
-            for action in step.actions {
-                let index = step.eventIndex
-                let key = Self.key(setID, index, action.rawValue)
-                guard !applied.contains(key) else {
-                    outcomes.append(ActionOutcome(action: action, eventIndex: index, result: "already applied"))
-                    continue
-                }
-                let result: String
-                if let fixed = ActionOutcome.accountFree(action, step: step) {
-                    result = fixed
-                } else if let account {
-                    result = try await perform(action, step: step, account: account, eventTime: plan.eventTime, now: now)
-                } else {
-                    result = ActionOutcome.unknownSubject
-                }
-                applied.insert(key)
-                pending.append((setID, index, action.rawValue, result))
-                outcomes.append(ActionOutcome(action: action, eventIndex: index, result: result))
+        for planned in AccountActions.plan(plan, accounts: accounts, alreadyApplied: { applied.contains(Self.key(setID, $0, $1.rawValue)) }) {
+            let result = try await planned.result { try await execute($0, now: now) }
+            if planned.isNew {
+                self.applied.insert(Self.key(setID, planned.eventIndex, planned.action.rawValue))
+                pending.append((setID, planned.eventIndex, planned.action.rawValue, result))
             }
+            outcomes.append(planned.outcome(result))
         }
         return outcomes
     }
@@ -319,115 +308,72 @@ struct PostgresActionApplier {
         return n
     }
 
-    /// The account an event is about: by Google subject; for token-revoked, by the token; by
-    /// email as a last resort. nil: not one of ours (a logged no-op, never a failure).
+    /// The account an event is about (`AccountActions.lookups`); nil: not one of ours.
     private func resolve(_ step: ActionPlan.Step, keyIssuer: String) async throws -> Account? {
-        switch step.subject {
-        case .oauthToken(let identifier)?:
-            let rows: PostgresRowSequence
-            let value: String
-            switch identifier.algorithm {
-            case .prefix:
-                value = TokenFingerprint.prefixMAC(identifier.token, key: tokenKey)
-                rows = try await connection.query("""
-                    SELECT t.account_id, t.id, t.prefix_mac, a.access_changed_at FROM tokens t JOIN accounts a ON a.id = t.account_id
-                    WHERE t.prefix_mac = \(value) AND t.revoked_at IS NULL ORDER BY t.id LIMIT 1
-                    """, logger: logger)
-            case .hashSHA512SHA512:
-                guard let hash = TokenFingerprint.normalizedHash(identifier.token) else { return nil }
-                value = hash
-                rows = try await connection.query("""
-                    SELECT t.account_id, t.id, t.hash, a.access_changed_at FROM tokens t JOIN accounts a ON a.id = t.account_id
-                    WHERE t.hash = \(value) AND t.revoked_at IS NULL ORDER BY t.id LIMIT 1
-                    """, logger: logger)
-            default:
+        for lookup in AccountActions.lookups(for: step, keyIssuer: keyIssuer, tokenKey: tokenKey) {
+            switch lookup {
+            case .token(let column, let value):
+                let rows = try await connection.query(PostgresQuery(unsafeSQL: """
+                    SELECT t.account_id, t.id, t.\(column.rawValue), a.access_changed_at FROM tokens t JOIN accounts a ON a.id = t.account_id
+                    WHERE t.\(column.rawValue) = $1 AND t.revoked_at IS NULL ORDER BY t.id LIMIT 1
+                    """, binds: try Self.bindings(value)), logger: logger)
+                for try await (account, token, stored, changed) in rows.decode((Int64, Int64, String, Double?).self) {
+                    return TokenFingerprint.constantTimeEquals(stored, value) ? Account(id: account, tokenID: token, accessChangedAt: changed) : nil
+                }
                 return nil
-            }
-            for try await (account, token, stored, changed) in rows.decode((Int64, Int64, String, Double?).self) {
-                return TokenFingerprint.constantTimeEquals(stored, value) ? (account, token, changed) : nil
-            }
-            return nil
-        case let subject?:
-            if let (issuer, sub) = subject.googleSubject {
-                let scope = SETPolicy.issuerScope(issuer ?? keyIssuer)
-                if let known = preloaded[scope + "\u{0}" + sub] {
+            case .subject(let issuer, let subject):
+                if let known = preloaded[issuer + "\u{0}" + subject] {
                     if let known { return known }
-                } else if let found = try await account("SELECT id, access_changed_at FROM accounts WHERE issuer = \(scope) AND subject = \(sub) LIMIT 1") {
+                } else if let found = try await account(
+                    "SELECT id, access_changed_at FROM accounts WHERE issuer = \(issuer) AND subject = \(subject) LIMIT 1")
+                {
+                    return found
+                }
+            case .email(let email):
+                if let found = try await account("SELECT id, access_changed_at FROM accounts WHERE email = \(email) ORDER BY id LIMIT 1") {
                     return found
                 }
             }
-            if let email = subject.email {
-                return try await account("SELECT id, access_changed_at FROM accounts WHERE email = \(email.lowercased()) ORDER BY id LIMIT 1")
-            }
-            return nil
-        case nil:
-            return nil
-        }
-    }
-
-    private func account(_ query: PostgresQuery) async throws -> Account? {
-        for try await (id, changed) in try await connection.query(query, logger: logger).decode((Int64, Double?).self) {
-            return (id, nil, changed)
         }
         return nil
     }
 
-    private func perform(_ action: Action, step: ActionPlan.Step, account: Account, eventTime: Double, now: Double) async throws -> String {
-        let reason = step.recordedReason
-        // The ordering rule's cheap early answer; the conditional UPDATE below is what holds under
-        // concurrent receivers (READ COMMITTED re-checks its WHERE on the locked, newest row).
-        if action.changesAccess, !OrderingRule.accessChangeApplies(eventTime: eventTime, lastAccessChange: account.accessChangedAt) {
-            return OrderingRule.superseded
+    private func account(_ query: PostgresQuery) async throws -> Account? {
+        for try await (id, changed) in try await connection.query(query, logger: logger).decode((Int64, Double?).self) {
+            return Account(id: id, accessChangedAt: changed)
         }
-        switch action {
-        case .endSessions, .endGoogleSessions:
-            let cutoff = OrderingRule.sessionCutoff(eventTime: eventTime)
-            let n =
-                action == .endGoogleSessions
-                ? try await count("""
-                    UPDATE sessions SET ended_at = \(now), ended_reason = \(reason)
-                    WHERE account_id = \(account.id) AND ended_at IS NULL AND created_at <= \(cutoff) AND via_google = 1 RETURNING id
-                    """)
-                : try await count("""
-                    UPDATE sessions SET ended_at = \(now), ended_reason = \(reason)
-                    WHERE account_id = \(account.id) AND ended_at IS NULL AND created_at <= \(cutoff) RETURNING id
-                    """)
-            return "ended \(n) session\(n == 1 ? "" : "s")"
-        case .deleteGoogleTokens, .revokeLinkedTokens:
-            let kind = (action == .deleteGoogleTokens ? TokenKind.googleRefresh : .linked).rawValue
-            let n = try await count("""
+        return nil
+    }
+
+    private static func bindings(_ values: any PostgresEncodable & Sendable...) throws -> PostgresBindings {
+        var binds = PostgresBindings()
+        for value in values { try binds.append(value) }
+        return binds
+    }
+
+    /// Runs one primitive; the rows it changed.
+    private func execute(_ primitive: AccountActions.Primitive, now: Double) async throws -> Int {
+        switch primitive {
+        case .endSessions(let account, let createdBy, let googleOnly, let reason):
+            try await count(PostgresQuery(unsafeSQL: """
+                UPDATE sessions SET ended_at = $1, ended_reason = $2 WHERE account_id = $3 AND ended_at IS NULL AND created_at <= $4
+                """ + (googleOnly ? " AND via_google = 1" : "") + " RETURNING id", binds: try Self.bindings(now, reason, account, createdBy)))
+        case .revokeTokens(let account, let kind, let reason):
+            try await count("""
                 UPDATE tokens SET revoked_at = \(now), revoked_reason = \(reason)
-                WHERE account_id = \(account.id) AND kind = \(kind) AND revoked_at IS NULL RETURNING id
+                WHERE account_id = \(account) AND kind = \(kind.rawValue) AND revoked_at IS NULL RETURNING id
                 """)
-            return "revoked \(n) token\(n == 1 ? "" : "s")"
-        case .revokeToken:
-            guard let tokenID = account.tokenID else { return "no matching token" }
-            let n = try await count("""
-                UPDATE tokens SET revoked_at = \(now), revoked_reason = \(reason) WHERE id = \(tokenID) AND revoked_at IS NULL RETURNING id
-                """)
-            return n == 1 ? "revoked the matching token" : "token already revoked"
-        case .suspendGoogleSignIn, .restoreGoogleSignIn, .suspendEmailRecovery, .restoreEmailRecovery:
-            let column = [.suspendGoogleSignIn, .restoreGoogleSignIn].contains(action) ? "google_signin_enabled" : "email_recovery_enabled"
-            let value = [.restoreGoogleSignIn, .restoreEmailRecovery].contains(action) ? 1 : 0
+        case .revokeToken(let id, let reason):
+            try await count("UPDATE tokens SET revoked_at = \(now), revoked_reason = \(reason) WHERE id = \(id) AND revoked_at IS NULL RETURNING id")
+        case .setAccess(let account, let flag, let enabled, let eventTime):
             // OrderingRule in one statement: applied only while no newer access change is recorded.
-            var binds = PostgresBindings()
-            binds.append(value)
-            binds.append(eventTime)
-            binds.append(now)
-            binds.append(account.id)
-            let changed = try await count(PostgresQuery(unsafeSQL: """
-                UPDATE accounts SET \(column) = $1, access_changed_at = greatest(coalesce(access_changed_at, 0), $2), updated_at = $3
+            try await count(PostgresQuery(unsafeSQL: """
+                UPDATE accounts SET \(flag.rawValue) = $1, access_changed_at = greatest(coalesce(access_changed_at, 0), $2), updated_at = $3
                 WHERE id = $4 AND coalesce(access_changed_at, 0) <= $2 RETURNING id
-                """, binds: binds))
-            return changed == 1 ? "\(column) = \(value == 1)" : OrderingRule.superseded
-        case .flagForReview:
-            _ = try await count("UPDATE accounts SET flagged_for_review = 1, updated_at = \(now) WHERE id = \(account.id) RETURNING id")
-            return "flagged_for_review = true"
-        case .heightenMonitoring:
-            _ = try await count("UPDATE accounts SET heightened_monitoring = 1, updated_at = \(now) WHERE id = \(account.id) RETURNING id")
-            return "heightened_monitoring = true"
-        case .recordVerification, .logOnly:
-            return "logged"
+                """, binds: try Self.bindings(enabled ? 1 : 0, eventTime, now, account)))
+        case .raise(let account, let flag):
+            try await count(PostgresQuery(unsafeSQL: "UPDATE accounts SET \(flag.rawValue) = 1, updated_at = $1 WHERE id = $2 RETURNING id",
+                binds: try Self.bindings(now, account)))
         }
     }
 }

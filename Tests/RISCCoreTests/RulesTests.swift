@@ -67,3 +67,46 @@ struct RulesTests {
         #expect(sessions.filter { $0 <= OrderingRule.sessionCutoff(eventTime: 1_000) } == [999, 1_000, 1_000.5, 1_001])
     }
 }
+
+/// Issue 25: what each action does to an account is decided once, in Core, for every store.
+@Suite("Account actions: one decision for every store")
+struct AccountActionsTests {
+    static func plan(_ events: String, iat: Double = 2_000) throws -> ActionPlan {
+        let payload = #"{"iss":"https://accounts.google.com/","aud":"a","iat":"# + "\(iat)" + #","jti":"j","events":{"# + events + "}}"
+        return ActionPlan.plan(for: try SecurityEventToken(payload: Array(payload.utf8)), table: .default)
+    }
+
+    static let alice = #"{"subject":{"subject_type":"iss_sub","iss":"https://accounts.google.com/","sub":"alice"}"#
+    static let risc = "https://schemas.openid.net/secevent/risc/event-type/"
+
+    @Test("a hijacking is primitives on the account found; results come from the rows changed")
+    func hijacking() throws {
+        let plan = try Self.plan(#""\#(Self.risc)account-disabled":\#(Self.alice),"reason":"hijacking"}"#)
+        let lookups = AccountActions.lookups(for: plan.steps[0], keyIssuer: "https://accounts.google.com", tokenKey: [])
+        #expect(lookups == [.subject(issuer: "https://accounts.google.com", subject: "alice")])
+        let account = AccountActions.Account(id: 7, accessChangedAt: 1_000)
+        let planned = AccountActions.plan(plan, accounts: [account]) { _, _ in false }
+        let primitives = planned.compactMap { planned -> AccountActions.Primitive? in
+            if case .primitive(let primitive) = planned.work { return primitive }
+            return nil
+        }
+        #expect(primitives.contains(.endSessions(account: 7, createdBy: 2_001, googleOnly: false, reason: "account-disabled:hijacking")))
+        #expect(primitives.contains(.setAccess(account: 7, flag: .googleSignIn, enabled: false, eventTime: 2_000)))
+        #expect(primitives.contains(.revokeTokens(account: 7, kind: .linked, reason: "account-disabled:hijacking")))
+        let results = planned.map { $0.result { primitive in if case .endSessions = primitive { 2 } else { 1 } } }
+        #expect(results.contains("ended 2 sessions") && results.contains("google_signin_enabled = false") && results.contains("revoked 1 token"))
+    }
+
+    @Test("an older access change is superseded before any statement; applied actions are not redone; nobody known is a no-op")
+    func decisions() throws {
+        let plan = try Self.plan(#""\#(Self.risc)account-enabled":\#(Self.alice)}"#)
+        let newer = AccountActions.Account(id: 7, accessChangedAt: 3_000)
+        #expect(AccountActions.plan(plan, accounts: [newer]) { _, _ in false }.map { $0.result { _ in 1 } } == [OrderingRule.superseded, OrderingRule.superseded])
+        let planned = AccountActions.plan(plan, accounts: [AccountActions.Account(id: 7, accessChangedAt: nil)]) { _, _ in true }
+        #expect(planned.allSatisfy { !$0.isNew } && planned.map { $0.result { _ in 1 } }.allSatisfy { $0 == "already applied" })
+        #expect(AccountActions.plan(plan, accounts: [nil]) { _, _ in false }.map { $0.result { _ in 1 } }.allSatisfy { $0 == ActionOutcome.unknownSubject })
+        // The primitive answered "nothing changed": the ordering rule held in the statement.
+        let restore = AccountActions.plan(plan, accounts: [AccountActions.Account(id: 7, accessChangedAt: nil)]) { _, _ in false }
+        #expect(restore.map { $0.result { _ in 0 } }.allSatisfy { $0 == OrderingRule.superseded })
+    }
+}

@@ -15,29 +15,18 @@ struct EmbeddedActionApplier {
     /// - Parameter fresh: the SET was stored in this very transaction, so nothing can have been
     ///   applied for it yet (skips the per-action lookup).
     func apply(_ plan: ActionPlan, setID: Int64, keyIssuer: String, now: Double, fresh: Bool = false) throws -> [Outcome] {
-        var outcomes: [Outcome] = []
-        for step in plan.steps {
-            let account = try resolve(step, keyIssuer: keyIssuer)
-            for action in step.actions {
-                if !fresh, try alreadyApplied(setID: setID, eventIndex: step.eventIndex, action: action) {
-                    outcomes.append(Outcome(action: action, eventIndex: step.eventIndex, result: "already applied"))
-                    continue
-                }
-                let result: String
-                if let fixed = ActionOutcome.accountFree(action, step: step) {
-                    result = fixed
-                } else if let account {
-                    result = try perform(action, step: step, account: account, eventTime: plan.eventTime, now: now)
-                } else {
-                    result = ActionOutcome.unknownSubject
-                }
+        let accounts = try plan.steps.map { try resolve($0, keyIssuer: keyIssuer) }
+        let applied = fresh ? [] : try appliedActions(setID: setID)
+        let planned = AccountActions.plan(plan, accounts: accounts) { applied.contains("\($0)/\($1.rawValue)") }
+        return try planned.map { planned in
+            let result = try planned.result { try execute($0, now: now) }
+            if planned.isNew {
                 try connection.cached(
                     "INSERT INTO applied_actions (set_id, event_index, action, applied_at, result) VALUES (?1, ?2, ?3, ?4, ?5)"
-                ).run([.int(setID), .int(Int64(step.eventIndex)), .text(action.rawValue), .double(now), .text(result)])
-                outcomes.append(Outcome(action: action, eventIndex: step.eventIndex, result: result))
+                ).run([.int(setID), .int(Int64(planned.eventIndex)), .text(planned.action.rawValue), .double(now), .text(result)])
             }
+            return planned.outcome(result)
         }
-        return outcomes
     }
 
     /// See `WorkQueue.tokensToRevoke`.
@@ -75,111 +64,71 @@ struct EmbeddedActionApplier {
         for token in tokens { try statement.run([.double(now), .text(token.reason), .int(token.id)]) }
     }
 
-    private func alreadyApplied(setID: Int64, eventIndex: Int, action: Action) throws -> Bool {
-        let statement = try connection.cached(
-            "SELECT 1 FROM applied_actions WHERE set_id = ?1 AND event_index = ?2 AND action = ?3")
-        try statement.bind([.int(setID), .int(Int64(eventIndex)), .text(action.rawValue)])
+    /// The (event index, action) pairs applied for `setID` before, as `index/action`.
+    private func appliedActions(setID: Int64) throws -> Set<String> {
+        let statement = try connection.cached("SELECT event_index, action FROM applied_actions WHERE set_id = ?1")
+        try statement.bind([.int(setID)])
         defer { statement.reset() }
-        return try statement.step()
+        var applied = Set<String>()
+        while try statement.step() { applied.insert("\(statement.int(0))/\(statement.text(1) ?? "")") }
+        return applied
     }
 
-    /// The account an event is about: by Google subject; for token-revoked, by the token;
-    /// by email as a last resort. nil: not one of ours (a logged no-op, never a failure).
-    private func resolve(_ step: ActionPlan.Step, keyIssuer: String) throws -> (id: Int64, tokenID: Int64?, accessChangedAt: Double?)? {
-        switch step.subject {
-        case .oauthToken(let identifier)?:
-            let column: String, value: String
-            switch identifier.algorithm {
-            case .prefix:
-                column = "prefix_mac"
-                value = TokenFingerprint.prefixMAC(identifier.token, key: tokenKey)
-            case .hashSHA512SHA512:
-                guard let hash = TokenFingerprint.normalizedHash(identifier.token) else { return nil }
-                column = "hash"
-                value = hash
-            default:
-                return nil
+    /// The account an event is about (`AccountActions.lookups`); nil: not one of ours.
+    private func resolve(_ step: ActionPlan.Step, keyIssuer: String) throws -> AccountActions.Account? {
+        for lookup in AccountActions.lookups(for: step, keyIssuer: keyIssuer, tokenKey: tokenKey) {
+            switch lookup {
+            case .token(let column, let value):
+                let statement = try connection.cached("""
+                    SELECT t.account_id, t.id, t.\(column.rawValue), a.access_changed_at FROM tokens t JOIN accounts a ON a.id = t.account_id
+                    WHERE t.\(column.rawValue) = ?1 AND t.revoked_at IS NULL ORDER BY t.id LIMIT 1
+                    """)
+                try statement.bind([.text(value)])
+                defer { statement.reset() }
+                guard try statement.step(), TokenFingerprint.constantTimeEquals(statement.text(2) ?? "", value) else { return nil }
+                return .init(id: statement.int(0), tokenID: statement.int(1), accessChangedAt: statement.isNull(3) ? nil : statement.double(3))
+            case .subject(let issuer, let subject):
+                if let found = try account(where: "issuer = ?1 AND subject = ?2", [.text(issuer), .text(subject)]) { return found }
+            case .email(let email):
+                if let found = try account(where: "email = ?1", [.text(email)]) { return found }
             }
-            let statement = try connection.cached("""
-                SELECT t.account_id, t.id, t.\(column), a.access_changed_at FROM tokens t JOIN accounts a ON a.id = t.account_id
-                WHERE t.\(column) = ?1 AND t.revoked_at IS NULL ORDER BY t.id LIMIT 1
-                """)
-            try statement.bind([.text(value)])
-            defer { statement.reset() }
-            guard try statement.step(), TokenFingerprint.constantTimeEquals(statement.text(2) ?? "", value) else { return nil }
-            return (statement.int(0), statement.int(1), statement.isNull(3) ? nil : statement.double(3))
-        case let subject?:
-            if let (issuer, sub) = subject.googleSubject {
-                let scope = SETPolicy.issuerScope(issuer ?? keyIssuer)
-                if let found = try account(where: "issuer = ?1 AND subject = ?2", [.text(scope), .text(sub)]) { return found }
-            }
-            if let email = subject.email {
-                return try account(where: "email = ?1", [.text(email.lowercased())])
-            }
-            return nil
-        case nil:
-            return nil
         }
+        return nil
     }
 
-    private func account(where condition: String, _ values: [SQLiteValue]) throws -> (id: Int64, tokenID: Int64?, accessChangedAt: Double?)? {
-        let statement = try connection.cached("SELECT id, access_changed_at FROM accounts WHERE \(condition) LIMIT 1")
+    private func account(where condition: String, _ values: [SQLiteValue]) throws -> AccountActions.Account? {
+        let statement = try connection.cached("SELECT id, access_changed_at FROM accounts WHERE \(condition) ORDER BY id LIMIT 1")
         try statement.bind(values)
         defer { statement.reset() }
         guard try statement.step() else { return nil }
-        return (statement.int(0), nil, statement.isNull(1) ? nil : statement.double(1))
+        return .init(id: statement.int(0), accessChangedAt: statement.isNull(1) ? nil : statement.double(1))
     }
 
-    private func perform(
-        _ action: Action, step: ActionPlan.Step, account: (id: Int64, tokenID: Int64?, accessChangedAt: Double?),
-        eventTime: Double, now: Double
-    ) throws -> String {
-        let reason = step.recordedReason
-        // The ordering rule's cheap early answer from the account as resolved; the UPDATE below
-        // checks it again atomically, which is what makes it hold under concurrent writers.
-        if action.changesAccess, !OrderingRule.accessChangeApplies(eventTime: eventTime, lastAccessChange: account.accessChangedAt) {
-            return OrderingRule.superseded
+    /// Runs one primitive; the rows it changed.
+    private func execute(_ primitive: AccountActions.Primitive, now: Double) throws -> Int {
+        let (sql, values): (String, [SQLiteValue])
+        switch primitive {
+        case .endSessions(let account, let createdBy, let googleOnly, let reason):
+            sql = "UPDATE sessions SET ended_at = ?1, ended_reason = ?2 WHERE account_id = ?3 AND ended_at IS NULL AND created_at <= ?4"
+                + (googleOnly ? " AND via_google = 1" : "")
+            values = [.double(now), .text(reason), .int(account), .double(createdBy)]
+        case .revokeTokens(let account, let kind, let reason):
+            sql = "UPDATE tokens SET revoked_at = ?1, revoked_reason = ?2 WHERE account_id = ?3 AND kind = ?4 AND revoked_at IS NULL"
+            values = [.double(now), .text(reason), .int(account), .text(kind.rawValue)]
+        case .revokeToken(let id, let reason):
+            sql = "UPDATE tokens SET revoked_at = ?1, revoked_reason = ?2 WHERE id = ?3 AND revoked_at IS NULL"
+            values = [.double(now), .text(reason), .int(id)]
+        case .setAccess(let account, let flag, let enabled, let eventTime):
+            sql = """
+                UPDATE accounts SET \(flag.rawValue) = ?1, access_changed_at = max(coalesce(access_changed_at, 0), ?2), updated_at = ?3
+                WHERE id = ?4 AND coalesce(access_changed_at, 0) <= ?2
+                """
+            values = [.int(enabled ? 1 : 0), .double(eventTime), .double(now), .int(account)]
+        case .raise(let account, let flag):
+            sql = "UPDATE accounts SET \(flag.rawValue) = 1, updated_at = ?1 WHERE id = ?2"
+            values = [.double(now), .int(account)]
         }
-        func update(_ sql: String, _ values: [SQLiteValue]) throws -> Int {
-            try connection.cached(sql).run(values)
-            return Int(sqlite3Changes())
-        }
-        switch action {
-        case .endSessions, .endGoogleSessions:
-            let google = action == .endGoogleSessions ? " AND via_google = 1" : ""
-            let n = try update(
-                "UPDATE sessions SET ended_at = ?1, ended_reason = ?2 WHERE account_id = ?3 AND ended_at IS NULL AND created_at <= ?4\(google)",
-                // `iat` has whole seconds: a session opened within that second counts as before it.
-                [.double(now), .text(reason), .int(account.id), .double(OrderingRule.sessionCutoff(eventTime: eventTime))])
-            return "ended \(n) session\(n == 1 ? "" : "s")"
-        case .deleteGoogleTokens, .revokeLinkedTokens:
-            let kind = action == .deleteGoogleTokens ? "google_refresh" : "linked"
-            let n = try update(
-                "UPDATE tokens SET revoked_at = ?1, revoked_reason = ?2 WHERE account_id = ?3 AND kind = ?4 AND revoked_at IS NULL",
-                [.double(now), .text(reason), .int(account.id), .text(kind)])
-            return "revoked \(n) token\(n == 1 ? "" : "s")"
-        case .revokeToken:
-            guard let tokenID = account.tokenID else { return "no matching token" }
-            let n = try update(
-                "UPDATE tokens SET revoked_at = ?1, revoked_reason = ?2 WHERE id = ?3 AND revoked_at IS NULL",
-                [.double(now), .text(reason), .int(tokenID)])
-            return n == 1 ? "revoked the matching token" : "token already revoked"
-        case .suspendGoogleSignIn, .restoreGoogleSignIn, .suspendEmailRecovery, .restoreEmailRecovery:
-            let column = [.suspendGoogleSignIn, .restoreGoogleSignIn].contains(action) ? "google_signin_enabled" : "email_recovery_enabled"
-            let value: Int64 = [.restoreGoogleSignIn, .restoreEmailRecovery].contains(action) ? 1 : 0
-            // OrderingRule in one statement: applied only while no newer access change is recorded.
-            let changed = try update(
-                "UPDATE accounts SET \(column) = ?1, access_changed_at = max(coalesce(access_changed_at, 0), ?2), updated_at = ?3 WHERE id = ?4 AND coalesce(access_changed_at, 0) <= ?2",
-                [.int(value), .double(eventTime), .double(now), .int(account.id)])
-            return changed == 1 ? "\(column) = \(value == 1)" : OrderingRule.superseded
-        case .flagForReview, .heightenMonitoring:
-            let column = action == .flagForReview ? "flagged_for_review" : "heightened_monitoring"
-            _ = try update("UPDATE accounts SET \(column) = 1, updated_at = ?1 WHERE id = ?2", [.double(now), .int(account.id)])
-            return "\(column) = true"
-        case .recordVerification, .logOnly:
-            return "logged"
-        }
+        try connection.cached(sql).run(values)
+        return Int(connection.changes)
     }
-
-    private func sqlite3Changes() -> Int64 { connection.changes }
 }
