@@ -214,7 +214,7 @@ public final class PostgresEventStore: EventStore, Sendable {
         let end = Date().timeIntervalSince1970
         return zip(outcomes, lines).map { outcome, lines in
             guard case .accepted = outcome else { return (outcome, []) }
-            return (outcome, lines.map { var line = $0; line["latency_us"] = .number(((end - now) * 1e6).rounded()); return line })
+            return (outcome, lines.map { var line = $0; line.latency = end - now; return line })
         }
     }
 
@@ -253,7 +253,7 @@ public final class PostgresEventStore: EventStore, Sendable {
                         logger: logger)
                     if guarded { try await connection.query("RELEASE inline", logger: logger) }
                     line["actions"] = ActionOutcome.json(applied)
-                    line["latency_us"] = .number(((Date().timeIntervalSince1970 - now) * 1e6).rounded())
+                    line.latency = Date().timeIntervalSince1970 - now
                     results[index].followUp = [line] + verifications
                 } catch {
                     guard guarded else { throw InlineActionsFailed() }
@@ -262,7 +262,7 @@ public final class PostgresEventStore: EventStore, Sendable {
                     applier.forget(setID: id)
                     try await connection.query(
                         "UPDATE sets SET state = 'pending', attempts = 0, processed_at = NULL WHERE id = \(id)", logger: logger)
-                    line["outcome"] = "deferred"
+                    line.outcome = .deferred
                     line["error"] = .string(String(describing: error).prefix(300).description)
                     results[index].followUp = [line]
                     pending += 1

@@ -45,7 +45,7 @@ struct AdminAccountsController: Sendable {
                 let now = Date().timeIntervalSince1970
                 let (removed, queued) = try await accounts.unlink(subject: subject, issuer: issuer, notices: notices, now: now)
                 guard removed > 0 else { return Responses.json(#"{"error":"not_found"}"#, status: .notFound) }
-                record("unlinked", subject: subject, now: now, ["notices_queued": .number(Double(queued))])
+                record(.unlinked, subject: subject, now: now, ["notices_queued": .number(Double(queued))])
                 // `notices_queued` only where notices are on: the answer is unchanged for sites without them.
                 return Responses.json(
                     notices == nil ? #"{"unlinked":\#(removed)}"# : #"{"unlinked":\#(removed),"notices_queued":\#(queued)}"#, status: .ok)
@@ -148,13 +148,13 @@ struct AdminAccountsController: Sendable {
             subject: subject, issuer: json["issuer"]?.stringValue, hashes: hashes, tokenType: tokenType, reason: LinkedTokenRevocation.siteReason,
             notices: notices, now: now)
         else { return Responses.json(#"{"error":"not_found"}"#, status: .notFound) }
-        record("linked_tokens_revoked", subject: subject, now: now, result.json.objectValue ?? [:])
+        record(.linkedTokensRevoked, subject: subject, now: now, result.json.objectValue ?? [:])
         return Responses.json(result.json.serialized, status: .ok)
     }
 
     /// The event-log line of a change the site made through the API.
-    private func record(_ outcome: String, subject: String, now: Double, _ fields: JSONObject) {
-        var line = EventLogRecord(step: "site", outcome: outcome, time: now)
+    private func record(_ outcome: EventLogRecord.Outcome, subject: String, now: Double, _ fields: JSONObject) {
+        var line = EventLogRecord(step: .site, outcome: outcome, time: now)
         line["source"] = "admin_api"
         line["subject"] = .string(Printable.safe(subject, maxBytes: 200))
         line["notices"] = .bool(notices != nil)
@@ -192,4 +192,9 @@ struct AdminAccountsController: Sendable {
         }
         return added ? Responses.json(#"{"status":"added"}"#, status: .created) : Responses.json(#"{"error":"not_found"}"#, status: .notFound)
     }
+}
+
+extension EventLogRecord.Outcome {
+    /// What the site changed through the account API (`step: site`).
+    static let unlinked = Self(rawValue: "unlinked"), linkedTokensRevoked = Self(rawValue: "linked_tokens_revoked")
 }

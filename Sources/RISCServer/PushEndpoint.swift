@@ -148,7 +148,7 @@ final class PushEndpoint: Service, Sendable {
             return current != reason
         }
         if started {
-            var record = EventLogRecord(step: "outage", outcome: "started", time: Date().timeIntervalSince1970)
+            var record = EventLogRecord(step: .outage, outcome: .started, time: Date().timeIntervalSince1970)
             record["reason"] = .string(reason)
             intake.log.record(record)
         }
@@ -163,7 +163,7 @@ final class PushEndpoint: Service, Sendable {
             return current
         }
         if let ended {
-            var record = EventLogRecord(step: "outage", outcome: "ended", time: Date().timeIntervalSince1970)
+            var record = EventLogRecord(step: .outage, outcome: .ended, time: Date().timeIntervalSince1970)
             record["reason"] = .string(ended)
             intake.log.record(record)
         }
@@ -227,7 +227,7 @@ final class PushEndpoint: Service, Sendable {
 
     /// The event-log line of a request refused before any SET was read from it.
     func rejectedRecord(status: HTTPResponseStatus, remote: String?) -> EventLogRecord {
-        var record = EventLogRecord(step: "received", outcome: "rejected", time: Date().timeIntervalSince1970)
+        var record = EventLogRecord(step: .received, outcome: .rejected, time: Date().timeIntervalSince1970)
         record["http_status"] = .number(Double(status.code))
         if let remote { record["remote"] = .string(remote) }
         return record
@@ -252,7 +252,7 @@ final class PushEndpoint: Service, Sendable {
     /// A client closed for having more pipelined requests waiting than its bound (it does not
     /// read its answers): counted, and logged (sampled).
     func overflowed(remote: String?) {
-        var record = EventLogRecord(step: "connection", outcome: "closed", time: Date().timeIntervalSince1970)
+        var record = EventLogRecord(step: .connection, outcome: .closed, time: Date().timeIntervalSince1970)
         record["reason"] = "pipelined_requests_over_limit"
         if let remote { record["remote"] = .string(remote) }
         metrics?.connectionOverflowed()
@@ -276,7 +276,7 @@ final class PushEndpoint: Service, Sendable {
         }
         guard let count else { return }
         let limit = refusal == .total ? settings.maxConnections : settings.maxConnectionsPerAddress
-        var record = EventLogRecord(step: "connection", outcome: "refused", time: now)
+        var record = EventLogRecord(step: .connection, outcome: .refused, time: now)
         record["reason"] = .string(refusal.rawValue)
         record["count"] = .number(Double(count))
         record["limit"] = .number(Double(limit))
@@ -669,7 +669,7 @@ final class PushHandler: ChannelDuplexHandler {
     private func limited(_ context: ChannelHandlerContext, _ head: HTTPRequestHead, _ remote: String?) -> Bool {
         if let limiter = endpoint.limiter, let remote, let limited = limiter.check(remote, now: Date().timeIntervalSince1970) {
             if let count = limited.log {
-                var record = EventLogRecord(step: "received", outcome: "limited", time: Date().timeIntervalSince1970)
+                var record = EventLogRecord(step: .received, outcome: .limited, time: Date().timeIntervalSince1970)
                 record["remote"] = .string(remote)
                 record["http_status"] = 429
                 record["count"] = .number(Double(count))

@@ -61,11 +61,9 @@ public final class Receiver: Sendable {
         let actionTarget = configuration.webhookURL == nil ? "accounts" : "webhook"
         metrics = ReceiverMetrics(
             factory: metricsFactory, version: configuration.build.version, commit: configuration.build.commit, actionTarget: actionTarget)
-        // Every writer but SIGHUP's reopen goes through the counting log: the workers' attempts
-        // are the action metrics.
-        let log = MetricsEventLog(base: eventLog, metrics: metrics, target: actionTarget)
+        let log: any EventLog = eventLog
         let noticeKeys = try ReceiverStorage.noticeKeys(configuration: configuration, logger: logger)
-        storage = try ReceiverStorage.open(configuration: configuration, log: log, logger: logger, noticeKeys: noticeKeys)
+        storage = try ReceiverStorage.open(configuration: configuration, log: log, metrics: metrics, logger: logger, noticeKeys: noticeKeys)
         if let file = configuration.jwksFile {
             guard let data = FileManager.default.contents(atPath: file) else {
                 throw ConfigurationError(problems: ["jwks_file: cannot read \(file)"])
@@ -130,7 +128,7 @@ public final class Receiver: Sendable {
             let secret = try Self.readSecret(secretFile, setting: "linking.client_secret_file")  // its length: preflight
             revocation = RevocationIntake(
                 policy: RevocationPolicy(clientID: clientID, clientSecret: secret, tokenTypes: Set(configuration.linkingRevocationTokenTypes)),
-                store: storage.events, log: log, signingKey: LocalSET.signingKey(tokenKey: storage.tokenKey),
+                store: storage.events, log: log, metrics: metrics, signingKey: LocalSET.signingKey(tokenKey: storage.tokenKey),
                 clock: { Date().timeIntervalSince1970 })
         }
         let push = PushEndpoint(
@@ -169,7 +167,9 @@ public final class Receiver: Sendable {
         let adminApp = adminApplication(adminRouter, host: configuration.adminHost, port: configuration.adminPort, ports: adminPort)
 
         onHangup = Hangup(eventLog: eventLog, tls: tls, adminTLS: adminTLS, metrics: metrics, logger: logger)
-        var services: [any Service] = [HangupHandler(hangup: onHangup)]
+        // Started in this order; on SIGTERM stopped in the reverse one: the public listener drains
+        // first, the storage (its workers, then the store) stops last.
+        var services: [any Service] = [ReceiverStorage.StorageService(storage: storage), HangupHandler(hangup: onHangup)]
         if let cache { services.append(KeyRefresher(cache: cache)) }
         if configuration.retention.isOn {
             services.append(
@@ -194,7 +194,7 @@ public final class Receiver: Sendable {
     /// Runs until SIGTERM/SIGINT (or `shutdown()`), then closes the store and the event log.
     public func run() async throws {
         if let cache { await cache.refreshNow() }  // warm the keys before the first request
-        var startup = EventLogRecord(step: "serve", outcome: "started", time: Date().timeIntervalSince1970)
+        var startup = EventLogRecord(step: .serve, outcome: .started, time: Date().timeIntervalSince1970)
         startup["events_path"] = .string(configuration.eventsPath)
         startup["tls"] = .bool(configuration.tlsCertificate != nil)
         if let tls = onHangup.tls { startup["tls_not_after"] = .string(Timestamp.iso8601(tls.notValidAfter)) }
@@ -203,15 +203,16 @@ public final class Receiver: Sendable {
         startup["store"] = .string(storage.backendName)
         let result: Result<Void, any Error>
         do {
+            // Before any listener: a shared store is migrated and checked (waiting for a server not
+            // up yet) before the first SET could be acknowledged.
             try await storage.prepare(logger: logger)
             eventLog.record(startup)
-            storage.start()
             do { result = .success(try await group.run()) } catch { result = .failure(error) }
-            eventLog.record(EventLogRecord(step: "serve", outcome: "stopped", time: Date().timeIntervalSince1970))
+            eventLog.record(EventLogRecord(step: .serve, outcome: .stopped, time: Date().timeIntervalSince1970))
         } catch {
             result = .failure(error)  // the shared store refused us: nothing was started
+            await storage.stop()
         }
-        await storage.stop()
         eventLog.close()
         directoryLock.release()
         publicPort.finish()
@@ -430,7 +431,7 @@ struct Hangup: Sendable {
     func reloadTLS() -> Bool {
         var reloaded = !listeners.isEmpty
         for (name, tls) in listeners {
-            var record = EventLogRecord(step: "tls", outcome: "reloaded", time: Date().timeIntervalSince1970)
+            var record = EventLogRecord(step: .tls, outcome: .reloaded, time: Date().timeIntervalSince1970)
             record["listener"] = .string(name)
             do {
                 let loaded = try tls.reload()
@@ -440,7 +441,7 @@ struct Hangup: Sendable {
                     "TLS certificate reloaded", metadata: ["risc.listener": "\(name)", "risc.not_after": "\(Timestamp.iso8601(loaded.notValidAfter))"])
                 noteCertificate(listener: name, notValidAfter: loaded.notValidAfter)
             } catch {
-                record["outcome"] = "failed"
+                record.outcome = .failed
                 record["error"] = .string(String(describing: error).prefix(300).description)
                 eventLog.record(record)
                 logger.error(
@@ -503,7 +504,7 @@ struct RetentionService: Service {
             logger.error("retention pass failed; retried at the next interval", metadata: ["risc.error": "\(error)"])
         }
         if total != RetentionPass() {
-            var record = EventLogRecord(step: "retention", outcome: "pruned", time: Date().timeIntervalSince1970)
+            var record = EventLogRecord(step: .retention, outcome: .pruned, time: Date().timeIntervalSince1970)
             record["stripped"] = .number(Double(total.stripped))
             record["forgotten"] = .number(Double(total.forgotten))
             log.record(record)

@@ -51,7 +51,7 @@ public final class ReceiverMetrics: IntakeMetrics, Sendable {
     static let intakeBounds: [Double] = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1]
 
     static let setOutcomes = ["accepted", "duplicate", "failed", "limited", "malformed", "too_large"]
-    static let actionOutcomes = ["applied", "failed", "dead_lettered", "lease_lost", "deferred"]
+    static let actionOutcomes = EventLogRecord.Outcome.actionOutcomes.map(\.rawValue)
     static let noticeOutcomes = ["published", "failed", "dead_lettered", "refused"]
 
     let factory: any MetricsFactory
@@ -79,6 +79,8 @@ public final class ReceiverMetrics: IntakeMetrics, Sendable {
     private let commitTimer: CoreMetrics.Timer
     private let openConnections: CoreMetrics.Meter
     private let overflowed: CoreMetrics.Counter
+    /// Where actions go (`accounts` or `webhook`): the `target` label of the action series.
+    let actionTarget: String
     /// Each HTTPS listener's (`public`, `admin`) certificate's notAfter, seconds since the epoch
     /// (also for `/readyz`).
     let certificateExpiries = Mutex<[String: Double]>([:])
@@ -87,6 +89,7 @@ public final class ReceiverMetrics: IntakeMetrics, Sendable {
     /// `version` and `commit` label `risc_build_info`; `actionTarget` (`accounts` or `webhook`)
     /// says which action series start at 0 (the notice series always do).
     public init(factory: (any MetricsFactory)? = nil, version: String = "unknown", commit: String = "unknown", actionTarget: String = "accounts") {
+        self.actionTarget = actionTarget
         if let factory {
             self.factory = factory
             registry = nil
@@ -123,14 +126,16 @@ public final class ReceiverMetrics: IntakeMetrics, Sendable {
         return counter
     }
 
-    /// One action attempt (a SET's actions applied, or its webhook delivery), from the event log.
-    func observeAction(target: String, outcome: String, seconds: Double?) {
-        counter("risc_actions_total", [("target", target), ("outcome", outcome)]).increment()
-        if let seconds { timer("risc_action_duration_seconds", [("target", target)]).recordSeconds(seconds) }
+    /// One action attempt (a SET's actions applied, or its webhook delivery), as its worker or store decided it.
+    public func observeAction(outcome: EventLogRecord.Outcome, seconds: Double?) {
+        counter("risc_actions_total", [("target", actionTarget), ("outcome", outcome.rawValue)]).increment()
+        if let seconds { timer("risc_action_duration_seconds", [("target", actionTarget)]).recordSeconds(seconds) }
     }
 
-    /// One unlink-notice publish attempt.
-    func observeNotice(outcome: String) { counter("risc_notices_total", [("outcome", outcome)]).increment() }
+    /// One unlink-notice publish attempt (`refused`: a queued row risc did not make, dead-lettered).
+    public func observeNotice(outcome: EventLogRecord.Outcome, refused: Bool) {
+        counter("risc_notices_total", [("outcome", refused ? "refused" : outcome.rawValue)]).increment()
+    }
 
     // The public listener's connections.
     func setConnectionLimit(_ limit: Int) { gauge("risc_push_connections_limit", Double(limit)) }

@@ -4,6 +4,7 @@ import RISCClient
 import RISCCore
 import RISCPostgres
 import RISCStore
+import ServiceLifecycle
 import Synchronization
 
 /// The one factory that gives a receiver its storage, as the configuration chooses: the embedded
@@ -62,7 +63,8 @@ public enum ReceiverStorage: Sendable {
     /// `noticeKeys`: the receiver's unlink-notice keys, which its public listener also publishes
     /// (read from the configuration when not given).
     public static func open(
-        configuration: ReceiverConfiguration, log: any EventLog, logger: Logger, noticeKeys: TransmitterKeyCache? = nil
+        configuration: ReceiverConfiguration, log: any EventLog, metrics: (any WorkMetrics)? = nil, logger: Logger,
+        noticeKeys: TransmitterKeyCache? = nil
     ) throws -> ReceiverStorage {
         let sink = try makeSink(configuration: configuration)
         let publisher = try makePublisher(configuration: configuration, keys: noticeKeys)
@@ -73,7 +75,7 @@ public enum ReceiverStorage: Sendable {
             // One worker: the store has one writer. It waits while acknowledgements do.
             let workers = makeWorkers(
                 queue: queue, tokenKey: queue.tokenKey, count: 1, batch: 8, configuration: configuration, sink: sink, publisher: publisher,
-                log: log, logger: logger, deferWhile: { store.isBusy })
+                log: log, metrics: metrics, logger: logger, deferWhile: { store.isBusy })
             if sink == nil {
                 // Embedded account store: apply each SET's actions in the transaction that stores it.
                 try store.enableInlineActions(
@@ -93,7 +95,7 @@ public enum ReceiverStorage: Sendable {
         // inline). Webhook deliveries go one at a time, so their batch stays small.
         let workers = makeWorkers(
             queue: store.queue, tokenKey: store.tokenKey, count: sharedWorkers, batch: sink == nil ? 64 : 8, configuration: configuration,
-            sink: sink, publisher: publisher, log: log, logger: logger)
+            sink: sink, publisher: publisher, log: log, metrics: metrics, logger: logger)
         return .shared(SharedStorage(store: store, workers: workers))
     }
 
@@ -101,7 +103,8 @@ public enum ReceiverStorage: Sendable {
     /// delivering to `sink`; with `publisher`, one more that publishes unlink notices alone.
     static func makeWorkers(
         queue: any WorkQueue, tokenKey: [UInt8], count: Int, batch: Int, configuration: ReceiverConfiguration, sink: (any ActionSink)?,
-        publisher: (any NoticePublisher)?, log: any EventLog, logger: Logger, deferWhile: (@Sendable () -> Bool)? = nil
+        publisher: (any NoticePublisher)?, log: any EventLog, metrics: (any WorkMetrics)?, logger: Logger,
+        deferWhile: (@Sendable () -> Bool)? = nil
     ) -> [QueueWorker] {
         // A webhook claim must outlive its deliveries: a batch of slow answers is not a dead receiver.
         let lease = sink == nil ? configuration.queueLease : max(configuration.queueLease, Double(batch) * (configuration.webhookTimeout + 5) + 30)
@@ -113,7 +116,7 @@ public enum ReceiverStorage: Sendable {
             settings.deferWhile = deferWhile
             return QueueWorker(
                 queue: queue, settings: settings, table: configuration.actionTable, retry: configuration.retry, sink: sink, log: log,
-                logger: logger)
+                metrics: metrics, logger: logger)
         }
         if let publisher {
             // Notices a few per claim, the lease outliving their calls.
@@ -123,7 +126,7 @@ public enum ReceiverStorage: Sendable {
             settings.scope = .notices
             workers.append(QueueWorker(
                 queue: queue, settings: settings, retry: configuration.retry, notices: NoticeSending(publisher: publisher, tokenKey: tokenKey),
-                log: log, logger: logger))
+                log: log, metrics: metrics, logger: logger))
         }
         return workers
     }
@@ -255,6 +258,19 @@ public enum ReceiverStorage: Sendable {
             await Self.stop(embedded.workers)
             embedded.store.close()
         case .shared(let shared): await shared.stop()
+        }
+    }
+
+    /// The storage as a service of the receiver's group: its workers start with the group and, on
+    /// shutdown, finish the batch in hand before the store closes (the group stops it after
+    /// everything started after it, the listeners included).
+    struct StorageService: Service {
+        let storage: ReceiverStorage
+
+        func run() async throws {
+            storage.start()
+            try? await gracefulShutdown()
+            await storage.stop()
         }
     }
 

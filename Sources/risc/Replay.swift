@@ -218,7 +218,7 @@ extension RiscCommand {
                 ids = try admin.requeue(ids: admin.ids(try selection()))
                 guard !ids.isEmpty else { throw ValidationError("no stored SET matches") }
                 for row in try admin.rows(ids: ids) {
-                    var record = EventLogRecord(step: "replayed", outcome: "requeued", time: Date().timeIntervalSince1970)
+                    var record = EventLogRecord(step: .replayed, outcome: .requeued, time: Date().timeIntervalSince1970)
                     let outcome = row.outcomeJSON
                     record["jti"] = outcome["jti"]
                     record["events"] = outcome["events"]

@@ -58,8 +58,8 @@ struct JSONParserTests {
         #expect(JSONValue.string(controls).serialized == #""\u009b2J\u0085\u202ex\u200f\u2066\u2069\u061cé‰\#u{202F}⁰\#u{A0}""#)
         #expect(try JSONParser.parse(Array(JSONValue.string(controls).serialized.utf8)) == .string(controls))
         var bytes: [UInt8] = []
-        EventLogRecord(step: "s", outcome: "o", time: 0).write(to: &bytes)
-        #expect(String(decoding: bytes, as: UTF8.self) == #"{"v":1,"ts":"1970-01-01T00:00:00.000000Z","step":"s","outcome":"o"}"# + "\n")
+        EventLogRecord(step: .log, outcome: .dropped, time: 0).write(to: &bytes)
+        #expect(String(decoding: bytes, as: UTF8.self) == #"{"v":1,"ts":"1970-01-01T00:00:00.000000Z","step":"log","outcome":"dropped"}"# + "\n")
     }
 }
 

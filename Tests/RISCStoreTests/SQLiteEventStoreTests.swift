@@ -98,7 +98,7 @@ struct SQLiteEventStoreTests {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let path = directory + "/events.log"
         let log = try JSONLinesEventLog(path: path, flushInterval: 0.05)
-        var record = EventLogRecord(step: "received", outcome: "accepted", time: 1_800_000_000)
+        var record = EventLogRecord(step: .received, outcome: .accepted, time: 1_800_000_000)
         record["jti"] = "a"
         log.record(record)
         log.flush()

@@ -14,7 +14,7 @@ extension EventLogRecord {
     /// The start of the `applied` line of one attempt at a SET's actions (every store and worker
     /// writes one): its `jti` and which attempt this is (1 for the first).
     public static func applied(jti: String, attempt: Int, time: Double) -> EventLogRecord {
-        var record = EventLogRecord(step: "applied", outcome: "applied", time: time)
+        var record = EventLogRecord(step: .applied, outcome: .applied, time: time)
         record["jti"] = .string(jti)
         record["attempt"] = .number(Double(attempt))
         return record
@@ -22,7 +22,7 @@ extension EventLogRecord {
 
     /// The line of one attempt to publish an unlink notice (`UnlinkNotices`).
     public static func published(jti: String, attempt: Int, time: Double) -> EventLogRecord {
-        var record = EventLogRecord(step: "published", outcome: "published", time: time)
+        var record = EventLogRecord(step: .published, outcome: .published, time: time)
         record["jti"] = .string(jti)
         record["attempt"] = .number(Double(attempt))
         record["events"] = ["token-revoked"]

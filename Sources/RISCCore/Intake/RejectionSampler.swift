@@ -67,7 +67,7 @@ public final class RejectionSampler: Sendable {
             var records: [EventLogRecord] = []
             for (key, var entry) in state.entries {
                 if !entry.suppressed.isEmpty {
-                    var record = EventLogRecord(step: "received", outcome: "suppressed", time: now)
+                    var record = EventLogRecord(step: .received, outcome: .suppressed, time: now)
                     if key != "-" { record["remote"] = .string(key) }
                     record["count"] = .number(Double(entry.suppressed.values.reduce(0, +)))
                     var byOutcome = JSONObject()

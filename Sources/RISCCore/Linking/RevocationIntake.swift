@@ -10,13 +10,17 @@ public struct RevocationIntake: Sendable {
     public let policy: RevocationPolicy
     public let store: any EventStore
     public let log: any EventLog
+    /// Counts the actions the store applied inline for a call.
+    public let metrics: (any WorkMetrics)?
     /// Signs local records (`LocalSET`).
     let signingKey: [UInt8]
     let clock: @Sendable () -> Double
 
     public init(
-        policy: RevocationPolicy, store: any EventStore, log: any EventLog, signingKey: [UInt8], clock: @escaping @Sendable () -> Double
+        policy: RevocationPolicy, store: any EventStore, log: any EventLog, metrics: (any WorkMetrics)? = nil, signingKey: [UInt8],
+        clock: @escaping @Sendable () -> Double
     ) {
+        self.metrics = metrics
         self.policy = policy
         self.store = store
         self.log = log
@@ -40,7 +44,7 @@ public struct RevocationIntake: Sendable {
         completion: @escaping @Sendable (Answer) -> Void
     ) {
         let start = clock()
-        var record = EventLogRecord(step: "received", outcome: "accepted", time: start)
+        var record = EventLogRecord(step: .received, outcome: .accepted, time: start)
         record["source"] = "revocation_endpoint"
         if let remote { record["remote"] = .string(remote) }
         let request: RevocationRequest
@@ -48,7 +52,7 @@ public struct RevocationIntake: Sendable {
             request = try RevocationRequest.parse(body: body, contentType: contentType, authorization: authorization)
             try policy.check(request)
         } catch {
-            record["outcome"] = "rejected"
+            record.outcome = .rejected
             record["error"] = .string(error.code)
             record["description"] = .string(error.description)
             record["http_status"] = .number(Double(error.status))
@@ -75,21 +79,21 @@ public struct RevocationIntake: Sendable {
                 completion(failure(&record, error, start: start, retryAfter: retryAfter))
             case .success(let (outcome, followUp)):
                 if case .duplicate(_, let deliveries) = outcome {
-                    record["outcome"] = "duplicate"
+                    record.outcome = .duplicate
                     record["deliveries"] = .number(Double(deliveries))
                 }
-                record["latency_us"] = .number(((clock() - start) * 1e6).rounded())
+                record.latency = clock() - start
                 log.record(record)
-                for line in followUp { log.record(line) }
+                log.record(followUp, metrics: metrics)
                 completion(Answer(status: 200, headers: Self.noStore, body: nil, refusal: nil))
             }
         }
     }
 
     private func failure(_ record: inout EventLogRecord, _ error: any Error, start: Double, retryAfter: Int) -> Answer {
-        record["outcome"] = "failed"
+        record.outcome = .failed
         record["error"] = .string(String(describing: error).prefix(300).description)
-        record["latency_us"] = .number(((clock() - start) * 1e6).rounded())
+        record.latency = clock() - start
         log.record(record)
         let body = JSONValue.object([
             "error": "temporarily_unavailable", "error_description": "the revocation cannot be recorded right now; try again",

@@ -165,11 +165,11 @@ extension ActionPlan {
     /// trip) when its `state` was requested at `requestedAt`, `unrequested` (a state not asked
     /// for, or already answered) or `no_state`.
     public static func verificationRecord(jti: String, state: String?, requestedAt: Double?, now: Double) -> EventLogRecord {
-        var record = EventLogRecord(step: "verification", outcome: state == nil ? "no_state" : "unrequested", time: now)
+        var record = EventLogRecord(step: .verification, outcome: state == nil ? .noState : .unrequested, time: now)
         record["jti"] = .string(jti)
         if let state { record["state"] = .string(String(state.prefix(200))) }
         if let requestedAt {
-            record["outcome"] = "matched"
+            record.outcome = .matched
             record["round_trip_ms"] = .number(((now - requestedAt) * 1000).rounded())
         }
         return record

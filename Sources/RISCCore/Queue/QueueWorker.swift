@@ -42,6 +42,8 @@ public final class QueueWorker: Sendable {
     /// one found in the queue fails (and is retried, then dead-lettered) saying so.
     let notices: NoticeSending?
     let log: any EventLog
+    /// Counts each attempt with the outcome decided here (`risc_actions_total`, `risc_notices_total`).
+    let metrics: (any WorkMetrics)?
     let logger: Logger
     /// The time (seconds since 1970): when work is due, when a retry is, how long an attempt took.
     let clock: @Sendable () -> Double
@@ -50,9 +52,10 @@ public final class QueueWorker: Sendable {
 
     public init(
         queue: any WorkQueue, settings: Settings, table: ActionTable = .default, retry: RetryPolicy = RetryPolicy(),
-        sink: (any ActionSink)? = nil, notices: NoticeSending? = nil, log: any EventLog, logger: Logger,
+        sink: (any ActionSink)? = nil, notices: NoticeSending? = nil, log: any EventLog, metrics: (any WorkMetrics)? = nil, logger: Logger,
         clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
     ) {
+        self.metrics = metrics
         self.clock = clock
         self.notices = notices
         self.queue = queue
@@ -138,7 +141,7 @@ public final class QueueWorker: Sendable {
     public func rescue(now: Double) async {
         do {
             for jti in try await queue.rescueExpiredLeases(now: now) {
-                var record = EventLogRecord(step: "lease", outcome: "rescued", time: now)
+                var record = EventLogRecord(step: .lease, outcome: .rescued, time: now)
                 record["jti"] = .string(jti)
                 record["worker"] = .string(settings.owner)
                 log.record(record)
@@ -241,12 +244,12 @@ public final class QueueWorker: Sendable {
     private func record(_ prepared: Prepared, _ report: FinishReport?, _ clock: @Sendable () -> Double) {
         var record = prepared.record
         defer {
-            record["latency_us"] = .number(((clock() - prepared.start) * 1e6).rounded())
-            log.record(record)
+            record.latency = clock() - prepared.start
+            write(record, notice: prepared.notice, refused: false)
             for verification in report?.verifications ?? [] { log.record(verification) }
         }
         guard let report else {
-            record["outcome"] = "lease_lost"
+            record.outcome = .leaseLost
             return
         }
         if prepared.notice {
@@ -263,14 +266,14 @@ public final class QueueWorker: Sendable {
         let now = clock()
         let attempt = claim.attempts + 1
         let delay = retry.delay(after: error, failures: attempt, age: now - claim.retrySince)
-        record["outcome"] = delay == nil ? "dead_lettered" : "failed"
+        record.outcome = delay == nil ? .deadLettered : .failed
         if error is any Unretryable { record["refused"] = true }
         record["error"] = .string(String(describing: error).prefix(300).description)
         if let delay { record["retry_at"] = .string(Timestamp.iso8601(now + delay)) }
-        record["latency_us"] = .number(((now - start) * 1e6).rounded())
+        record.latency = now - start
         do {
             if try await !queue.fail(claim, error: String(describing: error), retryAt: delay.map { now + $0 }, now: now) {
-                record["outcome"] = "lease_lost"
+                record.outcome = .leaseLost
             }
         } catch {
             // The store itself is failing: the lease expires and the SET is rescued then.
@@ -280,6 +283,16 @@ public final class QueueWorker: Sendable {
             logger.error("dead-lettered a queued row risc will not act on", metadata: ["risc.jti": "\(Printable.safe(claim.jti))", "risc.error": "\(error)"])
         } else if delay == nil {
             logger.warning("SET dead-lettered after \(attempt) attempts", metadata: ["risc.jti": "\(claim.jti)"])
+        }
+        write(record, notice: claim.issuer == UnlinkNotices.queueIssuer, refused: error is any Unretryable)
+    }
+
+    /// Writes an attempt's line and counts it, with the outcome decided above.
+    private func write(_ record: EventLogRecord, notice: Bool, refused: Bool) {
+        if notice {
+            metrics?.observeNotice(outcome: record.outcome, refused: refused)
+        } else {
+            metrics?.observeAction(outcome: record.outcome, seconds: record.latency)
         }
         log.record(record)
     }

@@ -101,7 +101,7 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {
             dropped = 0
             condition.unlock()
             if lost > 0 {
-                var warning = EventLogRecord(step: "log", outcome: "dropped", time: Date().timeIntervalSince1970)
+                var warning = EventLogRecord(step: .log, outcome: .dropped, time: Date().timeIntervalSince1970)
                 warning["count"] = .number(Double(lost))
                 var line: [UInt8] = []
                 warning.write(to: &line)

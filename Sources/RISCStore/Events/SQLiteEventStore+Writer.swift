@@ -153,7 +153,7 @@ extension SQLiteEventStore {
                 for: plan, claims: record.claims, id: id, jti: record.tokenID, compact: record.token, connection: writer)
             if guarded { try release.run() }
             line["actions"] = EmbeddedActionApplier.json(outcomes)
-            line["latency_us"] = .number(((Date().timeIntervalSince1970 - start) * 1e6).rounded())
+            line.latency = Date().timeIntervalSince1970 - start
             logRecords.append(line)
             logRecords += verifications
             return (outcome, true)
@@ -161,7 +161,7 @@ extension SQLiteEventStore {
             guard guarded else { throw InlineActionsFailed() }
             try rollbackToSavepoint.run()
             try release.run()
-            line["outcome"] = "deferred"
+            line.outcome = .deferred
             line["error"] = .string(String(describing: error).prefix(300).description)
             logRecords.append(line)
             return (try store(record, done: nil), false)
