@@ -48,10 +48,13 @@ let package = Package(
             dependencies: ["RISCCore", "CRiscCurl", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
-        // Durable storage: the SQLite event store (group commit) and the JSON-lines event log.
+        // What a receiver keeps in its data directory besides a store: the JSON-lines event log,
+        // the data-directory lock, the token-key file. Either backend uses them.
+        .target(name: "RISCLocal", dependencies: ["RISCCore"], swiftSettings: swiftSettings),
+        // The embedded backend: SQLite in the data directory (group commit, the queue, the accounts).
         .target(
-            name: "RISCStore",
-            dependencies: ["RISCCore", "CSQLite", .product(name: "Logging", package: "swift-log")],
+            name: "RISCSQLite",
+            dependencies: ["RISCCore", "RISCLocal", "CSQLite", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         // The PostgreSQL backend (several receivers on one database): store URL, schema, durability checks.
@@ -70,7 +73,7 @@ let package = Package(
         .target(
             name: "RISCServer",
             dependencies: [
-                "RISCCore", "RISCClient", "RISCStore", "RISCPostgres",
+                "RISCCore", "RISCClient", "RISCLocal", "RISCSQLite", "RISCPostgres",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -97,7 +100,7 @@ let package = Package(
         .executableTarget(
             name: "risc",
             dependencies: [
-                "RISCCore", "RISCClient", "RISCStore", "RISCPostgres", "RISCServer", "RISCTestKit",
+                "RISCCore", "RISCClient", "RISCLocal", "RISCSQLite", "RISCPostgres", "RISCServer", "RISCTestKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -118,8 +121,8 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
-            name: "RISCStoreTests",
-            dependencies: ["RISCStore", "RISCCore", "RISCTestKit", .product(name: "Logging", package: "swift-log")],
+            name: "RISCSQLiteTests",
+            dependencies: ["RISCSQLite", "RISCLocal", "RISCCore", "RISCTestKit", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -130,7 +133,7 @@ let package = Package(
         .testTarget(
             name: "RISCServerTests",
             dependencies: [
-                "RISCServer", "RISCStore", "RISCPostgres", "RISCClient", "RISCCore", "RISCTestKit", .product(name: "Logging", package: "swift-log"),
+                "RISCServer", "RISCSQLite", "RISCLocal", "RISCPostgres", "RISCClient", "RISCCore", "RISCTestKit", .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"), .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"), .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
@@ -139,7 +142,7 @@ let package = Package(
         ),
         .testTarget(
             name: "riscTests",
-            dependencies: ["RISCTestKit", "RISCCore", "RISCClient", "RISCPostgres", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["RISCTestKit", "RISCCore", "RISCClient", "RISCLocal", "RISCPostgres", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
     ]

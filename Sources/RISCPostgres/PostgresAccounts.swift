@@ -37,7 +37,7 @@ public struct PostgresAccounts: AccountRepository {
         {
             id = value
         }
-        guard let id else { throw PostgresDatabase.NotDurable(description: "account upsert returned no row") }
+        guard let id else { throw StoreError(.failed, "account upsert returned no row") }
         if !link.sessions.isEmpty {
             try await connection.query("""
                 INSERT INTO sessions (account_id, session_id, created_at) SELECT \(id), s, \(now) FROM unnest(\(link.sessions)::text[]) AS s

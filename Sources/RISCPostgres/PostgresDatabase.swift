@@ -20,11 +20,6 @@ public final class PostgresDatabase: Sendable {
     private let runner: Task<Void, Never>
     let logger: Logger
 
-    /// The server does not promise durability: an acknowledged SET could be lost in a crash.
-    public struct NotDurable: Error, CustomStringConvertible {
-        public let description: String
-    }
-
     /// Opens a pool (it connects lazily). `password`: the contents of `store.password_file`.
     public init(url: PostgresStoreURL, password: String?, caFile: String? = nil, logger: Logger) {
         self.url = url
@@ -77,7 +72,7 @@ public final class PostgresDatabase: Sendable {
         if fsync != "on" { problems.append("fsync is \(fsync)") }
         if synchronousCommit == "off" { problems.append("synchronous_commit is off") }
         guard problems.isEmpty || acceptUnsafe else {
-            throw NotDurable(description: """
+            throw StoreError(.refused, """
                 PostgreSQL at \(url) does not make commits durable (\(problems.joined(separator: ", "))): risc answers 202 only once \
                 a SET is on disk, so it refuses this server. Turn them on, or set store.accept_unsafe_durability (never in production)
                 """)
@@ -87,7 +82,7 @@ public final class PostgresDatabase: Sendable {
 
     /// A server setting as our sessions see it.
     public func setting(_ name: String) async throws -> String {
-        guard name.allSatisfy({ $0.isLetter || $0 == "_" }) else { throw NotDurable(description: "bad setting name") }
+        guard name.allSatisfy({ $0.isLetter || $0 == "_" }) else { throw StoreError(.failed, "bad setting name") }
         let rows = try await client.query(PostgresQuery(unsafeSQL: "SHOW \(name)"), logger: logger)
         for try await value in rows.decode(String.self) { return value }
         return ""
@@ -245,18 +240,13 @@ public enum PostgresSchema {
 }
 
 extension PostgresDatabase {
-    /// The shared store's token key was refused.
-    public struct TokenKeyRefused: Error, CustomStringConvertible {
-        public let description: String
-    }
-
     /// Checks the token-fingerprint key against the check value the shared store records (and
     /// records it on first use): every receiver must fingerprint tokens with the same key, or a
     /// token linked through one would never match an event handled by another. `key` is nil when
     /// `accounts.token_key_file` is not set, which a shared store refuses.
     public func checkTokenKey(_ key: [UInt8]?, file: String?) async throws {
         guard let key, let file else {
-            throw TokenKeyRefused(description: """
+            throw StoreError(.refused, """
                 a shared store needs accounts.token_key_file: every receiver must fingerprint tokens with the same key \
                 (make one with `risc keys token-key --out FILE` and give each receiver a copy)
                 """)
@@ -271,7 +261,7 @@ extension PostgresDatabase {
             recorded = value
         }
         guard let recorded, TokenFingerprint.constantTimeEquals(recorded, check) else {
-            throw TokenKeyRefused(description: """
+            throw StoreError(.refused, """
                 accounts.token_key_file \(file) is not the key this shared store's token fingerprints were made with \
                 (check value \(check.prefix(12))…, the store's \((recorded ?? "").prefix(12))…): give every receiver the same key file
                 """)

@@ -63,7 +63,7 @@ extension PostgresEventStore: StoreHealth {
                 }
             }
             return (true, nil)
-        } catch is StoreTimeout {
+        } catch let error as StoreError where error.code == .timeout {
             return (false, "PostgreSQL did not take a write within \(String(format: "%g", seconds)) s")
         } catch {
             return (false, "PostgreSQL: \(String(reflecting: error).prefix(200))")

@@ -92,7 +92,7 @@ public final class PostgresEventStore: EventStore, Sendable {
             let left = commitDeadline - (now - (batch.map(\.since).min() ?? now))
             let live = left > 0 ? batch : []
             for waiting in batch where left <= 0 {
-                waiting.completion(.failure(StoreTimeout(seconds: commitDeadline, what: "waiting to store a SET")))
+                waiting.completion(.failure(StoreError.timeout(seconds: commitDeadline, what: "waiting to store a SET")))
             }
             guard !live.isEmpty else { continue }
             do {
@@ -300,7 +300,7 @@ public final class PostgresEventStore: EventStore, Sendable {
                 """, logger: logger)
             var outcome: AppendOutcome?
             for try await (id, deliveries) in counted.decode((Int64, Int64).self) { outcome = .duplicate(id: id, deliveries: deliveries) }
-            guard let outcome else { throw PostgresDatabase.NotDurable(description: "a duplicate SET vanished from the store") }
+            guard let outcome else { throw StoreError(.failed, "a duplicate SET vanished from the store") }
             outcomes[position] = outcome
         }
         return outcomes.compactMap { $0 }

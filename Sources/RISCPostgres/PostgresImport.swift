@@ -21,7 +21,7 @@ public struct PostgresImport: Sendable {
             "SELECT (SELECT count(*) FROM sets) + (SELECT count(*) FROM accounts) + (SELECT count(*) FROM applied_actions)",
             logger: database.logger)
         for try await count in rows.decode(Int64.self) where count > 0 {
-            throw SharedStore.Refused(description: "the target store is not empty (\(count) rows in sets, accounts, applied_actions): copy into a new database")
+            throw StoreError(.refused, "the target store is not empty (\(count) rows in sets, accounts, applied_actions): copy into a new database")
         }
     }
 
@@ -32,7 +32,7 @@ public struct PostgresImport: Sendable {
         for try await value in try await database.client.query("SELECT value FROM meta WHERE name = 'token_key_check'", logger: database.logger)
             .decode(String.self)
         where !TokenFingerprint.constantTimeEquals(value, check) {
-            throw SharedStore.Refused(description: "the target store records another token key than the source's")
+            throw StoreError(.refused, "the target store records another token key than the source's")
         }
     }
 

@@ -38,23 +38,19 @@ public final class SharedStore: Sendable {
         }
     }
 
-    /// A setting that cannot work, named.
-    public struct Refused: Error, CustomStringConvertible {
-        public let description: String
-    }
-
     /// Opens the pool and checks what can be checked without the server: the URL, the password
     /// and CA files, the token key. `prepare()` then talks to the server.
     public init(settings: Settings, logger: Logger) throws {
-        let url = try PostgresStoreURL(settings.url)
+        let url: PostgresStoreURL
+        do { url = try PostgresStoreURL(settings.url) } catch { throw StoreError(.refused, error.description) }
         var password: String?
         if let file = settings.passwordFile {
-            if let problem = url.passwordProblem { throw Refused(description: problem) }
-            guard let data = FileManager.default.contents(atPath: file) else { throw Refused(description: "store.password_file: cannot read \(file)") }
+            if let problem = url.passwordProblem { throw StoreError(.refused, problem) }
+            guard let data = FileManager.default.contents(atPath: file) else { throw StoreError(.refused, "store.password_file: cannot read \(file)") }
             password = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .newlines)
         }
         if let ca = settings.caFile, !FileManager.default.isReadableFile(atPath: ca) {
-            throw Refused(description: "store.ca_file: cannot read \(ca)")
+            throw StoreError(.refused, "store.ca_file: cannot read \(ca)")
         }
         // Without the key (allowed only when not needed) account lookups by token match nothing.
         let key = settings.needsTokenKey || settings.tokenKeyFile != nil ? try Self.tokenKey(file: settings.tokenKeyFile) : []
@@ -74,20 +70,20 @@ public final class SharedStore: Sendable {
     /// The shared token key from `accounts.token_key_file` (required with a shared store).
     static func tokenKey(file: String?) throws -> [UInt8] {
         guard let file else {
-            throw Refused(description: """
+            throw StoreError(.refused, """
                 a shared store needs accounts.token_key_file: every receiver must fingerprint tokens with the same key \
                 (make one with `risc keys token-key --out FILE` and give each receiver a copy)
                 """)
         }
         guard let data = FileManager.default.contents(atPath: file) else {
-            throw Refused(description: "accounts.token_key_file \(file) cannot be read: create it with `risc keys token-key --out \(file)`")
+            throw StoreError(.refused, "accounts.token_key_file \(file) cannot be read: create it with `risc keys token-key --out \(file)`")
         }
-        guard data.count >= 32 else { throw Refused(description: "accounts.token_key_file \(file) holds \(data.count) bytes; a token key has at least 32") }
+        guard data.count >= 32 else { throw StoreError(.refused, "accounts.token_key_file \(file) holds \(data.count) bytes; a token key has at least 32") }
         return Array(data)
     }
 
     /// Talks to the server: migrates the schema, refuses a server that is not durable and a token
-    /// key that is not the store's. Throws `PostgresDatabase.NotDurable` or `TokenKeyRefused` for
+    /// key that is not the store's. Throws `StoreError` with code `refused` for
     /// refusals (retrying cannot help), anything else for a server that cannot be reached.
     public func prepare() async throws {
         try await database.migrate()
@@ -95,11 +91,6 @@ public final class SharedStore: Sendable {
         if !tokenKey.isEmpty { try await database.checkTokenKey(tokenKey, file: settings.tokenKeyFile) }
     }
 
-    /// Whether `error` from `prepare()` is a refusal rather than an unreachable server.
-    public static func isRefusal(_ error: any Error) -> Bool {
-        error is PostgresDatabase.NotDurable || error is PostgresDatabase.TokenKeyRefused || error is Refused
-            || error is PostgresStoreURL.Invalid
-    }
 
     /// Applies each new SET's actions in the transaction that stores it (no webhook: the store's
     /// accounts are the sink). What fails there is queued for the workers.

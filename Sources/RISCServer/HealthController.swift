@@ -3,7 +3,7 @@ import Hummingbird
 import NIOCore
 import RISCClient
 import RISCCore
-import RISCStore
+import RISCSQLite
 import ServiceLifecycle
 import Synchronization
 

@@ -5,9 +5,10 @@ import HummingbirdCore
 import Logging
 import NIOCore
 import NIOSSL
+import RISCLocal
 import RISCClient
 import RISCCore
-import RISCStore
+import RISCSQLite
 import ServiceLifecycle
 import Synchronization
 import UnixSignals

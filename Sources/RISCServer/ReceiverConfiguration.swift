@@ -2,7 +2,7 @@ import Logging
 import RISCClient
 import RISCCore
 import RISCPostgres
-import RISCStore
+import RISCSQLite
 
 /// Everything `risc serve` needs, with the embedded defaults. Read from a config file, the
 /// environment and flags by the executable (`ReceiverConfiguration+ConfigReader.swift`).

@@ -3,7 +3,7 @@ import Logging
 import RISCClient
 import RISCCore
 import RISCPostgres
-import RISCStore
+import RISCSQLite
 import ServiceLifecycle
 import Synchronization
 
@@ -227,7 +227,7 @@ public enum ReceiverStorage: Sendable {
             do {
                 try await shared.store.prepare()
                 return
-            } catch where !SharedStore.isRefusal(error) && !Task.isCancelled {
+            } catch where !StoreError.isRefusal(error) && !Task.isCancelled {
                 attempt += 1
                 logger.warning(
                     "PostgreSQL store not reachable yet; retrying in 2 s",

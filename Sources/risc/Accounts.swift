@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 import RISCCore
-import RISCStore
+import RISCSQLite
 
 extension RiscCommand {
     struct Accounts: AsyncParsableCommand {

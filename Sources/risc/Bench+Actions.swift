@@ -1,10 +1,11 @@
 import ArgumentParser
 import Foundation
 import Logging
+import RISCLocal
 import RISCCore
 import RISCPostgres
 import RISCServer
-import RISCStore
+import RISCSQLite
 import RISCTestKit
 
 extension RiscCommand.Bench {

@@ -1,9 +1,10 @@
 import ArgumentParser
 import Foundation
 import Logging
+import RISCLocal
 import RISCCore
 import RISCPostgres
-import RISCStore
+import RISCSQLite
 import RISCTestKit
 
 extension RiscCommand.Bench {

@@ -1,8 +1,9 @@
 import ArgumentParser
 import Foundation
+import RISCLocal
 import RISCClient
 import RISCCore
-import RISCStore
+import RISCSQLite
 import RISCTestKit
 
 extension RiscCommand.Bench.ServeBench {
@@ -18,29 +19,43 @@ extension RiscCommand.Bench.ServeBench {
         defer { try? cluster.stop() }
         let keyFile = work.appendingPathComponent("token-key")
         _ = try TokenKey.create(at: keyFile.path)
-        print("embedded store:")
-        let embedded = try await measure(issuer: issuer, certificate: nil, tokenFile: tokenFile, data: work.appendingPathComponent("data-embedded"))
-        var results: [(String, Figures)] = [("embedded", embedded)]
-        for receivers in [1, 2] {
-            let database = "bench\(receivers)"
-            try cluster.psql("CREATE DATABASE \(database) OWNER \(cluster.user)")
-            let url = cluster.url.replacingOccurrences(of: "/\(cluster.database)?", with: "/\(database)?")
-            print("PostgreSQL, \(receivers) receiver\(receivers == 1 ? "" : "s"):")
-            let figures = try await measureShared(
-                receivers: receivers, url: url, keyFile: keyFile.path, issuer: issuer, tokenFile: tokenFile, work: work)
-            results.append(("\(receivers) on PostgreSQL", figures))
-            let stored = try cluster.psql("SELECT count(*) FROM sets", database: database)
-            print("  PostgreSQL holds \(stored) SETs")
+        // `--runs N`: the three configurations N times over, each on a fresh store; the target
+        // must hold in every run, not in the median.
+        var ratios: [Double] = [], tails: [Double] = []
+        for run in 1...runs {
+            if runs > 1 { print("run \(run) of \(runs):") }
+            print("embedded store:")
+            let embedded = try await measure(
+                issuer: issuer, certificate: nil, tokenFile: tokenFile, data: work.appendingPathComponent("data-embedded-\(run)"))
+            var results: [(String, Figures)] = [("embedded", embedded)]
+            for receivers in [1, 2] {
+                let database = "bench\(run)x\(receivers)"
+                try cluster.psql("CREATE DATABASE \(database) OWNER \(cluster.user)")
+                let url = cluster.url.replacingOccurrences(of: "/\(cluster.database)?", with: "/\(database)?")
+                print("PostgreSQL, \(receivers) receiver\(receivers == 1 ? "" : "s"):")
+                let figures = try await measureShared(
+                    receivers: receivers, url: url, keyFile: keyFile.path, issuer: issuer, tokenFile: tokenFile, work: work, run: run)
+                results.append(("\(receivers) on PostgreSQL", figures))
+                let stored = try cluster.psql("SELECT count(*) FROM sets", database: database)
+                print("  PostgreSQL holds \(stored) SETs")
+                try cluster.psql("DROP DATABASE \(database)")
+            }
+            print("CONFIGURATION        SETs/s    p50 ms   p99 ms   vs embedded")
+            for (name, figures) in results {
+                print(name.padded(20) + String(format: " %7.0f   %6.2f   %6.2f   %5.2f", figures.setsPerSecond, figures.p50, figures.p99, figures.setsPerSecond / max(embedded.setsPerSecond, 1)))
+            }
+            ratios.append(results[2].1.setsPerSecond / max(embedded.setsPerSecond, 1))
+            tails.append(results[2].1.p99)
         }
-        print("CONFIGURATION        SETs/s    p50 ms   p99 ms   vs embedded")
-        for (name, figures) in results {
-            print(name.padded(20) + String(format: " %7.0f   %6.2f   %6.2f   %5.2f", figures.setsPerSecond, figures.p50, figures.p99, figures.setsPerSecond / max(embedded.setsPerSecond, 1)))
+        if runs > 1 {
+            print(String(format: "two receivers on PostgreSQL over %d runs: %.2f–%.2f× the embedded rate, p99 %.2f–%.2f ms; target met in %d of %d runs",
+                runs, ratios.min()!, ratios.max()!, tails.min()!, tails.max()!, zip(ratios, tails).filter { $0 >= 0.5 && $1 <= 20 }.count, runs))
         }
-        print("target: two receivers on PostgreSQL ≥ half the embedded rate, p99 ≤ 20 ms (2 cores, PostgreSQL and the load generator included)")
+        print("target: two receivers on PostgreSQL ≥ half the embedded rate, p99 ≤ 20 ms in every run (2 cores, PostgreSQL and the load generator included)")
     }
 
     /// `receivers` servers on one database, each loaded by its own wrk with its own share of the tokens.
-    func measureShared(receivers: Int, url: String, keyFile: String, issuer: LocalIssuer, tokenFile: URL, work: URL) async throws -> Figures {
+    func measureShared(receivers: Int, url: String, keyFile: String, issuer: LocalIssuer, tokenFile: URL, work: URL, run: Int) async throws -> Figures {
         let lines = try String(contentsOf: tokenFile, encoding: .utf8).split(separator: "\n")
         var servers: [Process] = []
         defer { for server in servers where server.isRunning { server.terminate() } }
@@ -54,7 +69,7 @@ extension RiscCommand.Bench.ServeBench {
             server.arguments = [
                 "serve", "--audience", SETFactory.defaultAudience, "--discovery-url", issuer.discoveryURL, "--issuer", SETFactory.defaultIssuer,
                 "--host", "127.0.0.1", "--port", "\(port + 2 * index)", "--admin-port", "\(port + 2 * index + 1)",
-                "--data-dir", work.appendingPathComponent("data-\(receivers)-\(index)").path, "--store-url", url,
+                "--data-dir", work.appendingPathComponent("data-\(run)-\(receivers)-\(index)").path, "--store-url", url,
                 "--set", "accounts.token_key_file=\(keyFile)",
             ]
             server.standardOutput = FileHandle.nullDevice

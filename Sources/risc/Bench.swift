@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 import RISCCore
-import RISCStore
+import RISCSQLite
 import RISCTestKit
 
 extension RiscCommand {

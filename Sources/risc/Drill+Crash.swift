@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import RISCCore
 import RISCPostgres
-import RISCStore
+import RISCSQLite
 import RISCTestKit
 import Synchronization
 

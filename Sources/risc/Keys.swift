@@ -1,7 +1,8 @@
 import ArgumentParser
 import Foundation
+import RISCLocal
 import RISCCore
-import RISCStore
+import RISCSQLite
 import RISCTestKit
 
 extension RiscCommand {
@@ -69,7 +70,7 @@ extension RiscCommand.Keys {
         var out: String
 
         func run() async throws {
-            do { _ = try TokenKey.create(at: out) } catch let error as TokenKey.Refused {
+            do { _ = try TokenKey.create(at: out) } catch let error as StoreError where error.code == .refused {
                 FileHandle.standardError.write(Data("risc keys token-key: \(error)\n".utf8))
                 throw ExitCode(64)
             }

@@ -4,7 +4,7 @@ import Logging
 import RISCClient
 import RISCCore
 import RISCServer
-import RISCStore
+import RISCSQLite
 
 extension ReceiverConfiguration {
     /// Every key `risc serve` reads, with what it means. The README's table is this list.

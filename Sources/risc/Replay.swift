@@ -1,11 +1,12 @@
 import ArgumentParser
 import Foundation
 import Logging
+import RISCLocal
 import RISCClient
 import RISCCore
 import RISCPostgres
 import RISCServer
-import RISCStore
+import RISCSQLite
 import RISCTestKit
 import Synchronization
 

@@ -4,7 +4,7 @@ import Logging
 import RISCCore
 import RISCPostgres
 import RISCServer
-import RISCStore
+import RISCSQLite
 import UnixSignals
 
 extension RiscCommand {
@@ -133,7 +133,7 @@ extension RiscCommand {
         /// Refusals of the store's (a locked data directory, a wrong token key, a PostgreSQL server
         /// that is not durable): configuration problems, exit 64.
         static func isRefusal(_ error: any Error) -> Bool {
-            error is ConfigurationError || error is DataDirectoryLock.InUse || error is TokenKey.Refused || SharedStore.isRefusal(error)
+            error is ConfigurationError || StoreError.isRefusal(error)
         }
 
         func run() async throws {

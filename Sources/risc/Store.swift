@@ -1,10 +1,11 @@
 import ArgumentParser
 import Foundation
 import Logging
+import RISCLocal
 import RISCCore
 import RISCPostgres
 import RISCServer
-import RISCStore
+import RISCSQLite
 
 extension RiscCommand {
     struct Store: AsyncParsableCommand {
@@ -68,7 +69,7 @@ extension RiscCommand.Store {
             do {
                 try await target.checkEmpty()
                 if let check = try source.tokenKeyCheck() { try await target.adoptTokenKeyCheck(check) }
-            } catch let error as SharedStore.Refused {
+            } catch let error as StoreError where error.code == .refused {
                 throw ValidationError(error.description)
             }
             var lines: [String] = []

@@ -1,10 +1,11 @@
 import ArgumentParser
 import Foundation
 import Logging
+import RISCLocal
 import RISCCore
 import RISCPostgres
 import RISCServer
-import RISCStore
+import RISCSQLite
 import RISCTestKit
 
 /// Where a command finds the store: the receiver's config file (`--config`: its `data_dir`,
@@ -109,7 +110,7 @@ struct StoreOption: ParsableArguments {
             // Unstructured: a pool waiting for an unreachable server does not heed cancellation.
             try await withDeadline(15, "opening the store") { try await shared.prepare() }
             return CommandStore(resolved: resolved, shared: shared)
-        } catch let error where SharedStore.isRefusal(error) {
+        } catch let error where StoreError.isRefusal(error) {
             throw ValidationError("\(error)")
         }
     }

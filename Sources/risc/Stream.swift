@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import RISCClient
 import RISCCore
-import RISCStore
+import RISCSQLite
 
 extension RiscCommand {
     struct Stream: AsyncParsableCommand {

@@ -118,9 +118,10 @@ struct PostgresFoundationTests {
             return settings
         }
         for mode in ["?sslmode=disable", "?sslmode=require"] {
-            let refused = #expect(throws: SharedStore.Refused.self) {
+            let refused = #expect(throws: StoreError.self) {
                 _ = try SharedStore(settings: settings(base + mode), logger: Self.logger)
             }
+            #expect(refused?.code == .refused)
             #expect(refused?.description.contains("verify-full") == true, "\(mode): \(refused?.description ?? "not refused")")
         }
         // The default mode checks the server, which this one cannot pass: no password leaves.
@@ -200,9 +201,11 @@ struct PostgresFoundationTests {
         let key = [UInt8](repeating: 7, count: 32), other = [UInt8](repeating: 9, count: 32)
         try await first.checkTokenKey(key, file: "/etc/risc/token-key")
         try await second.checkTokenKey(key, file: "/srv/copy/token-key")
-        let wrong = await #expect(throws: PostgresDatabase.TokenKeyRefused.self) { try await second.checkTokenKey(other, file: "/tmp/k") }
+        let wrong = await #expect(throws: StoreError.self) { try await second.checkTokenKey(other, file: "/tmp/k") }
+        #expect(wrong?.code == .refused)
         #expect(wrong?.description.contains("is not the key") == true)
-        let none = await #expect(throws: PostgresDatabase.TokenKeyRefused.self) { try await second.checkTokenKey(nil, file: nil) }
+        let none = await #expect(throws: StoreError.self) { try await second.checkTokenKey(nil, file: nil) }
+        #expect(none?.code == .refused)
         #expect(none?.description.contains("needs accounts.token_key_file") == true)
         #expect(try cluster.psql("SELECT value FROM meta WHERE name = 'token_key_check'") == TokenFingerprint.keyCheckValue(key))
         first.close()
@@ -218,7 +221,8 @@ struct PostgresFoundationTests {
         try await database.checkDurability()
         try cluster.psql("ALTER DATABASE risc SET synchronous_commit = off")
         let fresh = PostgresDatabase(url: try PostgresStoreURL(cluster.url), password: nil, logger: Self.logger)
-        let error = await #expect(throws: PostgresDatabase.NotDurable.self) { try await fresh.checkDurability() }
+        let error = await #expect(throws: StoreError.self) { try await fresh.checkDurability() }
+        #expect(error?.code == .refused)
         #expect(error?.description.contains("synchronous_commit is off") == true)
         try await fresh.checkDurability(acceptUnsafe: true)
         database.close()

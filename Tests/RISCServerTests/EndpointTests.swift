@@ -3,7 +3,7 @@ import Logging
 import RISCClient
 import RISCCore
 import RISCServer
-import RISCStore
+import RISCSQLite
 import RISCTestKit
 import Testing
 

@@ -4,7 +4,7 @@ import NIOEmbedded
 import NIOHTTPTypes
 import RISCClient
 import RISCCore
-import RISCStore
+import RISCSQLite
 @testable import RISCServer
 import RISCTestKit
 import Testing
@@ -357,7 +357,8 @@ struct ServerHardeningTests {
     func dataDirectoryLock() async throws {
         let first = try ServerHarness()
         try await first.start()
-        let error = #expect(throws: DataDirectoryLock.InUse.self) { _ = try ServerHarness(dataDirectory: first.dataDirectory).makeReceiver() }
+        let error = #expect(throws: StoreError.self) { _ = try ServerHarness(dataDirectory: first.dataDirectory).makeReceiver() }
+        #expect(error?.code == .refused)
         #expect(error?.description.contains("pid \(getpid())") == true)
         try await first.stop()
         let second = try ServerHarness(dataDirectory: first.dataDirectory)

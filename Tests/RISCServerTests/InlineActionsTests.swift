@@ -2,7 +2,7 @@ import Foundation
 import RISCClient
 import RISCCore
 import RISCServer
-@testable import RISCStore
+@testable import RISCSQLite
 import RISCTestKit
 import Testing
 

@@ -5,7 +5,7 @@ import NIOEmbedded
 import RISCClient
 import RISCCore
 @testable import RISCServer
-import RISCStore
+import RISCSQLite
 import RISCTestKit
 import Testing
 

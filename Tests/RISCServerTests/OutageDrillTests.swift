@@ -2,7 +2,7 @@ import Foundation
 import RISCClient
 import RISCCore
 import RISCServer
-import RISCStore
+import RISCSQLite
 import RISCTestKit
 import Synchronization
 import Testing

@@ -3,7 +3,7 @@ import RISCClient
 import RISCCore
 import RISCPostgres
 import RISCServer
-import RISCStore
+import RISCSQLite
 import RISCTestKit
 import Testing
 

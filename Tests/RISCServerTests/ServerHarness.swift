@@ -3,8 +3,9 @@ import Foundation
 import Logging
 import RISCClient
 import RISCCore
+import RISCLocal
 import RISCServer
-import RISCStore
+import RISCSQLite
 import RISCTestKit
 
 /// A real `Receiver` on 127.0.0.1 (ports picked by the OS) with a loopback issuer and the test keys.

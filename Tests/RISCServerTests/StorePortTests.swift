@@ -3,7 +3,7 @@ import Logging
 import RISCClient
 import RISCCore
 import RISCPostgres
-@testable import RISCStore
+@testable import RISCSQLite
 import RISCTestKit
 import Synchronization
 import Testing

@@ -3,7 +3,7 @@ import RISCClient
 import RISCCore
 import RISCPostgres
 import RISCServer
-@testable import RISCStore
+@testable import RISCSQLite
 import RISCTestKit
 import Synchronization
 import Testing

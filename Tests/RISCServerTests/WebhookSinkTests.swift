@@ -1,8 +1,9 @@
 import Foundation
 import Logging
+import RISCLocal
 import RISCClient
 import RISCCore
-import RISCStore
+import RISCSQLite
 import RISCTestKit
 import Synchronization
 import Testing

@@ -1,18 +1,14 @@
 import Synchronization
 
-/// A call to the store's server that took longer than its deadline (the server unreachable, the
-/// pool waiting for a connection): a temporary failure, answered 503.
-public struct StoreTimeout: Error, CustomStringConvertible {
-    public let seconds: Double
-    public let what: String
-    public var description: String { "PostgreSQL did not answer within \(seconds) s (\(what))" }
-    public init(seconds: Double, what: String) {
-        self.seconds = seconds
-        self.what = what
+extension StoreError {
+    /// A call to the store that took longer than its deadline (the server unreachable, the pool
+    /// waiting for a connection): a temporary failure, answered 503.
+    public static func timeout(seconds: Double, what: String) -> StoreError {
+        StoreError(.timeout, "the store did not answer within \(seconds) s (\(what))")
     }
 }
 
-/// Runs `body`, giving up after `seconds` with `StoreTimeout` (the PostgreSQL store's calls, and
+/// Runs `body`, giving up after `seconds` with `StoreError.timeout` (the PostgreSQL store's calls, and
 /// `/readyz`'s questions to either store). While the server is unreachable
 /// the pool queues requests until its connection attempts give up, which takes far longer than
 /// Google's patience with one request. Unstructured on purpose: a call that does not heed
@@ -24,7 +20,7 @@ public func withDeadline<T: Sendable>(_ seconds: Double, _ what: String, _ body:
         race.begin(continuation)
         let timer = Task {
             try? await Task.sleep(for: .seconds(seconds))
-            if !Task.isCancelled, race.settle(.failure(StoreTimeout(seconds: seconds, what: what))) { race.cancelWork() }
+            if !Task.isCancelled, race.settle(.failure(StoreError.timeout(seconds: seconds, what: what))) { race.cancelWork() }
         }
         race.setWork(Task {
             let result: Result<T, any Error>

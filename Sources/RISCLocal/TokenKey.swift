@@ -19,49 +19,44 @@ public enum TokenKey {
     /// Bytes in a key risc makes.
     public static let length = 32
 
-    /// The key refused, with what to do.
-    public struct Refused: Error, CustomStringConvertible {
-        public let description: String
-    }
-
     /// The check value of `key`.
     public static func checkValue(_ key: [UInt8]) -> String { TokenFingerprint.keyCheckValue(key) }
 
     /// Writes a new random key to `path` (0600); refuses to replace an existing file.
     public static func create(at path: String) throws -> [UInt8] {
         guard let random = FileHandle(forReadingAtPath: "/dev/urandom")?.readData(ofLength: length), random.count == length else {
-            throw Refused(description: "cannot read /dev/urandom for the token key")
+            throw StoreError(.refused, "cannot read /dev/urandom for the token key")
         }
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
-            throw Refused(description: errno == EEXIST ? "\(path) exists already: a token key is never overwritten" : "cannot create \(path): \(String(cString: strerror(errno)))")
+            throw StoreError(.refused, errno == EEXIST ? "\(path) exists already: a token key is never overwritten" : "cannot create \(path): \(String(cString: strerror(errno)))")
         }
         defer { close(fd) }
         let bytes = Array(random)
         guard bytes.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == length, fsync(fd) == 0 else {
-            throw Refused(description: "cannot write \(path): \(String(cString: strerror(errno)))")
+            throw StoreError(.refused, "cannot write \(path): \(String(cString: strerror(errno)))")
         }
         return bytes
     }
 
-    /// The key for the store in `directory`: from `file` (`accounts.token_key_file`) or
-    /// `DATA_DIR/token-key`, checked against the store's check value (which is recorded on first use).
-    static func load(directory: String, file: String?, connection: SQLiteConnection) throws -> [UInt8] {
-        let path = file ?? (directory as NSString).appendingPathComponent("token-key")
-        let setting = file == nil ? "the data directory's token-key" : "accounts.token_key_file"
-        let recorded = try storedCheck(connection)
+    /// The key at `path` (`accounts.token_key_file`, or the data directory's `token-key` when
+    /// `dataDirectoryFile`, made on first use), checked against the check value the store
+    /// `recorded` (nil: none yet). On first use `record` stores the key's check value and returns
+    /// what the store holds then (another receiver may have recorded its own at the same moment).
+    public static func load(path: String, dataDirectoryFile: Bool, recorded: String?, record: (String) throws -> String?) throws -> [UInt8] {
+        let setting = dataDirectoryFile ? "the data directory's token-key" : "accounts.token_key_file"
         var key: [UInt8]
         // The data directory's own file is never read through a link; an operator's file may be one.
-        if let data = file == nil ? PrivateFiles.read(path, limit: 4_096) : FileManager.default.contents(atPath: path).map(Array.init) {
+        if let data = dataDirectoryFile ? PrivateFiles.read(path, limit: 4_096) : FileManager.default.contents(atPath: path).map(Array.init) {
             key = Array(data)
-            guard key.count >= length else { throw Refused(description: "\(setting) \(path) holds \(key.count) bytes; a token key has at least \(length)") }
+            guard key.count >= length else { throw StoreError(.refused, "\(setting) \(path) holds \(key.count) bytes; a token key has at least \(length)") }
         } else if let recorded {
-            throw Refused(description: """
+            throw StoreError(.refused, """
                 \(setting) \(path) is missing, but this store's token fingerprints were made with a key (check value \(recorded.prefix(12))…): \
                 restore that file (it belongs with the data directory's backup); a new key would make every stored token unmatchable
                 """)
-        } else if file != nil {
-            throw Refused(description: "accounts.token_key_file \(path) does not exist: create it with `risc keys token-key --out \(path)`")
+        } else if !dataDirectoryFile {
+            throw StoreError(.refused, "accounts.token_key_file \(path) does not exist: create it with `risc keys token-key --out \(path)`")
         } else {
             do { key = try create(at: path) } catch {
                 // Another process made it first: use theirs.
@@ -72,7 +67,7 @@ public enum TokenKey {
         let check = checkValue(key)
         if let recorded {
             guard TokenFingerprint.constantTimeEquals(recorded, check) else {
-                throw Refused(description: """
+                throw StoreError(.refused, """
                     \(setting) \(path) is not the key this store's token fingerprints were made with \
                     (check value \(check.prefix(12))…, the store's \(recorded.prefix(12))…): use the original key file
                     """)
@@ -80,16 +75,9 @@ public enum TokenKey {
             return key
         }
         // First use: record the check value (a concurrent first use with another key loses here).
-        try connection.prepare("INSERT OR IGNORE INTO meta (name, value) VALUES ('token_key_check', ?1)").run([.text(check)])
-        guard let now = try storedCheck(connection), TokenFingerprint.constantTimeEquals(now, check) else {
-            throw Refused(description: "\(setting) \(path) is not the key another receiver recorded for this store at the same moment")
+        guard let now = try record(check), TokenFingerprint.constantTimeEquals(now, check) else {
+            throw StoreError(.refused, "\(setting) \(path) is not the key another receiver recorded for this store at the same moment")
         }
         return key
-    }
-
-    static func storedCheck(_ connection: SQLiteConnection) throws -> String? {
-        let statement = try connection.prepare("SELECT value FROM meta WHERE name = 'token_key_check'")
-        defer { statement.reset() }
-        return try statement.step() ? statement.text(0) : nil
     }
 }

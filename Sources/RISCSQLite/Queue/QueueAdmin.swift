@@ -9,7 +9,7 @@ public final class QueueAdmin: QueueAdministration, @unchecked Sendable {
     public init(directory: String) throws {
         let path = (directory as NSString).appendingPathComponent("risc.sqlite3")
         guard FileManager.default.fileExists(atPath: path) else {
-            throw StoreError(code: 14, "no store at \(path): has `risc serve` run with this data directory?")
+            throw StoreError(sqlite: 14, "no store at \(path): has `risc serve` run with this data directory?")
         }
         connection = try SQLiteConnection(path: path)
         try SQLiteEventStore.migrate(connection)

@@ -32,7 +32,7 @@ public final class StoreExport: @unchecked Sendable {
 
     public init(directory: String) throws {
         let path = (directory as NSString).appendingPathComponent("risc.sqlite3")
-        guard FileManager.default.fileExists(atPath: path) else { throw StoreError(code: 14, "no store at \(path)") }
+        guard FileManager.default.fileExists(atPath: path) else { throw StoreError(sqlite: 14, "no store at \(path)") }
         connection = try SQLiteConnection(path: path)
         try SQLiteEventStore.migrate(connection)
     }
@@ -83,5 +83,5 @@ public final class StoreExport: @unchecked Sendable {
     public func maxSETID() throws -> Int64 { try connection.scalar("SELECT coalesce(max(id), 0) FROM sets") ?? 0 }
 
     /// The token key's check value the store recorded, if any.
-    public func tokenKeyCheck() throws -> String? { try TokenKey.storedCheck(connection) }
+    public func tokenKeyCheck() throws -> String? { try AccountStore.tokenKeyCheck(connection) }
 }

@@ -2,18 +2,17 @@ import CSQLite
 import Foundation
 import RISCCore
 
-/// A failure in the store: ours, never the sender's, so it becomes a 503 and the transmitter retries.
-public struct StoreError: Error, Sendable, CustomStringConvertible {
-    /// SQLite's primary result code (`SQLITE_FULL` = 13 when the disk is full).
-    public let code: Int32
-    public let description: String
-
-    public init(code: Int32, _ description: String) {
-        self.code = code
-        self.description = description
+extension StoreError {
+    /// A failure SQLite reported with result code `rc` (`SQLITE_FULL` = 13 when the disk is full).
+    init(sqlite rc: Int32, _ description: String) {
+        let code: Code =
+            switch rc & 0xFF {
+            case SQLITE_FULL: .diskFull
+            case SQLITE_MISUSE: .closed
+            default: .failed
+            }
+        self.init(code, description, driverCode: rc)
     }
-
-    public var isDiskFull: Bool { code & 0xFF == SQLITE_FULL }
 }
 
 /// One SQLite connection. Not thread-safe: each is used by one thread at a time.
@@ -25,7 +24,7 @@ final class SQLiteConnection {
         var handle: OpaquePointer?
         if !readOnly {
             // Created here with mode 0600 (whatever the umask); SQLite gives -wal and -shm the same.
-            do { try PrivateFiles.createIfMissing(path) } catch { throw StoreError(code: SQLITE_CANTOPEN, "\(error)") }
+            do { try PrivateFiles.createIfMissing(path) } catch { throw StoreError(sqlite: SQLITE_CANTOPEN, "\(error)") }
         }
         // Never through a symbolic link (SQLite refuses a path with one in it, SQLITE_CANTOPEN_SYMLINK).
         let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW
@@ -33,7 +32,7 @@ final class SQLiteConnection {
         guard rc == SQLITE_OK, let handle else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
             if let handle { sqlite3_close_v2(handle) }
-            throw StoreError(code: rc, "cannot open \(path): \(message)")
+            throw StoreError(sqlite: rc, "cannot open \(path): \(message)")
         }
         self.handle = handle
         sqlite3_busy_timeout(handle, 5_000)
@@ -46,7 +45,7 @@ final class SQLiteConnection {
     }
 
     func error(_ rc: Int32, _ context: String) -> StoreError {
-        StoreError(code: rc, "\(context): \(String(cString: sqlite3_errmsg(handle)))")
+        StoreError(sqlite: rc, "\(context): \(String(cString: sqlite3_errmsg(handle)))")
     }
 
     /// Runs `body` in a `BEGIN IMMEDIATE` transaction: committed when it returns, rolled back
@@ -69,7 +68,7 @@ final class SQLiteConnection {
         guard rc == SQLITE_OK else {
             let text = message.map { String(cString: $0) } ?? ""
             sqlite3_free(message)
-            throw StoreError(code: rc, "\(sql.prefix(60)): \(text)")
+            throw StoreError(sqlite: rc, "\(sql.prefix(60)): \(text)")
         }
     }
 

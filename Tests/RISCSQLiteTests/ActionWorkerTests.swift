@@ -1,7 +1,8 @@
 import Foundation
 import Logging
+import RISCLocal
 import RISCCore
-import RISCStore
+import RISCSQLite
 import RISCTestKit
 import Testing
 

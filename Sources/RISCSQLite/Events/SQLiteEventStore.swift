@@ -204,7 +204,7 @@ public final class SQLiteEventStore: EventStore, StoreHealth, @unchecked Sendabl
     public func appendReporting(_ record: SETRecord, completion: @escaping @Sendable (StoreResult) -> Void) {
         condition.lock()
         if stopping || syncFailure != nil {
-            let failure = syncFailure ?? StoreError(code: SQLITE_MISUSE, "the store is closed")
+            let failure = syncFailure ?? StoreError(sqlite: SQLITE_MISUSE, "the store is closed")
             condition.unlock()
             completion(.failure(failure))
             return

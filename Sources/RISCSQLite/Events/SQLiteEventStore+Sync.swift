@@ -41,7 +41,7 @@ extension SQLiteEventStore {
                 if queued > 0 { afterCommit?() }
             } catch {
                 condition.lock()
-                if syncFailure == nil { syncFailure = StoreError(code: error.code, "an fsync of the WAL failed (restart to recover): \(error)") }
+                if syncFailure == nil { syncFailure = StoreError(sqlite: error.driverCode ?? SQLITE_IOERR, "an fsync of the WAL failed (restart to recover): \(error)") }
                 condition.unlock()
                 logger.critical("fsync of the WAL failed: refusing writes until restart", metadata: ["risc.error": "\(error)"])
                 Committed.fail(batches, error)
@@ -53,14 +53,14 @@ extension SQLiteEventStore {
     /// syncs its data). Reopened if the WAL was ever replaced, so a sync never misses it.
     func fdatasyncWAL() throws(StoreError) {
         var current = stat(), held = stat()
-        guard stat(walPath, &current) == 0 else { throw StoreError(code: SQLITE_IOERR, "cannot stat the WAL: errno \(errno)") }
+        guard stat(walPath, &current) == 0 else { throw StoreError(sqlite: SQLITE_IOERR, "cannot stat the WAL: errno \(errno)") }
         if walDescriptor < 0 || fstat(walDescriptor, &held) != 0 || held.st_ino != current.st_ino || held.st_dev != current.st_dev {
             if walDescriptor >= 0 { Glibc.close(walDescriptor) }
             walDescriptor = open(walPath, O_RDONLY | O_CLOEXEC)
-            guard walDescriptor >= 0 else { throw StoreError(code: SQLITE_IOERR, "cannot open the WAL: errno \(errno)") }
+            guard walDescriptor >= 0 else { throw StoreError(sqlite: SQLITE_IOERR, "cannot open the WAL: errno \(errno)") }
         }
         guard fdatasync(walDescriptor) == 0 else {
-            throw StoreError(code: errno == ENOSPC ? SQLITE_FULL : SQLITE_IOERR, "fdatasync of the WAL: errno \(errno)")
+            throw StoreError(sqlite: errno == ENOSPC ? SQLITE_FULL : SQLITE_IOERR, "fdatasync of the WAL: errno \(errno)")
         }
     }
 }

@@ -17,14 +17,12 @@ public final class DataDirectoryLock: @unchecked Sendable {
     public let path: String
     private var fd: Int32
 
-    /// The directory is held by another process.
-    public struct InUse: Error, CustomStringConvertible {
-        public let directory: String
-        public let owner: String?
-        public var description: String {
+    /// The directory is held by another process: a refusal (exit 64), naming its pid.
+    static func inUse(directory: String, owner: String?) -> StoreError {
+        StoreError(
+            .refused,
             "the data directory \(directory) is in use by another risc serve\(owner.map { " (pid \($0))" } ?? ""): "
-                + "one receiver per embedded store; give this one its own data_dir, or stop the other"
-        }
+                + "one receiver per embedded store; give this one its own data_dir, or stop the other")
     }
 
     /// Takes the lock, creating the directory (0700) and the lock file (0600) if needed.
@@ -34,7 +32,7 @@ public final class DataDirectoryLock: @unchecked Sendable {
         fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             let reason = errno == ELOOP ? "it is a symbolic link; risc never follows links in its data directory: remove it" : String(cString: strerror(errno))
-            throw StoreError(code: 14, "cannot open \(path): \(reason)")
+            throw StoreError(.failed, "cannot open \(path): \(reason)")
         }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             let busy = errno == EWOULDBLOCK
@@ -42,9 +40,9 @@ public final class DataDirectoryLock: @unchecked Sendable {
             var buffer = [UInt8](repeating: 0, count: 32)
             let count = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
             close(fd)
-            guard busy else { throw StoreError(code: 14, "cannot lock \(path): \(reason)") }
+            guard busy else { throw StoreError(.failed, "cannot lock \(path): \(reason)") }
             let owner = String(decoding: buffer.prefix(max(0, count)), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-            throw InUse(directory: directory, owner: owner.isEmpty ? nil : owner)
+            throw Self.inUse(directory: directory, owner: owner.isEmpty ? nil : owner)
         }
         let pid = Array("\(getpid())\n".utf8)
         _ = ftruncate(fd, 0)

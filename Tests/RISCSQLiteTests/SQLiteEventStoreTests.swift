@@ -1,8 +1,9 @@
 import Foundation
 import Logging
 import Synchronization
+import RISCLocal
 import RISCCore
-@testable import RISCStore
+@testable import RISCSQLite
 import RISCTestKit
 import Testing
 
@@ -190,7 +191,7 @@ struct PipelinedSyncTests {
         let store = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
         let failing = Mutex(false)
         store.syncWAL = { [unowned store] () throws(StoreError) in
-            if failing.withLock({ $0 }) { throw StoreError(code: 10, "injected EIO") }
+            if failing.withLock({ $0 }) { throw StoreError(sqlite: 10, "injected EIO") }
             try store.fdatasyncWAL()
         }
         let before = try await (0..<20).asyncMap { try await SQLiteEventStoreTests.record(jti: "ok\($0)") }

@@ -1,5 +1,6 @@
 import CSQLite
 import Foundation
+import RISCCore
 
 /// The store's schema, versioned with `PRAGMA user_version`.
 ///
@@ -152,7 +153,7 @@ enum Schema {
         let statement = try connection.prepare("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'sets'")
         defer { statement.reset() }
         guard try statement.step(), let sql = statement.text(0), sql.contains(stateCheckWithOr), !sql.contains(stateCheckWithIn) else {
-            throw StoreError(code: SQLITE_ERROR, "schema migration 4: sets.state's CHECK was not rewritten")
+            throw StoreError(sqlite: SQLITE_ERROR, "schema migration 4: sets.state's CHECK was not rewritten")
         }
     }
 }

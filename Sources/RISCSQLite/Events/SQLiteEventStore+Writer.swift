@@ -126,7 +126,7 @@ extension SQLiteEventStore {
         if writer.changes == 1 { return .accepted(id: writer.lastInsertRowID) }
         try redelivery.bind([.text(record.issuer), .text(record.tokenID), .double(record.receivedAt)])
         defer { redelivery.reset() }
-        guard try redelivery.step() else { throw StoreError(code: SQLITE_ERROR, "redelivery found no row") }
+        guard try redelivery.step() else { throw StoreError(sqlite: SQLITE_ERROR, "redelivery found no row") }
         return .duplicate(id: redelivery.int(0), deliveries: redelivery.int(1))
     }
 

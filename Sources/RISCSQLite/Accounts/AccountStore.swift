@@ -1,4 +1,5 @@
 import Foundation
+import RISCLocal
 import RISCCore
 
 /// The embedded linked-account store: Google accounts (issuer + `sub`) → the site's user, with
@@ -25,7 +26,20 @@ public final class AccountStore: @unchecked Sendable {
     static func loadKey(directory: String, file: String? = nil) throws -> [UInt8] {
         let connection = try SQLiteConnection(path: (directory as NSString).appendingPathComponent("risc.sqlite3"))
         try SQLiteEventStore.migrate(connection)
-        return try TokenKey.load(directory: directory, file: file, connection: connection)
+        return try TokenKey.load(
+            path: file ?? (directory as NSString).appendingPathComponent("token-key"), dataDirectoryFile: file == nil,
+            recorded: try tokenKeyCheck(connection)
+        ) { check in
+            try connection.prepare("INSERT OR IGNORE INTO meta (name, value) VALUES ('token_key_check', ?1)").run([.text(check)])
+            return try tokenKeyCheck(connection)
+        }
+    }
+
+    /// The check value of the key the store's fingerprints were made with (`TokenKey`), if recorded.
+    static func tokenKeyCheck(_ connection: SQLiteConnection) throws -> String? {
+        let statement = try connection.prepare("SELECT value FROM meta WHERE name = 'token_key_check'")
+        defer { statement.reset() }
+        return try statement.step() ? statement.text(0) : nil
     }
 
     public typealias Link = AccountLink
@@ -57,7 +71,7 @@ public final class AccountStore: @unchecked Sendable {
             .text(SETPolicy.issuerScope(link.issuer)), .text(link.subject), .text(link.userID),
             .optional(link.email?.lowercased()), .double(now),
         ])
-        guard try upsert.step() else { throw StoreError(code: 1, "account upsert returned no row") }
+        guard try upsert.step() else { throw StoreError(sqlite: 1, "account upsert returned no row") }
         let id = upsert.int(0)
         upsert.reset()
         let session = try connection.cached(

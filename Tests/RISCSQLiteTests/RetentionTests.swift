@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import RISCCore
-@testable import RISCStore
+@testable import RISCSQLite
 import RISCTestKit
 import Testing
 
