@@ -13,7 +13,7 @@ import Glibc
 /// which `flock` does not disturb) and holds the owner's pid for the message a second one gets.
 /// The kernel releases it when the process ends, however it ends: a SIGKILL leaves no stale lock.
 /// Commands that only read the store (`risc queue`, `risc accounts`) do not take it.
-public final class DataDirectoryLock: @unchecked Sendable {
+public final class DataDirectoryLock: @unchecked Sendable {  // reason: `fd` is set once in init; `release` runs once, at shutdown
     public let path: String
     private var fd: Int32
 

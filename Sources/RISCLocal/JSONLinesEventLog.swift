@@ -12,7 +12,7 @@ import Glibc
 /// reopens the file, so `logrotate` can move it away. Records are never dropped: if the file
 /// cannot be written, lines wait in the buffer (bounded by `maxBufferedBytes`, past which the
 /// oldest are counted in `dropped` and a warning line is written when writing works again).
-public final class JSONLinesEventLog: EventLog, @unchecked Sendable {
+public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason: every mutable field is read and written under `condition`
     public let path: String?
     private let toStandardOutput: Bool
     private let condition = NSCondition()

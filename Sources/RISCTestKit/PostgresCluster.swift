@@ -11,7 +11,7 @@ import Glibc
 /// the server commands run as the `postgres` user (`runuser -u postgres --`), which then owns the
 /// directory; otherwise as the current user. Needs Debian's `postgresql` package
 /// (`scripts/bootstrap --tests`).
-public final class PostgresCluster: @unchecked Sendable {
+public final class PostgresCluster: @unchecked Sendable {  // reason: started and stopped by the one test that owns it; the rest is immutable
     public struct Failure: Error, CustomStringConvertible {
         public let description: String
     }

@@ -16,7 +16,7 @@ extension RiscCommand {
 }
 
 /// This binary's `risc serve`, started, killed and restarted by the drills.
-final class ChildServer: @unchecked Sendable {
+final class ChildServer: @unchecked Sendable {  // reason: `process` is replaced only by the drill's one task, which also reads it
     let arguments: [String]
     let adminPort: Int
     private(set) var process: Process?

@@ -2,7 +2,7 @@ import CRiscOpenSSL
 
 /// Message digests fetched once from the default provider: an implicit fetch on every
 /// verification costs more than the hash itself.
-struct OpenSSLDigests: @unchecked Sendable {
+struct OpenSSLDigests: @unchecked Sendable {  // reason: EVP_MDs fetched once, never changed, shareable across threads
     let sha256: OpaquePointer
     let sha384: OpaquePointer
     let sha512: OpaquePointer

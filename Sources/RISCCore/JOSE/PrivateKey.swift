@@ -5,7 +5,7 @@ import CRiscOpenSSL
 ///
 /// The key material never leaves OpenSSL except through `pemRepresentation`, which callers write
 /// to a mode-0600 file. `description` names the key type only.
-public final class PrivateKey: @unchecked Sendable, CustomStringConvertible {
+public final class PrivateKey: @unchecked Sendable, CustomStringConvertible {  // reason: the EVP_PKEY is never changed after init; each signature makes its own context
     let pointer: OpaquePointer
     /// The matching public key.
     public let publicKey: PublicKey

@@ -7,7 +7,7 @@ import Synchronization
 /// that is validated to lie on its curve (RFC 8725 §3.4), Ed25519 from its 32 raw bytes.
 /// Verification reuses prepared `EVP_PKEY_CTX`s from a small pool per algorithm, because
 /// preparing a context in OpenSSL 3 costs a provider fetch comparable to the RSA operation.
-public final class PublicKey: @unchecked Sendable {
+public final class PublicKey: @unchecked Sendable {  // reason: the EVP_PKEY is never changed after init (OpenSSL allows concurrent use); contexts go through `pool`
     /// What kind of key this is, as JOSE names it.
     public enum Kind: Sendable, Equatable, CustomStringConvertible {
         case rsa(bits: Int)
@@ -30,7 +30,7 @@ public final class PublicKey: @unchecked Sendable {
 
     /// A prepared `EVP_PKEY_CTX` and a digest context, used by one thread at a time (taken from
     /// and returned to the pool).
-    private struct Context: @unchecked Sendable {
+    private struct Context: @unchecked Sendable {  // reason: owned by one thread at a time, between taking and returning it
         let pointer: OpaquePointer
         let digest: OpaquePointer
         func free() {

@@ -2,7 +2,7 @@ import Foundation
 
 /// A few dedicated OS threads for blocking calls (`curl_easy_perform`), so they never occupy
 /// Swift concurrency's cooperative threads or libdispatch's workers.
-public final class BlockingPool: @unchecked Sendable {
+public final class BlockingPool: @unchecked Sendable {  // reason: jobs and counts are read and written under `condition`
     private let condition = NSCondition()
     private var jobs: [@Sendable () -> Void] = []
     private var idle = 0

@@ -10,7 +10,7 @@ import Darwin
 /// sit on a thread Swift concurrency or libdispatch also schedules work on (seen here: on Linux,
 /// Foundation's `Thread` ran its block on a libdispatch worker).
 public enum OSThread {
-    final class Start: @unchecked Sendable {
+    final class Start: @unchecked Sendable {  // reason: immutable, handed to exactly one new thread
         let name: String
         let body: @Sendable () -> Void
         init(name: String, body: @escaping @Sendable () -> Void) {

@@ -5,7 +5,7 @@ import RISCCore
 /// The embedded linked-account store: Google accounts (issuer + `sub`) → the site's user, with
 /// their sessions, the Google refresh tokens the site holds and the tokens it issued to Google
 /// through account linking. Tokens are kept only as `TokenFingerprint`s.
-public final class AccountStore: @unchecked Sendable {
+public final class AccountStore: @unchecked Sendable {  // reason: its connection is used under `lock` only
     private let connection: SQLiteConnection
     private let lock = NSLock()
     /// The HMAC key for token prefixes (`TokenKey`): `DATA_DIR/token-key` or `accounts.token_key_file`.

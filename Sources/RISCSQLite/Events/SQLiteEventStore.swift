@@ -20,7 +20,7 @@ import RISCCore
 /// fsync ever fails, the page cache can no longer be trusted: that batch is answered with an
 /// error and the store refuses every later write (503) until the process restarts and SQLite
 /// recovers from what is on disk.
-public final class SQLiteEventStore: EventStore, StoreHealth, @unchecked Sendable {
+public final class SQLiteEventStore: EventStore, StoreHealth, @unchecked Sendable {  // reason: mutable state under `condition` or `syncCondition`; each connection used by its own thread or under its lock
     public let path: String
     let logger: Logger
     let maxBatch: Int

@@ -5,7 +5,7 @@ import RISCCore
 /// `batch` rows, each under the store's write lock (so ingest waits at most one short batch).
 /// `sets_prunable` finds done SETs by when they were done; `sets_stripped` finds stripped ones
 /// by when they were received.
-public final class SQLiteRetention: RetentionStore, @unchecked Sendable {
+public final class SQLiteRetention: RetentionStore, @unchecked Sendable {  // reason: its connection is used under WriteLock only, by one retention pass at a time
     private let connection: SQLiteConnection
 
     /// `sets`' columns, and the same list with the stripped ones replaced, for `strip`.

@@ -11,7 +11,7 @@ public enum StoreCell: Sendable, Equatable {
 
 /// Reads the embedded store table by table, for `risc store copy` (moving it into PostgreSQL).
 /// Only the tables and columns the shared store has too, under the same names.
-public final class StoreExport: @unchecked Sendable {
+public final class StoreExport: @unchecked Sendable {  // reason: `risc store copy`'s, read from one task at a time
     private let connection: SQLiteConnection
 
     /// The tables copied, in an order that respects references, with their columns.

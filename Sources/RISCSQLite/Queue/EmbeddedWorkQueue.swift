@@ -21,7 +21,7 @@ public final class EmbeddedWorkQueue: WorkQueue, Sendable {
     private let leases = Mutex<[Int64: Lease]>([:])
 
     /// The connection and the applier, used from the queue's one thread only.
-    private final class Serialized: @unchecked Sendable {  // reason: touched only on `thread`'s single thread
+    private final class Serialized: @unchecked Sendable {  // reason: touched only on `thread`, which has one thread
         let connection: SQLiteConnection
         let applier: EmbeddedActionApplier
         let thread = BlockingPool(name: "risc.queue", maximumThreads: 1)

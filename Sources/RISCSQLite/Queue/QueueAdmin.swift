@@ -2,7 +2,7 @@ import Foundation
 import RISCCore
 
 /// The embedded store's `QueueAdministration`: what `risc queue` and `risc replay` read and change.
-public final class QueueAdmin: QueueAdministration, @unchecked Sendable {
+public final class QueueAdmin: QueueAdministration, @unchecked Sendable {  // reason: a command's, called from one task at a time (the server never opens one)
     private let connection: SQLiteConnection
     var connectionForReads: SQLiteConnection { connection }
 

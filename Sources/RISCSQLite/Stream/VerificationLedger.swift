@@ -4,7 +4,7 @@ import RISCCore
 /// The `state` values `risc stream verify` asked Google to send back, and the verification SETs
 /// that carried them: the two ends of the round trip, kept in the receiver's store so the
 /// command and the receiver (separate processes) meet there.
-public final class VerificationLedger: VerificationRequests, @unchecked Sendable {
+public final class VerificationLedger: VerificationRequests, @unchecked Sendable {  // reason: a command's (`risc stream verify`), called from one task at a time
     private let connection: SQLiteConnection
 
     public typealias Entry = VerificationEntry
