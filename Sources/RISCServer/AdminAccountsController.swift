@@ -2,7 +2,6 @@ import Foundation
 import Hummingbird
 import NIOCore
 import RISCCore
-import RISCSQLite
 
 /// The admin listener's account API, for the site's login and linking servers to register
 /// accounts, sessions and issued tokens as they happen. Every request needs

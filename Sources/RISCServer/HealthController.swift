@@ -3,7 +3,6 @@ import Hummingbird
 import NIOCore
 import RISCClient
 import RISCCore
-import RISCSQLite
 import ServiceLifecycle
 import Synchronization
 

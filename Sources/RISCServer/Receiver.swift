@@ -222,20 +222,6 @@ public final class Receiver: Sendable {
         try result.get()
     }
 
-    /// The queue worker the configuration describes for the embedded store: its account store,
-    /// or the webhook sink, and unlink notices. Also used by `risc replay --local`, so a re-driven
-    /// event acts exactly as a received one.
-    public static func makeWorker(configuration: ReceiverConfiguration, log: any EventLog, logger: Logger) throws -> QueueWorker {
-        let queue = try EmbeddedWorkQueue(directory: configuration.dataDirectory, tokenKeyFile: configuration.tokenKeyFile)
-        let publisher = try ReceiverStorage.makePublisher(configuration: configuration)
-        var settings = QueueWorker.Settings()
-        settings.batch = 64
-        return QueueWorker(
-            queue: queue, settings: settings, table: configuration.actionTable, retry: configuration.retry,
-            sink: try ReceiverStorage.makeSink(configuration: configuration),
-            notices: publisher.map { NoticeSending(publisher: $0, tokenKey: queue.tokenKey) }, log: log, logger: logger)
-    }
-
     /// Descriptors kept aside for everything but public connections: the store's connections and
     /// WAL, the event log, the admin listener and its clients, key fetches.
     static let reservedDescriptors = 256

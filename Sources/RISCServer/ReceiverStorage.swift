@@ -211,6 +211,22 @@ public enum ReceiverStorage: Sendable {
         return nil
     }
 
+    /// The queue's administration (`risc queue`, replay).
+    public func admin(configuration: ReceiverConfiguration) throws -> any QueueAdministration {
+        switch self {
+        case .embedded: try QueueAdmin(directory: configuration.dataDirectory)
+        case .shared(let shared): shared.store.admin
+        }
+    }
+
+    /// Closes the store (without workers to stop: a command that drove them itself).
+    public func close() {
+        switch self {
+        case .embedded(let embedded): embedded.store.close()
+        case .shared(let shared): shared.store.close()
+        }
+    }
+
     func retention(configuration: ReceiverConfiguration) throws -> any RetentionStore {
         switch self {
         case .embedded: try SQLiteRetention(directory: configuration.dataDirectory)

@@ -1,7 +1,6 @@
 import ArgumentParser
 import Foundation
 import RISCCore
-import RISCSQLite
 
 extension RiscCommand {
     struct Accounts: AsyncParsableCommand {

@@ -2,7 +2,6 @@ import ArgumentParser
 import Foundation
 import RISCLocal
 import RISCCore
-import RISCSQLite
 import RISCTestKit
 
 extension RiscCommand {

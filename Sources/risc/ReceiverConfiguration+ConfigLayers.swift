@@ -4,7 +4,6 @@ import Logging
 import RISCClient
 import RISCCore
 import RISCServer
-import RISCSQLite
 
 extension ReceiverConfiguration {
     /// Every key `risc serve` reads, with what it means. The README's table is this list.

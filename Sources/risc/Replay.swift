@@ -4,9 +4,7 @@ import Logging
 import RISCLocal
 import RISCClient
 import RISCCore
-import RISCPostgres
 import RISCServer
-import RISCSQLite
 import RISCTestKit
 import Synchronization
 
@@ -211,14 +209,18 @@ extension RiscCommand {
             try PrivateFiles.makeDirectory(directory)  // its event log, whichever the store
             let log = try JSONLinesEventLog(path: (directory as NSString).appendingPathComponent("events.log"))
             defer { log.close() }
-            if configuration.storeURL != nil { return try await runLocalShared(configuration: configuration, log: log, logger: logger) }
+            // The receiver's own storage and workers (on PostgreSQL with their leases, so a running
+            // receiver never applies one twice), driven here until nothing is due.
+            let storage = try ReceiverStorage.open(configuration: configuration, log: log, logger: logger)
+            defer { storage.close() }
+            try await storage.prepare(logger: logger)
+            let admin = try storage.admin(configuration: configuration)
             var ids: [Int64] = []
             var refused = 0, duplicates = 0
             if fromStore {
-                let admin = try QueueAdmin(directory: directory)
-                ids = try admin.requeue(ids: admin.ids(try selection()))
+                ids = try await admin.requeue(ids: admin.ids(try selection()))
                 guard !ids.isEmpty else { throw ValidationError("no stored SET matches") }
-                for row in try admin.rows(ids: ids) {
+                for row in try await admin.rows(ids: ids) {
                     var record = EventLogRecord(step: .replayed, outcome: .requeued, time: Date().timeIntervalSince1970)
                     let outcome = row.outcomeJSON
                     record["jti"] = outcome["jti"]
@@ -226,32 +228,13 @@ extension RiscCommand {
                     log.record(record)
                 }
             } else {
-                let store = try SQLiteEventStore(directory: directory, logger: logger)
-                defer { store.close() }
-                (ids, duplicates, refused) = try await receiveAll(into: store, configuration: configuration, log: log)
+                (ids, duplicates, refused) = try await receiveAll(into: storage.events, configuration: configuration, log: log)
             }
-            let worker = try Receiver.makeWorker(configuration: configuration, log: log, logger: logger)
-            while try await worker.processDue() > 0 {}
-            try report(try QueueAdmin(directory: directory).rows(ids: ids), ids: ids, duplicates: duplicates, refused: refused)
-        }
-
-        /// `--local` on a shared store: the same steps through the ports, with the receiver's
-        /// `QueueWorker` in this process (its leases, so a running receiver never applies one twice).
-        func runLocalShared(configuration: ReceiverConfiguration, log: JSONLinesEventLog, logger: Logger) async throws {
-            let storage = try ReceiverStorage.open(configuration: configuration, log: log, logger: logger)
-            guard case .shared(let shared) = storage else { return }
-            defer { shared.store.close() }
-            try await storage.prepare(logger: logger)
-            let admin = shared.store.admin
-            var ids: [Int64] = []
-            var refused = 0, duplicates = 0
-            if fromStore {
-                ids = try await admin.requeue(ids: admin.ids(try selection()))
-                guard !ids.isEmpty else { throw ValidationError("no stored SET matches") }
-            } else {
-                (ids, duplicates, refused) = try await receiveAll(into: shared.store.events, configuration: configuration, log: log)
+            var processed = 1
+            while processed > 0 {
+                processed = 0
+                for worker in storage.workers { processed += try await worker.processDue() }
             }
-            while try await shared.workers[0].processDue() > 0 {}
             try report(try await admin.rows(ids: ids), ids: ids, duplicates: duplicates, refused: refused)
         }
 

@@ -2,7 +2,6 @@ import ArgumentParser
 import Foundation
 import RISCClient
 import RISCCore
-import RISCSQLite
 
 extension RiscCommand {
     struct Stream: AsyncParsableCommand {
