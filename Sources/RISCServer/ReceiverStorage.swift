@@ -297,3 +297,62 @@ public enum ReceiverStorage: Sendable {
         }
     }
 }
+
+/// A command's view of the store a configuration names, whichever the backend, through the ports
+/// (`risc accounts`, `queue`, `stream verify`, `replay --from-store`, the drills): opened by the
+/// same factory as the receiver's, with nothing started. The embedded store's parts are opened
+/// when first asked for, so a command that lists the queue never needs the token key.
+public final class StoreAccess: Sendable {
+    public let configuration: ReceiverConfiguration
+    private let shared: SharedStore?
+
+    private init(configuration: ReceiverConfiguration, shared: SharedStore?) {
+        self.configuration = configuration
+        self.shared = shared
+    }
+
+    /// Opens the store; a shared one is migrated and checked, within 15 s. `needsTokenKey`: the
+    /// command reads or writes accounts. A refusal (`StoreError` `refused`) is thrown as it is.
+    public static func open(configuration: ReceiverConfiguration, needsTokenKey: Bool, logger: Logger) async throws -> StoreAccess {
+        guard let url = configuration.storeURL else { return StoreAccess(configuration: configuration, shared: nil) }
+        var settings = SharedStore.Settings(
+            url: url, passwordFile: configuration.storePasswordFile, caFile: configuration.storeCAFile, tokenKeyFile: configuration.tokenKeyFile)
+        settings.acceptUnsafeDurability = configuration.storeAcceptUnsafeDurability
+        settings.needsTokenKey = needsTokenKey
+        let shared = try SharedStore(settings: settings, logger: logger)
+        do {
+            // Unstructured: a pool waiting for an unreachable server does not heed cancellation.
+            try await withDeadline(15, "opening the store") { try await shared.prepare() }
+        } catch {
+            shared.close()
+            throw error
+        }
+        return StoreAccess(configuration: configuration, shared: shared)
+    }
+
+    /// `embedded` or `postgresql`.
+    public var backendName: String { shared == nil ? "embedded" : "postgresql" }
+    var dataDirectory: String { configuration.dataDirectory }
+
+    public func admin() throws -> any QueueAdministration {
+        if let shared { return shared.admin }
+        return try QueueAdmin(directory: dataDirectory)
+    }
+
+    public func accounts() throws -> any AccountRepository { try accountsAndNotices().accounts }
+
+    /// The accounts, and what queues unlink notices when the configuration turns them on
+    /// (`linking.notices.issuer`): revoking or unlinking from the CLI tells Google as the admin API does.
+    public func accountsAndNotices() throws -> (accounts: any AccountRepository, notices: UnlinkNotices?) {
+        if let shared { return (shared.accounts, configuration.unlinkNotices(tokenKey: shared.tokenKey)) }
+        let store = try AccountStore(directory: dataDirectory, tokenKeyFile: configuration.tokenKeyFile)
+        return (EmbeddedAccountRepository(store: store), configuration.unlinkNotices(tokenKey: store.tokenKey))
+    }
+
+    public func verifications() throws -> any VerificationRequests {
+        if let shared { return shared.verifications }
+        return try VerificationLedger(directory: dataDirectory)
+    }
+
+    public func close() { shared?.close() }
+}

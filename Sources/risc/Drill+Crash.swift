@@ -1,8 +1,8 @@
 import ArgumentParser
 import Foundation
+import Logging
 import RISCCore
-import RISCPostgres
-import RISCSQLite
+import RISCServer
 import RISCTestKit
 import Synchronization
 
@@ -42,8 +42,12 @@ extension RiscCommand.Drill {
             let entry = try KeyDirectory.generate(into: work.appendingPathComponent("keys"), algorithm: .rs256, keyID: "drill")
             let shared = try await scratch.open(work: work.appendingPathComponent("shared"))
             defer { shared?.close() }
-            let repository: any AccountRepository =
-                if let shared { shared.store.accounts } else { EmbeddedAccountRepository(store: try AccountStore(directory: data)) }
+            var target = shared?.resolved ?? StoreOption.Resolved()
+            target.dataDirectory = data
+            if shared == nil { try PrivateFiles.makeDirectory(data) }
+            let store = try await StoreAccess.open(configuration: target.configuration, needsTokenKey: true, logger: Logger(label: "risc") { _ in SwiftLogNoOpLogHandler() })
+            defer { store.close() }
+            let repository = try store.accounts()
             for index in 0..<accounts {
                 _ = try await repository.link(
                     AccountLink(subject: "drill-\(index)", userID: "u-\(index)", sessions: ["s-\(index)"]), now: Date().timeIntervalSince1970)
@@ -82,7 +86,7 @@ extension RiscCommand.Drill {
             try await server.start()
             load.stop()
             await loadTask.value
-            let admin: any QueueAdministration = try shared?.store.admin ?? QueueAdmin(directory: data)
+            let admin = try store.admin()
             let drainStart = Date()
             while Date().timeIntervalSince(drainStart) < 60 {
                 let counts = try await admin.counts(now: Date().timeIntervalSince1970)

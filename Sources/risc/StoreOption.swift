@@ -3,9 +3,7 @@ import Foundation
 import Logging
 import RISCLocal
 import RISCCore
-import RISCPostgres
 import RISCServer
-import RISCSQLite
 import RISCTestKit
 
 /// Where a command finds the store: the receiver's config file (`--config`: its `data_dir`,
@@ -31,6 +29,21 @@ struct StoreOption: ParsableArguments {
         var noticeIssuer: String?
         var noticeAudience = UnlinkNotices.defaultAudience
         var noticeTokenType = "refresh_token"
+
+        /// The settings as a receiver's configuration (what the storage factory reads).
+        var configuration: ReceiverConfiguration {
+            var configuration = ReceiverConfiguration()
+            configuration.dataDirectory = dataDirectory
+            configuration.storeURL = storeURL
+            configuration.storePasswordFile = passwordFile
+            configuration.storeCAFile = caFile
+            configuration.storeAcceptUnsafeDurability = acceptUnsafeDurability
+            configuration.tokenKeyFile = tokenKeyFile
+            configuration.noticeIssuer = noticeIssuer
+            configuration.noticeAudience = noticeAudience
+            configuration.noticeTokenType = noticeTokenType
+            return configuration
+        }
 
         /// The embedded store's database file in the data directory.
         var embeddedStorePath: String { (dataDirectory as NSString).appendingPathComponent("risc.sqlite3") }
@@ -97,19 +110,11 @@ struct StoreOption: ParsableArguments {
     /// Opens the store `resolved` names (for commands with options of their own). `create`: nil
     /// for a command that never creates a store, else whether it was asked to.
     static func open(_ resolved: Resolved, accounts: Bool = false, create: Bool? = nil) async throws -> CommandStore {
-        guard let url = resolved.storeURL else {
-            if create != true { try resolved.requireEmbeddedStore(creatable: create != nil) }
-            return CommandStore(resolved: resolved, shared: nil)
-        }
-        var settings = SharedStore.Settings(
-            url: url, passwordFile: resolved.passwordFile, caFile: resolved.caFile, tokenKeyFile: resolved.tokenKeyFile)
-        settings.acceptUnsafeDurability = resolved.acceptUnsafeDurability
-        settings.needsTokenKey = accounts
+        if resolved.storeURL == nil, create != true { try resolved.requireEmbeddedStore(creatable: create != nil) }
         do {
-            let shared = try SharedStore(settings: settings, logger: Logger(label: "risc") { _ in SwiftLogNoOpLogHandler() })
-            // Unstructured: a pool waiting for an unreachable server does not heed cancellation.
-            try await withDeadline(15, "opening the store") { try await shared.prepare() }
-            return CommandStore(resolved: resolved, shared: shared)
+            let access = try await StoreAccess.open(
+                configuration: resolved.configuration, needsTokenKey: accounts, logger: Logger(label: "risc") { _ in SwiftLogNoOpLogHandler() })
+            return CommandStore(resolved: resolved, access: access)
         } catch let error where StoreError.isRefusal(error) {
             throw ValidationError("\(error)")
         }
@@ -122,128 +127,22 @@ struct CreateOption: ParsableArguments {
     var create = false
 }
 
-/// A command's view of the store, whichever backend, through the ports.
+/// A command's view of the store (`StoreAccess`), with the settings it was resolved from.
 final class CommandStore {
     let resolved: StoreOption.Resolved
-    let shared: SharedStore?
+    let access: StoreAccess
 
-    init(resolved: StoreOption.Resolved, shared: SharedStore?) {
+    init(resolved: StoreOption.Resolved, access: StoreAccess) {
         self.resolved = resolved
-        self.shared = shared
+        self.access = access
     }
 
     var dataDirectory: String { resolved.dataDirectory }
     /// `embedded` or `postgresql`.
-    var backendName: String { shared == nil ? "embedded" : "postgresql" }
-
-    func queue() throws -> any QueueAdministration {
-        if let shared { return shared.admin }
-        return try QueueAdmin(directory: resolved.dataDirectory)
-    }
-
-    func accounts() throws -> any AccountRepository {
-        try accountsAndNotices().accounts
-    }
-
-    /// The accounts, and what queues unlink notices when the configuration turns them on
-    /// (`linking.notices.issuer`): revoking or unlinking from the CLI tells Google as the admin API does.
-    func accountsAndNotices() throws -> (accounts: any AccountRepository, notices: UnlinkNotices?) {
-        let (accounts, key): (any AccountRepository, [UInt8])
-        if let shared {
-            (accounts, key) = (shared.accounts, shared.tokenKey)
-        } else {
-            let store = try AccountStore(directory: resolved.dataDirectory, tokenKeyFile: resolved.tokenKeyFile)
-            (accounts, key) = (EmbeddedAccountRepository(store: store), store.tokenKey)
-        }
-        let notices = resolved.noticeIssuer.map {
-            UnlinkNotices(issuer: $0, audience: resolved.noticeAudience, tokenType: resolved.noticeTokenType, tokenKey: key)
-        }
-        return (accounts, notices)
-    }
-
-    func verifications() throws -> any VerificationRequests {
-        if let shared { return shared.verifications }
-        return try VerificationLedger(directory: resolved.dataDirectory)
-    }
-
-    func close() { shared?.close() }
-}
-
-/// Where a drill or a benchmark that fills a store of its own runs: the embedded store in a
-/// temporary directory by default; `--store-url throwaway`, a PostgreSQL cluster started for the
-/// run; or a database named by `--store-url` or by `--config`'s `store.*`, which must hold no SETs
-/// (it is filled with test data).
-struct ScratchStoreOption: ParsableArguments {
-    @Option(help: "Run on PostgreSQL: `throwaway` (a local cluster started for the run) or postgres://USER@HOST:PORT/DB of an empty database (default: the embedded store in a temporary directory).")
-    var storeURL: String?
-    @Option(help: "A receiver's config file (TOML or JSON): run on the PostgreSQL database its store.* settings name (it must hold no SETs).")
-    var config: String?
-
-    /// Whether the run is on PostgreSQL (a configuration that cannot be read is an error, not the
-    /// embedded store).
-    func isShared() throws -> Bool { try storeURL != nil || resolved().storeURL != nil }
-
-    func resolved() throws -> StoreOption.Resolved {
-        try StoreOption.resolve(config: config, dataDir: nil, storeURL: storeURL == "throwaway" ? nil : storeURL, tokenKeyFile: nil)
-    }
-
-    /// Opens the PostgreSQL store to run on, nil for the embedded one. `work`: a directory for the
-    /// token key when the settings name none.
-    func open(work: URL) async throws -> ScratchStore? {
-        if storeURL == "throwaway" {
-            guard PostgresCluster.isAvailable else { throw ValidationError("PostgreSQL is not installed (scripts/bootstrap --tests installs it)") }
-            let cluster = try PostgresCluster()
-            do {
-                var resolved = StoreOption.Resolved()
-                resolved.storeURL = cluster.url
-                return try await ScratchStore(resolved: resolved, cluster: cluster, work: work)
-            } catch {
-                try? cluster.stop()
-                throw error
-            }
-        }
-        let resolved = try resolved()
-        guard resolved.storeURL != nil else { return nil }
-        return try await ScratchStore(resolved: resolved, cluster: nil, work: work)
-    }
-}
-
-/// A PostgreSQL store a drill or benchmark fills (see `ScratchStoreOption`).
-final class ScratchStore {
-    let cluster: PostgresCluster?
-    let store: SharedStore
-    let resolved: StoreOption.Resolved
-
-    init(resolved: StoreOption.Resolved, cluster: PostgresCluster?, work: URL) async throws {
-        var resolved = resolved
-        if resolved.tokenKeyFile == nil {
-            let keyFile = work.appendingPathComponent("token-key")
-            try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
-            _ = try TokenKey.create(at: keyFile.path)
-            resolved.tokenKeyFile = keyFile.path
-        }
-        let opened = try await StoreOption.open(resolved, accounts: true)
-        guard let store = opened.shared else { throw ValidationError("no PostgreSQL store named") }
-        guard try await store.admin.audit(acknowledged: []).rows == 0 else {
-            store.close()
-            throw ValidationError("the database already holds SETs: a drill or benchmark fills it with test data, so give it an empty database of its own")
-        }
-        self.cluster = cluster
-        self.store = store
-        self.resolved = resolved
-    }
-
-    /// `risc serve` arguments that put a receiver on this store.
-    var serveArguments: [String] {
-        var arguments = ["--store-url", resolved.storeURL ?? "", "--set", "accounts.token_key_file=\(resolved.tokenKeyFile ?? "")"]
-        if let file = resolved.passwordFile { arguments += ["--set", "store.password_file=\(file)"] }
-        if let file = resolved.caFile { arguments += ["--set", "store.ca_file=\(file)"] }
-        if resolved.acceptUnsafeDurability { arguments += ["--set", "store.accept_unsafe_durability=true"] }
-        return arguments
-    }
-
-    func close() {
-        store.close()
-        try? cluster?.stop()
-    }
+    var backendName: String { access.backendName }
+    func queue() throws -> any QueueAdministration { try access.admin() }
+    func accounts() throws -> any AccountRepository { try access.accounts() }
+    func accountsAndNotices() throws -> (accounts: any AccountRepository, notices: UnlinkNotices?) { try access.accountsAndNotices() }
+    func verifications() throws -> any VerificationRequests { try access.verifications() }
+    func close() { access.close() }
 }
