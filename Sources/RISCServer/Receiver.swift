@@ -8,7 +8,6 @@ import NIOSSL
 import RISCLocal
 import RISCClient
 import RISCCore
-import RISCSQLite
 import ServiceLifecycle
 import Synchronization
 import UnixSignals

@@ -1,8 +1,6 @@
 import Logging
 import RISCClient
 import RISCCore
-import RISCPostgres
-import RISCSQLite
 
 /// Everything `risc serve` needs, with the embedded defaults. Read from a config file, the
 /// environment and flags by the executable (`ReceiverConfiguration+ConfigReader.swift`).
@@ -244,10 +242,7 @@ public struct ReceiverConfiguration: Sendable {
         problems += retry.problems
         problems += retention.problems
         if let storeURL {
-            do {
-                let url = try PostgresStoreURL(storeURL)
-                if storePasswordFile != nil, let problem = url.passwordProblem { problems.append(problem) }
-            } catch { problems.append("store.url: \(error.description)") }
+            problems += ReceiverStorage.storeURLProblems(storeURL, passwordFile: storePasswordFile)
             if tokenKeyFile == nil {
                 problems.append("accounts.token_key_file is required with store.url: every receiver must fingerprint tokens with the same key (`risc keys token-key --out FILE`)")
             }

@@ -298,6 +298,21 @@ public enum ReceiverStorage: Sendable {
     }
 }
 
+extension ReceiverStorage {
+    /// What is wrong with `store.url` (and a password file beside it), for the configuration's problems.
+    static func storeURLProblems(_ text: String, passwordFile: String?) -> [String] {
+        do {
+            let url = try PostgresStoreURL(text)
+            return passwordFile != nil ? url.passwordProblem.map { [$0] } ?? [] : []
+        } catch { return ["store.url: \(error.description)"] }
+    }
+
+    /// `store.url` as an operator may see it: no password, query values redacted.
+    public static func describe(storeURL text: String) -> String {
+        (try? PostgresStoreURL(text))?.description ?? Redaction.url(text)
+    }
+}
+
 /// A command's view of the store a configuration names, whichever the backend, through the ports
 /// (`risc accounts`, `queue`, `stream verify`, `replay --from-store`, the drills): opened by the
 /// same factory as the receiver's, with nothing started. The embedded store's parts are opened

@@ -2,9 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import RISCCore
-import RISCPostgres
 import RISCServer
-import RISCSQLite
 import UnixSignals
 
 extension RiscCommand {
@@ -126,7 +124,7 @@ extension RiscCommand {
             print("  audiences \(configuration.audiences.joined(separator: ", "))")
             print("  keys      \(configuration.jwksFile.map { "pinned \($0)" } ?? Redaction.url(configuration.discoveryURL))")
             print("  data      \(configuration.dataDirectory)")
-            print("  store     \(configuration.storeURL.map { "PostgreSQL \((try? PostgresStoreURL($0))?.description ?? Redaction.url($0))" } ?? "embedded SQLite in the data directory")")
+            print("  store     \(configuration.storeURL.map { "PostgreSQL \(ReceiverStorage.describe(storeURL: $0))" } ?? "embedded SQLite in the data directory")")
             print("  actions   \(configuration.webhookURL.map { "webhook \(Redaction.url($0))" } ?? "embedded account store")")
         }
 
