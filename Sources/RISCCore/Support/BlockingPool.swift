@@ -13,6 +13,12 @@ public final class BlockingPool: @unchecked Sendable {  // reason: jobs and coun
     /// The shared pool for outbound HTTP.
     public static let shared = BlockingPool(name: "risc.blocking", maximumThreads: 16)
 
+    /// The embedded store's blocking calls (the account API's): a pool of their own, so slow
+    /// outbound HTTP (webhook and notice calls, key fetches) holding every thread of `shared`
+    /// never keeps an account call waiting. (A test process with many clients waiting on its own
+    /// receivers' answers showed it: the answer needed a thread the waiting clients held.)
+    public static let storage = BlockingPool(name: "risc.storage", maximumThreads: 8)
+
     public init(name: String, maximumThreads: Int) {
         self.name = name
         self.maximum = maximumThreads

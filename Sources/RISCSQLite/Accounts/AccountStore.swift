@@ -13,19 +13,13 @@ public final class AccountStore: @unchecked Sendable {  // reason: its connectio
 
     public init(directory: String, tokenKeyFile: String? = nil) throws {
         try PrivateFiles.makeDirectory(directory)
-        let path = (directory as NSString).appendingPathComponent("risc.sqlite3")
-        connection = try SQLiteConnection(path: path)
-        try connection.execute("PRAGMA journal_mode = WAL")
-        try connection.execute("PRAGMA synchronous = FULL")
-        try connection.execute("PRAGMA foreign_keys = ON")
-        try SQLiteEventStore.migrate(connection)
+        connection = try SQLiteDatabase(directory: directory).connect(.transactions)
         tokenKey = try Self.loadKey(directory: directory, file: tokenKeyFile)
     }
 
     /// The token key for the store in `directory` (see `TokenKey`), checked against the store.
     static func loadKey(directory: String, file: String? = nil) throws -> [UInt8] {
-        let connection = try SQLiteConnection(path: (directory as NSString).appendingPathComponent("risc.sqlite3"))
-        try SQLiteEventStore.migrate(connection)
+        let connection = try SQLiteDatabase(directory: directory).connect(.plain)
         return try TokenKey.load(
             path: file ?? (directory as NSString).appendingPathComponent("token-key"), dataDirectoryFile: file == nil,
             recorded: try tokenKeyCheck(connection)
@@ -241,7 +235,7 @@ public struct EmbeddedAccountRepository: AccountRepository {
     public init(store: AccountStore) { self.store = store }
 
     private func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await BlockingPool.shared.run { Result { try body() } }.get()
+        try await BlockingPool.storage.run { Result { try body() } }.get()
     }
 
     public func link(_ links: [AccountLink], now: Double) async throws -> [Int64] {

@@ -99,15 +99,10 @@ public final class SQLiteEventStore: EventStore, StoreHealth, @unchecked Sendabl
         walPath = path + "-wal"
         self.logger = logger
         self.maxBatch = maxBatch
-        writer = try SQLiteConnection(path: path)
-        try writer.execute("PRAGMA journal_mode = WAL")
-        // The writer does not sync inside COMMIT; `syncLoop` fsyncs the WAL before any answer.
-        try writer.execute("PRAGMA synchronous = NORMAL")
-        try writer.execute("PRAGMA foreign_keys = ON")
-        try writer.execute("PRAGMA cache_size = -8192")
-        // Checkpoints run on their own thread (below), never inside a commit that requests wait on.
-        try writer.execute("PRAGMA wal_autocheckpoint = 0")
-        try Self.migrate(writer)
+        let database = try SQLiteDatabase(directory: directory)
+        // The writer does not sync inside COMMIT (`syncLoop` fsyncs the WAL before any answer);
+        // checkpoints run on their own thread (below), never inside a commit that requests wait on.
+        writer = try database.connect(.groupCommit)
         // A plain insert that does nothing on a redelivery (then `redelivery` counts it): cheaper
         // than an upsert with RETURNING, which SQLite runs through an ephemeral table.
         upsert = try writer.prepare("""
@@ -125,8 +120,8 @@ public final class SQLiteEventStore: EventStore, StoreHealth, @unchecked Sendabl
         savepoint = try writer.prepare("SAVEPOINT inline")
         release = try writer.prepare("RELEASE inline")
         rollbackToSavepoint = try writer.prepare("ROLLBACK TO inline")
-        reader = try SQLiteConnection(path: path)
-        checkpointer = try SQLiteConnection(path: path)
+        reader = try database.connect(.plain)
+        checkpointer = try database.connect(.plain)
         writerStarted = true
         OSThread.start(name: "risc.store") { [unowned self] in self.writeLoop() }
         OSThread.start(name: "risc.checkpoint") { [unowned self] in self.checkpointLoop() }

@@ -13,8 +13,7 @@ public final class SQLiteRetention: RetentionStore, @unchecked Sendable {  // re
     private let strippedColumns: String
 
     public init(directory: String) throws {
-        connection = try SQLiteConnection(path: (directory as NSString).appendingPathComponent("risc.sqlite3"))
-        try SQLiteEventStore.migrate(connection)
+        connection = try SQLiteDatabase(directory: directory).connect(.plain)
         let info = try connection.prepare("SELECT name FROM pragma_table_info('sets') ORDER BY cid")
         var names: [String] = []
         while try info.step() { names.append(info.text(0) ?? "") }

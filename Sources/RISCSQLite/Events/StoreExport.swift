@@ -31,10 +31,7 @@ public final class StoreExport: @unchecked Sendable {  // reason: `risc store co
     ]
 
     public init(directory: String) throws {
-        let path = (directory as NSString).appendingPathComponent("risc.sqlite3")
-        guard FileManager.default.fileExists(atPath: path) else { throw StoreError(sqlite: 14, "no store at \(path)") }
-        connection = try SQLiteConnection(path: path)
-        try SQLiteEventStore.migrate(connection)
+        connection = try SQLiteDatabase(directory: directory, mustExist: true).connect(.plain)
     }
 
     public func count(_ table: String) throws -> Int {

@@ -39,11 +39,7 @@ public final class EmbeddedWorkQueue: WorkQueue, Sendable {
     /// Opens the queue on the data directory's store, with the token-fingerprint key
     /// (`accounts.token_key_file`, else the data directory's).
     public init(directory: String, tokenKeyFile: String? = nil) throws {
-        let connection = try SQLiteConnection(path: (directory as NSString).appendingPathComponent("risc.sqlite3"))
-        try connection.execute("PRAGMA foreign_keys = ON")
-        // Account, session and token lookups touch pages all over the file: keep more of them in memory.
-        try connection.execute("PRAGMA cache_size = -8192")
-        try SQLiteEventStore.migrate(connection)
+        let connection = try SQLiteDatabase(directory: directory).connect(.transactions)
         let tokenKey = try AccountStore.loadKey(directory: directory, file: tokenKeyFile)
         database = Serialized(connection: connection, applier: EmbeddedActionApplier(connection: connection, tokenKey: tokenKey))
         self.tokenKey = tokenKey

@@ -7,12 +7,7 @@ public final class QueueAdmin: QueueAdministration, @unchecked Sendable {  // re
     var connectionForReads: SQLiteConnection { connection }
 
     public init(directory: String) throws {
-        let path = (directory as NSString).appendingPathComponent("risc.sqlite3")
-        guard FileManager.default.fileExists(atPath: path) else {
-            throw StoreError(sqlite: 14, "no store at \(path): has `risc serve` run with this data directory?")
-        }
-        connection = try SQLiteConnection(path: path)
-        try SQLiteEventStore.migrate(connection)
+        connection = try SQLiteDatabase(directory: directory, mustExist: true).connect(.plain)
     }
 
     public func counts(now: Double = Date().timeIntervalSince1970) throws -> QueueCounts {

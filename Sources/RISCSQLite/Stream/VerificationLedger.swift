@@ -11,10 +11,7 @@ public final class VerificationLedger: VerificationRequests, @unchecked Sendable
 
     public init(directory: String) throws {
         try PrivateFiles.makeDirectory(directory)
-        connection = try SQLiteConnection(path: (directory as NSString).appendingPathComponent("risc.sqlite3"))
-        try connection.execute("PRAGMA journal_mode = WAL")
-        try connection.execute("PRAGMA synchronous = FULL")
-        try SQLiteEventStore.migrate(connection)
+        connection = try SQLiteDatabase(directory: directory).connect(.transactions)
     }
 
     /// Records that a verification carrying `state` was requested.
