@@ -20,6 +20,8 @@ public enum ReceiverStorage: Sendable {
 
     /// The embedded store and what works on it.
     public struct EmbeddedStorage: Sendable {
+        /// The driver's one owner; the parts below are its.
+        public let owner: SQLiteStore
         public let store: SQLiteEventStore
         public let queue: EmbeddedWorkQueue
         /// The queue's worker, and one that publishes unlink notices when they are on.
@@ -69,9 +71,10 @@ public enum ReceiverStorage: Sendable {
         let sink = try makeSink(configuration: configuration)
         let publisher = try makePublisher(configuration: configuration, keys: noticeKeys)
         guard let url = configuration.storeURL else {
-            let store = try SQLiteEventStore(directory: configuration.dataDirectory, logger: logger)
-            let accounts = try AccountStore(directory: configuration.dataDirectory, tokenKeyFile: configuration.tokenKeyFile)
-            let queue = try EmbeddedWorkQueue(directory: configuration.dataDirectory, tokenKeyFile: configuration.tokenKeyFile)
+            let owner = SQLiteStore(directory: configuration.dataDirectory, tokenKeyFile: configuration.tokenKeyFile, logger: logger)
+            let store = try owner.events()
+            let accounts = try owner.accountStore()
+            let queue = try owner.queue()
             // One worker: the store has one writer. It waits while acknowledgements do.
             let workers = makeWorkers(
                 queue: queue, tokenKey: queue.tokenKey, count: 1, batch: 8, configuration: configuration, sink: sink, publisher: publisher,
@@ -83,7 +86,7 @@ public enum ReceiverStorage: Sendable {
                     tokenKeyFile: configuration.tokenKeyFile)
             }
             store.afterCommit = { for worker in workers { worker.wake() } }
-            return .embedded(EmbeddedStorage(store: store, queue: queue, workers: workers, accounts: accounts))
+            return .embedded(EmbeddedStorage(owner: owner, store: store, queue: queue, workers: workers, accounts: accounts))
         }
         var settings = SharedStore.Settings(
             url: url, passwordFile: configuration.storePasswordFile, caFile: configuration.storeCAFile, tokenKeyFile: configuration.tokenKeyFile)
@@ -214,7 +217,7 @@ public enum ReceiverStorage: Sendable {
     /// The queue's administration (`risc queue`, replay).
     public func admin(configuration: ReceiverConfiguration) throws -> any QueueAdministration {
         switch self {
-        case .embedded: try QueueAdmin(directory: configuration.dataDirectory)
+        case .embedded(let embedded): try embedded.owner.admin()
         case .shared(let shared): shared.store.admin
         }
     }
@@ -222,14 +225,14 @@ public enum ReceiverStorage: Sendable {
     /// Closes the store (without workers to stop: a command that drove them itself).
     public func close() {
         switch self {
-        case .embedded(let embedded): embedded.store.close()
+        case .embedded(let embedded): embedded.owner.close()
         case .shared(let shared): shared.store.close()
         }
     }
 
     func retention(configuration: ReceiverConfiguration) throws -> any RetentionStore {
         switch self {
-        case .embedded: try SQLiteRetention(directory: configuration.dataDirectory)
+        case .embedded(let embedded): try embedded.owner.retention()
         case .shared(let shared): shared.store.events
         }
     }
@@ -272,7 +275,7 @@ public enum ReceiverStorage: Sendable {
         switch self {
         case .embedded(let embedded):
             await Self.stop(embedded.workers)
-            embedded.store.close()
+            embedded.owner.close()
         case .shared(let shared): await shared.stop()
         }
     }
@@ -320,10 +323,14 @@ extension ReceiverStorage {
 public final class StoreAccess: Sendable {
     public let configuration: ReceiverConfiguration
     private let shared: SharedStore?
+    private let embedded: SQLiteStore
 
     private init(configuration: ReceiverConfiguration, shared: SharedStore?) {
         self.configuration = configuration
         self.shared = shared
+        embedded = SQLiteStore(
+            directory: configuration.dataDirectory, tokenKeyFile: configuration.tokenKeyFile,
+            logger: Logger(label: "risc") { _ in SwiftLogNoOpLogHandler() })
     }
 
     /// Opens the store; a shared one is migrated and checked, within 15 s. `needsTokenKey`: the
@@ -351,7 +358,7 @@ public final class StoreAccess: Sendable {
 
     public func admin() throws -> any QueueAdministration {
         if let shared { return shared.admin }
-        return try QueueAdmin(directory: dataDirectory)
+        return try embedded.admin()
     }
 
     public func accounts() throws -> any AccountRepository { try accountsAndNotices().accounts }
@@ -360,14 +367,17 @@ public final class StoreAccess: Sendable {
     /// (`linking.notices.issuer`): revoking or unlinking from the CLI tells Google as the admin API does.
     public func accountsAndNotices() throws -> (accounts: any AccountRepository, notices: UnlinkNotices?) {
         if let shared { return (shared.accounts, configuration.unlinkNotices(tokenKey: shared.tokenKey)) }
-        let store = try AccountStore(directory: dataDirectory, tokenKeyFile: configuration.tokenKeyFile)
+        let store = try embedded.accountStore()
         return (EmbeddedAccountRepository(store: store), configuration.unlinkNotices(tokenKey: store.tokenKey))
     }
 
     public func verifications() throws -> any VerificationRequests {
         if let shared { return shared.verifications }
-        return try VerificationLedger(directory: dataDirectory)
+        return try embedded.verifications()
     }
 
-    public func close() { shared?.close() }
+    public func close() {
+        shared?.close()
+        embedded.close()
+    }
 }

@@ -66,20 +66,21 @@ struct StorePortTests {
             switch backend {
             case .embedded:
                 let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-ports-\(UUID().uuidString)").path
-                let store = try SQLiteEventStore(directory: directory, logger: StorePortTests.logger)
+                // The driver through its one owner, as the receiver opens it.
+                let owner = SQLiteStore(directory: directory, logger: StorePortTests.logger)
+                let store = try owner.events()
                 let sql = try SQLiteConnection(path: directory + "/risc.sqlite3")
-                let queue = try EmbeddedWorkQueue(directory: directory)
+                let queue = try owner.queue()
                 return Fixture(
-                    events: store, health: store, accounts: EmbeddedAccountRepository(store: try AccountStore(directory: directory)),
-                    admin: try QueueAdmin(directory: directory), verifications: try VerificationLedger(directory: directory),
-                    retention: try SQLiteRetention(directory: directory), queue: queue, otherQueue: queue, execute: { try sql.execute($0) },
+                    events: store, health: store, accounts: try owner.accounts(), admin: try owner.admin(), verifications: try owner.verifications(),
+                    retention: try owner.retention(), queue: queue, otherQueue: queue, execute: { try sql.execute($0) },
                     count: { Int(try sql.scalar($0) ?? -1) },
                     work: { sink, log, now in
                         try await QueueWorker(queue: queue, settings: .init(owner: "test"), sink: sink, log: log, logger: StorePortTests.logger)
                             .processDue(now: now)
                     },
                     close: {
-                        store.close()
+                        owner.close()
                         try? FileManager.default.removeItem(atPath: directory)
                     })
             case .postgresql:

@@ -1,0 +1,58 @@
+import Foundation
+import Logging
+import RISCCore
+import Synchronization
+
+/// The embedded driver, whole, shaped like the shared one (`SharedStore`): one owner for the store
+/// in a data directory and for the connections its parts hold (the group-commit writer with its
+/// reader and checkpointer, the queue's, the accounts', the ledger's, retention's, the commands'
+/// reader), each part opened when first asked for, all closed together.
+///
+/// A receiver opens the event store, the queue and the accounts at its start; a command that only
+/// lists the queue opens nothing else (and needs no token key).
+public final class SQLiteStore: Sendable {
+    public let directory: String
+    /// `accounts.token_key_file`, else the data directory's `token-key`.
+    public let tokenKeyFile: String?
+    let logger: Logger
+
+    private struct Parts: Sendable {
+        var events: SQLiteEventStore?
+        var queue: EmbeddedWorkQueue?
+        var accounts: AccountStore?
+        var admin: QueueAdmin?
+        var verifications: VerificationLedger?
+        var retention: SQLiteRetention?
+    }
+    private let parts = Mutex(Parts())
+
+    public init(directory: String, tokenKeyFile: String? = nil, logger: Logger) {
+        self.directory = directory
+        self.tokenKeyFile = tokenKeyFile
+        self.logger = logger
+    }
+
+    /// The part at `path`, opened by `open` the first time.
+    private func part<T: Sendable>(_ path: WritableKeyPath<Parts, T?>, _ open: () throws -> T) throws -> T {
+        try parts.withLock { parts in
+            if let part = parts[keyPath: path] { return part }
+            let part = try open()
+            parts[keyPath: path] = part
+            return part
+        }
+    }
+
+    /// The event store (its writer, syncer and checkpointer threads start with it).
+    public func events() throws -> SQLiteEventStore { try part(\.events) { try SQLiteEventStore(directory: directory, logger: logger) } }
+    public func queue() throws -> EmbeddedWorkQueue { try part(\.queue) { try EmbeddedWorkQueue(directory: directory, tokenKeyFile: tokenKeyFile) } }
+    public func accountStore() throws -> AccountStore { try part(\.accounts) { try AccountStore(directory: directory, tokenKeyFile: tokenKeyFile) } }
+    public func accounts() throws -> EmbeddedAccountRepository { EmbeddedAccountRepository(store: try accountStore()) }
+    /// The queue's administration; the store must exist already (a command names where it looked).
+    public func admin() throws -> QueueAdmin { try part(\.admin) { try QueueAdmin(directory: directory) } }
+    public func verifications() throws -> VerificationLedger { try part(\.verifications) { try VerificationLedger(directory: directory) } }
+    public func retention() throws -> SQLiteRetention { try part(\.retention) { try SQLiteRetention(directory: directory) } }
+
+    /// Closes the event store (after its last commit is synced); the other parts' connections
+    /// close when they are released.
+    public func close() { parts.withLock { $0.events }?.close() }
+}
