@@ -174,7 +174,7 @@ public final class Receiver: Sendable {
         if configuration.retention.isOn {
             services.append(
                 RetentionService(
-                    store: try storage.retention(configuration: configuration), policy: configuration.retention,
+                    store: try storage.retention(), policy: configuration.retention,
                     interval: configuration.retentionInterval, log: log, logger: logger))
         }
         services.append(adminApp)

@@ -215,7 +215,7 @@ public enum ReceiverStorage: Sendable {
     }
 
     /// The queue's administration (`risc queue`, replay).
-    public func admin(configuration: ReceiverConfiguration) throws -> any QueueAdministration {
+    public func admin() throws -> any QueueAdministration {
         switch self {
         case .embedded(let embedded): try embedded.owner.admin()
         case .shared(let shared): shared.store.admin
@@ -230,7 +230,7 @@ public enum ReceiverStorage: Sendable {
         }
     }
 
-    func retention(configuration: ReceiverConfiguration) throws -> any RetentionStore {
+    func retention() throws -> any RetentionStore {
         switch self {
         case .embedded(let embedded): try embedded.owner.retention()
         case .shared(let shared): shared.store.events

@@ -214,7 +214,7 @@ extension RiscCommand {
             let storage = try ReceiverStorage.open(configuration: configuration, log: log, logger: logger)
             defer { storage.close() }
             try await storage.prepare(logger: logger)
-            let admin = try storage.admin(configuration: configuration)
+            let admin = try storage.admin()
             var ids: [Int64] = []
             var refused = 0, duplicates = 0
             if fromStore {

@@ -41,7 +41,7 @@ extension SQLiteEventStore {
                 if queued > 0 { afterCommit?() }
             } catch {
                 condition.lock()
-                if syncFailure == nil { syncFailure = StoreError(sqlite: error.driverCode ?? SQLITE_IOERR, "an fsync of the WAL failed (restart to recover): \(error)") }
+                if syncFailure == nil { syncFailure = StoreError(error.code, "an fsync of the WAL failed (restart to recover): \(error)", driverCode: error.driverCode) }
                 condition.unlock()
                 logger.critical("fsync of the WAL failed: refusing writes until restart", metadata: ["risc.error": "\(error)"])
                 Committed.fail(batches, error)

@@ -152,7 +152,7 @@ extension SQLiteEventStore {
             let verifications = try VerificationLedger.records(
                 for: plan, claims: record.claims, id: id, jti: record.tokenID, compact: record.token, connection: writer)
             if guarded { try release.run() }
-            line["actions"] = EmbeddedActionApplier.json(outcomes)
+            line["actions"] = ActionOutcome.json(outcomes)
             line.latency = Date().timeIntervalSince1970 - start
             logRecords.append(line)
             logRecords += verifications

@@ -7,14 +7,9 @@ struct EmbeddedActionApplier {
     let connection: SQLiteConnection
     let tokenKey: [UInt8]
 
-    typealias Outcome = ActionOutcome
-
-    /// The outcomes as the event log shows them.
-    static func json(_ outcomes: [Outcome]) -> JSONValue { ActionOutcome.json(outcomes) }
-
     /// - Parameter fresh: the SET was stored in this very transaction, so nothing can have been
     ///   applied for it yet (skips the per-action lookup).
-    func apply(_ plan: ActionPlan, setID: Int64, keyIssuer: String, now: Double, fresh: Bool = false) throws -> [Outcome] {
+    func apply(_ plan: ActionPlan, setID: Int64, keyIssuer: String, now: Double, fresh: Bool = false) throws -> [ActionOutcome] {
         let accounts = try plan.steps.map { try resolve($0, keyIssuer: keyIssuer) }
         let applied = fresh ? [] : try appliedActions(setID: setID)
         let planned = AccountActions.plan(plan, accounts: accounts) { applied.contains("\($0)/\($1.rawValue)") }
