@@ -68,12 +68,18 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The one storage factory: opens the driver the settings name; only it imports one.
+        .target(
+            name: "RISCStorage",
+            dependencies: ["RISCCore", "RISCLocal", "RISCSQLite", "RISCPostgres", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
         // The HTTP layer: the RFC 8935 endpoint straight on SwiftNIO; health, metrics and the
         // admin API over Hummingbird.
         .target(
             name: "RISCServer",
             dependencies: [
-                "RISCCore", "RISCClient", "RISCLocal", "RISCSQLite", "RISCPostgres",
+                "RISCCore", "RISCClient", "RISCLocal", "RISCStorage",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -100,7 +106,7 @@ let package = Package(
         .executableTarget(
             name: "risc",
             dependencies: [
-                "RISCCore", "RISCClient", "RISCLocal", "RISCSQLite", "RISCPostgres", "RISCServer", "RISCTestKit",
+                "RISCCore", "RISCClient", "RISCLocal", "RISCStorage", "RISCServer", "RISCTestKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -133,7 +139,7 @@ let package = Package(
         .testTarget(
             name: "RISCServerTests",
             dependencies: [
-                "RISCServer", "RISCSQLite", "RISCLocal", "RISCPostgres", "RISCClient", "RISCCore", "RISCTestKit", .product(name: "Logging", package: "swift-log"),
+                "RISCServer", "RISCStorage", "RISCSQLite", "RISCLocal", "RISCPostgres", "RISCClient", "RISCCore", "RISCTestKit", .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"), .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"), .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
@@ -142,7 +148,7 @@ let package = Package(
         ),
         .testTarget(
             name: "riscTests",
-            dependencies: ["RISCTestKit", "RISCCore", "RISCClient", "RISCLocal", "RISCPostgres", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["RISCTestKit", "RISCCore", "RISCClient", "RISCLocal", "RISCStorage", "RISCPostgres", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
     ]

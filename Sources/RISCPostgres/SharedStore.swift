@@ -15,7 +15,8 @@ public final class SharedStore: Sendable {
 
     /// Where the store is and how to open it (`store.*` settings).
     public struct Settings: Sendable {
-        public var url: String
+        /// `store.url`, parsed when the configuration was read.
+        public var url: PostgresStoreURL
         /// `store.password_file`: the password, never in the URL.
         public var passwordFile: String?
         /// `store.ca_file`: the CA bundle that verifies the server (`sslmode=verify-full`).
@@ -30,7 +31,7 @@ public final class SharedStore: Sendable {
         /// `store.timeout`: seconds a SET may wait to be committed before it is answered 503.
         public var timeout: Double = 5
 
-        public init(url: String, passwordFile: String? = nil, caFile: String? = nil, tokenKeyFile: String? = nil) {
+        public init(url: PostgresStoreURL, passwordFile: String? = nil, caFile: String? = nil, tokenKeyFile: String? = nil) {
             self.url = url
             self.passwordFile = passwordFile
             self.caFile = caFile
@@ -41,8 +42,7 @@ public final class SharedStore: Sendable {
     /// Opens the pool and checks what can be checked without the server: the URL, the password
     /// and CA files, the token key. `prepare()` then talks to the server.
     public init(settings: Settings, logger: Logger) throws {
-        let url: PostgresStoreURL
-        do { url = try PostgresStoreURL(settings.url) } catch { throw StoreError(.refused, error.description) }
+        let url = settings.url
         var password: String?
         if let file = settings.passwordFile {
             if let problem = url.passwordProblem { throw StoreError(.refused, problem) }

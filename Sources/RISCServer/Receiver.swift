@@ -8,6 +8,7 @@ import NIOSSL
 import RISCLocal
 import RISCClient
 import RISCCore
+import RISCStorage
 import ServiceLifecycle
 import Synchronization
 import UnixSignals
@@ -174,7 +175,7 @@ public final class Receiver: Sendable {
         if configuration.retention.isOn {
             services.append(
                 RetentionService(
-                    store: try storage.retention(), policy: configuration.retention,
+                    store: try storage.store.retention(), policy: configuration.retention,
                     interval: configuration.retentionInterval, log: log, logger: logger))
         }
         services.append(adminApp)
@@ -205,7 +206,7 @@ public final class Receiver: Sendable {
         do {
             // Before any listener: a shared store is migrated and checked (waiting for a server not
             // up yet) before the first SET could be acknowledged.
-            try await storage.prepare(logger: logger)
+            try await storage.store.prepare(logger: logger)
             eventLog.record(startup)
             do { result = .success(try await group.run()) } catch { result = .failure(error) }
             eventLog.record(EventLogRecord(step: .serve, outcome: .stopped, time: Date().timeIntervalSince1970))
@@ -278,7 +279,7 @@ public final class Receiver: Sendable {
             ("tls.certificate", configuration.tlsCertificate), ("tls.key", configuration.tlsKey), ("jwks_file", configuration.jwksFile),
             ("admin.tls.certificate", configuration.adminTLSCertificate), ("admin.tls.key", configuration.adminTLSKey),
             ("admin.tls.client_ca", configuration.adminTLSClientCA),
-            ("store.password_file", configuration.storePasswordFile), ("store.ca_file", configuration.storeCAFile),
+            ("store.password_file", configuration.store.passwordFile), ("store.ca_file", configuration.store.caFile),
             ("accounts.token_key_file", configuration.tokenKeyFile),
             ("linking.notices.service_account_file", configuration.noticeIssuer == nil ? nil : configuration.noticeServiceAccountFile),
         ]

@@ -1,6 +1,7 @@
 import Logging
 import RISCClient
 import RISCCore
+import RISCStorage
 
 /// Everything `risc serve` needs, with the embedded defaults. Read from a config file, the
 /// environment and flags by the executable (`ReceiverConfiguration+ConfigReader.swift`).
@@ -115,19 +116,11 @@ public struct ReceiverConfiguration: Sendable {
 
     /// The token-fingerprint key's file (`risc keys token-key --out FILE`); nil: `DATA_DIR/token-key`.
     public var tokenKeyFile: String?
-    /// `store.url`: a shared PostgreSQL store (several receivers); nil: the embedded SQLite store
-    /// in the data directory.
-    public var storeURL: String?
-    /// `store.password_file`: the PostgreSQL password (never in the URL).
-    public var storePasswordFile: String?
-    /// `store.ca_file`: CA bundle verifying the PostgreSQL server.
-    public var storeCAFile: String?
-    /// `store.accept_unsafe_durability`: accept a server with `fsync`/`synchronous_commit` off.
-    public var storeAcceptUnsafeDurability = false
+    /// `store.*`: which store (`store.url` parsed as it is read: nil, the embedded SQLite store in
+    /// the data directory) and how to reach it.
+    public var store = StoreSettings()
     /// `store.lease`: seconds a claim on queued work holds before another receiver may rescue it.
     public var queueLease: Double = 60
-    /// `store.timeout`: seconds a SET may wait for the shared store's COMMIT before it is answered 503.
-    public var storeTimeout: Double = 5
     /// File holding the bearer token for the admin account API; without it the API is off.
     public var adminTokenFile: String?
 
@@ -241,13 +234,13 @@ public struct ReceiverConfiguration: Sendable {
         problems += noticeProblems
         problems += retry.problems
         problems += retention.problems
-        if let storeURL {
-            problems += ReceiverStorage.storeURLProblems(storeURL, passwordFile: storePasswordFile)
+        problems += store.problems
+        if store.url != nil {
             if tokenKeyFile == nil {
                 problems.append("accounts.token_key_file is required with store.url: every receiver must fingerprint tokens with the same key (`risc keys token-key --out FILE`)")
             }
         }
-        if !(1...120).contains(storeTimeout) { problems.append("store.timeout must be 1–120 seconds, got \(storeTimeout)") }
+        if !(1...120).contains(store.timeout) { problems.append("store.timeout must be 1–120 seconds, got \(store.timeout)") }
         if !(5...3_600).contains(queueLease) { problems.append("store.lease must be 5–3600 seconds, got \(queueLease)") }
         return problems
     }

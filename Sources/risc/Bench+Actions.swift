@@ -3,9 +3,8 @@ import Foundation
 import Logging
 import RISCLocal
 import RISCCore
-import RISCPostgres
 import RISCServer
-import RISCSQLite
+import RISCStorage
 import RISCTestKit
 
 extension RiscCommand.Bench {
@@ -26,50 +25,15 @@ extension RiscCommand.Bench {
         @Option(help: "Key directory (its Ed25519 key signs the SETs quickly).") var keys: String = "keys/test"
         @OptionGroup var scratch: ScratchStoreOption
 
+        /// On either store: seeds the accounts, stores the SETs pending (inline actions off), then
+        /// times the receiver's workers (as many, with its batch) applying them.
         func run() async throws {
-            if try scratch.isShared() { return try await runShared() }
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-bench-actions-\(UUID().uuidString)").path
-            defer { try? FileManager.default.removeItem(atPath: directory) }
-            let logger = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
-            let store = try SQLiteEventStore(directory: directory, logger: logger)
-            let accountStore = try AccountStore(directory: directory)
-            for index in 0..<accounts {
-                try accountStore.link(.init(subject: "\(index)", userID: "u\(index)", sessions: ["s\(index)"], refreshTokens: ["1//0gtoken-\(index)"]), now: 1_000)
-            }
-            let accounts = self.accounts
-            try await RiscCommand.Bench.appendSignedSETs(to: store, count: events, keys: keys) { index in
-                ("\(index % accounts)", "a\(index)", 2_000 + Double(index), 3_000)
-            }
-            store.close()
-            let log = try JSONLinesEventLog(path: directory + "/events.log")
-            var settings = QueueWorker.Settings(owner: "bench")
-            settings.batch = 32
-            let worker = QueueWorker(queue: try EmbeddedWorkQueue(directory: directory), settings: settings, log: log, logger: logger)
-            let start = Date()
-            var applied = 0
-            while true {
-                let n = try await worker.processDue(now: 1e10)
-                if n == 0 { break }
-                applied += n
-            }
-            let seconds = Date().timeIntervalSince(start)
-            log.close()
-            report(applied: applied, seconds: seconds, store: "embedded store")
-        }
-
-        func report(applied: Int, seconds: Double, store: String) {
-            print(String(format: "%@: applied %d SETs (%d accounts; sessions-revoked, tokens-revoked, account-disabled, account-enabled, credential-change) in %.2f s: %.0f events/s (target ≥ 5,000/s)",
-                store, applied, accounts, seconds, Double(applied) / seconds))
-        }
-
-        /// The same on PostgreSQL: `QueueWorker` over `PostgresWorkQueue`, a batch of claims per transaction.
-        func runShared() async throws {
             let work = FileManager.default.temporaryDirectory.appendingPathComponent("risc-bench-actions-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: work) }
-            guard let shared = try await scratch.open(work: work) else { return }
-            defer { shared.close() }
-            let logger = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
-            let repository = shared.store.accounts
+            let scratchStore = try await scratch.open(data: work.appendingPathComponent("data").path, work: work)
+            defer { scratchStore.close() }
+            let storage = scratchStore.storage
+            let repository = try storage.accounts()
             let accounts = self.accounts
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for chunk in 0..<8 {
@@ -83,15 +47,15 @@ extension RiscCommand.Bench {
                 }
                 try await group.waitForAll()
             }
-            try await RiscCommand.Bench.appendSignedSETs(to: shared.store.events, count: events, keys: keys) { index in
+            try await RiscCommand.Bench.appendSignedSETs(to: try storage.events(), count: events, keys: keys) { index in
                 ("\(index % accounts)", "a\(index)", 2_000 + Double(index), 3_000)
             }
             let log = try JSONLinesEventLog(path: work.appendingPathComponent("events.log").path)
-            // As many workers as a receiver runs on the shared store, each claiming its own batches.
-            let workers = (0..<ReceiverStorage.sharedWorkers).map { index in
+            let shape = try storage.workerShape(webhook: false), queue = try storage.queue()
+            let workers = (0..<shape.count).map { index in
                 var settings = QueueWorker.Settings(owner: "bench-\(index)")
-                settings.batch = 64
-                return QueueWorker(queue: shared.store.queue, settings: settings, log: log, logger: logger)
+                settings.batch = shape.batch
+                return QueueWorker(queue: queue, settings: settings, log: log, logger: Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() })
             }
             let start = Date()
             let applied = try await withThrowingTaskGroup(of: Int.self) { group in
@@ -109,11 +73,12 @@ extension RiscCommand.Bench {
             }
             let seconds = Date().timeIntervalSince(start)
             log.close()
-            let done = try await shared.store.admin.counts(now: 1e10)
+            let done = try await storage.admin().counts(now: 1e10)
             guard done.pending == 0, done.dead == 0 else { throw ValidationError("not all applied: \(done)") }
             // Claims, not SETs, are what the workers count: a batch whose finish failed is claimed again.
             if applied > done.done { print("(\(applied - done.done) claim(s) retried after a failed finish: see the event log)") }
-            report(applied: done.done, seconds: seconds, store: "PostgreSQL store")
+            print(String(format: "%@: applied %d SETs (%d accounts; sessions-revoked, tokens-revoked, account-disabled, account-enabled, credential-change) in %.2f s: %.0f events/s (target ≥ 5,000/s)",
+                scratchStore.name, done.done, accounts, seconds, Double(done.done) / seconds))
         }
     }
 }

@@ -2,9 +2,8 @@ import ArgumentParser
 import Foundation
 import Logging
 import RISCLocal
+import RISCStorage
 import RISCCore
-import RISCPostgres
-import RISCSQLite
 import RISCTestKit
 
 extension RiscCommand.Bench {
@@ -25,55 +24,29 @@ extension RiscCommand.Bench {
         @OptionGroup var scratch: ScratchStoreOption
 
         func run() async throws {
-            if try scratch.isShared() { return try await runShared() }
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-bench-retention-\(UUID().uuidString)").path
-            defer { try? FileManager.default.removeItem(atPath: directory) }
-            let logger = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
+            let work = FileManager.default.temporaryDirectory.appendingPathComponent("risc-bench-retention-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: work) }
+            let scratchStore = try await scratch.open(data: work.appendingPathComponent("data").path, work: work)
+            defer { scratchStore.close() }
+            let storage = scratchStore.storage
             let log = try JSONLinesEventLog(path: nil)
-            let store = try SQLiteEventStore(directory: directory, logger: logger)
-            try store.enableInlineActions(table: .default, log: log, directory: directory)
+            defer { log.close() }
+            try storage.enableInlineActions(table: .default, log: log)
             let start = Date().timeIntervalSince1970
             // Four types: credential-change events are not part of this mix.
             try await RiscCommand.Bench.appendSignedSETs(
-                to: store, count: sets, keys: keys, types: Array(RiscCommand.Bench.seededTypes.prefix(4))
+                to: try storage.events(), count: sets, keys: keys, types: Array(RiscCommand.Bench.seededTypes.prefix(4))
             ) { index in
                 (subject: "1\(100_000_000_000 + index)", jti: UUID().uuidString, iat: nil, receivedAt: start)
             }
-            store.close()
-            log.close()
-            let retention = try SQLiteRetention(directory: directory)
-            let policy = RetentionPolicy()
-            let whole = try retention.bytesInUse()
+            let retention = try storage.retention(), policy = RetentionPolicy()
+            let whole = try await storage.bytesInUse()
             var pass = RetentionPass()
-            repeat { pass = try retention.retain(policy, now: start + policy.done + 3_600, batch: 10_000) } while pass.stripped == 10_000
-            let stripped = try retention.bytesInUse()
-            repeat { pass = try retention.retain(policy, now: start + policy.duplicates + 3_600, batch: 10_000) } while pass.forgotten == 10_000
-            let forgotten = try retention.bytesInUse()
-            report(whole: whole, stripped: stripped, forgotten: forgotten, store: "embedded store (pages in use)")
-        }
-
-        /// The same on PostgreSQL, sizes after VACUUM FULL.
-        func runShared() async throws {
-            let work = FileManager.default.temporaryDirectory.appendingPathComponent("risc-bench-retention-\(UUID().uuidString)")
-            defer { try? FileManager.default.removeItem(at: work) }
-            guard let shared = try await scratch.open(work: work) else { return }
-            defer { shared.close() }
-            let store = shared.store
-            store.enableInlineActions(table: .default)
-            let start = Date().timeIntervalSince1970
-            try await RiscCommand.Bench.appendSignedSETs(
-                to: store.events, count: sets, keys: keys, types: Array(RiscCommand.Bench.seededTypes.prefix(4))
-            ) { index in
-                (subject: "1\(100_000_000_000 + index)", jti: UUID().uuidString, iat: nil, receivedAt: start)
-            }
-            let policy = RetentionPolicy()
-            let whole = try await store.events.compactedBytes()
-            var pass = RetentionPass()
-            repeat { pass = try await store.events.retain(policy, now: start + policy.done + 3_600, batch: 10_000) } while pass.stripped == 10_000
-            let stripped = try await store.events.compactedBytes()
-            repeat { pass = try await store.events.retain(policy, now: start + policy.duplicates + 3_600, batch: 10_000) } while pass.forgotten == 10_000
-            let forgotten = try await store.events.compactedBytes()
-            report(whole: whole, stripped: stripped, forgotten: forgotten, store: "PostgreSQL (after VACUUM FULL)")
+            repeat { pass = try await retention.retain(policy, now: start + policy.done + 3_600, batch: 10_000) } while pass.stripped == 10_000
+            let stripped = try await storage.bytesInUse()
+            repeat { pass = try await retention.retain(policy, now: start + policy.duplicates + 3_600, batch: 10_000) } while pass.forgotten == 10_000
+            let forgotten = try await storage.bytesInUse()
+            report(whole: whole, stripped: stripped, forgotten: forgotten, store: scratchStore.isShared ? "PostgreSQL (after VACUUM FULL)" : "embedded store (pages in use)")
         }
 
         func report(whole: Double, stripped: Double, forgotten: Double, store: String) {

@@ -3,7 +3,6 @@ import Foundation
 import RISCLocal
 import RISCClient
 import RISCCore
-import RISCSQLite
 import RISCTestKit
 
 extension RiscCommand.Bench.ServeBench {

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import RISCCore
 import RISCServer
+import RISCStorage
 import RISCTestKit
 import Synchronization
 
@@ -40,14 +41,9 @@ extension RiscCommand.Drill {
             defer { try? FileManager.default.removeItem(at: work) }
             let data = work.appendingPathComponent("data").path
             let entry = try KeyDirectory.generate(into: work.appendingPathComponent("keys"), algorithm: .rs256, keyID: "drill")
-            let shared = try await scratch.open(work: work.appendingPathComponent("shared"))
-            defer { shared?.close() }
-            var target = shared?.resolved ?? StoreOption.Resolved()
-            target.dataDirectory = data
-            if shared == nil { try PrivateFiles.makeDirectory(data) }
-            let store = try await StoreAccess.open(configuration: target.configuration, needsTokenKey: true, logger: Logger(label: "risc") { _ in SwiftLogNoOpLogHandler() })
-            defer { store.close() }
-            let repository = try store.accounts()
+            let scratchStore = try await scratch.open(data: data, work: work.appendingPathComponent("shared"))
+            defer { scratchStore.close() }
+            let repository = try scratchStore.storage.accounts()
             for index in 0..<accounts {
                 _ = try await repository.link(
                     AccountLink(subject: "drill-\(index)", userID: "u-\(index)", sessions: ["s-\(index)"]), now: Date().timeIntervalSince1970)
@@ -56,7 +52,7 @@ extension RiscCommand.Drill {
                 arguments: [
                     "--audience", SETFactory.defaultAudience, "--jwks-file", work.appendingPathComponent("keys/jwks.json").path,
                     "--issuer", SETFactory.defaultIssuer, "--host", "127.0.0.1", "--port", "\(port)", "--data-dir", data,
-                ] + (shared?.serveArguments ?? []), adminPort: port + 1, errorLog: work.appendingPathComponent("serve.err"))
+                ] + scratchStore.serveArguments, adminPort: port + 1, errorLog: work.appendingPathComponent("serve.err"))
             let factory = SETFactory(signer: entry.signer)
             let accounts = self.accounts
             let load = DrillLoad(url: "http://127.0.0.1:\(port)/events")
@@ -86,7 +82,7 @@ extension RiscCommand.Drill {
             try await server.start()
             load.stop()
             await loadTask.value
-            let admin = try store.admin()
+            let admin = try scratchStore.storage.admin()
             let drainStart = Date()
             while Date().timeIntervalSince(drainStart) < 60 {
                 let counts = try await admin.counts(now: Date().timeIntervalSince1970)
@@ -102,7 +98,7 @@ extension RiscCommand.Drill {
             let doubled = appliedLines.values.filter { $0 > 1 }.count
             let logged = acknowledged.filter { appliedLines[$0] != nil }.count
             let counts = load.counts.withLock { $0 }
-            print("crash drill: \(shared == nil ? "embedded store" : "PostgreSQL store"), \(cycles) cycles of SIG\(signal.uppercased()) under load from \(concurrency) connections, \(String(format: "%.1f", elapsed)) s")
+            print("crash drill: \(scratchStore.name), \(cycles) cycles of SIG\(signal.uppercased()) under load from \(concurrency) connections, \(String(format: "%.1f", elapsed)) s")
             print("  requests sent            \(counts.sent) (\(counts.transport) transport errors and \(counts.unavailable) 5xx while down or starting; \(counts.refused) refused)")
             print("  acknowledged (202)       \(audit.acknowledged)")
             print("  stored                   \(audit.stored) of them (\(audit.rows) rows in all: the rest were in flight at a kill, stored but never acknowledged)")

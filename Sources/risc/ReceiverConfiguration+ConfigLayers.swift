@@ -4,6 +4,7 @@ import Logging
 import RISCClient
 import RISCCore
 import RISCServer
+import RISCStorage
 
 extension ReceiverConfiguration {
     /// Every key `risc serve` reads, with what it means. The README's table is this list.
@@ -157,12 +158,14 @@ extension ReceiverConfiguration {
         if let value = layers.double("jwks.max_staleness") { jwksMaximumStaleness = value }
         if let value = layers.double("jwks.failure_retry") { jwksFailureRetryInterval = value }
         tokenKeyFile = layers.string("accounts.token_key_file")
-        storeURL = layers.string("store.url")
-        storePasswordFile = layers.string("store.password_file")
-        storeCAFile = layers.string("store.ca_file")
-        if let value = layers.bool("store.accept_unsafe_durability") { storeAcceptUnsafeDurability = value }
+        if let value = layers.string("store.url") {
+            do { store.url = try StoreURL(value) } catch { layers.report(error.description) }
+        }
+        store.passwordFile = layers.string("store.password_file")
+        store.caFile = layers.string("store.ca_file")
+        if let value = layers.bool("store.accept_unsafe_durability") { store.acceptUnsafeDurability = value }
         if let value = layers.double("store.lease") { queueLease = value }
-        if let value = layers.double("store.timeout") { storeTimeout = value }
+        if let value = layers.double("store.timeout") { store.timeout = value }
         if let value = layers.duration("retention.done") { retention.done = value }
         if let value = layers.duration("retention.duplicates") { retention.duplicates = value }
         webhookURL = layers.string("webhook.url")

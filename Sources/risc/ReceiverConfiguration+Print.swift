@@ -3,6 +3,7 @@ import Logging
 import RISCClient
 import RISCCore
 import RISCServer
+import RISCStorage
 
 extension ReceiverConfiguration {
     /// Every key of `keys` with the value `risc serve` runs with (defaults included; `.null` for a
@@ -52,11 +53,11 @@ extension ReceiverConfiguration {
             "jwks.unknown_kid_cooldown": .number(jwksUnknownKeyCooldown),
             "jwks.max_staleness": .number(jwksMaximumStaleness),
             "jwks.failure_retry": .number(jwksFailureRetryInterval),
-            "store.url": .optional(storeURL),
-            "store.password_file": .optional(storePasswordFile),
-            "store.ca_file": .optional(storeCAFile),
-            "store.accept_unsafe_durability": .bool(storeAcceptUnsafeDurability),
-            "store.timeout": .number(storeTimeout),
+            "store.url": .optional(store.url?.text),
+            "store.password_file": .optional(store.passwordFile),
+            "store.ca_file": .optional(store.caFile),
+            "store.accept_unsafe_durability": .bool(store.acceptUnsafeDurability),
+            "store.timeout": .number(store.timeout),
             "store.lease": .number(queueLease),
             "accounts.token_key_file": .optional(tokenKeyFile),
             "retention.done": .duration(retention.done),

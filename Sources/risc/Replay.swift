@@ -5,6 +5,7 @@ import RISCLocal
 import RISCClient
 import RISCCore
 import RISCServer
+import RISCStorage
 import RISCTestKit
 import Synchronization
 
@@ -191,18 +192,10 @@ extension RiscCommand {
             // Stored SETs need the store; new ones may make it, with --create.
             let resolved = try storeSettings()
             if fromStore || !creation.create { try resolved.requireEmbeddedStore(creatable: !fromStore) }
-            var configuration = ReceiverConfiguration()
-            if let config {
-                configuration = try ReceiverConfiguration.load(
-                    file: config, flags: StoreOption.flags(dataDir: dataDir, storeURL: storeURL, tokenKeyFile: tokenKeyFile))
-            } else {
-                configuration.dataDirectory = resolved.dataDirectory
-                configuration.storeURL = resolved.storeURL
-                configuration.storePasswordFile = resolved.passwordFile
-                configuration.storeCAFile = resolved.caFile
-                configuration.storeAcceptUnsafeDurability = resolved.acceptUnsafeDurability
-                configuration.tokenKeyFile = resolved.tokenKeyFile
-            }
+            // A receiver's file is checked as `risc serve` checks it.
+            let configuration = try config.map {
+                try ReceiverConfiguration.load(file: $0, flags: StoreOption.flags(dataDir: dataDir, storeURL: storeURL, tokenKeyFile: tokenKeyFile))
+            } ?? resolved.configuration
             let directory = configuration.dataDirectory
             var logger = Logger(label: "risc.replay") { StreamLogHandler.standardError(label: $0) }
             logger.logLevel = .warning
@@ -212,9 +205,9 @@ extension RiscCommand {
             // The receiver's own storage and workers (on PostgreSQL with their leases, so a running
             // receiver never applies one twice), driven here until nothing is due.
             let storage = try ReceiverStorage.open(configuration: configuration, log: log, logger: logger)
-            defer { storage.close() }
-            try await storage.prepare(logger: logger)
-            let admin = try storage.admin()
+            defer { storage.store.close() }
+            try await storage.store.prepare(logger: logger)
+            let admin = try storage.store.admin()
             var ids: [Int64] = []
             var refused = 0, duplicates = 0
             if fromStore {

@@ -3,10 +3,9 @@ import Foundation
 import Logging
 import RISCCore
 import RISCLocal
-import RISCPostgres
+import RISCServer
+import RISCStorage
 import RISCTestKit
-
-// The drills' and benchmarks' own stores: they measure a driver, so they name it.
 
 /// Where a drill or a benchmark that fills a store of its own runs: the embedded store in a
 /// temporary directory by default; `--store-url throwaway`, a PostgreSQL cluster started for the
@@ -18,77 +17,66 @@ struct ScratchStoreOption: ParsableArguments {
     @Option(help: "A receiver's config file (TOML or JSON): run on the PostgreSQL database its store.* settings name (it must hold no SETs).")
     var config: String?
 
-    /// Whether the run is on PostgreSQL (a configuration that cannot be read is an error, not the
-    /// embedded store).
-    func isShared() throws -> Bool { try storeURL != nil || resolved().storeURL != nil }
-
-    func resolved() throws -> StoreOption.Resolved {
-        try StoreOption.resolve(config: config, dataDir: nil, storeURL: storeURL == "throwaway" ? nil : storeURL, tokenKeyFile: nil)
-    }
-
-    /// Opens the PostgreSQL store to run on, nil for the embedded one. `work`: a directory for the
-    /// token key when the settings name none.
-    func open(work: URL) async throws -> ScratchStore? {
-        if storeURL == "throwaway" {
-            guard PostgresCluster.isAvailable else { throw ValidationError("PostgreSQL is not installed (scripts/bootstrap --tests installs it)") }
-            let cluster = try PostgresCluster()
-            do {
-                var resolved = StoreOption.Resolved()
-                resolved.storeURL = cluster.url
-                return try await ScratchStore(resolved: resolved, cluster: cluster, work: work)
-            } catch {
-                try? cluster.stop()
-                throw error
-            }
+    /// Opens the store to fill: the embedded one in `data` (made), or the PostgreSQL one named;
+    /// `work`: a directory for the token key when the settings name none.
+    func open(data: String, work: URL) async throws -> ScratchStore {
+        var resolved = try StoreOption.resolve(config: config, dataDir: data, storeURL: storeURL == "throwaway" ? nil : storeURL, tokenKeyFile: nil)
+        guard storeURL == "throwaway" else { return try await ScratchStore(resolved: resolved, cluster: nil, work: work) }
+        guard PostgresCluster.isAvailable else { throw ValidationError("PostgreSQL is not installed (scripts/bootstrap --tests installs it)") }
+        let cluster = try PostgresCluster()
+        do {
+            resolved.configuration.store.url = try StoreURL(cluster.url)
+            return try await ScratchStore(resolved: resolved, cluster: cluster, work: work)
+        } catch {
+            try? cluster.stop()
+            throw error
         }
-        let resolved = try resolved()
-        guard resolved.storeURL != nil else { return nil }
-        return try await ScratchStore(resolved: resolved, cluster: nil, work: work)
     }
 }
 
-/// A PostgreSQL store a drill or benchmark fills (see `ScratchStoreOption`).
+/// The store a drill or benchmark fills (see `ScratchStoreOption`).
 final class ScratchStore {
     let cluster: PostgresCluster?
-    let store: SharedStore
+    let storage: Storage
     let resolved: StoreOption.Resolved
 
     init(resolved: StoreOption.Resolved, cluster: PostgresCluster?, work: URL) async throws {
         var resolved = resolved
-        if resolved.tokenKeyFile == nil {
+        if resolved.store.url == nil {
+            try PrivateFiles.makeDirectory(resolved.dataDirectory)
+        } else if resolved.configuration.tokenKeyFile == nil {
             let keyFile = work.appendingPathComponent("token-key")
             try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
             _ = try TokenKey.create(at: keyFile.path)
-            resolved.tokenKeyFile = keyFile.path
+            resolved.configuration.tokenKeyFile = keyFile.path
         }
-        guard let url = resolved.storeURL else { throw ValidationError("no PostgreSQL store named") }
-        var settings = SharedStore.Settings(url: url, passwordFile: resolved.passwordFile, caFile: resolved.caFile, tokenKeyFile: resolved.tokenKeyFile)
-        settings.acceptUnsafeDurability = resolved.acceptUnsafeDurability
-        let store = try SharedStore(settings: settings, logger: Logger(label: "risc") { _ in SwiftLogNoOpLogHandler() })
-        do { try await withDeadline(15, "opening the store") { try await store.prepare() } } catch {
-            store.close()
-            throw StoreError.isRefusal(error) ? ValidationError("\(error)") : error
-        }
-        guard try await store.admin.audit(acknowledged: []).rows == 0 else {
-            store.close()
+        let storage = try await resolved.open(accounts: true)
+        // A fresh temporary directory is empty; a database named for the run must be.
+        if resolved.store.url != nil, try await storage.admin().audit(acknowledged: []).rows != 0 {
+            storage.close()
             throw ValidationError("the database already holds SETs: a drill or benchmark fills it with test data, so give it an empty database of its own")
         }
         self.cluster = cluster
-        self.store = store
+        self.storage = storage
         self.resolved = resolved
     }
 
-    /// `risc serve` arguments that put a receiver on this store.
+    var isShared: Bool { resolved.store.url != nil }
+    /// `embedded store` or `PostgreSQL store`, for reports.
+    var name: String { isShared ? "PostgreSQL store" : "embedded store" }
+
+    /// `risc serve` arguments that put a receiver on this store (besides its data directory).
     var serveArguments: [String] {
-        var arguments = ["--store-url", resolved.storeURL ?? "", "--set", "accounts.token_key_file=\(resolved.tokenKeyFile ?? "")"]
-        if let file = resolved.passwordFile { arguments += ["--set", "store.password_file=\(file)"] }
-        if let file = resolved.caFile { arguments += ["--set", "store.ca_file=\(file)"] }
-        if resolved.acceptUnsafeDurability { arguments += ["--set", "store.accept_unsafe_durability=true"] }
+        guard let url = resolved.store.url else { return [] }
+        var arguments = ["--store-url", url.text, "--set", "accounts.token_key_file=\(resolved.configuration.tokenKeyFile ?? "")"]
+        if let file = resolved.store.passwordFile { arguments += ["--set", "store.password_file=\(file)"] }
+        if let file = resolved.store.caFile { arguments += ["--set", "store.ca_file=\(file)"] }
+        if resolved.store.acceptUnsafeDurability { arguments += ["--set", "store.accept_unsafe_durability=true"] }
         return arguments
     }
 
     func close() {
-        store.close()
+        storage.close()
         try? cluster?.stop()
     }
 }

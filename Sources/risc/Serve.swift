@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import RISCCore
 import RISCServer
+import RISCStorage
 import UnixSignals
 
 extension RiscCommand {
@@ -124,7 +125,7 @@ extension RiscCommand {
             print("  audiences \(configuration.audiences.joined(separator: ", "))")
             print("  keys      \(configuration.jwksFile.map { "pinned \($0)" } ?? Redaction.url(configuration.discoveryURL))")
             print("  data      \(configuration.dataDirectory)")
-            print("  store     \(configuration.storeURL.map { "PostgreSQL \(ReceiverStorage.describe(storeURL: $0))" } ?? "embedded SQLite in the data directory")")
+            print("  store     \(configuration.store.url.map { "PostgreSQL \($0)" } ?? "embedded SQLite in the data directory")")
             print("  actions   \(configuration.webhookURL.map { "webhook \(Redaction.url($0))" } ?? "embedded account store")")
         }
 

@@ -1,11 +1,9 @@
 import ArgumentParser
 import Foundation
 import Logging
-import RISCLocal
 import RISCCore
-import RISCPostgres
 import RISCServer
-import RISCSQLite
+import RISCStorage
 
 extension RiscCommand {
     struct Store: AsyncParsableCommand {
@@ -25,18 +23,10 @@ extension RiscCommand.Store {
 
         func run() async throws {
             let resolved = try store.resolved()
-            guard let url = resolved.storeURL else {
-                if !creation.create { try resolved.requireEmbeddedStore(creatable: true) }
-                _ = try QueueAdmin(directory: resolved.dataDirectory)  // opening migrates the embedded store
-                print("embedded store in \(resolved.dataDirectory): schema current")
-                return
-            }
-            var settings = SharedStore.Settings(url: url, passwordFile: resolved.passwordFile, caFile: resolved.caFile)
-            settings.needsTokenKey = false
-            let shared = try SharedStore(settings: settings, logger: Logger(label: "risc") { _ in SwiftLogNoOpLogHandler() })
-            defer { shared.close() }
-            let (from, to) = try await shared.database.migrate()
-            print(from == to ? "PostgreSQL store \(shared.database.url): schema version \(to), current" : "PostgreSQL store \(shared.database.url): schema version \(from) → \(to)")
+            if !creation.create { try resolved.requireEmbeddedStore(creatable: true) }
+            let storage = try await resolved.open(accounts: false, prepare: false)
+            defer { storage.close() }
+            print(try await storage.migrate())
         }
     }
 
@@ -56,62 +46,19 @@ extension RiscCommand.Store {
         @Option(help: "SETs compared row by row after the copy.") var sample: Int = 200
 
         func run() async throws {
-            let lock: DataDirectoryLock
-            do { lock = try DataDirectoryLock(directory: from) } catch { throw ValidationError("\(error)") }
-            defer { lock.release() }
-            let source = try StoreExport(directory: from)
-            var settings = SharedStore.Settings(url: to, passwordFile: passwordFile, caFile: caFile)
-            settings.needsTokenKey = false
-            let shared = try SharedStore(settings: settings, logger: Logger(label: "risc") { _ in SwiftLogNoOpLogHandler() })
-            defer { shared.close() }
-            try await shared.database.migrate()
-            let target = PostgresImport(database: shared.database)
+            let url: StoreURL
+            do { url = try StoreURL(to) } catch { throw ValidationError(error.description) }
+            var settings = StoreSettings(url: url)
+            settings.passwordFile = passwordFile
+            settings.caFile = caFile
+            let target = try Storage(
+                settings: settings, dataDirectory: from, tokenKeyFile: nil, needsTokenKey: false,
+                logger: Logger(label: "risc") { _ in SwiftLogNoOpLogHandler() })
+            defer { target.close() }
             do {
-                try await target.checkEmpty()
-                if let check = try source.tokenKeyCheck() { try await target.adoptTokenKeyCheck(check) }
-            } catch let error as StoreError where error.code == .refused {
-                throw ValidationError(error.description)
-            }
-            var lines: [String] = []
-            for (table, columns) in StoreExport.tables {
-                var after: Int64 = 0
-                var copied = 0
-                let perInsert = max(1, min(batch, 60_000 / columns.count))
-                while true {
-                    let (rows, last) = try source.rows(table, after: after, limit: perInsert)
-                    if rows.isEmpty { break }
-                    try await target.insert(table, columns: columns, rows: rows.map { $0.map(Self.value) })
-                    copied += rows.count
-                    after = last
-                }
-                let (expected, found) = (try source.count(table), try await target.count(table))
-                lines.append("\(table.padded(22)) \(String(copied).padded(10)) \(found == expected ? "ok" : "MISMATCH: source \(expected), target \(found)")")
-                guard found == expected else {
-                    print(lines.joined(separator: "\n"))
-                    throw ValidationError("\(table): \(expected) rows in the source, \(found) in the target")
-                }
-            }
-            try await target.resetSequences()
-            let top = try source.maxSETID()
-            let ids = top == 0 ? [] : (0..<min(Int64(sample), top)).map { 1 + $0 * top / min(Int64(sample), top) }
-            let (mine, theirs) = (try source.sample(ids: ids), try await target.sample(ids: ids))
-            let differing = mine.filter { theirs[$0.key] != $0.value }.count
-            print("TABLE                  ROWS       CHECK")
-            print(lines.joined(separator: "\n"))
-            print("sample of \(mine.count) SETs compared row by row: \(differing == 0 ? "identical" : "\(differing) differ")")
-            guard differing == 0 else { throw ValidationError("\(differing) sampled SETs differ between the source and the target") }
-            print("""
-                copied into \(shared.database.url). Next: give every receiver accounts.token_key_file = a copy of \
-                \((from as NSString).appendingPathComponent("token-key")) (or your accounts.token_key_file), and store.url = \(shared.database.url)
-                """)
-        }
-
-        static func value(_ cell: StoreCell) -> PostgresImport.Value {
-            switch cell {
-            case .null: .null
-            case .int(let v): .int(v)
-            case .double(let v): .double(v)
-            case .text(let v): .text(v)
+                try await target.copy(embeddedStoreIn: from, batch: batch, sample: sample) { print($0) }
+            } catch let error where StoreError.isRefusal(error) {
+                throw ValidationError("\(error)")
             }
         }
     }

@@ -4,6 +4,7 @@ import Logging
 import RISCLocal
 import RISCCore
 import RISCServer
+import RISCStorage
 import RISCTestKit
 
 /// Where a command finds the store: the receiver's config file (`--config`: its `data_dir`,
@@ -15,35 +16,15 @@ struct StoreOption: ParsableArguments {
     @Option(help: "A shared PostgreSQL store: postgres://USER@HOST:PORT/DB (default: the embedded store).") var storeURL: String?
     @Option(help: "The token-fingerprint key file, when the receiver's accounts.token_key_file names one.") var tokenKeyFile: String?
 
-    /// The store settings after the layers: flags over `RISC_*` over the file.
+    /// The settings after the layers (flags over `RISC_*` over the file), read as `risc serve`
+    /// reads them: a command uses the store, the token key and the notices' settings.
     struct Resolved {
-        var dataDirectory = "./data"
-        /// Where `dataDirectory` comes from, for messages: a flag, a variable, the file, or the default.
+        var configuration = ReceiverConfiguration()
+        /// Where the data directory comes from, for messages: a flag, a variable, the file, or the default.
         var dataDirectorySource = "the default"
-        var storeURL: String?
-        var passwordFile: String?
-        var caFile: String?
-        var tokenKeyFile: String?
-        var acceptUnsafeDurability = false
-        /// `linking.notices.*`: what an unlink notice says (nil issuer: notices are off).
-        var noticeIssuer: String?
-        var noticeAudience = UnlinkNotices.defaultAudience
-        var noticeTokenType = "refresh_token"
 
-        /// The settings as a receiver's configuration (what the storage factory reads).
-        var configuration: ReceiverConfiguration {
-            var configuration = ReceiverConfiguration()
-            configuration.dataDirectory = dataDirectory
-            configuration.storeURL = storeURL
-            configuration.storePasswordFile = passwordFile
-            configuration.storeCAFile = caFile
-            configuration.storeAcceptUnsafeDurability = acceptUnsafeDurability
-            configuration.tokenKeyFile = tokenKeyFile
-            configuration.noticeIssuer = noticeIssuer
-            configuration.noticeAudience = noticeAudience
-            configuration.noticeTokenType = noticeTokenType
-            return configuration
-        }
+        var dataDirectory: String { configuration.dataDirectory }
+        var store: StoreSettings { configuration.store }
 
         /// The embedded store's database file in the data directory.
         var embeddedStorePath: String { (dataDirectory as NSString).appendingPathComponent("risc.sqlite3") }
@@ -52,7 +33,7 @@ struct StoreOption: ParsableArguments {
         /// directory must say so, not make a new empty store and report on that. `creatable`:
         /// the command takes `--create`.
         func requireEmbeddedStore(creatable: Bool) throws {
-            guard storeURL == nil, !FileManager.default.fileExists(atPath: embeddedStorePath) else { return }
+            guard store.url == nil, !FileManager.default.fileExists(atPath: embeddedStorePath) else { return }
             let directory = (dataDirectory as NSString).isAbsolutePath
                 ? dataDirectory : (FileManager.default.currentDirectoryPath as NSString).appendingPathComponent(dataDirectory)
             throw ValidationError("""
@@ -60,6 +41,29 @@ struct StoreOption: ParsableArguments {
                 receiver's with --config FILE, --data-dir DIR or RISC_DATA_DIR, or a shared one with --store-url\
                 \(creatable ? ", or add --create to make a new store there" : "")
                 """)
+        }
+
+        /// Opens the store (`Storage`, the receiver's factory). `accounts`: the command reads or
+        /// writes accounts (needs the token key). A shared store is migrated and checked within
+        /// 15 s unless `prepare` is false; a refusal is a usage error.
+        func open(accounts: Bool, prepare: Bool = true) async throws -> Storage {
+            let storage: Storage
+            do {
+                storage = try Storage(
+                    settings: store, dataDirectory: dataDirectory, tokenKeyFile: configuration.tokenKeyFile, needsTokenKey: accounts,
+                    logger: Logger(label: "risc") { _ in SwiftLogNoOpLogHandler() })
+                do {
+                    guard prepare else { return storage }
+                    // Unstructured: a pool waiting for an unreachable server does not heed cancellation.
+                    try await withDeadline(15, "opening the store") { try await storage.prepare() }
+                } catch {
+                    storage.close()
+                    throw error
+                }
+            } catch let error where StoreError.isRefusal(error) {
+                throw ValidationError("\(error)")
+            }
+            return storage
         }
     }
 
@@ -81,19 +85,10 @@ struct StoreOption: ParsableArguments {
         var layers = ConfigLayers(
             filePath: config, environment: ProcessInfo.processInfo.environment, flags: flags,
             knownKeys: Set(ReceiverConfiguration.keys.map(\.key)))
-        var resolved = Resolved()
-        if let value = layers.string("data_dir") {
-            resolved.dataDirectory = value
+        var resolved = Resolved(configuration: ReceiverConfiguration(layers: &layers))
+        if layers.string("data_dir") != nil {
             resolved.dataDirectorySource = dataDir != nil ? "--data-dir" : layers.source("data_dir") ?? "the configuration"
         }
-        resolved.storeURL = layers.string("store.url")
-        resolved.passwordFile = layers.string("store.password_file")
-        resolved.caFile = layers.string("store.ca_file")
-        resolved.tokenKeyFile = layers.string("accounts.token_key_file")
-        if let value = layers.bool("store.accept_unsafe_durability") { resolved.acceptUnsafeDurability = value }
-        resolved.noticeIssuer = layers.string("linking.notices.issuer")
-        if let value = layers.string("linking.notices.audience") { resolved.noticeAudience = value }
-        if let value = layers.string("linking.notices.token_type") { resolved.noticeTokenType = value }
         guard layers.problems.isEmpty else {
             throw ValidationError("invalid configuration:\n" + layers.problems.map { "  - \($0)" }.joined(separator: "\n"))
         }
@@ -110,14 +105,8 @@ struct StoreOption: ParsableArguments {
     /// Opens the store `resolved` names (for commands with options of their own). `create`: nil
     /// for a command that never creates a store, else whether it was asked to.
     static func open(_ resolved: Resolved, accounts: Bool = false, create: Bool? = nil) async throws -> CommandStore {
-        if resolved.storeURL == nil, create != true { try resolved.requireEmbeddedStore(creatable: create != nil) }
-        do {
-            let access = try await StoreAccess.open(
-                configuration: resolved.configuration, needsTokenKey: accounts, logger: Logger(label: "risc") { _ in SwiftLogNoOpLogHandler() })
-            return CommandStore(resolved: resolved, access: access)
-        } catch let error where StoreError.isRefusal(error) {
-            throw ValidationError("\(error)")
-        }
+        if create != true { try resolved.requireEmbeddedStore(creatable: create != nil) }
+        return CommandStore(resolved: resolved, storage: try await resolved.open(accounts: accounts))
     }
 }
 
@@ -127,22 +116,28 @@ struct CreateOption: ParsableArguments {
     var create = false
 }
 
-/// A command's view of the store (`StoreAccess`), with the settings it was resolved from.
+/// A command's store (`Storage`, through the ports), with the settings it was resolved from.
 final class CommandStore {
     let resolved: StoreOption.Resolved
-    let access: StoreAccess
+    let storage: Storage
 
-    init(resolved: StoreOption.Resolved, access: StoreAccess) {
+    init(resolved: StoreOption.Resolved, storage: Storage) {
         self.resolved = resolved
-        self.access = access
+        self.storage = storage
     }
 
     var dataDirectory: String { resolved.dataDirectory }
     /// `embedded` or `postgresql`.
-    var backendName: String { access.backendName }
-    func queue() throws -> any QueueAdministration { try access.admin() }
-    func accounts() throws -> any AccountRepository { try access.accounts() }
-    func accountsAndNotices() throws -> (accounts: any AccountRepository, notices: UnlinkNotices?) { try access.accountsAndNotices() }
-    func verifications() throws -> any VerificationRequests { try access.verifications() }
-    func close() { access.close() }
+    var backendName: String { storage.backendName }
+    func queue() throws -> any QueueAdministration { try storage.admin() }
+    func accounts() throws -> any AccountRepository { try storage.accounts() }
+
+    /// The accounts, and what queues unlink notices when the configuration turns them on
+    /// (`linking.notices.issuer`): revoking or unlinking from the CLI tells Google as the admin API does.
+    func accountsAndNotices() throws -> (accounts: any AccountRepository, notices: UnlinkNotices?) {
+        (try storage.accounts(), resolved.configuration.unlinkNotices(tokenKey: try storage.tokenKey()))
+    }
+
+    func verifications() throws -> any VerificationRequests { try storage.verifications() }
+    func close() { storage.close() }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import RISCClient
 import RISCCore
+import RISCStorage
 
 extension RiscCommand.Stream {
     struct Verify: AsyncParsableCommand {
@@ -31,7 +32,7 @@ extension RiscCommand.Stream {
             let resolved = try store.resolved()
             let storePath = (resolved.dataDirectory as NSString).appendingPathComponent("risc.sqlite3")
             // Never a new embedded store: only one a receiver made, or the shared one.
-            let haveStore = resolved.storeURL != nil || FileManager.default.fileExists(atPath: storePath)
+            let haveStore = resolved.store.url != nil || FileManager.default.fileExists(atPath: storePath)
             if waitSeconds > 0 && !haveStore {
                 throw ValidationError(
                     "--wait watches the store of a `risc serve`, and there is none at \(storePath): give its --data-dir, --store-url or --config")
@@ -112,7 +113,7 @@ extension RiscCommand.Stream {
             if let received = try? await ledger.received(since: requestedAt) {
                 if received.all == 0 {
                     causes.append(
-                        "no SET at all reached the receiver\(resolved.storeURL == nil ? " using " + resolved.dataDirectory : "s sharing this store") since the request: is `risc serve` running with this store, does the URL's name resolve to it, is its TLS certificate valid for that name with the full chain, and does no firewall or proxy block Google? Google retries for a while, so it may still come"
+                        "no SET at all reached the receiver\(resolved.store.url == nil ? " using " + resolved.dataDirectory : "s sharing this store") since the request: is `risc serve` running with this store, does the URL's name resolve to it, is its TLS certificate valid for that name with the full chain, and does no firewall or proxy block Google? Google retries for a while, so it may still come"
                     )
                 } else if received.verifications == 0 {
                     causes.append("\(received.all) SET(s) arrived since the request, none of them a verification event")

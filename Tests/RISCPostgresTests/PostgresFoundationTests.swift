@@ -112,8 +112,8 @@ struct PostgresFoundationTests {
         let passwordFile = directory.appendingPathComponent("password").path
         try PrivateFiles.writeAtomically(passwordFile, Array("hunter2-database-password\n".utf8))
         let base = "postgres://risc@127.0.0.1:\(server.port)/risc"
-        func settings(_ url: String, password: Bool = true) -> SharedStore.Settings {
-            var settings = SharedStore.Settings(url: url, passwordFile: password ? passwordFile : nil)
+        func settings(_ url: String, password: Bool = true) throws -> SharedStore.Settings {
+            var settings = SharedStore.Settings(url: try PostgresStoreURL(url), passwordFile: password ? passwordFile : nil)
             settings.needsTokenKey = false
             return settings
         }

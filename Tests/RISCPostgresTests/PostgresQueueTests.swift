@@ -26,7 +26,7 @@ struct PostgresQueueTests {
             cluster = try PostgresCluster()
             let keyFile = cluster.directory + "/token-key"
             _ = FileManager.default.createFile(atPath: keyFile, contents: Data(PostgresQueueTests.tokenKey))
-            var settings = SharedStore.Settings(url: cluster.url, tokenKeyFile: keyFile)
+            var settings = SharedStore.Settings(url: try PostgresStoreURL(cluster.url), tokenKeyFile: keyFile)
             settings.acceptUnsafeDurability = false
             // Not under test here: the 5-s production answer deadline, which a loaded CI machine
             // (clusters of other suites fsync-ing beside this one) exceeded for a batch of 15.

@@ -3,6 +3,7 @@ import Logging
 import RISCClient
 import RISCCore
 import RISCServer
+import RISCStorage
 import RISCSQLite
 import RISCTestKit
 import Testing
@@ -17,7 +18,7 @@ struct EndpointTests {
         let response = try await harness.post(try harness.token(jti: jti))
         #expect(response.status == 202)
         #expect(response.body.isEmpty)
-        let stored = try #require(try harness.receiver.storage.embeddedStore!.record(issuer: harness.issuer.baseURL, jti: jti))
+        let stored = try #require(try harness.receiver.storage.store.embedded!.events().record(issuer: harness.issuer.baseURL, jti: jti))
         // Applied in the transaction that stored it: done as soon as the 202 is out.
         #expect(stored.deliveries == 1 && stored.state == "done")
         #expect(stored.remoteAddress == "127.0.0.1")
@@ -70,7 +71,7 @@ struct EndpointTests {
         #expect(rejected.count == cases.count)
         let log = try String(contentsOfFile: harness.dataDirectory + "/events.log", encoding: .utf8)
         #expect(!log.contains(parts[1]))
-        #expect(try harness.receiver.storage.embeddedStore!.count() == 0)
+        #expect(try harness.receiver.storage.store.embedded!.events().count() == 0)
         try await harness.stop()
         harness.issuer.stop()
     }
@@ -87,8 +88,8 @@ struct EndpointTests {
             return try await group.reduce(into: []) { $0.append($1) }
         }
         #expect(statuses.allSatisfy { $0 == 202 })
-        #expect(try harness.receiver.storage.embeddedStore!.count() == 1)
-        #expect(try harness.receiver.storage.embeddedStore!.record(issuer: harness.issuer.baseURL, jti: "dup-1")?.deliveries == 23)
+        #expect(try harness.receiver.storage.store.embedded!.events().count() == 1)
+        #expect(try harness.receiver.storage.store.embedded!.events().record(issuer: harness.issuer.baseURL, jti: "dup-1")?.deliveries == 23)
         #expect(harness.eventLogLines.filter { $0["outcome"] == "duplicate" }.count == 22)
         try await harness.stop()
         harness.issuer.stop()
@@ -195,8 +196,8 @@ struct EndpointTests {
         let second = try ServerHarness(dataDirectory: first.dataDirectory, issuer: first.issuer)
         try await second.start()
         #expect(try await second.post(token).status == 202)
-        #expect(try second.receiver.storage.embeddedStore!.count() == 1)
-        #expect(try second.receiver.storage.embeddedStore!.record(issuer: first.issuer.baseURL, jti: "persist-1")?.deliveries == 2)
+        #expect(try second.receiver.storage.store.embedded!.events().count() == 1)
+        #expect(try second.receiver.storage.store.embedded!.events().record(issuer: first.issuer.baseURL, jti: "persist-1")?.deliveries == 2)
         let lines = second.eventLogLines
         #expect(lines.filter { $0["jti"] == "persist-1" && $0["step"] == "received" }.map { $0["outcome"]?.stringValue ?? "" } == ["accepted", "duplicate"])
         // The worker applied it once, before the restart.
@@ -412,7 +413,7 @@ struct NegativeTokenTests {
                 #expect(try JSONParser.parseObject(response.body)["err"]?.stringValue == String(parts[1]), "\(kind.name)")
             }
         }
-        #expect(try harness.receiver.storage.embeddedStore!.count() == 0)
+        #expect(try harness.receiver.storage.store.embedded!.events().count() == 0)
         #expect(try NegativeTokens.make("nonsense", factory: harness.factory) == nil)
         try await harness.stop()
         harness.issuer.stop()

@@ -2,6 +2,7 @@ import Foundation
 import RISCClient
 import RISCCore
 import RISCServer
+import RISCStorage
 @testable import RISCSQLite
 import RISCTestKit
 import Testing
@@ -18,7 +19,7 @@ struct InlineActionsTests {
         try sabotage.execute("CREATE TRIGGER sabotage BEFORE UPDATE ON sessions BEGIN SELECT RAISE(ABORT, 'sabotaged'); END")
         try await harness.start()
         #expect(try await harness.post(try harness.token(jti: "inline-fails")).status == 202)
-        let stored = try #require(try harness.receiver.storage.embeddedStore!.record(issuer: harness.issuer.baseURL, jti: "inline-fails"))
+        let stored = try #require(try harness.receiver.storage.store.embedded!.events().record(issuer: harness.issuer.baseURL, jti: "inline-fails"))
         #expect(stored.state == "pending")
         #expect(harness.eventLogLines.contains { $0["jti"] == "inline-fails" && $0["outcome"] == "deferred" })
 
@@ -26,7 +27,7 @@ struct InlineActionsTests {
         var state = stored.state
         for _ in 0..<100 where state != "done" {
             try await Task.sleep(for: .milliseconds(50))
-            state = try harness.receiver.storage.embeddedStore!.record(issuer: harness.issuer.baseURL, jti: "inline-fails")?.state ?? ""
+            state = try harness.receiver.storage.store.embedded!.events().record(issuer: harness.issuer.baseURL, jti: "inline-fails")?.state ?? ""
         }
         #expect(state == "done")
         let account = try #require(try AccountStore(directory: harness.dataDirectory).accounts(subject: "110169484474386276334").first)

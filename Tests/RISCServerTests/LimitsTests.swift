@@ -6,6 +6,7 @@ import RISCClient
 import RISCCore
 @testable import RISCServer
 import RISCSQLite
+import RISCStorage
 import RISCTestKit
 import Testing
 
@@ -84,7 +85,7 @@ struct LimitsTests {
         #expect(harness.eventLogLines.contains {
             $0["step"] == "connection" && $0["outcome"] == "refused" && $0["reason"] == "max_connections" && $0["limit"] == 2
         })
-        #expect(try harness.receiver.storage.embeddedStore!.record(issuer: harness.issuer.baseURL, jti: "over-limit") == nil)
+        #expect(try harness.receiver.storage.store.embedded!.events().record(issuer: harness.issuer.baseURL, jti: "over-limit") == nil)
         // The held connections keep working; once one closes, a new one is served.
         #expect(second.exchange(try harness.rawRequest("held-3"))?.hasPrefix("HTTP/1.1 202") == true)
         first = nil
@@ -191,7 +192,7 @@ struct LimitsTests {
             try await Task.sleep(for: .milliseconds(100))
         }
         #expect(!idle.isOpen && !trickled.isOpen && !stalled.isOpen, "open after 20 s with limits.request_timeout = 1")
-        #expect(try harness.receiver.storage.embeddedStore!.record(issuer: harness.issuer.baseURL, jti: "stalled") == nil)
+        #expect(try harness.receiver.storage.store.embedded!.events().record(issuer: harness.issuer.baseURL, jti: "stalled") == nil)
         try await harness.stop()
     }
 

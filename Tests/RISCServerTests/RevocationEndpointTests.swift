@@ -3,6 +3,7 @@ import RISCClient
 import RISCCore
 import RISCPostgres
 import RISCServer
+import RISCStorage
 import RISCSQLite
 import RISCTestKit
 import Testing
@@ -33,6 +34,7 @@ struct RevocationEndpointTests {
                 try PrivateFiles.writeAtomically(directory + "/token-key", [UInt8](repeating: 4, count: 32))
             }
             self.cluster = cluster
+            let storeURL = try cluster.map { try StoreURL($0.url) }
             harness = try ServerHarness(dataDirectory: directory + "/data") {
                 $0.linkingRevocationPath = RevocationEndpointTests.path
                 $0.linkingGoogleClientID = RevocationEndpointTests.clientID
@@ -43,8 +45,8 @@ struct RevocationEndpointTests {
                     $0.webhookURL = webhook
                     $0.webhookSecretFile = directory + "/webhook-secret"
                 }
-                if let cluster {
-                    $0.storeURL = cluster.url
+                if let storeURL {
+                    $0.store.url = storeURL
                     $0.tokenKeyFile = directory + "/token-key"
                 }
             }
@@ -164,11 +166,7 @@ struct RevocationEndpointTests {
         #expect(try await f.revoke(huge).status == 413)
 
         // Recorded before each 200: three records (the repeat is a duplicate).
-        let admin: any QueueAdministration
-        switch f.harness.receiver.storage {
-        case .embedded: admin = try QueueAdmin(directory: f.harness.dataDirectory)
-        case .shared(let shared): admin = shared.store.admin
-        }
+        let admin = try f.harness.receiver.storage.store.admin()
         let records = try await admin.counts(now: Date().timeIntervalSince1970)
         #expect(records.pending + records.done == 3)
 

@@ -88,7 +88,7 @@ struct StorePortTests {
                 let cluster = try PostgresCluster()
                 let keyFile = cluster.directory + "/token-key"
                 _ = FileManager.default.createFile(atPath: keyFile, contents: Data(repeating: 5, count: 32))
-                var settings = SharedStore.Settings(url: cluster.url, tokenKeyFile: keyFile)
+                var settings = SharedStore.Settings(url: try PostgresStoreURL(cluster.url), tokenKeyFile: keyFile)
                 // Not under test here: the 5-s production answer deadline, which a loaded CI machine
                 // (clusters of other suites fsync-ing beside this one) exceeded for a batch of 15.
                 settings.timeout = 30

@@ -3,6 +3,7 @@ import RISCClient
 import RISCCore
 import RISCPostgres
 import RISCServer
+import RISCStorage
 @testable import RISCSQLite
 import RISCTestKit
 import Synchronization
@@ -40,6 +41,7 @@ struct UnlinkNoticeTests {
                 try PrivateFiles.writeAtomically(directory.appendingPathComponent("token-key").path, [UInt8](repeating: 4, count: 32))
             }
             self.cluster = cluster
+            let storeURL = try cluster.map { try StoreURL($0.url) }
             let keyDirectory = self.keyDirectory, endpoint = google.baseURL + "/v1/events:publish"
             harness = try ServerHarness(dataDirectory: directory.appendingPathComponent("data").path) {
                 $0.noticeIssuer = UnlinkNoticeTests.issuer
@@ -54,8 +56,8 @@ struct UnlinkNoticeTests {
                     $0.webhookURL = webhook
                     $0.webhookSecretFile = directory.appendingPathComponent("webhook-secret").path
                 }
-                if let cluster {
-                    $0.storeURL = cluster.url
+                if let storeURL {
+                    $0.store.url = storeURL
                     $0.tokenKeyFile = directory.appendingPathComponent("token-key").path
                 }
             }

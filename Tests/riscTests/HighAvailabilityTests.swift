@@ -69,7 +69,7 @@ struct HighAvailabilityTests {
 
         /// Links `count` accounts, each with two sessions opened long before the events.
         func linkAccounts(_ count: Int) async throws {
-            let store = try SharedStore(settings: .init(url: cluster.url, tokenKeyFile: keyFile), logger: .init(label: "t"))
+            let store = try SharedStore(settings: .init(url: try PostgresStoreURL(cluster.url), tokenKeyFile: keyFile), logger: .init(label: "t"))
             try await store.prepare()
             for index in 0..<count {
                 _ = try await store.accounts.link(AccountLink(subject: "ha-\(index)", userID: "u\(index)", sessions: ["a", "b"]), now: 1_000)

@@ -1,0 +1,165 @@
+import Foundation
+import Logging
+import RISCCore
+import RISCPostgres
+import RISCSQLite
+import Synchronization
+
+/// A receiver's or a command's store, whichever the driver, behind the Core ports: the embedded
+/// SQLite store in the data directory (no `store.url`) or a PostgreSQL store shared by several
+/// receivers. This is the one factory: the server, every command, the drills and the benchmarks
+/// open their store here, and no other target imports a driver.
+///
+/// Opening checks what can be checked without a server; `prepare` talks to one. Each part is
+/// opened when first asked for (an embedded store's event store starts its writer threads then),
+/// so a command that lists the queue opens nothing else and needs no token key.
+public final class Storage: Sendable {
+    public let settings: StoreSettings
+    public let dataDirectory: String
+    /// `accounts.token_key_file` (the embedded store's default is the data directory's `token-key`).
+    public let tokenKeyFile: String?
+
+    enum Driver: Sendable {
+        case embedded(SQLiteStore)
+        case shared(SharedStore)
+    }
+    let driver: Driver
+    private let listener = Mutex<Task<Void, Never>?>(nil)
+
+    /// `needsTokenKey`: the caller reads or writes accounts (a shared store checks its key file now).
+    public init(settings: StoreSettings, dataDirectory: String, tokenKeyFile: String?, needsTokenKey: Bool = true, logger: Logger) throws {
+        self.settings = settings
+        self.dataDirectory = dataDirectory
+        self.tokenKeyFile = tokenKeyFile
+        guard let url = settings.url else {
+            driver = .embedded(SQLiteStore(directory: dataDirectory, tokenKeyFile: tokenKeyFile, logger: logger))
+            return
+        }
+        var shared = SharedStore.Settings(url: url.postgres, passwordFile: settings.passwordFile, caFile: settings.caFile, tokenKeyFile: tokenKeyFile)
+        shared.acceptUnsafeDurability = settings.acceptUnsafeDurability
+        shared.timeout = settings.timeout
+        shared.needsTokenKey = needsTokenKey
+        driver = .shared(try SharedStore(settings: shared, logger: logger))
+    }
+
+    /// `embedded` or `postgresql`.
+    public var backendName: String { settings.backendName }
+
+    /// A shared store: migrates the schema, refuses a server that is not durable and a token key
+    /// that is not the store's (`StoreError` `refused`); anything else is a server not reached.
+    /// Nothing to do for the embedded store (it migrates as it opens).
+    public func prepare() async throws {
+        if case .shared(let store) = driver { try await store.prepare() }
+    }
+
+    /// `prepare`, waiting for a server that cannot be reached yet (every 2 s, logged) but giving
+    /// up at once on a refusal: how a receiver starts.
+    public func prepare(logger: Logger) async throws {
+        var attempt = 0
+        while true {
+            do {
+                return try await prepare()
+            } catch where !StoreError.isRefusal(error) && !Task.isCancelled {
+                attempt += 1
+                logger.warning(
+                    "PostgreSQL store not reachable yet; retrying in 2 s",
+                    metadata: ["risc.store": "\(settings.url?.description ?? "")", "risc.error": "\(error)", "risc.attempt": "\(attempt)"])
+                try await Task.sleep(for: .seconds(2))
+            }
+        }
+    }
+
+    /// The embedded store's part or the shared store's.
+    private func part<T>(_ embedded: (SQLiteStore) throws -> T, _ shared: (SharedStore) throws -> T) rethrows -> T {
+        switch driver {
+        case .embedded(let store): try embedded(store)
+        case .shared(let store): try shared(store)
+        }
+    }
+
+    public func events() throws -> any EventStore & StoreHealth { try part({ try $0.events() }, { $0.events }) }
+    public func queue() throws -> any WorkQueue { try part({ try $0.queue() }, { $0.queue }) }
+    public func accounts() throws -> any AccountRepository { try part({ try $0.accounts() }, { $0.accounts }) }
+    /// The token-fingerprint key the store matches tokens with.
+    public func tokenKey() throws -> [UInt8] { try part({ try $0.accountStore().tokenKey }, { $0.tokenKey }) }
+    /// The queue's administration (`risc queue`, replay); the embedded store must exist already.
+    public func admin() throws -> any QueueAdministration { try part({ try $0.admin() }, { $0.admin }) }
+    public func verifications() throws -> any VerificationRequests { try part({ try $0.verifications() }, { $0.verifications }) }
+    public func retention() throws -> any RetentionStore { try part({ try $0.retention() }, { $0.events }) }
+
+    /// Bytes the store's SETs and actions take: pages in use (embedded), or the tables' size after
+    /// VACUUM FULL (PostgreSQL: what tables that reuse their freed space settle at).
+    public func bytesInUse() async throws -> Double {
+        switch driver {
+        case .embedded(let store): try store.retention().bytesInUse()
+        case .shared(let store): try await store.events.compactedBytes()
+        }
+    }
+
+    /// Applies each new SET's actions in the transaction that stores it (no webhook: the store's
+    /// accounts are the sink); what fails there is queued for the workers. `log`: where the
+    /// embedded writer writes the applied lines of what it stores (the shared store hands them back).
+    public func enableInlineActions(table: ActionTable, log: any EventLog) throws {
+        switch driver {
+        case .embedded(let store):
+            try store.events().enableInlineActions(table: table, log: log, directory: store.directory, tokenKeyFile: store.tokenKeyFile)
+        case .shared(let store): store.enableInlineActions(table: table)
+        }
+    }
+
+    /// How a receiver's workers run on this store: how many (each claims its own batches), how
+    /// large a batch, and what they wait for.
+    public struct WorkerShape: Sendable {
+        public let count: Int
+        public let batch: Int
+        public let deferWhile: (@Sendable () -> Bool)?
+    }
+
+    /// The embedded store has one writer: one worker, a small batch, waiting while acknowledgements
+    /// do. On the shared store four, so while one waits for the server or a webhook the others
+    /// work; applied in the store a batch is one transaction, webhook deliveries go one at a time.
+    public func workerShape(webhook: Bool) throws -> WorkerShape {
+        switch driver {
+        case .embedded(let store):
+            let events = try store.events()
+            return WorkerShape(count: 1, batch: 8, deferWhile: { events.isBusy })
+        case .shared: return WorkerShape(count: 4, batch: webhook ? 8 : 64, deferWhile: nil)
+        }
+    }
+
+    /// Calls `wake` when work is queued: after this receiver's commits that leave work, and on a
+    /// shared store when any receiver's do (a listener, stopped by `close`).
+    public func wakeOnWork(_ wake: @escaping @Sendable () -> Void) throws {
+        switch driver {
+        case .embedded(let store): try store.events().afterCommit = wake
+        case .shared(let store):
+            store.events.afterCommit.withLock { $0 = wake }
+            let queue = store.queue
+            listener.withLock { $0 = Task { await queue.listen(wake: wake) } }
+        }
+    }
+
+    /// `risc store migrate`: brings the schema to this version; what was done, as a line.
+    public func migrate() async throws -> String {
+        switch driver {
+        case .embedded(let store):
+            _ = try store.admin()  // opening migrates the embedded store
+            return "embedded store in \(store.directory): schema current"
+        case .shared(let store):
+            let (from, to) = try await store.database.migrate()
+            return "PostgreSQL store \(store.database.url): " + (from == to ? "schema version \(to), current" : "schema version \(from) → \(to)")
+        }
+    }
+
+    /// The embedded driver, for tests and the drills that read its rows directly.
+    public var embedded: SQLiteStore? {
+        if case .embedded(let store) = driver { return store }
+        return nil
+    }
+
+    /// Closes the store (stopping a listener first); workers on it must be stopped before.
+    public func close() {
+        listener.withLock { $0 }?.cancel()
+        part({ $0.close() }, { $0.close() })
+    }
+}
