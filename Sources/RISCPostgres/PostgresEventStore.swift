@@ -128,7 +128,7 @@ public final class PostgresEventStore: EventStore, Sendable {
             } else {
                 do {
                     (results, queued) = try await applyInTransaction(records, plans: plans, tokenKey: inline.tokenKey, guarded: false, now: now)
-                } catch let error as PostgresTransactionError where error.closureError is InlineActionsFailed {
+                } catch let error as PostgresTransactionError where error.closureError is InlineActions.Unguarded {
                     (results, queued) = try await applyInTransaction(records, plans: plans, tokenKey: inline.tokenKey, guarded: true, now: now)
                 }
             }
@@ -148,9 +148,6 @@ public final class PostgresEventStore: EventStore, Sendable {
         return results
     }
 
-    /// An inline action failed in a batch written without savepoints.
-    private struct InlineActionsFailed: Error {}
-
     /// The one-statement path. With `plans` (inline actions), only if none of the batch's
     /// subjects is an account of the store's and nothing needs a lookup or a ledger update
     /// (token subjects, verification events): then every action's result is known without the
@@ -160,7 +157,7 @@ public final class PostgresEventStore: EventStore, Sendable {
     private func storeWithoutAccounts(_ records: [SETRecord], plans: [ActionPlan]?, now: Double) async throws -> [Appended]? {
         var scopes: [String] = [], subjects: [String] = [], emails: [String] = []
         var applied: [(issuer: String, jti: String, event: Int, action: String, result: String)] = []
-        var lines: [[EventLogRecord]] = records.map { _ in [] }
+        var applies: [Int: (plan: ActionPlan, outcomes: [ActionOutcome])] = [:]
         if let plans {
             var seen = Set<String>()
             for (index, (record, plan)) in zip(records, plans).enumerated() {
@@ -180,10 +177,7 @@ public final class PostgresEventStore: EventStore, Sendable {
                 // A SET twice in the batch is stored (and applied) once.
                 guard seen.insert(Self.key(record.issuer, record.tokenID)).inserted else { continue }
                 applied += outcomes.map { (record.issuer, record.tokenID, $0.eventIndex, $0.action.rawValue, $0.result) }
-                var line = EventLogRecord.applied(jti: record.tokenID, attempt: 1, time: now)
-                line.describe(plan)
-                line["actions"] = ActionOutcome.json(outcomes)
-                lines[index] = [line]
+                applies[index] = (plan, outcomes)
             }
         }
         let logger = database.logger
@@ -212,9 +206,9 @@ public final class PostgresEventStore: EventStore, Sendable {
         }
         guard let outcomes else { return nil }
         let end = Date().timeIntervalSince1970
-        return zip(outcomes, lines).map { outcome, lines in
-            guard case .accepted = outcome else { return (outcome, []) }
-            return (outcome, lines.map { var line = $0; line.latency = end - now; return line })
+        return outcomes.enumerated().map { index, outcome in
+            guard case .accepted = outcome, let (plan, results) = applies[index] else { return (outcome, []) }
+            return (outcome, [InlineActions.line(records[index], plan, now: now, outcomes: results, end: end)])
         }
     }
 
@@ -237,41 +231,44 @@ public final class PostgresEventStore: EventStore, Sendable {
             let outcomes = try await Self.outcomes(sorted, ids: ids, connection: connection, logger: logger)
             var results = outcomes.map { (outcome: $0, followUp: [EventLogRecord]()) }
             var pending = 0
-            var applier = PostgresActionApplier(connection: connection, tokenKey: tokenKey, logger: logger)
+            var inline = Inline(applier: PostgresActionApplier(connection: connection, tokenKey: tokenKey, logger: logger))
             let fresh = records.indices.filter { if case .accepted = outcomes[$0] { true } else { false } }
-            try await applier.preload(fresh.map { (steps: plans[$0].steps, keyIssuer: records[$0].issuer) })
+            try await inline.applier.preload(fresh.map { (steps: plans[$0].steps, keyIssuer: records[$0].issuer) })
             for index in fresh {
                 guard case .accepted(let id) = outcomes[index] else { continue }
-                let record = records[index], plan = plans[index]
-                var line = EventLogRecord.applied(jti: record.tokenID, attempt: 1, time: now)
-                line.describe(plan)
-                if guarded { try await connection.query("SAVEPOINT inline", logger: logger) }
-                do {
-                    let applied = try await applier.apply(plan, setID: id, keyIssuer: record.issuer, now: now)
-                    let verifications = try await PostgresVerifications.records(
-                        for: plan, claims: record.claims, id: id, jti: record.tokenID, compact: record.token, connection: connection,
-                        logger: logger)
-                    if guarded { try await connection.query("RELEASE inline", logger: logger) }
-                    line["actions"] = ActionOutcome.json(applied)
-                    line.latency = Date().timeIntervalSince1970 - now
-                    results[index].followUp = [line] + verifications
-                } catch {
-                    guard guarded else { throw InlineActionsFailed() }
-                    try await connection.query("ROLLBACK TO inline", logger: logger)
-                    try await connection.query("RELEASE inline", logger: logger)
-                    applier.forget(setID: id)
-                    try await connection.query(
-                        "UPDATE sets SET state = 'pending', attempts = 0, processed_at = NULL WHERE id = \(id)", logger: logger)
-                    line.outcome = .deferred
-                    line["error"] = .string(String(describing: error).prefix(300).description)
-                    results[index].followUp = [line]
-                    pending += 1
-                }
+                let (lines, applied) = try await InlineActions.apply(plans[index], to: records[index], setID: id, now: now, guarded: guarded, in: &inline)
+                results[index].followUp = lines
+                if !applied { pending += 1 }
             }
-            try await applier.recordApplied(now: now)
+            try await inline.applier.recordApplied(now: now)
             // Idle workers on every receiver wake at COMMIT (a hint only: they poll anyway).
             if pending > 0 { try await connection.query("SELECT pg_notify(\(PostgresWorkQueue.channel), '')", logger: logger) }
             return (results, pending)
+        }
+    }
+
+    /// The transaction's statements for `InlineActions`.
+    struct Inline: InlineActions.AsyncTransaction {
+        var applier: PostgresActionApplier
+        var connection: PostgresConnection { applier.connection }
+
+        func savepoint() async throws { try await connection.query("SAVEPOINT inline", logger: applier.logger) }
+        func release() async throws { try await connection.query("RELEASE inline", logger: applier.logger) }
+        func rollbackToSavepoint() async throws { try await connection.query("ROLLBACK TO inline", logger: applier.logger) }
+
+        mutating func apply(_ plan: ActionPlan, to record: SETRecord, setID: Int64, now: Double) async throws
+            -> (outcomes: [ActionOutcome], followUp: [EventLogRecord])
+        {
+            let outcomes = try await applier.apply(plan, setID: setID, keyIssuer: record.issuer, now: now)
+            return (outcomes, try await PostgresVerifications.records(
+                for: plan, claims: record.claims, id: setID, jti: record.tokenID, compact: record.token, connection: connection,
+                logger: applier.logger))
+        }
+
+        mutating func deferToQueue(setID: Int64) async throws {
+            applier.forget(setID: setID)
+            try await connection.query(
+                "UPDATE sets SET state = 'pending', attempts = 0, processed_at = NULL WHERE id = \(setID)", logger: applier.logger)
         }
     }
 

@@ -56,7 +56,7 @@ extension SQLiteEventStore {
         do {
             do {
                 results = try write(batch.map(\.0), inline: inline, guarded: false, queued: &queued)
-            } catch is InlineActionsFailed {
+            } catch is InlineActions.Unguarded {
                 // One SET's actions failed: write the batch again with each SET's actions in a
                 // savepoint of its own, so that only that SET is stored pending, for the worker.
                 try? writer.execute("ROLLBACK")
@@ -85,12 +85,8 @@ extension SQLiteEventStore {
         syncCondition.unlock()
     }
 
-    /// An inline action failed in a batch written without savepoints.
-    struct InlineActionsFailed: Error {}
-
-    /// One transaction: every record stored (and, inline, applied), then COMMIT, one fsync.
-    /// `guarded`: each SET's actions in a savepoint, a failure deferring only that SET; otherwise
-    /// a failure throws `InlineActionsFailed` and the caller writes the batch again, guarded.
+    /// One transaction: every record stored (and, inline, applied: `InlineActions`), then COMMIT,
+    /// one fsync.
     func write(
         _ records: [SETRecord], inline: (applier: EmbeddedActionApplier, table: ActionTable, log: any EventLog)?, guarded: Bool,
         queued: inout Int
@@ -98,16 +94,20 @@ extension SQLiteEventStore {
         var results: [(outcome: AppendOutcome, followUp: [EventLogRecord])] = []
         results.reserveCapacity(records.count)
         try begin.run()
+        let transaction = inline.map { Inline(store: self, applier: $0.applier) }
         for record in records {
+            let now = Date().timeIntervalSince1970
+            let outcome = try store(record, done: inline == nil ? nil : now)
             var lines: [EventLogRecord] = []
-            let outcome: AppendOutcome
-            if let inline {
-                let applied: Bool
-                (outcome, applied) = try storeApplying(record, inline: inline, guarded: guarded, into: &lines)
-                if !applied { queued += 1 }
-            } else {
-                outcome = try store(record, done: nil)
-                if case .accepted = outcome { queued += 1 }
+            if case .accepted(let id) = outcome {
+                if var transaction, let table = inline?.table {
+                    let applied: Bool
+                    (lines, applied) = try InlineActions.apply(
+                        ActionPlan.plan(for: record.claims, table: table), to: record, setID: id, now: now, guarded: guarded, in: &transaction)
+                    if !applied { queued += 1 }
+                } else {
+                    queued += 1
+                }
             }
             results.append((outcome, lines))
         }
@@ -130,41 +130,25 @@ extension SQLiteEventStore {
         return .duplicate(id: redelivery.int(0), deliveries: redelivery.int(1))
     }
 
-    /// A new SET stored as done with its actions applied, in the batch's transaction. Guarded,
-    /// in a savepoint of its own: if the actions fail, only the savepoint is undone and the SET is
-    /// stored `pending` instead, for the worker to retry with backoff.
-    func storeApplying(
-        _ record: SETRecord, inline: (applier: EmbeddedActionApplier, table: ActionTable, log: any EventLog), guarded: Bool,
-        into logRecords: inout [EventLogRecord]
-    ) throws -> (outcome: AppendOutcome, applied: Bool) {
-        let start = Date().timeIntervalSince1970
-        if guarded { try savepoint.run() }
-        let outcome = try store(record, done: start)
-        guard case .accepted(let id) = outcome else {
-            if guarded { try release.run() }
-            return (outcome, true)
+    /// The writer's statements for `InlineActions`, in the batch's transaction.
+    struct Inline: InlineActions.Transaction {
+        let store: SQLiteEventStore
+        let applier: EmbeddedActionApplier
+
+        func savepoint() throws { try store.savepoint.run() }
+        func release() throws { try store.release.run() }
+        func rollbackToSavepoint() throws { try store.rollbackToSavepoint.run() }
+
+        func apply(_ plan: ActionPlan, to record: SETRecord, setID: Int64, now: Double) throws
+            -> (outcomes: [ActionOutcome], followUp: [EventLogRecord])
+        {
+            let outcomes = try applier.apply(plan, setID: setID, keyIssuer: record.issuer, now: now, fresh: true)
+            return (outcomes, try VerificationLedger.records(
+                for: plan, claims: record.claims, id: setID, jti: record.tokenID, compact: record.token, connection: store.writer))
         }
-        var line = EventLogRecord.applied(jti: record.tokenID, attempt: 1, time: start)
-        let plan = ActionPlan.plan(for: record.claims, table: inline.table)
-        line.describe(plan)
-        do {
-            let outcomes = try inline.applier.apply(plan, setID: id, keyIssuer: record.issuer, now: start, fresh: true)
-            let verifications = try VerificationLedger.records(
-                for: plan, claims: record.claims, id: id, jti: record.tokenID, compact: record.token, connection: writer)
-            if guarded { try release.run() }
-            line["actions"] = ActionOutcome.json(outcomes)
-            line.latency = Date().timeIntervalSince1970 - start
-            logRecords.append(line)
-            logRecords += verifications
-            return (outcome, true)
-        } catch {
-            guard guarded else { throw InlineActionsFailed() }
-            try rollbackToSavepoint.run()
-            try release.run()
-            line.outcome = .deferred
-            line["error"] = .string(String(describing: error).prefix(300).description)
-            logRecords.append(line)
-            return (try store(record, done: nil), false)
+
+        func deferToQueue(setID: Int64) throws {
+            try store.writer.cached("UPDATE sets SET state = 'pending', attempts = 0, processed_at = NULL WHERE id = ?1").run([.int(setID)])
         }
     }
 }
