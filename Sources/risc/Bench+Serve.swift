@@ -201,6 +201,22 @@ extension RiscCommand.Bench {
             return byName
         }
 
+        /// CPU seconds (user + system) of every process named `name` (PostgreSQL's server and backends).
+        static func processCPU(named name: String) -> Double {
+            let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+            var total = 0.0
+            for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] where Int32(entry) != nil {
+                guard let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                    let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")"),
+                    stat[stat.index(after: open)..<close] == name
+                else { continue }
+                let fields = stat[stat.index(after: close)...].split(separator: " ")
+                guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { continue }
+                total += (user + system) / ticks
+            }
+            return total
+        }
+
         /// CPU seconds of waited-for child processes (wrk, once it has exited).
         static func childrenCPU() -> Double {
             var usage = rusage()

@@ -16,6 +16,9 @@ extension RiscCommand.Bench.ServeBench {
         guard PostgresCluster.isAvailable else { throw ValidationError("PostgreSQL is not installed (scripts/bootstrap --tests installs it)") }
         let cluster = try PostgresCluster()
         defer { try? cluster.stop() }
+        // WAL flush timings, to tell the server's fsyncs apart from the rest of a request's time.
+        try cluster.psql("ALTER SYSTEM SET track_wal_io_timing = on")
+        try cluster.psql("SELECT pg_reload_conf()")
         let keyFile = work.appendingPathComponent("token-key")
         _ = try TokenKey.create(at: keyFile.path)
         // `--runs N`: the three configurations N times over, each on a fresh store; the target
@@ -32,11 +35,13 @@ extension RiscCommand.Bench.ServeBench {
                 try cluster.psql("CREATE DATABASE \(database) OWNER \(cluster.user)")
                 let url = cluster.url.replacingOccurrences(of: "/\(cluster.database)?", with: "/\(database)?")
                 print("PostgreSQL, \(receivers) receiver\(receivers == 1 ? "" : "s"):")
+                try cluster.psql("SELECT pg_stat_reset_shared('wal')")
                 let figures = try await measureShared(
                     receivers: receivers, url: url, keyFile: keyFile.path, issuer: issuer, tokenFile: tokenFile, work: work, run: run)
                 results.append(("\(receivers) on PostgreSQL", figures))
                 let stored = try cluster.psql("SELECT count(*) FROM sets", database: database)
-                print("  PostgreSQL holds \(stored) SETs")
+                let wal = try cluster.psql("SELECT wal_sync || ' WAL flushes, mean ' || round((wal_sync_time / greatest(wal_sync, 1))::numeric, 2) || ' ms' FROM pg_stat_wal")
+                print("  PostgreSQL holds \(stored) SETs; \(wal)")
                 try cluster.psql("DROP DATABASE \(database)")
             }
             print("CONFIGURATION        SETs/s    p50 ms   p99 ms   vs embedded")
@@ -77,6 +82,13 @@ extension RiscCommand.Bench.ServeBench {
             try await Self.waitForReady(port: port + 2 * index + 1)
         }
         let perWrk = max(1, connections / receivers), wrkThreads = max(1, threads / receivers)
+        // Where the CPU goes (two cores for everything): the receivers' threads, the server's
+        // processes, the load generators.
+        func serverThreads() -> [String: Double] {
+            servers.map { Self.threadCPU(pid: $0.processIdentifier) }.reduce(into: [:]) { $0.merge($1, uniquingKeysWith: +) }
+        }
+        let (serversBefore, postgresBefore, wrkBefore) = (serverThreads(), Self.processCPU(named: "postgres"), Self.childrenCPU())
+        let windowStart = ProcessInfo.processInfo.systemUptime
         let outputs = await withTaskGroup(of: String?.self) { group in
             for (index, file) in files.enumerated() {
                 let arguments = [
@@ -98,6 +110,13 @@ extension RiscCommand.Bench.ServeBench {
             errors += fields["errors_status"] ?? 0
         }
         let peak = servers.map { Self.peakRSS(pid: $0.processIdentifier) }.max() ?? 0
+        let (serversAfter, postgresAfter, wrkAfter) = (serverThreads(), Self.processCPU(named: "postgres"), Self.childrenCPU())
+        let window = ProcessInfo.processInfo.systemUptime - windowStart
+        // The receivers are measured under load together: a window much longer than one run means
+        // the generators ran one after the other, and their sum is no rate.
+        guard window < Double(duration) * 1.5 + 2 else {
+            throw ValidationError("the load generators ran one after the other (\(String(format: "%.1f", window)) s for \(duration) s runs): no figure")
+        }
         for server in servers {
             server.terminate()
             server.waitUntilExit()
@@ -105,6 +124,15 @@ extension RiscCommand.Bench.ServeBench {
         let figures = Figures(setsPerSecond: requests / seconds, p50: p50, p99: p99, peakRSS: peak)
         print(String(format: "  %.0f SETs/s acknowledged (202 after COMMIT) over %d connections in all for %.1f s; p50 %.2f ms, p99 %.2f ms (worse of the generators); %.0f non-202; peak RSS %d MB",
             figures.setsPerSecond, perWrk * receivers, seconds, p50, p99, errors, peak / 1024))
+        if requests > 0 {
+            let perSET = { (seconds: Double) in seconds * 1e6 / requests }
+            let threads = serversAfter.map { (name: $0.key, seconds: $0.value - (serversBefore[$0.key] ?? 0)) }.sorted { $0.seconds > $1.seconds }
+            let parts = threads.prefix(4).filter { perSET($0.seconds) >= 0.5 }
+                .map { "\($0.name) \(String(format: "%.0f", perSET($0.seconds)))" }.joined(separator: ", ")
+            print(String(format: "  CPU a SET: receivers %.0f µs (%@), PostgreSQL %.0f µs, wrk %.0f µs; %.2f cores busy of 2",
+                perSET(threads.reduce(0) { $0 + $1.seconds }), parts, perSET(postgresAfter - postgresBefore), perSET(wrkAfter - wrkBefore),
+                (threads.reduce(0) { $0 + $1.seconds } + postgresAfter - postgresBefore + wrkAfter - wrkBefore) / seconds))
+        }
         return figures
     }
 }

@@ -18,7 +18,10 @@ func runWithDefaultSignals(_ arguments: [String]) -> String? {
     posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
 
     var pipeEnds: [Int32] = [0, 0]
+    // Close-on-exec: a child spawned at the same time by another thread must not inherit the
+    // write end (the read below would then wait for that child's exit too).
     guard pipe(&pipeEnds) == 0 else { return nil }
+    for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }

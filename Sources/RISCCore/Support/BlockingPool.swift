@@ -31,10 +31,13 @@ public final class BlockingPool: @unchecked Sendable {  // reason: jobs and coun
         }
     }
 
-    private func submit(_ job: @escaping @Sendable () -> Void) {
+    /// Hands `job` to a thread: an idle one, or a new one while there are fewer than `maximum`.
+    func submit(_ job: @escaping @Sendable () -> Void) {
         condition.lock()
         jobs.append(job)
-        if idle == 0 && threads < maximum {
+        // Every waiting job needs a thread of its own: an idle thread that has been signalled but
+        // not woken yet is still counted in `idle`, so compare with the jobs waiting, not with 0.
+        if jobs.count > idle && threads < maximum {
             threads += 1
             OSThread.start(name: name) { [self] in work() }
         } else {
