@@ -22,6 +22,33 @@ struct SQLiteEventStoreTests {
         FileManager.default.temporaryDirectory.appendingPathComponent("risc-store-\(UUID().uuidString)").path
     }
 
+    /// Found running the suite beside a benchmark: every embedded store of a process took one
+    /// process-wide write lock, so the many stores of a test process (or of `risc replay` beside
+    /// a store of its own) waited for each other's commits. The lock is the database file's.
+    @Test("a store's writes never wait for another data directory's writer; one file has one lock, however it is spelled")
+    func writeLockPerDatabase() async throws {
+        let (a, b) = (Self.directory(), Self.directory())
+        let first = try SQLiteEventStore(directory: a, logger: Logger(label: "t"))
+        let second = try SQLiteEventStore(directory: b, logger: Logger(label: "t"))
+        defer { first.close(); second.close() }
+        #expect(WriteLock.lock(path: a + "/risc.sqlite3") === WriteLock.lock(path: a + "/./risc.sqlite3"))
+        #expect(WriteLock.lock(path: a + "/risc.sqlite3") !== WriteLock.lock(path: b + "/risc.sqlite3"))
+        // The first store's writer is held (by a thread of its own); the second stores and answers meanwhile.
+        let (held, release) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
+        let lock = first.writer.writeLock
+        Thread.detachNewThread {
+            lock.lock()
+            held.signal()
+            release.wait()
+            lock.unlock()
+        }
+        await BlockingPool.shared.run { held.wait() }
+        defer { release.signal() }
+        let record = try await Self.record(jti: "elsewhere")
+        let outcome = try await withDeadline(20, "storing beside a held writer") { try await second.append(record) }
+        guard case .accepted = outcome else { Issue.record("not stored: \(outcome)"); return }
+    }
+
     @Test("concurrent appends share commits; duplicates within and across batches count once each")
     func groupCommit() async throws {
         let store = try SQLiteEventStore(directory: Self.directory(), logger: Logger(label: "t"))

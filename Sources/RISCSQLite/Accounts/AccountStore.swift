@@ -49,8 +49,8 @@ public final class AccountStore: @unchecked Sendable {  // reason: its connectio
     public func link(_ links: [Link], now: Double = Date().timeIntervalSince1970) throws -> [Int64] {
         lock.lock()
         defer { lock.unlock() }
-        WriteLock.lock.lock()
-        defer { WriteLock.lock.unlock() }
+        connection.writeLock.lock()
+        defer { connection.writeLock.unlock() }
         return try connection.immediateTransaction { try links.map { try insert($0, now: now) } }
     }
 
@@ -90,8 +90,8 @@ public final class AccountStore: @unchecked Sendable {  // reason: its connectio
     ) throws -> Bool {
         lock.lock()
         defer { lock.unlock() }
-        WriteLock.lock.lock()
-        defer { WriteLock.lock.unlock() }
+        connection.writeLock.lock()
+        defer { connection.writeLock.unlock() }
         guard let id = try accountID(subject: subject, issuer: issuer) else { return false }
         if let session {
             try connection.cached("INSERT OR IGNORE INTO sessions (account_id, session_id, via_google, created_at) VALUES (?1, ?2, ?3, ?4)")
@@ -114,7 +114,7 @@ public final class AccountStore: @unchecked Sendable {  // reason: its connectio
     {
         lock.lock()
         defer { lock.unlock() }
-        return try WriteLock.withLock {
+        return try connection.writeLock.withLock {
             try connection.immediateTransaction {
                 let scope = issuer.map(SETPolicy.issuerScope)
                 var queued = 0
@@ -140,7 +140,7 @@ public final class AccountStore: @unchecked Sendable {  // reason: its connectio
     ) throws -> LinkedTokenRevocation? {
         lock.lock()
         defer { lock.unlock() }
-        return try WriteLock.withLock {
+        return try connection.writeLock.withLock {
             try connection.immediateTransaction { () throws -> LinkedTokenRevocation? in
                 guard let account = try accountID(subject: subject, issuer: issuer) else { return nil }
                 var tokens = try linkedTokens(

@@ -7,11 +7,11 @@ import RISCCore
 extension SQLiteEventStore {
     /// The writer's share of a checkpoint: the last few frames, so it completes (`checkpointLoop`).
     func finishWALCheckpoint() {
-        WriteLock.lock.lock()
+        writer.writeLock.lock()
         do { try writer.execute("PRAGMA wal_checkpoint(PASSIVE)") } catch {
             logger.warning("WAL checkpoint failed", metadata: ["risc.error": "\(error)"])
         }
-        WriteLock.lock.unlock()
+        writer.writeLock.unlock()
         checkpointTimer.lock()
         checkpointTimer.signal()
         checkpointTimer.unlock()

@@ -49,8 +49,8 @@ extension SQLiteEventStore {
         _ batch: [(SETRecord, @Sendable (StoreResult) -> Void)],
         inline: (applier: EmbeddedActionApplier, table: ActionTable, log: any EventLog)?
     ) {
-        WriteLock.lock.lock()
-        defer { WriteLock.lock.unlock() }
+        writer.writeLock.lock()
+        defer { writer.writeLock.unlock() }
         let results: [(outcome: AppendOutcome, followUp: [EventLogRecord])]
         var queued = 0
         do {

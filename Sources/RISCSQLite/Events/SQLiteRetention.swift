@@ -27,7 +27,7 @@ public final class SQLiteRetention: RetentionStore, @unchecked Sendable {  // re
     public func retain(_ policy: RetentionPolicy, now: Double, batch: Int) throws -> RetentionPass {
         guard policy.isOn else { return RetentionPass() }
         var pass = RetentionPass()
-        try WriteLock.withLock {
+        try connection.writeLock.withLock {
             // Deleted and inserted again slim, under the same id, not UPDATEd: SQLite rebalances
             // (and frees) b-tree pages when rows are deleted, never when an UPDATE shrinks a row
             // (nor for a REPLACE, which overwrites in place), and new rows only ever go to the
@@ -44,7 +44,7 @@ public final class SQLiteRetention: RetentionStore, @unchecked Sendable {  // re
                 try connection.cached("INSERT INTO sets (\(columns)) SELECT \(columns) FROM temp.strip_batch").run()
             }
         }
-        try WriteLock.withLock {
+        try connection.writeLock.withLock {
             try connection.immediateTransaction {
                 let cutoff = policy.forgetBefore(now: now)
                 let choose = "SELECT id FROM sets INDEXED BY sets_stripped WHERE pruned_at IS NOT NULL AND received_at < ?1 LIMIT ?2"

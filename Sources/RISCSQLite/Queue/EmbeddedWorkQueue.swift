@@ -97,7 +97,7 @@ public final class EmbeddedWorkQueue: WorkQueue, Sendable {
         guard !items.isEmpty else { return [] }
         let held = items.map { holds($0.claim) }
         let reports = try await database.run { connection, applier -> [FinishReport?] in
-            try WriteLock.withLock {
+            try connection.writeLock.withLock {
                 try connection.immediateTransaction {
                     try zip(items, held).map { item, held -> FinishReport? in
                         guard held else { return nil }
@@ -132,7 +132,7 @@ public final class EmbeddedWorkQueue: WorkQueue, Sendable {
     public func fail(_ claim: ClaimedSET, error: String, retryAt: Double?, now: Double) async throws -> Bool {
         guard holds(claim) else { return false }
         let changed = try await database.run { connection, _ in
-            try WriteLock.withLock {
+            try connection.writeLock.withLock {
                 try connection.cached("""
                     UPDATE sets SET attempts = ?1, last_error = ?2, next_attempt_at = ?3, state = ?4 WHERE id = ?5 AND state = 'pending'
                     """).run([

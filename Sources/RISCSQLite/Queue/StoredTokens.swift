@@ -27,7 +27,7 @@ extension QueueAdmin {
     /// event never undoes a newer one). Returns their row ids, in arrival order.
     public func requeue(ids: [Int64]) throws -> [Int64] {
         guard !ids.isEmpty else { return [] }
-        try WriteLock.withLock {
+        try connectionForReads.writeLock.withLock {
             try connectionForReads.immediateTransaction {
                 let reset = try connectionForReads.prepare(
                     "UPDATE sets SET \(Schema.requeueAssignments), last_error = NULL, processed_at = NULL WHERE id = ?1")

@@ -1,5 +1,6 @@
 import CSQLite
 import Foundation
+import Synchronization
 import RISCCore
 
 extension StoreError {
@@ -18,6 +19,8 @@ extension StoreError {
 /// One SQLite connection. Not thread-safe: each is used by one thread at a time.
 final class SQLiteConnection {
     let handle: OpaquePointer
+    /// The in-process write lock of this connection's database file (`WriteLock`).
+    let writeLock: NSLock
     private var statements: [String: SQLiteStatement] = [:]
 
     init(path: String, readOnly: Bool = false) throws(StoreError) {
@@ -35,6 +38,7 @@ final class SQLiteConnection {
             throw StoreError(sqlite: rc, "cannot open \(path): \(message)")
         }
         self.handle = handle
+        writeLock = WriteLock.lock(path: path)
         sqlite3_busy_timeout(handle, 5_000)
         sqlite3_extended_result_codes(handle, 1)
     }
@@ -191,15 +195,22 @@ enum SQLiteValue {
     static func optional(_ text: String?) -> SQLiteValue { text.map { .text($0) } ?? .null }
 }
 
-/// Serialises write transactions within this process. SQLite allows one writer at a time and
-/// makes the others wait in its busy handler, which sleeps in steps of milliseconds; waiting on
-/// a lock instead wakes the next writer the moment the current one commits.
+/// Serialises write transactions on one database file within this process. SQLite allows one
+/// writer at a time and makes the others wait in its busy handler, which sleeps in steps of
+/// milliseconds; waiting on a lock instead wakes the next writer the moment the current one
+/// commits. One lock a file: stores in other data directories (a test process holds many) never
+/// wait for each other.
 enum WriteLock {
-    static let lock = NSLock()
+    private static let locks = Mutex<[String: NSLock]>([:])
 
-    static func withLock<T>(_ body: () throws -> T) rethrows -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body()
+    /// The lock of the database at `path` (the same for every spelling of the path).
+    static func lock(path: String) -> NSLock {
+        let key = URL(fileURLWithPath: path).standardizedFileURL.path
+        return locks.withLock { locks in
+            if let lock = locks[key] { return lock }
+            let lock = NSLock()
+            locks[key] = lock
+            return lock
+        }
     }
 }
