@@ -23,6 +23,7 @@ public final class SQLiteStore: Sendable {
         var admin: QueueAdmin?
         var verifications: VerificationLedger?
         var retention: SQLiteRetention?
+        var tokenKey: [UInt8]?
     }
     private let parts = Mutex(Parts())
 
@@ -44,8 +45,22 @@ public final class SQLiteStore: Sendable {
 
     /// The event store (its writer, syncer and checkpointer threads start with it).
     public func events() throws -> SQLiteEventStore { try part(\.events) { try SQLiteEventStore(directory: directory, logger: logger) } }
-    public func queue() throws -> EmbeddedWorkQueue { try part(\.queue) { try EmbeddedWorkQueue(directory: directory, tokenKeyFile: tokenKeyFile) } }
-    public func accountStore() throws -> AccountStore { try part(\.accounts) { try AccountStore(directory: directory, tokenKeyFile: tokenKeyFile) } }
+    /// The token-fingerprint key, loaded and checked against the store once for every part that
+    /// needs it (the accounts, the queue, the writer's inline actions).
+    public func tokenKey() throws -> [UInt8] {
+        try part(\.tokenKey) {
+            try PrivateFiles.makeDirectory(directory)
+            return try AccountStore.loadKey(directory: directory, file: tokenKeyFile)
+        }
+    }
+    public func queue() throws -> EmbeddedWorkQueue {
+        let key = try tokenKey()
+        return try part(\.queue) { try EmbeddedWorkQueue(directory: directory, tokenKey: key) }
+    }
+    public func accountStore() throws -> AccountStore {
+        let key = try tokenKey()
+        return try part(\.accounts) { try AccountStore(directory: directory, tokenKey: key) }
+    }
     public func accounts() throws -> EmbeddedAccountRepository { EmbeddedAccountRepository(store: try accountStore()) }
     /// The queue's administration; the store must exist already (a command names where it looked).
     public func admin() throws -> QueueAdmin { try part(\.admin) { try QueueAdmin(directory: directory) } }

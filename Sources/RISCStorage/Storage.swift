@@ -81,7 +81,7 @@ public final class Storage: Sendable {
     public func queue() throws -> any WorkQueue { try part({ try $0.queue() }, { $0.queue }) }
     public func accounts() throws -> any AccountRepository { try part({ try $0.accounts() }, { $0.accounts }) }
     /// The token-fingerprint key the store matches tokens with.
-    public func tokenKey() throws -> [UInt8] { try part({ try $0.accountStore().tokenKey }, { $0.tokenKey }) }
+    public func tokenKey() throws -> [UInt8] { try part({ try $0.tokenKey() }, { $0.tokenKey }) }
     /// The queue's administration (`risc queue`, replay); the embedded store must exist already.
     public func admin() throws -> any QueueAdministration { try part({ try $0.admin() }, { $0.admin }) }
     public func verifications() throws -> any VerificationRequests { try part({ try $0.verifications() }, { $0.verifications }) }
@@ -102,7 +102,7 @@ public final class Storage: Sendable {
     public func enableInlineActions(table: ActionTable, log: any EventLog) throws {
         switch driver {
         case .embedded(let store):
-            try store.events().enableInlineActions(table: table, log: log, directory: store.directory, tokenKeyFile: store.tokenKeyFile)
+            try store.events().enableInlineActions(table: table, log: log, tokenKey: store.tokenKey())
         case .shared(let store): store.enableInlineActions(table: table)
         }
     }
@@ -151,7 +151,7 @@ public final class Storage: Sendable {
         }
     }
 
-    /// The embedded driver, for tests and the drills that read its rows directly.
+    /// The embedded driver, for tests that read its rows directly.
     public var embedded: SQLiteStore? {
         if case .embedded(let store) = driver { return store }
         return nil

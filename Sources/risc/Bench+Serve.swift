@@ -125,14 +125,9 @@ extension RiscCommand.Bench {
             print("server: \(accepted) stored, \(duplicates) duplicates, \(Int(fields["errors_status"] ?? 0)) non-202 answers; peak RSS \(peakRSS / 1024) MB; \(commits) commits, \(String(format: "%.1f", Double(rows) / Double(max(commits, 1)))) rows each")
             if requests > 0 {
                 // CPU a SET, from the server's per-thread times (/proc) and wrk's (rusage of children).
-                let perSET = { (seconds: Double) in seconds * 1e6 / requests }
-                var threads = serverAfter.map { (name: $0.key, seconds: $0.value - (serverBefore[$0.key] ?? 0)) }
-                threads.sort { $0.seconds > $1.seconds }
-                let total = threads.reduce(0) { $0 + $1.seconds }
-                let parts = threads.prefix(5).filter { perSET($0.seconds) >= 0.5 }
-                    .map { "\($0.name) \(String(format: "%.0f", perSET($0.seconds)))" }.joined(separator: ", ")
+                let server = Self.perSET(before: serverBefore, after: serverAfter, requests: requests)
                 print(String(format: "CPU a SET: server %.0f µs (%@), wrk %.0f µs with loading its token file; at 20,000/s two cores allow 100 µs in all",
-                    perSET(total), parts, perSET(wrkAfter - wrkBefore)))
+                    server.total, server.parts, (wrkAfter - wrkBefore) * 1e6 / requests))
             }
             return figures
         }
@@ -199,6 +194,14 @@ extension RiscCommand.Bench {
                 byName[name, default: 0] += (user + system) / ticks
             }
             return byName
+        }
+
+        /// Microseconds of CPU a request between two `threadCPU` readings: in all, and the busiest
+        /// threads (those over half a microsecond) as `name µs, …`.
+        static func perSET(before: [String: Double], after: [String: Double], requests: Double) -> (total: Double, parts: String) {
+            let threads = after.map { (name: $0.key, micros: ($0.value - (before[$0.key] ?? 0)) * 1e6 / requests) }.sorted { $0.micros > $1.micros }
+            let parts = threads.prefix(5).filter { $0.micros >= 0.5 }.map { "\($0.name) \(String(format: "%.0f", $0.micros))" }
+            return (threads.reduce(0) { $0 + $1.micros }, parts.joined(separator: ", "))
         }
 
         /// CPU seconds (user + system) of every process named `name` (PostgreSQL's server and backends).

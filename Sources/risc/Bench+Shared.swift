@@ -125,13 +125,10 @@ extension RiscCommand.Bench.ServeBench {
         print(String(format: "  %.0f SETs/s acknowledged (202 after COMMIT) over %d connections in all for %.1f s; p50 %.2f ms, p99 %.2f ms (worse of the generators); %.0f non-202; peak RSS %d MB",
             figures.setsPerSecond, perWrk * receivers, seconds, p50, p99, errors, peak / 1024))
         if requests > 0 {
-            let perSET = { (seconds: Double) in seconds * 1e6 / requests }
-            let threads = serversAfter.map { (name: $0.key, seconds: $0.value - (serversBefore[$0.key] ?? 0)) }.sorted { $0.seconds > $1.seconds }
-            let parts = threads.prefix(4).filter { perSET($0.seconds) >= 0.5 }
-                .map { "\($0.name) \(String(format: "%.0f", perSET($0.seconds)))" }.joined(separator: ", ")
+            let receivers = Self.perSET(before: serversBefore, after: serversAfter, requests: requests)
+            let (postgres, wrk) = ((postgresAfter - postgresBefore) * 1e6 / requests, (wrkAfter - wrkBefore) * 1e6 / requests)
             print(String(format: "  CPU a SET: receivers %.0f µs (%@), PostgreSQL %.0f µs, wrk %.0f µs; %.2f cores busy of 2",
-                perSET(threads.reduce(0) { $0 + $1.seconds }), parts, perSET(postgresAfter - postgresBefore), perSET(wrkAfter - wrkBefore),
-                (threads.reduce(0) { $0 + $1.seconds } + postgresAfter - postgresBefore + wrkAfter - wrkBefore) / seconds))
+                receivers.total, receivers.parts, postgres, wrk, (receivers.total + postgres + wrk) * requests / 1e6 / seconds))
         }
         return figures
     }

@@ -43,6 +43,8 @@ final class ScratchStore {
     init(resolved: StoreOption.Resolved, cluster: PostgresCluster?, work: URL) async throws {
         var resolved = resolved
         if resolved.store.url == nil {
+            // A temporary store of its own, with a key of its own: never the configuration's key file.
+            resolved.configuration.tokenKeyFile = nil
             try PrivateFiles.makeDirectory(resolved.dataDirectory)
         } else if resolved.configuration.tokenKeyFile == nil {
             let keyFile = work.appendingPathComponent("token-key")

@@ -30,7 +30,7 @@ extension RiscCommand.Stream {
         func run() async throws {
             let waitSeconds = durationSeconds(wait)!
             let resolved = try store.resolved()
-            let storePath = (resolved.dataDirectory as NSString).appendingPathComponent("risc.sqlite3")
+            let storePath = resolved.embeddedStorePath
             // Never a new embedded store: only one a receiver made, or the shared one.
             let haveStore = resolved.store.url != nil || FileManager.default.fileExists(atPath: storePath)
             if waitSeconds > 0 && !haveStore {

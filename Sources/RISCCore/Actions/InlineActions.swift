@@ -77,8 +77,7 @@ public enum InlineActions {
 
     /// The `applied` line of a SET applied inline (also for results known without the database).
     public static func line(_ record: SETRecord, _ plan: ActionPlan, now: Double, outcomes: [ActionOutcome], end: Double) -> EventLogRecord {
-        var line = EventLogRecord.applied(jti: record.tokenID, attempt: 1, time: now)
-        line.describe(plan)
+        var line = started(record, plan, now: now)
         line["actions"] = ActionOutcome.json(outcomes)
         line.latency = end - now
         return line
@@ -86,10 +85,16 @@ public enum InlineActions {
 
     /// The line of a SET whose actions failed inline: deferred to the queue, with why.
     static func deferred(_ record: SETRecord, _ plan: ActionPlan, now: Double, error: any Error) -> EventLogRecord {
-        var line = EventLogRecord.applied(jti: record.tokenID, attempt: 1, time: now)
-        line.describe(plan)
+        var line = started(record, plan, now: now)
         line.outcome = .deferred
         line["error"] = .string(String(describing: error).prefix(300).description)
+        return line
+    }
+
+    /// A SET's first attempt, as every line of it starts.
+    private static func started(_ record: SETRecord, _ plan: ActionPlan, now: Double) -> EventLogRecord {
+        var line = EventLogRecord.applied(jti: record.tokenID, attempt: 1, time: now)
+        line.describe(plan)
         return line
     }
 }

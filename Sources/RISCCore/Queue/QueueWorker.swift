@@ -115,8 +115,7 @@ public final class QueueWorker: Sendable {
                 await rescue(now: now)
             }
             if let busy = settings.deferWhile {
-                let start = ContinuousClock.now
-                while busy(), ContinuousClock.now - start < .seconds(settings.maximumDeferral) { try? await Task.sleep(for: .milliseconds(1)) }
+                while busy(), clock() - now < settings.maximumDeferral { try? await Task.sleep(for: .milliseconds(1)) }
             }
             let processed: Int
             do {

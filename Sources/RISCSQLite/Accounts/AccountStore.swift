@@ -11,10 +11,15 @@ public final class AccountStore: @unchecked Sendable {  // reason: its connectio
     /// The HMAC key for token prefixes (`TokenKey`): `DATA_DIR/token-key` or `accounts.token_key_file`.
     public let tokenKey: [UInt8]
 
-    public init(directory: String, tokenKeyFile: String? = nil) throws {
+    public convenience init(directory: String, tokenKeyFile: String? = nil) throws {
         try PrivateFiles.makeDirectory(directory)
+        try self.init(directory: directory, tokenKey: try Self.loadKey(directory: directory, file: tokenKeyFile))
+    }
+
+    /// Opens the store with a token key already loaded and checked (`SQLiteStore.tokenKey`).
+    init(directory: String, tokenKey: [UInt8]) throws {
         connection = try SQLiteDatabase(directory: directory).connect(.transactions)
-        tokenKey = try Self.loadKey(directory: directory, file: tokenKeyFile)
+        self.tokenKey = tokenKey
     }
 
     /// The token key for the store in `directory` (see `TokenKey`), checked against the store.

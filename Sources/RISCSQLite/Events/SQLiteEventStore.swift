@@ -78,9 +78,14 @@ public final class SQLiteEventStore: EventStore, StoreHealth, @unchecked Sendabl
     var rowsWritten = 0
     var lastReceived: Double?
     var committing = false
-    /// Called on the writer thread after a commit that left work for the action worker (SETs
+    /// Called on the syncer thread once a synced batch left work for the queue's worker (SETs
     /// stored pending), to wake it.
-    public var afterCommit: (@Sendable () -> Void)?
+    public var afterCommit: (@Sendable () -> Void)? {
+        get { condition.withLock { wakeAfterCommit } }
+        set { condition.withLock { wakeAfterCommit = newValue } }
+    }
+    /// `afterCommit`, under `condition`: the receiver's storage service sets it while the syncer runs.
+    private var wakeAfterCommit: (@Sendable () -> Void)?
     /// With the embedded account store, each new SET's actions are applied in the transaction that
     /// stores it (`enableInlineActions`); the worker then only retries what failed here.
     var inline: (applier: EmbeddedActionApplier, table: ActionTable, log: any EventLog)?
@@ -171,8 +176,8 @@ public final class SQLiteEventStore: EventStore, StoreHealth, @unchecked Sendabl
     /// writer's warm page cache. A SET whose actions fail here is rolled back to a savepoint and
     /// left `pending`, so the action worker retries it with backoff, as before. Call before the
     /// first append.
-    public func enableInlineActions(table: ActionTable, log: any EventLog, directory: String, tokenKeyFile: String? = nil) throws {
-        let applier = EmbeddedActionApplier(connection: writer, tokenKey: try AccountStore.loadKey(directory: directory, file: tokenKeyFile))
+    public func enableInlineActions(table: ActionTable, log: any EventLog, tokenKey: [UInt8]) {
+        let applier = EmbeddedActionApplier(connection: writer, tokenKey: tokenKey)
         condition.lock()
         inline = (applier, table, log)
         condition.unlock()

@@ -38,9 +38,13 @@ public final class EmbeddedWorkQueue: WorkQueue, Sendable {
 
     /// Opens the queue on the data directory's store, with the token-fingerprint key
     /// (`accounts.token_key_file`, else the data directory's).
-    public init(directory: String, tokenKeyFile: String? = nil) throws {
+    public convenience init(directory: String, tokenKeyFile: String? = nil) throws {
+        try self.init(directory: directory, tokenKey: try AccountStore.loadKey(directory: directory, file: tokenKeyFile))
+    }
+
+    /// Opens the queue with a token key already loaded and checked (`SQLiteStore.tokenKey`).
+    init(directory: String, tokenKey: [UInt8]) throws {
         let connection = try SQLiteDatabase(directory: directory).connect(.transactions)
-        let tokenKey = try AccountStore.loadKey(directory: directory, file: tokenKeyFile)
         database = Serialized(connection: connection, applier: EmbeddedActionApplier(connection: connection, tokenKey: tokenKey))
         self.tokenKey = tokenKey
     }
