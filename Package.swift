@@ -133,7 +133,7 @@ let package = Package(
         ),
         .testTarget(
             name: "RISCPostgresTests",
-            dependencies: ["RISCPostgres", "RISCCore", "RISCTestKit", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["RISCPostgres", "RISCCore", "RISCTestKit", .product(name: "Logging", package: "swift-log"), .product(name: "PostgresNIO", package: "postgres-nio")],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -41,7 +41,8 @@ extension RiscCommand.Bench.ServeBench {
                 results.append(("\(receivers) on PostgreSQL", figures))
                 let stored = try cluster.psql("SELECT count(*) FROM sets", database: database)
                 let wal = try cluster.psql("SELECT wal_sync || ' WAL flushes, mean ' || round((wal_sync_time / greatest(wal_sync, 1))::numeric, 2) || ' ms' FROM pg_stat_wal")
-                print("  PostgreSQL holds \(stored) SETs; \(wal)")
+                let commits = try cluster.psql("SELECT xact_commit FROM pg_stat_database WHERE datname = '\(database)'")
+                print("  PostgreSQL holds \(stored) SETs; \(wal); \(commits) transactions committed")
                 try cluster.psql("DROP DATABASE \(database)")
             }
             print("CONFIGURATION        SETs/s    p50 ms   p99 ms   vs embedded")

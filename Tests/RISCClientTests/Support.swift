@@ -5,14 +5,6 @@ import RISCCore
 import RISCTestKit
 import Synchronization
 
-/// A settable clock for the cache's decisions.
-final class TestClock: Sendable {
-    private let value = Mutex(1_800_000_000.0)
-    var now: Double { value.withLock { $0 } }
-    func advance(_ seconds: Double) { value.withLock { $0 += seconds } }
-    var function: @Sendable () -> Double { { self.now } }
-}
-
 enum Fixture {
     static let keys = try! KeyDirectory.repositoryTestKeys()
     static let jwks = String(decoding: keys.jwksData, as: UTF8.self)

@@ -1,5 +1,8 @@
 import Foundation
 import Logging
+import PostgresNIO
+
+typealias PostgresDatabase = RISCPostgres.PostgresDatabase
 import Synchronization
 import RISCCore
 import RISCPostgres
@@ -277,6 +280,63 @@ struct PostgresEventStoreTests {
         let commits = stores.map(\.writeCounts.commits).reduce(0, +)
         #expect(commits < 310, "no batching: \(commits) commits for 310 appends")
         for database in databases { database.close() }
+        try cluster.stop()
+    }
+
+    @Test("a SET held up by a stuck transaction is answered at its deadline on the store's clock; the store then stores again")
+    func commitDeadline() async throws {
+        try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
+        let cluster = try PostgresCluster()
+        let url = try PostgresStoreURL(cluster.url)
+        let database = PostgresDatabase(url: url, password: nil, logger: PostgresFoundationTests.logger)
+        let locker = PostgresDatabase(url: url, password: nil, logger: PostgresFoundationTests.logger)
+        try await database.migrate()
+        let clock = TestClock()
+        let store = PostgresEventStore(database: database, commitDeadline: 60, clock: clock.function, watchInterval: 0.01)
+        let factory = SETFactory(signer: Self.keys.entry(for: .eddsa)!.signer)
+        func record(_ jti: String) async throws -> SETRecord {
+            try await factory.storedRecord(type: .sessionsRevoked, subject: factory.accountSubject("1"), jti: jti, keys: try Self.keys.jwks)
+        }
+        // Another session holds the table until told to let go.
+        let (released, release) = AsyncStream<Void>.makeStream()
+        let (locked, lockedSignal) = AsyncStream<Void>.makeStream()
+        let holder = Task {
+            try await locker.client.withTransaction(logger: PostgresFoundationTests.logger) { connection in
+                try await connection.query("LOCK TABLE sets IN ACCESS EXCLUSIVE MODE", logger: PostgresFoundationTests.logger)
+                lockedSignal.yield()
+                for await _ in released { break }
+            }
+        }
+        for await _ in locked { break }
+        let first = try await record("stuck-1")
+        let answered = Mutex(false)
+        let answer = Task {
+            defer { answered.withLock { $0 = true } }
+            return try await store.append(first)
+        }
+        // Real time passes, the store's clock not past the deadline: no answer.
+        try await Task.sleep(for: .milliseconds(300))
+        clock.advance(59.9)
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(!answered.withLock { $0 }, "answered before its deadline")
+        clock.advance(0.2)
+        // Within seconds of real time: the deadline is read from the store's clock, not waited out.
+        for _ in 0..<200 where !answered.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(100)) }
+        #expect(answered.withLock { $0 }, "not answered 20 s after its deadline on the store's clock")
+        if case .failure(let error as StoreError) = await answer.result {
+            #expect(error.code == .timeout)
+        } else {
+            Issue.record("a SET behind a locked table was not answered with a timeout")
+        }
+        release.yield()
+        _ = try await holder.value
+        // The same SET again (Google's retry) and a new one are stored: the stuck batch held up nothing after it.
+        _ = try await store.append(first)
+        let fresh = try await store.append(try await record("after-1"))
+        if case .accepted = fresh {} else { Issue.record("a new SET was not stored: \(fresh)") }
+        #expect(try cluster.psql("SELECT count(*) FROM sets WHERE jti IN ('stuck-1', 'after-1')") == "2")
+        database.close()
+        locker.close()
         try cluster.stop()
     }
 
