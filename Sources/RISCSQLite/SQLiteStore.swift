@@ -57,11 +57,10 @@ public final class SQLiteStore: Sendable {
         let key = try tokenKey()
         return try part(\.queue) { try EmbeddedWorkQueue(directory: directory, tokenKey: key) }
     }
-    public func accountStore() throws -> AccountStore {
+    public func accounts() throws -> AccountStore {
         let key = try tokenKey()
         return try part(\.accounts) { try AccountStore(directory: directory, tokenKey: key) }
     }
-    public func accounts() throws -> EmbeddedAccountRepository { EmbeddedAccountRepository(store: try accountStore()) }
     /// The queue's administration; the store must exist already (a command names where it looked).
     public func admin() throws -> QueueAdmin { try part(\.admin) { try QueueAdmin(directory: directory) } }
     public func verifications() throws -> VerificationLedger { try part(\.verifications) { try VerificationLedger(directory: directory) } }

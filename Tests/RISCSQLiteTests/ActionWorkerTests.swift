@@ -23,7 +23,7 @@ struct ActionWorkerTests {
         let log: JSONLinesEventLog
         let verifier: SETVerifier
 
-        init(retry: RetryPolicy = RetryPolicy(), table: ActionTable = .default) throws {
+        init(retry: RetryPolicy = RetryPolicy(), table: ActionTable = .default) async throws {
             store = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
             accounts = try AccountStore(directory: directory)
             log = try JSONLinesEventLog(path: directory + "/events.log")
@@ -32,10 +32,10 @@ struct ActionWorkerTests {
                 policy: SETPolicy(audiences: [SETFactory.defaultAudience]),
                 keys: StaticKeyProvider(keys: try ActionWorkerTests.keys.jwks, issuer: SETFactory.defaultIssuer))
             // Sessions created at t=1000; events below happen at t=2000 unless said otherwise.
-            try accounts.link(
+            _ = try await accounts.link(
                 .init(subject: "alice", userID: "u-alice", email: "alice@example.com", sessions: ["s1", "s2"],
                     refreshTokens: [ActionWorkerTests.refreshToken], linkedTokens: ["linked-token-a"]), now: 1_000)
-            try accounts.link(.init(subject: "bob", userID: "u-bob", sessions: ["b1"], refreshTokens: ["1//0gbob-token-xyz"]), now: 1_000)
+            _ = try await accounts.link(.init(subject: "bob", userID: "u-bob", sessions: ["b1"], refreshTokens: ["1//0gbob-token-xyz"]), now: 1_000)
         }
 
         @discardableResult
@@ -52,7 +52,7 @@ struct ActionWorkerTests {
                 queue: try! EmbeddedWorkQueue(directory: directory), settings: settings, table: table, retry: retry, log: log, logger: Logger(label: "t"))
         }
 
-        func account(_ subject: String) throws -> AccountStore.Account { try accounts.accounts(subject: subject)[0] }
+        func account(_ subject: String) async throws -> AccountStore.Account { try await accounts.accounts(subject: subject)[0] }
 
         func process() async throws { try await worker.processDue(now: 3_000) }
 
@@ -67,33 +67,33 @@ struct ActionWorkerTests {
 
     @Test("sessions-revoked ends the sessions opened before the event, not a newer one")
     func sessionsRevoked() async throws {
-        let f = try Fixture()
-        try f.accounts.link(.init(subject: "alice", userID: "u-alice", sessions: ["after"]), now: 2_500)
+        let f = try await Fixture()
+        _ = try await f.accounts.link(.init(subject: "alice", userID: "u-alice", sessions: ["after"]), now: 2_500)
         try await f.deliver(.sessionsRevoked, subject: Self.user("alice"))
         try await f.process()
-        let alice = try f.account("alice")
+        let alice = try await f.account("alice")
         #expect(alice.endedSessions == 2 && alice.openSessions == 1)
-        #expect(try f.account("bob").openSessions == 1)
+        #expect(try await f.account("bob").openSessions == 1)
         #expect(try f.store.queueDepth() == 0)
     }
 
     @Test("tokens-revoked ends Google sessions and revokes the stored Google tokens, not linked ones")
     func tokensRevoked() async throws {
-        let f = try Fixture()
+        let f = try await Fixture()
         try await f.deliver(.tokensRevoked, subject: Self.user("alice"))
         try await f.process()
-        let alice = try f.account("alice")
+        let alice = try await f.account("alice")
         #expect(alice.openSessions == 0)
         #expect(alice.revokedTokens == 1 && alice.activeTokens == 1)
     }
 
     @Test("token-revoked finds the token by prefix and by double hash", arguments: [OAuthTokenIdentifier.Algorithm.prefix, .hashSHA512SHA512])
     func tokenRevoked(algorithm: OAuthTokenIdentifier.Algorithm) async throws {
-        let f = try Fixture()
+        let f = try await Fixture()
         try await f.deliver(.tokenRevoked, subject: SETFactory.tokenSubject(refreshToken: Self.refreshToken, algorithm: algorithm))
         try await f.process()
-        #expect(try f.account("alice").revokedTokens == 1)
-        #expect(try f.account("bob").revokedTokens == 0)
+        #expect(try await f.account("alice").revokedTokens == 1)
+        #expect(try await f.account("bob").revokedTokens == 0)
         let line = try #require(f.logLines.first { $0["step"] == "applied" })
         #expect(line["outcome"] == "applied")
         #expect(!(f.logLines.map { JSONValue.object($0).serialized }.joined()).contains(Self.refreshToken))
@@ -101,64 +101,64 @@ struct ActionWorkerTests {
 
     @Test("account-disabled: hijacking, bulk-account, and no reason")
     func accountDisabled() async throws {
-        let f = try Fixture()
+        let f = try await Fixture()
         try await f.deliver(.accountDisabled, subject: Self.user("alice"), extra: ["reason": "hijacking"])
         try await f.deliver(.accountDisabled, subject: Self.user("bob"), extra: ["reason": "bulk-account"])
         try await f.process()
-        var alice = try f.account("alice")
+        var alice = try await f.account("alice")
         #expect(alice.openSessions == 0 && !alice.googleSignInEnabled && alice.emailRecoveryEnabled)
-        let bob = try f.account("bob")
+        let bob = try await f.account("bob")
         #expect(bob.flaggedForReview && bob.googleSignInEnabled && bob.openSessions == 1)
         try await f.deliver(.accountDisabled, subject: Self.user("alice"), iat: 2_100)
         try await f.process()
-        alice = try f.account("alice")
+        alice = try await f.account("alice")
         #expect(!alice.googleSignInEnabled && !alice.emailRecoveryEnabled)
     }
 
     @Test("issue 15: a hijacked or purged Google account's linked-account tokens are revoked by default; its Google refresh token is left to tokens-revoked")
     func linkedTokensRevoked() async throws {
-        let f = try Fixture()
+        let f = try await Fixture()
         try await f.deliver(.accountDisabled, subject: Self.user("alice"), extra: ["reason": "hijacking"])
         try await f.process()
-        let alice = try f.account("alice")
+        let alice = try await f.account("alice")
         #expect(alice.linkedTokens == .init(active: 0, revoked: 1), "the linked token is still active after a hijacking")
         #expect(alice.googleRefreshTokens == .init(active: 1, revoked: 0))
         let results = f.logLines.first { $0["step"] == "applied" }?["actions"]?.arrayValue?.compactMap { $0.objectValue } ?? []
         #expect(results.contains { $0["action"] == "revoke_linked_tokens" && $0["result"] == "revoked 1 token" }, "\(results)")
         // account-purged (RISC 1.0; Google does not document sending it): the Google identity is gone.
-        _ = try f.accounts.add(to: "bob", session: nil, token: "linked-token-b", tokenKind: .linked, now: 1_000)
+        _ = try await f.accounts.add(to: "bob", session: nil, token: "linked-token-b", tokenKind: .linked, now: 1_000)
         try await f.deliver(.accountPurged, subject: Self.user("bob"))
         try await f.process()
-        let bob = try f.account("bob")
+        let bob = try await f.account("bob")
         #expect(bob.linkedTokens == .init(active: 0, revoked: 1) && bob.googleRefreshTokens == .init(active: 0, revoked: 1))
         #expect(bob.openSessions == 0 && !bob.googleSignInEnabled && !bob.emailRecoveryEnabled)
     }
 
     @Test("account-enabled restores; an older account-enabled arriving late does not undo a newer disable")
     func ordering() async throws {
-        let f = try Fixture()
+        let f = try await Fixture()
         try await f.deliver(.accountDisabled, subject: Self.user("alice"), iat: 2_000)
         try await f.deliver(.accountEnabled, subject: Self.user("alice"), iat: 1_500)  // older, arrives late
         try await f.process()
-        var alice = try f.account("alice")
+        var alice = try await f.account("alice")
         #expect(!alice.googleSignInEnabled && !alice.emailRecoveryEnabled)
         #expect(f.logLines.contains { JSONValue.object($0).serialized.contains("superseded") })
         try await f.deliver(.accountEnabled, subject: Self.user("alice"), iat: 2_500)
         try await f.process()
-        alice = try f.account("alice")
+        alice = try await f.account("alice")
         #expect(alice.googleSignInEnabled && alice.emailRecoveryEnabled)
     }
 
     @Test("credential change, verification, unknown types, unknown subjects, legacy aliases")
     func others() async throws {
-        let f = try Fixture()
+        let f = try await Fixture()
         try await f.deliver(.accountCredentialChangeRequired, subject: Self.user("bob"))
         try await f.deliver(.verification, subject: nil, extra: ["state": "state-123"])
         try await f.deliver(EventType("https://example.com/event/new"), subject: Self.user("bob"))
         try await f.deliver(.sessionsRevoked, subject: Self.user("stranger"))
         try await f.deliver(EventType("https://accounts.google.com/risc/event/sessions-revoked"), subject: Self.user("bob"))
         try await f.process()
-        let bob = try f.account("bob")
+        let bob = try await f.account("bob")
         #expect(bob.heightenedMonitoring && bob.openSessions == 0)
         let text = f.logLines.map { JSONValue.object($0).serialized }.joined(separator: "\n")
         #expect(text.contains("state 'state-123'"))
@@ -169,7 +169,7 @@ struct ActionWorkerTests {
 
     @Test("a duplicate delivery is applied once; processing again does nothing")
     func idempotent() async throws {
-        let f = try Fixture()
+        let f = try await Fixture()
         #expect(try await f.deliver(.sessionsRevoked, subject: Self.user("alice"), jti: "same") == .accepted(id: 1))
         try await f.process()
         #expect(try await f.deliver(.sessionsRevoked, subject: Self.user("alice"), jti: "same") == .duplicate(id: 1, deliveries: 2))
@@ -182,7 +182,7 @@ struct ActionWorkerTests {
     static func failingSET(_ policy: RetryPolicy) async throws -> Fixture {
         var retry = policy
         retry.jitter = 0
-        let f = try Fixture(retry: retry)
+        let f = try await Fixture(retry: retry)
         let token = try Self.factory.make(type: .sessionsRevoked, subject: Self.user("alice"), jti: "broken")
         let validated = try await f.verifier.verify(Array(token.utf8), now: 3_000)
         _ = try await f.store.append(SETRecord(validated: validated, token: "not.a-token", receivedAt: 3_000, remoteAddress: nil, contentType: nil))
@@ -234,16 +234,16 @@ struct ActionWorkerTests {
     func override() async throws {
         var table = ActionTable.default
         table.set(.accountDisabled, reason: "hijacking", actions: [.endSessions, .suspendGoogleSignIn, .suspendEmailRecovery, .flagForReview])
-        let f = try Fixture(table: table)
+        let f = try await Fixture(table: table)
         try await f.deliver(.accountDisabled, subject: Self.user("alice"), extra: ["reason": "hijacking"])
         try await f.process()
-        let alice = try f.account("alice")
+        let alice = try await f.account("alice")
         #expect(!alice.googleSignInEnabled && !alice.emailRecoveryEnabled && alice.flaggedForReview && alice.openSessions == 0)
     }
 
     @Test("a restart in the middle of a backlog resumes where it stopped, applying each SET once")
     func restartResumes() async throws {
-        let f = try Fixture()
+        let f = try await Fixture()
         for index in 0..<40 {
             try await f.deliver(index % 2 == 0 ? .sessionsRevoked : .accountCredentialChangeRequired, subject: Self.user(index % 4 < 2 ? "alice" : "bob"))
         }
@@ -253,19 +253,20 @@ struct ActionWorkerTests {
         let worker = Fixture.worker(directory: f.directory, batch: 10, log: f.log)
         while try await worker.processDue(now: 3_000) > 0 {}
         #expect(try f.store.queueDepth() == 0)
-        #expect(try f.account("alice").openSessions == 0 && f.account("bob").heightenedMonitoring)
+        #expect(try await f.account("alice").openSessions == 0)
+        #expect(try await f.account("bob").heightenedMonitoring)
         #expect(f.logLines.filter { $0["step"] == "applied" && $0["outcome"] == "applied" }.count == 40)
     }
 
     @Test("the worker thread applies events as they are committed")
     func background() async throws {
-        let f = try Fixture()
+        let f = try await Fixture()
         let worker = f.worker
         f.store.afterCommit = { worker.wake() }
         f.worker.start()
         try await f.deliver(.sessionsRevoked, subject: Self.user("bob"))
         for _ in 0..<100 where try f.store.queueDepth() > 0 { try await Task.sleep(for: .milliseconds(20)) }
         await f.worker.stop()
-        #expect(try f.account("bob").openSessions == 0)
+        #expect(try await f.account("bob").openSessions == 0)
     }
 }

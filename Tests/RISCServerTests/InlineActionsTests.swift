@@ -12,8 +12,8 @@ struct InlineActionsTests {
     @Test("when the actions fail inline, the SET is still acknowledged and stored pending; the worker applies it later")
     func fallback() async throws {
         let harness = try ServerHarness { $0.retry.baseDelay = 0.1 }
-        _ = try AccountStore(directory: harness.dataDirectory).link(.init(
-            issuer: harness.issuer.baseURL, subject: "110169484474386276334", userID: "u-1", sessions: ["s-1"]))
+        _ = try await AccountStore(directory: harness.dataDirectory).link([.init(
+            issuer: harness.issuer.baseURL, subject: "110169484474386276334", userID: "u-1", sessions: ["s-1"])])
         // Make ending sessions fail, as a broken schema or a full disk inside the savepoint would.
         let sabotage = try SQLiteConnection(path: harness.dataDirectory + "/risc.sqlite3")
         try sabotage.execute("CREATE TRIGGER sabotage BEFORE UPDATE ON sessions BEGIN SELECT RAISE(ABORT, 'sabotaged'); END")
@@ -30,7 +30,7 @@ struct InlineActionsTests {
             state = try harness.receiver.storage.store.embedded!.events().record(issuer: harness.issuer.baseURL, jti: "inline-fails")?.state ?? ""
         }
         #expect(state == "done")
-        let account = try #require(try AccountStore(directory: harness.dataDirectory).accounts(subject: "110169484474386276334").first)
+        let account = try #require(try await AccountStore(directory: harness.dataDirectory).accounts(subject: "110169484474386276334").first)
         #expect(account.openSessions == 0)
         try await harness.stop()
         harness.issuer.stop()

@@ -4,8 +4,9 @@ import RISCCore
 
 /// The embedded linked-account store: Google accounts (issuer + `sub`) → the site's user, with
 /// their sessions, the Google refresh tokens the site holds and the tokens it issued to Google
-/// through account linking. Tokens are kept only as `TokenFingerprint`s.
-public final class AccountStore: @unchecked Sendable {  // reason: its connection is used under `lock` only
+/// through account linking. Tokens are kept only as `TokenFingerprint`s. Its blocking SQLite calls
+/// run on `BlockingPool.storage`'s threads, not the cooperative pool.
+public final class AccountStore: AccountRepository, @unchecked Sendable {  // reason: its connection is used under `lock` only
     private let connection: SQLiteConnection
     private let lock = NSLock()
     /// The HMAC key for token prefixes (`TokenKey`): `DATA_DIR/token-key` or `accounts.token_key_file`.
@@ -41,25 +42,27 @@ public final class AccountStore: @unchecked Sendable {  // reason: its connectio
         return try statement.step() ? statement.text(0) : nil
     }
 
-    public typealias Link = AccountLink
     public typealias Account = AccountSummary
 
-    /// Creates or updates the account and adds its sessions and tokens. Returns the account id.
-    @discardableResult
-    public func link(_ link: Link, now: Double = Date().timeIntervalSince1970) throws -> Int64 {
-        try self.link([link], now: now)[0]
+    /// Runs `body` on a storage thread under `lock`; with `write`, in an immediate transaction
+    /// under the database file's write lock.
+    private func run<T: Sendable>(write: Bool = true, _ body: @escaping @Sendable (SQLiteConnection) throws -> T) async throws -> T {
+        try await BlockingPool.storage.run { [self] in
+            Result {
+                lock.lock()
+                defer { lock.unlock() }
+                guard write else { return try body(connection) }
+                return try connection.writeLock.withLock { try connection.immediateTransaction { try body(connection) } }
+            }
+        }.get()
     }
 
-    /// Links every account in one transaction: all or none.
-    public func link(_ links: [Link], now: Double = Date().timeIntervalSince1970) throws -> [Int64] {
-        lock.lock()
-        defer { lock.unlock() }
-        connection.writeLock.lock()
-        defer { connection.writeLock.unlock() }
-        return try connection.immediateTransaction { try links.map { try insert($0, now: now) } }
+    /// See `AccountRepository.link`: every account in one transaction, all or none.
+    public func link(_ links: [AccountLink], now: Double = Date().timeIntervalSince1970) async throws -> [Int64] {
+        try await run { [self] _ in try links.map { try insert($0, now: now) } }
     }
 
-    private func insert(_ link: Link, now: Double) throws -> Int64 {
+    private func insert(_ link: AccountLink, now: Double) throws -> Int64 {
         let upsert = try connection.cached("""
             INSERT INTO accounts (issuer, subject, user_id, email, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5)
             ON CONFLICT (issuer, subject) DO UPDATE SET user_id = excluded.user_id,
@@ -87,80 +90,60 @@ public final class AccountStore: @unchecked Sendable {  // reason: its connectio
         return id
     }
 
-    /// Adds a session or a token to an existing account (by subject, and issuer when given).
-    /// Returns false when there is no such account.
+    /// See `AccountRepository.add`.
     public func add(
         to subject: String, issuer: String? = nil, session: String? = nil, viaGoogle: Bool = true,
         token: String? = nil, tokenKind: TokenKind = .googleRefresh, now: Double = Date().timeIntervalSince1970
-    ) throws -> Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        connection.writeLock.lock()
-        defer { connection.writeLock.unlock() }
-        guard let id = try accountID(subject: subject, issuer: issuer) else { return false }
-        if let session {
-            try connection.cached("INSERT OR IGNORE INTO sessions (account_id, session_id, via_google, created_at) VALUES (?1, ?2, ?3, ?4)")
-                .run([.int(id), .text(session), .int(viaGoogle ? 1 : 0), .double(now)])
-        }
-        if let token {
-            let fingerprint = TokenFingerprint(token: token, key: tokenKey)
-            try connection.cached("INSERT INTO tokens (account_id, kind, hash, prefix_mac, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")
-                .run([.int(id), .text(tokenKind.rawValue), .text(fingerprint.hash), .text(fingerprint.prefixMAC), .double(now)])
-        }
-        return true
-    }
-
-    /// Removes the account with `subject` (and `issuer` when given), its sessions and tokens
-    /// (`ON DELETE CASCADE`). With `notices`, first queues an unlink notice for each of its active
-    /// linked tokens, in the same transaction. Returns how many accounts went, and notices queued.
-    @discardableResult
-    public func unlink(subject: String, issuer: String? = nil, notices: UnlinkNotices? = nil, now: Double = Date().timeIntervalSince1970)
-        throws -> (accounts: Int, noticesQueued: Int)
-    {
-        lock.lock()
-        defer { lock.unlock() }
-        return try connection.writeLock.withLock {
-            try connection.immediateTransaction {
-                let scope = issuer.map(SETPolicy.issuerScope)
-                var queued = 0
-                if let notices {
-                    let hashes = try linkedTokens(
-                        "SELECT t.id, t.hash FROM tokens t JOIN accounts a ON a.id = t.account_id WHERE a.subject = ?1 AND (?2 IS NULL OR a.issuer = ?2) AND t.kind = 'linked' AND t.revoked_at IS NULL",
-                        [.text(subject), .optional(scope)])
-                    queued = try queue(hashes.map(\.hash), tokenType: nil, notices: notices, now: now)
-                }
-                try connection.cached("DELETE FROM accounts WHERE subject = ?1 AND (?2 IS NULL OR issuer = ?2)").run([.text(subject), .optional(scope)])
-                return (Int(connection.changes), queued)
+    ) async throws -> Bool {
+        try await run { [self] connection in
+            guard let id = try accountID(subject: subject, issuer: issuer) else { return false }
+            if let session {
+                try connection.cached("INSERT OR IGNORE INTO sessions (account_id, session_id, via_google, created_at) VALUES (?1, ?2, ?3, ?4)")
+                    .run([.int(id), .text(session), .int(viaGoogle ? 1 : 0), .double(now)])
             }
+            if let token {
+                let fingerprint = TokenFingerprint(token: token, key: tokenKey)
+                try connection.cached("INSERT INTO tokens (account_id, kind, hash, prefix_mac, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")
+                    .run([.int(id), .text(tokenKind.rawValue), .text(fingerprint.hash), .text(fingerprint.prefixMAC), .double(now)])
+            }
+            return true
         }
     }
 
-    /// The site revoked linked tokens on its own side (`risc linking revoke`, the admin API): marks
-    /// the account's active linked tokens revoked (all, or those whose fingerprints `hashes` names)
-    /// with `reason`, and with `notices` queues an unlink notice for each, in one transaction.
-    /// nil when there is no such account.
+    /// See `AccountRepository.unlink` (sessions and tokens go by `ON DELETE CASCADE`).
+    public func unlink(subject: String, issuer: String?, notices: UnlinkNotices?, now: Double) async throws -> (accounts: Int, noticesQueued: Int) {
+        try await run { [self] connection in
+            let scope = issuer.map(SETPolicy.issuerScope)
+            var queued = 0
+            if let notices {
+                let hashes = try linkedTokens(
+                    "SELECT t.id, t.hash FROM tokens t JOIN accounts a ON a.id = t.account_id WHERE a.subject = ?1 AND (?2 IS NULL OR a.issuer = ?2) AND t.kind = 'linked' AND t.revoked_at IS NULL",
+                    [.text(subject), .optional(scope)])
+                queued = try queue(hashes.map(\.hash), tokenType: nil, notices: notices, now: now)
+            }
+            try connection.cached("DELETE FROM accounts WHERE subject = ?1 AND (?2 IS NULL OR issuer = ?2)").run([.text(subject), .optional(scope)])
+            return (Int(connection.changes), queued)
+        }
+    }
+
+    /// See `AccountRepository.revokeLinkedTokens` (`risc linking revoke`, the admin API).
     public func revokeLinkedTokens(
-        subject: String, issuer: String? = nil, hashes: [String]? = nil, tokenType: String? = nil, reason: String = LinkedTokenRevocation.siteReason,
-        notices: UnlinkNotices? = nil, now: Double = Date().timeIntervalSince1970
-    ) throws -> LinkedTokenRevocation? {
-        lock.lock()
-        defer { lock.unlock() }
-        return try connection.writeLock.withLock {
-            try connection.immediateTransaction { () throws -> LinkedTokenRevocation? in
-                guard let account = try accountID(subject: subject, issuer: issuer) else { return nil }
-                var tokens = try linkedTokens(
-                    "SELECT id, hash FROM tokens WHERE account_id = ?1 AND kind = 'linked' AND revoked_at IS NULL ORDER BY id", [.int(account)])
-                var notFound = 0
-                if let hashes {
-                    let wanted = Set(hashes)
-                    tokens = tokens.filter { wanted.contains($0.hash) }
-                    notFound = wanted.subtracting(tokens.map(\.hash)).count
-                }
-                let revoke = try connection.cached("UPDATE tokens SET revoked_at = ?1, revoked_reason = ?2 WHERE id = ?3 AND revoked_at IS NULL")
-                for token in tokens { try revoke.run([.double(now), .text(reason), .int(token.id)]) }
-                let queued = try notices.map { try queue(tokens.map(\.hash), tokenType: tokenType, notices: $0, now: now) } ?? 0
-                return LinkedTokenRevocation(revoked: tokens.count, noticesQueued: queued, notFound: notFound)
+        subject: String, issuer: String?, hashes: [String]?, tokenType: String?, reason: String, notices: UnlinkNotices?, now: Double
+    ) async throws -> LinkedTokenRevocation? {
+        try await run { [self] connection -> LinkedTokenRevocation? in
+            guard let account = try accountID(subject: subject, issuer: issuer) else { return nil }
+            var tokens = try linkedTokens(
+                "SELECT id, hash FROM tokens WHERE account_id = ?1 AND kind = 'linked' AND revoked_at IS NULL ORDER BY id", [.int(account)])
+            var notFound = 0
+            if let hashes {
+                let wanted = Set(hashes)
+                tokens = tokens.filter { wanted.contains($0.hash) }
+                notFound = wanted.subtracting(tokens.map(\.hash)).count
             }
+            let revoke = try connection.cached("UPDATE tokens SET revoked_at = ?1, revoked_reason = ?2 WHERE id = ?3 AND revoked_at IS NULL")
+            for token in tokens { try revoke.run([.double(now), .text(reason), .int(token.id)]) }
+            let queued = try notices.map { try queue(tokens.map(\.hash), tokenType: tokenType, notices: $0, now: now) } ?? 0
+            return LinkedTokenRevocation(revoked: tokens.count, noticesQueued: queued, notFound: notFound)
         }
     }
 
@@ -194,19 +177,18 @@ public final class AccountStore: @unchecked Sendable {  // reason: its connectio
     }
 
     /// Whether any account of the site's user `userID` has Google sign-in suspended.
-    public func googleSignInSuspended(userID: String) throws -> Bool {
-        lock.lock()
-        defer { lock.unlock() }
+    public func googleSignInSuspended(userID: String) async throws -> Bool {
+        try await run(write: false) { connection in
         let statement = try connection.prepare("SELECT count(*) FROM accounts WHERE user_id = ?1 AND google_signin_enabled = 0")
         defer { statement.reset() }
         try statement.bind([.text(userID)])
         return try statement.step() && statement.int(0) > 0
+        }
     }
 
     /// Accounts, optionally only the one with `subject`.
-    public func accounts(subject: String? = nil) throws -> [Account] {
-        lock.lock()
-        defer { lock.unlock() }
+    public func accounts(subject: String? = nil) async throws -> [Account] {
+        try await run(write: false) { connection in
         let statement = try connection.prepare("""
             SELECT a.id, a.issuer, a.subject, a.user_id, a.email, a.google_signin_enabled, a.email_recovery_enabled,
                 a.flagged_for_review, a.heightened_monitoring,
@@ -229,50 +211,6 @@ public final class AccountStore: @unchecked Sendable {  // reason: its connectio
         }
         statement.reset()
         return result
-    }
-}
-
-/// The embedded account store behind the `AccountRepository` port, its blocking SQLite calls run
-/// on `BlockingPool`'s threads rather than the cooperative pool.
-public struct EmbeddedAccountRepository: AccountRepository {
-    public let store: AccountStore
-
-    public init(store: AccountStore) { self.store = store }
-
-    private func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await BlockingPool.storage.run { Result { try body() } }.get()
-    }
-
-    public func link(_ links: [AccountLink], now: Double) async throws -> [Int64] {
-        try await blocking { [store] in try store.link(links, now: now) }
-    }
-
-    public func add(
-        to subject: String, issuer: String?, session: String?, viaGoogle: Bool, token: String?, tokenKind: TokenKind, now: Double
-    ) async throws -> Bool {
-        try await blocking { [store] in
-            try store.add(to: subject, issuer: issuer, session: session, viaGoogle: viaGoogle, token: token, tokenKind: tokenKind, now: now)
         }
-    }
-
-    public func accounts(subject: String?) async throws -> [AccountSummary] {
-        try await blocking { [store] in try store.accounts(subject: subject) }
-    }
-
-    public func unlink(subject: String, issuer: String?, notices: UnlinkNotices?, now: Double) async throws -> (accounts: Int, noticesQueued: Int) {
-        try await blocking { [store] in try store.unlink(subject: subject, issuer: issuer, notices: notices, now: now) }
-    }
-
-    public func revokeLinkedTokens(
-        subject: String, issuer: String?, hashes: [String]?, tokenType: String?, reason: String, notices: UnlinkNotices?, now: Double
-    ) async throws -> LinkedTokenRevocation? {
-        try await blocking { [store] in
-            try store.revokeLinkedTokens(
-                subject: subject, issuer: issuer, hashes: hashes, tokenType: tokenType, reason: reason, notices: notices, now: now)
-        }
-    }
-
-    public func googleSignInSuspended(userID: String) async throws -> Bool {
-        try await blocking { [store] in try store.googleSignInSuspended(userID: userID) }
     }
 }
