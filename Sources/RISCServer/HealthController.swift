@@ -9,7 +9,8 @@ import Synchronization
 /// The admin listener's `/healthz`, `/readyz` and `/metrics`.
 struct HealthController: Sendable {
     let keys: KeySetSource
-    let store: any StoreHealth
+    /// The store as last sampled: `/readyz` and `/metrics` answer from it at once.
+    let store: StoreSampler
     /// `embedded` or `postgresql`.
     let backend: String
     let metrics: ReceiverMetrics
@@ -22,23 +23,13 @@ struct HealthController: Sendable {
         router.get("/metrics") { _, _ in await scrape() }
     }
 
-    /// How long `/readyz` waits for the store: a probe times out after a few seconds, so an
-    /// answer that waits for a store that is down must come before (it took 6 s with PostgreSQL
-    /// down: the write check's 2 s, then the queue depth and the last SET each waited their own).
-    static let storeDeadline = 1.5
-
-    /// Ready only when a usable key set is loaded and the store takes writes. The store's three
-    /// questions are asked at once and given `storeDeadline` together; what has not answered by
-    /// then reads as unknown (`queue_depth` -1) and not writable.
+    /// Ready only when a usable key set is loaded and the store took a write at its last sample
+    /// (`StoreSampler`): answered at once, whether the store is there or not. What the store could
+    /// not say is `null` (unknown), not a number.
     func readiness() async -> Response {
         let keySet = await keys.status()
-        let store = self.store
-        async let writability = store.writability(within: Self.storeDeadline)
-        async let counted = try? withDeadline(Self.storeDeadline, "queue depth") { try await store.queueDepth() }
-        async let latest = try? withDeadline(Self.storeDeadline, "last SET") { try await store.lastReceivedAt() }
-        let (writable, why) = await writability
-        let depth = await counted ?? -1
-        let last = await latest ?? nil
+        let sample = store.current
+        let writable = sample.writable == true
         var keyObject = JSONObject()
         keyObject["usable"] = .bool(keySet.usable)
         keyObject["source"] = .string(keySet.source)
@@ -49,10 +40,14 @@ struct HealthController: Sendable {
         var body = JSONObject()
         body["ready"] = .bool(keySet.usable && writable)
         body["key_set"] = .object(keyObject)
-        var storeObject: JSONObject = ["backend": .string(backend), "writable": .bool(writable), "queue_depth": .number(Double(depth))]
-        if let why { storeObject["error"] = .string(Printable.safe(why, maxBytes: 300)) }
+        var storeObject: JSONObject = [
+            "backend": .string(backend), "writable": sample.writable.map { .bool($0) } ?? .null,
+            "queue_depth": sample.queueDepth.map { .number(Double($0)) } ?? .null,
+        ]
+        if let at = sample.at { storeObject["sampled_at"] = .string(Timestamp.iso8601(at)) }
+        if let why = sample.reason { storeObject["error"] = .string(Printable.safe(why, maxBytes: 300)) }
         body["store"] = .object(storeObject)
-        if let last = last ?? nil { body["last_set_at"] = .string(Timestamp.iso8601(last)) }
+        if let last = sample.lastReceivedAt ?? nil { body["last_set_at"] = .string(Timestamp.iso8601(last)) }
         // Informational: an expired certificate stops Google's deliveries, but not this process.
         let expiries = metrics.certificateExpiries.withLock { $0 }
         if let expiry = expiries["public"] { body["tls"] = .object(["not_after": .string(Timestamp.iso8601(expiry))]) }
@@ -68,8 +63,8 @@ struct HealthController: Sendable {
         return Responses.json(JSONValue.object(body).serialized, status: keySet.usable && writable ? .ok : .serviceUnavailable)
     }
 
-    /// Prometheus text of the metrics as they are now (sampled first); 404 when the receiver's
-    /// metrics go to another swift-metrics backend.
+    /// Prometheus text of the metrics as they are now (the keys and counts read first, the store's
+    /// values from its last sample); 404 when the receiver's metrics go to another swift-metrics backend.
     func scrape() async -> Response {
         await MetricsSampler(keys: keys, store: store, metrics: metrics, noticeKeys: noticeKeys).sample()
         guard let text = metrics.exposition() else {
@@ -79,46 +74,113 @@ struct HealthController: Sendable {
     }
 }
 
-/// Reads what the metrics show of the store and the keys (queue depth, dead letters, the key
-/// set's age, the running totals of fetches and commits) into the metrics: before each scrape, and
-/// every `interval` for backends that are not scraped (`MetricsSamplerService`).
+/// Reads what the metrics show of the store (its last sample) and the keys (queue depth, dead
+/// letters, the key set's age, the running totals of fetches and commits) into the metrics: before
+/// each scrape, and after each of the store's samples (`HealthSamplerService`). A value the store
+/// could not give is NaN, unknown, never a stale or made-up number; `risc_store_up` says whether it
+/// took a write.
 struct MetricsSampler: Sendable {
     let keys: KeySetSource
-    let store: any StoreHealth
+    let store: StoreSampler
     let metrics: ReceiverMetrics
     var noticeKeys: TransmitterKeyCache? = nil
 
     func sample() async {
         let keySet = await keys.status()
-        let now = Date().timeIntervalSince1970
+        let now = store.clock()
         metrics.gauge("risc_jwks_usable", keySet.usable ? 1 : 0)
         if let noticeKeys { metrics.gauge("risc_notice_keys_ok", noticeKeys.problem() == nil ? 1 : 0) }
         if let age = keySet.age { metrics.gauge("risc_jwks_age_seconds", age) }
         for (result, total) in keySet.counters { metrics.report(total: total, "risc_jwks_fetches_total", [("result", result)]) }
-        if let depth = try? await store.queueDepth() { metrics.gauge("risc_queue_depth", Double(depth)) }
-        if let dead = try? await store.deadLetters() { metrics.gauge("risc_queue_dead", Double(dead)) }
-        if let retrying = try? await store.retrying() { metrics.gauge("risc_queue_retrying", Double(retrying)) }
-        do {
-            let oldest = try await store.oldestPendingReceivedAt()
-            metrics.gauge("risc_queue_oldest_pending_age_seconds", oldest.map { max(0, now - $0) } ?? 0)
-        } catch {}  // the store is away: the gauge keeps its last value, /readyz says why
-        if let last = (try? await store.lastReceivedAt()) ?? nil { metrics.gauge("risc_last_set_age_seconds", max(0, now - last)) }
-        let writes = store.writeCounts
+        let sample = store.current
+        metrics.gauge("risc_store_up", sample.writable == true ? 1 : 0)
+        metrics.gauge("risc_queue_depth", sample.queueDepth.map(Double.init) ?? .nan)
+        metrics.gauge("risc_queue_dead", sample.deadLetters.map(Double.init) ?? .nan)
+        metrics.gauge("risc_queue_retrying", sample.retrying.map(Double.init) ?? .nan)
+        metrics.gauge("risc_queue_oldest_pending_age_seconds", sample.oldestPendingReceivedAt.map { $0.map { max(0, now - $0) } ?? 0 } ?? .nan)
+        if let last = sample.lastReceivedAt ?? nil { metrics.gauge("risc_last_set_age_seconds", max(0, now - last)) }
+        let writes = store.store.writeCounts
         metrics.report(total: writes.commits, "risc_store_commits_total")
         metrics.report(total: writes.rows, "risc_store_rows_total")
     }
 }
 
-/// Samples every `interval` seconds, for a swift-metrics backend that is not scraped.
-struct MetricsSamplerService: Service {
-    let sampler: MetricsSampler
+/// What the store said when last asked (`StoreSampler`).
+struct StoreSample: Sendable {
+    /// When, on the sampler's clock; nil: not asked yet.
+    var at: Double?
+    /// Whether it took a write; nil: unknown (not asked yet, or the last answer is too old).
+    var writable: Bool?
+    /// Why it is not writable, or why unknown.
+    var reason: String? = "the store has not been asked yet"
+    var queueDepth: Int?, deadLetters: Int?, retrying: Int?
+    /// nil: unknown; `.some(nil)`: none.
+    var oldestPendingReceivedAt: Double??, lastReceivedAt: Double??
+}
+
+/// Asks the store its health questions every `interval` seconds, in the background, each within
+/// `deadline`, so that `/readyz` and `/metrics` answer at once from the last answers even while a
+/// database is away (probes and scrapes time out after a few seconds and would pile up). An answer
+/// older than three intervals, the deadline and 5 s (a sampler that stopped) counts as unknown.
+/// Time is the injected `clock`.
+final class StoreSampler: Sendable {
+    let store: any StoreHealth
     let interval: Double
+    let deadline: Double
+    let clock: @Sendable () -> Double
+    private let latest = Mutex(StoreSample())
+
+    init(store: any StoreHealth, interval: Double, clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) {
+        self.store = store
+        self.interval = interval
+        deadline = min(max(interval, 0.5), 2)
+        self.clock = clock
+    }
+
+    /// The last answers, or unknown when they are too old.
+    var current: StoreSample {
+        let sample = latest.withLock { $0 }
+        guard let at = sample.at else { return sample }
+        let age = clock() - at
+        guard age > 3 * interval + deadline + 5 else { return sample }
+        return StoreSample(at: at, reason: "the store's last answer is \(Int(age)) s old")
+    }
+
+    /// Asks the questions at once; what has not answered within `deadline` is unknown.
+    func sample() async {
+        let store = self.store
+        async let writability = store.writability(within: deadline)
+        async let depth = answer("queue depth") { try await store.queueDepth() }
+        async let dead = answer("dead letters") { try await store.deadLetters() }
+        async let retrying = answer("retrying") { try await store.retrying() }
+        async let oldest = answer("oldest pending") { try await store.oldestPendingReceivedAt() }
+        async let last = answer("last SET") { try await store.lastReceivedAt() }
+        let (writable, reason) = await writability
+        let sample = StoreSample(
+            at: clock(), writable: writable, reason: reason, queueDepth: await depth, deadLetters: await dead, retrying: await retrying,
+            oldestPendingReceivedAt: await oldest, lastReceivedAt: await last)
+        latest.withLock { $0 = sample }
+    }
+
+    /// The store's answer, nil when it gave none within the deadline (for an optional answer,
+    /// `.some(nil)` is "none", nil still "unknown").
+    private func answer<T: Sendable>(_ what: String, _ question: @escaping @Sendable () async throws -> T) async -> T? {
+        do { return try await withDeadline(deadline, what, question) } catch { return nil }
+    }
+}
+
+/// Samples the store every `interval` seconds, then the metrics from it (for a swift-metrics
+/// backend that is not scraped, the only sampling).
+struct HealthSamplerService: Service {
+    let store: StoreSampler
+    let metrics: MetricsSampler
 
     func run() async throws {
         await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
-                await sampler.sample()
-                try? await Task.sleep(for: .seconds(interval))
+                await store.sample()
+                await metrics.sample()
+                try? await Task.sleep(for: .seconds(store.interval))
             }
         }
     }

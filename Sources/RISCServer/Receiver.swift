@@ -35,6 +35,7 @@ public final class Receiver: Sendable {
     let group: ServiceGroup
     /// SIGHUP's work; holds the public listener's certificate and key when it serves HTTPS itself.
     let onHangup: Hangup
+    let storeSampler: StoreSampler
     private let publicPort: AsyncStream<Int>.Continuation
     private let adminPort: AsyncStream<Int>.Continuation
     private let apiPort: AsyncStream<Int>.Continuation
@@ -87,7 +88,10 @@ public final class Receiver: Sendable {
             verifier: SETVerifier(policy: configuration.policy, keys: keys), store: storage.events, log: log, metrics: metrics,
             clock: { Date().timeIntervalSince1970 })
         let adminRouter = Router(context: RISCRequestContext.self)
-        HealthController(keys: keySource, store: storage.health, backend: storage.backendName, metrics: metrics, noticeKeys: noticeKeys)
+        let storeSampler = StoreSampler(store: storage.health, interval: configuration.healthSampleInterval)
+        self.storeSampler = storeSampler
+        let metricsSampler = MetricsSampler(keys: keySource, store: storeSampler, metrics: metrics, noticeKeys: noticeKeys)
+        HealthController(keys: keySource, store: storeSampler, backend: storage.backendName, metrics: metrics, noticeKeys: noticeKeys)
             .register(on: adminRouter)
         // The account API beside health and metrics, or on a listener of its own (admin.api.port).
         let apiRouter = configuration.adminAPIPort == nil ? adminRouter : Router(context: RISCRequestContext.self)
@@ -178,10 +182,8 @@ public final class Receiver: Sendable {
                     store: try storage.store.retention(), policy: configuration.retention,
                     interval: configuration.retentionInterval, log: log, logger: logger))
         }
+        services.append(HealthSamplerService(store: storeSampler, metrics: metricsSampler))
         services.append(adminApp)
-        if metrics.registry == nil {
-            services.append(MetricsSamplerService(sampler: MetricsSampler(keys: keySource, store: storage.health, metrics: metrics, noticeKeys: noticeKeys), interval: 10))
-        }
         if let port = configuration.adminAPIPort {
             services.append(adminApplication(apiRouter, host: configuration.adminAPIHost, port: port, ports: apiPort))
         } else {
@@ -191,6 +193,10 @@ public final class Receiver: Sendable {
         group = ServiceGroup(
             configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
     }
+
+    /// Asks the store its health questions now, as the sampler does every
+    /// `healthSampleInterval` seconds (`/readyz` and `/metrics` answer from the answers).
+    public func sampleHealth() async { await storeSampler.sample() }
 
     /// Runs until SIGTERM/SIGINT (or `shutdown()`), then closes the store and the event log.
     public func run() async throws {
@@ -207,6 +213,7 @@ public final class Receiver: Sendable {
             // Before any listener: a shared store is migrated and checked (waiting for a server not
             // up yet) before the first SET could be acknowledged.
             try await storage.store.prepare(logger: logger)
+            await storeSampler.sample()  // the first probe after start has the store's answers
             eventLog.record(startup)
             do { result = .success(try await group.run()) } catch { result = .failure(error) }
             eventLog.record(EventLogRecord(step: .serve, outcome: .stopped, time: Date().timeIntervalSince1970))

@@ -132,6 +132,8 @@ public struct ReceiverConfiguration: Sendable {
     public var retention = RetentionPolicy()
     /// Seconds between retention passes (the first runs this long after start, at most a minute).
     public var retentionInterval: Double = 600
+    /// Seconds between the store's health samples, which `/readyz` and `/metrics` answer from.
+    public var healthSampleInterval: Double = 1
 
     public init() {}
 

@@ -27,6 +27,7 @@ public final class ReceiverMetrics: IntakeMetrics, Sendable {
         "risc_push_connections_refused_total": "Connections closed on accept, by the limit they were over.",
         "risc_push_connections_overflowed_total": "Connections closed for pipelining more requests than they read answers for.",
         "risc_tls_certificate_expiry_timestamp_seconds": "When a listener's certificate expires (notAfter, Unix time): public, admin.",
+        "risc_store_up": "1 when the store took a write at its last health sample (every second), else 0.",
         "risc_queue_depth": "SETs stored and not yet processed.",
         "risc_queue_dead": "Dead letters: SETs whose actions failed for the whole retry window (risc queue list --dead).",
         "risc_queue_retrying": "SETs whose actions failed and wait for another attempt (cause: risc queue status, last_retry_error).",

@@ -161,6 +161,7 @@ struct EndpointTests {
         _ = try await harness.post(try harness.token(jti: "m1"))
         _ = try await harness.post(try harness.token(jti: "m1"))
         _ = try await harness.post("junk")
+        await harness.receiver.sampleHealth()
         #expect(try await harness.get(harness.adminURL + "/healthz").status == 200)
         let ready = try await harness.get(harness.adminURL + "/readyz")
         #expect(ready.status == 200)

@@ -184,21 +184,33 @@ struct HardeningRoundTwoTests {
         }
     }
 
-    @Test("issue 24: /readyz answers 503 within 2 s while PostgreSQL is down, so probes do not time out")
+    @Test("issue 26 §1: with PostgreSQL down and no traffic, risc_store_up is 0, what the store cannot say is unknown, /readyz and /metrics answer at once")
     func readinessWhilePostgreSQLIsDown() async throws {
         try await UnlinkNoticeTests.Fixture(.postgresql).run { fixture in
             let cluster = try #require(fixture.cluster)
-            #expect(try await fixture.harness.get(fixture.harness.adminURL + "/readyz").status == 200)
+            let harness = fixture.harness
+            #expect(try await harness.get(harness.adminURL + "/readyz").status == 200)
+            var metrics = String(decoding: try await harness.get(harness.adminURL + "/metrics").body, as: UTF8.self)
+            #expect(ServerHarness.value(metrics, "risc_store_up") == 1)
+            #expect(ServerHarness.value(metrics, "risc_queue_depth") == 0)
             try await BlockingPool.shared.run { Result { try cluster.stop(mode: "immediate") } }.get()
+            await harness.receiver.sampleHealth()
+            // Answered from the sample: before, /readyz waited for the store (1.5-6 s) and /metrics
+            // for its six questions (10 s, Prometheus's scrape timeout). The bound tells them apart
+            // with room for a loaded machine.
             let start = ContinuousClock.now
-            let ready = try await fixture.harness.get(fixture.harness.adminURL + "/readyz")
+            let ready = try await harness.get(harness.adminURL + "/readyz")
+            metrics = String(decoding: try await harness.get(harness.adminURL + "/metrics").body, as: UTF8.self)
             let elapsed = ContinuousClock.now - start
+            #expect(elapsed < .seconds(1.5), "/readyz and /metrics took \(elapsed) with PostgreSQL down")
             #expect(ready.status == 503)
-            // The store gets 1.5 s; before, the three questions waited one after another (6 s).
-            // The bound leaves a loaded machine 3.5 s of slack and still tells the two apart.
-            #expect(elapsed < .seconds(5), "/readyz took \(elapsed) with PostgreSQL down")
-            let body = try JSONParser.parseObject(ready.body)
-            #expect(body["store"]?.objectValue?["writable"] == false)
+            let store = try JSONParser.parseObject(ready.body)["store"]?.objectValue
+            #expect(store?["writable"] == false)
+            #expect(store?["queue_depth"] == .null, "an unknown depth reads as a number: \(String(describing: store))")
+            #expect(store?["error"]?.stringValue?.isEmpty == false)
+            #expect(ServerHarness.value(metrics, "risc_store_up") == 0)
+            #expect(ServerHarness.value(metrics, "risc_queue_depth")?.isNaN == true, "risc_queue_depth should be NaN (unknown)")
+            #expect(ServerHarness.value(metrics, "risc_queue_dead")?.isNaN == true)
             try await BlockingPool.shared.run { Result { try cluster.start() } }.get()
         }
     }
