@@ -96,7 +96,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // Test keys, SET factory, a loopback HTTP server: used by tests and by `risc sign`/`dev-issuer`.
-        .target(name: "RISCTestKit", dependencies: ["RISCCore", "RISCClient", "CRiscSpawn"], swiftSettings: swiftSettings),
+        .target(name: "RISCTestKit", dependencies: ["RISCCore", "RISCClient", "CRiscSpawn", .product(name: "Logging", package: "swift-log")], swiftSettings: swiftSettings),
         // libFuzzer targets (scripts/fuzz builds them with -sanitize=fuzzer -DFUZZING); built
         // normally they replay input files, which the tests use for the kept crash inputs.
         .executableTarget(name: "FuzzSET", dependencies: ["RISCCore"], swiftSettings: swiftSettings),

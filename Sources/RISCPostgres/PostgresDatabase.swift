@@ -20,6 +20,9 @@ public final class PostgresDatabase: Sendable {
     private let runner: Task<Void, Never>
     let logger: Logger
 
+    /// How to open one connection, apart from the pool (`diagnose`).
+    private let connection: PostgresConnection.Configuration
+
     /// Opens a pool (it connects lazily). `password`: the contents of `store.password_file`.
     public init(url: PostgresStoreURL, password: String?, caFile: String? = nil, logger: Logger) {
         self.url = url
@@ -29,10 +32,13 @@ public final class PostgresDatabase: Sendable {
         if logger.logLevel < .debug { logger.logLevel = .debug }
         self.logger = logger
         var configuration: PostgresClient.Configuration
+        var connection: PostgresConnection.Configuration
         if let socket = url.socketPath {
             configuration = .init(unixSocketPath: socket, username: url.user, password: password, database: url.database)
+            connection = .init(unixSocketPath: socket, username: url.user, password: password, database: url.database)
         } else {
             let tls: PostgresClient.Configuration.TLS
+            var single = PostgresConnection.Configuration.TLS.disable
             switch url.tls {
             case .disable:
                 tls = .disable
@@ -44,13 +50,102 @@ public final class PostgresDatabase: Sendable {
                 if url.tls == .require { settings.certificateVerification = .none }
                 if let caFile { settings.trustRoots = .file(caFile) }
                 tls = .require(settings)
+                if let context = try? NIOSSLContext(configuration: settings) { single = .require(context) }
             }
             configuration = .init(host: url.host, port: url.port, username: url.user, password: password, database: url.database, tls: tls)
+            connection = .init(host: url.host, port: url.port, username: url.user, password: password, database: url.database, tls: single)
         }
         configuration.options.connectTimeout = .seconds(5)
+        connection.options.connectTimeout = .seconds(5)
+        self.connection = connection
         let client = PostgresClient(configuration: configuration, eventLoopGroup: Self.group, backgroundLogger: logger)
         self.client = client
         runner = Task { await client.run() }
+    }
+
+    /// Opens and closes one connection of its own, apart from the pool, which reports only that
+    /// it gave up, after its circuit breaker's wait: throws the cause at once, `refused` for what
+    /// waiting will not fix (authentication, a missing database or role, TLS), `unavailable` for
+    /// the rest.
+    public func probe() async throws {
+        let connection: PostgresConnection
+        do {
+            connection = try await PostgresConnection.connect(on: Self.group.next(), configuration: self.connection, id: 0, logger: logger).get()
+        } catch {
+            throw Self.classify(error, url: url)
+        }
+        try? await connection.close()
+    }
+
+    /// Why the server cannot be used, `error` being what the pool said (see `probe`).
+    public func diagnose(_ error: any Error) async -> StoreError {
+        if let error = error as? StoreError, error.code == .refused { return error }
+        if let error = error as? PSQLError, error.code == .server { return Self.classify(error, url: url) }
+        do {
+            try await probe()
+        } catch {
+            return error as? StoreError ?? Self.classify(error, url: url)
+        }
+        let cause = String(describing: type(of: error)).contains("ConnectionPool") ? "the pool could not connect and is waiting to retry" : Self.describe(error)
+        return StoreError(.unavailable, "PostgreSQL at \(url): \(cause)")
+    }
+
+    /// A connection's failure as an operator reads it.
+    static func classify(_ error: any Error, url: PostgresStoreURL) -> StoreError {
+        let at = "PostgreSQL at \(url)"
+        if let error = error as? PSQLError {
+            switch error.code {
+            case .server:
+                let state = error.serverInfo?[.sqlState] ?? ""
+                let message = error.serverInfo?[.message] ?? "an error"
+                switch state {
+                case "28P01", "28000":
+                    return StoreError(.refused, "\(at): authentication failed for user \(url.user) (\(message)); check store.password_file and pg_hba.conf")
+                case "3D000":
+                    return StoreError(.refused, "\(at): \(message); create it, or fix the database in store.url")
+                case "42501":
+                    return StoreError(.refused, "\(at): \(message)")
+                default:
+                    return StoreError(.unavailable, "\(at): the server said \(message) (SQLSTATE \(state))")
+                }
+            case .authMechanismRequiresPassword:
+                return StoreError(.refused, "\(at): the server asks for a password and none is set (store.password_file)")
+            case .unsupportedAuthMechanism, .saslError:
+                return StoreError(.refused, "\(at): authentication failed for user \(url.user) (\(error.code))")
+            case .sslUnsupported:
+                return StoreError(.refused, "\(at): the server does not offer TLS, which store.url asks for (sslmode)")
+            case .connectionError, .serverClosedConnection, .uncleanShutdown:
+                if let underlying = error.underlying {
+                    if String(describing: type(of: underlying)).contains("SSL") {
+                        return StoreError(.refused, "\(at): TLS failed: \(underlying) (store.ca_file, sslmode)")
+                    }
+                    return StoreError(.unavailable, "\(at): cannot connect: \(url.socketPath.map { "socket \($0): " } ?? "")\(describe(underlying))")
+                }
+                return StoreError(.unavailable, "\(at): the connection closed (\(error.code))")
+            default:
+                return StoreError(.unavailable, "\(at): \(error.code)")
+            }
+        }
+        if String(describing: type(of: error)).contains("SSL") {
+            return StoreError(.refused, "\(at): TLS failed: \(error) (store.ca_file, sslmode)")
+        }
+        return StoreError(.unavailable, "\(at): cannot connect: \(describe(error))")
+    }
+
+    /// An error's own words: the system's for a socket (`connection refused`, `no such file`),
+    /// not a type name.
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? StoreError { return error.description }
+        if let error = error as? PSQLError { return String(reflecting: error).prefix(300).description }
+        if let error = error as? IOError { return String(cString: strerror(error.errnoCode)) }
+        if let error = error as? NIOConnectionError {
+            return error.connectionErrors.map { "\($0.target.ipAddress ?? "\($0.target)"):\($0.target.port ?? 0): \(describe($0.error))" }
+                .joined(separator: "; ")
+        }
+        if let error = error as? ChannelError, case .connectTimeout(let amount) = error {
+            return "no answer within \(amount.nanoseconds / 1_000_000_000) s"
+        }
+        return String(describing: error)
     }
 
     /// The pool's own event loop: replies from the server are read at once, not behind the

@@ -85,10 +85,17 @@ public final class SharedStore: Sendable {
     /// Talks to the server: migrates the schema, refuses a server that is not durable and a token
     /// key that is not the store's. Throws `StoreError` with code `refused` for
     /// refusals (retrying cannot help), anything else for a server that cannot be reached.
+    /// A failure names its cause (`PostgresDatabase.diagnose`): `refused` for what waiting will
+    /// not fix, so a receiver exits with a configuration status instead of retrying for ever.
     public func prepare() async throws {
-        try await database.migrate()
-        try await database.checkDurability(acceptUnsafe: settings.acceptUnsafeDurability)
-        if !tokenKey.isEmpty { try await database.checkTokenKey(tokenKey, file: settings.tokenKeyFile) }
+        try await database.probe()
+        do {
+            try await database.migrate()
+            try await database.checkDurability(acceptUnsafe: settings.acceptUnsafeDurability)
+            if !tokenKey.isEmpty { try await database.checkTokenKey(tokenKey, file: settings.tokenKeyFile) }
+        } catch {
+            throw await database.diagnose(error)
+        }
     }
 
 

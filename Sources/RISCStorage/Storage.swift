@@ -52,19 +52,33 @@ public final class Storage: Sendable {
         if case .shared(let store) = driver { try await store.prepare() }
     }
 
-    /// `prepare`, waiting for a server that cannot be reached yet (every 2 s, logged) but giving
-    /// up at once on a refusal: how a receiver starts.
-    public func prepare(logger: Logger) async throws {
-        var attempt = 0
+    /// `prepare`, waiting for a server that cannot be reached yet (again every `retryEvery`
+    /// seconds) but giving up at once on a refusal (authentication, a missing database, TLS,
+    /// durability: waiting will not fix them): how a receiver starts. The cause is logged when
+    /// it is first seen or changes, and the recovery once, not every attempt. `sleep` waits (tests
+    /// drive it).
+    public func prepare(
+        logger: Logger, retryEvery: Double = 2,
+        sleep: @Sendable (Double) async throws -> Void = { try await Task.sleep(for: .seconds($0)) }
+    ) async throws {
+        var attempts = 0, lastCause: String?
         while true {
             do {
-                return try await prepare()
+                try await prepare()
+                if attempts > 0 {
+                    logger.notice("PostgreSQL store reachable", metadata: ["risc.store": "\(settings.url?.description ?? "")", "risc.attempts": "\(attempts + 1)"])
+                }
+                return
             } catch where !StoreError.isRefusal(error) && !Task.isCancelled {
-                attempt += 1
-                logger.warning(
-                    "PostgreSQL store not reachable yet; retrying in 2 s",
-                    metadata: ["risc.store": "\(settings.url?.description ?? "")", "risc.error": "\(error)", "risc.attempt": "\(attempt)"])
-                try await Task.sleep(for: .seconds(2))
+                attempts += 1
+                let cause = "\(error)"
+                if cause != lastCause {
+                    logger.warning(
+                        "PostgreSQL store not reachable yet; retrying every \(String(format: "%g", retryEvery)) s",
+                        metadata: ["risc.store": "\(settings.url?.description ?? "")", "risc.error": "\(cause)"])
+                    lastCause = cause
+                }
+                try await sleep(retryEvery)
             }
         }
     }

@@ -47,6 +47,12 @@ public final class MemoryWorkQueue: WorkQueue, Sendable {
 
     public init(tokenKey: [UInt8] = Array(repeating: 7, count: 32)) { self.tokenKey = tokenKey }
 
+    /// While set, claims and lease rescues fail as a store that is away does.
+    public let unavailable = Mutex(false)
+    private func checkAvailable() throws {
+        if unavailable.withLock({ $0 }) { throw StoreError(.unavailable, "the store is away (MemoryWorkQueue.unavailable)") }
+    }
+
     /// Queues a stored SET, as an event store would.
     @discardableResult
     public func enqueue(issuer: String = "https://accounts.google.com", jti: String, token: String, receivedAt: Double) -> Int64 {
@@ -80,7 +86,8 @@ public final class MemoryWorkQueue: WorkQueue, Sendable {
     // MARK: WorkQueue
 
     public func claim(owner: String, limit: Int, lease: Double, now: Double, scope: ClaimScope) async throws -> [ClaimedSET] {
-        state.withLock { state in
+        try checkAvailable()
+        return state.withLock { state in
             let due = state.rows.indices.filter { index in
                 let row = state.rows[index]
                 return row.state == .pending && row.nextAttemptAt <= now && (row.lease.map { $0.expiresAt < now } ?? true)
@@ -130,7 +137,8 @@ public final class MemoryWorkQueue: WorkQueue, Sendable {
     }
 
     public func rescueExpiredLeases(now: Double) async throws -> [String] {
-        state.withLock { state in
+        try checkAvailable()
+        return state.withLock { state in
             state.rows.indices.compactMap { index in
                 guard state.rows[index].state == .pending, let lease = state.rows[index].lease, lease.expiresAt < now else { return nil }
                 state.rows[index].lease = nil

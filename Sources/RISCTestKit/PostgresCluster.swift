@@ -111,7 +111,7 @@ public final class PostgresCluster: @unchecked Sendable {  // reason: started an
         return out
     }
 
-    static func freePort() throws -> Int {
+    public static func freePort() throws -> Int {
         let (fd, port) = try boundLoopbackSocket()
         close(fd)
         return port

@@ -28,6 +28,20 @@ struct QueueWorkerTests {
             queue: queue, settings: .init(owner: owner), retry: retry, log: log, metrics: metrics, logger: Logger(label: "t") { _ in SwiftLogNoOpLogHandler() })
     }
 
+    @Test("issue 26 §3: an outage is logged when it starts and when it ends, not at every rescue attempt")
+    func rescueOutageLoggedOnce() async throws {
+        let queue = MemoryWorkQueue()
+        let captured = CapturedLog()
+        let worker = QueueWorker(queue: queue, settings: .init(owner: "w"), log: MemoryEventLog(), logger: captured.logger)
+        queue.unavailable.withLock { $0 = true }
+        for second in 0..<40 { await worker.rescue(now: 1_000 + Double(second)) }
+        queue.unavailable.withLock { $0 = false }
+        for second in 40..<43 { await worker.rescue(now: 1_000 + Double(second)) }
+        let lines = captured.lines.withLock { $0 }
+        #expect(lines.filter { $0.contains("cannot rescue expired leases") }.count == 1, "\(lines)")
+        #expect(lines.filter { $0.contains("rescuing expired leases again") }.count == 1, "\(lines)")
+    }
+
     @Test("a hijacking ends the account's sessions, suspends Google sign-in and revokes linked tokens, once; the metric counts the attempt")
     func hijacking() async throws {
         let queue = MemoryWorkQueue(tokenKey: Array(repeating: 7, count: 32))

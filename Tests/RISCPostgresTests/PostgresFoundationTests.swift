@@ -140,25 +140,6 @@ struct PostgresFoundationTests {
         #expect(server.state.withLock { $0.passwords }.isEmpty, "a password was sent to a server nobody checked")
     }
 
-    final class Entries: Sendable {
-        let lines = Mutex<[String]>([])
-    }
-
-    /// Keeps every log entry, at any level.
-    struct CapturingHandler: LogHandler {
-        let entries: Entries
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String, function: String, line: UInt) {
-            let entry = "\(level) \(message) \((metadata ?? [:]).map { "\($0.key)=\($0.value)" }.joined(separator: " "))"
-            entries.lines.withLock { $0.append(entry) }
-        }
-    }
-
     @Test("issue 24: trace logs never carry PostgreSQL's SCRAM exchange (the client's proof)")
     func noSCRAMInTraceLogs() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
@@ -169,9 +150,8 @@ struct PostgresFoundationTests {
         try Data("local all all scram-sha-256\nhost all all 127.0.0.1/32 scram-sha-256\n".utf8)
             .write(to: URL(fileURLWithPath: cluster.directory + "/data/pg_hba.conf"))
         try cluster.psql("SELECT pg_reload_conf()")
-        let entries = Entries()
-        var logger = Logger(label: "trace") { _ in CapturingHandler(entries: entries) }
-        logger.logLevel = .trace
+        let entries = CapturedLog()
+        let logger = entries.logger
         let database = PostgresDatabase(url: try PostgresStoreURL(cluster.url), password: "scram-test-password-0123", logger: logger)
         #expect(try await database.setting("fsync") == "on")
         database.close()
@@ -338,6 +318,52 @@ struct PostgresEventStoreTests {
         database.close()
         locker.close()
         try cluster.stop()
+    }
+
+    @Test("issue 26 §3: a store that cannot be used names its cause; what waiting will not fix (a missing database, a wrong password) is refused")
+    func causes() async throws {
+        try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
+        let cluster = try PostgresCluster()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-causes-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        func prepare(_ url: String, password: String? = nil) async throws -> StoreError? {
+            var settings = SharedStore.Settings(url: try PostgresStoreURL(url))
+            settings.needsTokenKey = false
+            if let password {
+                settings.passwordFile = directory + "/password"
+                try Data(password.utf8).write(to: URL(fileURLWithPath: directory + "/password"))
+            }
+            let store = try SharedStore(settings: settings, logger: PostgresFoundationTests.logger)
+            defer { store.close() }
+            do {
+                try await store.prepare()
+                return nil
+            } catch {
+                return error as? StoreError
+            }
+        }
+        let missing = try await prepare(cluster.url.replacingOccurrences(of: "/\(cluster.database)?", with: "/nosuchdb?"))
+        #expect(missing?.code == .refused, "\(String(describing: missing))")
+        #expect(missing?.description.contains("\"nosuchdb\" does not exist") == true, "\(String(describing: missing))")
+        // A role that must give a password, and gives the wrong one.
+        try cluster.psql("CREATE ROLE keeper LOGIN PASSWORD 'right'")
+        let hba = cluster.directory + "/data/pg_hba.conf"
+        let rules = try String(contentsOfFile: hba, encoding: .utf8)
+        try ("local all keeper scram-sha-256\n" + rules).write(toFile: hba, atomically: false, encoding: .utf8)
+        try cluster.psql("SELECT pg_reload_conf()")
+        let wrong = try await prepare(cluster.url.replacingOccurrences(of: "\(cluster.user)@", with: "keeper@"), password: "wrong")
+        #expect(wrong?.code == .refused, "\(String(describing: wrong))")
+        #expect(wrong?.description.contains("authentication failed for user keeper") == true, "\(String(describing: wrong))")
+        // Nobody listening: temporary, and said as the system says it.
+        let port = try PostgresCluster.freePort()
+        let refused = try await prepare("postgres://risc@127.0.0.1:\(port)/risc?sslmode=disable")
+        #expect(refused?.code == .unavailable, "\(String(describing: refused))")
+        #expect(refused?.description.lowercased().contains("connection refused") == true, "\(String(describing: refused))")
+        try cluster.stop()
+        let gone = try await prepare(cluster.url)
+        #expect(gone?.code == .unavailable, "\(String(describing: gone))")
+        #expect(gone?.description.contains("No such file") == true, "\(String(describing: gone))")
     }
 
     @Test("retention and health on PostgreSQL; unwritable while the server is down, writable again when it is back")

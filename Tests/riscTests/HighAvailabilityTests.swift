@@ -101,6 +101,38 @@ struct HighAvailabilityTests {
         try factory.make(type: .sessionsRevoked, subject: factory.accountSubject("ha-\(index)"), jti: "\(prefix)-\(index)", iat: 2_000)
     }
 
+    @Test("issue 26 §3: serve on a database that does not exist exits 64 at once, naming the cause, instead of retrying for ever")
+    func missingDatabaseRefused() async throws {
+        let site = try Site()
+        defer { try? site.cluster.stop() }
+        let url = site.cluster.url.replacingOccurrences(of: "/\(site.cluster.database)?", with: "/nosuchdb?")
+        let process = Process()
+        process.executableURL = RiscBinary.url
+        process.currentDirectoryURL = RiscBinary.repository
+        process.arguments = [
+            "serve", "--audience", SETFactory.defaultAudience, "--jwks-file", "keys/test/jwks.json", "--issuer", SETFactory.defaultIssuer,
+            "--host", "127.0.0.1", "--port", "\(try ServeCommandTests.freePort())", "--admin-port", "\(try ServeCommandTests.freePort())",
+            "--data-dir", FileManager.default.temporaryDirectory.appendingPathComponent("risc-nodb-\(UUID().uuidString)").path,
+            "--store-url", url, "--set", "accounts.token_key_file=\(site.keyFile)",
+        ]
+        let err = Pipe()
+        process.standardError = err
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        // Before, it retried every 2 s for ever: stopped here after 60 s, and the test fails.
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(60))
+            if process.isRunning { process.terminate() }
+        }
+        let stderr = try await BlockingPool.shared.run {
+            Result { String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) }
+        }.get()
+        process.waitUntilExit()
+        watchdog.cancel()
+        #expect(process.terminationStatus == 64, "\(stderr)")
+        #expect(stderr.contains("\"nosuchdb\" does not exist"), "\(stderr)")
+    }
+
     @Test("the same SETs to two receivers at once: 202 from both, each stored once with two deliveries, its actions applied once")
     func sameSETsToBoth() async throws {
         let site = try Site()

@@ -136,7 +136,8 @@ public final class QueueWorker: Sendable {
         }
     }
 
-    /// Releases expired leases, one event-log line each.
+    /// Releases expired leases, one event-log line each. A failure is logged when it starts and
+    /// the recovery once, not at every attempt of an outage.
     public func rescue(now: Double) async {
         do {
             for jti in try await queue.rescueExpiredLeases(now: now) {
@@ -145,10 +146,16 @@ public final class QueueWorker: Sendable {
                 record["worker"] = .string(settings.owner)
                 log.record(record)
             }
+            if rescueFailing.withLock({ failing in defer { failing = false }; return failing }) {
+                logger.notice("rescuing expired leases again")
+            }
         } catch {
-            logger.warning("cannot rescue expired leases", metadata: ["risc.error": "\(error)"])
+            if !rescueFailing.withLock({ failing in defer { failing = true }; return failing }) {
+                logger.warning("cannot rescue expired leases; trying again every \(String(format: "%g", settings.rescueInterval)) s", metadata: ["risc.error": "\(error)"])
+            }
         }
     }
+    private let rescueFailing = Mutex(false)
 
     /// Claims and processes one batch of due SETs; returns how many were claimed. The batch is
     /// finished in one transaction; if that fails, each SET is finished on its own, so one that
