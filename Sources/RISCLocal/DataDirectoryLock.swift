@@ -49,6 +49,23 @@ public final class DataDirectoryLock: @unchecked Sendable {  // reason: `fd` is 
         _ = pid.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
     }
 
+    /// The pid of the `risc serve` holding `directory`, if one does (`risc store status`); the
+    /// lock is only tested, never kept.
+    public static func holder(directory: String) -> String? {
+        let path = (directory as NSString).appendingPathComponent("risc.lock")
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        if flock(fd, LOCK_SH | LOCK_NB) == 0 {
+            flock(fd, LOCK_UN)
+            return nil
+        }
+        var buffer = [UInt8](repeating: 0, count: 32)
+        let count = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        let owner = String(decoding: buffer.prefix(max(0, count)), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return owner.isEmpty ? "unknown pid" : owner
+    }
+
     /// Gives the directory up (also done when the lock is released or the process ends).
     public func release() {
         guard fd >= 0 else { return }

@@ -79,6 +79,9 @@ public final class PostgresDatabase: Sendable {
 
     /// Why the server cannot be used, `error` being what the pool said (see `probe`).
     public func diagnose(_ error: any Error) async -> StoreError {
+        if let error = error as? PostgresTransactionError, let inner = error.closureError ?? error.beginError ?? error.commitError {
+            return await diagnose(inner)
+        }
         if let error = error as? StoreError, error.code == .refused { return error }
         if let error = error as? PSQLError, error.code == .server { return Self.classify(error, url: url) }
         do {
@@ -183,6 +186,16 @@ public final class PostgresDatabase: Sendable {
         return ""
     }
 
+    /// The schema version in the database (0 before the first migration), read without migrating.
+    public func schemaVersion() async throws -> Int {
+        let exists = try await client.query("SELECT to_regclass('risc_schema') IS NOT NULL", logger: logger)
+        for try await present in exists.decode(Bool.self) where !present { return 0 }
+        for try await version in try await client.query("SELECT max(version) FROM risc_schema", logger: logger).decode(Int?.self) {
+            return version ?? 0
+        }
+        return 0
+    }
+
     /// Brings the schema to `PostgresSchema.version`; returns the version found and the one left.
     @discardableResult
     public func migrate() async throws -> (from: Int, to: Int) {
@@ -197,6 +210,9 @@ public final class PostgresDatabase: Sendable {
                 found = true
             }
             if !found { try await connection.query("INSERT INTO risc_schema (version) VALUES (0)", logger: logger) }
+            if current > PostgresSchema.version {
+                throw StoreError.newerSchema(found: Int64(current), known: Int64(PostgresSchema.version), store: "PostgreSQL at \(url)")
+            }
             guard current < PostgresSchema.version else { return (current, current) }
             for version in (current + 1)...PostgresSchema.version {
                 for statement in PostgresSchema.migrations[version] ?? [] {

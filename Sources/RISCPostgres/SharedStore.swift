@@ -90,7 +90,10 @@ public final class SharedStore: Sendable {
     public func prepare() async throws {
         try await database.probe()
         do {
-            try await database.migrate()
+            let (from, to) = try await database.migrate()
+            if from != to {
+                database.logger.notice("store schema migrated", metadata: ["risc.store": "\(database.url)", "risc.from": "\(from)", "risc.to": "\(to)"])
+            }
             try await database.checkDurability(acceptUnsafe: settings.acceptUnsafeDurability)
             if !tokenKey.isEmpty { try await database.checkTokenKey(tokenKey, file: settings.tokenKeyFile) }
         } catch {

@@ -39,8 +39,18 @@ public final class SQLiteStore: Sendable {
             if let part = parts[keyPath: path] { return part }
             let part = try open()
             parts[keyPath: path] = part
+            if let (from, to) = SQLiteDatabase.takeMigration(directory: directory) {
+                logger.notice("store schema migrated", metadata: ["risc.store": "\(directory)", "risc.from": "\(from)", "risc.to": "\(to)"])
+            }
             return part
         }
+    }
+
+    /// The schema version of the store on disk, read without migrating it; nil without a store.
+    public func schemaVersion() throws -> (found: Int64, known: Int64)? {
+        let path = (directory as NSString).appendingPathComponent("risc.sqlite3")
+        guard FileManager.default.fileExists(atPath: path) else { return nil }
+        return (try SQLiteConnection(path: path).scalar("PRAGMA user_version") ?? 0, Schema.version)
     }
 
     /// The event store (its writer, syncer and checkpointer threads start with it).

@@ -48,7 +48,7 @@ public final class Receiver: Sendable {
     /// `metricsFactory`: the swift-metrics backend the receiver's metrics go to; nil (as in
     /// `risc serve`): a Prometheus registry of its own, which the admin listener's `/metrics`
     /// renders. With another backend `/metrics` answers 404 and the store and key-set gauges are
-    /// sampled every 10 seconds instead of at each scrape.
+    /// sampled every `healthSampleInterval` seconds (so are they for `/readyz`).
     public init(configuration: ReceiverConfiguration, logger: Logger, metricsFactory: (any MetricsFactory)? = nil) throws {
         self.configuration = configuration
         self.logger = logger
@@ -57,6 +57,7 @@ public final class Receiver: Sendable {
 
         // One receiver per data directory (its event log and key cache), whichever the store.
         directoryLock = try DataDirectoryLock(directory: configuration.dataDirectory)
+        if configuration.store.url == nil, let moved = MovedMarker.refusal(in: configuration.dataDirectory) { throw moved }
         eventLog = try JSONLinesEventLog(
             path: (configuration.dataDirectory as NSString).appendingPathComponent("events.log"),
             toStandardOutput: configuration.eventLogToStandardOutput)

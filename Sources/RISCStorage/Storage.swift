@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import RISCCore
+import RISCLocal
 import RISCPostgres
 import RISCSQLite
 import Synchronization
@@ -163,6 +164,34 @@ public final class Storage: Sendable {
             let (from, to) = try await store.database.migrate()
             return "PostgreSQL store \(store.database.url): " + (from == to ? "schema version \(to), current" : "schema version \(from) → \(to)")
         }
+    }
+
+    /// `risc store status`: the backend, where it is, its schema version against this binary's,
+    /// the queue's counts (when the schema is current: reading them would migrate an older one), and for the
+    /// embedded store the pid of the `risc serve` holding its data directory.
+    public func status(now: Double = Date().timeIntervalSince1970) async throws -> JSONObject {
+        var object = JSONObject()
+        let found: Int64, known: Int64
+        switch driver {
+        case .embedded(let store):
+            object["backend"] = "embedded"
+            object["data_dir"] = .string(store.directory)
+            object["serving_pid"] = DataDirectoryLock.holder(directory: store.directory).map { .string($0) } ?? .null
+            if let moved = MovedMarker.refusal(in: store.directory) { object["moved"] = .string(moved.description) }
+            guard let version = try store.schemaVersion() else { throw StoreError(.failed, "no store in \(store.directory)") }
+            (found, known) = version
+        case .shared(let store):
+            try await store.database.probe()
+            object["backend"] = "postgresql"
+            object["url"] = .string("\(store.database.url)")
+            (found, known) = (Int64(try await store.database.schemaVersion()), Int64(PostgresSchema.version))
+        }
+        object["schema"] = [
+            "version": .number(Double(found)), "this_binary": .number(Double(known)),
+            "state": .string(found == known ? "current" : found < known ? "older: risc serve or risc store migrate brings it up" : "newer: refused by this binary"),
+        ]
+        if found == known { object["queue"] = .object(try await admin().counts(now: now).json) }
+        return object
     }
 
     /// The embedded driver, for tests that read its rows directly.

@@ -48,6 +48,8 @@ extension Storage {
         lines.forEach(say)
         say("sample of \(mine.count) SETs compared row by row: \(differing == 0 ? "identical" : "\(differing) differ")")
         guard differing == 0 else { throw StoreError(.refused, "\(differing) sampled SETs differ between the source and the target") }
+        try MovedMarker.write(in: directory, target: "\(shared.database.url)")
+        say("marked \(MovedMarker.path(in: directory)): risc serve refuses this data directory as an embedded store from now on")
         say("""
             copied into \(shared.database.url). Next: give every receiver accounts.token_key_file = a copy of \
             \((directory as NSString).appendingPathComponent("token-key")) (or your accounts.token_key_file), and store.url = \(shared.database.url)

@@ -8,13 +8,32 @@ import RISCStorage
 extension RiscCommand {
     struct Store: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "The store itself: migrate its schema, copy the embedded store into PostgreSQL.",
-            subcommands: [Migrate.self, Copy.self]
+            abstract: "The store itself: its status, migrate its schema, copy the embedded store into PostgreSQL.",
+            subcommands: [Status.self, Migrate.self, Copy.self]
         )
     }
 }
 
 extension RiscCommand.Store {
+    struct Status: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "The store's backend, location, schema version against this binary's, queue counts, and who serves it.",
+            discussion: "Reads only: the schema is not migrated (an older one is reported as such).")
+        @OptionGroup var store: StoreOption
+
+        func run() async throws {
+            let resolved = try store.resolved()
+            try resolved.requireEmbeddedStore(creatable: false)
+            let storage = try await resolved.open(accounts: false, prepare: false)
+            defer { storage.close() }
+            do {
+                print(JSONValue.object(try await storage.status()).prettyPrinted)
+            } catch let error where StoreError.isRefusal(error) {
+                throw ValidationError("\(error)")
+            }
+        }
+    }
+
     struct Migrate: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Bring the store's schema to this version of risc (receivers also do it when they start; safe while they run).")

@@ -366,6 +366,28 @@ struct PostgresEventStoreTests {
         #expect(gone?.description.contains("No such file") == true, "\(String(describing: gone))")
     }
 
+    @Test("issue 26 §7: a PostgreSQL store a newer risc migrated is refused at start, naming both versions")
+    func newerSchemaRefused() async throws {
+        try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
+        let cluster = try PostgresCluster()
+        defer { try? cluster.stop() }
+        var settings = SharedStore.Settings(url: try PostgresStoreURL(cluster.url))
+        settings.needsTokenKey = false
+        let store = try SharedStore(settings: settings, logger: PostgresFoundationTests.logger)
+        defer { store.close() }
+        try await store.prepare()
+        #expect(try await store.database.schemaVersion() == PostgresSchema.version)
+        try cluster.psql("UPDATE risc_schema SET version = \(PostgresSchema.version + 1)")
+        do {
+            try await store.prepare()
+            Issue.record("a newer schema was accepted")
+        } catch let error as StoreError {
+            #expect(error.code == .refused)
+            #expect(error.description.contains("schema is version \(PostgresSchema.version + 1), and this risc knows versions up to \(PostgresSchema.version)"),
+                "\(error)")
+        }
+    }
+
     @Test("retention and health on PostgreSQL; unwritable while the server is down, writable again when it is back")
     func retentionAndHealth() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")

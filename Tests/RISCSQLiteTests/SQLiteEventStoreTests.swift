@@ -84,6 +84,23 @@ struct SQLiteEventStoreTests {
         second.close()
     }
 
+    @Test("issue 26 §7: a store a newer risc migrated is refused, naming both versions; a migration is logged at notice, once")
+    func newerSchemaRefused() async throws {
+        let directory = Self.directory()
+        let captured = CapturedLog()
+        let store = SQLiteStore(directory: directory, logger: captured.logger)
+        _ = try store.events()
+        _ = try store.admin()
+        let migrated = captured.lines.withLock { $0 }.filter { $0.hasPrefix("notice store schema migrated") }
+        #expect(migrated.count == 1 && migrated[0].contains("risc.from=0") && migrated[0].contains("risc.to=\(Schema.version)"), "\(migrated)")
+        store.close()
+        try SQLiteConnection(path: directory + "/risc.sqlite3").execute("PRAGMA user_version = \(Schema.version + 1)")
+        let error = #expect(throws: StoreError.self) { _ = try SQLiteEventStore(directory: directory, logger: Logger(label: "t")) }
+        #expect(error?.code == .refused)
+        #expect(error?.description.contains("schema is version \(Schema.version + 1), and this risc knows versions up to \(Schema.version)") == true,
+            "\(String(describing: error))")
+    }
+
     @Test("schema 4: a version-3 store is upgraded in place; sets.state's CHECK holds everywhere without a temporary table per insert")
     func stateCheckMigration() async throws {
         let directory = Self.directory()

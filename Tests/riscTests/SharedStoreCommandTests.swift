@@ -26,11 +26,31 @@ struct SharedStoreCommandTests {
         result = try run(["replay", "-", "--local", "--data-dir", data], stdin: descriptions)
         try #require(result.status == 0, "\(result.stdout) \(result.stderr)")
 
-        result = try run(["store", "copy", "--from", data, "--to", cluster.url])
-        #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
-        #expect(result.stdout.contains("sample of 2 SETs compared row by row: identical"), "\(result.stdout)")
-        #expect(result.stdout.contains("applied_actions        2          ok"), "\(result.stdout)")
+        // Issue 26 §7: the store's status, read only.
+        result = try run(["store", "status", "--data-dir", data])
+        #expect(result.status == 0, "\(result.stderr)")
+        var status = try JSONParser.parseObject(Array(result.stdout.utf8))
+        #expect(status["backend"] == "embedded" && status["serving_pid"] == .null, "\(result.stdout)")
+        #expect(status["schema"]?.objectValue?["state"] == "current" && status["queue"]?.objectValue?["done"] == 2, "\(result.stdout)")
+
+        let copied = try run(["store", "copy", "--from", data, "--to", cluster.url])
+        #expect(copied.status == 0, "\(copied.stdout) \(copied.stderr)")
+        result = try run(["store", "status", "--store-url", cluster.url])
+        status = try JSONParser.parseObject(Array(result.stdout.utf8))
+        #expect(status["backend"] == "postgresql" && status["schema"]?.objectValue?["state"] == "current", "\(result.stdout) \(result.stderr)")
+        #expect(status["queue"]?.objectValue?["done"] == 2, "\(result.stdout)")
+        result = try run(["store", "status", "--data-dir", data])
+        #expect(result.stdout.contains("was copied to"), "\(result.stdout)")
+        #expect(copied.stdout.contains("sample of 2 SETs compared row by row: identical"), "\(copied.stdout)")
+        #expect(copied.stdout.contains("applied_actions        2          ok"), "\(copied.stdout)")
         #expect(try cluster.psql("SELECT string_agg(jti || ':' || state, ',' ORDER BY id) FROM sets") == "copy-1:done,copy-2:done")
+        // Issue 26 §8: the old data directory is marked; serving from it as an embedded store is refused (exit 64).
+        result = try run([
+            "serve", "--audience", SETFactory.defaultAudience, "--jwks-file", "keys/test/jwks.json", "--issuer", SETFactory.defaultIssuer,
+            "--host", "127.0.0.1", "--port", "0", "--admin-port", "0", "--data-dir", data,
+        ])
+        #expect(result.status == 64, "\(result.stderr)")
+        #expect(result.stderr.contains("was copied to") && result.stderr.contains("remove \(data)/moved-to"), "\(result.stderr)")
         // Into a store that is not empty: refused, nothing written.
         result = try run(["store", "copy", "--from", data, "--to", cluster.url])
         #expect(result.status != 0 && result.stderr.contains("not empty"), "\(result.stderr)")

@@ -148,13 +148,23 @@ public final class SQLiteEventStore: EventStore, StoreHealth, @unchecked Sendabl
         ])
     }
 
-    static func migrate(_ connection: SQLiteConnection) throws(StoreError) {
-        guard try connection.scalar("PRAGMA user_version") ?? 0 < Schema.version else { return }
+    /// Brings the schema to `Schema.version`; the versions before and after when it changed
+    /// anything. A store of a newer risc (after a rollback) is refused: this binary would not
+    /// know what the newer schema means.
+    @discardableResult
+    static func migrate(_ connection: SQLiteConnection) throws(StoreError) -> (from: Int64, to: Int64)? {
+        let found = try connection.scalar("PRAGMA user_version") ?? 0
+        if found > Schema.version { throw StoreError.newerSchema(found: found, known: Schema.version, store: "the embedded store") }
+        guard found < Schema.version else { return nil }
         try connection.execute("BEGIN IMMEDIATE")
         do {
             // Read again under the write lock: another process may have migrated meanwhile.
             let current = try connection.scalar("PRAGMA user_version") ?? 0
-            for version in (current + 1)...max(current + 1, Schema.version) where version <= Schema.version {
+            guard current < Schema.version else {
+                try connection.execute("COMMIT")
+                return nil
+            }
+            for version in (current + 1)...Schema.version {
                 if let migration = Schema.codeMigrations[version] {
                     try migration(connection)
                 } else {
@@ -163,6 +173,7 @@ public final class SQLiteEventStore: EventStore, StoreHealth, @unchecked Sendabl
             }
             try connection.execute("PRAGMA user_version = \(Schema.version)")
             try connection.execute("COMMIT")
+            return (current, Schema.version)
         } catch {
             try? connection.execute("ROLLBACK")
             throw error

@@ -1,6 +1,7 @@
 import CSQLite
 import Foundation
 import RISCCore
+import Synchronization
 
 /// The embedded store's file, and the one place its connections are made: each with the settings
 /// of its role, the schema migrated before the first is handed out. Every part of the store (the
@@ -48,7 +49,16 @@ struct SQLiteDatabase: Sendable {
         case .plain:
             break
         }
-        try SQLiteEventStore.migrate(connection)
+        if let migrated = try SQLiteEventStore.migrate(connection) { Self.migrations.withLock { $0[path] = migrated } }
         return connection
+    }
+
+    /// Migrations done by `connect`, by file, until `SQLiteStore` logs them (`takeMigration`).
+    private static let migrations = Mutex<[String: (from: Int64, to: Int64)]>([:])
+
+    /// The migration the store in `directory` went through since last asked, if any.
+    static func takeMigration(directory: String) -> (from: Int64, to: Int64)? {
+        let path = (directory as NSString).appendingPathComponent("risc.sqlite3")
+        return migrations.withLock { $0.removeValue(forKey: path) }
     }
 }
