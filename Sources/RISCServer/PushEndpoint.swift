@@ -36,7 +36,7 @@ final class PushEndpoint: Service, Sendable {
         /// request that stalls half-way, and one trickled a byte at a time alike.
         var requestTimeout: TimeAmount = .seconds(60)
         /// How long shutdown waits for requests in flight before closing their connections.
-        var drainTimeout: Duration = .seconds(30)
+        var drainTimeout: Duration = .seconds(20)
         /// Connections held at once; one more is closed as soon as it is accepted.
         var maxConnections: Int = 1_024
         /// Connections one peer address (an IPv6 peer's /64) may hold at once (0: no such limit).
@@ -717,10 +717,11 @@ final class PushHandler: ChannelDuplexHandler {
             body: error.responseBody, close: close)
     }
 
-    /// Our own temporary fault: 503 with `Retry-After`, so the transmitter tries again.
+    /// Our own temporary fault: 503 with `Retry-After`, so the transmitter tries again. The body
+    /// has the 400's shape (`err`, `description`).
     private func unavailable(_ context: ChannelHandlerContext, _ head: HTTPRequestHead, reason: String) {
         var body = JSONObject()
-        body["error"] = "temporarily_unavailable"
+        body["err"] = "temporarily_unavailable"
         body["description"] = .string(reason)
         respond(
             context, head, .serviceUnavailable,

@@ -144,6 +144,7 @@ public final class Receiver: Sendable {
                 maxBodyBytes: configuration.maxBodyBytes, retryAfter: configuration.retryAfter,
                 trustedProxies: TrustedProxies(configuration.trustedProxies),
                 requestTimeout: .nanoseconds(Int64(configuration.requestTimeout * 1e9)),
+                drainTimeout: .nanoseconds(Int64(configuration.drainTimeout * 1e9)),
                 maxConnections: Self.connectionLimit(configuration.maxConnections, logger: logger),
                 maxConnectionsPerAddress: configuration.maxConnectionsPerAddress),
             intake: intake, revocation: revocation,

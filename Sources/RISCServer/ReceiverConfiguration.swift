@@ -63,6 +63,9 @@ public struct ReceiverConfiguration: Sendable {
     /// connection's previous answer (or its opening); an idle keep-alive connection closes after
     /// as long.
     public var requestTimeout: Double = 60
+    /// `limits.drain_timeout`: seconds a stop waits for requests in flight (below systemd's
+    /// `TimeoutStopSec`, 30 in the shipped unit, and Docker's stop timeout, 10 by default).
+    public var drainTimeout: Double = 20
     /// Seconds in `Retry-After` on 503.
     public var retryAfter: Int = 30
     /// Also write the event log to standard output.
@@ -212,6 +215,7 @@ public struct ReceiverConfiguration: Sendable {
         if retryAfter < 1 { problems.append("retry_after must be at least 1 second") }
         if invalidPerMinute < 0 { problems.append("limits.invalid_per_minute must be 0 (off) or more") }
         if !(1...3_600).contains(requestTimeout) { problems.append("limits.request_timeout must be 1–3600 seconds, got \(requestTimeout)") }
+        if !(0...600).contains(drainTimeout) { problems.append("limits.drain_timeout must be 0–600 seconds, got \(drainTimeout)") }
         if !(1...1_000_000).contains(maxConnections) { problems.append("limits.max_connections must be 1–1000000, got \(maxConnections)") }
         if !(1...10_000).contains(adminMaxConnections) { problems.append("admin.max_connections must be 1–10000, got \(adminMaxConnections)") }
         if !(1...3_600).contains(adminRequestTimeout) { problems.append("admin.request_timeout must be 1–3600 seconds, got \(adminRequestTimeout)") }

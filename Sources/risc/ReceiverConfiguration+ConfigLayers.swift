@@ -23,6 +23,7 @@ extension ReceiverConfiguration {
         ("trusted_proxies", "proxy addresses or ranges (10.0.0.7, 10.0.0.0/8, 2001:db8::/32) whose X-Forwarded-For names the client; anything else is an error (default none)"),
         ("limits.invalid_per_minute", "refused requests per address and minute before answering 429 (default 0: off)"),
         ("limits.request_timeout", "seconds a request may take to arrive whole, from the connection's last answer or opening; idle connections close after as long (default 60)"),
+        ("limits.drain_timeout", "seconds a stop (SIGTERM) waits for requests in flight before closing their connections; keep it below the service manager's stop timeout (default 20; systemd's unit allows 30)"),
         ("limits.max_connections", "connections the public listener holds at once; one more is closed at once (default 1024)"),
         ("limits.max_connections_per_address", "connections one peer address (an IPv6 /64) may hold; trusted proxies exempt; 0 turns it off (default 32)"),
         ("tls.certificate", "PEM certificate chain; with tls.key turns on HTTPS (TLS 1.2+)"),
@@ -139,6 +140,7 @@ extension ReceiverConfiguration {
         if let value = layers.int("limits.max_connections") { maxConnections = value }
         if let value = layers.int("limits.max_connections_per_address") { maxConnectionsPerAddress = value }
         if let value = layers.double("limits.request_timeout") { requestTimeout = value }
+        if let value = layers.double("limits.drain_timeout") { drainTimeout = value }
         if let value = layers.int("retry_after") { retryAfter = value }
         if let value = layers.bool("event_log_stdout") { eventLogToStandardOutput = value }
         if let value = layers.string("log.level") {

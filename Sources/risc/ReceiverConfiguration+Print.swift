@@ -26,6 +26,7 @@ extension ReceiverConfiguration {
             "trusted_proxies": .strings(trustedProxies),
             "limits.invalid_per_minute": .number(Double(invalidPerMinute)),
             "limits.request_timeout": .number(requestTimeout),
+            "limits.drain_timeout": .number(drainTimeout),
             "limits.max_connections": .number(Double(maxConnections)),
             "limits.max_connections_per_address": .number(Double(maxConnectionsPerAddress)),
             "tls.certificate": .optional(tlsCertificate),

@@ -24,6 +24,12 @@ extension RiscCommand {
         @Flag(help: "Print the JSON lines as they are.") var json = false
         @Flag(help: "Print each record indented.") var pretty = false
 
+        func validate() throws {
+            if let outcome, !EventLogRecord.Outcome.all.contains(.init(rawValue: outcome)) {
+                throw ValidationError("--outcome: no line has the outcome \"\(Printable.safe(outcome, maxBytes: 40))\"; known: \(EventLogRecord.Outcome.all.map(\.rawValue).joined(separator: ", "))")
+            }
+        }
+
         func matches(_ object: JSONObject) -> Bool {
             if let jti, object["jti"]?.stringValue != jti { return false }
             if let subject, object["subject"]?.stringValue != subject { return false }

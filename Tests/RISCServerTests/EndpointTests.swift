@@ -217,6 +217,9 @@ struct EndpointTests {
         let response = try await harness.post(token)
         #expect(response.status == 503)
         #expect(response.header("retry-after") == "7")
+        // Issue 26 §10: the 400's shape, `err` and `description`.
+        let body = try JSONParser.parseObject(response.body)
+        #expect(body["err"] == "temporarily_unavailable" && body["description"]?.stringValue?.isEmpty == false, "\(body)")
         #expect(try await harness.get(harness.adminURL + "/readyz").status == 503)
         #expect(harness.eventLogLines.contains { $0["outcome"] == "failed" })
         harness.issuer.update { $0.failWith = nil }

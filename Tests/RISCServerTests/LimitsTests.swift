@@ -196,6 +196,25 @@ struct LimitsTests {
         try await harness.stop()
     }
 
+    @Test("issue 26 §4: limits.drain_timeout bounds a stop held up by a stalled client (it waited 30 s, over Docker's 10)")
+    func drainTimeout() async throws {
+        let harness = try ServerHarness {
+            $0.drainTimeout = 1
+            $0.requestTimeout = 120
+        }
+        try await harness.start()
+        // A request half sent, in flight when the stop begins: the drain waits for it, up to its bound.
+        let stalled = try RawConnection.Held(port: harness.publicPort)
+        #expect(stalled.feed(Array(try harness.rawRequest("drain-stalled").prefix(200))))
+        try await Task.sleep(for: .milliseconds(200))
+        let start = ContinuousClock.now
+        try await harness.stop()
+        let elapsed = ContinuousClock.now - start
+        // The default would hold the stop 20 s; the bound leaves a loaded machine room and tells them apart.
+        #expect(elapsed < .seconds(12), "the stop took \(elapsed) with limits.drain_timeout = 1")
+        #expect(!stalled.isOpen)
+    }
+
     @Test("limits.max_connections_per_address: one address over it is refused, another is not; a trusted proxy is exempt")
     func perAddressLimit() async throws {
         let harness = try ServerHarness { $0.maxConnectionsPerAddress = 2 }

@@ -20,7 +20,7 @@ struct ConfigFileCommandTests {
           "listen": {"host": "127.0.0.2", "port": 9443},
           "events_path": "/risc/events",
           "trusted_proxies": ["10.0.0.0/8", "192.0.2.7"],
-          "limits": {"invalid_per_minute": 120, "request_timeout": 15, "max_connections": 2048, "max_connections_per_address": 8},
+          "limits": {"invalid_per_minute": 120, "request_timeout": 15, "drain_timeout": 7, "max_connections": 2048, "max_connections_per_address": 8},
           "tls": {"certificate": "/etc/risc/cert.pem", "key": "/etc/risc/key.pem"},
           "admin": {"host": "127.0.0.3", "port": 9191, "token_file": "/etc/risc/admin-token", "max_connections": 16, "request_timeout": 12,
                     "max_connections_per_address": 3, "handshake_timeout": 2.5,

@@ -28,6 +28,9 @@ struct TailDevIssuerCommandTests {
         let last = try RiscBinary.run(["tail", "--data-dir", data.path, "-n", "1", "--subject", "s1"])
         #expect(last.stdout.contains("applied") && !last.stdout.contains("received"))
         #expect(try RiscBinary.run(["tail", "--data-dir", data.path + "-missing"]).status != 0)
+        // Issue 26 §10: an outcome no line can have is a usage error, not an empty answer with exit 0.
+        let bogus = try RiscBinary.run(["tail", "--data-dir", data.path, "--outcome", "bogus"])
+        #expect(bogus.status == 64 && bogus.stderr.contains("no line has the outcome \"bogus\""), "\(bogus.status) \(bogus.stderr)")
     }
 
     @Test("tail's human output escapes control characters from what clients sent (no screen clearing, no bidi tricks)")

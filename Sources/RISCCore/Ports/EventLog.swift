@@ -24,6 +24,8 @@ public struct EventLogRecord: Sendable {
         public static let accepted = Self(rawValue: "accepted"), duplicate = Self(rawValue: "duplicate")
         public static let rejected = Self(rawValue: "rejected"), failed = Self(rawValue: "failed")
         public static let limited = Self(rawValue: "limited"), suppressed = Self(rawValue: "suppressed")
+        public static let malformed = Self(rawValue: "malformed"), tooLarge = Self(rawValue: "too_large"), overflow = Self(rawValue: "overflow")
+        public static let notFound = Self(rawValue: "not_found"), methodNotAllowed = Self(rawValue: "method_not_allowed")
         // applied, published
         public static let applied = Self(rawValue: "applied"), deferred = Self(rawValue: "deferred")
         public static let deadLettered = Self(rawValue: "dead_lettered"), leaseLost = Self(rawValue: "lease_lost")
@@ -36,6 +38,13 @@ public struct EventLogRecord: Sendable {
         public static let started = Self(rawValue: "started"), ended = Self(rawValue: "ended"), stopped = Self(rawValue: "stopped")
         public static let dropped = Self(rawValue: "dropped"), requeued = Self(rawValue: "requeued"), pruned = Self(rawValue: "pruned")
         public static let reloaded = Self(rawValue: "reloaded")
+
+        /// Every outcome the event log carries (`risc tail --outcome` refuses another).
+        public static let all: [Outcome] = [
+            .accepted, .duplicate, .rejected, .failed, .limited, .suppressed, .malformed, .tooLarge, .overflow, .notFound, .methodNotAllowed,
+            .applied, .deferred, .deadLettered, .leaseLost, .published, .matched, .unrequested, .noState, .rescued, .closed, .refused,
+            .started, .ended, .stopped, .dropped, .requeued, .pruned, .reloaded,
+        ]
 
         /// An action attempt's outcomes, in the order metrics list them.
         public static let actionOutcomes: [Outcome] = [.applied, .deferred, .failed, .deadLettered, .leaseLost]
