@@ -5,6 +5,7 @@ import NIOPosix
 import NIOSSL
 import PostgresNIO
 import RISCCore
+import Synchronization
 
 /// A connection pool to the shared PostgreSQL store, with its schema migrated and its
 /// durability checked.
@@ -16,9 +17,13 @@ import RISCCore
 /// once, the second finding the work done.
 public final class PostgresDatabase: Sendable {
     public let url: PostgresStoreURL
-    public let client: PostgresClient
-    private let runner: Task<Void, Never>
+    /// The pool: replaced by `renewIfStuck` after an outage, so always read it here.
+    public var client: PostgresClient { pool.withLock { $0.client } }
+    private let pool: Mutex<(client: PostgresClient, runner: Task<Void, Never>)>
+    private let configuration: PostgresClient.Configuration
     let logger: Logger
+    /// When a query last succeeded (monotonic seconds), for `renewIfStuck`.
+    private let lastSuccess = Mutex(ProcessInfo.processInfo.systemUptime)
 
     /// How to open one connection, apart from the pool (`diagnose`).
     private let connection: PostgresConnection.Configuration
@@ -58,9 +63,39 @@ public final class PostgresDatabase: Sendable {
         configuration.options.connectTimeout = .seconds(5)
         connection.options.connectTimeout = .seconds(5)
         self.connection = connection
-        let client = PostgresClient(configuration: configuration, eventLoopGroup: Self.group, backgroundLogger: logger)
-        self.client = client
-        runner = Task { await client.run() }
+        self.configuration = configuration
+        pool = Mutex(Self.startPool(configuration, logger: logger))
+    }
+
+    private static func startPool(_ configuration: PostgresClient.Configuration, logger: Logger) -> (client: PostgresClient, runner: Task<Void, Never>) {
+        let client = PostgresClient(configuration: configuration, eventLoopGroup: group, backgroundLogger: logger)
+        return (client, Task { await client.run() })
+    }
+
+    /// Records that the server answered a query (the store's commits and health checks).
+    func noteSuccess() { lastSuccess.withLock { $0 = ProcessInfo.processInfo.systemUptime } }
+
+    /// After an outage the pool tries the server again only when its backoff ends, which grows
+    /// while the server is away (to a minute: a receiver came back 38 s after a 10-minute outage).
+    /// When no query has succeeded for `quietFor` seconds and a connection of our own succeeds
+    /// now, a new pool takes the old one's place at once, and the old one is stopped `grace`
+    /// seconds later (what it still runs finishes or fails there). Returns whether it renewed.
+    @discardableResult
+    public func renewIfStuck(quietFor: Double = 2, grace: Double = 30) async -> Bool {
+        guard ProcessInfo.processInfo.systemUptime - lastSuccess.withLock({ $0 }) >= quietFor else { return false }
+        guard (try? await probe()) != nil else { return false }
+        let old = pool.withLock { pool in
+            let old = pool
+            pool = Self.startPool(configuration, logger: logger)
+            return old
+        }
+        noteSuccess()
+        logger.notice("PostgreSQL answers again: a new connection pool replaces the one waiting out its backoff", metadata: ["risc.store": "\(url)"])
+        Task {
+            try? await Task.sleep(for: .seconds(grace))
+            old.runner.cancel()
+        }
+        return true
     }
 
     /// Opens and closes one connection of its own, apart from the pool, which reports only that
@@ -156,9 +191,9 @@ public final class PostgresDatabase: Sendable {
     static let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
 
     /// Stops the pool.
-    public func close() { runner.cancel() }
+    public func close() { pool.withLock { $0.runner }.cancel() }
 
-    deinit { runner.cancel() }
+    deinit { pool.withLock { $0.runner }.cancel() }
 
     /// Refuses a server that would acknowledge a commit before it is on disk: `fsync` off, or
     /// `synchronous_commit` off for our sessions. `acceptUnsafe` (`store.accept_unsafe_durability`)

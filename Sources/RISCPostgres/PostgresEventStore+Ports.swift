@@ -62,11 +62,17 @@ extension PostgresEventStore: StoreHealth {
                     try await connection.query("SELECT txid_current()", logger: database.logger)
                 }
             }
+            database.noteSuccess()
             return (true, nil)
-        } catch let error as StoreError where error.code == .timeout {
-            return (false, "PostgreSQL did not take a write within \(String(format: "%g", seconds)) s")
         } catch {
-            return (false, "PostgreSQL: \(String(reflecting: error).prefix(200))")
+            // The pool may be waiting out its backoff while the server is back (see `renewIfStuck`):
+            // the next check then runs on a new pool. The cause, from a connection of our own.
+            // Within the same bound: a server that drops packets holds a connection attempt 5 s.
+            let verdict = try? await withDeadline(seconds, "finding the cause") { () async -> String in
+                if await database.renewIfStuck() { return "PostgreSQL answers again; reconnecting" }
+                return await database.diagnose(error).description
+            }
+            return (false, verdict ?? "PostgreSQL did not take a write within \(String(format: "%g", seconds)) s, nor a connection")
         }
     }
 

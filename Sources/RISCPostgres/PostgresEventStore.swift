@@ -209,6 +209,7 @@ public final class PostgresEventStore: EventStore, Sendable {
             $0.commits += 1
             $0.rows += records.count
         }
+        database.noteSuccess()
         if queued > 0 { afterCommit.withLock { $0 }?() }
         return results
     }

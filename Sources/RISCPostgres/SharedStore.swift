@@ -64,7 +64,7 @@ public final class SharedStore: Sendable {
         verifications = PostgresVerifications(database: database)
     }
 
-    let settings: Settings
+    public let settings: Settings
     public let tokenKey: [UInt8]
 
     /// The shared token key from `accounts.token_key_file` (required with a shared store).

@@ -13,6 +13,10 @@ import ServiceLifecycle
 import Synchronization
 import UnixSignals
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// `risc serve`: the public push endpoint, the admin listener, the key cache and the store, run
 /// as one `ServiceGroup`.
 ///
@@ -122,11 +126,7 @@ public final class Receiver: Sendable {
             served[pair.listener] = try ServerTLS(certificate: pair.certificate, key: pair.key, clientCA: pair.clientCA, setting: pair.setting)
         }
         let tls = served["public"], adminTLS = served["admin"]
-        if tls == nil && !URLPolicy.isLoopback(host: configuration.host) {
-            logger.warning(
-                "serving plain HTTP on a non-loopback address: put a TLS-terminating proxy in front, or set tls.certificate and tls.key",
-                metadata: ["risc.host": "\(configuration.host)"])
-        }
+        for warning in Self.warnings(configuration) { logger.warning("\(warning)") }
         var revocation: RevocationIntake?
         if configuration.linkingRevocationPath != nil, let clientID = configuration.linkingGoogleClientID,
             let secretFile = configuration.linkingClientSecretFile
@@ -152,11 +152,6 @@ public final class Receiver: Sendable {
             limiter: configuration.invalidPerMinute > 0 ? InvalidRequestLimiter(perMinute: configuration.invalidPerMinute) : nil,
             tls: tls, logger: logger, metrics: metrics, onRunning: { publicPort.yield($0) })
         func adminApplication(_ router: Router<RISCRequestContext>, host: String, port: Int, ports: AsyncStream<Int>.Continuation) -> some Service {
-            if adminTLS == nil && !URLPolicy.isLoopback(host: host) {
-                logger.warning(
-                    "the admin listener serves plain HTTP on a non-loopback address: set admin.tls.certificate and admin.tls.key",
-                    metadata: ["risc.host": "\(host)", "risc.port": "\(port)"])
-            }
             return Application(
                 router: router,
                 server: AdminListener.server(
@@ -263,6 +258,32 @@ public final class Receiver: Sendable {
     /// Everything about the files and directories a configuration names that would stop a start,
     /// checked without binding a port or opening the store: `risc serve --check-config` and the
     /// start run this same list, so the check refuses whatever the start refuses.
+    /// What a start warns about (and `--check-config` prints): a listener serving plain HTTP on
+    /// an address other hosts can reach.
+    public static func warnings(_ configuration: ReceiverConfiguration) -> [String] {
+        var warnings: [String] = []
+        if configuration.tlsCertificate == nil && !URLPolicy.isLoopback(host: configuration.host) {
+            warnings.append("serving plain HTTP on a non-loopback address (\(configuration.host)): put a TLS-terminating proxy in front, or set tls.certificate and tls.key")
+        }
+        var admin = [(configuration.adminHost, configuration.adminPort)]
+        if let port = configuration.adminAPIPort { admin.append((configuration.adminAPIHost, port)) }
+        for (host, port) in admin where configuration.adminTLSCertificate == nil && !URLPolicy.isLoopback(host: host) {
+            warnings.append("the admin listener \(host):\(port) serves plain HTTP on a non-loopback address: set admin.tls.certificate and admin.tls.key")
+        }
+        return warnings
+    }
+
+    /// Why a file named in the configuration cannot be read as one (the system's words, or "it is
+    /// a directory", which `isReadableFile` lets through and the start then fails on); nil: it can.
+    static func unreadable(_ path: String) -> String? {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue { return "it is a directory" }
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return String(cString: strerror(errno)) }
+        close(descriptor)
+        return nil
+    }
+
     public static func preflight(_ configuration: ReceiverConfiguration) -> [String] {
         var problems: [String] = []
         let files = FileManager.default
@@ -293,7 +314,7 @@ public final class Receiver: Sendable {
             ("linking.notices.service_account_file", configuration.noticeIssuer == nil ? nil : configuration.noticeServiceAccountFile),
         ]
         for (setting, path) in named {
-            if let path, !files.isReadableFile(atPath: path) { problems.append("\(setting): cannot read \(path)") }
+            if let path, let why = unreadable(path) { problems.append("\(setting): cannot read \(path): \(why)") }
         }
         let secrets: [(String, String?, String)] = [
             ("admin.token_file", configuration.adminTokenFile, "token"), ("webhook.secret_file", configuration.webhookSecretFile, "secret"),

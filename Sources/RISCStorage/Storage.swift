@@ -194,6 +194,25 @@ public final class Storage: Sendable {
         return object
     }
 
+    /// `risc serve --check-config --connect`: what a start would find, read only (nothing is
+    /// migrated or recorded): for PostgreSQL one connection (the cause if it fails), durability and
+    /// the schema version; for the embedded store its schema version, or that the first start
+    /// makes it. A newer schema, or a server that does not make commits durable, is refused.
+    public func check() async throws -> String {
+        let found: Int64, known: Int64, what: String
+        switch driver {
+        case .embedded(let store):
+            guard let version = try store.schemaVersion() else { return "embedded store: none yet in \(store.directory); the first start makes it" }
+            (found, known, what) = (version.found, version.known, "embedded store in \(store.directory)")
+        case .shared(let store):
+            try await store.database.probe()
+            try await store.database.checkDurability(acceptUnsafe: store.settings.acceptUnsafeDurability)
+            (found, known, what) = (Int64(try await store.database.schemaVersion()), Int64(PostgresSchema.version), "PostgreSQL \(store.database.url)")
+        }
+        if found > known { throw StoreError.newerSchema(found: found, known: known, store: what) }
+        return "\(what): reachable, schema version \(found)\(found == known ? " (current)" : " (older: the start migrates it to \(known))")"
+    }
+
     /// The embedded driver, for tests that read its rows directly.
     public var embedded: SQLiteStore? {
         if case .embedded(let store) = driver { return store }

@@ -66,6 +66,9 @@ extension RiscCommand {
         @Flag(help: "Check the configuration and the files it names, print a summary, and exit (0 valid, 64 not).")
         var checkConfig = false
 
+        @Flag(help: "With --check-config: also connect to the store as a start would (PostgreSQL: reachable, credentials, durability; either store: its schema version), without migrating; exit 69 when it cannot be reached now.")
+        var connect = false
+
         @Flag(help: "Print the effective configuration (every setting, defaults included, with where each value came from; secrets redacted) as a config file, and exit.")
         var printConfig = false
 
@@ -115,6 +118,7 @@ extension RiscCommand {
                 return "certificate valid until \(Timestamp.iso8601(until)) (\(days < 0 ? "EXPIRED" : "\(days) days left"))"
             }
             print("configuration OK")
+            for warning in Receiver.warnings(configuration) { print("  warning   \(warning)") }
             print("  listen    \(configuration.tlsCertificate == nil ? "http" : "https")://\(configuration.host):\(configuration.port)\(configuration.eventsPath)")
             if let line = validity("public") { print("  tls       \(line)") }
             let adminScheme = configuration.adminTLSCertificate == nil ? "http" : "https"
@@ -127,6 +131,22 @@ extension RiscCommand {
             print("  data      \(configuration.dataDirectory)")
             print("  store     \(configuration.store.url.map { "PostgreSQL \($0)" } ?? "embedded SQLite in the data directory")")
             print("  actions   \(configuration.webhookURL.map { "webhook \(Redaction.url($0))" } ?? "embedded account store")")
+        }
+
+        /// `--check-config --connect`: the store as a start would find it, read only.
+        func checkStore(_ configuration: ReceiverConfiguration) async throws {
+            let storage = try Storage(
+                settings: configuration.store, dataDirectory: configuration.dataDirectory, tokenKeyFile: configuration.tokenKeyFile,
+                needsTokenKey: false, logger: Logger(label: "risc") { _ in SwiftLogNoOpLogHandler() })
+            defer { storage.close() }
+            do {
+                print("  store     \(try await storage.check())")
+            } catch let error as StoreError where error.code == .refused {
+                throw ValidationError("store: \(error)")
+            } catch {
+                FileHandle.standardError.write(Data("risc serve: store: \(error)\n".utf8))
+                throw ExitCode(69)  // EX_UNAVAILABLE: try again later
+            }
         }
 
         /// Refusals of the store's (a locked data directory, a wrong token key, a PostgreSQL server
@@ -144,7 +164,11 @@ extension RiscCommand {
                 if printConfig {
                     return print(Self.printConfiguration(configuration, sources: loaded.origins, format: printConfigFormat), terminator: "")
                 }
-                if checkConfig { return try check(configuration) }
+                if checkConfig {
+                    try check(configuration)
+                    if connect { try await checkStore(configuration) }
+                    return
+                }
             } catch let error as ValidationError {
                 FileHandle.standardError.write(Data("risc serve: \(error.message)\n".utf8))
                 throw ExitCode(64)

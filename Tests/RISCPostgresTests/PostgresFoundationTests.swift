@@ -433,3 +433,41 @@ struct PostgresEventStoreTests {
         try cluster.stop()
     }
 }
+
+/// Its own suite, so that its long outage runs beside the other suites rather than after them.
+@Suite("PostgreSQL: recovery after a long outage")
+struct PostgresRecoveryTests {
+    /// The time the test waits without the server: the pool's backoff grows to a fifth of it.
+    static let outageSeconds = 75.0
+
+    @Test("issue 26 §2: after a long outage the store takes writes within seconds of the server's return, not after the pool's backoff")
+    func recoveryAfterLongOutage() async throws {
+        try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
+        let cluster = try await BlockingPool.shared.run { Result { try PostgresCluster() } }.get()
+        defer { try? cluster.stop() }
+        let database = PostgresDatabase(url: try PostgresStoreURL(cluster.url), password: nil, logger: PostgresFoundationTests.logger)
+        defer { database.close() }
+        try await database.migrate()
+        let store = PostgresEventStore(database: database)
+        #expect(await store.writability(within: 1).writable)
+        try await BlockingPool.shared.run { Result { try cluster.stop(mode: "immediate") } }.get()
+        // Asked every second, as the health sampler does, while the server is away.
+        let clock = ContinuousClock()
+        let down = clock.now
+        while clock.now - down < .seconds(Self.outageSeconds) {
+            #expect(await !store.writability(within: 1).writable)
+            try await Task.sleep(for: .seconds(1))
+        }
+        try await BlockingPool.shared.run { Result { try cluster.start() } }.get()
+        let back = clock.now
+        var writable = false
+        while !writable, clock.now - back < .seconds(60) {
+            writable = await store.writability(within: 1).writable
+            if !writable { try await Task.sleep(for: .milliseconds(200)) }
+        }
+        let took = clock.now - back
+        print("recovery after a \(Self.outageSeconds) s outage: writable \(took) after the server's return")
+        // Before, the pool waited out its backoff (about a fifth of the outage, up to a minute).
+        #expect(writable && took < .seconds(6), "writable \(took) after the server's return")
+    }
+}

@@ -124,7 +124,7 @@ struct AdminTLSTests {
         #expect(Receiver.preflight(configuration).contains { $0.hasPrefix("admin.tls: ") && $0.contains("do not make a usable pair") })
         configuration.adminTLSKey = one.keyPath
         configuration.adminTLSClientCA = directory.appendingPathComponent("missing-ca.pem").path
-        #expect(Receiver.preflight(configuration).contains("admin.tls.client_ca: cannot read \(directory.appendingPathComponent("missing-ca.pem").path)"))
+        #expect(Receiver.preflight(configuration).contains("admin.tls.client_ca: cannot read \(directory.appendingPathComponent("missing-ca.pem").path): No such file or directory"))
         try Data("not a certificate".utf8).write(to: directory.appendingPathComponent("bad-ca.pem"))
         configuration.adminTLSClientCA = directory.appendingPathComponent("bad-ca.pem").path
         #expect(Receiver.preflight(configuration).contains { $0.hasPrefix("admin.tls.client_ca: ") }, "\(Receiver.preflight(configuration))")

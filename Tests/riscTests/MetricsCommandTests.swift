@@ -100,7 +100,26 @@ struct MetricsCommandTests {
     func rules() throws {
         let promtool = try #require(Self.promtool, "promtool is missing: scripts/bootstrap --tests installs Debian's prometheus package")
         let result = try Self.run(promtool, ["check", "rules", "deploy/prometheus/risc-alerts.yml"])
-        #expect(result.status == 0 && result.output.contains("SUCCESS: 12 rules found"), "\(result.output)")
+        #expect(result.status == 0 && result.output.contains("SUCCESS: 17 rules found"), "\(result.output)")
+    }
+
+    @Test("issue 26 §6: the runbook lists every shipped alert by name with its expression as shipped, and no other")
+    func runbookMatchesRules() throws {
+        let rules = try String(contentsOf: RiscBinary.repository.appendingPathComponent("deploy/prometheus/risc-alerts.yml"), encoding: .utf8)
+        let runbook = try String(contentsOf: RiscBinary.repository.appendingPathComponent("docs/operations.md"), encoding: .utf8)
+        var shipped: [String: String] = [:]
+        let lines = rules.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        for (index, line) in lines.enumerated() where line.trimmingCharacters(in: .whitespaces).hasPrefix("- alert: ") {
+            let name = line.components(separatedBy: "- alert: ")[1].trimmingCharacters(in: .whitespaces)
+            shipped[name] = lines[index + 1].components(separatedBy: "expr: ")[1]
+        }
+        #expect(shipped.count == 17)
+        for (name, expr) in shipped {
+            let row = "| `\(name)` | `\(expr.replacingOccurrences(of: "|", with: "\\|"))`"
+            #expect(runbook.contains(row), "docs/operations.md lacks the row \(row)")
+        }
+        let documented = runbook.split(separator: "\n").filter { $0.hasPrefix("| `Risc") }.compactMap { $0.split(separator: "`").dropFirst().first.map(String.init) }
+        #expect(Set(documented) == Set(shipped.keys), "documented but not shipped: \(Set(documented).subtracting(shipped.keys))")
     }
 
     @Test("promtool test rules: the shipped alerts fire as their unit tests say (a store down with no traffic among them)")

@@ -127,6 +127,9 @@ extension ServeCommandTests {
             (["--set", "trusted_proxies=proxy.internal"], "trusted_proxies: 'proxy.internal'"),
             (["--set", "admin.token_file=\(short)"], "admin.token_file: the token in \(short) must be at least 16 bytes"),
             (["--jwks-file", badJWKS], "jwks_file: \(badJWKS)"),
+            // Issue 26 §5: a directory passed the check, and the start failed on it; unreadable files say why.
+            (["--jwks-file", directory.path], "jwks_file: cannot read \(directory.path): it is a directory"),
+            (["--set", "accounts.token_key_file=\(directory.path)/missing"], "accounts.token_key_file: cannot read \(directory.path)/missing: No such file or directory"),
             // Issue 24 #4: a password goes only to a server whose certificate is checked.
             (["--set", "store.url=postgres://risc@127.0.0.1:9/risc?sslmode=require", "--set", "store.password_file=\(good)"],
              "store.password_file is sent only over sslmode=verify-full"),
@@ -147,6 +150,9 @@ extension ServeCommandTests {
             "--set", "webhook.secret_file=\(good)", "--check-config",
         ])
         #expect(fine.status == 0, "\(fine.stderr)")
+        // Issue 26 §5: the start's warnings, printed by the check too.
+        let exposed = try RiscBinary.run(base + ["--set", "admin.host=0.0.0.0", "--check-config"])
+        #expect(exposed.status == 0 && exposed.stdout.contains("warning   the admin listener 0.0.0.0:0 serves plain HTTP"), "\(exposed.stdout)")
     }
 
     @Test("issue 24 #6: a data directory that exists is not trusted blindly: links in it, another owner, group or world access refused (exit 64) unless accept_insecure_permissions")

@@ -83,4 +83,33 @@ struct SharedStoreCommandTests {
         result = try run(["queue", "status", "--store-url", "postgres://risc:hunter2@localhost/risc"])
         #expect(result.status != 0 && !result.stderr.contains("hunter2") && result.stderr.contains("password"), "\(result.stderr)")
     }
+
+    @Test("issue 26 §5: serve --check-config --connect finds the store as a start would, read only: reachable and current, older, absent (69), refused (64)")
+    func checkConfigConnect() throws {
+        try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
+        let cluster = try PostgresCluster()
+        defer { try? cluster.stop() }
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-connect-\(UUID().uuidString)").path
+        let key = data + "-key"
+        _ = try run(["keys", "token-key", "--out", key])
+        func check(_ extra: [String]) throws -> RiscBinary.Result {
+            try run([
+                "serve", "--audience", SETFactory.defaultAudience, "--jwks-file", "keys/test/jwks.json", "--issuer", SETFactory.defaultIssuer,
+                "--host", "127.0.0.1", "--port", "0", "--admin-port", "0", "--data-dir", data, "--set", "accounts.token_key_file=\(key)",
+                "--check-config", "--connect",
+            ] + extra)
+        }
+        var result = try check([])
+        #expect(result.status == 0 && result.stdout.contains("embedded store: none yet"), "\(result.stdout) \(result.stderr)")
+        result = try check(["--store-url", cluster.url])
+        #expect(result.status == 0 && result.stdout.contains("reachable, schema version 0 (older: the start migrates it to"), "\(result.stdout) \(result.stderr)")
+        #expect(try cluster.psql("SELECT count(*) FROM pg_tables WHERE tablename = 'sets'") == "0", "--connect migrated the store")
+        _ = try run(["store", "migrate", "--store-url", cluster.url])
+        result = try check(["--store-url", cluster.url])
+        #expect(result.status == 0 && result.stdout.contains("(current)"), "\(result.stdout) \(result.stderr)")
+        result = try check(["--store-url", cluster.url.replacingOccurrences(of: "/\(cluster.database)?", with: "/nosuchdb?")])
+        #expect(result.status == 64 && result.stderr.contains("\"nosuchdb\" does not exist"), "\(result.status) \(result.stderr)")
+        result = try check(["--store-url", "postgres://risc@127.0.0.1:\(try PostgresCluster.freePort())/risc?sslmode=disable"])
+        #expect(result.status == 69 && result.stderr.contains("Connection refused"), "\(result.status) \(result.stderr)")
+    }
 }
