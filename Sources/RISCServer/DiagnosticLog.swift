@@ -52,13 +52,28 @@ public struct DiagnosticLogHandler: LogHandler {
         output.write(Self.line(event, label: label, format: format, metadata: metadata, now: Date().timeIntervalSince1970))
     }
 
+    static func json(_ value: Logger.Metadata.Value) -> JSONValue {
+        if case .stringConvertible(let convertible) = value {
+            switch convertible {
+            case let value as Bool: return .bool(value)
+            case let value as Int: return .number(Double(value))
+            case let value as Int32: return .number(Double(value))
+            case let value as Int64: return .number(Double(value))
+            case let value as Double where value.isFinite: return .number(value)
+            default: break
+            }
+        }
+        return .string("\(value)")
+    }
+
     /// One line: control characters in the message and the values are escaped (they may quote
     /// what a client sent).
     static func line(_ event: LogEvent, label: String, format: DiagnosticLogFormat, metadata base: Logger.Metadata, now: Double) -> String {
         var merged = base
         if let extra = event.metadata { merged.merge(extra) { $1 } }
         if let error = event.error { merged["error"] = "\(error)" }
-        let pairs = merged.sorted { $0.key < $1.key }.map { ($0.key, "\($0.value)") }
+        let sorted = merged.sorted { $0.key < $1.key }
+        let pairs = sorted.map { ($0.key, "\($0.value)") }
         switch format {
         case .json:
             var object = JSONObject()
@@ -66,7 +81,8 @@ public struct DiagnosticLogHandler: LogHandler {
             object["level"] = .string(event.level.rawValue)
             object["label"] = .string(label)
             object["message"] = .string(event.message.description)
-            for (key, value) in pairs where object[key] == nil { object[key] = .string(value) }
+            // Numbers and booleans given as such (`.stringConvertible(42)`) stay numbers and booleans.
+            for (key, value) in sorted where object[key] == nil { object[key] = Self.json(value) }
             return JSONValue.object(object).serialized
         case .text:
             let fields = pairs.map { "\($0.0)=\(Printable.safe($0.1, maxBytes: 2_048))" }.joined(separator: " ")

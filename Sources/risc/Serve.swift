@@ -184,10 +184,10 @@ extension RiscCommand {
             logger.notice(
                 "risc starting",
                 metadata: [
-                    "risc.version": "\(RiscCommand.version)", "risc.pid": "\(getpid())",
+                    "risc.version": "\(RiscCommand.version)", "risc.pid": .stringConvertible(Int(getpid())),
                     "risc.listen": "\(configuration.host):\(configuration.port)\(configuration.eventsPath)",
-                    "risc.admin": "\(configuration.adminHost):\(configuration.adminPort)", "risc.admin_tls": "\(configuration.adminTLSCertificate != nil)",
-                    "risc.data_dir": "\(configuration.dataDirectory)", "risc.tls": "\(configuration.tlsCertificate != nil)",
+                    "risc.admin": "\(configuration.adminHost):\(configuration.adminPort)", "risc.admin_tls": .stringConvertible(configuration.adminTLSCertificate != nil),
+                    "risc.data_dir": "\(configuration.dataDirectory)", "risc.tls": .stringConvertible(configuration.tlsCertificate != nil),
                     "risc.store": "\(receiver.storage.backendName)",
                 ])
             let lifecycle = Task { await Self.announce(receiver, logger: logger) }

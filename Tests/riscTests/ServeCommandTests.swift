@@ -360,6 +360,9 @@ extension ServeCommandTests {
         let times = objects.compactMap { $0["ts"]?.stringValue }
         #expect(times.allSatisfy { $0.range(of: #"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$"#, options: .regularExpression) != nil }, "\(times)")
         #expect(objects.first { $0["message"] == "risc starting" }?["risc.version"]?.stringValue?.contains("commit") == true)
+        // Issue 26 §10: numbers and booleans arrive as such, not as strings.
+        let starting = objects.first { $0["message"] == "risc starting" }
+        #expect(starting?["risc.pid"] == .number(Double(process.processIdentifier)) && starting?["risc.tls"] == false, "\(String(describing: starting))")
     }
 
     @Test("log.level from the configuration quiets the start lines; --log-level wins over it; a bad level is a configuration error")
