@@ -21,8 +21,8 @@ public final class CapturedLog: Sendable {
             get { metadata[key] }
             set { metadata[key] = newValue }
         }
-        func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String, function: String, line: UInt) {
-            let entry = "\(level) \(message) \((metadata ?? [:]).map { "\($0.key)=\($0.value)" }.joined(separator: " "))"
+        func log(event: LogEvent) {
+            let entry = "\(event.level) \(event.message) \((event.metadata ?? [:]).map { "\($0.key)=\($0.value)" }.joined(separator: " "))"
             log.lines.withLock { $0.append(entry) }
         }
     }

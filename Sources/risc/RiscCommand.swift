@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 
 /// `risc`: a receiver for Google Cross-Account Protection (RISC) security events.
 ///
@@ -12,6 +13,32 @@ struct RiscCommand: AsyncParsableCommand {
         version: RiscCommand.version,
         subcommands: [Serve.self, Verify.self, Accounts.self, Queue.self, Store.self, Replay.self, Tail.self, Keys.self, Sign.self, DevIssuer.self, Bench.self, Stream.self, Drill.self, Linking.self]
     )
+
+    /// As ArgumentParser's, except that a `SetupProblem` (the command line was fine, what it names
+    /// is not) prints its message without the usage text and exits 64.
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var command = command as? any AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
+        } catch let problem as SetupProblem {
+            FileHandle.standardError.write(Data("risc: \(problem.message)\n".utf8))
+            Foundation.exit(64)
+        } catch {
+            exit(withError: error)
+        }
+    }
+}
+
+/// A command line that parsed but names what cannot be used (no store where it points, a store
+/// that refuses): exit 64 like a usage error, without the usage text, which would not help.
+struct SetupProblem: Error, CustomStringConvertible {
+    let message: String
+    init(_ message: String) { self.message = message }
+    var description: String { message }
 }
 
 extension RiscCommand {

@@ -142,7 +142,7 @@ extension RiscCommand {
             do {
                 print("  store     \(try await storage.check())")
             } catch let error as StoreError where error.code == .refused {
-                throw ValidationError("store: \(error)")
+                throw SetupProblem("store: \(error)")
             } catch {
                 FileHandle.standardError.write(Data("risc serve: store: \(error)\n".utf8))
                 throw ExitCode(69)  // EX_UNAVAILABLE: try again later

@@ -29,7 +29,7 @@ extension RiscCommand.Store {
             do {
                 print(JSONValue.object(try await storage.status()).prettyPrinted)
             } catch let error where StoreError.isRefusal(error) {
-                throw ValidationError("\(error)")
+                throw SetupProblem("\(error)")
             }
         }
     }
@@ -77,7 +77,7 @@ extension RiscCommand.Store {
             do {
                 try await target.copy(embeddedStoreIn: from, batch: batch, sample: sample) { print($0) }
             } catch let error where StoreError.isRefusal(error) {
-                throw ValidationError("\(error)")
+                throw SetupProblem("\(error)")
             }
         }
     }

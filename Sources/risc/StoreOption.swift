@@ -36,7 +36,7 @@ struct StoreOption: ParsableArguments {
             guard store.url == nil, !FileManager.default.fileExists(atPath: embeddedStorePath) else { return }
             let directory = (dataDirectory as NSString).isAbsolutePath
                 ? dataDirectory : (FileManager.default.currentDirectoryPath as NSString).appendingPathComponent(dataDirectory)
-            throw ValidationError("""
+            throw SetupProblem("""
                 no store in \(directory) (data directory from \(dataDirectorySource); no risc.sqlite3 there): name the \
                 receiver's with --config FILE, --data-dir DIR or RISC_DATA_DIR, or a shared one with --store-url\
                 \(creatable ? ", or add --create to make a new store there" : "")
@@ -61,7 +61,7 @@ struct StoreOption: ParsableArguments {
                     throw error
                 }
             } catch let error where StoreError.isRefusal(error) {
-                throw ValidationError("\(error)")
+                throw SetupProblem("\(error)")
             }
             return storage
         }

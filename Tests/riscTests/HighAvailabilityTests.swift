@@ -124,9 +124,7 @@ struct HighAvailabilityTests {
             try await Task.sleep(for: .seconds(60))
             if process.isRunning { process.terminate() }
         }
-        let stderr = try await BlockingPool.shared.run {
-            Result { String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) }
-        }.get()
+        let stderr = await BlockingPool.shared.run { String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) }
         process.waitUntilExit()
         watchdog.cancel()
         #expect(process.terminationStatus == 64, "\(stderr)")
