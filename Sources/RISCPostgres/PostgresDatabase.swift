@@ -17,16 +17,17 @@ import Synchronization
 /// once, the second finding the work done.
 public final class PostgresDatabase: Sendable {
     public let url: PostgresStoreURL
-    /// The pool: replaced by `renewIfStuck` after an outage, so always read it here.
+    /// The pool: replaced by `renewIfQuiet` after an outage, so always read it here.
     public var client: PostgresClient { pool.withLock { $0.client } }
     private let pool: Mutex<(client: PostgresClient, runner: Task<Void, Never>)>
     private let configuration: PostgresClient.Configuration
     let logger: Logger
-    /// When a query last succeeded (monotonic seconds), for `renewIfStuck`.
+    /// When a query last succeeded (monotonic seconds), for `renewIfQuiet`.
     private let lastSuccess = Mutex(ProcessInfo.processInfo.systemUptime)
 
-    /// How to open one connection, apart from the pool (`diagnose`).
-    private let connection: PostgresConnection.Configuration
+    /// How to open one connection, apart from the pool (`probe`); the refusal when the TLS
+    /// settings cannot be made into a context (then no connection is tried, never one without TLS).
+    private let connection: Result<PostgresConnection.Configuration, StoreError>
 
     /// Opens a pool (it connects lazily). `password`: the contents of `store.password_file`.
     public init(url: PostgresStoreURL, password: String?, caFile: String? = nil, logger: Logger) {
@@ -37,13 +38,13 @@ public final class PostgresDatabase: Sendable {
         if logger.logLevel < .debug { logger.logLevel = .debug }
         self.logger = logger
         var configuration: PostgresClient.Configuration
-        var connection: PostgresConnection.Configuration
+        var connection: Result<PostgresConnection.Configuration, StoreError>
         if let socket = url.socketPath {
             configuration = .init(unixSocketPath: socket, username: url.user, password: password, database: url.database)
-            connection = .init(unixSocketPath: socket, username: url.user, password: password, database: url.database)
+            connection = .success(.init(unixSocketPath: socket, username: url.user, password: password, database: url.database))
         } else {
             let tls: PostgresClient.Configuration.TLS
-            var single = PostgresConnection.Configuration.TLS.disable
+            var single: Result<PostgresConnection.Configuration.TLS, StoreError> = .success(.disable)
             switch url.tls {
             case .disable:
                 tls = .disable
@@ -55,14 +56,18 @@ public final class PostgresDatabase: Sendable {
                 if url.tls == .require { settings.certificateVerification = .none }
                 if let caFile { settings.trustRoots = .file(caFile) }
                 tls = .require(settings)
-                if let context = try? NIOSSLContext(configuration: settings) { single = .require(context) }
+                single = Result { .require(try NIOSSLContext(configuration: settings)) }
+                    .mapError { StoreError(.refused, "PostgreSQL at \(url): TLS cannot be set up: \($0) (store.ca_file)") }
             }
             configuration = .init(host: url.host, port: url.port, username: url.user, password: password, database: url.database, tls: tls)
-            connection = .init(host: url.host, port: url.port, username: url.user, password: password, database: url.database, tls: single)
+            connection = single.map { .init(host: url.host, port: url.port, username: url.user, password: password, database: url.database, tls: $0) }
         }
         configuration.options.connectTimeout = .seconds(5)
-        connection.options.connectTimeout = .seconds(5)
-        self.connection = connection
+        self.connection = connection.map { connection in
+            var connection = connection
+            connection.options.connectTimeout = .seconds(5)
+            return connection
+        }
         self.configuration = configuration
         pool = Mutex(Self.startPool(configuration, logger: logger))
     }
@@ -77,13 +82,11 @@ public final class PostgresDatabase: Sendable {
 
     /// After an outage the pool tries the server again only when its backoff ends, which grows
     /// while the server is away (to a minute: a receiver came back 38 s after a 10-minute outage).
-    /// When no query has succeeded for `quietFor` seconds and a connection of our own succeeds
-    /// now, a new pool takes the old one's place at once, and the old one is stopped `grace`
+    /// Called once a connection of our own succeeded: when no query has succeeded for `quietFor`
+    /// seconds, a new pool takes the old one's place at once, and the old one is stopped `grace`
     /// seconds later (what it still runs finishes or fails there). Returns whether it renewed.
-    @discardableResult
-    public func renewIfStuck(quietFor: Double = 2, grace: Double = 30) async -> Bool {
+    private func renewIfQuiet(quietFor: Double = 2, grace: Double = 30) -> Bool {
         guard ProcessInfo.processInfo.systemUptime - lastSuccess.withLock({ $0 }) >= quietFor else { return false }
-        guard (try? await probe()) != nil else { return false }
         let old = pool.withLock { pool in
             let old = pool
             pool = Self.startPool(configuration, logger: logger)
@@ -103,16 +106,19 @@ public final class PostgresDatabase: Sendable {
     /// waiting will not fix (authentication, a missing database or role, TLS), `unavailable` for
     /// the rest.
     public func probe() async throws {
+        let configuration = try self.connection.get()
         let connection: PostgresConnection
         do {
-            connection = try await PostgresConnection.connect(on: Self.group.next(), configuration: self.connection, id: 0, logger: logger).get()
+            connection = try await PostgresConnection.connect(on: Self.group.next(), configuration: configuration, id: 0, logger: logger).get()
         } catch {
             throw Self.classify(error, url: url)
         }
         try? await connection.close()
     }
 
-    /// Why the server cannot be used, `error` being what the pool said (see `probe`).
+    /// Why the server cannot be used, `error` being what the pool said, from a connection of our
+    /// own (`probe`). When that connection succeeds after a quiet spell, the pool is the one stuck
+    /// (`renewIfQuiet`) and is replaced: the next query runs on a new pool.
     public func diagnose(_ error: any Error) async -> StoreError {
         if let error = error as? PostgresTransactionError, let inner = error.closureError ?? error.beginError ?? error.commitError {
             return await diagnose(inner)
@@ -124,8 +130,8 @@ public final class PostgresDatabase: Sendable {
         } catch {
             return error as? StoreError ?? Self.classify(error, url: url)
         }
-        let cause = String(describing: type(of: error)).contains("ConnectionPool") ? "the pool could not connect and is waiting to retry" : Self.describe(error)
-        return StoreError(.unavailable, "PostgreSQL at \(url): \(cause)")
+        if renewIfQuiet() { return StoreError(.unavailable, "PostgreSQL at \(url) answers again; reconnecting") }
+        return StoreError(.unavailable, "PostgreSQL at \(url) answers a new connection, the pool did not: \(Self.describe(error))")
     }
 
     /// A connection's failure as an operator reads it.
@@ -154,7 +160,7 @@ public final class PostgresDatabase: Sendable {
                 return StoreError(.refused, "\(at): the server does not offer TLS, which store.url asks for (sslmode)")
             case .connectionError, .serverClosedConnection, .uncleanShutdown:
                 if let underlying = error.underlying {
-                    if String(describing: type(of: underlying)).contains("SSL") {
+                    if underlying is NIOSSLError || underlying is BoringSSLError {
                         return StoreError(.refused, "\(at): TLS failed: \(underlying) (store.ca_file, sslmode)")
                     }
                     return StoreError(.unavailable, "\(at): cannot connect: \(url.socketPath.map { "socket \($0): " } ?? "")\(describe(underlying))")
@@ -164,7 +170,7 @@ public final class PostgresDatabase: Sendable {
                 return StoreError(.unavailable, "\(at): \(error.code)")
             }
         }
-        if String(describing: type(of: error)).contains("SSL") {
+        if error is NIOSSLError || error is BoringSSLError {
             return StoreError(.refused, "\(at): TLS failed: \(error) (store.ca_file, sslmode)")
         }
         return StoreError(.unavailable, "\(at): cannot connect: \(describe(error))")

@@ -65,13 +65,10 @@ extension PostgresEventStore: StoreHealth {
             database.noteSuccess()
             return (true, nil)
         } catch {
-            // The pool may be waiting out its backoff while the server is back (see `renewIfStuck`):
-            // the next check then runs on a new pool. The cause, from a connection of our own.
-            // Within the same bound: a server that drops packets holds a connection attempt 5 s.
-            let verdict = try? await withDeadline(seconds, "finding the cause") { () async -> String in
-                if await database.renewIfStuck() { return "PostgreSQL answers again; reconnecting" }
-                return await database.diagnose(error).description
-            }
+            // The cause, from a connection of our own; if the server answers it while the pool is
+            // waiting out its backoff, the next check runs on a new pool (`diagnose`). Within the
+            // same bound: a server that drops packets holds a connection attempt 5 s.
+            let verdict = try? await withDeadline(seconds, "finding the cause") { await database.diagnose(error).description }
             return (false, verdict ?? "PostgreSQL did not take a write within \(String(format: "%g", seconds)) s, nor a connection")
         }
     }

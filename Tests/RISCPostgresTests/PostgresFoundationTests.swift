@@ -320,6 +320,26 @@ struct PostgresEventStoreTests {
         try cluster.stop()
     }
 
+    @Test("a CA file that cannot make a TLS context refuses the diagnosing connection; it never connects without TLS instead")
+    func probeNeverDropsTLS() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-ca-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let ca = directory + "/ca.pem"
+        try Data("not a certificate\n".utf8).write(to: URL(fileURLWithPath: ca))
+        let port = try PostgresCluster.freePort()
+        let database = PostgresDatabase(
+            url: try PostgresStoreURL("postgres://risc@127.0.0.1:\(port)/risc?sslmode=verify-full"), password: "secret-password",
+            caFile: ca, logger: PostgresFoundationTests.logger)
+        defer { database.close() }
+        do {
+            try await database.probe()
+            Issue.record("the probe connected")
+        } catch let error as StoreError {
+            #expect(error.code == .refused && error.description.contains("TLS cannot be set up"), "\(error)")
+        }
+    }
+
     @Test("issue 26 §3: a store that cannot be used names its cause; what waiting will not fix (a missing database, a wrong password) is refused")
     func causes() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
