@@ -37,12 +37,10 @@ public final class DataDirectoryLock: @unchecked Sendable {  // reason: `fd` is 
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             let busy = errno == EWOULDBLOCK
             let reason = String(cString: strerror(errno))
-            var buffer = [UInt8](repeating: 0, count: 32)
-            let count = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+            let owner = Self.owner(fd)
             close(fd)
             guard busy else { throw StoreError(.failed, "cannot lock \(path): \(reason)") }
-            let owner = String(decoding: buffer.prefix(max(0, count)), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-            throw Self.inUse(directory: directory, owner: owner.isEmpty ? nil : owner)
+            throw Self.inUse(directory: directory, owner: owner)
         }
         let pid = Array("\(getpid())\n".utf8)
         _ = ftruncate(fd, 0)
@@ -60,10 +58,15 @@ public final class DataDirectoryLock: @unchecked Sendable {  // reason: `fd` is 
             flock(fd, LOCK_UN)
             return nil
         }
+        return owner(fd) ?? "unknown pid"
+    }
+
+    /// The pid the holder wrote into the lock file open as `fd`, if it wrote one.
+    private static func owner(_ fd: Int32) -> String? {
         var buffer = [UInt8](repeating: 0, count: 32)
         let count = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
         let owner = String(decoding: buffer.prefix(max(0, count)), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        return owner.isEmpty ? "unknown pid" : owner
+        return owner.isEmpty ? nil : owner
     }
 
     /// Gives the directory up (also done when the lock is released or the process ends).

@@ -48,7 +48,7 @@ public final class SQLiteStore: Sendable {
 
     /// The schema version of the store on disk, read without migrating it; nil without a store.
     public func schemaVersion() throws -> (found: Int64, known: Int64)? {
-        let path = (directory as NSString).appendingPathComponent("risc.sqlite3")
+        let path = try SQLiteDatabase(directory: directory).path
         guard FileManager.default.fileExists(atPath: path) else { return nil }
         return (try SQLiteConnection(path: path).scalar("PRAGMA user_version") ?? 0, Schema.version)
     }

@@ -169,18 +169,19 @@ final class StoreSampler: Sendable {
     }
 }
 
-/// Samples the store every `interval` seconds, then the metrics from it (for a swift-metrics
-/// backend that is not scraped, the only sampling).
+/// Samples the store every `interval` seconds (the receiver took the first sample before it
+/// started its services), and for a swift-metrics backend that is not scraped the metrics after
+/// it (a scrape samples them itself).
 struct HealthSamplerService: Service {
     let store: StoreSampler
-    let metrics: MetricsSampler
+    let metrics: MetricsSampler?
 
     func run() async throws {
         await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
-                await store.sample()
-                await metrics.sample()
+                await metrics?.sample()
                 try? await Task.sleep(for: .seconds(store.interval))
+                await store.sample()
             }
         }
     }

@@ -179,7 +179,7 @@ public final class Receiver: Sendable {
                     store: try storage.store.retention(), policy: configuration.retention,
                     interval: configuration.retentionInterval, log: log, logger: logger))
         }
-        services.append(HealthSamplerService(store: storeSampler, metrics: metricsSampler))
+        services.append(HealthSamplerService(store: storeSampler, metrics: metrics.registry == nil ? metricsSampler : nil))
         services.append(adminApp)
         if let port = configuration.adminAPIPort {
             services.append(adminApplication(apiRouter, host: configuration.adminAPIHost, port: port, ports: apiPort))

@@ -171,21 +171,17 @@ public final class Storage: Sendable {
     /// embedded store the pid of the `risc serve` holding its data directory.
     public func status(now: Double = Date().timeIntervalSince1970) async throws -> JSONObject {
         var object = JSONObject()
-        let found: Int64, known: Int64
         switch driver {
         case .embedded(let store):
             object["backend"] = "embedded"
             object["data_dir"] = .string(store.directory)
             object["serving_pid"] = DataDirectoryLock.holder(directory: store.directory).map { .string($0) } ?? .null
             if let moved = MovedMarker.refusal(in: store.directory) { object["moved"] = .string(moved.description) }
-            guard let version = try store.schemaVersion() else { throw StoreError(.failed, "no store in \(store.directory)") }
-            (found, known) = version
         case .shared(let store):
-            try await store.database.probe()
             object["backend"] = "postgresql"
             object["url"] = .string("\(store.database.url)")
-            (found, known) = (Int64(try await store.database.schemaVersion()), Int64(PostgresSchema.version))
         }
+        guard let (found, known, _) = try await schema() else { throw StoreError(.failed, "no store in \(dataDirectory)") }
         object["schema"] = [
             "version": .number(Double(found)), "this_binary": .number(Double(known)),
             "state": .string(found == known ? "current" : found < known ? "older: risc serve or risc store migrate brings it up" : "newer: refused by this binary"),
@@ -199,18 +195,23 @@ public final class Storage: Sendable {
     /// the schema version; for the embedded store its schema version, or that the first start
     /// makes it. A newer schema, or a server that does not make commits durable, is refused.
     public func check() async throws -> String {
-        let found: Int64, known: Int64, what: String
-        switch driver {
-        case .embedded(let store):
-            guard let version = try store.schemaVersion() else { return "embedded store: none yet in \(store.directory); the first start makes it" }
-            (found, known, what) = (version.found, version.known, "embedded store in \(store.directory)")
-        case .shared(let store):
-            try await store.database.probe()
-            try await store.database.checkDurability(acceptUnsafe: store.settings.acceptUnsafeDurability)
-            (found, known, what) = (Int64(try await store.database.schemaVersion()), Int64(PostgresSchema.version), "PostgreSQL \(store.database.url)")
-        }
+        guard let (found, known, what) = try await schema() else { return "embedded store: none yet in \(dataDirectory); the first start makes it" }
+        if case .shared(let store) = driver { try await store.database.checkDurability(acceptUnsafe: store.settings.acceptUnsafeDurability) }
         if found > known { throw StoreError.newerSchema(found: found, known: known, store: what) }
         return "\(what): reachable, schema version \(found)\(found == known ? " (current)" : " (older: the start migrates it to \(known))")"
+    }
+
+    /// The schema version on disk or on the server and this binary's, read without migrating (a
+    /// PostgreSQL server is reached with a connection of our own first, for its cause if it fails);
+    /// nil when there is no embedded store yet.
+    private func schema() async throws -> (found: Int64, known: Int64, what: String)? {
+        switch driver {
+        case .embedded(let store):
+            return try store.schemaVersion().map { ($0.found, $0.known, "embedded store in \(store.directory)") }
+        case .shared(let store):
+            try await store.database.probe()
+            return (Int64(try await store.database.schemaVersion()), Int64(PostgresSchema.version), "PostgreSQL \(store.database.url)")
+        }
     }
 
     /// The embedded driver, for tests that read its rows directly.

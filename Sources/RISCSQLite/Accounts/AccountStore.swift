@@ -179,38 +179,38 @@ public final class AccountStore: AccountRepository, @unchecked Sendable {  // re
     /// Whether any account of the site's user `userID` has Google sign-in suspended.
     public func googleSignInSuspended(userID: String) async throws -> Bool {
         try await run(write: false) { connection in
-        let statement = try connection.prepare("SELECT count(*) FROM accounts WHERE user_id = ?1 AND google_signin_enabled = 0")
-        defer { statement.reset() }
-        try statement.bind([.text(userID)])
-        return try statement.step() && statement.int(0) > 0
+            let statement = try connection.prepare("SELECT count(*) FROM accounts WHERE user_id = ?1 AND google_signin_enabled = 0")
+            defer { statement.reset() }
+            try statement.bind([.text(userID)])
+            return try statement.step() && statement.int(0) > 0
         }
     }
 
     /// Accounts, optionally only the one with `subject`.
     public func accounts(subject: String? = nil) async throws -> [Account] {
         try await run(write: false) { connection in
-        let statement = try connection.prepare("""
-            SELECT a.id, a.issuer, a.subject, a.user_id, a.email, a.google_signin_enabled, a.email_recovery_enabled,
-                a.flagged_for_review, a.heightened_monitoring,
-                (SELECT count(*) FROM sessions s WHERE s.account_id = a.id AND s.ended_at IS NULL),
-                (SELECT count(*) FROM sessions s WHERE s.account_id = a.id AND s.ended_at IS NOT NULL),
-                \(accountTokenCountsSQL)
-            FROM accounts a WHERE ?1 IS NULL OR a.subject = ?1 ORDER BY a.id
-            """)
-        try statement.bind([.optional(subject)])
-        var result: [Account] = []
-        while try statement.step() {
-            result.append(Account(
-                id: statement.int(0), issuer: statement.text(1) ?? "", subject: statement.text(2) ?? "",
-                userID: statement.text(3) ?? "", email: statement.text(4), googleSignInEnabled: statement.int(5) != 0,
-                emailRecoveryEnabled: statement.int(6) != 0, flaggedForReview: statement.int(7) != 0,
-                heightenedMonitoring: statement.int(8) != 0, openSessions: Int(statement.int(9)),
-                endedSessions: Int(statement.int(10)),
-                googleRefreshTokens: .init(active: Int(statement.int(11)), revoked: Int(statement.int(12))),
-                linkedTokens: .init(active: Int(statement.int(13)), revoked: Int(statement.int(14)))))
-        }
-        statement.reset()
-        return result
+            let statement = try connection.prepare("""
+                SELECT a.id, a.issuer, a.subject, a.user_id, a.email, a.google_signin_enabled, a.email_recovery_enabled,
+                    a.flagged_for_review, a.heightened_monitoring,
+                    (SELECT count(*) FROM sessions s WHERE s.account_id = a.id AND s.ended_at IS NULL),
+                    (SELECT count(*) FROM sessions s WHERE s.account_id = a.id AND s.ended_at IS NOT NULL),
+                    \(accountTokenCountsSQL)
+                FROM accounts a WHERE ?1 IS NULL OR a.subject = ?1 ORDER BY a.id
+                """)
+            try statement.bind([.optional(subject)])
+            var result: [Account] = []
+            while try statement.step() {
+                result.append(Account(
+                    id: statement.int(0), issuer: statement.text(1) ?? "", subject: statement.text(2) ?? "",
+                    userID: statement.text(3) ?? "", email: statement.text(4), googleSignInEnabled: statement.int(5) != 0,
+                    emailRecoveryEnabled: statement.int(6) != 0, flaggedForReview: statement.int(7) != 0,
+                    heightenedMonitoring: statement.int(8) != 0, openSessions: Int(statement.int(9)),
+                    endedSessions: Int(statement.int(10)),
+                    googleRefreshTokens: .init(active: Int(statement.int(11)), revoked: Int(statement.int(12))),
+                    linkedTokens: .init(active: Int(statement.int(13)), revoked: Int(statement.int(14)))))
+            }
+            statement.reset()
+            return result
         }
     }
 }

@@ -58,7 +58,7 @@ struct SQLiteDatabase: Sendable {
 
     /// The migration the store in `directory` went through since last asked, if any.
     static func takeMigration(directory: String) -> (from: Int64, to: Int64)? {
-        let path = (directory as NSString).appendingPathComponent("risc.sqlite3")
+        guard let path = try? SQLiteDatabase(directory: directory).path else { return nil }
         return migrations.withLock { $0.removeValue(forKey: path) }
     }
 }
