@@ -66,6 +66,8 @@ public final class PostgresEventStore: EventStore, Sendable {
     }
 
     public func enableInlineActions(table: ActionTable, tokenKey: [UInt8]) { inline.withLock { $0 = (table, tokenKey) } }
+    /// A reloaded action table for the SETs stored from now on (when actions are inline).
+    public func updateInlineTable(_ table: ActionTable) { inline.withLock { $0?.table = table } }
 
     public var writeCounts: (commits: Int, rows: Int) { counts.withLock { $0 } }
 

@@ -92,7 +92,7 @@ public final class SharedStore: Sendable {
         do {
             let (from, to) = try await database.migrate()
             if from != to {
-                database.logger.notice("store schema migrated", metadata: ["risc.store": "\(database.url)", "risc.from": "\(from)", "risc.to": "\(to)"])
+                database.logger.noteMigration(store: "\(database.url)", from: from, to: to)
             }
             try await database.checkDurability(acceptUnsafe: settings.acceptUnsafeDurability)
             if !tokenKey.isEmpty { try await database.checkTokenKey(tokenKey, file: settings.tokenKeyFile) }

@@ -40,7 +40,7 @@ public final class SQLiteStore: Sendable {
             let part = try open()
             parts[keyPath: path] = part
             if let (from, to) = SQLiteDatabase.takeMigration(directory: directory) {
-                logger.notice("store schema migrated", metadata: ["risc.store": "\(directory)", "risc.from": "\(from)", "risc.to": "\(to)"])
+                logger.noteMigration(store: directory, from: from, to: to)
             }
             return part
         }

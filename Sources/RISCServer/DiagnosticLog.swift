@@ -11,10 +11,27 @@ public enum DiagnosticLogFormat: String, Sendable, CaseIterable {
     case json
 }
 
+/// The diagnostic log's level, shared by every copy of a logger made with it, so SIGHUP can
+/// change it (`log.level`) for all of them at once.
+public final class LogLevelSetting: Sendable {
+    private let index: Atomic<Int>
+    public init(_ level: Logger.Level) { index = Atomic(Self.index(level)) }
+    public var level: Logger.Level {
+        get { Logger.Level.allCases[index.load(ordering: .relaxed)] }
+        set { index.store(Self.index(newValue), ordering: .relaxed) }
+    }
+    private static func index(_ level: Logger.Level) -> Int { Logger.Level.allCases.firstIndex(of: level) ?? 0 }
+}
+
 /// A `LogHandler` writing whole lines to standard error, one
 /// `write` per line under a lock, so lines of concurrent tasks never interleave.
 public struct DiagnosticLogHandler: LogHandler {
-    public var logLevel: Logger.Level
+    /// The shared level; setting it on one handler's copy gives that copy a level of its own.
+    var level: LogLevelSetting
+    public var logLevel: Logger.Level {
+        get { level.level }
+        set { level = LogLevelSetting(newValue) }
+    }
     public var metadata: Logger.Metadata = [:]
     let label: String
     let format: DiagnosticLogFormat
@@ -37,8 +54,12 @@ public struct DiagnosticLogHandler: LogHandler {
     static let standardError = Output(descriptor: STDERR_FILENO)
 
     public init(label: String, level: Logger.Level, format: DiagnosticLogFormat) {
+        self.init(label: label, level: LogLevelSetting(level), format: format)
+    }
+
+    public init(label: String, level: LogLevelSetting, format: DiagnosticLogFormat) {
         self.label = label
-        self.logLevel = level
+        self.level = level
         self.format = format
         self.output = Self.standardError
     }

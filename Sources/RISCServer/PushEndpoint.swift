@@ -47,7 +47,11 @@ final class PushEndpoint: Service, Sendable {
         var maxQueuedBytes: Int { 4 * maxBodyBytes }
     }
 
-    let settings: Settings
+    /// The settings in force; SIGHUP may replace the limits among them (`reload`).
+    private let live: Mutex<(settings: Settings, limiter: InvalidRequestLimiter?)>
+    var settings: Settings { live.withLock { $0.settings } }
+    /// Refused requests per address and minute before 429 (`limits.invalid_per_minute`); nil: off.
+    var limiter: InvalidRequestLimiter? { live.withLock { $0.limiter } }
     let intake: Intake
     /// Google's unlink calls (issue 15 §2), on `settings.revocationPath`.
     let revocation: RevocationIntake?
@@ -74,7 +78,6 @@ final class PushEndpoint: Service, Sendable {
         if let documents, let document = documents.document(at: path) { return .document(documents, document) }
         return nil
     }
-    let limiter: InvalidRequestLimiter?
     let tls: ServerTLS?
     let logger: Logger
     let metrics: ReceiverMetrics?
@@ -98,10 +101,9 @@ final class PushEndpoint: Service, Sendable {
         settings: Settings, intake: Intake, revocation: RevocationIntake? = nil, documents: NoticeDocuments? = nil, limiter: InvalidRequestLimiter?, tls: ServerTLS?,
         logger: Logger, metrics: ReceiverMetrics? = nil, onRunning: @escaping @Sendable (Int) -> Void
     ) {
-        self.settings = settings
+        self.live = Mutex((settings, limiter))
         self.revocation = revocation
         self.documents = documents
-        self.limiter = limiter
         self.tls = tls
         self.logger = logger
         self.metrics = metrics
@@ -110,6 +112,22 @@ final class PushEndpoint: Service, Sendable {
         intake.rejections = rejections
         self.intake = intake
         metrics?.setConnectionLimit(settings.maxConnections)
+    }
+
+    /// Reloaded limits (SIGHUP): body size, `Retry-After`, trusted proxies, timeouts and connection
+    /// caps for what arrives from now on; the listener's address and paths stay (a restart changes
+    /// them). The invalid-request limiter starts afresh only when its rate changed.
+    func reload(_ new: Settings, invalidPerMinute: Int) {
+        live.withLock { live in
+            var settings = new
+            (settings.host, settings.port, settings.path, settings.revocationPath) =
+                (live.settings.host, live.settings.port, live.settings.path, live.settings.revocationPath)
+            live.settings = settings
+            if Int(live.limiter?.capacity ?? 0) != invalidPerMinute {
+                live.limiter = invalidPerMinute > 0 ? InvalidRequestLimiter(perMinute: invalidPerMinute) : nil
+            }
+        }
+        metrics?.setConnectionLimit(new.maxConnections)
     }
 
     func run() async throws {

@@ -23,7 +23,8 @@ import Glibc
 /// Start-up order: store, event log, keys (warmed before listening), admin listener, public
 /// listener. On SIGTERM/SIGINT the public listener stops accepting and finishes in-flight
 /// requests first, then the admin listener and the key refresher stop; the store then commits
-/// what is waiting and the event log flushes last. SIGHUP reopens the event log file.
+/// what is waiting and the event log flushes last. SIGHUP reopens the event log file and reloads
+/// what can change without a restart (`ConfigurationReloader`).
 public final class Receiver: Sendable {
     public let configuration: ReceiverConfiguration
     /// The store behind the ports, as `store.url` chose it.
@@ -39,6 +40,8 @@ public final class Receiver: Sendable {
     let group: ServiceGroup
     /// SIGHUP's work; holds the public listener's certificate and key when it serves HTTPS itself.
     let onHangup: Hangup
+    /// SIGHUP's configuration reload, when the receiver was given a source.
+    let reloader: ConfigurationReloader?
     let storeSampler: StoreSampler
     private let publicPort: AsyncStream<Int>.Continuation
     private let adminPort: AsyncStream<Int>.Continuation
@@ -53,7 +56,12 @@ public final class Receiver: Sendable {
     /// `risc serve`): a Prometheus registry of its own, which the admin listener's `/metrics`
     /// renders. With another backend `/metrics` answers 404 and the store and key-set gauges are
     /// sampled every `healthSampleInterval` seconds (so are they for `/readyz`).
-    public init(configuration: ReceiverConfiguration, logger: Logger, metricsFactory: (any MetricsFactory)? = nil) throws {
+    /// `source`: where SIGHUP reads the configuration again (nil: it only reopens the event log and
+    /// reloads TLS); `logLevel`: the level `logger`'s handler reads, which a reload sets.
+    public init(
+        configuration: ReceiverConfiguration, logger: Logger, metricsFactory: (any MetricsFactory)? = nil,
+        source: ConfigurationSource? = nil, logLevel: LogLevelSetting? = nil
+    ) throws {
         self.configuration = configuration
         self.logger = logger
         let problems = configuration.problems + Self.preflight(configuration)
@@ -138,15 +146,7 @@ public final class Receiver: Sendable {
                 clock: { Date().timeIntervalSince1970 })
         }
         let push = PushEndpoint(
-            settings: .init(
-                host: configuration.host, port: configuration.port, path: configuration.eventsPath,
-                revocationPath: configuration.linkingRevocationPath,
-                maxBodyBytes: configuration.maxBodyBytes, retryAfter: configuration.retryAfter,
-                trustedProxies: TrustedProxies(configuration.trustedProxies),
-                requestTimeout: .nanoseconds(Int64(configuration.requestTimeout * 1e9)),
-                drainTimeout: .nanoseconds(Int64(configuration.drainTimeout * 1e9)),
-                maxConnections: Self.connectionLimit(configuration.maxConnections, logger: logger),
-                maxConnectionsPerAddress: configuration.maxConnectionsPerAddress),
+            settings: Self.pushSettings(configuration, logger: logger),
             intake: intake, revocation: revocation,
             documents: configuration.noticeIssuer.flatMap { issuer in noticeKeys.map { NoticeDocuments(issuer: issuer, keys: $0) } },
             limiter: configuration.invalidPerMinute > 0 ? InvalidRequestLimiter(perMinute: configuration.invalidPerMinute) : nil,
@@ -168,17 +168,20 @@ public final class Receiver: Sendable {
         }
         let adminApp = adminApplication(adminRouter, host: configuration.adminHost, port: configuration.adminPort, ports: adminPort)
 
-        onHangup = Hangup(eventLog: eventLog, tls: tls, adminTLS: adminTLS, metrics: metrics, logger: logger)
+        let retention = RetentionService(
+            store: try storage.store.retention(), policy: configuration.retention, interval: configuration.retentionInterval, log: log, logger: logger)
+        let storage = self.storage
+        let reloader = source.map {
+            ConfigurationReloader(
+                source: $0, running: configuration, logLevel: logLevel, push: push, storage: storage, retention: retention, eventLog: log, logger: logger)
+        }
+        self.reloader = reloader
+        onHangup = Hangup(eventLog: eventLog, tls: tls, adminTLS: adminTLS, metrics: metrics, logger: logger, configuration: reloader)
         // Started in this order; on SIGTERM stopped in the reverse one: the public listener drains
         // first, the storage (its workers, then the store) stops last.
         var services: [any Service] = [ReceiverStorage.StorageService(storage: storage), HangupHandler(hangup: onHangup)]
         if let cache { services.append(KeyRefresher(cache: cache)) }
-        if configuration.retention.isOn {
-            services.append(
-                RetentionService(
-                    store: try storage.store.retention(), policy: configuration.retention,
-                    interval: configuration.retentionInterval, log: log, logger: logger))
-        }
+        services.append(retention)
         services.append(HealthSamplerService(store: storeSampler, metrics: metrics.registry == nil ? metricsSampler : nil))
         services.append(adminApp)
         if let port = configuration.adminAPIPort {
@@ -224,6 +227,19 @@ public final class Receiver: Sendable {
         adminPort.finish()
         apiPort.finish()
         try result.get()
+    }
+
+    /// The public listener's settings from `configuration` (at the start, and the limits again on SIGHUP).
+    static func pushSettings(_ configuration: ReceiverConfiguration, logger: Logger) -> PushEndpoint.Settings {
+        PushEndpoint.Settings(
+            host: configuration.host, port: configuration.port, path: configuration.eventsPath,
+            revocationPath: configuration.linkingRevocationPath,
+            maxBodyBytes: configuration.maxBodyBytes, retryAfter: configuration.retryAfter,
+            trustedProxies: TrustedProxies(configuration.trustedProxies),
+            requestTimeout: .nanoseconds(Int64(configuration.requestTimeout * 1e9)),
+            drainTimeout: .nanoseconds(Int64(configuration.drainTimeout * 1e9)),
+            maxConnections: Self.connectionLimit(configuration.maxConnections, logger: logger),
+            maxConnectionsPerAddress: configuration.maxConnectionsPerAddress)
     }
 
     /// Descriptors kept aside for everything but public connections: the store's connections and
@@ -383,9 +399,17 @@ public final class Receiver: Sendable {
         return Array(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).utf8)
     }
 
-    /// What SIGHUP does: reopen the event log (log rotation) and, when serving HTTPS, reload the
-    /// certificate and key (renewal).
+    /// What SIGHUP does: reopen the event log (log rotation), reload the configuration's
+    /// reloadable settings and, when serving HTTPS, the certificate and key (renewal).
     public func hangup() { onHangup.hangup() }
+
+    /// Reads the configuration again and applies its reloadable settings, as SIGHUP does; nil
+    /// without a source.
+    @discardableResult
+    public func reloadConfiguration() -> ConfigurationReload? { reloader?.reload() }
+
+    /// The configuration in force: the start's, with the reloadable settings of the last reload.
+    public var currentConfiguration: ReceiverConfiguration { reloader?.configuration ?? configuration }
 
     /// Loads `tls.certificate` and `tls.key` again; new connections use them. If they do not
     /// load, the pair in use stays and the failure is logged. Returns whether a new pair is in use.
@@ -399,6 +423,7 @@ public final class Receiver: Sendable {
 /// A configuration that cannot run, with every problem named.
 public struct ConfigurationError: Error, CustomStringConvertible {
     public let problems: [String]
+    public init(problems: [String]) { self.problems = problems }
     public var description: String { "invalid configuration:\n" + problems.map { "  - \($0)" }.joined(separator: "\n") }
 }
 
@@ -407,125 +432,5 @@ struct KeyRefresher: Service {
     let cache: JWKSCache
     func run() async throws {
         await cancelWhenGracefulShutdown { await cache.run() }
-    }
-}
-
-/// SIGHUP: reopens the event log file (log rotation) and reloads the TLS pair (renewal).
-struct HangupHandler: Service {
-    let hangup: Hangup
-    func run() async throws {
-        await cancelWhenGracefulShutdown {
-            for await _ in await UnixSignalsSequence(trapping: .sighup) { hangup.hangup() }
-        }
-    }
-}
-
-/// SIGHUP's work, apart from the receiver so the signal service can hold it.
-struct Hangup: Sendable {
-    let eventLog: JSONLinesEventLog
-    let tls: ServerTLS?
-    let adminTLS: ServerTLS?
-    let metrics: ReceiverMetrics
-    let logger: Logger
-
-    /// Reopens the event log (log rotation) and, when serving HTTPS, reloads the certificates and
-    /// keys (renewal).
-    func hangup() {
-        eventLog.reopen()
-        logger.info("event log reopened (SIGHUP)")
-        _ = reloadTLS()
-    }
-
-    /// The listeners that serve HTTPS, by the name metrics and the event log give them.
-    var listeners: [(name: String, tls: ServerTLS)] {
-        [("public", tls), ("admin", adminTLS)].compactMap { name, tls in tls.map { (name, $0) } }
-    }
-
-    /// Loads each HTTPS listener's certificate and key again (`tls.*`, `admin.tls.*`); new
-    /// connections use them. A pair that does not load is logged and the one in use stays.
-    /// Returns whether every listener that serves HTTPS (at least one) now uses a new pair.
-    @discardableResult
-    func reloadTLS() -> Bool {
-        var reloaded = !listeners.isEmpty
-        for (name, tls) in listeners {
-            var record = EventLogRecord(step: .tls, outcome: .reloaded, time: Date().timeIntervalSince1970)
-            record["listener"] = .string(name)
-            do {
-                let loaded = try tls.reload()
-                record["not_after"] = .string(Timestamp.iso8601(loaded.notValidAfter))
-                eventLog.record(record)
-                logger.info(
-                    "TLS certificate reloaded", metadata: ["risc.listener": "\(name)", "risc.not_after": "\(Timestamp.iso8601(loaded.notValidAfter))"])
-                noteCertificate(listener: name, notValidAfter: loaded.notValidAfter)
-            } catch {
-                record.outcome = .failed
-                record["error"] = .string(String(describing: error).prefix(300).description)
-                eventLog.record(record)
-                logger.error(
-                    "TLS certificate reload failed; still serving the previous one", metadata: ["risc.listener": "\(name)", "risc.error": "\(error)"])
-                reloaded = false
-            }
-        }
-        return reloaded
-    }
-
-    /// Publishes a listener's certificate expiry and warns when it is near (14 days) or past.
-    func noteCertificate(listener: String, notValidAfter: Double) {
-        metrics.noteCertificate(listener: listener, notValidAfter: notValidAfter)
-        let left = notValidAfter - Date().timeIntervalSince1970
-        let metadata: Logger.Metadata = ["risc.listener": "\(listener)", "risc.not_after": "\(Timestamp.iso8601(notValidAfter))"]
-        if left <= 0 {
-            logger.error(listener == "public" ? "the TLS certificate has expired: Google cannot deliver" : "the admin listener's TLS certificate has expired", metadata: metadata)
-        } else if left < 14 * 86_400 {
-            logger.warning("the TLS certificate expires within 14 days", metadata: metadata)
-        }
-    }
-}
-
-/// Applies the retention policy every `interval` (the first pass after at most a minute): as many
-/// batches as there is work, each a short transaction; one event-log line per pass that did
-/// anything (`"step":"retention"`, `stripped`, `forgotten`).
-struct RetentionService: Service {
-    let store: any RetentionStore
-    let policy: RetentionPolicy
-    let interval: Double
-    let log: any EventLog
-    let logger: Logger
-    static let batch = 1_000
-
-    func run() async throws {
-        await cancelWhenGracefulShutdown {
-            var delay = min(interval, 60)
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .seconds(delay))
-                if Task.isCancelled { return }
-                await pass(now: Date().timeIntervalSince1970)
-                delay = interval
-            }
-        }
-    }
-
-    /// Runs batches until one does less than a full batch of each step.
-    @discardableResult
-    func pass(now: Double) async -> RetentionPass {
-        var total = RetentionPass()
-        do {
-            while !Task.isCancelled {
-                let step = try await store.retain(policy, now: now, batch: Self.batch)
-                total.stripped += step.stripped
-                total.forgotten += step.forgotten
-                if step.stripped < Self.batch && step.forgotten < Self.batch { break }
-                try? await Task.sleep(for: .milliseconds(10))  // let ingest in between batches
-            }
-        } catch {
-            logger.error("retention pass failed; retried at the next interval", metadata: ["risc.error": "\(error)"])
-        }
-        if total != RetentionPass() {
-            var record = EventLogRecord(step: .retention, outcome: .pruned, time: Date().timeIntervalSince1970)
-            record["stripped"] = .number(Double(total.stripped))
-            record["forgotten"] = .number(Double(total.forgotten))
-            log.record(record)
-        }
-        return total
     }
 }

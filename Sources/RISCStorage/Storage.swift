@@ -122,6 +122,14 @@ public final class Storage: Sendable {
         }
     }
 
+    /// A reloaded action table (SIGHUP) for the SETs stored from now on, when actions are inline.
+    public func updateInlineTable(_ table: ActionTable) throws {
+        switch driver {
+        case .embedded(let store): try store.events().updateInlineTable(table)
+        case .shared(let store): store.events.updateInlineTable(table)
+        }
+    }
+
     /// How a receiver's workers run on this store: how many (each claims its own batches), how
     /// large a batch, and what they wait for.
     public struct WorkerShape: Sendable {

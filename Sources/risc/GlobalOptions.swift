@@ -12,7 +12,12 @@ struct GlobalOptions: ParsableArguments {
 
     /// A logger writing diagnostics to standard error; the flags win over `level` and `format`.
     func makeLogger(label: String = "risc", level: Logger.Level = .warning, format: DiagnosticLogFormat = .text) -> Logger {
-        let (level, format) = (logLevel ?? level, logFormat ?? format)
+        makeLogger(label: label, level: LogLevelSetting(logLevel ?? level), format: format)
+    }
+
+    /// A logger whose level is `level`'s, which the caller may change later (serve's SIGHUP).
+    func makeLogger(label: String = "risc", level: LogLevelSetting, format: DiagnosticLogFormat = .text) -> Logger {
+        let format = logFormat ?? format
         return Logger(label: label) { DiagnosticLogHandler(label: $0, level: level, format: format) }
     }
 }

@@ -98,9 +98,7 @@ extension ReceiverConfiguration {
         var layers = ConfigLayers(filePath: file, environment: ProcessInfo.processInfo.environment, flags: flags, knownKeys: known)
         let configuration = ReceiverConfiguration(layers: &layers)
         let problems = layers.problems + configuration.problems
-        guard problems.isEmpty else {
-            throw ValidationError("invalid configuration:\n" + problems.map { "  - \($0)" }.joined(separator: "\n"))
-        }
+        guard problems.isEmpty else { throw ConfigurationError(problems: problems) }
         var origins: [String: String] = [:]
         for key in known { origins[key] = layers.origin(key) }
         return (configuration, origins)

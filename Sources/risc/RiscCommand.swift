@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import RISCServer
 
 /// `risc`: a receiver for Google Cross-Account Protection (RISC) security events.
 ///
@@ -14,8 +15,8 @@ struct RiscCommand: AsyncParsableCommand {
         subcommands: [Serve.self, Verify.self, Accounts.self, Queue.self, Store.self, Replay.self, Tail.self, Keys.self, Sign.self, DevIssuer.self, Bench.self, Stream.self, Drill.self, Linking.self]
     )
 
-    /// As ArgumentParser's, except that a `SetupProblem` (the command line was fine, what it names
-    /// is not) prints its message without the usage text and exits 64.
+    /// As ArgumentParser's, except that a `SetupProblem` or a `ConfigurationError` (the command
+    /// line was fine, what it names is not) prints its message without the usage text and exits 64.
     static func main() async {
         do {
             var command = try parseAsRoot()
@@ -26,6 +27,9 @@ struct RiscCommand: AsyncParsableCommand {
             }
         } catch let problem as SetupProblem {
             FileHandle.standardError.write(Data("risc: \(problem.message)\n".utf8))
+            Foundation.exit(64)
+        } catch let problem as ConfigurationError {
+            FileHandle.standardError.write(Data("risc: \(problem)\n".utf8))
             Foundation.exit(64)
         } catch {
             exit(withError: error)

@@ -16,7 +16,9 @@ extension RiscCommand {
                 Only the audiences (your OAuth client IDs) \
                 are required: with nothing else risc serves on 0.0.0.0:8443 (plain HTTP unless tls.certificate and \
                 tls.key are set), keeps its data in ./data and trusts Google's RISC discovery document. \
-                SIGTERM/SIGINT drain and exit 0; SIGHUP reopens the event log and reloads the TLS certificate and key. \
+                SIGTERM/SIGINT drain and exit 0; SIGHUP reopens the event log, reloads the TLS certificates and keys, and \
+                reloads log.level, the limits, retention and the action table (a configuration that does not check is \
+                refused whole, the running one kept). \
                 Keys: \(ReceiverConfiguration.keys.map(\.key).joined(separator: ", ")).
                 """
         )
@@ -101,13 +103,32 @@ extension RiscCommand {
             return values
         }
 
+        /// A loaded configuration as the receiver runs it: with this build, `--log-level` over `log.level`.
+        static func running(_ configuration: ReceiverConfiguration, logLevel: Logger.Level?) -> ReceiverConfiguration {
+            var configuration = configuration
+            configuration.build = (RiscCommand.release, BuildInfo.commit)
+            if let logLevel { configuration.logLevel = logLevel }
+            return configuration
+        }
+
+        /// The configuration as this start reads it (file, environment, flags; `--log-level` over
+        /// `log.level`), again on each SIGHUP.
+        func reloadSource() throws -> ConfigurationSource {
+            let (file, flags, flagLevel) = (config, try flagValues(), global.logLevel)
+            return ConfigurationSource(
+                load: { Self.running(try ReceiverConfiguration.load(file: file, flags: flags), logLevel: flagLevel) },
+                changedKeys: { old, new in
+                    zip(old.effectiveSettings, new.effectiveSettings).filter { $0.value != $1.value }.map(\.0.key)
+                })
+        }
+
         /// `--check-config`: the checks a start makes before it binds a port or opens the store
         /// (`Receiver.preflight`: files readable, secrets long enough, the data directory usable, the
         /// certificate and key a pair, key files that parse), then a one-screen summary.
         func check(_ configuration: ReceiverConfiguration) throws {
             let problems = Receiver.preflight(configuration)
             guard problems.isEmpty else {
-                throw ValidationError("invalid configuration:\n" + problems.map { "  - \($0)" }.joined(separator: "\n"))
+                throw ConfigurationError(problems: problems)
             }
             /// A listener's certificate's expiry, when it serves HTTPS.
             func validity(_ listener: String) -> String? {
@@ -172,11 +193,16 @@ extension RiscCommand {
             } catch let error as ValidationError {
                 FileHandle.standardError.write(Data("risc serve: \(error.message)\n".utf8))
                 throw ExitCode(64)
+            } catch let error as ConfigurationError {
+                FileHandle.standardError.write(Data("risc serve: \(error)\n".utf8))
+                throw ExitCode(64)
             }
-            configuration.build = (RiscCommand.release, BuildInfo.commit)
-            let logger = global.makeLogger(level: configuration.logLevel, format: configuration.logFormat)
+            configuration = Self.running(configuration, logLevel: global.logLevel)
+            let source = try reloadSource()
+            let level = LogLevelSetting(configuration.logLevel)
+            let logger = global.makeLogger(level: level, format: configuration.logFormat)
             let receiver: Receiver
-            do { receiver = try Receiver(configuration: configuration, logger: logger) } catch where Self.isRefusal(error) {
+            do { receiver = try Receiver(configuration: configuration, logger: logger, source: source, logLevel: level) } catch where Self.isRefusal(error) {
                 // Configuration problems found while opening the store: exit 64 like the others.
                 FileHandle.standardError.write(Data("risc serve: \(error)\n".utf8))
                 throw ExitCode(64)

@@ -90,7 +90,7 @@ struct StoreOption: ParsableArguments {
             resolved.dataDirectorySource = dataDir != nil ? "--data-dir" : layers.source("data_dir") ?? "the configuration"
         }
         guard layers.problems.isEmpty else {
-            throw ValidationError("invalid configuration:\n" + layers.problems.map { "  - \($0)" }.joined(separator: "\n"))
+            throw ConfigurationError(problems: layers.problems)
         }
         return resolved
     }

@@ -91,8 +91,8 @@ struct SQLiteEventStoreTests {
         let store = SQLiteStore(directory: directory, logger: captured.logger)
         _ = try store.events()
         _ = try store.admin()
-        let migrated = captured.lines.withLock { $0 }.filter { $0.hasPrefix("notice store schema migrated") }
-        #expect(migrated.count == 1 && migrated[0].contains("risc.from=0") && migrated[0].contains("risc.to=\(Schema.version)"), "\(migrated)")
+        let created = captured.lines.withLock { $0 }.filter { $0.hasPrefix("notice store") }
+        #expect(created.count == 1 && created[0].hasPrefix("notice store created") && created[0].contains("risc.schema=\(Schema.version)"), "\(created)")
         store.close()
         try SQLiteConnection(path: directory + "/risc.sqlite3").execute("PRAGMA user_version = \(Schema.version + 1)")
         let error = #expect(throws: StoreError.self) { _ = try SQLiteEventStore(directory: directory, logger: Logger(label: "t")) }

@@ -26,6 +26,10 @@ final class ServerHarness: @unchecked Sendable {
     var configuration: ReceiverConfiguration
     /// The receiver's swift-metrics backend; nil: its own Prometheus registry.
     var metricsFactory: (any MetricsFactory)?
+    /// Where the receiver reads its configuration again (`reloadConfiguration`, SIGHUP), and the
+    /// level its logger's handler shares.
+    var source: ConfigurationSource?
+    var logLevel: LogLevelSetting?
 
     init(dataDirectory: String? = nil, issuer: LocalIssuer? = nil, edit: (inout ReceiverConfiguration) -> Void = { _ in }) throws {
         self.issuer = try issuer ?? LocalIssuer(jwks: String(decoding: Self.keys.jwksData, as: UTF8.self))
@@ -51,7 +55,7 @@ final class ServerHarness: @unchecked Sendable {
     func makeReceiver() throws -> Receiver {
         var logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
         logger.logLevel = .critical
-        return try Receiver(configuration: configuration, logger: logger, metricsFactory: metricsFactory)
+        return try Receiver(configuration: configuration, logger: logger, metricsFactory: metricsFactory, source: source, logLevel: logLevel)
     }
 
     func start() async throws {

@@ -15,9 +15,9 @@ struct ServeCommandTests {
 
     /// Starts `risc serve` with the test keys (pinned, unless `pinned` is false and `extra` names a
     /// discovery URL); returns the process, its data directory and ports once ready.
-    static func startServe(extra: [String] = [], readyWithin seconds: Int = 10, data: URL? = nil, pinned: Bool = true) async throws
-        -> (process: Process, data: URL, port: Int, admin: Int)
-    {
+    static func startServe(
+        extra: [String] = [], readyWithin seconds: Int = 10, data: URL? = nil, pinned: Bool = true, stderr: String? = nil
+    ) async throws -> (process: Process, data: URL, port: Int, admin: Int) {
         let data = data ?? FileManager.default.temporaryDirectory.appendingPathComponent("risc-serve-\(UUID().uuidString)")
         let port = try Self.freePort(), admin = try Self.freePort()
         let process = Process()
@@ -28,7 +28,8 @@ struct ServeCommandTests {
             SETFactory.defaultIssuer, "--host", "127.0.0.1", "--port", "\(port)", "--admin-port", "\(admin)",
             "--data-dir", data.path,
         ] + (pinned ? ["--jwks-file", "keys/test/jwks.json"] : []) + extra
-        process.standardError = FileHandle.nullDevice
+        if let stderr { FileManager.default.createFile(atPath: stderr, contents: nil) }
+        process.standardError = stderr.flatMap { FileHandle(forWritingAtPath: $0) } ?? FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
         try process.run()
         let client = CurlHTTPClient()
@@ -274,6 +275,53 @@ extension ServeCommandTests {
     }
 }
 
+extension ServeCommandTests {
+    /// Issue 26 §9: SIGHUP left the log level, limits, retention and the action table as they
+    /// were at the start; nothing said what was reloaded.
+    @Test("SIGHUP reloads the config file's log level and limits, names what waits for a restart, and refuses a broken file keeping the running settings")
+    func reloadsConfiguration() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-reload-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("risc.toml").path, stderr = directory.appendingPathComponent("stderr").path
+        try "max_body_bytes = 65536\n".write(toFile: file, atomically: true, encoding: .utf8)
+        let (process, data, port, _) = try await Self.startServe(extra: ["--config", file], data: directory.appendingPathComponent("data"), stderr: stderr)
+        defer { process.terminate() }
+        let junk = Array(repeating: UInt8(ascii: "x"), count: 3_000)
+        func post() async throws -> Int {
+            try await CurlHTTPClient().perform(
+                HTTPRequest(method: "POST", url: "http://127.0.0.1:\(port)/events", headers: [("Content-Type", "application/secevent+jwt")], body: junk)
+            ).status
+        }
+        func events() -> String { (try? String(contentsOf: data.appendingPathComponent("events.log"), encoding: .utf8)) ?? "" }
+        func hangup(until line: String) async throws {
+            kill(process.processIdentifier, SIGHUP)
+            for _ in 0..<100 where !events().contains(line) { try await Task.sleep(for: .milliseconds(50)) }
+            #expect(events().contains(line), "\(events())")
+        }
+        #expect(try await post() == 400)
+
+        try "max_body_bytes = 2048\nevents_path = \"/other\"\n[log]\nlevel = \"warning\"\n".write(toFile: file, atomically: true, encoding: .utf8)
+        try await hangup(until: #""step":"config","outcome":"reloaded""#)
+        #expect(events().contains(#""changed":["max_body_bytes","log.level"]"#) || events().contains(#""changed":["log.level","max_body_bytes"]"#), "\(events())")
+        #expect(events().contains(#""restart_needed":["events_path"]"#), "\(events())")
+        #expect(try await post() == 413)
+
+        try "max_body_bytes = 10\n[log]\nlevel = \"debug\"\n".write(toFile: file, atomically: true, encoding: .utf8)
+        try await hangup(until: #""step":"config","outcome":"refused""#)
+        #expect(try await post() == 413)
+        process.terminate()
+        process.waitUntilExit()
+        let diagnostics = try String(contentsOfFile: stderr, encoding: .utf8)
+        #expect(diagnostics.contains("configuration reloaded (SIGHUP)"), "\(diagnostics)")
+        #expect(diagnostics.contains("take effect only at the next start"), "\(diagnostics)")
+        #expect(diagnostics.contains("configuration not reloaded (SIGHUP): still running on the previous one"), "\(diagnostics)")
+        #expect(diagnostics.contains("max_body_bytes must be 1 KiB–1 MiB"), "\(diagnostics)")
+        // The first SIGHUP's notice is there; after it the level is warning, so the second's is not.
+        #expect(diagnostics.components(separatedBy: "event log reopened (SIGHUP)").count == 2, "\(diagnostics)")
+    }
+}
+
 /// A Unix datagram socket standing in for systemd's `NOTIFY_SOCKET`.
 final class NotifySocket {
     let path: String
@@ -409,5 +457,13 @@ extension ServeCommandTests {
         for detail in ["check-config", "RISC_LISTEN_PORT", "actions.retry_window", "--data-dir"] {
             #expect(text.contains(detail), "the page mentions \(detail)")
         }
+        // Issue 26 §10: the page had no FILES, SIGNALS nor ENVIRONMENT, and a generic exit status.
+        for section in ["ENVIRONMENT", "FILES", "SIGNALS", "EXIT STATUS"] {
+            #expect(text.components(separatedBy: "\n.Sh \(section)\n").count == 2, "one \(section) section")
+        }
+        for detail in ["Pa DATA_DIR/events.log", "Dv SIGHUP", "Ev GOOGLE_APPLICATION_CREDENTIALS", ".It 64", ".It 69"] {
+            #expect(text.contains(detail), "the page mentions \(detail)")
+        }
+        #expect(!text.contains(".Ex -std"), "the generic exit status is replaced")
     }
 }

@@ -10,7 +10,7 @@ public protocol EventLog: Sendable {
 public struct EventLogRecord: Sendable {
     /// What risc was doing.
     public enum Step: String, Sendable, CaseIterable {
-        case received, applied, published, verification, lease, connection, outage, log, replayed, retention, serve, tls, site
+        case received, applied, published, verification, lease, connection, outage, log, replayed, retention, serve, tls, site, config
     }
 
     /// How it ended. A value type rather than an enum so a step may name outcomes of its own

@@ -35,8 +35,10 @@ public final class QueueWorker: Sendable {
 
     public let queue: any WorkQueue
     public let settings: Settings
-    let table: ActionTable
-    let retry: RetryPolicy
+    /// What each event does and how failures are retried; SIGHUP may replace them (`update`).
+    private let rules: Mutex<(table: ActionTable, retry: RetryPolicy)>
+    var table: ActionTable { rules.withLock { $0.table } }
+    var retry: RetryPolicy { rules.withLock { $0.retry } }
     let sink: (any ActionSink)?
     /// Sends the unlink notices queued beside the SETs (`UnlinkNotices`); nil: notices are off, and
     /// one found in the queue fails (and is retried, then dead-lettered) saying so.
@@ -60,8 +62,7 @@ public final class QueueWorker: Sendable {
         self.notices = notices
         self.queue = queue
         self.settings = settings
-        self.table = table
-        self.retry = retry
+        self.rules = Mutex((table, retry))
         self.sink = sink
         self.log = log
         self.logger = logger
@@ -74,6 +75,9 @@ public final class QueueWorker: Sendable {
         let host = gethostname(&name, name.count) == 0 ? String(cString: name) : "host"
         return "\(host):\(getpid()):\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
     }
+
+    /// Applies a reloaded action table and retry policy from the next batch on.
+    public func update(table: ActionTable, retry: RetryPolicy) { rules.withLock { $0 = (table, retry) } }
 
     /// Asks the worker to look for work now.
     public func wake() { wakeups.signal() }

@@ -194,6 +194,13 @@ public final class SQLiteEventStore: EventStore, StoreHealth, @unchecked Sendabl
         condition.unlock()
     }
 
+    /// A reloaded action table for the SETs stored from now on (when actions are inline).
+    public func updateInlineTable(_ table: ActionTable) {
+        condition.lock()
+        inline?.table = table
+        condition.unlock()
+    }
+
     public func append(_ record: SETRecord) async throws -> AppendOutcome {
         let (outcome, followUp) = try await appendReporting(record)
         if let log = inlineLog { for line in followUp { log.record(line) } }

@@ -1,0 +1,75 @@
+import Foundation
+import Logging
+import RISCClient
+import RISCCore
+@testable import RISCServer
+import RISCSQLite
+import RISCTestKit
+import Synchronization
+import Testing
+
+/// Issue 26 §9: SIGHUP reopened the logs and reloaded TLS only; the log level, limits, retention
+/// and the action table needed a restart.
+@Suite("SIGHUP's configuration reload", .serialized)
+struct ReloadTests {
+    /// The keys the test changes, compared as `risc serve`'s source compares every key.
+    static func changedKeys(_ old: ReceiverConfiguration, _ new: ReceiverConfiguration) -> [String] {
+        var changed: [String] = []
+        if old.logLevel != new.logLevel { changed.append("log.level") }
+        if old.maxBodyBytes != new.maxBodyBytes { changed.append("max_body_bytes") }
+        if old.retention != new.retention { changed.append("retention.done") }
+        if old.actionTable.rows != new.actionTable.rows { changed.append("actions.table") }
+        if old.port != new.port { changed.append("listen.port") }
+        return changed
+    }
+
+    @Test("a reload applies the log level, limits, retention and the action table, names what waits for a restart, and refuses a configuration that does not check, keeping the running one")
+    func reload() async throws {
+        let next = Mutex<ReceiverConfiguration?>(nil)
+        let harness = try ServerHarness { $0.maxBodyBytes = 64 * 1024 }
+        harness.source = ConfigurationSource(load: { try #require(next.withLock { $0 }) }, changedKeys: Self.changedKeys)
+        let level = LogLevelSetting(.notice)
+        harness.logLevel = level
+        _ = try await AccountStore(directory: harness.dataDirectory).link([.init(
+            issuer: harness.issuer.baseURL, subject: "110169484474386276334", userID: "u-1", sessions: ["s-1", "s-2"])])
+        try await harness.start()
+        let logger = Logger(label: "copy") { DiagnosticLogHandler(label: $0, level: level, format: .text) }
+        let junk = String(repeating: "x", count: 3_000)
+        #expect(try await harness.post(junk).status == 400)  // within the limit: refused as malformed
+
+        var edited = harness.configuration
+        edited.logLevel = .warning
+        edited.maxBodyBytes = 2_048
+        edited.retention = RetentionPolicy(done: 0)
+        edited.actionTable.set(.sessionsRevoked, reason: "", actions: [.logOnly])
+        edited.port = 1  // read at the start only
+        next.withLock { $0 = edited }
+        let result = try #require(harness.receiver.reloadConfiguration())
+        #expect(result.problems.isEmpty)
+        #expect(result.applied == ["log.level", "max_body_bytes", "retention.done", "actions.table"])
+        #expect(result.needsRestart == ["listen.port"])
+        #expect(logger.logLevel == .warning)  // every logger made with the setting
+        #expect(try await harness.post(junk).status == 413)
+        #expect(harness.receiver.reloader?.retention.policy.isOn == false)
+        #expect(harness.receiver.currentConfiguration.port == harness.configuration.port)
+        // The reloaded table: sessions-revoked now only logs, so both sessions stay open.
+        #expect(try await harness.post(try harness.token(jti: "after-reload")).status == 202)
+        let account = try #require(try await AccountStore(directory: harness.dataDirectory).accounts(subject: "110169484474386276334").first)
+        #expect(account.openSessions == 2)
+        #expect(harness.eventLogLines.contains { $0["step"] == "config" && $0["outcome"] == "reloaded" })
+
+        var broken = edited
+        broken.maxBodyBytes = 10
+        broken.logLevel = .debug
+        next.withLock { $0 = broken }
+        let refused = try #require(harness.receiver.reloadConfiguration())
+        #expect(refused.problems.contains { $0.contains("max_body_bytes") }, "\(refused.problems)")
+        #expect(refused.applied.isEmpty)
+        #expect(level.level == .warning)
+        #expect(harness.receiver.currentConfiguration.maxBodyBytes == 2_048)
+        #expect(try await harness.post(junk).status == 413)
+        #expect(harness.eventLogLines.contains { $0["step"] == "config" && $0["outcome"] == "refused" })
+        try await harness.stop()
+        harness.issuer.stop()
+    }
+}
