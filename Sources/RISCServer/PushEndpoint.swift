@@ -193,9 +193,10 @@ final class PushEndpoint: Service, Sendable {
         for record in rejections.summaries(now: Date().timeIntervalSince1970) { intake.log.record(record) }
     }
 
-    /// Counts a refused request in the metrics and writes its event-log line, sampled.
-    func reject(_ record: EventLogRecord, outcome: String, metric: String) {
-        intake.metrics?.observe(outcome: metric, err: nil, verifySeconds: nil, commitSeconds: nil)
+    /// Counts a refused request in the metrics (`risc_sets_total` unless it is no SET's) and writes
+    /// its event-log line, sampled.
+    func reject(_ record: EventLogRecord, outcome: String, countedAsSET: Bool = true) {
+        if countedAsSET { intake.metrics?.observe(outcome: outcome, err: nil, verifySeconds: nil, commitSeconds: nil) }
         if rejections.admit(record["remote"]?.stringValue, outcome: outcome, now: Date().timeIntervalSince1970) {
             intake.log.record(record)
         }
@@ -251,12 +252,14 @@ final class PushEndpoint: Service, Sendable {
         return record
     }
 
-    /// A 404 or 405: counted, and logged (sampled).
+    /// A 404 or 405: counted apart from SETs (`risc_push_requests_refused_total`: scanners' noise
+    /// is not a SET outcome), and logged (sampled).
     func refused(_ status: HTTPResponseStatus, path: String, remote: String?) {
         var record = rejectedRecord(status: status, remote: remote)
         record["path"] = .string(Printable.safe(path, maxBytes: 100))
         let outcome = status == .notFound ? "not_found" : "method_not_allowed"
-        reject(record, outcome: outcome, metric: outcome)
+        metrics?.requestRefused(outcome)
+        reject(record, outcome: outcome, countedAsSET: false)
     }
 
     /// A request NIO's decoder could not read: counted, and logged (sampled).
@@ -264,7 +267,7 @@ final class PushEndpoint: Service, Sendable {
         var record = rejectedRecord(status: .badRequest, remote: remote)
         record["err"] = .string(error.code.rawValue)
         record["description"] = .string(error.description)
-        reject(record, outcome: "malformed", metric: "malformed")
+        reject(record, outcome: "malformed")
     }
 
     /// A client closed for having more pipelined requests waiting than its bound (it does not
@@ -628,7 +631,7 @@ final class PushHandler: ChannelDuplexHandler {
         let remote = endpoint.clientAddress(peer: context.channel.remoteAddress, headers: head.headers)
         var record = endpoint.rejectedRecord(status: .payloadTooLarge, remote: remote)
         record["description"] = .string("body larger than \(endpoint.settings.maxBodyBytes) bytes")
-        endpoint.reject(record, outcome: "too_large", metric: "too_large")
+        endpoint.reject(record, outcome: "too_large")
         if let limiter = endpoint.limiter, let remote { limiter.recordInvalid(remote, now: Date().timeIntervalSince1970) }
         // A client waiting for 100 Continue sends no body: close now. Otherwise read the body away
         // first (up to `discardLimit`), so closing does not reset the connection under the answer.
@@ -673,7 +676,7 @@ final class PushHandler: ChannelDuplexHandler {
             eventLoop.execute {
                 let (handler, context) = bound.value
                 if let refusal = answer.refusal {
-                    handler.endpoint.reject(refusal, outcome: "rejected", metric: "rejected")
+                    handler.endpoint.reject(refusal, outcome: "rejected")
                     if let limiter = handler.endpoint.limiter, let remote { limiter.recordInvalid(remote, now: Date().timeIntervalSince1970) }
                 }
                 handler.state = .idle
@@ -691,7 +694,7 @@ final class PushHandler: ChannelDuplexHandler {
                 record["remote"] = .string(remote)
                 record["http_status"] = 429
                 record["count"] = .number(Double(count))
-                endpoint.reject(record, outcome: "limited", metric: "limited")
+                endpoint.reject(record, outcome: "limited")
             } else {
                 endpoint.intake.metrics?.observe(outcome: "limited", err: nil, verifySeconds: nil, commitSeconds: nil)
             }

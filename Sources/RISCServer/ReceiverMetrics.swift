@@ -25,6 +25,7 @@ public final class ReceiverMetrics: IntakeMetrics, Sendable {
         "risc_push_connections": "Connections open on the public listener.",
         "risc_push_connections_limit": "Connections the public listener holds at most.",
         "risc_push_connections_refused_total": "Connections closed on accept, by the limit they were over.",
+        "risc_push_requests_refused_total": "Requests to the public listener for a path it does not serve (not_found) or with a method the path does not take (method_not_allowed): scanners, mostly; not SETs.",
         "risc_push_connections_overflowed_total": "Connections closed for pipelining more requests than they read answers for.",
         "risc_tls_certificate_expiry_timestamp_seconds": "When a listener's certificate expires (notAfter, Unix time): public, admin.",
         "risc_store_up": "1 when the store took a write at its last health sample (every second), else 0.",
@@ -54,6 +55,7 @@ public final class ReceiverMetrics: IntakeMetrics, Sendable {
     static let setOutcomes = ["accepted", "duplicate", "failed", "limited", "malformed", "too_large"]
     static let actionOutcomes = EventLogRecord.Outcome.actionOutcomes.map(\.rawValue)
     static let noticeOutcomes = ["published", "failed", "dead_lettered", "refused"]
+    static let requestRefusals = ["not_found", "method_not_allowed"]
 
     let factory: any MetricsFactory
     /// The registry `/metrics` renders: set when the factory is risc's own Prometheus one.
@@ -109,6 +111,7 @@ public final class ReceiverMetrics: IntakeMetrics, Sendable {
         _ = timer("risc_action_duration_seconds", [("target", actionTarget)])
         for outcome in Self.noticeOutcomes { _ = counter("risc_notices_total", [("outcome", outcome)]) }
         for reason in PushEndpoint.Refusal.allCases { _ = counter("risc_push_connections_refused_total", [("reason", reason.rawValue)]) }
+        for reason in Self.requestRefusals { _ = counter("risc_push_requests_refused_total", [("reason", reason)]) }
         gauge("risc_build_info", 1, [("version", version), ("commit", commit)])
         openConnections.set(0)
         gauge("risc_push_connections_limit", 0)
@@ -143,6 +146,7 @@ public final class ReceiverMetrics: IntakeMetrics, Sendable {
     func connectionOpened() { openConnections.increment() }
     func connectionClosed() { openConnections.decrement() }
     func connectionOverflowed() { overflowed.increment() }
+    func requestRefused(_ reason: String) { counter("risc_push_requests_refused_total", [("reason", reason)]).increment() }
     func connectionRefused(_ reason: PushEndpoint.Refusal) { counter("risc_push_connections_refused_total", [("reason", reason.rawValue)]).increment() }
 
     func noteCertificate(listener: String, notValidAfter: Double) {

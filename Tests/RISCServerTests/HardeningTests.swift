@@ -268,7 +268,10 @@ struct ServerHardeningTests {
         #expect(answers.components(separatedBy: "HTTP/1.1 404").count - 1 == 51)
         let metrics = try await Self.metrics(harness)
         #expect(metrics.contains(#"risc_sets_total{outcome="rejected",err="invalid_request"} 300"#))
-        #expect(metrics.contains(#"risc_sets_total{outcome="not_found"} 51"#))
+        // Issue 26 §6: 404s are scanners' noise, not SET outcomes; both refusals' series from the start.
+        #expect(metrics.contains(#"risc_push_requests_refused_total{reason="not_found"} 51"#), "\(metrics)")
+        #expect(metrics.contains(#"risc_push_requests_refused_total{reason="method_not_allowed"} 0"#))
+        #expect(!metrics.contains(#"risc_sets_total{outcome="not_found"}"#))
         try await harness.stop()
         let lines = harness.eventLogLines
         let logged = lines.filter { $0["outcome"] == "rejected" }.count
