@@ -152,7 +152,7 @@ public struct ReceiverConfiguration: Sendable {
         }
         let paths = [UnlinkNotices.discoveryURL(issuer: issuer), UnlinkNotices.jwksURL(issuer: issuer)].map(UnlinkNotices.path(of:))
         if paths.contains(eventsPath) || paths.contains(linkingRevocationPath ?? "") {
-            problems.append("linking.notices.issuer: its discovery document and JWKS paths must differ from events.path and linking.revocation_path")
+            problems.append("linking.notices.issuer: its discovery document and JWKS paths must differ from events_path and linking.revocation_path")
         }
         if noticeKeyDirectory == nil { problems.append("linking.notices.issuer needs linking.notices.key_dir (`risc keys rotate --dir DIR`)") }
         if noticeServiceAccountFile == nil {
@@ -193,21 +193,28 @@ public struct ReceiverConfiguration: Sendable {
         return pairs
     }
 
+    /// Whether two listeners on one port would take the same address: the same host, or either
+    /// the wildcard (0.0.0.0 and :: take every address, 127.0.0.1 among them).
+    static func overlap(_ one: String, _ other: String) -> Bool {
+        let wildcards: Set = ["0.0.0.0", "::", "[::]", "*", ""]
+        return one == other || wildcards.contains(one) || wildcards.contains(other)
+    }
+
     /// Every problem, each a sentence naming the setting; empty when the configuration is usable.
     public var problems: [String] {
-        var problems = policy.problems.map { "audiences/algorithms: \($0)" }
+        var problems = policy.problems.map { "audiences, algorithms: \($0)" }
         if jwksFile == nil { problems += jwksConfiguration.problems.map { "jwks: \($0)" } }
-        if !(0...65_535).contains(port) { problems.append("port must be 0–65535, got \(port)") }
+        if !(0...65_535).contains(port) { problems.append("listen.port must be 0–65535, got \(port)") }
         if !(0...65_535).contains(adminPort) { problems.append("admin.port must be 0–65535, got \(adminPort)") }
-        if port != 0 && port == adminPort && host == adminHost { problems.append("port and admin.port must differ") }
-        if !eventsPath.hasPrefix("/") { problems.append("events.path must start with '/', got '\(eventsPath)'") }
+        if port != 0 && port == adminPort && Self.overlap(host, adminHost) { problems.append("listen.port and admin.port must differ") }
+        if !eventsPath.hasPrefix("/") { problems.append("events_path must start with '/', got '\(eventsPath)'") }
         if (tlsCertificate == nil) != (tlsKey == nil) { problems.append("tls.certificate and tls.key go together") }
         if (adminTLSCertificate == nil) != (adminTLSKey == nil) { problems.append("admin.tls.certificate and admin.tls.key go together") }
         if adminTLSClientCA != nil && adminTLSCertificate == nil { problems.append("admin.tls.client_ca needs admin.tls.certificate and admin.tls.key") }
         if let apiPort = adminAPIPort {
             if !(0...65_535).contains(apiPort) { problems.append("admin.api.port must be 0–65535, got \(apiPort)") }
             if adminTokenFile == nil { problems.append("admin.api.port needs admin.token_file (the account API is off without a token)") }
-            if apiPort != 0 && ((apiPort == adminPort && adminAPIHost == adminHost) || (apiPort == port && adminAPIHost == host)) {
+            if apiPort != 0 && ((apiPort == adminPort && Self.overlap(adminAPIHost, adminHost)) || (apiPort == port && Self.overlap(adminAPIHost, host))) {
                 problems.append("admin.api.port must differ from admin.port and listen.port")
             }
         }
@@ -229,7 +236,7 @@ public struct ReceiverConfiguration: Sendable {
         if webhookTimeout <= 0 { problems.append("webhook.timeout must be positive") }
         if let path = linkingRevocationPath {
             if !path.hasPrefix("/") { problems.append("linking.revocation_path must start with '/', got '\(path)'") }
-            if path == eventsPath { problems.append("linking.revocation_path must differ from events.path") }
+            if path == eventsPath { problems.append("linking.revocation_path must differ from events_path") }
             if linkingGoogleClientID == nil { problems.append("linking.revocation_path needs linking.google_client_id (the client id Google authenticates with)") }
             if linkingClientSecretFile == nil { problems.append("linking.revocation_path needs linking.client_secret_file (the secret the site issued to Google)") }
         }

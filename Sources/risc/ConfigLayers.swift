@@ -35,7 +35,14 @@ struct ConfigLayers {
             }
         }
         for key in file.keys.sorted() where !knownKeys.contains(key) {
-            problems.append("\(filePath ?? "config"): unknown setting '\(key)'")
+            let members = knownKeys.filter { $0.hasPrefix(key + ".") }.sorted()
+            if members.isEmpty {
+                problems.append("\(filePath ?? "config"): unknown setting '\(key)'")
+            } else {
+                // `listen = 8443`: a value where a table of settings belongs.
+                let shown = members.prefix(4).joined(separator: ", ") + (members.count > 4 ? ", …" : "")
+                problems.append("\(filePath ?? "config"): '\(key)' is a table of settings (\(shown)), not a value; write them under [\(key)]")
+            }
         }
         var byVariable: [String: String] = [:]
         for key in knownKeys { byVariable[Self.variable(for: key)] = key }

@@ -97,11 +97,22 @@ extension ReceiverConfiguration {
         for key in flags.keys where !known.contains(key) { throw ValidationError("--set: unknown setting '\(key)'") }
         var layers = ConfigLayers(filePath: file, environment: ProcessInfo.processInfo.environment, flags: flags, knownKeys: known)
         let configuration = ReceiverConfiguration(layers: &layers)
-        let problems = layers.problems + configuration.problems
+        let problems = layers.problems + configuration.problems.map { Self.attributed($0, known: known, origin: { layers.origin($0) }) }
         guard problems.isEmpty else { throw ConfigurationError(problems: problems) }
         var origins: [String: String] = [:]
         for key in known { origins[key] = layers.origin(key) }
         return (configuration, origins)
+    }
+
+    /// A problem with where the settings it names came from (`listen.port must be 0–65535, got
+    /// 99999 (listen.port from flag)`), for those a flag, a variable or the file gave.
+    static func attributed(_ problem: String, known: Set<String>, origin: (String) -> String?) -> String {
+        var named: [String] = []
+        for match in problem.matches(of: /[a-z_]+(?:\.[a-z_]+)*/) where known.contains(String(match.0)) && !named.contains(String(match.0)) {
+            named.append(String(match.0))
+        }
+        let origins = named.compactMap { key in origin(key).map { "\(key) from \($0)" } }
+        return origins.isEmpty ? problem : problem + " (" + origins.joined(separator: "; ") + ")"
     }
 
     /// Reads every setting from the layers onto the defaults.

@@ -101,6 +101,29 @@ struct ServeCommandTests {
         #expect(text.contains("unknown event type 'nonsense'"))
         #expect(text.contains("actions.table.account-disabled.hijacking: expected a non-empty list"))
     }
+
+    /// Issue 26 §5: `port must be 0–65535` named neither the key nor where it came from, and
+    /// `listen = 8443` read as an unknown setting; a public listener on 0.0.0.0 and the admin one on
+    /// 127.0.0.1 with one port passed the check and failed the start.
+    @Test("a value's problem names its key and its source; a value where a table belongs says so; listeners that would take one address are refused")
+    func problemsNameKeyAndSource() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-sources-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let table = directory.appendingPathComponent("table.toml").path, ports = directory.appendingPathComponent("ports.toml").path
+        try "audiences = [\"a\"]\nlisten = 8443\n".write(toFile: table, atomically: true, encoding: .utf8)
+        try "audiences = [\"a\"]\n[listen]\nport = 70000\n".write(toFile: ports, atomically: true, encoding: .utf8)
+        let scalar = try RiscBinary.run(["serve", "--config", table, "--check-config"])
+        #expect(scalar.status == 64)
+        #expect(scalar.stderr.contains("'listen' is a table of settings (listen.host, listen.port), not a value"), "\(scalar.stderr)")
+        #expect(!scalar.stderr.contains("unknown setting"))
+        let sourced = try RiscBinary.run(["serve", "--config", ports, "--admin-port", "99999", "--check-config"])
+        #expect(sourced.stderr.contains("listen.port must be 0–65535, got 70000 (listen.port from file \(ports))"), "\(sourced.stderr)")
+        #expect(sourced.stderr.contains("admin.port must be 0–65535, got 99999 (admin.port from flag)"), "\(sourced.stderr)")
+        let shared = try RiscBinary.run(["serve", "--audience", "a", "--port", "9090", "--admin-port", "9090", "--check-config"])
+        #expect(shared.status == 64)
+        #expect(shared.stderr.contains("listen.port and admin.port must differ (listen.port from flag; admin.port from flag)"), "\(shared.stderr)")
+    }
 }
 
 extension ServeCommandTests {
