@@ -20,7 +20,7 @@ public final class PostgresEventStore: EventStore, Sendable {
     /// SETs that arrive wait and go together in the next, so batches grow with the load and each
     /// transaction's fixed cost (round trips, the WAL flush, PostgreSQL's per-statement work) is
     /// shared by more SETs. On a 2-core machine with PostgreSQL beside the receivers, three at once
-    /// halved the batches and cost two receivers a quarter of their rate (README, Performance).
+    /// halved the batches and cost two receivers a quarter of their rate (docs/performance.md).
     public let pipeline: Int
     /// Seconds a SET may wait for its COMMIT, queueing included, before its request is answered 503.
     public let commitDeadline: Double

@@ -7,7 +7,7 @@ import RISCServer
 import RISCStorage
 
 extension ReceiverConfiguration {
-    /// Every key `risc serve` reads, with what it means. The README's table is this list.
+    /// Every key `risc serve` reads, with what it means. `docs/configuration.md`'s table is this list.
     static let keys: [(key: String, help: String)] = [
         ("audiences", "OAuth client IDs accepted in `aud` (required; env: comma-separated)"),
         ("issuer", "issuer the discovery document must name (default: Google's, with Google's document)"),

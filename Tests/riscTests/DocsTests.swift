@@ -1,0 +1,35 @@
+import Foundation
+import Testing
+
+/// Issue 27: the README is the front door; the reference lives under docs/ by topic, every page is
+/// reachable from the README, and no relative link points at nothing.
+@Suite("the README and docs/: reachable pages, links that resolve")
+struct DocsTests {
+    static let repository = RiscBinary.repository
+
+    /// The relative targets of a page's Markdown links (`[text](target)`), anchors dropped.
+    static func relativeLinks(_ text: String) -> [String] {
+        text.matches(of: /\]\(([^)\s]+)\)/).map { String($0.1) }
+            .filter { !$0.hasPrefix("http://") && !$0.hasPrefix("https://") && !$0.hasPrefix("#") && !$0.hasPrefix("mailto:") }
+            .map { $0.split(separator: "#", maxSplits: 1).first.map(String.init) ?? $0 }
+    }
+
+    @Test("every page under docs/ is linked from the README, and every relative link in the README, docs/, the changelog and deploy/ resolves")
+    func links() throws {
+        let files = FileManager.default
+        let pages = try files.contentsOfDirectory(atPath: Self.repository.appendingPathComponent("docs").path).filter { $0.hasSuffix(".md") }.sorted()
+        #expect(pages.count >= 10)
+        let readme = try String(contentsOf: Self.repository.appendingPathComponent("README.md"), encoding: .utf8)
+        let fromReadme = Set(Self.relativeLinks(readme))
+        for page in pages { #expect(fromReadme.contains("docs/\(page)"), "the README does not link docs/\(page)") }
+        let documents = ["README.md", "CHANGELOG.md", "deploy/README.md"] + pages.map { "docs/\($0)" }
+        for document in documents {
+            let url = Self.repository.appendingPathComponent(document)
+            let text = try String(contentsOf: url, encoding: .utf8)
+            for link in Self.relativeLinks(text) {
+                let target = url.deletingLastPathComponent().appendingPathComponent(link).standardizedFileURL.path
+                #expect(files.fileExists(atPath: target), "\(document) links \(link), which does not exist")
+            }
+        }
+    }
+}
