@@ -258,3 +258,10 @@ public struct ReceiverConfiguration: Sendable {
         return problems
     }
 }
+
+/// A configuration that cannot run, with every problem named.
+public struct ConfigurationError: Error, CustomStringConvertible {
+    public let problems: [String]
+    public init(problems: [String]) { self.problems = problems }
+    public var description: String { "invalid configuration:\n" + problems.map { "  - \($0)" }.joined(separator: "\n") }
+}

@@ -1,0 +1,142 @@
+import Foundation
+import Logging
+import RISCClient
+import RISCCore
+import RISCLocal
+import RISCStorage
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What a start checks before it binds a port or opens the store (and `--check-config` checks the
+/// same way), and what it warns about.
+extension Receiver {
+    /// What a start warns about (and `--check-config` prints): a listener serving plain HTTP on
+    /// an address other hosts can reach.
+    public static func warnings(_ configuration: ReceiverConfiguration) -> [String] {
+        var warnings: [String] = []
+        if configuration.tlsCertificate == nil && !URLPolicy.isLoopback(host: configuration.host) {
+            warnings.append("serving plain HTTP on a non-loopback address (\(configuration.host)): put a TLS-terminating proxy in front, or set tls.certificate and tls.key")
+        }
+        var admin = [(configuration.adminHost, configuration.adminPort)]
+        if let port = configuration.adminAPIPort { admin.append((configuration.adminAPIHost, port)) }
+        for (host, port) in admin where configuration.adminTLSCertificate == nil && !URLPolicy.isLoopback(host: host) {
+            warnings.append("the admin listener \(host):\(port) serves plain HTTP on a non-loopback address: set admin.tls.certificate and admin.tls.key")
+        }
+        return warnings
+    }
+
+    /// Why a file named in the configuration cannot be read as one (the system's words, or "it is
+    /// a directory", which `isReadableFile` lets through and the start then fails on); nil: it can.
+    static func unreadable(_ path: String) -> String? {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue { return "it is a directory" }
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return String(cString: strerror(errno)) }
+        close(descriptor)
+        return nil
+    }
+
+    /// Everything about the files and directories a configuration names that would stop a start,
+    /// checked without binding a port or opening the store: `risc serve --check-config` and the
+    /// start run this same list, so the check refuses whatever the start refuses.
+    public static func preflight(_ configuration: ReceiverConfiguration) -> [String] {
+        var problems: [String] = []
+        let files = FileManager.default
+        var isDirectory: ObjCBool = false
+        if files.fileExists(atPath: configuration.dataDirectory, isDirectory: &isDirectory) {
+            if !isDirectory.boolValue {
+                problems.append("data_dir: \(configuration.dataDirectory) exists and is not a directory")
+            } else if !files.isWritableFile(atPath: configuration.dataDirectory) {
+                problems.append("data_dir: \(configuration.dataDirectory) is not writable by this user")
+            }
+        } else if !configuration.dataDirectory.isEmpty {
+            var parent = configuration.dataDirectory
+            repeat {
+                parent = (parent as NSString).deletingLastPathComponent
+                if parent.isEmpty { parent = "." }
+            } while !files.fileExists(atPath: parent, isDirectory: &isDirectory) && parent != "/" && parent != "."
+            if !isDirectory.boolValue || !files.isWritableFile(atPath: parent) {
+                problems.append("data_dir: \(configuration.dataDirectory) cannot be created (\(parent) is not a writable directory)")
+            }
+        }
+        problems += trustProblems(configuration)
+        let named: [(String, String?)] = [
+            ("tls.certificate", configuration.tlsCertificate), ("tls.key", configuration.tlsKey), ("jwks_file", configuration.jwksFile),
+            ("admin.tls.certificate", configuration.adminTLSCertificate), ("admin.tls.key", configuration.adminTLSKey),
+            ("admin.tls.client_ca", configuration.adminTLSClientCA),
+            ("store.password_file", configuration.store.passwordFile), ("store.ca_file", configuration.store.caFile),
+            ("accounts.token_key_file", configuration.tokenKeyFile),
+            ("linking.notices.service_account_file", configuration.noticeIssuer == nil ? nil : configuration.noticeServiceAccountFile),
+        ]
+        for (setting, path) in named {
+            if let path, let why = unreadable(path) { problems.append("\(setting): cannot read \(path): \(why)") }
+        }
+        let secrets: [(String, String?, String)] = [
+            ("admin.token_file", configuration.adminTokenFile, "token"), ("webhook.secret_file", configuration.webhookSecretFile, "secret"),
+            ("linking.client_secret_file", configuration.linkingRevocationPath == nil ? nil : configuration.linkingClientSecretFile, "secret"),
+        ]
+        for (setting, path, what) in secrets {
+            guard let path else { continue }
+            do {
+                if try readSecret(path, setting: setting).count < 16 { problems.append("\(setting): the \(what) in \(path) must be at least 16 bytes") }
+            } catch let error as ConfigurationError {
+                problems += error.problems
+            } catch {
+                problems.append("\(setting): \(error)")
+            }
+        }
+        if let path = configuration.tokenKeyFile, let data = files.contents(atPath: path), data.count < TokenKey.length {
+            problems.append("accounts.token_key_file: \(path) holds \(data.count) bytes; a token key has at least \(TokenKey.length)")
+        }
+        if let path = configuration.jwksFile, let data = files.contents(atPath: path) {
+            do { _ = try JWKSet(json: Array(data)) } catch { problems.append("jwks_file: \(path): \(error)") }
+        }
+        // Unreadable files are named above; the pairs that can be read must load.
+        for pair in configuration.tlsPairs where [pair.certificate, pair.key, pair.clientCA ?? pair.key].allSatisfy(files.isReadableFile(atPath:)) {
+            do { _ = try ServerTLS.load(pair) } catch { problems.append("\(error)") }
+        }
+        if configuration.noticeIssuer != nil, configuration.noticeProblems.isEmpty,
+            files.isReadableFile(atPath: configuration.noticeServiceAccountFile ?? "")
+        {
+            do { _ = try ReceiverStorage.makePublisher(configuration: configuration) } catch let error as ConfigurationError {
+                problems += error.problems
+            } catch {
+                problems.append("linking.notices: \(error)")
+            }
+        }
+        return problems
+    }
+
+    /// Whether the files risc keeps its secrets in can be trusted (issue 24 #6): no symbolic link
+    /// in the data directory, ever; unless `accept_insecure_permissions`, a data directory and a
+    /// notice-key directory of this user's, not writable by group or others, and key files (the
+    /// token key, the notice keys) of this user's, open to no one else.
+    static func trustProblems(_ configuration: ReceiverConfiguration) -> [String] {
+        let check = !configuration.acceptInsecurePermissions
+        var problems = PrivateFiles.dataDirectoryProblems(configuration.dataDirectory, checkOwnership: check)
+        guard check else { return problems }
+        let tokenKey = configuration.tokenKeyFile ?? (configuration.dataDirectory as NSString).appendingPathComponent("token-key")
+        if let problem = PrivateFiles.keyFileProblem(tokenKey, setting: configuration.tokenKeyFile == nil ? "data_dir" : "accounts.token_key_file") {
+            problems.append(problem)
+        }
+        if configuration.noticeIssuer != nil, let directory = configuration.noticeKeyDirectory {
+            if let problem = PrivateFiles.directoryProblem(directory, setting: "linking.notices.key_dir") { problems.append(problem) }
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+            for name in names.sorted() where name.hasSuffix(".pem") {
+                let path = (directory as NSString).appendingPathComponent(name)
+                if let problem = PrivateFiles.keyFileProblem(path, setting: "linking.notices.key_dir") { problems.append(problem) }
+            }
+        }
+        return problems
+    }
+
+    /// A secret kept in a file (webhook secret, admin token), without surrounding whitespace.
+    static func readSecret(_ path: String, setting: String) throws -> [UInt8] {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ConfigurationError(problems: ["\(setting): cannot read \(path)"])
+        }
+        return Array(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+    }
+}
