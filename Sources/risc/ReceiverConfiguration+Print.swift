@@ -121,6 +121,29 @@ extension JSONValue {
     }
 }
 
+extension ReceiverConfiguration {
+    /// The reference table of `docs/configuration.md` (between its `generated` markers), made from
+    /// the key list and a default configuration, so a key's default and meaning are written once,
+    /// in code: every key, its default as a config file says it, whether SIGHUP applies it.
+    static var referenceTable: String {
+        let defaults = ReceiverConfiguration().effectiveSettings
+        var lines = ["| key | default | on SIGHUP | meaning |", "|---|---|---|---|"]
+        for ((key, help), (_, value)) in zip(keys, defaults) {
+            let shown: String
+            switch value {
+            case .null: shown = "unset"
+            case .array(let items) where items.isEmpty: shown = key == "audiences" ? "(required)" : "none"
+            case .object: shown = "the table in [actions.md](actions.md)"
+            default: shown = "`" + TOMLWriter.value(value) + "`"
+            }
+            let reload = reloadableKeys.contains(key) ? "applied" : "restart"
+            let meaning = help.replacing(/\s*\(default [^()]*\)$/, with: "").replacingOccurrences(of: "|", with: "\\|")
+            lines.append("| `\(key)` | \(shown) | \(reload) | \(meaning) |")
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+}
+
 extension RiscCommand.Serve {
     /// `--print-config`: the effective configuration as a config file (TOML with each value's
     /// source beside it, or JSON), secrets redacted.

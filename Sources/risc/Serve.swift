@@ -77,6 +77,9 @@ extension RiscCommand {
         @Option(help: "The format of --print-config: toml (with sources as comments) or json.")
         var printConfigFormat: ConfigFile.Format = .toml
 
+        @Flag(help: .hidden)
+        var configReference = false
+
         @OptionGroup var global: GlobalOptions
 
         func flagValues() throws -> [String: JSONValue] {
@@ -177,6 +180,7 @@ extension RiscCommand {
         }
 
         func run() async throws {
+            if configReference { return print(ReceiverConfiguration.referenceTable, terminator: "") }
             // Configuration errors: the problems, exit 64, no usage text (nothing is wrong with the flags' syntax).
             var configuration: ReceiverConfiguration
             do {

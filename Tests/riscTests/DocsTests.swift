@@ -32,4 +32,36 @@ struct DocsTests {
             }
         }
     }
+
+    /// Issue 27: each key's default was written twice (the code and the reference table), and the
+    /// table drifted. The table is now generated from the code; this fails when the page is stale.
+    @Test("docs/configuration.md's table is what `risc serve --config-reference` generates from the key list and the defaults")
+    func configurationReference() throws {
+        let page = try String(contentsOf: Self.repository.appendingPathComponent("docs/configuration.md"), encoding: .utf8)
+        let generated = try RiscBinary.run(["serve", "--config-reference"])
+        #expect(generated.status == 0)
+        let marker = try #require(page.range(of: "<!-- generated:"))
+        let start = try #require(page.range(of: "-->\n", range: marker.upperBound..<page.endIndex))
+        let end = try #require(page.range(of: "<!-- end generated -->"))
+        #expect(String(page[start.upperBound..<end.lowerBound]) == generated.stdout, "regenerate it: scripts/docs")
+        #expect(generated.stdout.contains("| `listen.port` | `8443` | restart |"))
+        #expect(generated.stdout.contains("| `max_body_bytes` | `65536` | applied |"))
+    }
+
+    /// Every `@unchecked Sendable` says why the compiler's check is waived.
+    @Test("each @unchecked Sendable in Sources carries its reason on the same line")
+    func uncheckedSendableReasons() throws {
+        let sources = Self.repository.appendingPathComponent("Sources")
+        let enumerator = try #require(FileManager.default.enumerator(atPath: sources.path))
+        var unexplained: [String] = []
+        while let path = enumerator.nextObject() as? String {
+            guard path.hasSuffix(".swift") else { continue }
+            let text = try String(contentsOf: sources.appendingPathComponent(path), encoding: .utf8)
+            for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated()
+            where line.contains("@unchecked Sendable") && !line.contains("// reason: ") {
+                unexplained.append("\(path):\(number + 1)")
+            }
+        }
+        #expect(unexplained.isEmpty, "\(unexplained)")
+    }
 }
