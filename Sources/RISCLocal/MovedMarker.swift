@@ -21,7 +21,9 @@ public enum MovedMarker {
         let record = (try? JSONParser.parseObject(Array(data))) ?? [:]
         let target = record["copied_to"]?.stringValue ?? "another store"
         let at = record["at"]?.stringValue.map { " on \($0)" } ?? ""
-        return StoreError(.refused, """
+        return StoreError(
+            .refused,
+            """
             the embedded store in \(directory) was copied to \(target)\(at) by risc store copy: serving from it would split SETs \
             between two stores. Serve from the shared store (store.url), or, to serve from this directory again, remove \(file)
             """)

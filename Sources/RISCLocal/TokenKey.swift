@@ -51,7 +51,9 @@ public enum TokenKey {
             key = Array(data)
             guard key.count >= length else { throw StoreError(.refused, "\(setting) \(path) holds \(key.count) bytes; a token key has at least \(length)") }
         } else if let recorded {
-            throw StoreError(.refused, """
+            throw StoreError(
+                .refused,
+                """
                 \(setting) \(path) is missing, but this store's token fingerprints were made with a key (check value \(recorded.prefix(12))…): \
                 restore that file (it belongs with the data directory's backup); a new key would make every stored token unmatchable
                 """)
@@ -67,7 +69,9 @@ public enum TokenKey {
         let check = checkValue(key)
         if let recorded {
             guard TokenFingerprint.constantTimeEquals(recorded, check) else {
-                throw StoreError(.refused, """
+                throw StoreError(
+                    .refused,
+                    """
                     \(setting) \(path) is not the key this store's token fingerprints were made with \
                     (check value \(check.prefix(12))…, the store's \(recorded.prefix(12))…): use the original key file
                     """)

@@ -27,26 +27,29 @@ public struct PostgresAccounts: AccountRepository {
     private static func insert(_ link: AccountLink, now: Double, tokenKey: [UInt8], connection: PostgresConnection, logger: Logger) async throws -> Int64 {
         let issuer = SETPolicy.issuerScope(link.issuer), email = link.email?.lowercased()
         var id: Int64?
-        for try await value in try await connection.query("""
+        for try await value in try await connection.query(
+            """
             INSERT INTO accounts (issuer, subject, user_id, email, created_at, updated_at)
             VALUES (\(issuer), \(link.subject), \(link.userID), \(email), \(now), \(now))
             ON CONFLICT (issuer, subject) DO UPDATE SET user_id = excluded.user_id,
                 email = coalesce(excluded.email, accounts.email), updated_at = excluded.updated_at
             RETURNING id
-            """, logger: logger).decode(Int64.self)
-        {
+            """, logger: logger
+        ).decode(Int64.self) {
             id = value
         }
         guard let id else { throw StoreError(.failed, "account upsert returned no row") }
         if !link.sessions.isEmpty {
-            try await connection.query("""
+            try await connection.query(
+                """
                 INSERT INTO sessions (account_id, session_id, created_at) SELECT \(id), s, \(now) FROM unnest(\(link.sessions)::text[]) AS s
                 ON CONFLICT (account_id, session_id) DO NOTHING
                 """, logger: logger)
         }
         for (kind, values) in [(TokenKind.googleRefresh, link.refreshTokens), (.linked, link.linkedTokens)] where !values.isEmpty {
             let prints = values.map { TokenFingerprint(token: $0, key: tokenKey) }
-            try await connection.query("""
+            try await connection.query(
+                """
                 INSERT INTO tokens (account_id, kind, hash, prefix_mac, created_at)
                 SELECT \(id), \(kind.rawValue), h, p, \(now) FROM unnest(\(prints.map(\.hash))::text[], \(prints.map(\.prefixMAC))::text[]) AS t(h, p)
                 """, logger: logger)
@@ -62,22 +65,25 @@ public struct PostgresAccounts: AccountRepository {
         return try await database.client.withTransaction(logger: logger) { connection in
             let scope = issuer.map(SETPolicy.issuerScope)
             var id: Int64?
-            for try await value in try await connection.query("""
+            for try await value in try await connection.query(
+                """
                 SELECT id FROM accounts WHERE (\(scope)::text IS NULL OR issuer = \(scope)) AND subject = \(subject) ORDER BY id LIMIT 1
-                """, logger: logger).decode(Int64.self)
-            {
+                """, logger: logger
+            ).decode(Int64.self) {
                 id = value
             }
             guard let id else { return false }
             if let session {
-                try await connection.query("""
+                try await connection.query(
+                    """
                     INSERT INTO sessions (account_id, session_id, via_google, created_at) VALUES (\(id), \(session), \(viaGoogle ? 1 : 0), \(now))
                     ON CONFLICT (account_id, session_id) DO NOTHING
                     """, logger: logger)
             }
             if let token {
                 let fingerprint = TokenFingerprint(token: token, key: tokenKey)
-                try await connection.query("""
+                try await connection.query(
+                    """
                     INSERT INTO tokens (account_id, kind, hash, prefix_mac, created_at)
                     VALUES (\(id), \(tokenKind.rawValue), \(fingerprint.hash), \(fingerprint.prefixMAC), \(now))
                     """, logger: logger)
@@ -93,21 +99,23 @@ public struct PostgresAccounts: AccountRepository {
             var queued = 0
             if let notices {
                 var hashes: [String] = []
-                for try await hash in try await connection.query("""
+                for try await hash in try await connection.query(
+                    """
                     SELECT t.hash FROM tokens t JOIN accounts a ON a.id = t.account_id
                     WHERE a.subject = \(subject) AND (\(scope)::text IS NULL OR a.issuer = \(scope)) AND t.kind = 'linked' AND t.revoked_at IS NULL
                     ORDER BY t.id FOR UPDATE OF t
-                    """, logger: logger).decode(String.self)
-                {
+                    """, logger: logger
+                ).decode(String.self) {
                     hashes.append(hash)
                 }
                 queued = try await Self.queue(hashes, tokenType: nil, notices: notices, now: now, connection: connection, logger: logger)
             }
             var removed = 0
-            for try await _ in try await connection.query("""
+            for try await _ in try await connection.query(
+                """
                 DELETE FROM accounts WHERE subject = \(subject) AND (\(scope)::text IS NULL OR issuer = \(scope)) RETURNING id
-                """, logger: logger).decode(Int64.self)
-            {
+                """, logger: logger
+            ).decode(Int64.self) {
                 removed += 1
             }
             return (removed, queued)
@@ -121,20 +129,22 @@ public struct PostgresAccounts: AccountRepository {
         let logger = database.logger
         return try await database.client.withTransaction(logger: logger) { connection -> LinkedTokenRevocation? in
             var account: Int64?
-            for try await id in try await connection.query("""
+            for try await id in try await connection.query(
+                """
                 SELECT id FROM accounts WHERE (\(scope)::text IS NULL OR issuer = \(scope)) AND subject = \(subject) ORDER BY id LIMIT 1 FOR UPDATE
-                """, logger: logger).decode(Int64.self)
-            {
+                """, logger: logger
+            ).decode(Int64.self) {
                 account = id
             }
             guard let account else { return nil }
             var revoked: [String] = []
-            for try await hash in try await connection.query("""
+            for try await hash in try await connection.query(
+                """
                 UPDATE tokens SET revoked_at = \(now), revoked_reason = \(reason)
                 WHERE account_id = \(account) AND kind = 'linked' AND revoked_at IS NULL AND (\(hashes)::text[] IS NULL OR hash = ANY(\(hashes)::text[]))
                 RETURNING hash
-                """, logger: logger).decode(String.self)
-            {
+                """, logger: logger
+            ).decode(String.self) {
                 revoked.append(hash)
             }
             var queued = 0
@@ -155,13 +165,14 @@ public struct PostgresAccounts: AccountRepository {
         for hash in hashes {
             let notice = try notices.record(tokenHash: hash, tokenType: tokenType, now: now)
             let types = JSONValue.array(notice.eventTypes.map { .string($0) }).serialized
-            for try await _ in try await connection.query("""
+            for try await _ in try await connection.query(
+                """
                 INSERT INTO sets (issuer, jti, iss, iat, received_at, last_received_at, content_type, event_types, subjects, token)
                 VALUES (\(notice.issuer), \(notice.tokenID), \(notice.claimedIssuer), \(notice.issuedAt), \(notice.receivedAt),
                         \(notice.receivedAt), \(QueuedNotice.contentType), \(types), \(notice.subjectsJSON), \(notice.token))
                 ON CONFLICT (issuer, jti) DO NOTHING RETURNING id
-                """, logger: logger).decode(Int64.self)
-            {
+                """, logger: logger
+            ).decode(Int64.self) {
                 queued += 1
             }
         }
@@ -179,25 +190,28 @@ public struct PostgresAccounts: AccountRepository {
     public func accounts(subject: String?) async throws -> [AccountSummary] {
         var binds = PostgresBindings()
         binds.append(subject)
-        let rows = try await database.client.query(PostgresQuery(unsafeSQL: """
-            SELECT a.id, a.issuer, a.subject, a.user_id, a.email, a.google_signin_enabled, a.email_recovery_enabled,
-                a.flagged_for_review, a.heightened_monitoring,
-                (SELECT count(*) FROM sessions s WHERE s.account_id = a.id AND s.ended_at IS NULL),
-                (SELECT count(*) FROM sessions s WHERE s.account_id = a.id AND s.ended_at IS NOT NULL),
-                \(accountTokenCountsSQL)
-            FROM accounts a WHERE $1::text IS NULL OR a.subject = $1 ORDER BY a.id
-            """, binds: binds), logger: database.logger)
+        let rows = try await database.client.query(
+            PostgresQuery(
+                unsafeSQL: """
+                    SELECT a.id, a.issuer, a.subject, a.user_id, a.email, a.google_signin_enabled, a.email_recovery_enabled,
+                        a.flagged_for_review, a.heightened_monitoring,
+                        (SELECT count(*) FROM sessions s WHERE s.account_id = a.id AND s.ended_at IS NULL),
+                        (SELECT count(*) FROM sessions s WHERE s.account_id = a.id AND s.ended_at IS NOT NULL),
+                        \(accountTokenCountsSQL)
+                    FROM accounts a WHERE $1::text IS NULL OR a.subject = $1 ORDER BY a.id
+                    """, binds: binds), logger: database.logger)
         var result: [AccountSummary] = []
         for try await row in rows {
             let (id, issuer, sub, user, email, signIn, recovery, flagged, monitored, open, ended) = try row.decode(
                 (Int64, String, String, String, String?, Int, Int, Int, Int, Int64, Int64).self)
             let columns = row.makeRandomAccess()
             let counts = try (11..<15).map { Int(try columns[$0].decode(Int64.self)) }
-            result.append(AccountSummary(
-                id: id, issuer: issuer, subject: sub, userID: user, email: email, googleSignInEnabled: signIn != 0,
-                emailRecoveryEnabled: recovery != 0, flaggedForReview: flagged != 0, heightenedMonitoring: monitored != 0,
-                openSessions: Int(open), endedSessions: Int(ended), googleRefreshTokens: .init(active: counts[0], revoked: counts[1]),
-                linkedTokens: .init(active: counts[2], revoked: counts[3])))
+            result.append(
+                AccountSummary(
+                    id: id, issuer: issuer, subject: sub, userID: user, email: email, googleSignInEnabled: signIn != 0,
+                    emailRecoveryEnabled: recovery != 0, flaggedForReview: flagged != 0, heightenedMonitoring: monitored != 0,
+                    openSessions: Int(open), endedSessions: Int(ended), googleRefreshTokens: .init(active: counts[0], revoked: counts[1]),
+                    linkedTokens: .init(active: counts[2], revoked: counts[3])))
         }
         return result
     }
@@ -228,7 +242,8 @@ public struct PostgresVerifications: VerificationRequests {
     }
 
     public func received(since time: Double) async throws -> (all: Int, verifications: Int) {
-        let rows = try await database.client.query("""
+        let rows = try await database.client.query(
+            """
             SELECT count(*), count(*) FILTER (WHERE event_types LIKE '%verification%') FROM sets WHERE last_received_at >= \(time)
             """, logger: database.logger)
         for try await (all, verifications) in rows.decode((Int64, Int64).self) { return (Int(all), Int(verifications)) }
@@ -248,7 +263,8 @@ public struct PostgresVerifications: VerificationRequests {
             if let state {
                 let header = try? CompactJWS(compact).header
                 let audience = claims.audience.joined(separator: " ")
-                let matched = try await connection.query("""
+                let matched = try await connection.query(
+                    """
                     UPDATE stream_verifications SET matched_at = \(now), set_id = \(id), jti = \(claims.tokenID), kid = \(header?.keyID),
                         alg = \(header?.algorithm.rawValue), iss = \(claims.issuer), aud = \(audience)
                     WHERE state = \(state) AND matched_at IS NULL RETURNING requested_at

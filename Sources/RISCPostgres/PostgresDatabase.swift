@@ -211,7 +211,9 @@ public final class PostgresDatabase: Sendable {
         if fsync != "on" { problems.append("fsync is \(fsync)") }
         if synchronousCommit == "off" { problems.append("synchronous_commit is off") }
         guard problems.isEmpty || acceptUnsafe else {
-            throw StoreError(.refused, """
+            throw StoreError(
+                .refused,
+                """
                 PostgreSQL at \(url) does not make commits durable (\(problems.joined(separator: ", "))): risc answers 202 only once \
                 a SET is on disk, so it refuses this server. Turn them on, or set store.accept_unsafe_durability (never in production)
                 """)
@@ -398,7 +400,9 @@ extension PostgresDatabase {
     /// `accounts.token_key_file` is not set, which a shared store refuses.
     public func checkTokenKey(_ key: [UInt8]?, file: String?) async throws {
         guard let key, let file else {
-            throw StoreError(.refused, """
+            throw StoreError(
+                .refused,
+                """
                 a shared store needs accounts.token_key_file: every receiver must fingerprint tokens with the same key \
                 (make one with `risc keys token-key --out FILE` and give each receiver a copy)
                 """)
@@ -413,7 +417,9 @@ extension PostgresDatabase {
             recorded = value
         }
         guard let recorded, TokenFingerprint.constantTimeEquals(recorded, check) else {
-            throw StoreError(.refused, """
+            throw StoreError(
+                .refused,
+                """
                 accounts.token_key_file \(file) is not the key this shared store's token fingerprints were made with \
                 (check value \(check.prefix(12))…, the store's \((recorded ?? "").prefix(12))…): give every receiver the same key file
                 """)

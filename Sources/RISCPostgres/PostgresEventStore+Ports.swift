@@ -12,7 +12,8 @@ extension PostgresEventStore: RetentionStore {
         var pass = RetentionPass()
         let stripBefore = policy.stripBefore(now: now), forgetBefore = policy.forgetBefore(now: now)
         let limit = Int64(batch)
-        let stripped = try await database.client.query("""
+        let stripped = try await database.client.query(
+            """
             UPDATE sets SET token = '', subjects = '[]', remote = NULL, pruned_at = \(now)
             WHERE id IN (SELECT id FROM sets WHERE state = 'done' AND pruned_at IS NULL AND processed_at < \(stripBefore)
                          LIMIT \(limit) FOR UPDATE SKIP LOCKED)
@@ -20,7 +21,8 @@ extension PostgresEventStore: RetentionStore {
             """, logger: logger)
         for try await _ in stripped.decode(Int64.self) { pass.stripped += 1 }
         pass.forgotten = try await database.client.withTransaction(logger: logger) { connection in
-            let gone = try await connection.query("""
+            let gone = try await connection.query(
+                """
                 DELETE FROM sets WHERE id IN (SELECT id FROM sets WHERE pruned_at IS NOT NULL AND received_at < \(forgetBefore)
                                               LIMIT \(limit) FOR UPDATE SKIP LOCKED)
                 RETURNING id

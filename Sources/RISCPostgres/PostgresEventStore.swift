@@ -328,9 +328,12 @@ public final class PostgresEventStore: EventStore, Sendable {
             -> (outcomes: [ActionOutcome], followUp: [EventLogRecord])
         {
             let outcomes = try await applier.apply(plan, setID: setID, keyIssuer: record.issuer, now: now)
-            return (outcomes, try await PostgresVerifications.records(
-                for: plan, claims: record.claims, id: setID, jti: record.tokenID, compact: record.token, connection: connection,
-                logger: applier.logger))
+            return (
+                outcomes,
+                try await PostgresVerifications.records(
+                    for: plan, claims: record.claims, id: setID, jti: record.tokenID, compact: record.token, connection: connection,
+                    logger: applier.logger)
+            )
         }
 
         mutating func deferToQueue(setID: Int64) async throws {
@@ -359,7 +362,8 @@ public final class PostgresEventStore: EventStore, Sendable {
                 outcomes[position] = .accepted(id: id)
                 continue
             }
-            let counted = try await connection.query("""
+            let counted = try await connection.query(
+                """
                 UPDATE sets SET deliveries = deliveries + 1, last_received_at = greatest(last_received_at, \(record.receivedAt))
                 WHERE issuer = \(record.issuer) AND jti = \(record.tokenID) RETURNING id, deliveries
                 """, logger: logger)

@@ -45,19 +45,22 @@ public struct PostgresQueueAdmin: QueueAdministration {
             (Int64, String, String, String, Int, Int, String, Double, Double, String?).self)
         {
             let state = QueueState(rawValue: stateText) ?? .pending
-            result.append(QueueRow(
-                id: id, jti: jti, issuer: issuer, state: state, attempts: attempts, deliveries: deliveries,
-                eventTypes: (try? JSONParser.parse(types))?.arrayValue?.compactMap(\.stringValue) ?? [], receivedAt: received,
-                retryAt: state == .pending && attempts > 0 ? next : nil, lastError: error))
+            result.append(
+                QueueRow(
+                    id: id, jti: jti, issuer: issuer, state: state, attempts: attempts, deliveries: deliveries,
+                    eventTypes: (try? JSONParser.parse(types))?.arrayValue?.compactMap(\.stringValue) ?? [], receivedAt: received,
+                    retryAt: state == .pending && attempts > 0 ? next : nil, lastError: error))
         }
         return result
     }
 
     public func list(state: QueueState?, limit: Int) async throws -> [QueueRow] {
         let stateText = state?.rawValue
-        return try await rows(PostgresQuery(unsafeSQL: """
-            SELECT \(Self.rowColumns) FROM sets WHERE $1::text IS NULL OR state = $1 ORDER BY id DESC LIMIT $2
-            """, binds: try binds(stateText, Int64(min(limit, Int(Int64.max))))))
+        return try await rows(
+            PostgresQuery(
+                unsafeSQL: """
+                    SELECT \(Self.rowColumns) FROM sets WHERE $1::text IS NULL OR state = $1 ORDER BY id DESC LIMIT $2
+                    """, binds: try binds(stateText, Int64(min(limit, Int(Int64.max))))))
     }
 
     public func show(jti: String) async throws -> QueueRow? {
@@ -77,7 +80,8 @@ public struct PostgresQueueAdmin: QueueAdministration {
         for row in try await rows(PostgresQuery(unsafeSQL: "SELECT \(Self.rowColumns) FROM sets WHERE id = ANY($1)", binds: try binds(ids))) {
             byID[row.id] = row
         }
-        let actions = try await database.client.query("""
+        let actions = try await database.client.query(
+            """
             SELECT set_id, event_index, action, result, applied_at FROM applied_actions WHERE set_id = ANY(\(ids))
             ORDER BY set_id, event_index, applied_at
             """, logger: logger)
@@ -96,7 +100,8 @@ public struct PostgresQueueAdmin: QueueAdministration {
     /// (`integrity` nil): its WAL and checksums are its business.
     public func audit(acknowledged jtis: [String]) async throws -> StoreAudit {
         var audit = StoreAudit()
-        let rows = try await database.client.query("""
+        let rows = try await database.client.query(
+            """
             SELECT s.jti, s.state = 'done', (SELECT count(*) FROM applied_actions a WHERE a.set_id = s.id) FROM sets s
             """, logger: logger)
         var found: [String: (done: Bool, actions: Int64)] = [:]
@@ -167,7 +172,8 @@ public struct PostgresQueueAdmin: QueueAdministration {
     public func requeue(ids: [Int64]) async throws -> [Int64] {
         guard !ids.isEmpty else { return [] }
         try await database.client.withTransaction(logger: logger) { connection in
-            try await connection.query("""
+            try await connection.query(
+                """
                 UPDATE sets SET \(unescaped: PostgresSchema.requeueAssignments), last_error = NULL, processed_at = NULL
                 WHERE id = ANY(\(ids))
                 """, logger: logger)

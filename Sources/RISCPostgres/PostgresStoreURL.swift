@@ -73,7 +73,8 @@ public struct PostgresStoreURL: Sendable, Equatable, CustomStringConvertible {
     /// client answered a fake server's cleartext request with it before). nil when it may.
     public var passwordProblem: String? {
         guard socketDirectory == nil, tls != .verifyFull else { return nil }
-        return "store.password_file is sent only over sslmode=verify-full (the server's certificate checked; pin its CA with store.ca_file) or the Unix socket (?host=/socket/dir); \(description) would send it to a server nobody checked"
+        return
+            "store.password_file is sent only over sslmode=verify-full (the server's certificate checked; pin its CA with store.ca_file) or the Unix socket (?host=/socket/dir); \(description) would send it to a server nobody checked"
     }
 
     /// The socket file PostgreSQL listens on in `socketDirectory`.

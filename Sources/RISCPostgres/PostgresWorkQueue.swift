@@ -39,7 +39,8 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
     private func claimNow(owner: String, limit: Int, lease: Double, now: Double, scope: ClaimScope) async throws -> [ClaimedSET] {
         let expires = now + lease
         let any = scope == .all, notices = scope == .notices
-        let rows = try await database.client.query("""
+        let rows = try await database.client.query(
+            """
             UPDATE sets SET lease_owner = \(owner), lease_expires_at = \(expires)
             WHERE id IN (SELECT id FROM sets
                          WHERE state = 'pending' AND next_attempt_at <= \(now) AND (lease_expires_at IS NULL OR lease_expires_at < \(now))
@@ -49,9 +50,11 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
             """, logger: logger)
         var claimed: [(ClaimedSET, Double)] = []
         for try await (id, issuer, jti, token, attempts, due, since) in rows.decode((Int64, String, String, String, Int, Double, Double).self) {
-            claimed.append((
-                ClaimedSET(id: id, issuer: issuer, jti: jti, token: token, attempts: attempts, owner: owner, leaseExpiresAt: expires, retrySince: since),
-                due))
+            claimed.append(
+                (
+                    ClaimedSET(id: id, issuer: issuer, jti: jti, token: token, attempts: attempts, owner: owner, leaseExpiresAt: expires, retrySince: since),
+                    due
+                ))
         }
         return claimed.sorted { ($0.1, $0.0.id) < ($1.1, $1.0.id) }.map(\.0)
     }
@@ -71,11 +74,12 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
             // finishers of a SET; the owner check makes a late one a no-op.
             let ids = items.map(\.claim.id), owners = items.map(\.claim.owner)
             var held = Set<Int64>()
-            for try await id in try await connection.query("""
+            for try await id in try await connection.query(
+                """
                 SELECT s.id FROM sets s JOIN unnest(\(ids)::int8[], \(owners)::text[]) AS c(id, owner) ON s.id = c.id
                 WHERE s.state = 'pending' AND s.lease_owner = c.owner ORDER BY s.id FOR UPDATE OF s
-                """, logger: logger).decode(Int64.self)
-            {
+                """, logger: logger
+            ).decode(Int64.self) {
                 held.insert(id)
             }
             guard !held.isEmpty else { return items.map { _ in nil } }
@@ -106,7 +110,8 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
                 reports.append(report)
             }
             try await applier.recordApplied(now: now)
-            try await connection.query("""
+            try await connection.query(
+                """
                 UPDATE sets SET state = 'done', attempts = d.attempts, processed_at = \(now), last_error = NULL,
                     lease_owner = NULL, lease_expires_at = NULL
                 FROM unnest(\(done.map(\.id))::int8[], \(done.map { Int64($0.attempts) })::int8[]) AS d(id, attempts)
@@ -132,7 +137,8 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
 
     private func failNow(_ claim: ClaimedSET, error: String, retryAt: Double?, now: Double) async throws -> Bool {
         let state = (retryAt == nil ? QueueState.dead : .pending).rawValue
-        let rows = try await database.client.query("""
+        let rows = try await database.client.query(
+            """
             UPDATE sets SET attempts = \(claim.attempts + 1), last_error = \(error), next_attempt_at = \(retryAt ?? now), state = \(state),
                 lease_owner = NULL, lease_expires_at = NULL
             WHERE id = \(claim.id) AND state = 'pending' AND lease_owner = \(claim.owner)
@@ -148,7 +154,8 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
     }
 
     private func rescueNow(now: Double) async throws -> [String] {
-        let rows = try await database.client.query("""
+        let rows = try await database.client.query(
+            """
             UPDATE sets SET lease_owner = NULL, lease_expires_at = NULL
             WHERE id IN (SELECT id FROM sets WHERE state = 'pending' AND lease_expires_at < \(now) LIMIT 1000 FOR UPDATE SKIP LOCKED)
             RETURNING jti
@@ -214,7 +221,8 @@ struct PostgresActionApplier {
         }
         guard !scopes.isEmpty else { return }
         for (scope, sub) in zip(scopes, subjects) { preloaded[scope + "\u{0}" + sub] = .some(nil) }
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             SELECT a.issuer, a.subject, a.id, a.access_changed_at
             FROM accounts a JOIN unnest(\(scopes)::text[], \(subjects)::text[]) AS u(i, s) ON a.issuer = u.i AND a.subject = u.s
             ORDER BY a.id FOR UPDATE OF a
@@ -240,7 +248,8 @@ struct PostgresActionApplier {
     /// Writes the rows `apply` collected, in one statement.
     mutating func recordApplied(now: Double) async throws {
         guard !pending.isEmpty else { return }
-        try await connection.query("""
+        try await connection.query(
+            """
             INSERT INTO applied_actions (set_id, event_index, action, applied_at, result)
             SELECT s, e, a, \(now), r FROM unnest(\(pending.map(\.setID))::int8[], \(pending.map { Int64($0.eventIndex) })::int8[],
                                                 \(pending.map(\.action))::text[], \(pending.map(\.result))::text[]) AS t(s, e, a, r)
@@ -274,7 +283,8 @@ struct PostgresActionApplier {
             guard linked || matched, let account = try await resolve(step, keyIssuer: keyIssuer) else { continue }
             let reason = step.recordedReason
             if linked {
-                let rows = try await connection.query("""
+                let rows = try await connection.query(
+                    """
                     SELECT id, hash FROM tokens WHERE account_id = \(account.id) AND kind = 'linked' AND revoked_at IS NULL ORDER BY id
                     """, logger: logger)
                 for try await (id, hash) in rows.decode((Int64, String).self) {
@@ -284,9 +294,10 @@ struct PostgresActionApplier {
             if matched, let tokenID = account.tokenID {
                 let rows = try await connection.query("SELECT kind, hash FROM tokens WHERE id = \(tokenID)", logger: logger)
                 for try await (kind, hash) in rows.decode((String, String).self) {
-                    tokens.append(TokenToRevoke(
-                        id: tokenID, eventIndex: step.eventIndex, action: .revokeToken, kind: TokenKind(rawValue: kind) ?? .linked, hash: hash,
-                        reason: reason))
+                    tokens.append(
+                        TokenToRevoke(
+                            id: tokenID, eventIndex: step.eventIndex, action: .revokeToken, kind: TokenKind(rawValue: kind) ?? .linked, hash: hash,
+                            reason: reason))
                 }
             }
         }
@@ -295,7 +306,8 @@ struct PostgresActionApplier {
 
     /// Marks `tokens` revoked (those still active), in the caller's transaction.
     func markRevoked(_ tokens: [TokenToRevoke], now: Double) async throws {
-        try await connection.query("""
+        try await connection.query(
+            """
             UPDATE tokens SET revoked_at = \(now), revoked_reason = r.reason
             FROM unnest(\(tokens.map(\.id))::int8[], \(tokens.map(\.reason))::text[]) AS r(id, reason)
             WHERE tokens.id = r.id AND tokens.revoked_at IS NULL
@@ -313,10 +325,12 @@ struct PostgresActionApplier {
         for lookup in AccountActions.lookups(for: step, keyIssuer: keyIssuer, tokenKey: tokenKey) {
             switch lookup {
             case .token(let column, let value):
-                let rows = try await connection.query(PostgresQuery(unsafeSQL: """
-                    SELECT t.account_id, t.id, t.\(column.rawValue), a.access_changed_at FROM tokens t JOIN accounts a ON a.id = t.account_id
-                    WHERE t.\(column.rawValue) = $1 AND t.revoked_at IS NULL ORDER BY t.id LIMIT 1
-                    """, binds: try Self.bindings(value)), logger: logger)
+                let rows = try await connection.query(
+                    PostgresQuery(
+                        unsafeSQL: """
+                            SELECT t.account_id, t.id, t.\(column.rawValue), a.access_changed_at FROM tokens t JOIN accounts a ON a.id = t.account_id
+                            WHERE t.\(column.rawValue) = $1 AND t.revoked_at IS NULL ORDER BY t.id LIMIT 1
+                            """, binds: try Self.bindings(value)), logger: logger)
                 for try await (account, token, stored, changed) in rows.decode((Int64, Int64, String, Double?).self) {
                     return TokenFingerprint.constantTimeEquals(stored, value) ? Account(id: account, tokenID: token, accessChangedAt: changed) : nil
                 }
@@ -355,11 +369,14 @@ struct PostgresActionApplier {
     private func execute(_ primitive: AccountActions.Primitive, now: Double) async throws -> Int {
         switch primitive {
         case .endSessions(let account, let createdBy, let googleOnly, let reason):
-            try await count(PostgresQuery(unsafeSQL: """
-                UPDATE sessions SET ended_at = $1, ended_reason = $2 WHERE account_id = $3 AND ended_at IS NULL AND created_at <= $4
-                """ + (googleOnly ? " AND via_google = 1" : "") + " RETURNING id", binds: try Self.bindings(now, reason, account, createdBy)))
+            try await count(
+                PostgresQuery(
+                    unsafeSQL: """
+                        UPDATE sessions SET ended_at = $1, ended_reason = $2 WHERE account_id = $3 AND ended_at IS NULL AND created_at <= $4
+                        """ + (googleOnly ? " AND via_google = 1" : "") + " RETURNING id", binds: try Self.bindings(now, reason, account, createdBy)))
         case .revokeTokens(let account, let kind, let reason):
-            try await count("""
+            try await count(
+                """
                 UPDATE tokens SET revoked_at = \(now), revoked_reason = \(reason)
                 WHERE account_id = \(account) AND kind = \(kind.rawValue) AND revoked_at IS NULL RETURNING id
                 """)
@@ -367,13 +384,17 @@ struct PostgresActionApplier {
             try await count("UPDATE tokens SET revoked_at = \(now), revoked_reason = \(reason) WHERE id = \(id) AND revoked_at IS NULL RETURNING id")
         case .setAccess(let account, let flag, let enabled, let eventTime):
             // OrderingRule in one statement: applied only while no newer access change is recorded.
-            try await count(PostgresQuery(unsafeSQL: """
-                UPDATE accounts SET \(flag.rawValue) = $1, access_changed_at = greatest(coalesce(access_changed_at, 0), $2), updated_at = $3
-                WHERE id = $4 AND coalesce(access_changed_at, 0) <= $2 RETURNING id
-                """, binds: try Self.bindings(enabled ? 1 : 0, eventTime, now, account)))
+            try await count(
+                PostgresQuery(
+                    unsafeSQL: """
+                        UPDATE accounts SET \(flag.rawValue) = $1, access_changed_at = greatest(coalesce(access_changed_at, 0), $2), updated_at = $3
+                        WHERE id = $4 AND coalesce(access_changed_at, 0) <= $2 RETURNING id
+                        """, binds: try Self.bindings(enabled ? 1 : 0, eventTime, now, account)))
         case .raise(let account, let flag):
-            try await count(PostgresQuery(unsafeSQL: "UPDATE accounts SET \(flag.rawValue) = 1, updated_at = $1 WHERE id = $2 RETURNING id",
-                binds: try Self.bindings(now, account)))
+            try await count(
+                PostgresQuery(
+                    unsafeSQL: "UPDATE accounts SET \(flag.rawValue) = 1, updated_at = $1 WHERE id = $2 RETURNING id",
+                    binds: try Self.bindings(now, account)))
         }
     }
 }

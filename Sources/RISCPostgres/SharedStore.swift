@@ -70,7 +70,9 @@ public final class SharedStore: Sendable {
     /// The shared token key from `accounts.token_key_file` (required with a shared store).
     static func tokenKey(file: String?) throws -> [UInt8] {
         guard let file else {
-            throw StoreError(.refused, """
+            throw StoreError(
+                .refused,
+                """
                 a shared store needs accounts.token_key_file: every receiver must fingerprint tokens with the same key \
                 (make one with `risc keys token-key --out FILE` and give each receiver a copy)
                 """)
@@ -100,7 +102,6 @@ public final class SharedStore: Sendable {
             throw await database.diagnose(error)
         }
     }
-
 
     /// Applies each new SET's actions in the transaction that stores it (no webhook: the store's
     /// accounts are the sink). What fails there is queued for the workers.

@@ -1,7 +1,7 @@
+import CNIOLinux
 import Foundation
 import NIOCore
 import NIOPosix
-import CNIOLinux
 
 #if canImport(Glibc)
 import Glibc

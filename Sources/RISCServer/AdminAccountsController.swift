@@ -143,9 +143,10 @@ struct AdminAccountsController: Sendable {
             throw BadRequest(description: "'token_type' is access_token or refresh_token")
         }
         let now = Date().timeIntervalSince1970
-        guard let result = try await accounts.revokeLinkedTokens(
-            subject: subject, issuer: json["issuer"]?.stringValue, hashes: hashes, tokenType: tokenType, reason: LinkedTokenRevocation.siteReason,
-            notices: notices, now: now)
+        guard
+            let result = try await accounts.revokeLinkedTokens(
+                subject: subject, issuer: json["issuer"]?.stringValue, hashes: hashes, tokenType: tokenType, reason: LinkedTokenRevocation.siteReason,
+                notices: notices, now: now)
         else { return Responses.json(#"{"error":"not_found"}"#, status: .notFound) }
         record(.linkedTokensRevoked, subject: subject, now: now, result.json.objectValue ?? [:])
         return Responses.json(result.json.serialized, status: .ok)

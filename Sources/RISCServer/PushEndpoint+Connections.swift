@@ -15,7 +15,8 @@ extension PushEndpoint {
     func configure(_ channel: any Channel) throws {
         let id = ObjectIdentifier(channel)
         let peer = channel.remoteAddress?.ipAddress
-        let limited = settings.maxConnectionsPerAddress > 0 && !settings.trustedProxies.contains(peer)
+        let limited =
+            settings.maxConnectionsPerAddress > 0 && !settings.trustedProxies.contains(peer)
             ? AddressGroup.key(channel.remoteAddress) : nil
         let refusal = connections.withLock { connections -> Refusal? in
             guard connections.channels.count < settings.maxConnections else { return .total }

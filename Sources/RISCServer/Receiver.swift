@@ -5,9 +5,9 @@ import HummingbirdCore
 import Logging
 import NIOCore
 import NIOSSL
-import RISCLocal
 import RISCClient
 import RISCCore
+import RISCLocal
 import RISCStorage
 import ServiceLifecycle
 import Synchronization

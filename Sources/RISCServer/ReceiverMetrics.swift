@@ -25,7 +25,8 @@ public final class ReceiverMetrics: IntakeMetrics, Sendable {
         "risc_push_connections": "Connections open on the public listener.",
         "risc_push_connections_limit": "Connections the public listener holds at most.",
         "risc_push_connections_refused_total": "Connections closed on accept, by the limit they were over.",
-        "risc_push_requests_refused_total": "Requests to the public listener for a path it does not serve (not_found) or with a method the path does not take (method_not_allowed): scanners, mostly; not SETs.",
+        "risc_push_requests_refused_total":
+            "Requests to the public listener for a path it does not serve (not_found) or with a method the path does not take (method_not_allowed): scanners, mostly; not SETs.",
         "risc_push_connections_overflowed_total": "Connections closed for pipelining more requests than they read answers for.",
         "risc_tls_certificate_expiry_timestamp_seconds": "When a listener's certificate expires (notAfter, Unix time): public, admin.",
         "risc_store_up": "1 when the store took a write at its last health sample (every second), else 0.",

@@ -68,9 +68,10 @@ public struct ReceiverStorage: Sendable {
             settings.batch = 4
             settings.lease = max(configuration.queueLease, 4 * (configuration.noticePublisher.timeout + 5) + 30)
             settings.scope = .notices
-            workers.append(QueueWorker(
-                queue: queue, settings: settings, retry: configuration.retry, notices: NoticeSending(publisher: publisher, tokenKey: tokenKey),
-                log: log, metrics: metrics, logger: logger))
+            workers.append(
+                QueueWorker(
+                    queue: queue, settings: settings, retry: configuration.retry, notices: NoticeSending(publisher: publisher, tokenKey: tokenKey),
+                    log: log, metrics: metrics, logger: logger))
         }
         return workers
     }

@@ -229,4 +229,3 @@ struct Hangup: Sendable {
         }
     }
 }
-

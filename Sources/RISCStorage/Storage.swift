@@ -70,7 +70,7 @@ public final class Storage: Sendable {
                     logger.notice("PostgreSQL store reachable", metadata: ["risc.store": "\(settings.url?.description ?? "")", "risc.attempts": "\(attempts + 1)"])
                 }
                 return
-            } catch where !StoreError.isRefusal(error) && !Task.isCancelled {
+            } catch  where !StoreError.isRefusal(error) && !Task.isCancelled {
                 attempts += 1
                 let cause = "\(error)"
                 if cause != lastCause {

@@ -33,7 +33,9 @@ extension Storage {
                 after = last
             }
             let (expected, found) = (try source.count(table), try await target.count(table))
-            lines.append("\(table.padding(toLength: 22, withPad: " ", startingAt: 0)) \(String(copied).padding(toLength: 10, withPad: " ", startingAt: 0)) \(found == expected ? "ok" : "MISMATCH: source \(expected), target \(found)")")
+            lines.append(
+                "\(table.padding(toLength: 22, withPad: " ", startingAt: 0)) \(String(copied).padding(toLength: 10, withPad: " ", startingAt: 0)) \(found == expected ? "ok" : "MISMATCH: source \(expected), target \(found)")"
+            )
             guard found == expected else {
                 lines.forEach(say)
                 throw StoreError(.refused, "\(table): \(expected) rows in the source, \(found) in the target")
@@ -50,7 +52,8 @@ extension Storage {
         guard differing == 0 else { throw StoreError(.refused, "\(differing) sampled SETs differ between the source and the target") }
         try MovedMarker.write(in: directory, target: "\(shared.database.url)")
         say("marked \(MovedMarker.path(in: directory)): risc serve refuses this data directory as an embedded store from now on")
-        say("""
+        say(
+            """
             copied into \(shared.database.url). Next: give every receiver accounts.token_key_file = a copy of \
             \((directory as NSString).appendingPathComponent("token-key")) (or your accounts.token_key_file), and store.url = \(shared.database.url)
             """)

@@ -277,8 +277,10 @@ public final class FakeRISCAPI: Sendable {
         let client = CurlHTTPClient(caBundlePath: configuration.deliveryCABundle)
         DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [self] in
             guard let token else { return }
-            let status = (try? client.performBlocking(HTTPRequest(
-                method: "POST", url: url, headers: [("Content-Type", "application/secevent+jwt")], body: Array(token.utf8))))?.status ?? 0
+            let status =
+                (try? client.performBlocking(
+                    HTTPRequest(
+                        method: "POST", url: url, headers: [("Content-Type", "application/secevent+jwt")], body: Array(token.utf8))))?.status ?? 0
             self.state.withLock { $0.deliveries.append(status) }
         }
     }

@@ -72,8 +72,10 @@ public final class MemoryWorkQueue: WorkQueue, Sendable {
             var account = Account(id: Int64(state.accounts.count + 1), issuer: issuer, subject: subject, email: email)
             account.sessions = Array(repeating: (now, true, nil), count: sessions)
             for (kind, token) in googleTokens.map({ (TokenKind.googleRefresh, $0) }) + linkedTokens.map({ (TokenKind.linked, $0) }) {
-                account.tokens.append((
-                    state.nextTokenID, kind, SHA512.doubleHashBase64(token), TokenFingerprint.prefixMAC(token, key: tokenKey), false))
+                account.tokens.append(
+                    (
+                        state.nextTokenID, kind, SHA512.doubleHashBase64(token), TokenFingerprint.prefixMAC(token, key: tokenKey), false
+                    ))
                 state.nextTokenID += 1
             }
             state.accounts.append(account)

@@ -58,10 +58,11 @@ public enum NegativeTokens {
             return "\(parts[0]).\(parts[1]).\(Base64URL.encode(signature))"
         case "id-token-lookalike":
             let now = Date().timeIntervalSince1970.rounded(.down)
-            return try factory.sign([
-                "iss": .string(factory.issuer), "aud": .string(factory.audience), "sub": "110169484474386276334",
-                "email": "user@example.com", "iat": .number(now), "exp": .number(now + 3_600),
-            ], header: ["typ": "JWT"])
+            return try factory.sign(
+                [
+                    "iss": .string(factory.issuer), "aud": .string(factory.audience), "sub": "110169484474386276334",
+                    "email": "user@example.com", "iat": .number(now), "exp": .number(now + 3_600),
+                ], header: ["typ": "JWT"])
         case "missing-events":
             var edited = claims
             edited["events"] = nil

@@ -23,7 +23,8 @@ public struct SETFactory: Sendable {
 
     /// An `oauth_token` subject naming `refreshToken` by prefix or double hash.
     public static func tokenSubject(refreshToken: String, algorithm: OAuthTokenIdentifier.Algorithm) -> JSONValue {
-        let identifier = algorithm == .prefix
+        let identifier =
+            algorithm == .prefix
             ? String(refreshToken.prefix(16)) : SHA512.doubleHashBase64(refreshToken)
         return [
             "subject_type": "oauth_token", "token_type": "refresh_token",

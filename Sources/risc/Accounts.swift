@@ -38,7 +38,9 @@ extension RiscCommand.Accounts {
                     issuer: issuer, subject: subject, userID: user, email: email, sessions: sessions,
                     refreshTokens: try refreshTokenFiles.map(read), linkedTokens: try linkedTokenFiles.map(read)),
                 now: Date().timeIntervalSince1970)
-            print("linked \(Printable.safe(subject)) → \(Printable.safe(user)) (\(sessions.count) sessions, \(refreshTokenFiles.count + linkedTokenFiles.count) tokens; tokens kept as fingerprints only)")
+            print(
+                "linked \(Printable.safe(subject)) → \(Printable.safe(user)) (\(sessions.count) sessions, \(refreshTokenFiles.count + linkedTokenFiles.count) tokens; tokens kept as fingerprints only)"
+            )
         }
     }
 
@@ -105,10 +107,13 @@ extension RiscCommand.Accounts {
             }
             print("SUBJECT                    USER            SIGN-IN  RECOVERY  REVIEW  MONITOR  SESSIONS  TOKENS")
             for a in accounts {
-                print([Printable.safe(a.subject).padded(26), Printable.safe(a.userID).padded(15), (a.googleSignInEnabled ? "on" : "OFF").padded(8),
-                    (a.emailRecoveryEnabled ? "on" : "OFF").padded(9), (a.flaggedForReview ? "yes" : "-").padded(7),
-                    (a.heightenedMonitoring ? "yes" : "-").padded(8), "\(a.openSessions)/\(a.openSessions + a.endedSessions)".padded(9),
-                    "\(a.activeTokens)/\(a.activeTokens + a.revokedTokens)"].joined(separator: " "))
+                print(
+                    [
+                        Printable.safe(a.subject).padded(26), Printable.safe(a.userID).padded(15), (a.googleSignInEnabled ? "on" : "OFF").padded(8),
+                        (a.emailRecoveryEnabled ? "on" : "OFF").padded(9), (a.flaggedForReview ? "yes" : "-").padded(7),
+                        (a.heightenedMonitoring ? "yes" : "-").padded(8), "\(a.openSessions)/\(a.openSessions + a.endedSessions)".padded(9),
+                        "\(a.activeTokens)/\(a.activeTokens + a.revokedTokens)",
+                    ].joined(separator: " "))
             }
         }
     }

@@ -1,8 +1,8 @@
 import ArgumentParser
 import Foundation
 import Logging
-import RISCLocal
 import RISCCore
+import RISCLocal
 import RISCServer
 import RISCStorage
 import RISCTestKit
@@ -77,8 +77,10 @@ extension RiscCommand.Bench {
             guard done.pending == 0, done.dead == 0 else { throw ValidationError("not all applied: \(done)") }
             // Claims, not SETs, are what the workers count: a batch whose finish failed is claimed again.
             if applied > done.done { print("(\(applied - done.done) claim(s) retried after a failed finish: see the event log)") }
-            print(String(format: "%@: applied %d SETs (%d accounts; sessions-revoked, tokens-revoked, account-disabled, account-enabled, credential-change) in %.2f s: %.0f events/s (target ≥ 5,000/s)",
-                scratchStore.name, done.done, accounts, seconds, Double(done.done) / seconds))
+            print(
+                String(
+                    format: "%@: applied %d SETs (%d accounts; sessions-revoked, tokens-revoked, account-disabled, account-enabled, credential-change) in %.2f s: %.0f events/s (target ≥ 5,000/s)",
+                    scratchStore.name, done.done, accounts, seconds, Double(done.done) / seconds))
         }
     }
 }

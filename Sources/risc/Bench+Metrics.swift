@@ -58,8 +58,10 @@ extension RiscCommand.Bench {
                 return await group.reduce(0, +)
             }
             let contended = Double(total) / (clock.now - start).seconds
-            print(String(format: "observe one SET (counter + 2 histograms): %.0f/s alone (%.0f ns each); %.0f/s from 4 tasks on %d cores",
-                alone, 1e9 / alone, contended, ProcessInfo.processInfo.activeProcessorCount))
+            print(
+                String(
+                    format: "observe one SET (counter + 2 histograms): %.0f/s alone (%.0f ns each); %.0f/s from 4 tasks on %d cores",
+                    alone, 1e9 / alone, contended, ProcessInfo.processInfo.activeProcessorCount))
 
             let client = CurlHTTPClient()
             var scrapes = 0, bytes = 0, series = 0
@@ -72,8 +74,10 @@ extension RiscCommand.Bench {
                 scrapes += 1
             }
             let perScrape = (clock.now - scrapeStart).seconds / Double(scrapes)
-            print(String(format: "GET /metrics over loopback: %.2f ms each (%d bytes, %d series; store and key-set queries included)",
-                perScrape * 1e3, bytes, series))
+            print(
+                String(
+                    format: "GET /metrics over loopback: %.2f ms each (%d bytes, %d series; store and key-set queries included)",
+                    perScrape * 1e3, bytes, series))
             await receiver.shutdown()
             try await running.value
         }

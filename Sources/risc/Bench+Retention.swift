@@ -1,9 +1,9 @@
 import ArgumentParser
 import Foundation
 import Logging
+import RISCCore
 import RISCLocal
 import RISCStorage
-import RISCCore
 import RISCTestKit
 
 extension RiscCommand.Bench {
@@ -56,7 +56,10 @@ extension RiscCommand.Bench {
             print("\(store): size per million SETs (\(sets) stored, scaled): whole \(mb(whole)), stripped after retention.done \(mb(stripped)), after retention.duplicates \(mb(forgotten))")
             let perDay = 1_000_000.0 / 365
             let steady = (whole * policy.done / 86_400 + stripped * (policy.duplicates - policy.done) / 86_400) * perDay / Double(sets)
-            print(String(format: "at a million SETs a year (%.0f a day), with the default retention the store holds %.0f MB in use; without retention it grows by %@ a year", perDay, steady / 1e6, mb(whole)))
+            print(
+                String(
+                    format: "at a million SETs a year (%.0f a day), with the default retention the store holds %.0f MB in use; without retention it grows by %@ a year", perDay, steady / 1e6, mb(whole)
+                ))
         }
     }
 }

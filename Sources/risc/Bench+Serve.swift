@@ -77,7 +77,9 @@ extension RiscCommand.Bench {
                     let median = sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
                     return String(format: "\(format) (\(format)–\(format))", median, sorted.first!, sorted.last!)
                 }
-                print("over \(runs) runs, median (range): \(spread(all.map(\.setsPerSecond), "%.0f")) SETs/s, p50 \(spread(all.map(\.p50), "%.2f")) ms, p99 \(spread(all.map(\.p99), "%.2f")) ms, peak RSS \(all.map(\.peakRSS).max()! / 1024) MB at most")
+                print(
+                    "over \(runs) runs, median (range): \(spread(all.map(\.setsPerSecond), "%.0f")) SETs/s, p50 \(spread(all.map(\.p50), "%.2f")) ms, p99 \(spread(all.map(\.p99), "%.2f")) ms, peak RSS \(all.map(\.peakRSS).max()! / 1024) MB at most"
+                )
             }
             print("target: ≥ 20,000 SETs/s, p99 ≤ 10 ms, RSS ≤ 64 MB (2 cores, load generator included)")
         }
@@ -98,13 +100,17 @@ extension RiscCommand.Bench {
             try await Self.waitForReady(port: port + 1)
 
             let serverBefore = Self.threadCPU(pid: server.processIdentifier), wrkBefore = Self.childrenCPU()
-            guard let fields = Self.wrkResult(runWithDefaultSignals([
-                "wrk", "-t\(threads)", "-c\(connections)", "-d\(duration)s", "--latency", "-s", script,
-                "\(tls ? "https" : "http")://127.0.0.1:\(port)", "--", tokenFile.path, "\(threads)",
-            ])) else {
+            guard
+                let fields = Self.wrkResult(
+                    runWithDefaultSignals([
+                        "wrk", "-t\(threads)", "-c\(connections)", "-d\(duration)s", "--latency", "-s", script,
+                        "\(tls ? "https" : "http")://127.0.0.1:\(port)", "--", tokenFile.path, "\(threads)",
+                    ]))
+            else {
                 throw ValidationError("wrk did not run: install it (apt-get install wrk)")
             }
-            let metrics = (try? await CurlHTTPClient().perform(HTTPRequest(url: "http://127.0.0.1:\(port + 1)/metrics")))
+            let metrics =
+                (try? await CurlHTTPClient().perform(HTTPRequest(url: "http://127.0.0.1:\(port + 1)/metrics")))
                 .map { String(decoding: $0.body, as: UTF8.self) } ?? ""
             let peakRSS = Self.peakRSS(pid: server.processIdentifier)
             let serverAfter = Self.threadCPU(pid: server.processIdentifier), wrkAfter = Self.childrenCPU()
@@ -119,15 +125,21 @@ extension RiscCommand.Bench {
             let figures = Figures(
                 setsPerSecond: requests / seconds, p50: (fields["p50_us"] ?? 0) / 1000, p99: (fields["p99_us"] ?? 0) / 1000, peakRSS: peakRSS)
             let accepted = metric("risc_sets_total{outcome=\"accepted\"}"), duplicates = metric("risc_sets_total{outcome=\"duplicate\"}")
-            print(String(format: "%.0f SETs/s acknowledged (202 after fsync) over %d %@ connections for %.1f s; p50 %.2f ms, p99 %.2f ms, max %.2f ms",
-                figures.setsPerSecond, connections, tls ? "HTTPS" : "HTTP", seconds, figures.p50, figures.p99, (fields["max_us"] ?? 0) / 1000))
+            print(
+                String(
+                    format: "%.0f SETs/s acknowledged (202 after fsync) over %d %@ connections for %.1f s; p50 %.2f ms, p99 %.2f ms, max %.2f ms",
+                    figures.setsPerSecond, connections, tls ? "HTTPS" : "HTTP", seconds, figures.p50, figures.p99, (fields["max_us"] ?? 0) / 1000))
             let commits = metric("risc_store_commits_total"), rows = metric("risc_store_rows_total")
-            print("server: \(accepted) stored, \(duplicates) duplicates, \(Int(fields["errors_status"] ?? 0)) non-202 answers; peak RSS \(peakRSS / 1024) MB; \(commits) commits, \(String(format: "%.1f", Double(rows) / Double(max(commits, 1)))) rows each")
+            print(
+                "server: \(accepted) stored, \(duplicates) duplicates, \(Int(fields["errors_status"] ?? 0)) non-202 answers; peak RSS \(peakRSS / 1024) MB; \(commits) commits, \(String(format: "%.1f", Double(rows) / Double(max(commits, 1)))) rows each"
+            )
             if requests > 0 {
                 // CPU a SET, from the server's per-thread times (/proc) and wrk's (rusage of children).
                 let server = Self.perSET(before: serverBefore, after: serverAfter, requests: requests)
-                print(String(format: "CPU a SET: server %.0f µs (%@), wrk %.0f µs with loading its token file; at 20,000/s two cores allow 100 µs in all",
-                    server.total, server.parts, (wrkAfter - wrkBefore) * 1e6 / requests))
+                print(
+                    String(
+                        format: "CPU a SET: server %.0f µs (%@), wrk %.0f µs with loading its token file; at 20,000/s two cores allow 100 µs in all",
+                        server.total, server.parts, (wrkAfter - wrkBefore) * 1e6 / requests))
             }
             return figures
         }
@@ -151,9 +163,10 @@ extension RiscCommand.Bench {
                         let factory = SETFactory(signer: signer)
                         var lines = ""
                         for index in stride(from: worker, to: count, by: workers) {
-                            lines += try factory.make(
-                                type: .sessionsRevoked, subject: factory.accountSubject("\(100_000_000 + index)"),
-                                jti: "bench-\(index)") + "\n"
+                            lines +=
+                                try factory.make(
+                                    type: .sessionsRevoked, subject: factory.accountSubject("\(100_000_000 + index)"),
+                                    jti: "bench-\(index)") + "\n"
                         }
                         return (worker, lines)
                     }

@@ -1,8 +1,8 @@
 import ArgumentParser
 import Foundation
-import RISCLocal
 import RISCClient
 import RISCCore
+import RISCLocal
 import RISCTestKit
 
 extension RiscCommand.Bench.ServeBench {
@@ -60,8 +60,10 @@ extension RiscCommand.Bench.ServeBench {
             tails.append(results[2].1.p99)
         }
         if runs > 1 {
-            print(String(format: "two receivers on PostgreSQL over %d runs: %.2f–%.2f× the embedded rate, p99 %.2f–%.2f ms; target met in %d of %d runs",
-                runs, ratios.min()!, ratios.max()!, tails.min()!, tails.max()!, zip(ratios, tails).filter { $0 >= 0.5 && $1 <= 20 }.count, runs))
+            print(
+                String(
+                    format: "two receivers on PostgreSQL over %d runs: %.2f–%.2f× the embedded rate, p99 %.2f–%.2f ms; target met in %d of %d runs",
+                    runs, ratios.min()!, ratios.max()!, tails.min()!, tails.max()!, zip(ratios, tails).filter { $0 >= 0.5 && $1 <= 20 }.count, runs))
         }
         print("target: two receivers on PostgreSQL ≥ half the embedded rate, p99 ≤ 20 ms in every run (2 cores, PostgreSQL and the load generator included)")
     }
@@ -130,13 +132,17 @@ extension RiscCommand.Bench.ServeBench {
             server.waitUntilExit()
         }
         let figures = Figures(setsPerSecond: requests / seconds, p50: p50, p99: p99, peakRSS: peak)
-        print(String(format: "  %.0f SETs/s acknowledged (202 after COMMIT) over %d connections in all for %.1f s; p50 %.2f ms, p99 %.2f ms (worse of the generators); %.0f non-202; peak RSS %d MB",
-            figures.setsPerSecond, perWrk * receivers, seconds, p50, p99, errors, peak / 1024))
+        print(
+            String(
+                format: "  %.0f SETs/s acknowledged (202 after COMMIT) over %d connections in all for %.1f s; p50 %.2f ms, p99 %.2f ms (worse of the generators); %.0f non-202; peak RSS %d MB",
+                figures.setsPerSecond, perWrk * receivers, seconds, p50, p99, errors, peak / 1024))
         if requests > 0 {
             let receivers = Self.perSET(before: serversBefore, after: serversAfter, requests: requests)
             let (postgres, wrk) = ((postgresAfter - postgresBefore) * 1e6 / requests, (wrkAfter - wrkBefore) * 1e6 / requests)
-            print(String(format: "  CPU a SET: receivers %.0f µs (%@), PostgreSQL %.0f µs, wrk %.0f µs; %.2f cores busy of 2",
-                receivers.total, receivers.parts, postgres, wrk, (receivers.total + postgres + wrk) * requests / 1e6 / seconds))
+            print(
+                String(
+                    format: "  CPU a SET: receivers %.0f µs (%@), PostgreSQL %.0f µs, wrk %.0f µs; %.2f cores busy of 2",
+                    receivers.total, receivers.parts, postgres, wrk, (receivers.total + postgres + wrk) * requests / 1e6 / seconds))
         }
         return figures
     }

@@ -26,9 +26,11 @@ extension RiscCommand.Bench {
             let factory = SETFactory(signer: entry.signer)
             // Distinct, realistic tokens: an account-disabled event per token, as Google shapes them.
             let tokens = try (0..<64).map { index in
-                Array(try factory.make(
-                    type: .accountDisabled, subject: factory.accountSubject("1000\(index)"),
-                    extra: ["reason": "hijacking"]).utf8)
+                Array(
+                    try factory.make(
+                        type: .accountDisabled, subject: factory.accountSubject("1000\(index)"),
+                        extra: ["reason": "hijacking"]
+                    ).utf8)
             }
             let provider = StaticKeyProvider(keys: try directory.jwks, issuer: SETFactory.defaultIssuer)
             let policy = SETPolicy(audiences: [SETFactory.defaultAudience])
@@ -42,8 +44,10 @@ extension RiscCommand.Bench {
                     _ = try SETVerifier.check(jws, key: key, policy: policy, now: now)
                 } catch { failures += 1 }
             }
-            print(String(format: "risc RS256 end-to-end (split, decode, verify, claims): %.0f verifications/s, %.2f µs each, %d failures",
-                rate, 1e6 / rate, failures))
+            print(
+                String(
+                    format: "risc RS256 end-to-end (split, decode, verify, claims): %.0f verifications/s, %.2f µs each, %d failures",
+                    rate, 1e6 / rate, failures))
 
             // Where the time goes.
             let jws = try SETVerifier.parse(tokens[0], policy: policy)
@@ -53,8 +57,10 @@ extension RiscCommand.Bench {
             }
             let parseRate = Self.rate(seconds: min(1, seconds)) { _ in _ = try? SETVerifier.parse(tokens[0], policy: policy) }
             let claimsRate = Self.rate(seconds: min(1, seconds)) { _ in _ = try? SecurityEventToken(payload: jws.payload) }
-            print(String(format: "  of which SHA-256 + RSA verify %.2f µs, split+decode+header %.2f µs, claims+events %.2f µs",
-                1e6 / cryptoRate, 1e6 / parseRate, 1e6 / claimsRate))
+            print(
+                String(
+                    format: "  of which SHA-256 + RSA verify %.2f µs, split+decode+header %.2f µs, claims+events %.2f µs",
+                    1e6 / cryptoRate, 1e6 / parseRate, 1e6 / claimsRate))
 
             guard !noOpenssl else { return }
             // This machine's speed drifts between runs, so OpenSSL is measured on both sides of a

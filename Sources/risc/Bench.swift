@@ -35,9 +35,10 @@ extension RiscCommand.Bench {
                     for index in stride(from: chunk, to: count, by: 4) {
                         let (type, extra) = types[index % types.count]
                         let set = describe(index)
-                        _ = try await store.append(try await factory.storedRecord(
-                            type: type, subject: factory.accountSubject(set.subject), extra: extra, jti: set.jti, iat: set.iat,
-                            keys: jwks, receivedAt: set.receivedAt))
+                        _ = try await store.append(
+                            try await factory.storedRecord(
+                                type: type, subject: factory.accountSubject(set.subject), extra: extra, jti: set.jti, iat: set.iat,
+                                keys: jwks, receivedAt: set.receivedAt))
                     }
                 }
             }

@@ -106,7 +106,9 @@ extension RiscCommand.Drill {
             print("  applied (store)          \(audit.applied), done \(audit.done), not applied \(audit.notApplied)")
             print("  applied (event log)      \(logged) with an 'applied' line, \(doubled) applied twice, \(audit.acknowledged - logged) lines lost with the process")
             print("  integrity_check          \(audit.integrity ?? "n/a (PostgreSQL: the server's own)")")
-            print("  exit statuses            \(Dictionary(grouping: exitStatuses, by: { $0 }).mapValues(\.count).sorted { $0.key < $1.key }.map { "\($0.key)×\($0.value)" }.joined(separator: " ")); final SIGTERM → \(finalStatus)")
+            print(
+                "  exit statuses            \(Dictionary(grouping: exitStatuses, by: { $0 }).mapValues(\.count).sorted { $0.key < $1.key }.map { "\($0.key)×\($0.value)" }.joined(separator: " ")); final SIGTERM → \(finalStatus)"
+            )
             print(String(format: "  202 latency              p50 %.1f ms, p99 %.1f ms", percentileMilliseconds(counts.latencies, 0.5), percentileMilliseconds(counts.latencies, 0.99)))
             let sigtermClean = number != SIGTERM || exitStatuses.allSatisfy { $0 == 0 }
             guard audit.passed, doubled == 0, finalStatus == 0, sigtermClean, audit.acknowledged > 0 else {

@@ -56,10 +56,12 @@ extension RiscCommand.Drill {
             /// wrk at `rate` over `connections` from `file`; returns its RESULT fields.
             @Sendable func wrk(_ file: URL, rate: Double, connections: Int, seconds: Double) throws -> [String: Double] {
                 let delay = Int((Double(connections) * 1000 / rate).rounded())
-                guard let output = runWithDefaultSignals([
-                    "wrk", "-t1", "-c\(connections)", "-d\(Int(seconds.rounded(.up)))s", "--latency", "-s", script, url, "--",
-                    file.path, "1", "\(delay)",
-                ]), let line = output.split(separator: "\n").first(where: { $0.hasPrefix("RESULT") }) else {
+                guard
+                    let output = runWithDefaultSignals([
+                        "wrk", "-t1", "-c\(connections)", "-d\(Int(seconds.rounded(.up)))s", "--latency", "-s", script, url, "--",
+                        file.path, "1", "\(delay)",
+                    ]), let line = output.split(separator: "\n").first(where: { $0.hasPrefix("RESULT") })
+                else {
                     throw ValidationError("wrk did not run: install it (apt-get install wrk)")
                 }
                 var fields: [String: Double] = [:]
@@ -89,13 +91,19 @@ extension RiscCommand.Drill {
             // One fetch per cooldown over the flood's whole span: ⌊span / cooldown⌋ + 1 (a fetch may
             // open the span and another close it).
             let allowedFetches = Int((floodElapsed / cooldown).rounded(.down)) + 1
-            print(String(format: "junk drill: %.0f unknown-kid SETs/s for %.0f s (%d sent, %d refused), valid SETs at %.0f/s beside them",
-                Double(junkSent) / floodSeconds, floodSeconds, junkSent, junkRefused, validRate))
+            print(
+                String(
+                    format: "junk drill: %.0f unknown-kid SETs/s for %.0f s (%d sent, %d refused), valid SETs at %.0f/s beside them",
+                    Double(junkSent) / floodSeconds, floodSeconds, junkSent, junkRefused, validRate))
             print(String(format: "  key-set fetches during the flood   %d (allowed: one per %.1f s cooldown over %.1f s = %d)", fetches, cooldown, floodElapsed, allowedFetches))
-            print(String(format: "  valid p50 / p99 alone              %.2f / %.2f ms (%.0f sent, %.0f not 202)",
-                (alone["p50_us"] ?? 0) / 1000, p99Alone, alone["requests"] ?? 0, alone["errors_status"] ?? 0))
-            print(String(format: "  valid p50 / p99 beside the flood   %.2f / %.2f ms (%.0f sent, %.0f not 202)",
-                (beside["p50_us"] ?? 0) / 1000, p99Beside, beside["requests"] ?? 0, beside["errors_status"] ?? 0))
+            print(
+                String(
+                    format: "  valid p50 / p99 alone              %.2f / %.2f ms (%.0f sent, %.0f not 202)",
+                    (alone["p50_us"] ?? 0) / 1000, p99Alone, alone["requests"] ?? 0, alone["errors_status"] ?? 0))
+            print(
+                String(
+                    format: "  valid p50 / p99 beside the flood   %.2f / %.2f ms (%.0f sent, %.0f not 202)",
+                    (beside["p50_us"] ?? 0) / 1000, p99Beside, beside["requests"] ?? 0, beside["errors_status"] ?? 0))
             print(String(format: "  p99 ratio                          %.2f× (allowed 2×)", p99Beside / max(p99Alone, 0.001)))
             guard fetches <= allowedFetches, p99Beside <= 2 * p99Alone, beside["errors_status"] == 0, alone["errors_status"] == 0,
                 junkSent > 0, junkRefused == junkSent

@@ -103,9 +103,10 @@ final class DrillLoad: Sendable {
                             if due > 0 { try? await Task.sleep(for: .seconds(due)) }
                         }
                         let start = Date()
-                        let response = try? await client.perform(HTTPRequest(
-                            method: "POST", url: url, headers: [("Content-Type", "application/secevent+jwt")], body: Array(token.utf8),
-                            timeout: 10, connectTimeout: 2))
+                        let response = try? await client.perform(
+                            HTTPRequest(
+                                method: "POST", url: url, headers: [("Content-Type", "application/secevent+jwt")], body: Array(token.utf8),
+                                timeout: 10, connectTimeout: 2))
                         let elapsed = Date().timeIntervalSince(start)
                         counts.withLock { counts in
                             counts.sent += 1

@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
-import RISCLocal
 import RISCCore
+import RISCLocal
 import RISCTestKit
 
 extension RiscCommand {

@@ -106,9 +106,10 @@ extension RiscCommand.Linking {
             let opened = try await store.open(accounts: true)
             defer { opened.close() }
             let (accounts, notices) = try opened.accountsAndNotices()
-            guard let result = try await accounts.revokeLinkedTokens(
-                subject: subject, issuer: issuer, hashes: hashes, tokenType: tokenType, reason: LinkedTokenRevocation.siteReason, notices: notices,
-                now: Date().timeIntervalSince1970)
+            guard
+                let result = try await accounts.revokeLinkedTokens(
+                    subject: subject, issuer: issuer, hashes: hashes, tokenType: tokenType, reason: LinkedTokenRevocation.siteReason, notices: notices,
+                    now: Date().timeIntervalSince1970)
             else {
                 FileHandle.standardError.write(Data("risc: no account with subject \(Printable.safe(subject))\n".utf8))
                 throw ExitStatus.rejected

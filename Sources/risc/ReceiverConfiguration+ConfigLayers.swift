@@ -16,14 +16,26 @@ extension ReceiverConfiguration {
         ("discovery_url", "RISC discovery document (default Google's)"),
         ("jwks_file", "pinned JWK Set file instead of discovery (offline)"),
         ("data_dir", "data directory: store, event log, key cache (default ./data)"),
-        ("accept_insecure_permissions", "start although the data directory, the token key or a notice key belongs to another user or is open to group or others (refused, exit 64, by default; see `docs/security.md`); links in the data directory are refused whatever this says"),
+        (
+            "accept_insecure_permissions",
+            "start although the data directory, the token key or a notice key belongs to another user or is open to group or others (refused, exit 64, by default; see `docs/security.md`); links in the data directory are refused whatever this says"
+        ),
         ("listen.host", "public listener address (default 0.0.0.0)"),
         ("listen.port", "public listener port (default 8443)"),
         ("events_path", "path that receives SETs (default /events)"),
-        ("trusted_proxies", "peer addresses or CIDR ranges (a reverse proxy: `10.0.0.7`, `10.0.0.0/8`, `2001:db8::/32`) whose `X-Forwarded-For` names the client in the log and for limits; compared as addresses (an IPv4-mapped IPv6 peer matches its IPv4 entry); a host name or typo is an error"),
-        ("limits.invalid_per_minute", "refused requests (400/413) an address may send per minute; then it gets `429` + `Retry-After` until its bucket refills (valid SETs take no tokens; keep it off, or generous, for Google's own addresses)"),
+        (
+            "trusted_proxies",
+            "peer addresses or CIDR ranges (a reverse proxy: `10.0.0.7`, `10.0.0.0/8`, `2001:db8::/32`) whose `X-Forwarded-For` names the client in the log and for limits; compared as addresses (an IPv4-mapped IPv6 peer matches its IPv4 entry); a host name or typo is an error"
+        ),
+        (
+            "limits.invalid_per_minute",
+            "refused requests (400/413) an address may send per minute; then it gets `429` + `Retry-After` until its bucket refills (valid SETs take no tokens; keep it off, or generous, for Google's own addresses)"
+        ),
         ("limits.request_timeout", "seconds a request may take to arrive whole, from the connection's last answer or opening; idle connections close after as long (default 60)"),
-        ("limits.drain_timeout", "seconds a stop (SIGTERM) waits for requests in flight before closing their connections (0–600). Keep it below the service manager's stop timeout: the shipped unit's `TimeoutStopSec` is 30; Docker's `docker stop` waits 10 s unless given `-t` (use `-t 30`, or set this to 8)"),
+        (
+            "limits.drain_timeout",
+            "seconds a stop (SIGTERM) waits for requests in flight before closing their connections (0–600). Keep it below the service manager's stop timeout: the shipped unit's `TimeoutStopSec` is 30; Docker's `docker stop` waits 10 s unless given `-t` (use `-t 30`, or set this to 8)"
+        ),
         ("limits.max_connections", "connections the public listener holds at once; one more is closed on accept (lowered, with a warning, if the open-file hard limit cannot fit it plus 256)"),
         ("limits.max_connections_per_address", "connections one peer address (an IPv6 peer's /64) may hold at once; one more is closed on accept (trusted proxies exempt; `0` turns it off)"),
         ("tls.certificate", "PEM certificate chain; with tls.key turns on HTTPS (TLS 1.2+)"),
@@ -51,13 +63,22 @@ extension ReceiverConfiguration {
         ("jwks.unknown_kid_cooldown", "seconds between forced refetches for unknown kids (default 60)"),
         ("jwks.max_staleness", "seconds past expiry a key set is still served during an issuer outage (default 86400)"),
         ("jwks.failure_retry", "seconds between fetch attempts after a failure (default 10)"),
-        ("store.url", "a shared PostgreSQL store for several receivers: `postgres://USER@HOST:PORT/DB`, `?sslmode=disable|require|verify-full` (TLS 1.2+; `verify-full` when not given, since issue 24: a password file is refused over TCP with anything else), `&host=/socket/dir` for a Unix socket; never a password (see `docs/operations.md` §6)"),
+        (
+            "store.url",
+            "a shared PostgreSQL store for several receivers: `postgres://USER@HOST:PORT/DB`, `?sslmode=disable|require|verify-full` (TLS 1.2+; `verify-full` when not given, since issue 24: a password file is refused over TCP with anything else), `&host=/socket/dir` for a Unix socket; never a password (see `docs/operations.md` §6)"
+        ),
         ("store.password_file", "file with the PostgreSQL password (never in store.url)"),
         ("store.ca_file", "PEM CA bundle that verifies the PostgreSQL server (sslmode=verify-full; default the system's)"),
         ("store.accept_unsafe_durability", "accept a PostgreSQL server with fsync or synchronous_commit off (never in production; default false)"),
         ("store.timeout", "seconds a SET may wait for the shared store's COMMIT before it is answered 503 (Google retries; default 5)"),
-        ("store.lease", "seconds a receiver holds queued work it claimed before another may rescue it. With a webhook the lease is at least a claim's calls: `max(store.lease, batch × (webhook.timeout + 5) + 30)`, 150 s with the defaults (batch 8, timeout 10); unlink notices `max(store.lease, 4 × (timeout + 5) + 30)`; so a dead receiver's webhook work is rescued after up to 150 s"),
-        ("accounts.token_key_file", "the token-fingerprint key (`risc keys token-key --out FILE`); a store opens only with the key its fingerprints were made with; required with `store.url` (one key for every receiver)"),
+        (
+            "store.lease",
+            "seconds a receiver holds queued work it claimed before another may rescue it. With a webhook the lease is at least a claim's calls: `max(store.lease, batch × (webhook.timeout + 5) + 30)`, 150 s with the defaults (batch 8, timeout 10); unlink notices `max(store.lease, 4 × (timeout + 5) + 30)`; so a dead receiver's webhook work is rescued after up to 150 s"
+        ),
+        (
+            "accounts.token_key_file",
+            "the token-fingerprint key (`risc keys token-key --out FILE`); a store opens only with the key its fingerprints were made with; required with `store.url` (one key for every receiver)"
+        ),
         ("retention.done", "how long a done SET stays whole (raw token, subjects) before they are removed; a duration such as 30d, 0 keeps them forever (default 30d)"),
         ("retention.duplicates", "how long after receipt a done SET's (issuer, `jti`) is kept to recognise redeliveries (at least 7 days and at least `retention.done`)"),
         ("webhook.url", "POST actions to this revocation endpoint instead of the embedded store"),
@@ -66,9 +87,15 @@ extension ReceiverConfiguration {
         ("linking.google_client_id", "the OAuth client id the site registered for Google's account linking: turns on the admin listener's App Flip check (POST /admin/linking/app-flip)"),
         ("linking.app_flip_hosts", "redirect hosts accepted besides Google's production and sandbox ones (comma-separated)"),
         ("linking.app_flip_bundle_ids", "app bundle ids accepted besides the Google Home and Assistant apps' (comma-separated)"),
-        ("linking.revocation_path", "serve the RFC 7009 token revocation endpoint Google calls on unlink at this path of the public listener (needs linking.google_client_id and linking.client_secret_file)"),
+        (
+            "linking.revocation_path",
+            "serve the RFC 7009 token revocation endpoint Google calls on unlink at this path of the public listener (needs linking.google_client_id and linking.client_secret_file)"
+        ),
         ("linking.client_secret_file", "file holding the client secret the site issued to Google (at least 16 bytes), for the revocation endpoint"),
-        ("linking.notices.issuer", "send unlink notices to Google when the site revokes linked tokens: the site's issuer URL (its discovery document and JWKS are served under it on the public listener)"),
+        (
+            "linking.notices.issuer",
+            "send unlink notices to Google when the site revokes linked tokens: the site's issuer URL (its discovery document and JWKS are served under it on the public listener)"
+        ),
         ("linking.notices.key_dir", "the notice signing keys (`risc keys rotate --dir DIR`; the same directory on every receiver)"),
         ("linking.notices.service_account_file", "the Google service-account JSON key whose token authorizes the calls (as for `risc stream`)"),
         ("linking.notices.audience", "the notices' aud (default google_account_linking; unconfirmed by Google)"),
@@ -153,12 +180,16 @@ extension ReceiverConfiguration {
         if let value = layers.int("retry_after") { retryAfter = value }
         if let value = layers.bool("event_log_stdout") { eventLogToStandardOutput = value }
         if let value = layers.string("log.level") {
-            if let level = Logger.Level(rawValue: value) { logLevel = level } else {
+            if let level = Logger.Level(rawValue: value) {
+                logLevel = level
+            } else {
                 layers.report("log.level must be one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")), got '\(value)'")
             }
         }
         if let value = layers.string("log.format") {
-            if let format = DiagnosticLogFormat(rawValue: value) { logFormat = format } else {
+            if let format = DiagnosticLogFormat(rawValue: value) {
+                logFormat = format
+            } else {
                 layers.report("log.format must be text or json, got '\(value)'")
             }
         }

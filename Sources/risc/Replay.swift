@@ -1,9 +1,9 @@
 import ArgumentParser
 import Foundation
 import Logging
-import RISCLocal
 import RISCClient
 import RISCCore
+import RISCLocal
 import RISCServer
 import RISCStorage
 import RISCTestKit
@@ -108,8 +108,9 @@ extension RiscCommand {
                 // receiver refuses them. `--local` re-drives them.
                 let sendable = stored.filter { (try? CompactJWS($0).header.keyID) != LocalSET.keyID }
                 if sendable.count < stored.count {
-                    FileHandle.standardError.write(Data(
-                        "skipped \(stored.count - sendable.count) local record(s) (revocation-endpoint calls); re-drive them with --local\n".utf8))
+                    FileHandle.standardError.write(
+                        Data(
+                            "skipped \(stored.count - sendable.count) local record(s) (revocation-endpoint calls); re-drive them with --local\n".utf8))
                 }
                 return sendable
             }
@@ -173,10 +174,13 @@ extension RiscCommand {
                     var line = JSONObject()
                     line["jti"] = .string(claims.tokenID ?? "")
                     line["verified"] = .bool(verifier != nil)
-                    line["events"] = .array(plan.steps.map { step in
-                        .object(["type": .string(step.type.shortName), "subject": step.subject?.json ?? .null,
-                            "actions": .array(step.actions.map { .string($0.rawValue) })])
-                    })
+                    line["events"] = .array(
+                        plan.steps.map { step in
+                            .object([
+                                "type": .string(step.type.shortName), "subject": step.subject?.json ?? .null,
+                                "actions": .array(step.actions.map { .string($0.rawValue) }),
+                            ])
+                        })
                     print(JSONValue.object(line).serialized)
                 } catch let error as SETError {
                     failures += 1
@@ -193,9 +197,10 @@ extension RiscCommand {
             let resolved = try storeSettings()
             if fromStore || !creation.create { try resolved.requireEmbeddedStore(creatable: !fromStore) }
             // A receiver's file is checked as `risc serve` checks it.
-            let configuration = try config.map {
-                try ReceiverConfiguration.load(file: $0, flags: StoreOption.flags(dataDir: dataDir, storeURL: storeURL, tokenKeyFile: tokenKeyFile))
-            } ?? resolved.configuration
+            let configuration =
+                try config.map {
+                    try ReceiverConfiguration.load(file: $0, flags: StoreOption.flags(dataDir: dataDir, storeURL: storeURL, tokenKeyFile: tokenKeyFile))
+                } ?? resolved.configuration
             let directory = configuration.dataDirectory
             var logger = Logger(label: "risc.replay") { StreamLogHandler.standardError(label: $0) }
             logger.logLevel = .warning
@@ -323,10 +328,11 @@ extension RiscCommand {
                                 if due > 0 { try await Task.sleep(for: .seconds(due)) }
                             }
                             let began = Date()
-                            let response = try? await client.perform(HTTPRequest(
-                                method: "POST", url: url,
-                                headers: [("Content-Type", "application/secevent+jwt"), ("Accept", "application/json")],
-                                body: Array(tokens[index].utf8)))
+                            let response = try? await client.perform(
+                                HTTPRequest(
+                                    method: "POST", url: url,
+                                    headers: [("Content-Type", "application/secevent+jwt"), ("Accept", "application/json")],
+                                    body: Array(tokens[index].utf8)))
                             let elapsed = Date().timeIntervalSince(began)
                             let done = shared.summary.withLock { summary -> Int in
                                 summary.sent += 1

@@ -68,7 +68,10 @@ extension RiscCommand {
         @Flag(help: "Check the configuration and the files it names, print a summary, and exit (0 valid, 64 not).")
         var checkConfig = false
 
-        @Flag(help: "With --check-config: also connect to the store as a start would (PostgreSQL: reachable, credentials, durability; either store: its schema version), without migrating; exit 69 when it cannot be reached now.")
+        @Flag(
+            help:
+                "With --check-config: also connect to the store as a start would (PostgreSQL: reachable, credentials, durability; either store: its schema version), without migrating; exit 69 when it cannot be reached now."
+        )
         var connect = false
 
         @Flag(help: "Print the effective configuration (every setting, defaults included, with where each value came from; secrets redacted) as a config file, and exit.")
@@ -206,7 +209,7 @@ extension RiscCommand {
             let level = LogLevelSetting(configuration.logLevel)
             let logger = global.makeLogger(level: level, format: configuration.logFormat)
             let receiver: Receiver
-            do { receiver = try Receiver(configuration: configuration, logger: logger, source: source, logLevel: level) } catch where Self.isRefusal(error) {
+            do { receiver = try Receiver(configuration: configuration, logger: logger, source: source, logLevel: level) } catch  where Self.isRefusal(error) {
                 // Configuration problems found while opening the store: exit 64 like the others.
                 FileHandle.standardError.write(Data("risc serve: \(error)\n".utf8))
                 throw ExitCode(64)
@@ -222,7 +225,7 @@ extension RiscCommand {
                 ])
             let lifecycle = Task { await Self.announce(receiver, logger: logger) }
             defer { lifecycle.cancel() }
-            do { try await receiver.run() } catch where Self.isRefusal(error) {
+            do { try await receiver.run() } catch  where Self.isRefusal(error) {
                 FileHandle.standardError.write(Data("risc serve: \(error)\n".utf8))
                 throw ExitCode(64)
             }

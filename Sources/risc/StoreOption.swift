@@ -1,8 +1,8 @@
 import ArgumentParser
 import Foundation
 import Logging
-import RISCLocal
 import RISCCore
+import RISCLocal
 import RISCServer
 import RISCStorage
 import RISCTestKit
@@ -34,9 +34,11 @@ struct StoreOption: ParsableArguments {
         /// the command takes `--create`.
         func requireEmbeddedStore(creatable: Bool) throws {
             guard store.url == nil, !FileManager.default.fileExists(atPath: embeddedStorePath) else { return }
-            let directory = (dataDirectory as NSString).isAbsolutePath
+            let directory =
+                (dataDirectory as NSString).isAbsolutePath
                 ? dataDirectory : (FileManager.default.currentDirectoryPath as NSString).appendingPathComponent(dataDirectory)
-            throw SetupProblem("""
+            throw SetupProblem(
+                """
                 no store in \(directory) (data directory from \(dataDirectorySource); no risc.sqlite3 there): name the \
                 receiver's with --config FILE, --data-dir DIR or RISC_DATA_DIR, or a shared one with --store-url\
                 \(creatable ? ", or add --create to make a new store there" : "")

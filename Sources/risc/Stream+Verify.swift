@@ -142,12 +142,13 @@ extension RiscCommand.Stream {
             }
             var causes: [String] = []
             for (code, count) in refused.sorted(by: { $0.key < $1.key }) {
-                let hint = switch code {
-                case "invalid_audience": "add every OAuth client ID of the Google project to `audiences`"
-                case "invalid_issuer": "check `issuer` (and `issuer_aliases`) against the discovery document's"
-                case "invalid_key", "authentication_failed": "check that `discovery_url` (or `jwks_file`) gives the issuer's real keys"
-                default: "see `risc tail --outcome rejected`"
-                }
+                let hint =
+                    switch code {
+                    case "invalid_audience": "add every OAuth client ID of the Google project to `audiences`"
+                    case "invalid_issuer": "check `issuer` (and `issuer_aliases`) against the discovery document's"
+                    case "invalid_key", "authentication_failed": "check that `discovery_url` (or `jwks_file`) gives the issuer's real keys"
+                    default: "see `risc tail --outcome rejected`"
+                    }
                 causes.append("the receiver refused \(count) SET(s) with \(code) since the request: \(hint)")
             }
             if failed > 0 {

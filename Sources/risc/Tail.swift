@@ -54,10 +54,14 @@ extension RiscCommand {
             // description quoting a header, a forwarded address), and none of it may reach the
             // terminal as control characters.
             func shown(_ text: String, _ maxBytes: Int = 512) -> String { Printable.safe(text, maxBytes: maxBytes) }
-            var parts = [shown(object["ts"]?.stringValue ?? "", 40), shown(object["step"]?.stringValue ?? "", 40).padded(8),
-                         shown(outcome, 40).padded(13)]
-            for key in ["jti", "events", "subject", "err", "description", "aud", "attempt", "actions", "error", "remote", "path", "reason",
-                        "count", "latency_us"] {
+            var parts = [
+                shown(object["ts"]?.stringValue ?? "", 40), shown(object["step"]?.stringValue ?? "", 40).padded(8),
+                shown(outcome, 40).padded(13),
+            ]
+            for key in [
+                "jti", "events", "subject", "err", "description", "aud", "attempt", "actions", "error", "remote", "path", "reason",
+                "count", "latency_us",
+            ] {
                 guard let value = object[key] else { continue }
                 parts.append("\(key)=\(shown(value.stringValue ?? value.serialized))")
             }
@@ -73,13 +77,15 @@ extension RiscCommand {
                 let resolved = try StoreOption.resolve(config: config, dataDir: dataDir, storeURL: nil, tokenKeyFile: nil)
                 path = (resolved.dataDirectory as NSString).appendingPathComponent("events.log")
                 guard FileManager.default.fileExists(atPath: path) else {
-                    throw ValidationError("no event log at \(path) (data directory from \(resolved.dataDirectorySource)): name the receiver's with --config FILE, --data-dir DIR, RISC_DATA_DIR or --file")
+                    throw ValidationError(
+                        "no event log at \(path) (data directory from \(resolved.dataDirectorySource)): name the receiver's with --config FILE, --data-dir DIR, RISC_DATA_DIR or --file")
                 }
             }
             let color = isatty(STDOUT_FILENO) == 1 && ProcessInfo.processInfo.environment["NO_COLOR"] == nil
             guard let handle = FileHandle(forReadingAtPath: path) else { throw ValidationError("cannot read \(path)") }
-            var shown = Array(String(decoding: handle.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
-                .compactMap { render($0, color: color) })
+            var shown = Array(
+                String(decoding: handle.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
+                    .compactMap { render($0, color: color) })
             if lines > 0 { shown = Array(shown.suffix(lines)) }
             for line in shown { print(line) }
             guard follow else { return }

@@ -8,7 +8,8 @@ struct CurlHTTPClientTests {
     @Test("GET and POST against a loopback server; headers and body come back")
     func roundTrip() async throws {
         let server = try LoopbackHTTPServer { request in
-            .json(#"{"method":"\#(request.method)","len":\#(request.body.count),"h":"\#(request.header("x-test") ?? "")"}"#,
+            .json(
+                #"{"method":"\#(request.method)","len":\#(request.body.count),"h":"\#(request.header("x-test") ?? "")"}"#,
                 headers: [("ETag", "\"abc\""), ("Cache-Control", "max-age=120"), ("Age", "20")])
         }
         defer { server.stop() }

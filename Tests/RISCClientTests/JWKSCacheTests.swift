@@ -26,7 +26,9 @@ struct JWKSCacheTests {
     func maxAgeAndETag() async throws {
         let issuer = try LocalIssuer(jwks: Fixture.jwks)
         defer { issuer.stop() }
-        issuer.update { $0.maxAge = 600; $0.etag = "\"v1\"" }
+        issuer.update {
+            $0.maxAge = 600; $0.etag = "\"v1\""
+        }
         let clock = TestClock()
         let cache = JWKSCache(configuration: Fixture.configuration(issuer), logger: Fixture.logger, now: clock.function)
         _ = try await cache.key(for: rsKid)

@@ -78,11 +78,12 @@ struct RISCManagementClientTests {
         #expect(try await setup.client.status()["status"]?.stringValue == "disabled")
         try await setup.client.setStatus(enabled: true)
         try await setup.client.verify(state: "hello-state")
-        #expect(setup.api.state.withLock { $0.requests } == [
-            "GET /v1beta/stream", "POST /v1beta/stream:update", "GET /v1beta/stream", "GET /v1beta/stream/status",
-            "POST /v1beta/stream/status:update", "GET /v1beta/stream/status", "POST /v1beta/stream/status:update",
-            "POST /v1beta/stream:verify",
-        ])
+        #expect(
+            setup.api.state.withLock { $0.requests } == [
+                "GET /v1beta/stream", "POST /v1beta/stream:update", "GET /v1beta/stream", "GET /v1beta/stream/status",
+                "POST /v1beta/stream/status:update", "GET /v1beta/stream/status", "POST /v1beta/stream/status:update",
+                "POST /v1beta/stream:verify",
+            ])
         #expect(setup.api.state.withLock { $0.refusals }.isEmpty)
     }
 

@@ -24,28 +24,30 @@ struct AppFlipTests {
         }
     }
 
-    @Test("look-alike and malformed redirect URIs: refused, and never redirected to", arguments: [
-        "https://oauth-redirect.googleusercontent.com.evil.example/a/com.google.OPA",
-        "https://evil.example/a/com.google.OPA",
-        "http://oauth-redirect.googleusercontent.com/a/com.google.OPA",
-        "https://oauth-redirect.googleusercontent.com/r/my-project",
-        "https://oauth-redirect.googleusercontent.com/a/com.google.OPA/extra",
-        "https://oauth-redirect.googleusercontent.com/a/com.google.opa",
-        "https://oauth-redirect.googleusercontent.com/a/com.evil.App",
-        "https://oauth-redirect.googleusercontent.com/a/",
-        "https://oauth-redirect.googleusercontent.com",
-        "https://oauth-redirect.googleusercontent.com:444/a/com.google.OPA",
-        "https://oauth-redirect.googleusercontent.com@evil.example/a/com.google.OPA",
-        "https://evil.example\\@oauth-redirect.googleusercontent.com/a/com.google.OPA",
-        "https://oauth-redirect.googleusercontent.com%2Eevil.example/a/com.google.OPA",
-        "https://oauth-redirect.googleusercontent.com/a/com.google.OPA%2F..%2Fevil",
-        "https://oauth-redirect.googleusercontent.com/a/com.google.OPA?next=https://evil.example",
-        "https://oauth-redirect.googleusercontent.com/a/com.google.OPA#https://evil.example",
-        "https://oauth-redirect.googleusercontent.com/a/../a/com.google.OPA",
-        " https://oauth-redirect.googleusercontent.com/a/com.google.OPA",
-        "https://oauth-redirect.googleusercontent.com./a/com.google.OPA",
-        "HTTPS://oauth-redirect.googleusercontent.com/a/com.google.OPA",
-    ])
+    @Test(
+        "look-alike and malformed redirect URIs: refused, and never redirected to",
+        arguments: [
+            "https://oauth-redirect.googleusercontent.com.evil.example/a/com.google.OPA",
+            "https://evil.example/a/com.google.OPA",
+            "http://oauth-redirect.googleusercontent.com/a/com.google.OPA",
+            "https://oauth-redirect.googleusercontent.com/r/my-project",
+            "https://oauth-redirect.googleusercontent.com/a/com.google.OPA/extra",
+            "https://oauth-redirect.googleusercontent.com/a/com.google.opa",
+            "https://oauth-redirect.googleusercontent.com/a/com.evil.App",
+            "https://oauth-redirect.googleusercontent.com/a/",
+            "https://oauth-redirect.googleusercontent.com",
+            "https://oauth-redirect.googleusercontent.com:444/a/com.google.OPA",
+            "https://oauth-redirect.googleusercontent.com@evil.example/a/com.google.OPA",
+            "https://evil.example\\@oauth-redirect.googleusercontent.com/a/com.google.OPA",
+            "https://oauth-redirect.googleusercontent.com%2Eevil.example/a/com.google.OPA",
+            "https://oauth-redirect.googleusercontent.com/a/com.google.OPA%2F..%2Fevil",
+            "https://oauth-redirect.googleusercontent.com/a/com.google.OPA?next=https://evil.example",
+            "https://oauth-redirect.googleusercontent.com/a/com.google.OPA#https://evil.example",
+            "https://oauth-redirect.googleusercontent.com/a/../a/com.google.OPA",
+            " https://oauth-redirect.googleusercontent.com/a/com.google.OPA",
+            "https://oauth-redirect.googleusercontent.com./a/com.google.OPA",
+            "HTTPS://oauth-redirect.googleusercontent.com/a/com.google.OPA",
+        ])
     func lookAlikes(_ redirect: String) {
         let verdict = AppFlip.check(Self.link(redirect: redirect), policy: Self.policy, code: "c")
         #expect(!verdict.acceptable && verdict.error == .invalidRequest && verdict.redirect == nil, "\(redirect): \(verdict)")

@@ -14,15 +14,18 @@ struct Base64URLTests {
         }
     }
 
-    @Test("RFC 4648 §10 test vectors", arguments: [
-        ("", ""), ("f", "Zg"), ("fo", "Zm8"), ("foo", "Zm9v"), ("foob", "Zm9vYg"), ("fooba", "Zm9vYmE"), ("foobar", "Zm9vYmFy"),
-    ])
+    @Test(
+        "RFC 4648 §10 test vectors",
+        arguments: [
+            ("", ""), ("f", "Zg"), ("fo", "Zm8"), ("foo", "Zm9v"), ("foob", "Zm9vYg"), ("fooba", "Zm9vYmE"), ("foobar", "Zm9vYmFy"),
+        ])
     func knownValues(plain: String, encoded: String) {
         #expect(Base64URL.encode(Array(plain.utf8)) == encoded)
         #expect(Base64URL.decode(encoded) == Array(plain.utf8))
     }
 
-    @Test("refuses padding, the standard alphabet, whitespace, bad lengths and non-zero trailing bits",
+    @Test(
+        "refuses padding, the standard alphabet, whitespace, bad lengths and non-zero trailing bits",
         arguments: ["Zg==", "Zm9v+A", "Zm9v/A", "Zm9 v", "Z", "Zm9vY", "Zh", "Zm9", "Zm\n9v", "Zm9v."])
     func refuses(_ input: String) {
         #expect(Base64URL.decode(input) == nil)

@@ -1,7 +1,8 @@
 import Foundation
 import Synchronization
-@testable import RISCCore
 import Testing
+
+@testable import RISCCore
 
 @Suite("BlockingPool")
 struct BlockingPoolTests {

@@ -18,9 +18,11 @@ struct CoreHardeningTests {
 
     // MARK: NumericDates
 
-    @Test("a correctly signed SET with an absurd iat or toe is refused as malformed, never trapped on", arguments: [
-        1e19, 9.3e18, -1, 1.7e12, 1e300, 253_402_300_800,
-    ])
+    @Test(
+        "a correctly signed SET with an absurd iat or toe is refused as malformed, never trapped on",
+        arguments: [
+            1e19, 9.3e18, -1, 1.7e12, 1e300, 253_402_300_800,
+        ])
     func absurdIssuedAt(_ value: Double) async throws {
         let factory = SETFactory(signer: Self.rsa.signer)
         let verifier = Self.verifier(try Self.keys.jwks)
@@ -93,9 +95,13 @@ struct CoreHardeningTests {
             try JWKSet(json: Array(JSONValue.object(["keys": [.object(Self.rsaJWK(n: n, e: [1]))]]).serialized.utf8))
         }
         // Even beside a good key, the weak one is skipped and the forgery is refused.
-        let mixed = try JWKSet(json: Array(JSONValue.object(["keys": [
-            .object(Self.rsaJWK(n: n, e: [1])), .object(Self.rsaJWK(n: n, e: [1, 0, 1], kid: "good")),
-        ]]).serialized.utf8))
+        let mixed = try JWKSet(
+            json: Array(
+                JSONValue.object([
+                    "keys": [
+                        .object(Self.rsaJWK(n: n, e: [1])), .object(Self.rsaJWK(n: n, e: [1, 0, 1], kid: "good")),
+                    ]
+                ]).serialized.utf8))
         #expect(mixed.keys.count == 1 && mixed.skipped.first?.contains("exponent 1 is below 3") == true)
         let error = await #expect(throws: SETError.self) {
             try await Self.verifier(mixed, algorithms: [.rs512]).verify(Array(forged.utf8), now: 1_800_000_000)
@@ -103,13 +109,15 @@ struct CoreHardeningTests {
         #expect(error?.code == .invalidKey)
     }
 
-    @Test("even, tiny, huge exponents, even, oversized and ROCA moduli are refused", arguments: [
-        ("even exponent", [UInt8](), [0x01, 0x00, 0x00] as [UInt8], "even"),
-        ("exponent 2^32", [], [0x01, 0x00, 0x00, 0x00, 0x01], "2^32"),
-        ("exponent 2048 bits", [], [0x01] + [UInt8](repeating: 0x01, count: 255), "2^32"),
-        ("modulus 8200 bits", [0x01] + [UInt8](repeating: 0xFF, count: 1025), [0x01, 0x00, 0x01], "maximum"),
-        ("even modulus", [0xC0] + [UInt8](repeating: 0x00, count: 255), [0x01, 0x00, 0x01], "even"),
-    ])
+    @Test(
+        "even, tiny, huge exponents, even, oversized and ROCA moduli are refused",
+        arguments: [
+            ("even exponent", [UInt8](), [0x01, 0x00, 0x00] as [UInt8], "even"),
+            ("exponent 2^32", [], [0x01, 0x00, 0x00, 0x00, 0x01], "2^32"),
+            ("exponent 2048 bits", [], [0x01] + [UInt8](repeating: 0x01, count: 255), "2^32"),
+            ("modulus 8200 bits", [0x01] + [UInt8](repeating: 0xFF, count: 1025), [0x01, 0x00, 0x01], "maximum"),
+            ("even modulus", [0xC0] + [UInt8](repeating: 0x00, count: 255), [0x01, 0x00, 0x01], "even"),
+        ])
     func weakKeys(_ name: String, _ modulus: [UInt8], _ exponent: [UInt8], _ reason: String) throws {
         let n = modulus.isEmpty ? Self.testModulus : modulus
         let error = #expect(throws: JWKError.self) { try JWK(json: Self.rsaJWK(n: n, e: exponent)) }
@@ -134,9 +142,13 @@ struct CoreHardeningTests {
             _ = try await Self.verifier(set, algorithms: allowed).verify(Array(token.utf8), now: 1_800_000_000)
         }
         let other = try PrivateKey.generate(.rsa(bits: 2048))
-        let twoRSA = try JWKSet(json: Array(JSONValue.object(["keys": [
-            rsaKey, .object(other.publicKey.jwk(keyID: "shared", algorithm: .rs256)),
-        ]]).serialized.utf8))
+        let twoRSA = try JWKSet(
+            json: Array(
+                JSONValue.object([
+                    "keys": [
+                        rsaKey, .object(other.publicKey.jwk(keyID: "shared", algorithm: .rs256)),
+                    ]
+                ]).serialized.utf8))
         let error = await #expect(throws: SETError.self) {
             try await Self.verifier(twoRSA, algorithms: allowed).verify(Array(token.utf8), now: 1_800_000_000)
         }

@@ -97,11 +97,13 @@ struct JOSEVectorTests {
         #expect(try JSONParser.parseObject(decoded)["typ"] == "secevent+jwt")
     }
 
-    @Test("signing with the published private keys reproduces the deterministic signatures", arguments: [
-        ("rfc7515-A2-rs256", ["jwk_private"], ["jws_compact"]),
-        ("rfc7520-cookbook-4_1.rsa_v15_signature", ["input", "key"], ["output", "compact"]),
-        ("rfc8037-A4-ed25519-cookbook-curve25519-jws", ["input", "key"], ["output", "compact"]),
-    ])
+    @Test(
+        "signing with the published private keys reproduces the deterministic signatures",
+        arguments: [
+            ("rfc7515-A2-rs256", ["jwk_private"], ["jws_compact"]),
+            ("rfc7520-cookbook-4_1.rsa_v15_signature", ["input", "key"], ["output", "compact"]),
+            ("rfc8037-A4-ed25519-cookbook-curve25519-jws", ["input", "key"], ["output", "compact"]),
+        ])
     func deterministicSignatures(file: String, keyPath: [String], compactPath: [String]) throws {
         let document = try Vectors.load(file)
         var keyValue: JSONValue = .object(document)
@@ -116,11 +118,13 @@ struct JOSEVectorTests {
         #expect(Base64URL.encode(signature) == String(parts[2]))
     }
 
-    @Test("ECDSA and PSS signatures made here verify (randomised, so round-trip only)", arguments: [
-        ("rfc7515-A3-es256", ["jwk_private"], JWSAlgorithm.es256),
-        ("rfc7520-cookbook-4_3.ecdsa_signature", ["input", "key"], JWSAlgorithm.es512),
-        ("rfc7520-cookbook-4_2.rsa-pss_signature", ["input", "key"], JWSAlgorithm.ps384),
-    ])
+    @Test(
+        "ECDSA and PSS signatures made here verify (randomised, so round-trip only)",
+        arguments: [
+            ("rfc7515-A3-es256", ["jwk_private"], JWSAlgorithm.es256),
+            ("rfc7520-cookbook-4_3.ecdsa_signature", ["input", "key"], JWSAlgorithm.es512),
+            ("rfc7520-cookbook-4_2.rsa-pss_signature", ["input", "key"], JWSAlgorithm.ps384),
+        ])
     func randomisedRoundTrip(file: String, keyPath: [String], algorithm: JWSAlgorithm) throws {
         let document = try Vectors.load(file)
         var keyValue: JSONValue = .object(document)

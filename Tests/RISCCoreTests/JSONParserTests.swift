@@ -14,11 +14,13 @@ struct JSONParserTests {
         #expect(object["c"] == .object(JSONObject()))
     }
 
-    @Test("refuses malformed documents", arguments: [
-        #"{"a":1,"a":2}"#, #"{"a":1,}"#, "[1,]", "01", "1.", "-", "+1", "1e", #"{"a" 1}"#, "tru", "nul",
-        #""\ud800""#, #""\udc00x""#, "\"a\u{01}\"", #""\x""#, "[1] 2", "", "{", #"{"a":1"#, "1e999",
-        String(repeating: "[", count: 40) + String(repeating: "]", count: 40),
-    ])
+    @Test(
+        "refuses malformed documents",
+        arguments: [
+            #"{"a":1,"a":2}"#, #"{"a":1,}"#, "[1,]", "01", "1.", "-", "+1", "1e", #"{"a" 1}"#, "tru", "nul",
+            #""\ud800""#, #""\udc00x""#, "\"a\u{01}\"", #""\x""#, "[1] 2", "", "{", #"{"a":1"#, "1e999",
+            String(repeating: "[", count: 40) + String(repeating: "]", count: 40),
+        ])
     func refuses(_ text: String) {
         #expect(throws: JSONParser.Failure.self) { try JSONParser.parse(text) }
     }

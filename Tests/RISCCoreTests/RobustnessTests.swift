@@ -43,7 +43,8 @@ struct RobustnessTests {
         let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.".utf8)
         for round in 0..<3_000 {
             let length = Int.random(in: 0..<300, using: &rng)
-            let bytes: [UInt8] = round % 2 == 0
+            let bytes: [UInt8] =
+                round % 2 == 0
                 ? (0..<length).map { _ in UInt8.random(in: 0...255, using: &rng) }
                 : (0..<length).map { _ in alphabet.randomElement(using: &rng)! }
             await expectTypedRejection(verifier, bytes)

@@ -45,19 +45,23 @@ struct SETPolicyTests {
         #expect(validated.warnings.isEmpty)
     }
 
-    @Test("issuer: one trailing slash difference is tolerated either way; aliases are accepted", arguments: [
-        ("https://accounts.google.com/", "https://accounts.google.com"),
-        ("https://accounts.google.com", "https://accounts.google.com/"),
-        ("https://accounts.google.com", "https://accounts.google.com"),
-    ])
+    @Test(
+        "issuer: one trailing slash difference is tolerated either way; aliases are accepted",
+        arguments: [
+            ("https://accounts.google.com/", "https://accounts.google.com"),
+            ("https://accounts.google.com", "https://accounts.google.com/"),
+            ("https://accounts.google.com", "https://accounts.google.com"),
+        ])
     func issuerSlash(claimed: String, expected: String) async throws {
         let token = try Self.factory.sign(Self.claims { $0["iss"] = .string(claimed) })
         _ = try await Self.verifier(issuer: expected).verify(Array(token.utf8), now: Self.now)
     }
 
-    @Test("issuer: anything else is invalid_issuer", arguments: [
-        "https://accounts.google.com//", "https://accounts.google.co", "accounts.google.com", "https://evil.example/",
-    ])
+    @Test(
+        "issuer: anything else is invalid_issuer",
+        arguments: [
+            "https://accounts.google.com//", "https://accounts.google.co", "accounts.google.com", "https://evil.example/",
+        ])
     func issuerRefused(claimed: String) async throws {
         let token = try Self.factory.sign(Self.claims { $0["iss"] = .string(claimed) })
         try await expectRejected(token, .invalidIssuer)
@@ -83,11 +87,13 @@ struct SETPolicyTests {
         try await expectRejected(try Self.factory.sign(Self.claims { $0["aud"] = ["ok", 5] }), .invalidRequest)
     }
 
-    @Test("jti, iat, events: present and well-typed", arguments: [
-        ("jti", nil), ("jti", ""), ("jti", 5), ("iat", nil), ("iat", "1508184845"), ("events", nil), ("events", [:]),
-        ("events", ["https://schemas.openid.net/secevent/risc/event-type/sessions-revoked": "x"]),
-        ("events", ["not a uri": [:]]), ("events", [":x": [:]]), ("events", "x"), ("toe", "x"), ("txn", 1), ("sub_id", "x"),
-    ] as [(String, JSONValue?)])
+    @Test(
+        "jti, iat, events: present and well-typed",
+        arguments: [
+            ("jti", nil), ("jti", ""), ("jti", 5), ("iat", nil), ("iat", "1508184845"), ("events", nil), ("events", [:]),
+            ("events", ["https://schemas.openid.net/secevent/risc/event-type/sessions-revoked": "x"]),
+            ("events", ["not a uri": [:]]), ("events", [":x": [:]]), ("events", "x"), ("toe", "x"), ("txn", 1), ("sub_id", "x"),
+        ] as [(String, JSONValue?)])
     func requiredClaims(name: String, value: JSONValue?) async throws {
         try await expectRejected(try Self.factory.sign(Self.claims { $0[name] = value }), .invalidRequest)
     }
@@ -132,7 +138,10 @@ struct SETPolicyTests {
         try await expectRejected(try Self.factory.sign(idToken), .invalidRequest)
         try await expectRejected(try Self.factory.sign(Self.claims { $0["nonce"] = "n" }), .invalidRequest)
         try await expectRejected(
-            try Self.factory.sign(Self.claims { $0["sub"] = "1234"; $0["exp"] = .number(Self.now + 60) }), .invalidRequest)
+            try Self.factory.sign(
+                Self.claims {
+                    $0["sub"] = "1234"; $0["exp"] = .number(Self.now + 60)
+                }), .invalidRequest)
     }
 
     @Test("header rules: crit, missing or non-string kid, unknown kid, alg allow-list")
@@ -151,7 +160,9 @@ struct SETPolicyTests {
 
     @Test("duplicate claim names are refused")
     func duplicateClaims() async throws {
-        let payload = Array(#"{"iss":"https://accounts.google.com/","iss":"https://evil/","aud":"second-client","jti":"j","iat":1,"events":{"https://schemas.openid.net/secevent/risc/event-type/verification":{}}}"#.utf8)
+        let payload = Array(
+            #"{"iss":"https://accounts.google.com/","iss":"https://evil/","aud":"second-client","jti":"j","iat":1,"events":{"https://schemas.openid.net/secevent/risc/event-type/verification":{}}}"#
+                .utf8)
         let token = try Self.rs256.signer.sign(payload: payload)
         try await expectRejected(token, .invalidRequest)
     }
@@ -177,7 +188,8 @@ struct SETPolicyTests {
         raw[0] &= 0x7F
         raw[32] &= 0x7F
         let der: [UInt8] = [0x30, 68, 0x02, 32] + raw[0..<32] + [0x02, 32] + raw[32..<64]
-        try await expectRejected("\(parts[0]).\(parts[1]).\(Base64URL.encode(der))", .authenticationFailed,
+        try await expectRejected(
+            "\(parts[0]).\(parts[1]).\(Base64URL.encode(der))", .authenticationFailed,
             verifier: try Self.verifier(algorithms: [.es256]))
     }
 

@@ -4,32 +4,40 @@ import Testing
 
 @Suite("Subjects and event types")
 struct SubjectAndEventTests {
-    @Test("Google and RFC 9493 subject forms", arguments: [
-        (#"{"subject_type":"iss-sub","iss":"https://accounts.google.com/","sub":"1"}"#, Subject.issuerSubject(issuer: "https://accounts.google.com/", subject: "1")),
-        (#"{"subject_type":"iss_sub","iss":"i","sub":"1"}"#, .issuerSubject(issuer: "i", subject: "1")),
-        (#"{"format":"iss_sub","iss":"i","sub":"1"}"#, .issuerSubject(issuer: "i", subject: "1")),
-        (#"{"subject_type":"id_token_claims","iss":"i","sub":"1","email":"a@b"}"#, .idTokenClaims(issuer: "i", subject: "1", email: "a@b", phoneNumber: nil)),
-        (#"{"subject_type":"id_token_claims","email":"a@b"}"#, .idTokenClaims(issuer: nil, subject: nil, email: "a@b", phoneNumber: nil)),
-        (#"{"subject_type":"email","email":"a@b"}"#, .email("a@b")),
-        (#"{"format":"phone_number","phone_number":"+1"}"#, .phoneNumber("+1")),
-        (#"{"format":"account","uri":"acct:a@b"}"#, .account(uri: "acct:a@b")),
-        (#"{"format":"opaque","id":"x"}"#, .opaque(id: "x")),
-        (#"{"format":"did","url":"did:x:1"}"#, .did(url: "did:x:1")),
-        (#"{"format":"aliases","identifiers":[{"format":"email","email":"a@b"},{"format":"iss_sub","iss":"i","sub":"1"}]}"#,
-            .aliases([.email("a@b"), .issuerSubject(issuer: "i", subject: "1")])),
-        (#"{"subject_type":"oauth_token","token_type":"refresh_token","token_identifier_alg":"prefix","token":"1//0gexample-ref"}"#,
-            .oauthToken(OAuthTokenIdentifier(tokenType: "refresh_token", algorithm: .prefix, token: "1//0gexample-ref"))),
-    ])
+    @Test(
+        "Google and RFC 9493 subject forms",
+        arguments: [
+            (#"{"subject_type":"iss-sub","iss":"https://accounts.google.com/","sub":"1"}"#, Subject.issuerSubject(issuer: "https://accounts.google.com/", subject: "1")),
+            (#"{"subject_type":"iss_sub","iss":"i","sub":"1"}"#, .issuerSubject(issuer: "i", subject: "1")),
+            (#"{"format":"iss_sub","iss":"i","sub":"1"}"#, .issuerSubject(issuer: "i", subject: "1")),
+            (#"{"subject_type":"id_token_claims","iss":"i","sub":"1","email":"a@b"}"#, .idTokenClaims(issuer: "i", subject: "1", email: "a@b", phoneNumber: nil)),
+            (#"{"subject_type":"id_token_claims","email":"a@b"}"#, .idTokenClaims(issuer: nil, subject: nil, email: "a@b", phoneNumber: nil)),
+            (#"{"subject_type":"email","email":"a@b"}"#, .email("a@b")),
+            (#"{"format":"phone_number","phone_number":"+1"}"#, .phoneNumber("+1")),
+            (#"{"format":"account","uri":"acct:a@b"}"#, .account(uri: "acct:a@b")),
+            (#"{"format":"opaque","id":"x"}"#, .opaque(id: "x")),
+            (#"{"format":"did","url":"did:x:1"}"#, .did(url: "did:x:1")),
+            (
+                #"{"format":"aliases","identifiers":[{"format":"email","email":"a@b"},{"format":"iss_sub","iss":"i","sub":"1"}]}"#,
+                .aliases([.email("a@b"), .issuerSubject(issuer: "i", subject: "1")])
+            ),
+            (
+                #"{"subject_type":"oauth_token","token_type":"refresh_token","token_identifier_alg":"prefix","token":"1//0gexample-ref"}"#,
+                .oauthToken(OAuthTokenIdentifier(tokenType: "refresh_token", algorithm: .prefix, token: "1//0gexample-ref"))
+            ),
+        ])
     func forms(json: String, expected: Subject) throws {
         #expect(try Subject.parse(JSONParser.parseObject(Array(json.utf8))) == expected)
     }
 
-    @Test("malformed subjects are invalid_request", arguments: [
-        #"{"subject_type":"iss-sub","iss":"i"}"#, #"{"subject_type":"iss-sub","iss":"i","sub":""}"#,
-        #"{"subject_type":"iss-sub","iss":"i","sub":1}"#, #"{"subject_type":"id_token_claims"}"#,
-        #"{"format":"aliases","identifiers":[]}"#, #"{"format":"aliases","identifiers":[{"format":"aliases","identifiers":[{"format":"opaque","id":"x"}]}]}"#,
-        #"{"subject_type":"oauth_token","token_type":"refresh_token","token":"x"}"#, #"{"sub":"1"}"#, #"{"format":5}"#,
-    ])
+    @Test(
+        "malformed subjects are invalid_request",
+        arguments: [
+            #"{"subject_type":"iss-sub","iss":"i"}"#, #"{"subject_type":"iss-sub","iss":"i","sub":""}"#,
+            #"{"subject_type":"iss-sub","iss":"i","sub":1}"#, #"{"subject_type":"id_token_claims"}"#,
+            #"{"format":"aliases","identifiers":[]}"#, #"{"format":"aliases","identifiers":[{"format":"aliases","identifiers":[{"format":"opaque","id":"x"}]}]}"#,
+            #"{"subject_type":"oauth_token","token_type":"refresh_token","token":"x"}"#, #"{"sub":"1"}"#, #"{"format":5}"#,
+        ])
     func malformed(json: String) throws {
         let error = #expect(throws: SETError.self) { try Subject.parse(JSONParser.parseObject(Array(json.utf8))) }
         #expect(error?.code == .invalidRequest)
@@ -81,8 +89,9 @@ struct SubjectAndEventTests {
         var withSubID = factory.claims(type: .sessionsRevoked, subject: nil)
         withSubID["sub_id"] = ["format": "iss_sub", "iss": "https://accounts.google.com/", "sub": "42"]
         #expect(try await verify(withSubID).events.first?.subject?.googleSubject?.subject == "42")
-        let legacy = try await verify(factory.claims(
-            type: EventType("https://accounts.google.com/risc/event/sessions-revoked"), subject: factory.accountSubject("1")))
+        let legacy = try await verify(
+            factory.claims(
+                type: EventType("https://accounts.google.com/risc/event/sessions-revoked"), subject: factory.accountSubject("1")))
         #expect(legacy.events.first?.type.canonical == .sessionsRevoked)
     }
 }

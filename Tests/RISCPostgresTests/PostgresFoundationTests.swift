@@ -1,13 +1,13 @@
 import Foundation
 import Logging
 import PostgresNIO
-
-typealias PostgresDatabase = RISCPostgres.PostgresDatabase
-import Synchronization
 import RISCCore
 import RISCPostgres
 import RISCTestKit
+import Synchronization
 import Testing
+
+typealias PostgresDatabase = RISCPostgres.PostgresDatabase
 
 /// The PostgreSQL backend's foundation (issue 14 §2): the store URL, migrations that two
 /// receivers may run at the same moment, and the refusal of a server that is not durable.
@@ -231,9 +231,10 @@ struct PostgresEventStoreTests {
         let jwks = try Self.keys.jwks
         var records: [SETRecord] = []
         for index in 0..<150 {
-            records.append(try await factory.storedRecord(
-                type: .sessionsRevoked, subject: factory.accountSubject("\(index)"), jti: "pg-\(index)", keys: jwks,
-                receivedAt: Date().timeIntervalSince1970))
+            records.append(
+                try await factory.storedRecord(
+                    type: .sessionsRevoked, subject: factory.accountSubject("\(index)"), jti: "pg-\(index)", keys: jwks,
+                    receivedAt: Date().timeIntervalSince1970))
         }
         // Every SET goes to both receivers at once, and the first ten twice more to the first.
         let outcomes = try await withThrowingTaskGroup(of: (String, AppendOutcome).self) { group in
@@ -403,7 +404,8 @@ struct PostgresEventStoreTests {
             Issue.record("a newer schema was accepted")
         } catch let error as StoreError {
             #expect(error.code == .refused)
-            #expect(error.description.contains("schema is version \(PostgresSchema.version + 1), and this risc knows versions up to \(PostgresSchema.version)"),
+            #expect(
+                error.description.contains("schema is version \(PostgresSchema.version + 1), and this risc knows versions up to \(PostgresSchema.version)"),
                 "\(error)")
         }
     }
@@ -418,8 +420,9 @@ struct PostgresEventStoreTests {
         let factory = SETFactory(signer: Self.keys.entry(for: .eddsa)!.signer)
         let received = Date().timeIntervalSince1970
         for jti in ["r-done-1", "r-done-2", "r-dead", "r-pending"] {
-            _ = try await store.append(try await factory.storedRecord(
-                type: .sessionsRevoked, subject: factory.accountSubject("1"), jti: jti, keys: try Self.keys.jwks, receivedAt: received))
+            _ = try await store.append(
+                try await factory.storedRecord(
+                    type: .sessionsRevoked, subject: factory.accountSubject("1"), jti: jti, keys: try Self.keys.jwks, receivedAt: received))
         }
         try cluster.psql("UPDATE sets SET state = 'done', processed_at = received_at WHERE jti LIKE 'r-done-%'")
         try cluster.psql("UPDATE sets SET state = 'dead' WHERE jti = 'r-dead'")
@@ -432,8 +435,9 @@ struct PostgresEventStoreTests {
         #expect(try await store.retain(policy, now: received + policy.done - 60, batch: 100) == RetentionPass())
         #expect(try await store.retain(policy, now: received + policy.done + 60, batch: 100) == RetentionPass(stripped: 2, forgotten: 0))
         #expect(try cluster.psql("SELECT count(*) FROM sets WHERE token = '' AND pruned_at IS NOT NULL") == "2")
-        if case .accepted = try await store.append(try await factory.storedRecord(
-            type: .sessionsRevoked, subject: factory.accountSubject("1"), jti: "r-done-1", keys: try Self.keys.jwks, receivedAt: received))
+        if case .accepted = try await store.append(
+            try await factory.storedRecord(
+                type: .sessionsRevoked, subject: factory.accountSubject("1"), jti: "r-done-1", keys: try Self.keys.jwks, receivedAt: received))
         {
             Issue.record("a stripped SET was stored again")
         }

@@ -87,7 +87,8 @@ struct PostgresInlineTests {
         for sub in ["fine-1", "fine-2", "broken"] {
             _ = try await store.accounts.link(AccountLink(subject: sub, userID: "u-" + sub, sessions: [sub == "broken" ? "boom" : "s"]), now: 1_000)
         }
-        try f.cluster.psql("""
+        try f.cluster.psql(
+            """
             CREATE FUNCTION refuse_boom() RETURNS trigger LANGUAGE plpgsql AS $$
             BEGIN IF NEW.session_id = 'boom' THEN RAISE EXCEPTION 'session boom cannot end'; END IF; RETURN NEW; END $$;
             CREATE TRIGGER refuse_boom BEFORE UPDATE ON sessions FOR EACH ROW EXECUTE FUNCTION refuse_boom();

@@ -36,9 +36,10 @@ struct PostgresQueueTests {
         }
 
         func append(_ type: EventType, subject: JSONValue?, jti: String, iat: Double = 2_000, extra: JSONObject = [:]) async throws {
-            _ = try await stores[0].events.append(try await PostgresQueueTests.factory.storedRecord(
-                type: type, subject: subject, extra: extra, jti: jti, iat: iat, keys: try PostgresQueueTests.keys.jwks,
-                receivedAt: Date().timeIntervalSince1970))
+            _ = try await stores[0].events.append(
+                try await PostgresQueueTests.factory.storedRecord(
+                    type: type, subject: subject, extra: extra, jti: jti, iat: iat, keys: try PostgresQueueTests.keys.jwks,
+                    receivedAt: Date().timeIntervalSince1970))
         }
 
         func close() throws {

@@ -1,7 +1,7 @@
 import Foundation
 import Logging
-import RISCLocal
 import RISCCore
+import RISCLocal
 import RISCSQLite
 import RISCTestKit
 import Testing
@@ -11,8 +11,11 @@ import Testing
 struct ActionWorkerTests {
     static let keys = try! KeyDirectory.repositoryTestKeys()
     static let factory = SETFactory(signer: keys.entry(for: .rs256)!.signer)
-    static let vectors = try! JSONParser.parseObject(Array(try! Data(contentsOf: KeyDirectory.repositoryRoot()
-        .appendingPathComponent("Tests/RISCCoreTests/Vectors/synthetic-risc-sets.json"))))
+    static let vectors = try! JSONParser.parseObject(
+        Array(
+            try! Data(
+                contentsOf: KeyDirectory.repositoryRoot()
+                    .appendingPathComponent("Tests/RISCCoreTests/Vectors/synthetic-risc-sets.json"))))
     static let refreshToken = vectors["stored_refresh_token"]!.stringValue!
 
     final class Fixture: @unchecked Sendable {
@@ -33,15 +36,17 @@ struct ActionWorkerTests {
                 keys: StaticKeyProvider(keys: try ActionWorkerTests.keys.jwks, issuer: SETFactory.defaultIssuer))
             // Sessions created at t=1000; events below happen at t=2000 unless said otherwise.
             _ = try await accounts.link(
-                .init(subject: "alice", userID: "u-alice", email: "alice@example.com", sessions: ["s1", "s2"],
+                .init(
+                    subject: "alice", userID: "u-alice", email: "alice@example.com", sessions: ["s1", "s2"],
                     refreshTokens: [ActionWorkerTests.refreshToken], linkedTokens: ["linked-token-a"]), now: 1_000)
             _ = try await accounts.link(.init(subject: "bob", userID: "u-bob", sessions: ["b1"], refreshTokens: ["1//0gbob-token-xyz"]), now: 1_000)
         }
 
         @discardableResult
         func deliver(_ type: EventType, subject: JSONValue?, extra: JSONObject = [:], iat: Double = 2_000, jti: String = UUID().uuidString) async throws -> AppendOutcome {
-            try await store.append(try await ActionWorkerTests.factory.storedRecord(
-                type: type, subject: subject, extra: extra, jti: jti, iat: iat, keys: try ActionWorkerTests.keys.jwks))
+            try await store.append(
+                try await ActionWorkerTests.factory.storedRecord(
+                    type: type, subject: subject, extra: extra, jti: jti, iat: iat, keys: try ActionWorkerTests.keys.jwks))
         }
 
         /// The queue's worker on the data directory: the receiver's own, driven by hand.

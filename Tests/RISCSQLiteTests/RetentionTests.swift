@@ -1,9 +1,10 @@
 import Foundation
 import Logging
 import RISCCore
-@testable import RISCSQLite
 import RISCTestKit
 import Testing
+
+@testable import RISCSQLite
 
 /// Retention (issue 14 §3) on the embedded store: done SETs are stripped after `retention.done`,
 /// forgotten `retention.duplicates` after receipt; pending and dead ones are never touched, and a

@@ -1,11 +1,12 @@
 import Foundation
 import Logging
-import Synchronization
-import RISCLocal
 import RISCCore
-@testable import RISCSQLite
+import RISCLocal
 import RISCTestKit
+import Synchronization
 import Testing
+
+@testable import RISCSQLite
 
 @Suite("SQLite event store and event log")
 struct SQLiteEventStoreTests {
@@ -97,7 +98,8 @@ struct SQLiteEventStoreTests {
         try SQLiteConnection(path: directory + "/risc.sqlite3").execute("PRAGMA user_version = \(Schema.version + 1)")
         let error = #expect(throws: StoreError.self) { _ = try SQLiteEventStore(directory: directory, logger: Logger(label: "t")) }
         #expect(error?.code == .refused)
-        #expect(error?.description.contains("schema is version \(Schema.version + 1), and this risc knows versions up to \(Schema.version)") == true,
+        #expect(
+            error?.description.contains("schema is version \(Schema.version + 1), and this risc knows versions up to \(Schema.version)") == true,
             "\(String(describing: error))")
     }
 

@@ -1,8 +1,9 @@
 import Foundation
-import RISCLocal
 import RISCCore
-@testable import RISCSQLite
+import RISCLocal
 import Testing
+
+@testable import RISCSQLite
 
 /// The token-fingerprint key and the store's check value of it (issue 14).
 @Suite("Token key")

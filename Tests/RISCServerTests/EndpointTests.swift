@@ -2,9 +2,9 @@ import Foundation
 import Logging
 import RISCClient
 import RISCCore
+import RISCSQLite
 import RISCServer
 import RISCStorage
-import RISCSQLite
 import RISCTestKit
 import Testing
 
@@ -95,7 +95,9 @@ struct EndpointTests {
         harness.issuer.stop()
     }
 
-    @Test("pipelined requests on one connection are answered in order; Connection: close is honoured; a malformed request line gets 400; Expect: 100-continue; a long body off the events path is not read")
+    @Test(
+        "pipelined requests on one connection are answered in order; Connection: close is honoured; a malformed request line gets 400; Expect: 100-continue; a long body off the events path is not read"
+    )
     func pipelining() async throws {
         let harness = try ServerHarness()
         try await harness.start()
@@ -234,7 +236,9 @@ struct EndpointTests {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-tls-\(UUID().uuidString)")
         let certificate = try TestCertificate(directory: directory)
         let cert = certificate.certificatePath, key = certificate.keyPath
-        let harness = try ServerHarness { $0.tlsCertificate = cert; $0.tlsKey = key }
+        let harness = try ServerHarness {
+            $0.tlsCertificate = cert; $0.tlsKey = key
+        }
         try await harness.start()
         #expect(harness.publicURL.hasPrefix("https://"))
         #expect(try await harness.post(try harness.token(jti: "tls-1")).status == 202)
@@ -260,7 +264,9 @@ struct EndpointTests {
         let renewed = try TestCertificate(directory: directory.appendingPathComponent("renewed"))
         let cert = directory.appendingPathComponent("live-cert.pem").path, key = directory.appendingPathComponent("live-key.pem").path
         try first.install(certificateAt: cert, keyAt: key)
-        let harness = try ServerHarness { $0.tlsCertificate = cert; $0.tlsKey = key }
+        let harness = try ServerHarness {
+            $0.tlsCertificate = cert; $0.tlsKey = key
+        }
         try await harness.start()
         func post(trusting bundle: String, jti: String) async throws -> Int {
             let request = HTTPRequest(
@@ -361,8 +367,9 @@ struct AdminAccountAPITests {
         try await harness.start()
         let auth = ("Authorization", "Bearer admin-token-0123456789abcdef")
         func check(_ body: JSONObject) async throws -> JSONObject {
-            let response = try await harness.client.perform(HTTPRequest(
-                method: "POST", url: harness.adminURL + "/admin/linking/app-flip", headers: [auth], body: Array(JSONValue.object(body).serialized.utf8)))
+            let response = try await harness.client.perform(
+                HTTPRequest(
+                    method: "POST", url: harness.adminURL + "/admin/linking/app-flip", headers: [auth], body: Array(JSONValue.object(body).serialized.utf8)))
             #expect(response.status == 200)
             return try JSONParser.parseObject(response.body)
         }

@@ -2,11 +2,12 @@ import Foundation
 import RISCClient
 import RISCCore
 import RISCPostgres
-@testable import RISCServer
-@testable import RISCSQLite
 import RISCTestKit
 import Synchronization
 import Testing
+
+@testable import RISCSQLite
+@testable import RISCServer
 
 #if canImport(Glibc)
 import Glibc
@@ -37,7 +38,8 @@ struct HardeningRoundTwoTests {
                     while true {
                         if let end = pending.firstRange(of: Array("\r\n\r\n".utf8)) {
                             let head = String(decoding: pending[..<end.lowerBound], as: UTF8.self)
-                            let length = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
+                            let length =
+                                head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
                                 .flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) } ?? 0
                             if pending.count >= end.upperBound + length {
                                 statuses.append(Int(head.split(separator: " ")[1]) ?? 0)
@@ -99,12 +101,16 @@ struct HardeningRoundTwoTests {
 
             // Rows as someone with write access to the store would plant them.
             let header = Base64URL.encode(Array(#"{"alg":"HS256","typ":"secevent+jwt","kid":"risc-local"}"#.utf8))
-            let forgedClaims = Base64URL.encode(Array(#"{"iss":"https://site.example/risc","aud":"google_account_linking","iat":1,"jti":"forged-1","events":{"https://schemas.openid.net/secevent/risc/event-type/account-disabled":{"subject":{"subject_type":"iss_sub","iss":"https://accounts.google.com","sub":"victim"}}}}"#.utf8))
+            let forgedClaims = Base64URL.encode(
+                Array(
+                    #"{"iss":"https://site.example/risc","aud":"google_account_linking","iat":1,"jti":"forged-1","events":{"https://schemas.openid.net/secevent/risc/event-type/account-disabled":{"subject":{"subject_type":"iss_sub","iss":"https://accounts.google.com","sub":"victim"}}}}"#
+                        .utf8))
             let badMAC = "\(header).\(forgedClaims).\(Base64URL.encode([UInt8](repeating: 7, count: 32)))"
             let notice = try UnlinkNotices(issuer: UnlinkNoticeTests.issuer, tokenKey: [UInt8](repeating: 9, count: 32))
                 .record(tokenHash: SHA512.doubleHashBase64("someone-elses-token"), now: 1)  // a well-formed record under another key
             for (jti, token) in [("forged-1", badMAC), (notice.tokenID, notice.token)] {
-                try fixture.execute("""
+                try fixture.execute(
+                    """
                     INSERT INTO sets (issuer, jti, iss, iat, received_at, last_received_at, event_types, subjects, token)
                     VALUES ('\(UnlinkNotices.queueIssuer)', '\(jti)', 'https://site.example/risc', 1, 1, 1, '[]', '[]', '\(token)')
                     """)
@@ -147,7 +153,9 @@ struct HardeningRoundTwoTests {
             let token = try fixture.harness.token(jti: "jti-with-\u{0}-nul")
             let answer = try await fixture.harness.post(token)
             #expect(answer.status == 400 && (try? JSONParser.parseObject(answer.body))?["err"] == "invalid_request", "\(answer.status)")
-            let subjectNUL = try fixture.harness.token(jti: "sub-nul") { $0["events"] = .object([EventType.sessionsRevoked.uri: .object(["subject": .object(["subject_type": "iss_sub", "iss": "https://accounts.google.com", "sub": "1\u{0}2"])])]) }
+            let subjectNUL = try fixture.harness.token(jti: "sub-nul") {
+                $0["events"] = .object([EventType.sessionsRevoked.uri: .object(["subject": .object(["subject_type": "iss_sub", "iss": "https://accounts.google.com", "sub": "1\u{0}2"])])])
+            }
             #expect(try await fixture.harness.post(subjectNUL).status == 400)
             #expect(try await fixture.harness.post(try fixture.harness.token(jti: "plain-after-nul")).status == 202)
         }
@@ -203,13 +211,13 @@ struct HardeningRoundTwoTests {
             try await BlockingPool.shared.run { Result { try cluster.stop(mode: "immediate") } }.get()
             await harness.receiver.sampleHealth()
             // Answered from the sample: before, /readyz waited for the store (1.5-6 s) and /metrics
-            // for its six questions (10 s, Prometheus's scrape timeout). The bound tells them apart
-            // with room for a loaded machine.
+            // for its six questions (10 s, Prometheus's scrape timeout): 11.5 s or more together.
+            // The bound tells them apart with room for a loaded machine.
             let start = ContinuousClock.now
             let ready = try await harness.get(harness.adminURL + "/readyz")
             metrics = String(decoding: try await harness.get(harness.adminURL + "/metrics").body, as: UTF8.self)
             let elapsed = ContinuousClock.now - start
-            #expect(elapsed < .seconds(1.5), "/readyz and /metrics took \(elapsed) with PostgreSQL down")
+            #expect(elapsed < .seconds(5), "/readyz and /metrics took \(elapsed) with PostgreSQL down")
             #expect(ready.status == 503)
             let store = try JSONParser.parseObject(ready.body)["store"]?.objectValue
             #expect(store?["writable"] == false)

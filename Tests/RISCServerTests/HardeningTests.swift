@@ -5,9 +5,10 @@ import NIOHTTPTypes
 import RISCClient
 import RISCCore
 import RISCSQLite
-@testable import RISCServer
 import RISCTestKit
 import Testing
+
+@testable import RISCServer
 
 #if canImport(Glibc)
 import Glibc

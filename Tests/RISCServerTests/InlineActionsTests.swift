@@ -3,17 +3,20 @@ import RISCClient
 import RISCCore
 import RISCServer
 import RISCStorage
-@testable import RISCSQLite
 import RISCTestKit
 import Testing
+
+@testable import RISCSQLite
 
 @Suite("Actions applied in the storing transaction", .serialized)
 struct InlineActionsTests {
     @Test("when the actions fail inline, the SET is still acknowledged and stored pending; the worker applies it later")
     func fallback() async throws {
         let harness = try ServerHarness { $0.retry.baseDelay = 0.1 }
-        _ = try await AccountStore(directory: harness.dataDirectory).link([.init(
-            issuer: harness.issuer.baseURL, subject: "110169484474386276334", userID: "u-1", sessions: ["s-1"])])
+        _ = try await AccountStore(directory: harness.dataDirectory).link([
+            .init(
+                issuer: harness.issuer.baseURL, subject: "110169484474386276334", userID: "u-1", sessions: ["s-1"])
+        ])
         // Make ending sessions fail, as a broken schema or a full disk inside the savepoint would.
         let sabotage = try SQLiteConnection(path: harness.dataDirectory + "/risc.sqlite3")
         try sabotage.execute("CREATE TRIGGER sabotage BEFORE UPDATE ON sessions BEGIN SELECT RAISE(ABORT, 'sabotaged'); END")

@@ -4,11 +4,12 @@ import NIOCore
 import NIOEmbedded
 import RISCClient
 import RISCCore
-@testable import RISCServer
 import RISCSQLite
 import RISCStorage
 import RISCTestKit
 import Testing
+
+@testable import RISCServer
 
 @Suite("Limits: invalid requests per address, connections, request time; X-Forwarded-For from trusted proxies", .serialized)
 struct LimitsTests {
@@ -82,9 +83,10 @@ struct LimitsTests {
         #expect(metrics.contains("risc_push_connections_refused_total{reason=\"max_connections_per_address\"} 0\n"))
         #expect(ServerHarness.value(metrics, "risc_push_connections") == 2)
         #expect(ServerHarness.value(metrics, "risc_push_connections_limit") == 2)
-        #expect(harness.eventLogLines.contains {
-            $0["step"] == "connection" && $0["outcome"] == "refused" && $0["reason"] == "max_connections" && $0["limit"] == 2
-        })
+        #expect(
+            harness.eventLogLines.contains {
+                $0["step"] == "connection" && $0["outcome"] == "refused" && $0["reason"] == "max_connections" && $0["limit"] == 2
+            })
         #expect(try harness.receiver.storage.store.embedded!.events().record(issuer: harness.issuer.baseURL, jti: "over-limit") == nil)
         // The held connections keep working; once one closes, a new one is served.
         #expect(second.exchange(try harness.rawRequest("held-3"))?.hasPrefix("HTTP/1.1 202") == true)
@@ -229,9 +231,10 @@ struct LimitsTests {
         #expect(other.exchange(try harness.rawRequest("other-address"))?.hasPrefix("HTTP/1.1 202") == true)
         let metrics = String(decoding: try await harness.get(harness.adminURL + "/metrics").body, as: UTF8.self)
         #expect(metrics.contains("risc_push_connections_refused_total{reason=\"max_connections_per_address\"} 1\n"), "\(metrics)")
-        #expect(harness.eventLogLines.contains {
-            $0["reason"] == "max_connections_per_address" && $0["remote"] == "127.0.0.1" && $0["limit"] == 2
-        })
+        #expect(
+            harness.eventLogLines.contains {
+                $0["reason"] == "max_connections_per_address" && $0["remote"] == "127.0.0.1" && $0["limit"] == 2
+            })
         // Closing one gives the address its place back.
         held.removeFirst()
         #expect(try await harness.newConnectionServed(port: port, jti: "address-again"))

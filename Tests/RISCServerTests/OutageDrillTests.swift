@@ -1,8 +1,8 @@
 import Foundation
 import RISCClient
 import RISCCore
-import RISCServer
 import RISCSQLite
+import RISCServer
 import RISCTestKit
 import Synchronization
 import Testing
@@ -115,7 +115,8 @@ struct OutageDrillTests {
         return process.terminationStatus
     }
 
-    @Test("disk full: 503 with Retry-After (never 400), no corruption, and it recovers when space returns",
+    @Test(
+        "disk full: 503 with Retry-After (never 400), no corruption, and it recovers when space returns",
         .enabled(if: canMount, "needs root to mount a small tmpfs"))
     func diskFull() async throws {
         let mountPoint = FileManager.default.temporaryDirectory.appendingPathComponent("risc-full-\(UUID().uuidString)").path
@@ -166,7 +167,9 @@ struct OutageDrillTests {
         try await harness.stop()
         let audit = try QueueAdmin(directory: data).audit(acknowledged: acknowledged)
         #expect(audit.lost == 0 && audit.integrity == "ok")
-        print("drill disk-full: answers while full \(statuses.sorted { $0.key < $1.key }.map { "\($0.key)×\($0.value)" }.joined(separator: " ")); after space returned → \(recovered); acknowledged \(audit.acknowledged), lost \(audit.lost), integrity \(audit.integrity)")
+        print(
+            "drill disk-full: answers while full \(statuses.sorted { $0.key < $1.key }.map { "\($0.key)×\($0.value)" }.joined(separator: " ")); after space returned → \(recovered); acknowledged \(audit.acknowledged), lost \(audit.lost), integrity \(audit.integrity)"
+        )
         harness.issuer.stop()
     }
 }

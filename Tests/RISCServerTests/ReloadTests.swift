@@ -2,11 +2,12 @@ import Foundation
 import Logging
 import RISCClient
 import RISCCore
-@testable import RISCServer
 import RISCSQLite
 import RISCTestKit
 import Synchronization
 import Testing
+
+@testable import RISCServer
 
 /// Issue 26 §9: SIGHUP reopened the logs and reloaded TLS only; the log level, limits, retention
 /// and the action table needed a restart.
@@ -30,8 +31,10 @@ struct ReloadTests {
         harness.source = ConfigurationSource(load: { try #require(next.withLock { $0 }) }, changedKeys: Self.changedKeys)
         let level = LogLevelSetting(.notice)
         harness.logLevel = level
-        _ = try await AccountStore(directory: harness.dataDirectory).link([.init(
-            issuer: harness.issuer.baseURL, subject: "110169484474386276334", userID: "u-1", sessions: ["s-1", "s-2"])])
+        _ = try await AccountStore(directory: harness.dataDirectory).link([
+            .init(
+                issuer: harness.issuer.baseURL, subject: "110169484474386276334", userID: "u-1", sessions: ["s-1", "s-2"])
+        ])
         try await harness.start()
         let logger = Logger(label: "copy") { DiagnosticLogHandler(label: $0, level: level, format: .text) }
         let junk = String(repeating: "x", count: 3_000)

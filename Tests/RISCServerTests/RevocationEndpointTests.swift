@@ -2,9 +2,9 @@ import Foundation
 import RISCClient
 import RISCCore
 import RISCPostgres
+import RISCSQLite
 import RISCServer
 import RISCStorage
-import RISCSQLite
 import RISCTestKit
 import Testing
 

@@ -4,8 +4,8 @@ import Logging
 import RISCClient
 import RISCCore
 import RISCLocal
-import RISCServer
 import RISCSQLite
+import RISCServer
 import RISCTestKit
 
 /// A real `Receiver` on 127.0.0.1 (ports picked by the OS) with a loopback issuer and the test keys.
@@ -33,7 +33,8 @@ final class ServerHarness: @unchecked Sendable {
 
     init(dataDirectory: String? = nil, issuer: LocalIssuer? = nil, edit: (inout ReceiverConfiguration) -> Void = { _ in }) throws {
         self.issuer = try issuer ?? LocalIssuer(jwks: String(decoding: Self.keys.jwksData, as: UTF8.self))
-        self.dataDirectory = dataDirectory
+        self.dataDirectory =
+            dataDirectory
             ?? FileManager.default.temporaryDirectory.appendingPathComponent("risc-server-\(UUID().uuidString)").path
         var configuration = ReceiverConfiguration()
         configuration.audiences = [SETFactory.defaultAudience]

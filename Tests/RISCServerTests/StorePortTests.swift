@@ -3,10 +3,11 @@ import Logging
 import RISCClient
 import RISCCore
 import RISCPostgres
-@testable import RISCSQLite
 import RISCTestKit
 import Synchronization
 import Testing
+
+@testable import RISCSQLite
 
 /// The storage ports (issue 14 §1), one suite run against every backend: the embedded SQLite
 /// store and the shared PostgreSQL store answer the same calls the same way, the work queue with
@@ -113,9 +114,10 @@ struct StorePortTests {
         }
 
         func append(_ type: EventType = .sessionsRevoked, sub: String = "someone", jti: String, receivedAt: Double) async throws -> AppendOutcome {
-            try await events.append(try await StorePortTests.factory.storedRecord(
-                type: type, subject: StorePortTests.factory.accountSubject(sub), jti: jti, iat: receivedAt - 1, keys: try StorePortTests.keys.jwks,
-                receivedAt: receivedAt))
+            try await events.append(
+                try await StorePortTests.factory.storedRecord(
+                    type: type, subject: StorePortTests.factory.accountSubject(sub), jti: jti, iat: receivedAt - 1, keys: try StorePortTests.keys.jwks,
+                    receivedAt: receivedAt))
         }
     }
 
@@ -175,9 +177,10 @@ struct StorePortTests {
             _ = try await f.append(.sessionsRevoked, sub: "user-\(index)", jti: "s-\(index)", receivedAt: now)
         }
         _ = try await f.append(.tokensRevoked, sub: "alice", jti: "t-alice", receivedAt: now)
-        _ = try await f.events.append(try await Self.factory.storedRecord(
-            type: .accountDisabled, subject: Self.user("alice"), extra: ["reason": "hijacking"], jti: "d-alice", iat: now - 1,
-            keys: try Self.keys.jwks, receivedAt: now))
+        _ = try await f.events.append(
+            try await Self.factory.storedRecord(
+                type: .accountDisabled, subject: Self.user("alice"), extra: ["reason": "hijacking"], jti: "d-alice", iat: now - 1,
+                keys: try Self.keys.jwks, receivedAt: now))
         let log = MemoryEventLog()
         let workers = [f.queue, f.otherQueue].enumerated().map { index, queue in
             var settings = QueueWorker.Settings(owner: "receiver-\(index)")
@@ -265,9 +268,10 @@ struct StorePortTests {
         let sink = try WebhookSink(url: server.baseURL + "/revoke", secret: Array(repeating: 9, count: 32))
         let log = MemoryEventLog()
         let now = Date().timeIntervalSince1970
-        _ = try await f.events.append(try await StorePortTests.factory.storedRecord(
-            type: .accountDisabled, subject: StorePortTests.factory.accountSubject("alice"), extra: ["reason": "hijacking"], jti: "hijack-1",
-            iat: now - 5, keys: try StorePortTests.keys.jwks, receivedAt: now - 4))
+        _ = try await f.events.append(
+            try await StorePortTests.factory.storedRecord(
+                type: .accountDisabled, subject: StorePortTests.factory.accountSubject("alice"), extra: ["reason": "hijacking"], jti: "hijack-1",
+                iat: now - 5, keys: try StorePortTests.keys.jwks, receivedAt: now - 4))
 
         try await f.work(sink, log, now)  // 503: nothing marked yet
         var alice = try #require(try await f.accounts.accounts(subject: "alice").first)
@@ -286,9 +290,10 @@ struct StorePortTests {
             let event = try #require(try JSONParser.parseObject(body)["events"]?.arrayValue?.first?.objectValue)
             let named = try #require(event["revoke_tokens"]?.arrayValue).compactMap(\.objectValue)
             #expect(named.map { $0["token"]?.stringValue ?? "" }.sorted() == linked.map { SHA512.doubleHashBase64($0) }.sorted())
-            #expect(named.allSatisfy {
-                $0["action"] == "revoke_linked_tokens" && $0["kind"] == "linked" && $0["token_identifier_alg"] == "hash_base64_sha512_sha512"
-            })
+            #expect(
+                named.allSatisfy {
+                    $0["action"] == "revoke_linked_tokens" && $0["kind"] == "linked" && $0["token_identifier_alg"] == "hash_base64_sha512_sha512"
+                })
         }
         let applied = log.records("applied")
         #expect(applied.map { $0["outcome"]?.stringValue ?? "" } == ["failed", "applied"])

@@ -4,10 +4,11 @@ import RISCCore
 import RISCPostgres
 import RISCServer
 import RISCStorage
-@testable import RISCSQLite
 import RISCTestKit
 import Synchronization
 import Testing
+
+@testable import RISCSQLite
 
 /// Issue 15 §3: the site revokes linked tokens on its side and risc tells Google, on a real
 /// receiver (each backend), against a loopback fake of Google's RISC API that checks every

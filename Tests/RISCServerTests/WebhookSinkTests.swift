@@ -1,8 +1,8 @@
 import Foundation
 import Logging
-import RISCLocal
 import RISCClient
 import RISCCore
+import RISCLocal
 import RISCSQLite
 import RISCTestKit
 import Synchronization
@@ -26,9 +26,10 @@ struct WebhookSinkTests {
             sink: try WebhookSink(url: server.baseURL + "/revoke", secret: secret), log: log, logger: Logger(label: "t"))
         let keys = try KeyDirectory.repositoryTestKeys()
         let factory = SETFactory(signer: keys.entry(for: .rs256)!.signer)
-        _ = try await store.append(try await factory.storedRecord(
-            type: .tokenRevoked, subject: SETFactory.tokenSubject(refreshToken: "1//0gsecret-refresh", algorithm: .prefix), jti: "w1",
-            iat: 2_000, keys: try keys.jwks))
+        _ = try await store.append(
+            try await factory.storedRecord(
+                type: .tokenRevoked, subject: SETFactory.tokenSubject(refreshToken: "1//0gsecret-refresh", algorithm: .prefix), jti: "w1",
+                iat: 2_000, keys: try keys.jwks))
 
         try await worker.processDue(now: 3_000)  // 503
         try await worker.processDue(now: 3_001.05)  // 503 (after 1 s)
@@ -71,8 +72,9 @@ struct WebhookSinkTests {
             sink: try WebhookSink(url: server.baseURL + "/revoke", secret: Array(repeating: 7, count: 32)), log: log, logger: Logger(label: "t"))
         let keys = try KeyDirectory.repositoryTestKeys()
         let factory = SETFactory(signer: keys.entry(for: .rs256)!.signer)
-        _ = try await store.append(try await factory.storedRecord(
-            type: .sessionsRevoked, subject: factory.accountSubject("5"), jti: "dl-1", iat: 2_000, keys: try keys.jwks))
+        _ = try await store.append(
+            try await factory.storedRecord(
+                type: .sessionsRevoked, subject: factory.accountSubject("5"), jti: "dl-1", iat: 2_000, keys: try keys.jwks))
         try await worker.processDue(now: 3_000)
         try await worker.processDue(now: 3_002)
         #expect(try store.record(issuer: "https://accounts.google.com", jti: "dl-1")?.state == "dead")

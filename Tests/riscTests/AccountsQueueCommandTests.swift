@@ -93,9 +93,11 @@ struct AccountsQueueCommandTests {
         let elsewhere = root.appendingPathComponent("elsewhere"), data = root.appendingPathComponent("var-lib-risc").path
         try FileManager.default.createDirectory(at: elsewhere, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: root) }
-        for command in [["accounts", "list"], ["accounts", "show", "7"], ["queue", "status"], ["queue", "list"], ["tail"],
-                        ["replay", "--from-store", "--local"], ["replay", "--from-store", "--to", "http://127.0.0.1:9/events"],
-                        ["accounts", "link", "--subject", "7", "--user", "u7"], ["store", "migrate"], ["accounts", "unlink", "7"]] {
+        for command in [
+            ["accounts", "list"], ["accounts", "show", "7"], ["queue", "status"], ["queue", "list"], ["tail"],
+            ["replay", "--from-store", "--local"], ["replay", "--from-store", "--to", "http://127.0.0.1:9/events"],
+            ["accounts", "link", "--subject", "7", "--user", "u7"], ["store", "migrate"], ["accounts", "unlink", "7"],
+        ] {
             let result = try RiscBinary.run(command, directory: elsewhere)
             #expect(result.status == 64, "\(command): \(result.status) \(result.stderr)")
             #expect(result.stderr.contains("./data") || result.stderr.contains(elsewhere.path), "\(command): \(result.stderr)")

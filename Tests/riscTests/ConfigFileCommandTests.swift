@@ -91,7 +91,8 @@ struct ConfigFileCommandTests {
         #expect(toml.status == 0, "\(toml.stderr)")
         let tomlFile = directory.appendingPathComponent("printed.toml")
         try Data(toml.stdout.utf8).write(to: tomlFile)
-        for line in toml.stdout.split(separator: "\n") where line.contains(" = ") && !line.hasPrefix("#") && !line.hasPrefix("\"\"") && !line.hasPrefix("hijacking") && !line.hasPrefix("bulk-account") {
+        for line in toml.stdout.split(separator: "\n") where line.contains(" = ") && !line.hasPrefix("#") && !line.hasPrefix("\"\"") && !line.hasPrefix("hijacking") && !line.hasPrefix("bulk-account")
+        {
             #expect(line.hasSuffix("# file \(input.path)"), "every value here comes from the file: \(line)")
         }
 
@@ -188,7 +189,9 @@ struct ConfigFileCommandTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         for name in ["risc.json", "risc.conf", "risc.toml"] {
             let file = directory.appendingPathComponent(name)
-            let body = name.hasSuffix(".toml") ? "audiences = [\"a.apps.googleusercontent.com\"]\n[listen]\nport = 7001\n"
+            let body =
+                name.hasSuffix(".toml")
+                ? "audiences = [\"a.apps.googleusercontent.com\"]\n[listen]\nport = 7001\n"
                 : #"{"audiences": ["a.apps.googleusercontent.com"], "listen": {"port": 7001}}"#
             try Data([0xEF, 0xBB, 0xBF] + Array(body.utf8)).write(to: file)
             let run = try RiscBinary.run(["serve", "--config", file.path, "--print-config"])

@@ -30,7 +30,9 @@ struct DeployFilesTests {
         return result
     }
 
-    @Test("the Containerfile: known instructions, every file it copies and scripts/man reads is in the build context, JSON entry point and command naming the unit's TOML config, health check on the admin port, a stop timeout over the drain")
+    @Test(
+        "the Containerfile: known instructions, every file it copies and scripts/man reads is in the build context, JSON entry point and command naming the unit's TOML config, health check on the admin port, a stop timeout over the drain"
+    )
     func containerfile() throws {
         let text = try Self.file("deploy/Containerfile")
         let steps = Self.instructions(text)

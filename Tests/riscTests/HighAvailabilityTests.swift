@@ -52,9 +52,10 @@ struct HighAvailabilityTests {
         }
 
         func post(_ token: String, to index: Int) async -> Int {
-            let response = try? await CurlHTTPClient().perform(HTTPRequest(
-                method: "POST", url: "http://127.0.0.1:\(receivers[index].port)/events",
-                headers: [("Content-Type", "application/secevent+jwt")], body: Array(token.utf8), timeout: 10))
+            let response = try? await CurlHTTPClient().perform(
+                HTTPRequest(
+                    method: "POST", url: "http://127.0.0.1:\(receivers[index].port)/events",
+                    headers: [("Content-Type", "application/secevent+jwt")], body: Array(token.utf8), timeout: 10))
             return response?.status ?? 0
         }
 
@@ -150,7 +151,8 @@ struct HighAvailabilityTests {
         #expect(try await site.drained())
         #expect(try site.cluster.psql("SELECT count(*) FROM applied_actions") == "30")
         #expect(try site.cluster.psql("SELECT count(*) FROM sessions WHERE ended_at IS NOT NULL") == "60")
-        let duplicates = site.log(0).components(separatedBy: #""outcome":"duplicate""#).count - 1
+        let duplicates =
+            site.log(0).components(separatedBy: #""outcome":"duplicate""#).count - 1
             + site.log(1).components(separatedBy: #""outcome":"duplicate""#).count - 1
         #expect(duplicates == 30)
         let readiness = await site.readiness(0)
@@ -232,8 +234,9 @@ struct HighAvailabilityTests {
                 #expect(down.status == 503 && down.body.contains(#""writable":false"#) && down.body.contains("PostgreSQL"), "\(down)")
                 // One request while down, looked at closely: 503 with the configured Retry-After, never a 400.
                 let token = try Self.token(99_999, prefix: "pg")
-                let response = try? await CurlHTTPClient().perform(HTTPRequest(
-                    method: "POST", url: "http://127.0.0.1:\(site.receivers[0].port)/events", body: Array(token.utf8), timeout: 10))
+                let response = try? await CurlHTTPClient().perform(
+                    HTTPRequest(
+                        method: "POST", url: "http://127.0.0.1:\(site.receivers[0].port)/events", body: Array(token.utf8), timeout: 10))
                 #expect(response?.status == 503)
                 #expect(response?.header("retry-after") == "7")
                 try site.cluster.start()

@@ -46,9 +46,10 @@ struct MetricsCommandTests {
         #expect(abs((Self.value(fresh, "process_start_time_seconds") ?? 0) - Date().timeIntervalSince1970) < 120)
 
         let token = try String(contentsOf: RiscBinary.repository.appendingPathComponent("keys/test/sample-account-disabled.jwt"), encoding: .utf8)
-        let answer = try await client.perform(HTTPRequest(
-            method: "POST", url: "http://127.0.0.1:\(serve.port)/events", headers: [("Content-Type", "application/secevent+jwt")],
-            body: Array(token.trimmingCharacters(in: .whitespacesAndNewlines).utf8)))
+        let answer = try await client.perform(
+            HTTPRequest(
+                method: "POST", url: "http://127.0.0.1:\(serve.port)/events", headers: [("Content-Type", "application/secevent+jwt")],
+                body: Array(token.trimmingCharacters(in: .whitespacesAndNewlines).utf8)))
         #expect(answer.status == 202)
         var after = try await scrape()
         for _ in 0..<50 where Self.value(after, #"risc_actions_total{target="accounts",outcome="applied"}"#) != 1 {
@@ -82,14 +83,16 @@ struct MetricsCommandTests {
         production.process.terminate()
         production.process.waitUntilExit()
         #expect(try Self.run(promtool, ["check", "metrics"], stdin: secure).status == 0)
-        let exported = Set((after + "\n" + secure).split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap {
-            $0.split(whereSeparator: { $0 == "{" || $0 == " " }).first.map(String.init)
-        })
+        let exported = Set(
+            (after + "\n" + secure).split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap {
+                $0.split(whereSeparator: { $0 == "{" || $0 == " " }).first.map(String.init)
+            })
         let rules = try String(contentsOf: RiscBinary.repository.appendingPathComponent("deploy/prometheus/risc-alerts.yml"), encoding: .utf8)
         let dashboard = try String(contentsOf: RiscBinary.repository.appendingPathComponent("deploy/grafana/risc-dashboard.json"), encoding: .utf8)
-        let expressions = try JSONParser.parseObject(Array(dashboard.utf8))["panels"]?.arrayValue?.flatMap {
-            $0.objectValue?["targets"]?.arrayValue?.compactMap { $0.objectValue?["expr"]?.stringValue } ?? []
-        } ?? []
+        let expressions =
+            try JSONParser.parseObject(Array(dashboard.utf8))["panels"]?.arrayValue?.flatMap {
+                $0.objectValue?["targets"]?.arrayValue?.compactMap { $0.objectValue?["expr"]?.stringValue } ?? []
+            } ?? []
         #expect(expressions.count >= 16)
         let named = (rules + "\n" + expressions.joined(separator: "\n")).matches(of: /\b(?:risc|process)_[a-z_]+\b/).map { String($0.output) }
         #expect(Set(named).count >= 15)

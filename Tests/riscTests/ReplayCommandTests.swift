@@ -47,9 +47,10 @@ struct ReplayCommandTests {
         #expect(try RiscBinary.run(["replay", file]).status == 64)
 
         // On a terminal (a pty from script(1)) a progress bar is drawn on standard error; piped, none.
-        let onTerminal = try RiscBinary.run([
-            "-c", "exec script -qec '\(RiscBinary.url.path) replay \(file) --to \(url)' /dev/null",
-        ], executable: URL(fileURLWithPath: "/bin/sh"))
+        let onTerminal = try RiscBinary.run(
+            [
+                "-c", "exec script -qec '\(RiscBinary.url.path) replay \(file) --to \(url)' /dev/null",
+            ], executable: URL(fileURLWithPath: "/bin/sh"))
         #expect(onTerminal.stdout.contains("[##############################] 3/3"), "\(onTerminal.stdout)")
         #expect(!mixed.stderr.contains("3/3"))
     }

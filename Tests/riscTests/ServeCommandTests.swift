@@ -23,11 +23,12 @@ struct ServeCommandTests {
         let process = Process()
         process.executableURL = RiscBinary.url
         process.currentDirectoryURL = RiscBinary.repository
-        process.arguments = [
-            "serve", "--audience", SETFactory.defaultAudience, "--issuer",
-            SETFactory.defaultIssuer, "--host", "127.0.0.1", "--port", "\(port)", "--admin-port", "\(admin)",
-            "--data-dir", data.path,
-        ] + (pinned ? ["--jwks-file", "keys/test/jwks.json"] : []) + extra
+        process.arguments =
+            [
+                "serve", "--audience", SETFactory.defaultAudience, "--issuer",
+                SETFactory.defaultIssuer, "--host", "127.0.0.1", "--port", "\(port)", "--admin-port", "\(admin)",
+                "--data-dir", data.path,
+            ] + (pinned ? ["--jwks-file", "keys/test/jwks.json"] : []) + extra
         if let stderr { FileManager.default.createFile(atPath: stderr, contents: nil) }
         process.standardError = stderr.flatMap { FileHandle(forWritingAtPath: $0) } ?? FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
@@ -48,7 +49,8 @@ struct ServeCommandTests {
         let client = CurlHTTPClient()
         let token = try String(contentsOf: RiscBinary.repository.appendingPathComponent("keys/test/sample-account-disabled.jwt"), encoding: .utf8)
         let response = try await client.perform(
-            HTTPRequest(method: "POST", url: "http://127.0.0.1:\(port)/events", headers: [("Content-Type", "application/secevent+jwt")],
+            HTTPRequest(
+                method: "POST", url: "http://127.0.0.1:\(port)/events", headers: [("Content-Type", "application/secevent+jwt")],
                 body: Array(token.utf8)))
         #expect(response.status == 202)
         process.terminate()  // SIGTERM
@@ -79,7 +81,10 @@ struct ServeCommandTests {
     @Test("every configuration problem is reported at once, naming its source; exit 64")
     func configurationErrors() throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("risc-config-\(UUID().uuidString).json")
-        try Data(#"{"audiences": ["a"], "listen": {"port": "eighty"}, "jwks": {"min_tll": 5}, "retry_after": 0, "actions": {"table": {"nonsense": {"": ["log_only"]}, "account-disabled": {"hijacking": ["fly"]}}}}"#.utf8).write(to: file)
+        try Data(
+            #"{"audiences": ["a"], "listen": {"port": "eighty"}, "jwks": {"min_tll": 5}, "retry_after": 0, "actions": {"table": {"nonsense": {"": ["log_only"]}, "account-disabled": {"hijacking": ["fly"]}}}}"#
+                .utf8
+        ).write(to: file)
         let process = Process()
         process.executableURL = RiscBinary.url
         process.arguments = ["serve", "--config", file.path]
@@ -142,8 +147,10 @@ extension ServeCommandTests {
         let short = try file("short", "only-ten-b\n"), good = try file("good", "a-secret-of-enough-length\n")
         let notAFile = try file("not-a-directory", ""), badJWKS = try file("bad-jwks.json", "{\"keys\": 5}")
         let shortKey = try file("short-key", "0123456789")
-        let base = ["serve", "--audience", "a", "--jwks-file", "keys/test/jwks.json", "--port", "0", "--admin-port", "0",
-                    "--host", "127.0.0.1", "--data-dir", directory.appendingPathComponent("data").path]
+        let base = [
+            "serve", "--audience", "a", "--jwks-file", "keys/test/jwks.json", "--port", "0", "--admin-port", "0",
+            "--host", "127.0.0.1", "--data-dir", directory.appendingPathComponent("data").path,
+        ]
         let cases: [([String], String)] = [
             (["--set", "webhook.url=http://127.0.0.1:9/hook", "--set", "webhook.secret_file=\(short)"], "webhook.secret_file: the secret in \(short) must be at least 16 bytes"),
             (["--data-dir", notAFile], "data_dir: \(notAFile) exists and is not a directory"),
@@ -155,11 +162,15 @@ extension ServeCommandTests {
             (["--jwks-file", directory.path], "jwks_file: cannot read \(directory.path): it is a directory"),
             (["--set", "accounts.token_key_file=\(directory.path)/missing"], "accounts.token_key_file: cannot read \(directory.path)/missing: No such file or directory"),
             // Issue 24 #4: a password goes only to a server whose certificate is checked.
-            (["--set", "store.url=postgres://risc@127.0.0.1:9/risc?sslmode=require", "--set", "store.password_file=\(good)"],
-             "store.password_file is sent only over sslmode=verify-full"),
+            (
+                ["--set", "store.url=postgres://risc@127.0.0.1:9/risc?sslmode=require", "--set", "store.password_file=\(good)"],
+                "store.password_file is sent only over sslmode=verify-full"
+            ),
             (["--set", "accounts.token_key_file=\(shortKey)"], "accounts.token_key_file: \(shortKey) holds 10 bytes"),
-            (["--set", "linking.google_client_id=c", "--set", "linking.revocation_path=/revoke", "--set", "linking.client_secret_file=\(short)"],
-             "linking.client_secret_file: the secret in \(short) must be at least 16 bytes"),
+            (
+                ["--set", "linking.google_client_id=c", "--set", "linking.revocation_path=/revoke", "--set", "linking.client_secret_file=\(short)"],
+                "linking.client_secret_file: the secret in \(short) must be at least 16 bytes"
+            ),
         ]
         for (extra, problem) in cases {
             let checked = try RiscBinary.run(base + extra + ["--check-config"])
@@ -169,10 +180,11 @@ extension ServeCommandTests {
             #expect(served.status == 64 && served.stderr.contains(problem), "serve \(extra): \(served.status) \(served.stderr)")
         }
         // Ranges and IPv6 are addresses too; a good secret passes.
-        let fine = try RiscBinary.run(base + [
-            "--set", "trusted_proxies=10.0.0.0/8,2001:db8::/32,127.0.0.1", "--set", "webhook.url=http://127.0.0.1:9/hook",
-            "--set", "webhook.secret_file=\(good)", "--check-config",
-        ])
+        let fine = try RiscBinary.run(
+            base + [
+                "--set", "trusted_proxies=10.0.0.0/8,2001:db8::/32,127.0.0.1", "--set", "webhook.url=http://127.0.0.1:9/hook",
+                "--set", "webhook.secret_file=\(good)", "--check-config",
+            ])
         #expect(fine.status == 0, "\(fine.stderr)")
         // Issue 26 §5: the start's warnings, printed by the check too.
         let exposed = try RiscBinary.run(base + ["--set", "admin.host=0.0.0.0", "--check-config"])
@@ -192,10 +204,11 @@ extension ServeCommandTests {
             return path
         }
         func serve(_ data: String, _ extra: [String] = []) throws -> RiscBinary.Result {
-            try RiscBinary.run([
-                "serve", "--audience", "a", "--jwks-file", "keys/test/jwks.json", "--port", "0", "--admin-port", "0", "--host", "127.0.0.1",
-                "--data-dir", data,
-            ] + extra)
+            try RiscBinary.run(
+                [
+                    "serve", "--audience", "a", "--jwks-file", "keys/test/jwks.json", "--port", "0", "--admin-port", "0", "--host", "127.0.0.1",
+                    "--data-dir", data,
+                ] + extra)
         }
         // Planted links: the lock file (its target was truncated before), the event log.
         for name in ["risc.lock", "events.log"] {
@@ -215,8 +228,10 @@ extension ServeCommandTests {
         _ = FileManager.default.createFile(atPath: planted + "/token-key", contents: Data(repeating: 1, count: 32), attributes: [.posixPermissions: 0o644])
         let open = try dataDirectory("open-directory")
         chmod(open, 0o777)
-        for (data, problem) in [(planted, "key file \(planted)/token-key is readable or writable by group or others (mode 644)"),
-                                (open, "directory \(open) is writable by group or others (mode 777)")] {
+        for (data, problem) in [
+            (planted, "key file \(planted)/token-key is readable or writable by group or others (mode 644)"),
+            (open, "directory \(open) is writable by group or others (mode 777)"),
+        ] {
             for mode in [["--check-config"], []] {
                 let run = try serve(data, mode)
                 #expect(run.status == 64 && run.stderr.contains(problem), "\(mode): \(run.status) \(run.stderr)")
@@ -272,8 +287,10 @@ extension ServeCommandTests {
         let token = try String(contentsOf: RiscBinary.repository.appendingPathComponent("keys/test/sample-account-disabled.jwt"), encoding: .utf8)
         func post(trusting pair: TestCertificate) async throws -> Int {
             try await CurlHTTPClient(caBundlePath: pair.certificatePath).perform(
-                HTTPRequest(method: "POST", url: "https://localhost:\(port)/events", headers: [("Content-Type", "application/secevent+jwt")],
-                    body: Array(token.utf8))).status
+                HTTPRequest(
+                    method: "POST", url: "https://localhost:\(port)/events", headers: [("Content-Type", "application/secevent+jwt")],
+                    body: Array(token.utf8))
+            ).status
         }
         #expect(try await post(trusting: first) == 202)
         let log = data.appendingPathComponent("events.log"), rotated = data.appendingPathComponent("events.log.1")
@@ -411,9 +428,10 @@ extension ServeCommandTests {
         let client = CurlHTTPClient()
         #expect(try await client.perform(HTTPRequest(url: "http://127.0.0.1:\(admin)/healthz")).status == 200)
         let foreign = try RiscBinary.run(["sign", "--aud", "someone-elses-client.apps.googleusercontent.com"]).stdout
-        let refused = try await client.perform(HTTPRequest(
-            method: "POST", url: "http://127.0.0.1:\(port)/events", headers: [("Content-Type", "application/secevent+jwt")],
-            body: Array(foreign.trimmingCharacters(in: .whitespacesAndNewlines).utf8)))
+        let refused = try await client.perform(
+            HTTPRequest(
+                method: "POST", url: "http://127.0.0.1:\(port)/events", headers: [("Content-Type", "application/secevent+jwt")],
+                body: Array(foreign.trimmingCharacters(in: .whitespacesAndNewlines).utf8)))
         #expect(refused.status == 400 && !String(decoding: refused.body, as: UTF8.self).contains("someone-elses"))  // nothing of the token echoed
         process.terminate()
         #expect(notify.receive() == "STOPPING=1")

@@ -93,11 +93,12 @@ struct SharedStoreCommandTests {
         let key = data + "-key"
         _ = try run(["keys", "token-key", "--out", key])
         func check(_ extra: [String]) throws -> RiscBinary.Result {
-            try run([
-                "serve", "--audience", SETFactory.defaultAudience, "--jwks-file", "keys/test/jwks.json", "--issuer", SETFactory.defaultIssuer,
-                "--host", "127.0.0.1", "--port", "0", "--admin-port", "0", "--data-dir", data, "--set", "accounts.token_key_file=\(key)",
-                "--check-config", "--connect",
-            ] + extra)
+            try run(
+                [
+                    "serve", "--audience", SETFactory.defaultAudience, "--jwks-file", "keys/test/jwks.json", "--issuer", SETFactory.defaultIssuer,
+                    "--host", "127.0.0.1", "--port", "0", "--admin-port", "0", "--data-dir", data, "--set", "accounts.token_key_file=\(key)",
+                    "--check-config", "--connect",
+                ] + extra)
         }
         var result = try check([])
         #expect(result.status == 0 && result.stdout.contains("embedded store: none yet"), "\(result.stdout) \(result.stderr)")

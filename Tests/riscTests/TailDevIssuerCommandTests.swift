@@ -38,7 +38,8 @@ struct TailDevIssuerCommandTests {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-tail-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
         // As risc writes them: JSON escapes in the file, control characters once decoded.
-        let line = #"{"v":1,"ts":"2026-01-01T00:00:00.000000Z","step":"received","outcome":"rejected","err":"invalid_request","description":"algorithm '\u001b[2J\u001b[1;1H' is not allowed","remote":"203.0.113.9\u202e","path":"/x\u0007"}"#
+        let line =
+            #"{"v":1,"ts":"2026-01-01T00:00:00.000000Z","step":"received","outcome":"rejected","err":"invalid_request","description":"algorithm '\u001b[2J\u001b[1;1H' is not allowed","remote":"203.0.113.9\u202e","path":"/x\u0007"}"#
         try Data((line + "\n").utf8).write(to: data.appendingPathComponent("events.log"))
         let shown = try RiscBinary.run(["tail", "--data-dir", data.path])
         #expect(shown.status == 0)

@@ -25,10 +25,12 @@ struct UnlinkNoticeCommandTests {
         let config = directory.appendingPathComponent("risc.json").path
         let settings: JSONValue = [
             "data_dir": .string(data.path), "audiences": [.string(SETFactory.defaultAudience)],
-            "linking": ["notices": [
-                "issuer": .string(Self.issuer), "key_dir": .string(keyDirectory), "service_account_file": .string(account.path),
-                "endpoint": .string(google.baseURL + "/v1/events:publish"),
-            ]],
+            "linking": [
+                "notices": [
+                    "issuer": .string(Self.issuer), "key_dir": .string(keyDirectory), "service_account_file": .string(account.path),
+                    "endpoint": .string(google.baseURL + "/v1/events:publish"),
+                ]
+            ],
             "actions": ["base_delay": 0.05, "max_delay": 0.3, "max_attempts": 1_000],
         ]
         try Data(settings.prettyPrinted.utf8).write(to: URL(fileURLWithPath: config))

@@ -73,8 +73,10 @@ struct VerifyCommandTests {
         #expect(signed.status == 0, "\(signed.stderr)")
         let algorithm = alg == "Ed25519" ? "EdDSA" : alg
         let verified = try RiscBinary.run(
-            ["verify", "-", "--jwks-file", directory.appendingPathComponent("jwks.json").path, "--audience", Self.audience,
-             "--algorithm", algorithm],
+            [
+                "verify", "-", "--jwks-file", directory.appendingPathComponent("jwks.json").path, "--audience", Self.audience,
+                "--algorithm", algorithm,
+            ],
             stdin: signed.stdout)
         #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
         #expect(verified.stdout.contains("bulk-account"))

@@ -95,9 +95,10 @@ public struct CurlHTTPClient: Sendable {
         apply(risc_curl_set_headers(curl, list))
         apply(risc_curl_capture(curl, body, headerLines))
         if let payload = request.body {
-            apply(payload.withUnsafeBufferPointer { buffer in
-                buffer.withMemoryRebound(to: CChar.self) { risc_curl_set_body(curl, $0.baseAddress, $0.count) }
-            })
+            apply(
+                payload.withUnsafeBufferPointer { buffer in
+                    buffer.withMemoryRebound(to: CChar.self) { risc_curl_set_body(curl, $0.baseAddress, $0.count) }
+                })
         }
         if request.method != "GET" && !(request.method == "POST" && request.body != nil) {
             apply(risc_curl_set_string(curl, CURLOPT_CUSTOMREQUEST, request.method))
@@ -113,9 +114,10 @@ public struct CurlHTTPClient: Sendable {
         let status = risc_curl_response_code(curl)
         let location = risc_curl_redirect_url(curl).map { String(cString: $0) }
         let bytes = body.pointee.data.map { Array(UnsafeRawBufferPointer(start: $0, count: body.pointee.length)) } ?? []
-        let headerText = headerLines.pointee.data.map {
-            String(decoding: UnsafeRawBufferPointer(start: $0, count: headerLines.pointee.length), as: UTF8.self)
-        } ?? ""
+        let headerText =
+            headerLines.pointee.data.map {
+                String(decoding: UnsafeRawBufferPointer(start: $0, count: headerLines.pointee.length), as: UTF8.self)
+            } ?? ""
         return (HTTPResponse(status: status, headers: Self.parseHeaders(headerText), body: bytes, url: request.url), location)
     }
 

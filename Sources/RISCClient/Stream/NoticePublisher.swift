@@ -61,9 +61,10 @@ public struct GoogleNoticePublisher: NoticePublisher {
             headers.append(("Content-Type", "application/secevent+jwt"))
             body = Array(set.utf8)
         }
-        let response = try client.performBlocking(HTTPRequest(
-            method: "POST", url: settings.endpoint, headers: headers, body: body, timeout: settings.timeout,
-            connectTimeout: min(5, settings.timeout), maxResponseBytes: 64 * 1024))
+        let response = try client.performBlocking(
+            HTTPRequest(
+                method: "POST", url: settings.endpoint, headers: headers, body: body, timeout: settings.timeout,
+                connectTimeout: min(5, settings.timeout), maxResponseBytes: 64 * 1024))
         guard (200..<300).contains(response.status) else {
             throw FetchError(
                 url: settings.endpoint,

@@ -59,9 +59,10 @@ public struct RISCManagementClient: Sendable {
         if body != nil { headers.append(("Content-Type", "application/json")) }
         let response: HTTPResponse
         do {
-            response = try await http.perform(HTTPRequest(
-                method: method, url: base + path, headers: headers, body: body.map { Array(JSONValue.object($0).serialized.utf8) },
-                timeout: 30))
+            response = try await http.perform(
+                HTTPRequest(
+                    method: method, url: base + path, headers: headers, body: body.map { Array(JSONValue.object($0).serialized.utf8) },
+                    timeout: 30))
         } catch {
             throw RISCAPIError(status: nil, message: error.description)
         }

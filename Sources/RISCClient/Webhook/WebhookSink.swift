@@ -30,13 +30,14 @@ public struct WebhookSink: ActionSink {
         let body = Array(plan.webhookBody(tokenID: tokenID, issuer: issuer, sentAt: now, tokens: tokens).serialized.utf8)
         let timestamp = String(Int(now))
         let signature = HMACSHA256.hex(key: secret, data: Array((timestamp + ".").utf8) + body)
-        let response = try client.performBlocking(HTTPRequest(
-            method: "POST", url: url,
-            headers: [
-                ("Content-Type", "application/json"), ("X-RISC-Timestamp", timestamp), ("X-RISC-Signature", "sha256=" + signature),
-                ("Idempotency-Key", idempotencyKey),
-            ],
-            body: body, timeout: timeout, connectTimeout: min(5, timeout), maxResponseBytes: 64 * 1024))
+        let response = try client.performBlocking(
+            HTTPRequest(
+                method: "POST", url: url,
+                headers: [
+                    ("Content-Type", "application/json"), ("X-RISC-Timestamp", timestamp), ("X-RISC-Signature", "sha256=" + signature),
+                    ("Idempotency-Key", idempotencyKey),
+                ],
+                body: body, timeout: timeout, connectTimeout: min(5, timeout), maxResponseBytes: 64 * 1024))
         guard (200..<300).contains(response.status) else {
             throw FetchError(url: url, "webhook answered HTTP \(response.status)")
         }

@@ -150,9 +150,10 @@ public enum AccountActions {
         }
         switch action {
         case .endSessions, .endGoogleSessions:
-            return .primitive(.endSessions(
-                account: account.id, createdBy: OrderingRule.sessionCutoff(eventTime: eventTime), googleOnly: action == .endGoogleSessions,
-                reason: reason))
+            return .primitive(
+                .endSessions(
+                    account: account.id, createdBy: OrderingRule.sessionCutoff(eventTime: eventTime), googleOnly: action == .endGoogleSessions,
+                    reason: reason))
         case .deleteGoogleTokens: return .primitive(.revokeTokens(account: account.id, kind: .googleRefresh, reason: reason))
         case .revokeLinkedTokens: return .primitive(.revokeTokens(account: account.id, kind: .linked, reason: reason))
         case .revokeToken:

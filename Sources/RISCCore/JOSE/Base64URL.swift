@@ -100,8 +100,7 @@ public enum Base64URL {
         var bytes = Array(text.utf8)
         while bytes.last == UInt8(ascii: "=") { bytes.removeLast() }
         for index in bytes.indices {
-            if bytes[index] == UInt8(ascii: "+") { bytes[index] = UInt8(ascii: "-") }
-            else if bytes[index] == UInt8(ascii: "/") { bytes[index] = UInt8(ascii: "_") }
+            if bytes[index] == UInt8(ascii: "+") { bytes[index] = UInt8(ascii: "-") } else if bytes[index] == UInt8(ascii: "/") { bytes[index] = UInt8(ascii: "_") }
         }
         guard let decoded = decode(bytes) else { return nil }
         return encode(decoded)

@@ -108,7 +108,8 @@ extension PublicKey {
         var object = JSONObject()
         func param(_ name: String, octets: Bool) -> [UInt8] {
             var buffer = [UInt8](repeating: 0, count: 1024)
-            let length = octets
+            let length =
+                octets
                 ? risc_ossl_get_octets(pointer, name, &buffer, buffer.count)
                 : risc_ossl_get_bn(pointer, name, &buffer, buffer.count)
             return length > 0 ? Array(buffer.prefix(Int(length))) : []

@@ -102,9 +102,10 @@ public final class PrivateKey: @unchecked Sendable, CustomStringConvertible {  /
         guard let context = EVP_MD_CTX_new() else { throw OpenSSLError.capture("EVP_MD_CTX_new") }
         defer { EVP_MD_CTX_free(context) }
         var pkeyContext: OpaquePointer? = nil
-        let initialised = family.digest.map {
-            EVP_DigestSignInit_ex(context, &pkeyContext, $0.rawValue, nil, nil, pointer, nil)
-        } ?? EVP_DigestSignInit_ex(context, &pkeyContext, nil, nil, nil, pointer, nil)
+        let initialised =
+            family.digest.map {
+                EVP_DigestSignInit_ex(context, &pkeyContext, $0.rawValue, nil, nil, pointer, nil)
+            } ?? EVP_DigestSignInit_ex(context, &pkeyContext, nil, nil, nil, pointer, nil)
         guard initialised == 1 else { throw OpenSSLError.capture("EVP_DigestSignInit_ex") }
         if case .rsaPSS = family {
             guard EVP_PKEY_CTX_set_rsa_padding(pkeyContext, RSA_PKCS1_PSS_PADDING) == 1,

@@ -165,7 +165,8 @@ public final class PublicKey: @unchecked Sendable {  // reason: the EVP_PKEY is 
             ok = ok && EVP_PKEY_CTX_set_rsa_padding(context, RSA_PKCS1_PADDING) == 1
         case .rsaPSS:
             // RFC 7518 §3.5: MGF1 with the same hash, salt length equal to the hash size.
-            ok = ok && EVP_PKEY_CTX_set_rsa_padding(context, RSA_PKCS1_PSS_PADDING) == 1
+            ok =
+                ok && EVP_PKEY_CTX_set_rsa_padding(context, RSA_PKCS1_PSS_PADDING) == 1
                 && EVP_PKEY_CTX_set_rsa_pss_saltlen(context, RSA_PSS_SALTLEN_DIGEST) == 1
         default: break
         }

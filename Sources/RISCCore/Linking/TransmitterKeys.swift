@@ -143,7 +143,11 @@ public final class TransmitterKeyCache: Sendable {
         do { fresh = try TransmitterKeys(directory: directory) } catch {
             // Half-written by `risc keys`, or broken: keep signing with the last good keys, and say so once.
             let problem = "\(error)"
-            if state.withLock({ state in defer { state.problem = problem }; return state.problem != problem }) { onProblem(problem) }
+            if state.withLock({ state in
+                defer { state.problem = problem }; return state.problem != problem
+            }) {
+                onProblem(problem)
+            }
             if let keys { return keys }
             throw error
         }

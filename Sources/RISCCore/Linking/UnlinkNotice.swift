@@ -82,7 +82,8 @@ public struct UnlinkNotices: Sendable {
         let jti = Self.noticeID(storedHash: tokenHash)
         let claims = Self.claims(issuer: issuer, audience: audience, issuedAt: now.rounded(.down), jti: jti, subject: subject)
         let header: JSONObject = ["alg": "HS256", "typ": "secevent+jwt", "kid": .string(LocalSET.keyID)]
-        let input = Base64URL.encode(Array(JSONValue.object(header).serialized.utf8)) + "."
+        let input =
+            Base64URL.encode(Array(JSONValue.object(header).serialized.utf8)) + "."
             + Base64URL.encode(Array(JSONValue.object(claims).serialized.utf8))
         let compact = input + "." + Base64URL.encode(HMACSHA256.mac(key: localKey, data: Array(input.utf8)))
         return QueuedNotice(

@@ -41,16 +41,17 @@ public struct TokenToRevoke: Sendable, Equatable {
     /// The event-log results of a delivery that carried `tokens`: the sink's line per step, with
     /// the tokens each revoking action marked revoked.
     public static func results(_ plan: ActionPlan, delivered: [String], tokens: [TokenToRevoke]) -> JSONValue {
-        .array(zip(plan.steps, delivered).flatMap { step, result in
-            step.actions.map { action -> JSONValue in
-                var line = result
-                if action == .revokeLinkedTokens || action == .revokeToken {
-                    let n = tokens.filter { $0.eventIndex == step.eventIndex && $0.action == action }.count
-                    line += "; \(n) token\(n == 1 ? "" : "s") marked revoked"
+        .array(
+            zip(plan.steps, delivered).flatMap { step, result in
+                step.actions.map { action -> JSONValue in
+                    var line = result
+                    if action == .revokeLinkedTokens || action == .revokeToken {
+                        let n = tokens.filter { $0.eventIndex == step.eventIndex && $0.action == action }.count
+                        line += "; \(n) token\(n == 1 ? "" : "s") marked revoked"
+                    }
+                    return .object(["action": .string(action.rawValue), "result": .string(line)])
                 }
-                return .object(["action": .string(action.rawValue), "result": .string(line)])
-            }
-        })
+            })
     }
 }
 
@@ -66,32 +67,34 @@ extension ActionPlan {
         object["iss"] = .string(issuer)
         object["event_time"] = .number(eventTime)
         object["sent_at"] = .number(sentAt.rounded())
-        object["events"] = .array(steps.map { step in
-            var event = JSONObject()
-            event["type"] = .string(step.type.canonical.uri)
-            if let reason = step.reason { event["reason"] = .string(reason) }
-            if let state = step.state { event["state"] = .string(state) }
-            if let subject = step.subject {
-                var subjectJSON = subject.json.objectValue ?? JSONObject()
-                if case .oauthToken(let identifier) = subject {
-                    subjectJSON["token_identifier_length"] = nil
-                    subjectJSON["token"] = .string(identifier.token)
+        object["events"] = .array(
+            steps.map { step in
+                var event = JSONObject()
+                event["type"] = .string(step.type.canonical.uri)
+                if let reason = step.reason { event["reason"] = .string(reason) }
+                if let state = step.state { event["state"] = .string(state) }
+                if let subject = step.subject {
+                    var subjectJSON = subject.json.objectValue ?? JSONObject()
+                    if case .oauthToken(let identifier) = subject {
+                        subjectJSON["token_identifier_length"] = nil
+                        subjectJSON["token"] = .string(identifier.token)
+                    }
+                    event["subject"] = .object(subjectJSON)
                 }
-                event["subject"] = .object(subjectJSON)
-            }
-            event["actions"] = .array(step.actions.map { .string($0.rawValue) })
-            // One entry per token to revoke, by fingerprint: the site's OAuth server finds its own.
-            let revoke = tokens.filter { $0.eventIndex == step.eventIndex }
-            if !revoke.isEmpty {
-                event["revoke_tokens"] = .array(revoke.map { token in
-                    .object([
-                        "action": .string(token.action.rawValue), "kind": .string(token.kind.rawValue),
-                        "token_identifier_alg": .string(OAuthTokenIdentifier.Algorithm.hashSHA512SHA512.rawValue), "token": .string(token.hash),
-                    ])
-                })
-            }
-            return .object(event)
-        })
+                event["actions"] = .array(step.actions.map { .string($0.rawValue) })
+                // One entry per token to revoke, by fingerprint: the site's OAuth server finds its own.
+                let revoke = tokens.filter { $0.eventIndex == step.eventIndex }
+                if !revoke.isEmpty {
+                    event["revoke_tokens"] = .array(
+                        revoke.map { token in
+                            .object([
+                                "action": .string(token.action.rawValue), "kind": .string(token.kind.rawValue),
+                                "token_identifier_alg": .string(OAuthTokenIdentifier.Algorithm.hashSHA512SHA512.rawValue), "token": .string(token.hash),
+                            ])
+                        })
+                }
+                return .object(event)
+            })
         return .object(object)
     }
 }

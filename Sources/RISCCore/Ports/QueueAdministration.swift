@@ -115,12 +115,13 @@ public struct QueueRow: Sendable, Equatable {
         if let retryAt { row["retry_at"] = .string(Timestamp.iso8601(retryAt)) }
         if let lastError { row["last_error"] = .string(lastError) }
         if let actions {
-            row["actions"] = .array(actions.map {
-                [
-                    "event_index": .number(Double($0.eventIndex)), "action": .string($0.action), "result": .string($0.result),
-                    "applied_at": .string(Timestamp.iso8601($0.appliedAt)),
-                ]
-            })
+            row["actions"] = .array(
+                actions.map {
+                    [
+                        "event_index": .number(Double($0.eventIndex)), "action": .string($0.action), "result": .string($0.result),
+                        "applied_at": .string(Timestamp.iso8601($0.appliedAt)),
+                    ]
+                })
         }
         return row
     }

@@ -39,7 +39,9 @@ extension StoreError {
     /// A store whose schema a newer risc migrated (after a rollback): this binary would not know
     /// what the newer schema means, so it refuses the store.
     public static func newerSchema(found: Int64, known: Int64, store: String) -> StoreError {
-        StoreError(.refused, """
+        StoreError(
+            .refused,
+            """
             \(store)'s schema is version \(found), and this risc knows versions up to \(known): a newer risc migrated it. Run that \
             version (docs/operations.md, upgrades and rollback), or restore the backup taken before the upgrade
             """)

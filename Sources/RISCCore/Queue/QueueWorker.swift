@@ -150,11 +150,15 @@ public final class QueueWorker: Sendable {
                 record["worker"] = .string(settings.owner)
                 log.record(record)
             }
-            if rescueFailing.withLock({ failing in defer { failing = false }; return failing }) {
+            if rescueFailing.withLock({ failing in
+                defer { failing = false }; return failing
+            }) {
                 logger.notice("rescuing expired leases again")
             }
         } catch {
-            if !rescueFailing.withLock({ failing in defer { failing = true }; return failing }) {
+            if !rescueFailing.withLock({ failing in
+                defer { failing = true }; return failing
+            }) {
                 logger.warning("cannot rescue expired leases; trying again every \(String(format: "%g", settings.rescueInterval)) s", metadata: ["risc.error": "\(error)"])
             }
         }
@@ -177,7 +181,7 @@ public final class QueueWorker: Sendable {
         do {
             let reports = try await queue.finish(ready.map(\.item), applyToAccounts: sink == nil, now: clock())
             for (prepared, report) in zip(ready, reports) { record(prepared, report, clock) }
-        } catch where ready.count > 1 {
+        } catch  where ready.count > 1 {
             for prepared in ready { await finishAlone(prepared, clock) }
         } catch {
             await fail(ready[0].item.claim, error, record: ready[0].record, start: ready[0].start, clock)

@@ -22,11 +22,12 @@ public func withDeadline<T: Sendable>(_ seconds: Double, _ what: String, _ body:
             try? await Task.sleep(for: .seconds(seconds))
             if !Task.isCancelled, race.settle(.failure(StoreError.timeout(seconds: seconds, what: what))) { race.cancelWork() }
         }
-        race.setWork(Task {
-            let result: Result<T, any Error>
-            do { result = .success(try await body()) } catch { result = .failure(error) }
-            if race.settle(result) { timer.cancel() }
-        })
+        race.setWork(
+            Task {
+                let result: Result<T, any Error>
+                do { result = .success(try await body()) } catch { result = .failure(error) }
+                if race.settle(result) { timer.cancel() }
+            })
     }
 }
 
@@ -40,10 +41,12 @@ private final class DeadlineRace<T: Sendable>: Sendable {
 
     /// Resumes the caller with `result` unless it was resumed already; returns whether it was this call.
     func settle(_ result: Result<T, any Error>) -> Bool {
-        guard let continuation = state.withLock({ state -> CheckedContinuation<T, any Error>? in
-            defer { state.continuation = nil }
-            return state.continuation
-        }) else { return false }
+        guard
+            let continuation = state.withLock({ state -> CheckedContinuation<T, any Error>? in
+                defer { state.continuation = nil }
+                return state.continuation
+            })
+        else { return false }
         continuation.resume(with: result)
         return true
     }

@@ -27,10 +27,12 @@ public enum Redaction {
         var query = ""
         if let question = rest.firstIndex(of: "?") {
             let items = rest[rest.index(after: question)...].split(separator: "&", omittingEmptySubsequences: false)
-            query = "?" + items.map { item in
-                guard let equals = item.firstIndex(of: "=") else { return String(item) }
-                return item[..<equals] + "=" + marker
-            }.joined(separator: "&")
+            query =
+                "?"
+                + items.map { item in
+                    guard let equals = item.firstIndex(of: "=") else { return String(item) }
+                    return item[..<equals] + "=" + marker
+                }.joined(separator: "&")
             rest = rest[..<question]
         }
         let slash = rest.firstIndex(of: "/") ?? rest.endIndex

@@ -58,12 +58,14 @@ public struct EventType: Hashable, Sendable, CustomStringConvertible, Comparable
     ]
 
     /// Every type risc knows by name.
-    public static let known: Set<EventType> = Set(google + [
-        .accountPurged, .identifierChanged, .identifierRecycled, .credentialCompromise, .optIn, .optOutInitiated,
-        .optOutCancelled, .optOutEffective, .recoveryActivated, .recoveryInformationChanged, .sessionRevoked,
-        .tokenClaimsChange, .credentialChange, .assuranceLevelChange, .deviceComplianceChange, .sessionEstablished,
-        .sessionPresented, .riskLevelChange, .ssfVerification, .streamUpdated,
-    ]).union(legacyAliases.keys)
+    public static let known: Set<EventType> = Set(
+        google + [
+            .accountPurged, .identifierChanged, .identifierRecycled, .credentialCompromise, .optIn, .optOutInitiated,
+            .optOutCancelled, .optOutEffective, .recoveryActivated, .recoveryInformationChanged, .sessionRevoked,
+            .tokenClaimsChange, .credentialChange, .assuranceLevelChange, .deviceComplianceChange, .sessionEstablished,
+            .sessionPresented, .riskLevelChange, .ssfVerification, .streamUpdated,
+        ]
+    ).union(legacyAliases.keys)
 
     /// Google's legacy `https://accounts.google.com/risc/event/…` names (spec §1.8, third-party report).
     public static let legacyAliases: [EventType: EventType] = [

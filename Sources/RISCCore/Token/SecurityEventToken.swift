@@ -130,7 +130,8 @@ public struct SecurityEventToken: Sendable {
                 if byte == UInt8(ascii: ":") {
                     if position == 0 { return false }
                     sawColon = true
-                } else if position == 0 ? !byte.isASCIILetter
+                } else if position == 0
+                    ? !byte.isASCIILetter
                     : !(byte.isASCIILetter || byte.isASCIIDigit || byte == 0x2B || byte == 0x2D || byte == 0x2E)
                 {
                     return false

@@ -1,6 +1,6 @@
 import Foundation
-import RISCLocal
 import RISCCore
+import RISCLocal
 
 /// The embedded linked-account store: Google accounts (issuer + `sub`) → the site's user, with
 /// their sessions, the Google refresh tokens the site holds and the tokens it issued to Google
@@ -63,7 +63,8 @@ public final class AccountStore: AccountRepository, @unchecked Sendable {  // re
     }
 
     private func insert(_ link: AccountLink, now: Double) throws -> Int64 {
-        let upsert = try connection.cached("""
+        let upsert = try connection.cached(
+            """
             INSERT INTO accounts (issuer, subject, user_id, email, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5)
             ON CONFLICT (issuer, subject) DO UPDATE SET user_id = excluded.user_id,
                 email = coalesce(excluded.email, email), updated_at = excluded.updated_at
@@ -189,7 +190,8 @@ public final class AccountStore: AccountRepository, @unchecked Sendable {  // re
     /// Accounts, optionally only the one with `subject`.
     public func accounts(subject: String? = nil) async throws -> [Account] {
         try await run(write: false) { connection in
-            let statement = try connection.prepare("""
+            let statement = try connection.prepare(
+                """
                 SELECT a.id, a.issuer, a.subject, a.user_id, a.email, a.google_signin_enabled, a.email_recovery_enabled,
                     a.flagged_for_review, a.heightened_monitoring,
                     (SELECT count(*) FROM sessions s WHERE s.account_id = a.id AND s.ended_at IS NULL),
@@ -200,14 +202,15 @@ public final class AccountStore: AccountRepository, @unchecked Sendable {  // re
             try statement.bind([.optional(subject)])
             var result: [Account] = []
             while try statement.step() {
-                result.append(Account(
-                    id: statement.int(0), issuer: statement.text(1) ?? "", subject: statement.text(2) ?? "",
-                    userID: statement.text(3) ?? "", email: statement.text(4), googleSignInEnabled: statement.int(5) != 0,
-                    emailRecoveryEnabled: statement.int(6) != 0, flaggedForReview: statement.int(7) != 0,
-                    heightenedMonitoring: statement.int(8) != 0, openSessions: Int(statement.int(9)),
-                    endedSessions: Int(statement.int(10)),
-                    googleRefreshTokens: .init(active: Int(statement.int(11)), revoked: Int(statement.int(12))),
-                    linkedTokens: .init(active: Int(statement.int(13)), revoked: Int(statement.int(14)))))
+                result.append(
+                    Account(
+                        id: statement.int(0), issuer: statement.text(1) ?? "", subject: statement.text(2) ?? "",
+                        userID: statement.text(3) ?? "", email: statement.text(4), googleSignInEnabled: statement.int(5) != 0,
+                        emailRecoveryEnabled: statement.int(6) != 0, flaggedForReview: statement.int(7) != 0,
+                        heightenedMonitoring: statement.int(8) != 0, openSessions: Int(statement.int(9)),
+                        endedSessions: Int(statement.int(10)),
+                        googleRefreshTokens: .init(active: Int(statement.int(11)), revoked: Int(statement.int(12))),
+                        linkedTokens: .init(active: Int(statement.int(13)), revoked: Int(statement.int(14)))))
             }
             statement.reset()
             return result

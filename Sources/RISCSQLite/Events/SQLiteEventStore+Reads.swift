@@ -76,10 +76,11 @@ extension SQLiteEventStore {
         let failed = syncFailure != nil
         condition.unlock()
         if failed { return false }
-        return (try? read { connection -> Bool in
-            try connection.execute("BEGIN IMMEDIATE")
-            try connection.execute("ROLLBACK")
-            return true
-        }) ?? false
+        return
+            (try? read { connection -> Bool in
+                try connection.execute("BEGIN IMMEDIATE")
+                try connection.execute("ROLLBACK")
+                return true
+            }) ?? false
     }
 }

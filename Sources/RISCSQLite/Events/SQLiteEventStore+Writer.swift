@@ -143,8 +143,11 @@ extension SQLiteEventStore {
             -> (outcomes: [ActionOutcome], followUp: [EventLogRecord])
         {
             let outcomes = try applier.apply(plan, setID: setID, keyIssuer: record.issuer, now: now, fresh: true)
-            return (outcomes, try VerificationLedger.records(
-                for: plan, claims: record.claims, id: setID, jti: record.tokenID, compact: record.token, connection: store.writer))
+            return (
+                outcomes,
+                try VerificationLedger.records(
+                    for: plan, claims: record.claims, id: setID, jti: record.tokenID, compact: record.token, connection: store.writer)
+            )
         }
 
         func deferToQueue(setID: Int64) throws {

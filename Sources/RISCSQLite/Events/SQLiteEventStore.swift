@@ -20,7 +20,7 @@ import RISCCore
 /// fsync ever fails, the page cache can no longer be trusted: that batch is answered with an
 /// error and the store refuses every later write (503) until the process restarts and SQLite
 /// recovers from what is on disk.
-public final class SQLiteEventStore: EventStore, StoreHealth, @unchecked Sendable {  // reason: mutable state under `condition` or `syncCondition`; each connection used by its own thread or under its lock
+public final class SQLiteEventStore: EventStore, StoreHealth, @unchecked Sendable {  // reason: state under `condition`/`syncCondition`; each connection on its own thread or lock
     public let path: String
     let logger: Logger
     let maxBatch: Int
@@ -72,7 +72,7 @@ public final class SQLiteEventStore: EventStore, StoreHealth, @unchecked Sendabl
     let walPath: String
     var walDescriptor: Int32 = -1
     /// The sync step, replaceable by tests (to fail it); by default fdatasync of the WAL.
-    var syncWAL: () throws(StoreError) -> Void = { }
+    var syncWAL: () throws(StoreError) -> Void = {}
 
     var commits = 0
     var rowsWritten = 0
@@ -110,13 +110,15 @@ public final class SQLiteEventStore: EventStore, StoreHealth, @unchecked Sendabl
         writer = try database.connect(.groupCommit)
         // A plain insert that does nothing on a redelivery (then `redelivery` counts it): cheaper
         // than an upsert with RETURNING, which SQLite runs through an ephemeral table.
-        upsert = try writer.prepare("""
+        upsert = try writer.prepare(
+            """
             INSERT INTO sets (issuer, jti, iss, iat, received_at, last_received_at, remote, content_type,
                               event_types, subjects, token, state, attempts, processed_at)
             VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
             ON CONFLICT (issuer, jti) DO NOTHING
             """)
-        redelivery = try writer.prepare("""
+        redelivery = try writer.prepare(
+            """
             UPDATE sets SET deliveries = deliveries + 1, last_received_at = ?3 WHERE issuer = ?1 AND jti = ?2
             RETURNING id, deliveries
             """)
@@ -138,10 +140,12 @@ public final class SQLiteEventStore: EventStore, StoreHealth, @unchecked Sendabl
 
     /// Queues an unlink notice (inside the caller's transaction); nothing when it is queued already.
     static func insert(_ notice: QueuedNotice, connection: SQLiteConnection) throws {
-        try connection.cached("""
+        try connection.cached(
+            """
             INSERT INTO sets (issuer, jti, iss, iat, received_at, last_received_at, content_type, event_types, subjects, token)
             VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (issuer, jti) DO NOTHING
-            """).run([
+            """
+        ).run([
             .text(notice.issuer), .text(notice.tokenID), .text(notice.claimedIssuer), .double(notice.issuedAt), .double(notice.receivedAt),
             .text(QueuedNotice.contentType), .text(JSONValue.array(notice.eventTypes.map { .string($0) }).serialized),
             .text(notice.subjectsJSON), .text(notice.token),
@@ -263,4 +267,3 @@ public struct StoredSET: Sendable {
     public let token: String
     public let remoteAddress: String?
 }
-

@@ -34,11 +34,13 @@ public final class SQLiteRetention: RetentionStore, @unchecked Sendable {  // re
             // end of the table: stripped in place, the space would stay allocated for good.
             try connection.immediateTransaction {
                 try connection.execute("DELETE FROM temp.strip_batch")
-                try connection.cached("""
+                try connection.cached(
+                    """
                     INSERT INTO temp.strip_batch SELECT \(strippedColumns) FROM sets
                     WHERE id IN (SELECT id FROM sets INDEXED BY sets_prunable
                                  WHERE state = 'done' AND pruned_at IS NULL AND processed_at < ?2 LIMIT ?3)
-                    """).run([.double(now), .double(policy.stripBefore(now: now)), .int(Int64(batch))])
+                    """
+                ).run([.double(now), .double(policy.stripBefore(now: now)), .int(Int64(batch))])
                 pass.stripped = Int(connection.changes)
                 try connection.cached("DELETE FROM sets WHERE id IN (SELECT id FROM temp.strip_batch)").run()
                 try connection.cached("INSERT INTO sets (\(columns)) SELECT \(columns) FROM temp.strip_batch").run()

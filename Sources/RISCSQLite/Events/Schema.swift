@@ -15,111 +15,111 @@ enum Schema {
 
     static let migrations: [Int64: String] = [
         1: """
-            CREATE TABLE sets (
-                id INTEGER PRIMARY KEY,
-                issuer TEXT NOT NULL,
-                jti TEXT NOT NULL,
-                iss TEXT NOT NULL,
-                iat REAL NOT NULL,
-                received_at REAL NOT NULL,
-                last_received_at REAL NOT NULL,
-                deliveries INTEGER NOT NULL DEFAULT 1,
-                remote TEXT,
-                content_type TEXT,
-                event_types TEXT NOT NULL,
-                subjects TEXT NOT NULL,
-                token TEXT NOT NULL,
-                state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'done', 'dead')),
-                attempts INTEGER NOT NULL DEFAULT 0,
-                next_attempt_at REAL NOT NULL DEFAULT 0,
-                last_error TEXT,
-                processed_at REAL,
-                UNIQUE (issuer, jti)
-            );
-            CREATE INDEX sets_queue ON sets (next_attempt_at, id) WHERE state = 'pending';
-            """,
+        CREATE TABLE sets (
+            id INTEGER PRIMARY KEY,
+            issuer TEXT NOT NULL,
+            jti TEXT NOT NULL,
+            iss TEXT NOT NULL,
+            iat REAL NOT NULL,
+            received_at REAL NOT NULL,
+            last_received_at REAL NOT NULL,
+            deliveries INTEGER NOT NULL DEFAULT 1,
+            remote TEXT,
+            content_type TEXT,
+            event_types TEXT NOT NULL,
+            subjects TEXT NOT NULL,
+            token TEXT NOT NULL,
+            state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'done', 'dead')),
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at REAL NOT NULL DEFAULT 0,
+            last_error TEXT,
+            processed_at REAL,
+            UNIQUE (issuer, jti)
+        );
+        CREATE INDEX sets_queue ON sets (next_attempt_at, id) WHERE state = 'pending';
+        """,
         2: """
-            CREATE TABLE accounts (
-                id INTEGER PRIMARY KEY,
-                issuer TEXT NOT NULL,
-                subject TEXT NOT NULL,
-                user_id TEXT NOT NULL,
-                email TEXT,
-                google_signin_enabled INTEGER NOT NULL DEFAULT 1,
-                email_recovery_enabled INTEGER NOT NULL DEFAULT 1,
-                flagged_for_review INTEGER NOT NULL DEFAULT 0,
-                heightened_monitoring INTEGER NOT NULL DEFAULT 0,
-                access_changed_at REAL,
-                verification_state TEXT,
-                created_at REAL NOT NULL,
-                updated_at REAL NOT NULL,
-                UNIQUE (issuer, subject)
-            );
-            CREATE TABLE sessions (
-                id INTEGER PRIMARY KEY,
-                account_id INTEGER NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
-                session_id TEXT NOT NULL,
-                via_google INTEGER NOT NULL DEFAULT 1,
-                created_at REAL NOT NULL,
-                ended_at REAL,
-                ended_reason TEXT,
-                UNIQUE (account_id, session_id)
-            );
-            CREATE TABLE tokens (
-                id INTEGER PRIMARY KEY,
-                account_id INTEGER NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
-                kind TEXT NOT NULL CHECK (kind IN ('google_refresh', 'linked')),
-                hash TEXT NOT NULL,
-                prefix_mac TEXT NOT NULL,
-                label TEXT,
-                created_at REAL NOT NULL,
-                revoked_at REAL,
-                revoked_reason TEXT
-            );
-            CREATE INDEX tokens_account ON tokens (account_id, kind);
-            CREATE INDEX tokens_hash ON tokens (hash);
-            CREATE INDEX tokens_prefix ON tokens (prefix_mac);
-            CREATE TABLE applied_actions (
-                set_id INTEGER NOT NULL,
-                event_index INTEGER NOT NULL,
-                action TEXT NOT NULL,
-                applied_at REAL NOT NULL,
-                result TEXT NOT NULL,
-                PRIMARY KEY (set_id, event_index, action)
-            );
-            """,
+        CREATE TABLE accounts (
+            id INTEGER PRIMARY KEY,
+            issuer TEXT NOT NULL,
+            subject TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            email TEXT,
+            google_signin_enabled INTEGER NOT NULL DEFAULT 1,
+            email_recovery_enabled INTEGER NOT NULL DEFAULT 1,
+            flagged_for_review INTEGER NOT NULL DEFAULT 0,
+            heightened_monitoring INTEGER NOT NULL DEFAULT 0,
+            access_changed_at REAL,
+            verification_state TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            UNIQUE (issuer, subject)
+        );
+        CREATE TABLE sessions (
+            id INTEGER PRIMARY KEY,
+            account_id INTEGER NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+            session_id TEXT NOT NULL,
+            via_google INTEGER NOT NULL DEFAULT 1,
+            created_at REAL NOT NULL,
+            ended_at REAL,
+            ended_reason TEXT,
+            UNIQUE (account_id, session_id)
+        );
+        CREATE TABLE tokens (
+            id INTEGER PRIMARY KEY,
+            account_id INTEGER NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+            kind TEXT NOT NULL CHECK (kind IN ('google_refresh', 'linked')),
+            hash TEXT NOT NULL,
+            prefix_mac TEXT NOT NULL,
+            label TEXT,
+            created_at REAL NOT NULL,
+            revoked_at REAL,
+            revoked_reason TEXT
+        );
+        CREATE INDEX tokens_account ON tokens (account_id, kind);
+        CREATE INDEX tokens_hash ON tokens (hash);
+        CREATE INDEX tokens_prefix ON tokens (prefix_mac);
+        CREATE TABLE applied_actions (
+            set_id INTEGER NOT NULL,
+            event_index INTEGER NOT NULL,
+            action TEXT NOT NULL,
+            applied_at REAL NOT NULL,
+            result TEXT NOT NULL,
+            PRIMARY KEY (set_id, event_index, action)
+        );
+        """,
         3: """
-            CREATE TABLE stream_verifications (
-                state TEXT PRIMARY KEY,
-                requested_at REAL NOT NULL,
-                api_base TEXT,
-                matched_at REAL,
-                set_id INTEGER,
-                jti TEXT,
-                kid TEXT,
-                alg TEXT,
-                iss TEXT,
-                aud TEXT
-            );
-            CREATE INDEX sets_dead ON sets (id) WHERE state = 'dead';
-            """,
+        CREATE TABLE stream_verifications (
+            state TEXT PRIMARY KEY,
+            requested_at REAL NOT NULL,
+            api_base TEXT,
+            matched_at REAL,
+            set_id INTEGER,
+            jti TEXT,
+            kid TEXT,
+            alg TEXT,
+            iss TEXT,
+            aud TEXT
+        );
+        CREATE INDEX sets_dead ON sets (id) WHERE state = 'dead';
+        """,
         5: """
-            CREATE TABLE meta (
-                name TEXT PRIMARY KEY,
-                value TEXT NOT NULL
-            ) WITHOUT ROWID;
-            """,
+        CREATE TABLE meta (
+            name TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        ) WITHOUT ROWID;
+        """,
         // Retention (RetentionPolicy): when a done SET was stripped of its token and subjects.
         6: """
-            ALTER TABLE sets ADD COLUMN pruned_at REAL;
-            CREATE INDEX sets_prunable ON sets (processed_at) WHERE state = 'done' AND pruned_at IS NULL;
-            CREATE INDEX sets_stripped ON sets (received_at) WHERE pruned_at IS NOT NULL;
-            """,
+        ALTER TABLE sets ADD COLUMN pruned_at REAL;
+        CREATE INDEX sets_prunable ON sets (processed_at) WHERE state = 'done' AND pruned_at IS NULL;
+        CREATE INDEX sets_stripped ON sets (received_at) WHERE pruned_at IS NOT NULL;
+        """,
         // The retry window (RetryPolicy.window) runs from here: set when an operator requeues a
         // SET (`risc queue retry`, replay), NULL meaning from its receipt.
         7: """
-            ALTER TABLE sets ADD COLUMN retry_since REAL;
-            """,
+        ALTER TABLE sets ADD COLUMN retry_since REAL;
+        """,
     ]
 
     /// Migrations done in code rather than one SQL script.
@@ -140,7 +140,8 @@ enum Schema {
         func quoted(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "''") + "'" }
         try connection.execute("PRAGMA writable_schema = ON")
         do {
-            try connection.execute("""
+            try connection.execute(
+                """
                 UPDATE sqlite_master SET sql = replace(sql, \(quoted(stateCheckWithIn)), \(quoted(stateCheckWithOr)))
                 WHERE type = 'table' AND name = 'sets'
                 """)

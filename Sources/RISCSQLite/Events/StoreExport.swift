@@ -16,16 +16,22 @@ public final class StoreExport: @unchecked Sendable {  // reason: `risc store co
 
     /// The tables copied, in an order that respects references, with their columns.
     public static let tables: [(name: String, columns: [String])] = [
-        ("accounts", [
-            "id", "issuer", "subject", "user_id", "email", "google_signin_enabled", "email_recovery_enabled", "flagged_for_review",
-            "heightened_monitoring", "access_changed_at", "verification_state", "created_at", "updated_at",
-        ]),
+        (
+            "accounts",
+            [
+                "id", "issuer", "subject", "user_id", "email", "google_signin_enabled", "email_recovery_enabled", "flagged_for_review",
+                "heightened_monitoring", "access_changed_at", "verification_state", "created_at", "updated_at",
+            ]
+        ),
         ("sessions", ["id", "account_id", "session_id", "via_google", "created_at", "ended_at", "ended_reason"]),
         ("tokens", ["id", "account_id", "kind", "hash", "prefix_mac", "label", "created_at", "revoked_at", "revoked_reason"]),
-        ("sets", [
-            "id", "issuer", "jti", "iss", "iat", "received_at", "last_received_at", "deliveries", "remote", "content_type", "event_types",
-            "subjects", "token", "state", "attempts", "next_attempt_at", "last_error", "processed_at", "pruned_at",
-        ]),
+        (
+            "sets",
+            [
+                "id", "issuer", "jti", "iss", "iat", "received_at", "last_received_at", "deliveries", "remote", "content_type", "event_types",
+                "subjects", "token", "state", "attempts", "next_attempt_at", "last_error", "processed_at", "pruned_at",
+            ]
+        ),
         ("applied_actions", ["set_id", "event_index", "action", "applied_at", "result"]),
         ("stream_verifications", ["state", "requested_at", "api_base", "matched_at", "set_id", "jti", "kid", "alg", "iss", "aud"]),
     ]
@@ -50,14 +56,15 @@ public final class StoreExport: @unchecked Sendable {  // reason: `risc store co
         var last = rowid
         while try statement.step() {
             last = statement.int(0)
-            rows.append((1...Int32(columns.count)).map { index in
-                switch statement.type(index) {
-                case .null: .null
-                case .int: .int(statement.int(index))
-                case .double: .double(statement.double(index))
-                case .text: .text(statement.text(index) ?? "")
-                }
-            })
+            rows.append(
+                (1...Int32(columns.count)).map { index in
+                    switch statement.type(index) {
+                    case .null: .null
+                    case .int: .int(statement.int(index))
+                    case .double: .double(statement.double(index))
+                    case .text: .text(statement.text(index) ?? "")
+                    }
+                })
         }
         return (rows, last)
     }

@@ -36,9 +36,10 @@ struct EmbeddedActionApplier {
                 try statement.bind(values)
                 defer { statement.reset() }
                 while try statement.step() {
-                    tokens.append(TokenToRevoke(
-                        id: statement.int(0), eventIndex: step.eventIndex, action: action,
-                        kind: TokenKind(rawValue: statement.text(1) ?? "") ?? .linked, hash: statement.text(2) ?? "", reason: reason))
+                    tokens.append(
+                        TokenToRevoke(
+                            id: statement.int(0), eventIndex: step.eventIndex, action: action,
+                            kind: TokenKind(rawValue: statement.text(1) ?? "") ?? .linked, hash: statement.text(2) ?? "", reason: reason))
                 }
             }
             if linked {
@@ -74,7 +75,8 @@ struct EmbeddedActionApplier {
         for lookup in AccountActions.lookups(for: step, keyIssuer: keyIssuer, tokenKey: tokenKey) {
             switch lookup {
             case .token(let column, let value):
-                let statement = try connection.cached("""
+                let statement = try connection.cached(
+                    """
                     SELECT t.account_id, t.id, t.\(column.rawValue), a.access_changed_at FROM tokens t JOIN accounts a ON a.id = t.account_id
                     WHERE t.\(column.rawValue) = ?1 AND t.revoked_at IS NULL ORDER BY t.id LIMIT 1
                     """)
@@ -104,7 +106,8 @@ struct EmbeddedActionApplier {
         let (sql, values): (String, [SQLiteValue])
         switch primitive {
         case .endSessions(let account, let createdBy, let googleOnly, let reason):
-            sql = "UPDATE sessions SET ended_at = ?1, ended_reason = ?2 WHERE account_id = ?3 AND ended_at IS NULL AND created_at <= ?4"
+            sql =
+                "UPDATE sessions SET ended_at = ?1, ended_reason = ?2 WHERE account_id = ?3 AND ended_at IS NULL AND created_at <= ?4"
                 + (googleOnly ? " AND via_google = 1" : "")
             values = [.double(now), .text(reason), .int(account), .double(createdBy)]
         case .revokeTokens(let account, let kind, let reason):

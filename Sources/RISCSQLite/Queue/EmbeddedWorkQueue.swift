@@ -59,7 +59,8 @@ public final class EmbeddedWorkQueue: WorkQueue, Sendable {
             let held = self.leases.withLock { leases in leases.values.count { $0.expiresAt >= now } }
             // In the queue index's order (due time, then arrival): with a bound LIMIT the planner
             // would otherwise scan the whole table in rowid order, reading every page when nothing is due.
-            let due = try connection.cached("""
+            let due = try connection.cached(
+                """
                 SELECT id, issuer, jti, token, attempts, coalesce(retry_since, received_at) FROM sets INDEXED BY sets_queue
                 WHERE state = 'pending' AND next_attempt_at <= ?1 AND (?3 OR (issuer = ?4) = ?5) ORDER BY next_attempt_at, id LIMIT ?2
                 """)
@@ -77,9 +78,10 @@ public final class EmbeddedWorkQueue: WorkQueue, Sendable {
                     return false
                 }
                 if taken { continue }
-                claimed.append(ClaimedSET(
-                    id: id, issuer: due.text(1) ?? "", jti: due.text(2) ?? "", token: due.text(3) ?? "", attempts: Int(due.int(4)),
-                    owner: owner, leaseExpiresAt: now + lease, retrySince: due.double(5)))
+                claimed.append(
+                    ClaimedSET(
+                        id: id, issuer: due.text(1) ?? "", jti: due.text(2) ?? "", token: due.text(3) ?? "", attempts: Int(due.int(4)),
+                        owner: owner, leaseExpiresAt: now + lease, retrySince: due.double(5)))
             }
             return claimed
         }
@@ -137,9 +139,11 @@ public final class EmbeddedWorkQueue: WorkQueue, Sendable {
         guard holds(claim) else { return false }
         let changed = try await database.run { connection, _ in
             try connection.writeLock.withLock {
-                try connection.cached("""
+                try connection.cached(
+                    """
                     UPDATE sets SET attempts = ?1, last_error = ?2, next_attempt_at = ?3, state = ?4 WHERE id = ?5 AND state = 'pending'
-                    """).run([
+                    """
+                ).run([
                     .int(Int64(claim.attempts + 1)), .text(error), .double(retryAt ?? now), .text(retryAt == nil ? "dead" : "pending"),
                     .int(claim.id),
                 ])

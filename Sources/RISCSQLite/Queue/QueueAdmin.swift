@@ -12,7 +12,8 @@ public final class QueueAdmin: QueueAdministration, @unchecked Sendable {  // re
 
     public func counts(now: Double = Date().timeIntervalSince1970) throws -> QueueCounts {
         var counts = QueueCounts()
-        let statement = try connection.prepare("""
+        let statement = try connection.prepare(
+            """
             SELECT state, attempts > 0, count(*), min(received_at) FROM sets GROUP BY state, attempts > 0
             """)
         var oldest: Double?

@@ -12,7 +12,8 @@ extension QueueAdmin {
         }()
         audit.rows = Int(try connectionForReads.scalar("SELECT count(*) FROM sets") ?? 0)
         // One pass over the table (jti alone is not indexed: the unique key is issuer + jti).
-        let rows = try connectionForReads.prepare("""
+        let rows = try connectionForReads.prepare(
+            """
             SELECT s.jti, s.state, (SELECT count(*) FROM applied_actions a WHERE a.set_id = s.id) FROM sets s
             """)
         var found: [String: (done: Bool, actions: Int64)] = [:]

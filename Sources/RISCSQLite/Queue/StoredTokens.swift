@@ -4,7 +4,8 @@ import RISCCore
 extension QueueAdmin {
     public func tokens(_ selection: StoredSETSelection) throws -> [(jti: String, token: String)] {
         let (jti, since, until, deadOnly, limit) = (selection.jti, selection.since, selection.until, selection.deadOnly, selection.limit)
-        let statement = try connectionForReads.prepare("""
+        let statement = try connectionForReads.prepare(
+            """
             SELECT jti, token FROM sets
             WHERE (?1 IS NULL OR jti = ?1) AND (?2 IS NULL OR received_at >= ?2) AND (?3 = 0 OR state = 'dead')
               AND (?5 IS NULL OR received_at <= ?5) AND pruned_at IS NULL
@@ -43,7 +44,8 @@ extension QueueAdmin {
 
     public func ids(_ selection: StoredSETSelection) throws -> [Int64] {
         let (jti, since, until, deadOnly) = (selection.jti, selection.since, selection.until, selection.deadOnly)
-        let statement = try connectionForReads.prepare("""
+        let statement = try connectionForReads.prepare(
+            """
             SELECT id FROM sets
             WHERE (?1 IS NULL OR jti = ?1) AND (?2 IS NULL OR received_at >= ?2) AND (?3 = 0 OR state = 'dead')
               AND (?4 IS NULL OR received_at <= ?4) AND pruned_at IS NULL

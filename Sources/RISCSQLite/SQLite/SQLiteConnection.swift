@@ -1,7 +1,7 @@
 import CSQLite
 import Foundation
-import Synchronization
 import RISCCore
+import Synchronization
 
 extension StoreError {
     /// A failure SQLite reported with result code `rc` (`SQLITE_FULL` = 13 when the disk is full).

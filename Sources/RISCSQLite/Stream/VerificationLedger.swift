@@ -34,7 +34,8 @@ public final class VerificationLedger: VerificationRequests, @unchecked Sendable
 
     /// SETs received since `time`: how many, and how many of them were verification events.
     public func received(since time: Double) throws -> (all: Int, verifications: Int) {
-        let statement = try connection.prepare("""
+        let statement = try connection.prepare(
+            """
             SELECT count(*), coalesce(sum(event_types LIKE '%verification%'), 0) FROM sets WHERE last_received_at >= ?1
             """)
         try statement.bind([.double(time)])
@@ -62,10 +63,12 @@ public final class VerificationLedger: VerificationRequests, @unchecked Sendable
         _ connection: SQLiteConnection, state: String, setID: Int64, token: String, claims: SecurityEventToken, now: Double
     ) throws -> Double? {
         let header = (try? CompactJWS(token).header)
-        try connection.cached("""
+        try connection.cached(
+            """
             UPDATE stream_verifications SET matched_at = ?2, set_id = ?3, jti = ?4, kid = ?5, alg = ?6, iss = ?7, aud = ?8
             WHERE state = ?1 AND matched_at IS NULL
-            """).run([
+            """
+        ).run([
             .text(state), .double(now), .int(setID), .optional(claims.tokenID), .optional(header?.keyID),
             .optional(header?.algorithm.rawValue), .optional(claims.issuer), .text(claims.audience.joined(separator: " ")),
         ])
