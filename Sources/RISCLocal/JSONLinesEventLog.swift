@@ -1,5 +1,5 @@
 import Foundation
-import RISCCore
+public import RISCCore
 
 #if canImport(Glibc)
 import Glibc

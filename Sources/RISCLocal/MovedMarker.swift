@@ -1,5 +1,5 @@
-import Foundation
-import RISCCore
+public import Foundation
+public import RISCCore
 
 /// `DATA_DIR/moved-to`: written by `risc store copy` once an embedded store is copied into
 /// PostgreSQL, so that a `risc serve` started on the old data directory by mistake does not take

@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
-import RISCCore
+public import RISCCore
 
 /// The shared store's `AccountRepository` (the tables `accounts`, `sessions`, `tokens`), with
 /// tokens kept only as fingerprints under the one key every receiver shares.

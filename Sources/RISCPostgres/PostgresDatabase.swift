@@ -1,10 +1,10 @@
 import Foundation
-import Logging
+public import Logging
 import NIOCore
 import NIOPosix
 import NIOSSL
-import PostgresNIO
-import RISCCore
+public import PostgresNIO
+public import RISCCore
 import Synchronization
 
 /// A connection pool to the shared PostgreSQL store, with its schema migrated and its

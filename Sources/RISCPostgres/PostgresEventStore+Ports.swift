@@ -1,6 +1,6 @@
 import Foundation
 import PostgresNIO
-import RISCCore
+public import RISCCore
 
 extension PostgresEventStore: RetentionStore {
     /// `RetentionPolicy` on PostgreSQL: an UPDATE strips (MVCC: autovacuum reclaims the old

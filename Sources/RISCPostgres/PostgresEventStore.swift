@@ -1,8 +1,8 @@
-import Foundation
+public import Foundation
 import Logging
 import PostgresNIO
-import RISCCore
-import Synchronization
+public import RISCCore
+public import Synchronization
 
 /// The shared store's `EventStore`: several receivers append to one PostgreSQL database.
 ///

@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
-import RISCCore
+public import RISCCore
 
 /// The shared store's `QueueAdministration`: what `risc queue` and `risc replay` read and change.
 public struct PostgresQueueAdmin: QueueAdministration {

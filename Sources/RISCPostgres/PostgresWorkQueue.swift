@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
-import RISCCore
+public import RISCCore
 
 /// The shared store's `WorkQueue`: leases on `sets` rows (`lease_owner`, `lease_expires_at`),
 /// claimed with `FOR UPDATE SKIP LOCKED` so receivers never wait for each other's claims.

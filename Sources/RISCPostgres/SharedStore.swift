@@ -1,6 +1,6 @@
 import Foundation
-import Logging
-import RISCCore
+public import Logging
+public import RISCCore
 
 /// Everything a receiver or a CLI command needs from the shared PostgreSQL store, behind the
 /// Core ports: `EventStore`, `WorkQueue`, `AccountRepository`, `QueueAdministration`,

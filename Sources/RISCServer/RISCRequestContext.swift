@@ -1,6 +1,6 @@
-import Hummingbird
+public import Hummingbird
 import Logging
-import NIOCore
+public import NIOCore
 
 /// The request context: Hummingbird's core storage plus the peer address for the event log.
 public struct RISCRequestContext: RequestContext, RemoteAddressRequestContext {

@@ -1,13 +1,13 @@
-import CoreMetrics
+public import CoreMetrics
 import Foundation
 import Hummingbird
 import HummingbirdCore
-import Logging
+public import Logging
 import NIOCore
 import NIOSSL
 import RISCClient
-import RISCCore
-import RISCLocal
+public import RISCCore
+public import RISCLocal
 import RISCStorage
 import ServiceLifecycle
 import Synchronization

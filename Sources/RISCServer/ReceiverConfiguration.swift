@@ -1,7 +1,7 @@
-import Logging
-import RISCClient
-import RISCCore
-import RISCStorage
+public import Logging
+public import RISCClient
+public import RISCCore
+public import RISCStorage
 
 /// Everything `risc serve` needs, with the embedded defaults. Read from a config file, the
 /// environment and flags by the executable (`ReceiverConfiguration+ConfigReader.swift`).

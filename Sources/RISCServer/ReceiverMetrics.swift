@@ -1,7 +1,7 @@
-import CoreMetrics
+public import CoreMetrics
 import Foundation
-import Prometheus
-import RISCCore
+public import Prometheus
+public import RISCCore
 import Synchronization
 
 /// The receiver's metrics, on swift-metrics: every instrument is made by the `MetricsFactory` the

@@ -1,8 +1,8 @@
 import Foundation
-import Logging
+public import Logging
 import RISCClient
-import RISCCore
-import RISCStorage
+public import RISCCore
+public import RISCStorage
 import ServiceLifecycle
 
 /// A receiver's storage: the store the configuration names (opened by the one factory,

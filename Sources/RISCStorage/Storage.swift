@@ -1,9 +1,9 @@
-import Foundation
-import Logging
-import RISCCore
+public import Foundation
+public import Logging
+public import RISCCore
 import RISCLocal
 import RISCPostgres
-import RISCSQLite
+public import RISCSQLite
 import Synchronization
 
 /// A receiver's or a command's store, whichever the driver, behind the Core ports: the embedded

@@ -1,5 +1,5 @@
-import Logging
-import Synchronization
+public import Logging
+public import Synchronization
 
 /// A logger that keeps every entry, at any level, as `LEVEL message key=value…` lines.
 public final class CapturedLog: Sendable {

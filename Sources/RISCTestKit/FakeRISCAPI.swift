@@ -1,7 +1,7 @@
 import Foundation
 import RISCClient
-import RISCCore
-import Synchronization
+public import RISCCore
+public import Synchronization
 
 /// A stand-in for Google's RISC management API (spec §1.10) on 127.0.0.1, strict where Google
 /// is: every request must carry a service-account bearer JWT that verifies against the

@@ -1,5 +1,5 @@
-import Foundation
-import RISCCore
+public import Foundation
+public import RISCCore
 
 /// A directory of signing keys as `risc keys generate` writes it: `<kid>.pem` private keys
 /// (mode 0600) and `jwks.json`, the public JWK Set with each key's `kid` and `alg`.

@@ -1,5 +1,5 @@
-import RISCCore
-import Synchronization
+public import RISCCore
+public import Synchronization
 
 /// An event log kept in memory, for tests that read what a worker or an endpoint logged.
 public final class MemoryEventLog: EventLog, Sendable {

@@ -1,4 +1,4 @@
-import RISCCore
+public import RISCCore
 import Synchronization
 
 /// An event store kept in memory: the `EventStore` port's contract (one record per issuer and

@@ -1,5 +1,5 @@
-import RISCCore
-import Synchronization
+public import RISCCore
+public import Synchronization
 
 /// A work queue and account store kept in memory: the `WorkQueue` port's contract (leases, finish
 /// and fail only by the lease's holder, each (SET, event, action) applied once) with

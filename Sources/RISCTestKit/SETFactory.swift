@@ -1,5 +1,5 @@
-import Foundation
-import RISCCore
+public import Foundation
+public import RISCCore
 
 /// Builds Security Event Tokens shaped like Google's (spec §1.6) and signs them.
 public struct SETFactory: Sendable {

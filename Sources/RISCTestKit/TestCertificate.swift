@@ -1,5 +1,5 @@
-import Foundation
-import RISCCore
+public import Foundation
+public import RISCCore
 
 /// A self-signed P-256 certificate for `localhost`, made with the openssl command, for tests
 /// that run HTTPS on loopback (the certificate is also the CA bundle clients trust).

@@ -1,4 +1,4 @@
-import Synchronization
+public import Synchronization
 
 /// The site's side of a webhook test: answers `failures` requests with `failureStatus`, then
 /// `successStatus`; keeps every request. Serve it with `LoopbackHTTPServer { recorder.handle($0) }`.

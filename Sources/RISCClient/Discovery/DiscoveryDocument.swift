@@ -1,4 +1,4 @@
-import RISCCore
+public import RISCCore
 
 /// The transmitter's configuration document (`/.well-known/risc-configuration`, spec §1.4):
 /// risc needs `issuer` and `jwks_uri` from it.

@@ -1,4 +1,4 @@
-import RISCCore
+public import RISCCore
 
 /// A key set as the cache holds it, with where it came from and how long it is good for.
 public struct CachedKeySet: Sendable {

@@ -1,6 +1,6 @@
-import Foundation
-import Logging
-import RISCCore
+public import Foundation
+public import Logging
+public import RISCCore
 import Synchronization
 
 /// The issuer's signing keys, fetched from the discovery document's `jwks_uri` and cached.

@@ -1,5 +1,5 @@
 import Foundation
-import RISCCore
+public import RISCCore
 
 /// Publishes unlink notices to Google's RISC API over libcurl (`../shared/docs/linking.md` §3):
 /// signs each notice's claims with the transmitter's active key (`typ: secevent+jwt`, `kid`) at

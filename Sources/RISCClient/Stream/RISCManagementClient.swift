@@ -1,5 +1,5 @@
 import Foundation
-import RISCCore
+public import RISCCore
 
 /// Google's RISC management API (v1beta, spec §1.10) over libcurl: read and replace the stream
 /// configuration, read and change its status, and ask for a verification event.

@@ -1,5 +1,5 @@
-import Foundation
-import RISCCore
+public import Foundation
+public import RISCCore
 
 /// A Google service account's JSON key file, as the RISC management API wants it used (spec
 /// §1.10.1): a self-signed RS256 JWT per call, `iss` = `sub` = the client email, `aud` = the

@@ -1,5 +1,5 @@
 import Foundation
-import RISCCore
+public import RISCCore
 
 /// POSTs each SET's actions as JSON to the site's own revocation endpoint, for sites whose
 /// sessions and tokens live in their own database.

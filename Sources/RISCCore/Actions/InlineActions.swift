@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// A new SET's actions applied in the transaction that stores it ("inline"), the same on every
 /// store; the store keeps only its statements (a `Transaction`).

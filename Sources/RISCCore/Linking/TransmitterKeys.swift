@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 import Synchronization
 
 /// The keys risc signs unlink notices with (`linking.notices.key_dir`), in the layout `risc keys`

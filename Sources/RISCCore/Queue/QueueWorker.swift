@@ -1,5 +1,5 @@
-import Foundation
-import Logging
+public import Foundation
+public import Logging
 import Synchronization
 
 /// Applies queued SETs' actions through the `WorkQueue` port, for stores that several receivers

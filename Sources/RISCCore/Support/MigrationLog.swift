@@ -1,4 +1,4 @@
-import Logging
+public import Logging
 
 extension Logger {
     /// The one line a store's migration leaves at notice: `store created` for a new store (schema

@@ -1,5 +1,5 @@
-import Foundation
-import RISCCore
+public import Foundation
+public import RISCCore
 import RISCLocal
 
 /// The embedded linked-account store: Google accounts (issuer + `sub`) → the site's user, with

@@ -1,7 +1,7 @@
 import CSQLite
 import Foundation
-import Logging
-import RISCCore
+public import Logging
+public import RISCCore
 
 /// The embedded default store: SQLite in WAL mode in the data directory, every acknowledged
 /// SET fsynced. No server to run.

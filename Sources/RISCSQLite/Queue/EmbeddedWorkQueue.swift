@@ -1,5 +1,5 @@
 import Foundation
-import RISCCore
+public import RISCCore
 import Synchronization
 
 /// The embedded store's `WorkQueue`, so the embedded store runs the same `QueueWorker` as the

@@ -1,5 +1,5 @@
-import Foundation
-import RISCCore
+public import Foundation
+public import RISCCore
 
 /// The embedded store's `QueueAdministration`: what `risc queue` and `risc replay` read and change.
 public final class QueueAdmin: QueueAdministration, @unchecked Sendable {  // reason: a command's, called from one task at a time (the server never opens one)

@@ -1,5 +1,5 @@
 import Foundation
-import RISCCore
+public import RISCCore
 
 extension QueueAdmin {
     /// Audits the store against the `jti`s a client saw acknowledged.

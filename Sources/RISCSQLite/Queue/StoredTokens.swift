@@ -1,5 +1,5 @@
 import Foundation
-import RISCCore
+public import RISCCore
 
 extension QueueAdmin {
     public func tokens(_ selection: StoredSETSelection) throws -> [(jti: String, token: String)] {

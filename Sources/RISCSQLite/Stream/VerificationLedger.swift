@@ -1,5 +1,5 @@
-import Foundation
-import RISCCore
+public import Foundation
+public import RISCCore
 
 /// The `state` values `risc stream verify` asked Google to send back, and the verification SETs
 /// that carried them: the two ends of the round trip, kept in the receiver's store so the
