@@ -96,6 +96,17 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Configuration as a library: the config file (TOML, JSON), the layers (flags, RISC_*
+        // variables, file, defaults), the key table, --print-config and the reference page's table.
+        .target(
+            name: "RISCConfig",
+            dependencies: [
+                "RISCCore", "RISCClient", "RISCStorage", "RISCServer",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "TOMLKit", package: "TOMLKit"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // Test keys, SET factory, a loopback HTTP server: used by tests and by `risc sign`/`dev-issuer`.
         .target(name: "RISCTestKit", dependencies: ["RISCCore", "RISCClient", "CRiscSpawn", .product(name: "Logging", package: "swift-log")], swiftSettings: swiftSettings),
         // libFuzzer targets (scripts/fuzz builds them with -sanitize=fuzzer -DFUZZING); built
@@ -107,7 +118,7 @@ let package = Package(
         .executableTarget(
             name: "risc",
             dependencies: [
-                "RISCCore", "RISCClient", "RISCLocal", "RISCStorage", "RISCServer", "RISCTestKit",
+                "RISCCore", "RISCClient", "RISCLocal", "RISCStorage", "RISCServer", "RISCConfig", "RISCTestKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -145,6 +156,11 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"), .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "RISCConfigTests",
+            dependencies: ["RISCConfig", "RISCServer", "RISCStorage", "RISCCore"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -1,5 +1,6 @@
 public import ArgumentParser
 import Logging
+import RISCConfig
 import RISCServer
 
 /// Flags every command shares.
@@ -24,3 +25,4 @@ struct GlobalOptions: ParsableArguments {
 
 extension Logger.Level: @retroactive ExpressibleByArgument {}
 extension DiagnosticLogFormat: ExpressibleByArgument {}
+extension ConfigFile.Format: ExpressibleByArgument {}

@@ -1,5 +1,6 @@
 public import ArgumentParser
 import Foundation
+import RISCConfig
 import RISCCore
 
 extension RiscCommand {

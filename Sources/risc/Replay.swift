@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import RISCClient
+import RISCConfig
 import RISCCore
 import RISCLocal
 import RISCServer

@@ -56,15 +56,3 @@ enum ExitStatus {
     static let rejected = ExitCode(1)
     static let temporaryFailure = ExitCode(3)
 }
-
-/// A duration written as a number with `s`, `m`, `h` or `d` (or bare seconds): 30d, 90m, 2.5s.
-func durationSeconds(_ text: String) -> Double? {
-    guard let unit = text.last, let value = Double(text.dropLast()), value >= 0 else { return Double(text).flatMap { $0 >= 0 ? $0 : nil } }
-    switch unit {
-    case "s": return value
-    case "m": return value * 60
-    case "h": return value * 3_600
-    case "d": return value * 86_400
-    default: return nil
-    }
-}

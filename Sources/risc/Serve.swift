@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import RISCConfig
 import RISCCore
 import RISCServer
 import RISCStorage
@@ -190,7 +191,7 @@ extension RiscCommand {
                 let loaded = try ReceiverConfiguration.loadWithOrigins(file: config, flags: try flagValues())
                 configuration = loaded.configuration
                 if printConfig {
-                    return print(Self.printConfiguration(configuration, sources: loaded.origins, format: printConfigFormat), terminator: "")
+                    return print(configuration.printed(sources: loaded.origins, format: printConfigFormat, version: RiscCommand.version), terminator: "")
                 }
                 if checkConfig {
                     try check(configuration)

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import RISCConfig
 import RISCCore
 import RISCLocal
 import RISCServer

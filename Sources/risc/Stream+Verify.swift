@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import RISCClient
+import RISCConfig
 import RISCCore
 import RISCStorage
 

@@ -1,4 +1,3 @@
-import ArgumentParser
 import Foundation
 import RISCCore
 import TOMLKit
@@ -7,12 +6,12 @@ import TOMLKit
 /// file named otherwise is JSON when its first character is `{`, TOML otherwise. Either way it
 /// becomes one JSON object, which `ConfigLayers` flattens and checks key by key, so both formats
 /// take exactly the same keys and values.
-enum ConfigFile {
+public enum ConfigFile {
     struct Unreadable: Error, CustomStringConvertible {
         let description: String
     }
 
-    enum Format: String, CaseIterable, ExpressibleByArgument {
+    public enum Format: String, CaseIterable, Sendable {
         case toml, json
     }
 

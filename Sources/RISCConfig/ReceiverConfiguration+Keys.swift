@@ -1,14 +1,13 @@
-import ArgumentParser
-import Foundation
+public import Foundation
 import Logging
 import RISCClient
-import RISCCore
-import RISCServer
+public import RISCCore
+public import RISCServer
 import RISCStorage
 
 extension ReceiverConfiguration {
     /// Every key `risc serve` reads, with what it means. `docs/configuration.md`'s table is this list.
-    static let keys: [(key: String, help: String)] = [
+    public static let keys: [(key: String, help: String)] = [
         ("audiences", "OAuth client IDs accepted in `aud` (required; env: comma-separated)"),
         ("issuer", "issuer the discovery document must name (default: Google's, with Google's document)"),
         ("issuer_aliases", "further accepted `iss` values"),
@@ -114,15 +113,19 @@ extension ReceiverConfiguration {
 
     /// The configuration `risc serve` runs with: `flags` over `RISC_*` variables over `file`, every
     /// problem reported at once.
-    static func load(file: String?, flags: [String: JSONValue]) throws -> ReceiverConfiguration {
-        try loadWithOrigins(file: file, flags: flags).configuration
+    public static func load(
+        file: String?, flags: [String: JSONValue], environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws -> ReceiverConfiguration {
+        try loadWithOrigins(file: file, flags: flags, environment: environment).configuration
     }
 
     /// `load`, with where each set key's value came from (`ConfigLayers.origin`).
-    static func loadWithOrigins(file: String?, flags: [String: JSONValue]) throws -> (configuration: ReceiverConfiguration, origins: [String: String]) {
+    public static func loadWithOrigins(
+        file: String?, flags: [String: JSONValue], environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws -> (configuration: ReceiverConfiguration, origins: [String: String]) {
         let known = Set(keys.map(\.key))
-        for key in flags.keys where !known.contains(key) { throw ValidationError("--set: unknown setting '\(key)'") }
-        var layers = ConfigLayers(filePath: file, environment: ProcessInfo.processInfo.environment, flags: flags, knownKeys: known)
+        for key in flags.keys where !known.contains(key) { throw ConfigurationError(problems: ["--set: unknown setting '\(key)'"]) }
+        var layers = ConfigLayers(filePath: file, environment: environment, flags: flags, knownKeys: known)
         let configuration = ReceiverConfiguration(layers: &layers)
         let problems = layers.problems + configuration.problems.map { Self.attributed($0, known: known, origin: { layers.origin($0) }) }
         guard problems.isEmpty else { throw ConfigurationError(problems: problems) }
@@ -143,7 +146,7 @@ extension ReceiverConfiguration {
     }
 
     /// Reads every setting from the layers onto the defaults.
-    init(layers: inout ConfigLayers) {
+    public init(layers: inout ConfigLayers) {
         self.init()
         if let value = layers.strings("audiences") { audiences = value }
         issuer = layers.string("issuer")

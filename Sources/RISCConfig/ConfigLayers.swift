@@ -1,5 +1,5 @@
 import Foundation
-import RISCCore
+public import RISCCore
 
 /// Settings read from, highest precedence first: flags, `RISC_*` environment variables, a config
 /// file (TOML or JSON, `ConfigFile`), defaults.
@@ -8,7 +8,7 @@ import RISCCore
 /// typo must not silently fall back to a default), and a value of the wrong type names its source.
 /// (Departs from the style guide's swift-configuration, whose getters return the default when a
 /// value does not convert.)
-struct ConfigLayers {
+public struct ConfigLayers {
     struct Problem: Error, CustomStringConvertible {
         let description: String
     }
@@ -18,9 +18,9 @@ struct ConfigLayers {
     private var environment: [String: (name: String, value: String)] = [:]
     private var file: [String: JSONValue] = [:]
     private var filePath: String?
-    private(set) var problems: [String] = []
+    public private(set) var problems: [String] = []
 
-    init(filePath: String?, environment env: [String: String], flags: [String: JSONValue], knownKeys: Set<String>) {
+    public init(filePath: String?, environment env: [String: String], flags: [String: JSONValue], knownKeys: Set<String>) {
         self.flags = flags
         self.filePath = filePath
         if let filePath {
@@ -98,7 +98,7 @@ struct ConfigLayers {
     }
 
     /// Where `key`'s value comes from (`--data-dir`-style flag, variable, file), nil for the default.
-    func source(_ key: String) -> String? {
+    public func source(_ key: String) -> String? {
         switch raw(key) {
         case nil: return nil
         case .json(_, let source), .text(_, let source): return source
@@ -107,7 +107,7 @@ struct ConfigLayers {
 
     /// Where `key`'s value comes from, for people: `flag`, `environment RISC_…`, `file PATH`; nil
     /// for the default.
-    func origin(_ key: String) -> String? {
+    public func origin(_ key: String) -> String? {
         if flags[key] != nil { return "flag" }
         if let (name, _) = environment[key] { return "environment \(name)" }
         if let value = file[key], value != .null { return "file \(filePath ?? "config")" }
@@ -121,7 +121,7 @@ struct ConfigLayers {
         return nil
     }
 
-    mutating func string(_ key: String) -> String? {
+    public mutating func string(_ key: String) -> String? {
         switch raw(key) {
         case nil: return nil
         case .text(let text, _): return text
@@ -218,5 +218,17 @@ struct ConfigLayers {
             problems.append("\(source): expected true or false, got \(other.serialized)")
             return nil
         }
+    }
+}
+
+/// A duration written as a number with `s`, `m`, `h` or `d` (or bare seconds): 30d, 90m, 2.5s.
+public func durationSeconds(_ text: String) -> Double? {
+    guard let unit = text.last, let value = Double(text.dropLast()), value >= 0 else { return Double(text).flatMap { $0 >= 0 ? $0 : nil } }
+    switch unit {
+    case "s": return value
+    case "m": return value * 60
+    case "h": return value * 3_600
+    case "d": return value * 86_400
+    default: return nil
     }
 }

@@ -1,8 +1,8 @@
 import Foundation
 import Logging
 import RISCClient
-import RISCCore
-import RISCServer
+public import RISCCore
+public import RISCServer
 import RISCStorage
 
 extension ReceiverConfiguration {
@@ -10,7 +10,7 @@ extension ReceiverConfiguration {
     /// setting that is not set), as the config file would say it. Secrets never appear: risc reads
     /// them from files, and those are shown by path; a URL's password and query values are
     /// `REDACTED`, and so are fragments and path segments that look like tokens (`Redaction.url`).
-    var effectiveSettings: [(key: String, value: JSONValue)] {
+    public var effectiveSettings: [(key: String, value: JSONValue)] {
         let values: [String: JSONValue] = [
             "audiences": .strings(audiences),
             "issuer": .optional(issuer),
@@ -109,8 +109,8 @@ extension ReceiverConfiguration {
 }
 
 extension JSONValue {
-    static func strings(_ items: [String]) -> JSONValue { .array(items.map { .string($0) }) }
-    static func optional(_ text: String?) -> JSONValue { text.map { .string($0) } ?? .null }
+    public static func strings(_ items: [String]) -> JSONValue { .array(items.map { .string($0) }) }
+    public static func optional(_ text: String?) -> JSONValue { text.map { .string($0) } ?? .null }
 
     /// Seconds as the largest whole unit (`5d`, `12h`, `90m`), else a number of seconds.
     static func duration(_ seconds: Double) -> JSONValue {
@@ -125,7 +125,7 @@ extension ReceiverConfiguration {
     /// The reference table of `docs/configuration.md` (between its `generated` markers), made from
     /// the key list and a default configuration, so a key's default and meaning are written once,
     /// in code: every key, its default as a config file says it, whether SIGHUP applies it.
-    static var referenceTable: String {
+    public static var referenceTable: String {
         let defaults = ReceiverConfiguration().effectiveSettings
         var lines = ["| key | default | on SIGHUP | meaning |", "|---|---|---|---|"]
         for ((key, help), (_, value)) in zip(keys, defaults) {
@@ -144,15 +144,15 @@ extension ReceiverConfiguration {
     }
 }
 
-extension RiscCommand.Serve {
+extension ReceiverConfiguration {
     /// `--print-config`: the effective configuration as a config file (TOML with each value's
-    /// source beside it, or JSON), secrets redacted.
-    static func printConfiguration(_ configuration: ReceiverConfiguration, sources: [String: String], format: ConfigFile.Format) -> String {
-        let settings = configuration.effectiveSettings
+    /// source beside it, or JSON), secrets redacted; `version` names the binary in the header.
+    public func printed(sources: [String: String], format: ConfigFile.Format, version: String) -> String {
+        let settings = effectiveSettings
         switch format {
         case .json:
             var root = JSONObject()
-            for (key, value) in settings { insert(value, at: key.split(separator: ".").map(String.init), into: &root) }
+            for (key, value) in settings { Self.insert(value, at: key.split(separator: ".").map(String.init), into: &root) }
             return JSONValue.object(root).prettyPrinted + "\n"
         case .toml:
             let entries = settings.map { setting in
@@ -160,7 +160,7 @@ extension RiscCommand.Serve {
             }
             return TOMLWriter.document(
                 header: [
-                    "risc serve --print-config: the effective configuration of risc \(RiscCommand.version); each value's source follows it.",
+                    "risc serve --print-config: the effective configuration of risc \(version); each value's source follows it.",
                     "Secrets live in the files named here and are never printed; URL passwords and query values read REDACTED.",
                     "A valid --config file as it is (TOML); --print-config-format json prints the same as JSON.",
                 ],

@@ -1,0 +1,56 @@
+import Foundation
+import RISCConfig
+import RISCCore
+import RISCServer
+import Testing
+
+/// Configuration is a library (issue 27): what every other configuration test checks by running
+/// the binary can be checked in process.
+@Suite("configuration loading, in process")
+struct ConfigurationLoadingTests {
+    static func file(_ text: String, suffix: String = "toml") throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("risc-config-\(UUID().uuidString).\(suffix)").path
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    @Test("flags over RISC_* variables over the file over defaults, each value's source recorded")
+    func layering() throws {
+        let path = try Self.file("audiences = [\"from-file\"]\n[listen]\nport = 9443\nhost = \"127.0.0.2\"\n")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let loaded = try ReceiverConfiguration.loadWithOrigins(
+            file: path, flags: ["listen.port": .number(7443)], environment: ["RISC_LISTEN_HOST": "127.0.0.3"])
+        #expect(loaded.configuration.audiences == ["from-file"])
+        #expect(loaded.configuration.port == 7443)
+        #expect(loaded.configuration.host == "127.0.0.3")
+        #expect(loaded.configuration.adminPort == ReceiverConfiguration().adminPort)
+        #expect(loaded.origins["listen.port"] == "flag")
+        #expect(loaded.origins["listen.host"] == "environment RISC_LISTEN_HOST")
+        #expect(loaded.origins["audiences"] == "file \(path)")
+        #expect(loaded.origins["admin.port"] == nil)
+    }
+
+    @Test("every problem at once, each naming its key and where its value came from")
+    func problems() throws {
+        let path = try Self.file("audiences = [\"a\"]\nlisten = 8443\nretry_after = 0\n")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let error = #expect(throws: ConfigurationError.self) {
+            try ReceiverConfiguration.loadWithOrigins(file: path, flags: ["admin.port": .number(99_999)], environment: [:])
+        }
+        let problems = error?.problems ?? []
+        #expect(problems.contains { $0.contains("'listen' is a table of settings (listen.host, listen.port), not a value") }, "\(problems)")
+        #expect(problems.contains("admin.port must be 0–65535, got 99999 (admin.port from flag)"), "\(problems)")
+        #expect(problems.contains { $0.hasPrefix("retry_after must be at least 1 second") && $0.hasSuffix("(retry_after from file \(path))") }, "\(problems)")
+    }
+
+    @Test("--print-config's TOML loads back as the same configuration")
+    func printedLoadsBack() throws {
+        let path = try Self.file("audiences = [\"a\", \"b\"]\nmax_body_bytes = 2048\n[limits]\ndrain_timeout = 7\n")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let loaded = try ReceiverConfiguration.loadWithOrigins(file: path, flags: [:], environment: [:])
+        let printed = try Self.file(loaded.configuration.printed(sources: loaded.origins, format: .toml, version: "test"))
+        defer { try? FileManager.default.removeItem(atPath: printed) }
+        let again = try ReceiverConfiguration.loadWithOrigins(file: printed, flags: [:], environment: [:]).configuration
+        #expect(again.effectiveSettings.map(\.value) == loaded.configuration.effectiveSettings.map(\.value))
+    }
+}
