@@ -6,110 +6,181 @@ public import RISCServer
 import RISCStorage
 
 extension ReceiverConfiguration {
-    /// Every key `risc serve` reads, with what it means. `docs/configuration.md`'s table is this list.
-    public static let keys: [(key: String, help: String)] = [
-        ("audiences", "OAuth client IDs accepted in `aud` (required; env: comma-separated)"),
-        ("issuer", "issuer the discovery document must name (default: Google's, with Google's document)"),
-        ("issuer_aliases", "further accepted `iss` values"),
-        ("algorithms", "allowed JWS algorithms (default RS256)"),
-        ("discovery_url", "RISC discovery document (default Google's)"),
-        ("jwks_file", "pinned JWK Set file instead of discovery (offline)"),
-        ("data_dir", "data directory: store, event log, key cache (default ./data)"),
-        (
-            "accept_insecure_permissions",
-            "start although the data directory, the token key or a notice key belongs to another user or is open to group or others (refused, exit 64, by default; see `docs/security.md`); links in the data directory are refused whatever this says"
-        ),
-        ("listen.host", "public listener address (default 0.0.0.0)"),
-        ("listen.port", "public listener port (default 8443)"),
-        ("events_path", "path that receives SETs (default /events)"),
-        (
-            "trusted_proxies",
-            "peer addresses or CIDR ranges (a reverse proxy: `10.0.0.7`, `10.0.0.0/8`, `2001:db8::/32`) whose `X-Forwarded-For` names the client in the log and for limits; compared as addresses (an IPv4-mapped IPv6 peer matches its IPv4 entry); a host name or typo is an error"
-        ),
-        (
-            "limits.invalid_per_minute",
-            "refused requests (400/413) an address may send per minute; then it gets `429` + `Retry-After` until its bucket refills (valid SETs take no tokens; keep it off, or generous, for Google's own addresses)"
-        ),
-        ("limits.request_timeout", "seconds a request may take to arrive whole, from the connection's last answer or opening; idle connections close after as long (default 60)"),
-        (
-            "limits.drain_timeout",
-            "seconds a stop (SIGTERM) waits for requests in flight before closing their connections (0–600). Keep it below the service manager's stop timeout: the shipped unit's `TimeoutStopSec` is 30; Docker's `docker stop` waits 10 s unless given `-t` (use `-t 30`, or set this to 8)"
-        ),
-        ("limits.max_connections", "connections the public listener holds at once; one more is closed on accept (lowered, with a warning, if the open-file hard limit cannot fit it plus 256)"),
-        ("limits.max_connections_per_address", "connections one peer address (an IPv6 peer's /64) may hold at once; one more is closed on accept (trusted proxies exempt; `0` turns it off)"),
-        ("tls.certificate", "PEM certificate chain; with tls.key turns on HTTPS (TLS 1.2+)"),
-        ("tls.key", "PEM private key for tls.certificate"),
-        ("admin.host", "admin listener address for /healthz, /readyz, /metrics (default 127.0.0.1)"),
-        ("admin.port", "admin listener port (default 9090)"),
-        ("admin.token_file", "file with the bearer token for the admin account API (off without it)"),
-        ("admin.tls.certificate", "PEM certificate chain; with admin.tls.key turns on HTTPS (TLS 1.2+) on the admin listener and the account API's; SIGHUP reloads it"),
-        ("admin.tls.key", "PEM private key for admin.tls.certificate"),
-        ("admin.tls.client_ca", "PEM CA bundle: admin clients (Prometheus, the account API's callers) must present a certificate it issued (mutual TLS; default off)"),
-        ("admin.api.host", "the account API's own listener address, with admin.api.port (default 127.0.0.1)"),
-        ("admin.api.port", "serve the account API (/admin/…) on a listener of its own at this port instead of beside /metrics (needs admin.token_file; default: shared)"),
-        ("admin.max_connections", "connections the admin listener serves at once; more wait until one closes (default 64)"),
-        ("admin.request_timeout", "seconds a request to the admin listener may take to arrive whole; idle connections close after as long (default 30)"),
-        ("admin.max_connections_per_address", "admin connections one client address (IPv6: one /64) may hold at once; more are closed on accept (default 8, 0 off)"),
-        ("admin.handshake_timeout", "seconds a new admin connection has for its TLS handshake and its first request byte (default 5)"),
-        ("max_body_bytes", "largest accepted body; larger gets 413 (default 65536)"),
-        ("retry_after", "seconds in Retry-After on 503 (default 30)"),
-        ("log.level", "diagnostic log level: trace, debug, info, notice, warning, error, critical (default notice: start, stop and recoveries; --log-level wins)"),
-        ("log.format", "diagnostic log format on standard error: text or json (one object per line, microsecond UTC times; default text; --log-format wins)"),
-        ("event_log_stdout", "also write the event log to standard output (default false)"),
-        ("clock_skew", "seconds a future iat may be ahead before a warning (default 300)"),
-        ("jwks.min_ttl", "lower bound on a key set's lifetime from max-age (default 300)"),
-        ("jwks.max_ttl", "upper bound on it (default 86400)"),
-        ("jwks.unknown_kid_cooldown", "seconds between forced refetches for unknown kids (default 60)"),
-        ("jwks.max_staleness", "seconds past expiry a key set is still served during an issuer outage (default 86400)"),
-        ("jwks.failure_retry", "seconds between fetch attempts after a failure (default 10)"),
-        (
-            "store.url",
-            "a shared PostgreSQL store for several receivers: `postgres://USER@HOST:PORT/DB`, `?sslmode=disable|require|verify-full` (TLS 1.2+; `verify-full` when not given, since issue 24: a password file is refused over TCP with anything else), `&host=/socket/dir` for a Unix socket; never a password (see `docs/operations.md` §6)"
-        ),
-        ("store.password_file", "file with the PostgreSQL password (never in store.url)"),
-        ("store.ca_file", "PEM CA bundle that verifies the PostgreSQL server (sslmode=verify-full; default the system's)"),
-        ("store.accept_unsafe_durability", "accept a PostgreSQL server with fsync or synchronous_commit off (never in production; default false)"),
-        ("store.timeout", "seconds a SET may wait for the shared store's COMMIT before it is answered 503 (Google retries; default 5)"),
-        (
-            "store.lease",
-            "seconds a receiver holds queued work it claimed before another may rescue it. With a webhook the lease is at least a claim's calls: `max(store.lease, batch × (webhook.timeout + 5) + 30)`, 150 s with the defaults (batch 8, timeout 10); unlink notices `max(store.lease, 4 × (timeout + 5) + 30)`; so a dead receiver's webhook work is rescued after up to 150 s"
-        ),
-        (
-            "accounts.token_key_file",
-            "the token-fingerprint key (`risc keys token-key --out FILE`); a store opens only with the key its fingerprints were made with; required with `store.url` (one key for every receiver)"
-        ),
-        ("retention.done", "how long a done SET stays whole (raw token, subjects) before they are removed; a duration such as 30d, 0 keeps them forever (default 30d)"),
-        ("retention.duplicates", "how long after receipt a done SET's (issuer, `jti`) is kept to recognise redeliveries (at least 7 days and at least `retention.done`)"),
-        ("webhook.url", "POST actions to this revocation endpoint instead of the embedded store"),
-        ("webhook.secret_file", "file with the webhook's HMAC secret (16+ bytes)"),
-        ("webhook.timeout", "seconds per webhook request (default 10)"),
-        ("linking.google_client_id", "the OAuth client id the site registered for Google's account linking: turns on the admin listener's App Flip check (POST /admin/linking/app-flip)"),
-        ("linking.app_flip_hosts", "redirect hosts accepted besides Google's production and sandbox ones (comma-separated)"),
-        ("linking.app_flip_bundle_ids", "app bundle ids accepted besides the Google Home and Assistant apps' (comma-separated)"),
-        (
-            "linking.revocation_path",
-            "serve the RFC 7009 token revocation endpoint Google calls on unlink at this path of the public listener (needs linking.google_client_id and linking.client_secret_file)"
-        ),
-        ("linking.client_secret_file", "file holding the client secret the site issued to Google (at least 16 bytes), for the revocation endpoint"),
-        (
-            "linking.notices.issuer",
-            "send unlink notices to Google when the site revokes linked tokens: the site's issuer URL (its discovery document and JWKS are served under it on the public listener)"
-        ),
-        ("linking.notices.key_dir", "the notice signing keys (`risc keys rotate --dir DIR`; the same directory on every receiver)"),
-        ("linking.notices.service_account_file", "the Google service-account JSON key whose token authorizes the calls (as for `risc stream`)"),
-        ("linking.notices.audience", "the notices' aud (default google_account_linking; unconfirmed by Google)"),
-        ("linking.notices.token_type", "token_type of a notice when the caller names none: refresh_token (default) or access_token"),
-        ("linking.notices.endpoint", "where notices go (default https://risc.googleapis.com/v1/events:publish)"),
-        ("linking.notices.body", "json (default: {\"<json_field>\": SET} as application/json) or secevent+jwt (the bare SET)"),
-        ("linking.notices.json_field", "the JSON body's member holding the SET (default set)"),
-        ("linking.notices.timeout", "seconds one publish call may take (default 10)"),
-        ("linking.revocation_token_types", "token types the revocation endpoint revokes: access_token,refresh_token (default both); a hint naming another gets unsupported_token_type"),
-        ("actions.table", "overrides of the action table: {\"account-disabled\": {\"hijacking\": [\"end_sessions\", …], \"\": […]}}"),
-        ("actions.retry_window", "how long failed actions are retried, from the SET's receipt (or its requeue), before it is dead-lettered: a duration such as 5d, 12h (default 5d)"),
-        ("actions.max_attempts", "a cap on attempts besides the window; 0: none (default 0)"),
-        ("actions.base_delay", "first retry delay in seconds, doubling (default 1)"),
-        ("actions.max_delay", "longest retry delay in seconds (default 3600)"),
-    ]
+    /// Every setting `risc serve` reads, in the order `--print-config` and `docs/configuration.md`
+    /// list them: the one table of keys, what each means, how it is read and how it is shown.
+    public static var settings: [Setting] {
+        [
+            .strings("audiences", \.audiences, "OAuth client IDs accepted in `aud` (required; env: comma-separated)"),
+            .optionalString("issuer", \.issuer, "issuer the discovery document must name (default: Google's, with Google's document)"),
+            .strings("issuer_aliases", \.issuerAliases, "further accepted `iss` values"),
+            .strings("algorithms", \.algorithms, "allowed JWS algorithms (default RS256)"),
+            Setting(
+                "discovery_url", "RISC discovery document (default Google's)",
+                read: { layers, c in
+                    if let value = layers.string("discovery_url") { c.discoveryURL = value }
+                },
+                value: { c in .string(Redaction.url(c.discoveryURL)) }),
+            .optionalString("jwks_file", \.jwksFile, "pinned JWK Set file instead of discovery (offline)"),
+            .string("data_dir", \.dataDirectory, "data directory: store, event log, key cache (default ./data)"),
+            .bool(
+                "accept_insecure_permissions", \.acceptInsecurePermissions,
+                "start although the data directory, the token key or a notice key belongs to another user or is open to group or others (refused, exit 64, by default; see `docs/security.md`); links in the data directory are refused whatever this says"
+            ),
+            .string("listen.host", \.host, "public listener address (default 0.0.0.0)"),
+            .int("listen.port", \.port, "public listener port (default 8443)"),
+            .string("events_path", \.eventsPath, "path that receives SETs (default /events)"),
+            .strings(
+                "trusted_proxies", \.trustedProxies,
+                "peer addresses or CIDR ranges (a reverse proxy: `10.0.0.7`, `10.0.0.0/8`, `2001:db8::/32`) whose `X-Forwarded-For` names the client in the log and for limits; compared as addresses (an IPv4-mapped IPv6 peer matches its IPv4 entry); a host name or typo is an error"
+            ),
+            .int(
+                "limits.invalid_per_minute", \.invalidPerMinute,
+                "refused requests (400/413) an address may send per minute; then it gets `429` + `Retry-After` until its bucket refills (valid SETs take no tokens; keep it off, or generous, for Google's own addresses)"
+            ),
+            .double(
+                "limits.request_timeout", \.requestTimeout,
+                "seconds a request may take to arrive whole, from the connection's last answer or opening; idle connections close after as long (default 60)"),
+            .double(
+                "limits.drain_timeout", \.drainTimeout,
+                "seconds a stop (SIGTERM) waits for requests in flight before closing their connections (0–600). Keep it below the service manager's stop timeout: the shipped unit's `TimeoutStopSec` is 30; Docker's `docker stop` waits 10 s unless given `-t` (use `-t 30`, or set this to 8)"
+            ),
+            .int(
+                "limits.max_connections", \.maxConnections,
+                "connections the public listener holds at once; one more is closed on accept (lowered, with a warning, if the open-file hard limit cannot fit it plus 256)"),
+            .int(
+                "limits.max_connections_per_address", \.maxConnectionsPerAddress,
+                "connections one peer address (an IPv6 peer's /64) may hold at once; one more is closed on accept (trusted proxies exempt; `0` turns it off)"),
+            .optionalString("tls.certificate", \.tlsCertificate, "PEM certificate chain; with tls.key turns on HTTPS (TLS 1.2+)"),
+            .optionalString("tls.key", \.tlsKey, "PEM private key for tls.certificate"),
+            .string("admin.host", \.adminHost, "admin listener address for /healthz, /readyz, /metrics (default 127.0.0.1)"),
+            .int("admin.port", \.adminPort, "admin listener port (default 9090)"),
+            .optionalString("admin.token_file", \.adminTokenFile, "file with the bearer token for the admin account API (off without it)"),
+            .optionalString(
+                "admin.tls.certificate", \.adminTLSCertificate, "PEM certificate chain; with admin.tls.key turns on HTTPS (TLS 1.2+) on the admin listener and the account API's; SIGHUP reloads it"),
+            .optionalString("admin.tls.key", \.adminTLSKey, "PEM private key for admin.tls.certificate"),
+            .optionalString(
+                "admin.tls.client_ca", \.adminTLSClientCA, "PEM CA bundle: admin clients (Prometheus, the account API's callers) must present a certificate it issued (mutual TLS; default off)"),
+            .string("admin.api.host", \.adminAPIHost, "the account API's own listener address, with admin.api.port (default 127.0.0.1)"),
+            Setting(
+                "admin.api.port", "serve the account API (/admin/…) on a listener of its own at this port instead of beside /metrics (needs admin.token_file; default: shared)",
+                read: { layers, c in
+                    c.adminAPIPort = layers.int("admin.api.port")
+                },
+                value: { c in c.adminAPIPort.map { .number(Double($0)) } ?? .null }),
+            .int("admin.max_connections", \.adminMaxConnections, "connections the admin listener serves at once; more wait until one closes (default 64)"),
+            .double("admin.request_timeout", \.adminRequestTimeout, "seconds a request to the admin listener may take to arrive whole; idle connections close after as long (default 30)"),
+            .int(
+                "admin.max_connections_per_address", \.adminMaxConnectionsPerAddress,
+                "admin connections one client address (IPv6: one /64) may hold at once; more are closed on accept (default 8, 0 off)"),
+            .double("admin.handshake_timeout", \.adminHandshakeTimeout, "seconds a new admin connection has for its TLS handshake and its first request byte (default 5)"),
+            .int("max_body_bytes", \.maxBodyBytes, "largest accepted body; larger gets 413 (default 65536)"),
+            .int("retry_after", \.retryAfter, "seconds in Retry-After on 503 (default 30)"),
+            .choice("log.level", \.logLevel, "diagnostic log level: trace, debug, info, notice, warning, error, critical (default notice: start, stop and recoveries; --log-level wins)"),
+            .choice("log.format", \.logFormat, "diagnostic log format on standard error: text or json (one object per line, microsecond UTC times; default text; --log-format wins)"),
+            .bool("event_log_stdout", \.eventLogToStandardOutput, "also write the event log to standard output (default false)"),
+            .double("clock_skew", \.clockSkew, "seconds a future iat may be ahead before a warning (default 300)"),
+            .double("jwks.min_ttl", \.jwksMinimumTTL, "lower bound on a key set's lifetime from max-age (default 300)"),
+            .double("jwks.max_ttl", \.jwksMaximumTTL, "upper bound on it (default 86400)"),
+            .double("jwks.unknown_kid_cooldown", \.jwksUnknownKeyCooldown, "seconds between forced refetches for unknown kids (default 60)"),
+            .double("jwks.max_staleness", \.jwksMaximumStaleness, "seconds past expiry a key set is still served during an issuer outage (default 86400)"),
+            .double("jwks.failure_retry", \.jwksFailureRetryInterval, "seconds between fetch attempts after a failure (default 10)"),
+            Setting(
+                "store.url",
+                "a shared PostgreSQL store for several receivers: `postgres://USER@HOST:PORT/DB`, `?sslmode=disable|require|verify-full` (TLS 1.2+; `verify-full` when not given, since issue 24: a password file is refused over TCP with anything else), `&host=/socket/dir` for a Unix socket; never a password (see `docs/operations.md` §6)",
+                read: { layers, c in
+                    if let value = layers.string("store.url") {
+                        do { c.store.url = try StoreURL(value) } catch { layers.report("\(error)") }
+                    }
+                },
+                value: { c in .optional(c.store.url?.text) }),
+            .optionalString("store.password_file", \.store.passwordFile, "file with the PostgreSQL password (never in store.url)"),
+            .optionalString("store.ca_file", \.store.caFile, "PEM CA bundle that verifies the PostgreSQL server (sslmode=verify-full; default the system's)"),
+            .bool("store.accept_unsafe_durability", \.store.acceptUnsafeDurability, "accept a PostgreSQL server with fsync or synchronous_commit off (never in production; default false)"),
+            .double("store.timeout", \.store.timeout, "seconds a SET may wait for the shared store's COMMIT before it is answered 503 (Google retries; default 5)"),
+            .double(
+                "store.lease", \.queueLease,
+                "seconds a receiver holds queued work it claimed before another may rescue it. With a webhook the lease is at least a claim's calls: `max(store.lease, batch × (webhook.timeout + 5) + 30)`, 150 s with the defaults (batch 8, timeout 10); unlink notices `max(store.lease, 4 × (timeout + 5) + 30)`; so a dead receiver's webhook work is rescued after up to 150 s"
+            ),
+            .optionalString(
+                "accounts.token_key_file", \.tokenKeyFile,
+                "the token-fingerprint key (`risc keys token-key --out FILE`); a store opens only with the key its fingerprints were made with; required with `store.url` (one key for every receiver)"),
+            .duration("retention.done", \.retention.done, "how long a done SET stays whole (raw token, subjects) before they are removed; a duration such as 30d, 0 keeps them forever (default 30d)"),
+            .duration(
+                "retention.duplicates", \.retention.duplicates, "how long after receipt a done SET's (issuer, `jti`) is kept to recognise redeliveries (at least 7 days and at least `retention.done`)"),
+            Setting(
+                "webhook.url", "POST actions to this revocation endpoint instead of the embedded store",
+                read: { layers, c in
+                    c.webhookURL = layers.string("webhook.url")
+                },
+                value: { c in .optional(c.webhookURL.map(Redaction.url)) }),
+            .optionalString("webhook.secret_file", \.webhookSecretFile, "file with the webhook's HMAC secret (16+ bytes)"),
+            .double("webhook.timeout", \.webhookTimeout, "seconds per webhook request (default 10)"),
+            .optionalString(
+                "linking.google_client_id", \.linkingGoogleClientID,
+                "the OAuth client id the site registered for Google's account linking: turns on the admin listener's App Flip check (POST /admin/linking/app-flip)"),
+            .strings("linking.app_flip_hosts", \.linkingAppFlipHosts, "redirect hosts accepted besides Google's production and sandbox ones (comma-separated)"),
+            .strings("linking.app_flip_bundle_ids", \.linkingAppFlipBundleIDs, "app bundle ids accepted besides the Google Home and Assistant apps' (comma-separated)"),
+            .optionalString(
+                "linking.revocation_path", \.linkingRevocationPath,
+                "serve the RFC 7009 token revocation endpoint Google calls on unlink at this path of the public listener (needs linking.google_client_id and linking.client_secret_file)"),
+            .optionalString("linking.client_secret_file", \.linkingClientSecretFile, "file holding the client secret the site issued to Google (at least 16 bytes), for the revocation endpoint"),
+            .optionalString(
+                "linking.notices.issuer", \.noticeIssuer,
+                "send unlink notices to Google when the site revokes linked tokens: the site's issuer URL (its discovery document and JWKS are served under it on the public listener)"),
+            .optionalString("linking.notices.key_dir", \.noticeKeyDirectory, "the notice signing keys (`risc keys rotate --dir DIR`; the same directory on every receiver)"),
+            .optionalString("linking.notices.service_account_file", \.noticeServiceAccountFile, "the Google service-account JSON key whose token authorizes the calls (as for `risc stream`)"),
+            .string("linking.notices.audience", \.noticeAudience, "the notices' aud (default google_account_linking; unconfirmed by Google)"),
+            .string("linking.notices.token_type", \.noticeTokenType, "token_type of a notice when the caller names none: refresh_token (default) or access_token"),
+            Setting(
+                "linking.notices.endpoint", "where notices go (default https://risc.googleapis.com/v1/events:publish)",
+                read: { layers, c in
+                    if let value = layers.string("linking.notices.endpoint") { c.noticePublisher.endpoint = value }
+                },
+                value: { c in .string(Redaction.url(c.noticePublisher.endpoint)) }),
+            .choice("linking.notices.body", \.noticePublisher.body, "json (default: {\"<json_field>\": SET} as application/json) or secevent+jwt (the bare SET)"),
+            .string("linking.notices.json_field", \.noticePublisher.jsonField, "the JSON body's member holding the SET (default set)"),
+            .double("linking.notices.timeout", \.noticePublisher.timeout, "seconds one publish call may take (default 10)"),
+            .strings(
+                "linking.revocation_token_types", \.linkingRevocationTokenTypes,
+                "token types the revocation endpoint revokes: access_token,refresh_token (default both); a hint naming another gets unsupported_token_type"),
+            Setting(
+                "actions.table", "overrides of the action table: {\"account-disabled\": {\"hijacking\": [\"end_sessions\", …], \"\": […]}}",
+                read: { layers, c in
+                    if let rows = layers.object("actions.table") {
+                        for (typeName, byReason) in rows {
+                            guard let type = EventType(name: typeName) else {
+                                layers.report("actions.table: unknown event type '\(typeName)'")
+                                continue
+                            }
+                            guard let reasons = byReason.objectValue else {
+                                layers.report("actions.table.\(typeName): expected an object of reason → [actions]")
+                                continue
+                            }
+                            for (reason, list) in reasons {
+                                let names = list.arrayValue?.compactMap(\.stringValue) ?? []
+                                let actions = names.compactMap(Action.init(rawValue:))
+                                guard list.arrayValue?.count == names.count, actions.count == names.count, !actions.isEmpty else {
+                                    layers.report(
+                                        "actions.table.\(typeName).\(reason.isEmpty ? "\"\"" : reason): expected a non-empty list of: \(Action.allCases.map(\.rawValue).joined(separator: ", "))")
+                                    continue
+                                }
+                                c.actionTable.set(type, reason: reason == "default" ? "" : reason, actions: actions)
+                            }
+                        }
+                    }
+                },
+                value: { c in .object(Self.json(c.actionTable)) }),
+            .duration(
+                "actions.retry_window", \.retry.window,
+                "how long failed actions are retried, from the SET's receipt (or its requeue), before it is dead-lettered: a duration such as 5d, 12h (default 5d)"),
+            .int("actions.max_attempts", \.retry.maximumAttempts, "a cap on attempts besides the window; 0: none (default 0)"),
+            .double("actions.base_delay", \.retry.baseDelay, "first retry delay in seconds, doubling (default 1)"),
+            .double("actions.max_delay", \.retry.maximumDelay, "longest retry delay in seconds (default 3600)"),
+        ]
+    }
+
+    /// Every key with what it means (the table's first two columns).
+    public static var keys: [(key: String, help: String)] { settings.map { ($0.key, $0.help) } }
 
     /// The configuration `risc serve` runs with: `flags` over `RISC_*` variables over `file`, every
     /// problem reported at once.
@@ -148,119 +219,73 @@ extension ReceiverConfiguration {
     /// Reads every setting from the layers onto the defaults.
     public init(layers: inout ConfigLayers) {
         self.init()
-        if let value = layers.strings("audiences") { audiences = value }
-        issuer = layers.string("issuer")
-        if let value = layers.strings("issuer_aliases") { issuerAliases = value }
-        if let value = layers.strings("algorithms") { algorithms = value }
-        if let value = layers.string("discovery_url") { discoveryURL = value }
-        jwksFile = layers.string("jwks_file")
-        if let value = layers.string("data_dir") { dataDirectory = value }
-        if let value = layers.bool("accept_insecure_permissions") { acceptInsecurePermissions = value }
-        if let value = layers.string("listen.host") { host = value }
-        if let value = layers.int("listen.port") { port = value }
-        if let value = layers.string("events_path") { eventsPath = value }
-        tlsCertificate = layers.string("tls.certificate")
-        tlsKey = layers.string("tls.key")
-        if let value = layers.string("admin.host") { adminHost = value }
-        if let value = layers.int("admin.port") { adminPort = value }
-        adminTokenFile = layers.string("admin.token_file")
-        adminTLSCertificate = layers.string("admin.tls.certificate")
-        adminTLSKey = layers.string("admin.tls.key")
-        adminTLSClientCA = layers.string("admin.tls.client_ca")
-        if let value = layers.string("admin.api.host") { adminAPIHost = value }
-        adminAPIPort = layers.int("admin.api.port")
-        if let value = layers.int("admin.max_connections") { adminMaxConnections = value }
-        if let value = layers.double("admin.request_timeout") { adminRequestTimeout = value }
-        if let value = layers.int("admin.max_connections_per_address") { adminMaxConnectionsPerAddress = value }
-        if let value = layers.double("admin.handshake_timeout") { adminHandshakeTimeout = value }
-        if let value = layers.int("max_body_bytes") { maxBodyBytes = value }
-        if let value = layers.strings("trusted_proxies") { trustedProxies = value }
-        if let value = layers.int("limits.invalid_per_minute") { invalidPerMinute = value }
-        if let value = layers.int("limits.max_connections") { maxConnections = value }
-        if let value = layers.int("limits.max_connections_per_address") { maxConnectionsPerAddress = value }
-        if let value = layers.double("limits.request_timeout") { requestTimeout = value }
-        if let value = layers.double("limits.drain_timeout") { drainTimeout = value }
-        if let value = layers.int("retry_after") { retryAfter = value }
-        if let value = layers.bool("event_log_stdout") { eventLogToStandardOutput = value }
-        if let value = layers.string("log.level") {
-            if let level = Logger.Level(rawValue: value) {
-                logLevel = level
-            } else {
-                layers.report("log.level must be one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")), got '\(value)'")
-            }
-        }
-        if let value = layers.string("log.format") {
-            if let format = DiagnosticLogFormat(rawValue: value) {
-                logFormat = format
-            } else {
-                layers.report("log.format must be text or json, got '\(value)'")
-            }
-        }
-        if let value = layers.double("clock_skew") { clockSkew = value }
-        if let value = layers.double("jwks.min_ttl") { jwksMinimumTTL = value }
-        if let value = layers.double("jwks.max_ttl") { jwksMaximumTTL = value }
-        if let value = layers.double("jwks.unknown_kid_cooldown") { jwksUnknownKeyCooldown = value }
-        if let value = layers.double("jwks.max_staleness") { jwksMaximumStaleness = value }
-        if let value = layers.double("jwks.failure_retry") { jwksFailureRetryInterval = value }
-        tokenKeyFile = layers.string("accounts.token_key_file")
-        if let value = layers.string("store.url") {
-            do { store.url = try StoreURL(value) } catch { layers.report(error.description) }
-        }
-        store.passwordFile = layers.string("store.password_file")
-        store.caFile = layers.string("store.ca_file")
-        if let value = layers.bool("store.accept_unsafe_durability") { store.acceptUnsafeDurability = value }
-        if let value = layers.double("store.lease") { queueLease = value }
-        if let value = layers.double("store.timeout") { store.timeout = value }
-        if let value = layers.duration("retention.done") { retention.done = value }
-        if let value = layers.duration("retention.duplicates") { retention.duplicates = value }
-        webhookURL = layers.string("webhook.url")
-        webhookSecretFile = layers.string("webhook.secret_file")
-        if let value = layers.double("webhook.timeout") { webhookTimeout = value }
-        linkingGoogleClientID = layers.string("linking.google_client_id")
-        if let value = layers.strings("linking.app_flip_hosts") { linkingAppFlipHosts = value }
-        if let value = layers.strings("linking.app_flip_bundle_ids") { linkingAppFlipBundleIDs = value }
-        linkingRevocationPath = layers.string("linking.revocation_path")
-        linkingClientSecretFile = layers.string("linking.client_secret_file")
-        if let value = layers.strings("linking.revocation_token_types") { linkingRevocationTokenTypes = value }
-        noticeIssuer = layers.string("linking.notices.issuer")
-        noticeKeyDirectory = layers.string("linking.notices.key_dir")
-        noticeServiceAccountFile = layers.string("linking.notices.service_account_file")
-        if let value = layers.string("linking.notices.audience") { noticeAudience = value }
-        if let value = layers.string("linking.notices.token_type") { noticeTokenType = value }
-        if let value = layers.string("linking.notices.endpoint") { noticePublisher.endpoint = value }
-        if let value = layers.string("linking.notices.body") {
-            if let body = GoogleNoticePublisher.Body(rawValue: value) {
-                noticePublisher.body = body
-            } else {
-                layers.report("linking.notices.body must be json or secevent+jwt, got '\(value)'")
-            }
-        }
-        if let value = layers.string("linking.notices.json_field") { noticePublisher.jsonField = value }
-        if let value = layers.double("linking.notices.timeout") { noticePublisher.timeout = value }
-        if let value = layers.int("actions.max_attempts") { retry.maximumAttempts = value }
-        if let value = layers.duration("actions.retry_window") { retry.window = value }
-        if let rows = layers.object("actions.table") {
-            for (typeName, byReason) in rows {
-                guard let type = EventType(name: typeName) else {
-                    layers.report("actions.table: unknown event type '\(typeName)'")
-                    continue
+        for setting in Self.settings { setting.read(&layers, &self) }
+    }
+}
+
+/// One setting of `ReceiverConfiguration.settings`: its key, what it means, how it is read from
+/// the layers onto a configuration, and how a configuration shows it (`--print-config`, redacted).
+public struct Setting {
+    public let key: String
+    public let help: String
+    let read: (inout ConfigLayers, inout ReceiverConfiguration) -> Void
+    let value: (ReceiverConfiguration) -> JSONValue
+
+    init(
+        _ key: String, _ help: String, read: @escaping (inout ConfigLayers, inout ReceiverConfiguration) -> Void,
+        value: @escaping (ReceiverConfiguration) -> JSONValue
+    ) {
+        self.key = key
+        self.help = help
+        self.read = read
+        self.value = value
+    }
+
+    typealias Path<Value> = WritableKeyPath<ReceiverConfiguration, Value>
+
+    static func string(_ key: String, _ path: Path<String>, _ help: String) -> Setting {
+        Setting(key, help, read: { layers, c in if let value = layers.string(key) { c[keyPath: path] = value } }, value: { .string($0[keyPath: path]) })
+    }
+
+    static func optionalString(_ key: String, _ path: Path<String?>, _ help: String) -> Setting {
+        Setting(key, help, read: { layers, c in c[keyPath: path] = layers.string(key) }, value: { .optional($0[keyPath: path]) })
+    }
+
+    static func strings(_ key: String, _ path: Path<[String]>, _ help: String) -> Setting {
+        Setting(key, help, read: { layers, c in if let value = layers.strings(key) { c[keyPath: path] = value } }, value: { .strings($0[keyPath: path]) })
+    }
+
+    static func int(_ key: String, _ path: Path<Int>, _ help: String) -> Setting {
+        Setting(key, help, read: { layers, c in if let value = layers.int(key) { c[keyPath: path] = value } }, value: { .number(Double($0[keyPath: path])) })
+    }
+
+    static func double(_ key: String, _ path: Path<Double>, _ help: String) -> Setting {
+        Setting(key, help, read: { layers, c in if let value = layers.double(key) { c[keyPath: path] = value } }, value: { .number($0[keyPath: path]) })
+    }
+
+    static func bool(_ key: String, _ path: Path<Bool>, _ help: String) -> Setting {
+        Setting(key, help, read: { layers, c in if let value = layers.bool(key) { c[keyPath: path] = value } }, value: { .bool($0[keyPath: path]) })
+    }
+
+    /// One of an enumeration's raw values; another is a problem naming the choices.
+    static func choice<Value: RawRepresentable & CaseIterable>(_ key: String, _ path: Path<Value>, _ help: String) -> Setting
+    where Value.RawValue == String {
+        Setting(
+            key, help,
+            read: { layers, c in
+                guard let text = layers.string(key) else { return }
+                guard let value = Value(rawValue: text) else {
+                    let names = Value.allCases.map(\.rawValue)
+                    let choices = names.count == 2 ? "\(names[0]) or \(names[1])" : "one of " + names.joined(separator: ", ")
+                    return layers.report("\(key) must be \(choices), got '\(text)'")
                 }
-                guard let reasons = byReason.objectValue else {
-                    layers.report("actions.table.\(typeName): expected an object of reason → [actions]")
-                    continue
-                }
-                for (reason, list) in reasons {
-                    let names = list.arrayValue?.compactMap(\.stringValue) ?? []
-                    let actions = names.compactMap(Action.init(rawValue:))
-                    guard list.arrayValue?.count == names.count, actions.count == names.count, !actions.isEmpty else {
-                        layers.report("actions.table.\(typeName).\(reason.isEmpty ? "\"\"" : reason): expected a non-empty list of: \(Action.allCases.map(\.rawValue).joined(separator: ", "))")
-                        continue
-                    }
-                    actionTable.set(type, reason: reason == "default" ? "" : reason, actions: actions)
-                }
-            }
-        }
-        if let value = layers.double("actions.base_delay") { retry.baseDelay = value }
-        if let value = layers.double("actions.max_delay") { retry.maximumDelay = value }
+                c[keyPath: path] = value
+            },
+            value: { .string($0[keyPath: path].rawValue) })
+    }
+
+    /// Seconds, written as a duration (`30d`, `12h`) or a number.
+    static func duration(_ key: String, _ path: Path<Double>, _ help: String) -> Setting {
+        Setting(key, help, read: { layers, c in if let value = layers.duration(key) { c[keyPath: path] = value } }, value: { .duration($0[keyPath: path]) })
     }
 }

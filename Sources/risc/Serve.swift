@@ -27,43 +27,43 @@ extension RiscCommand {
         @Option(help: "Config file: TOML (.toml) or JSON (.json).")
         var config: String?
 
-        @Option(name: .customLong("audience"), help: "An accepted OAuth client ID (repeatable).")
+        @Option(name: .customLong("audience"), help: .setting("audiences"))
         var audiences: [String] = []
 
-        @Option(help: "Data directory.")
+        @Option(help: .setting("data_dir"))
         var dataDir: String?
 
-        @Option(help: "A shared PostgreSQL store: postgres://USER@HOST:PORT/DB (default: the embedded store in the data directory).")
+        @Option(help: .setting("store.url"))
         var storeURL: String?
 
-        @Option(help: "Public listener address.")
+        @Option(help: .setting("listen.host"))
         var host: String?
 
-        @Option(help: "Public listener port.")
+        @Option(help: .setting("listen.port"))
         var port: Int?
 
-        @Option(help: "Admin listener port (/healthz, /readyz, /metrics).")
+        @Option(help: .setting("admin.port"))
         var adminPort: Int?
 
-        @Option(help: "PEM certificate chain for HTTPS.")
+        @Option(help: .setting("tls.certificate"))
         var tlsCert: String?
 
-        @Option(help: "PEM private key for HTTPS.")
+        @Option(help: .setting("tls.key"))
         var tlsKey: String?
 
-        @Option(help: "Pinned JWK Set file (no discovery).")
+        @Option(help: .setting("jwks_file"))
         var jwksFile: String?
 
-        @Option(help: "Discovery document URL.")
+        @Option(help: .setting("discovery_url"))
         var discoveryURL: String?
 
-        @Option(help: "Expected issuer.")
+        @Option(help: .setting("issuer"))
         var issuer: String?
 
         @Option(name: .customLong("set"), help: "Any setting as KEY=VALUE (for example jwks.min_ttl=60); repeatable.")
         var overrides: [String] = []
 
-        @Flag(help: "Also write the event log to standard output.")
+        @Flag(help: .setting("event_log_stdout"))
         var logStdout = false
 
         @Flag(help: "Check the configuration and the files it names, print a summary, and exit (0 valid, 64 not).")
@@ -252,5 +252,13 @@ extension RiscCommand {
                 return
             }
         }
+    }
+}
+
+extension ArgumentHelp {
+    /// A flag's help from the setting it sets (`ReceiverConfiguration.settings`), named after it.
+    static func setting(_ key: String) -> ArgumentHelp {
+        let help = ReceiverConfiguration.keys.first { $0.key == key }?.help ?? ""
+        return ArgumentHelp("\(help.prefix(1).uppercased())\(help.dropFirst()) (\(key)).")
     }
 }
