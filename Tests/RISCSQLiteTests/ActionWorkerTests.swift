@@ -270,7 +270,7 @@ struct ActionWorkerTests {
         f.store.afterCommit = { worker.wake() }
         f.worker.start()
         try await f.deliver(.sessionsRevoked, subject: Self.user("bob"))
-        for _ in 0..<100 where try f.store.queueDepth() > 0 { try await Task.sleep(for: .milliseconds(20)) }
+        _ = try await waitWhile { try f.store.queueDepth() > 0 }
         await f.worker.stop()
         #expect(try await f.account("bob").openSessions == 0)
     }

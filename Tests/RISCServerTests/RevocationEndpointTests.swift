@@ -171,9 +171,9 @@ struct RevocationEndpointTests {
         #expect(records.pending + records.done == 3)
 
         // The worker tells the webhook, then marks the linked tokens revoked.
-        for _ in 0..<250 where try await f.alice().linkedTokens.active > 0 { try await Task.sleep(for: .milliseconds(20)) }
+        _ = try await waitWhile { try await f.alice().linkedTokens.active > 0 }
         #expect(try await f.alice().linkedTokens == .init(active: 0, revoked: 2))
-        for _ in 0..<100 where webhook.bodies.count < 3 { try await Task.sleep(for: .milliseconds(20)) }
+        _ = try await waitWhile { webhook.bodies.count < 3 }
         try await Task.sleep(for: .milliseconds(200))
         for token in linked + [unknown] { #expect(webhook.deliveries(naming: SHA512.doubleHashBase64(token)) == 1) }
         #expect(webhook.bodies.count == 3)

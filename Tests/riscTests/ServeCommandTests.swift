@@ -336,7 +336,7 @@ extension ServeCommandTests {
         func events() -> String { (try? String(contentsOf: data.appendingPathComponent("events.log"), encoding: .utf8)) ?? "" }
         func hangup(until line: String) async throws {
             kill(process.processIdentifier, SIGHUP)
-            for _ in 0..<100 where !events().contains(line) { try await Task.sleep(for: .milliseconds(50)) }
+            _ = try await waitWhile { !events().contains(line) }
             #expect(events().contains(line), "\(events())")
         }
         #expect(try await post() == 400)

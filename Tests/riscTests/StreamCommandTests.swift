@@ -66,9 +66,9 @@ struct StreamCommandTests {
         #expect(api.state.withLock { $0.deliveries }.contains(202))
         // The event log is flushed every 100 ms by its own thread: give it a moment.
         var log = ""
-        for _ in 0..<50 where !log.contains(#""state":"round-trip-1""#) {
-            try await Task.sleep(for: .milliseconds(50))
+        _ = await waitWhile {
             log = (try? String(contentsOf: data.appendingPathComponent("events.log"), encoding: .utf8)) ?? ""
+            return !log.contains(#""state":"round-trip-1""#)
         }
         #expect(log.contains(#""step":"verification","outcome":"matched""#) && log.contains(#""state":"round-trip-1""#))
 

@@ -58,7 +58,7 @@ struct UnlinkNoticeCommandTests {
         #expect(try RiscBinary.run(["linking", "revoke", "nobody", "--config", config]).status == 1)
 
         // Google fails them for a while, then the receiver dies without a chance to clean up.
-        for _ in 0..<200 where google.state.withLock({ $0.publishFailures }) < 6 { try await Task.sleep(for: .milliseconds(50)) }
+        _ = try await waitWhile { google.state.withLock({ $0.publishFailures }) < 6 }
         #expect(google.state.withLock { $0.publishFailures } >= 6)
         kill(serve.process.processIdentifier, SIGKILL)
         serve.process.waitUntilExit()
@@ -70,7 +70,7 @@ struct UnlinkNoticeCommandTests {
         google.state.withLock { $0.failPublishes = 0 }
         serve = try await ServeCommandTests.startServe(extra: ["--config", config], data: data)
         google.state.withLock { $0.noticeOrigin = "http://127.0.0.1:\(serve.port)" }
-        for _ in 0..<400 where google.state.withLock({ $0.notices.count }) < 3 { try await Task.sleep(for: .milliseconds(50)) }
+        _ = try await waitWhile { google.state.withLock({ $0.notices.count }) < 3 }
         let notices = google.state.withLock { $0.notices }
         #expect(notices.count == 3, "refusals: \(google.state.withLock { $0.noticeRefusals })")
         let expected = Set(tokens.map { token in SHA512.hash(SHA512.hash(Array(token.utf8))).map { String(format: "%02x", $0) }.joined() })
