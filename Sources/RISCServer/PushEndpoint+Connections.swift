@@ -15,13 +15,14 @@ extension PushEndpoint {
     func configure(_ channel: any Channel) throws {
         let id = ObjectIdentifier(channel)
         let peer = channel.remoteAddress?.ipAddress
+        let limits = self.limits  // one read of the reloadable limits for the whole decision
         let limited =
-            settings.maxConnectionsPerAddress > 0 && !settings.trustedProxies.contains(peer)
+            limits.maxConnectionsPerAddress > 0 && !limits.trustedProxies.contains(peer)
             ? AddressGroup.key(channel.remoteAddress) : nil
         let refusal = connections.withLock { connections -> Refusal? in
-            guard connections.channels.count < settings.maxConnections else { return .total }
+            guard connections.channels.count < limits.maxConnections else { return .total }
             if let limited {
-                guard connections.byAddress[limited, default: 0] < settings.maxConnectionsPerAddress else { return .perAddress }
+                guard connections.byAddress[limited, default: 0] < limits.maxConnectionsPerAddress else { return .perAddress }
                 connections.byAddress[limited, default: 0] += 1
             }
             connections.channels[id] = channel
@@ -70,7 +71,8 @@ extension PushEndpoint {
             return due ? entry.unreported : nil
         }
         guard let count else { return }
-        let limit = refusal == .total ? settings.maxConnections : settings.maxConnectionsPerAddress
+        let limits = self.limits
+        let limit = refusal == .total ? limits.maxConnections : limits.maxConnectionsPerAddress
         var record = EventLogRecord(step: .connection, outcome: .refused, time: now)
         record["reason"] = .string(refusal.rawValue)
         record["count"] = .number(Double(count))
@@ -88,7 +90,7 @@ extension PushEndpoint {
         for channel in connections.withLock({ Array($0.channels.values) }) {
             channel.eventLoop.execute { channel.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent()) }
         }
-        let deadline = ContinuousClock.now + settings.drainTimeout
+        let deadline = ContinuousClock.now + limits.drainTimeout
         while !connections.withLock({ $0.channels.isEmpty }), ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(10))
         }

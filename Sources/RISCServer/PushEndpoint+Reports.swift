@@ -98,7 +98,7 @@ extension PushEndpoint {
     /// the last address in its `X-Forwarded-For` (the one the proxy itself saw).
     func clientAddress(peer: SocketAddress?, headers: HTTPHeaders) -> String? {
         let peer = peer?.ipAddress
-        guard let peer, settings.trustedProxies.contains(peer),
+        guard let peer, limits.trustedProxies.contains(peer),
             let forwarded = headers.first(name: "X-Forwarded-For"),
             let last = forwarded.split(separator: ",").last?.trimmingCharacters(in: .whitespaces), !last.isEmpty
         else { return peer.map { $0.utf8.contains(UInt8(ascii: ":")) ? "[\($0)]" : $0 } }

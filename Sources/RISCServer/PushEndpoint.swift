@@ -21,12 +21,35 @@ import Synchronization
 /// idle keep-alive connections (NIO's quiescing), then return, so the store closes after the
 /// last acknowledgement.
 final class PushEndpoint: Service, Sendable {
+    /// Where the listener is and what it serves: fixed for the process's life.
     struct Settings: Sendable {
         var host: String
         var port: Int
         var path: String
         /// The RFC 7009 revocation endpoint's path (`linking.revocation_path`), when it is served.
         var revocationPath: String?
+        /// The limits the listener starts with; `PushEndpoint.limits` holds those in force.
+        var limits: Limits
+
+        init(
+            host: String, port: Int, path: String, revocationPath: String? = nil, maxBodyBytes: Int, retryAfter: Int,
+            trustedProxies: TrustedProxies, requestTimeout: TimeAmount = .seconds(60), drainTimeout: Duration = .seconds(20),
+            maxConnections: Int = 1_024, maxConnectionsPerAddress: Int = 0
+        ) {
+            self.init(
+                host: host, port: port, path: path, revocationPath: revocationPath,
+                limits: Limits(
+                    maxBodyBytes: maxBodyBytes, retryAfter: retryAfter, trustedProxies: trustedProxies, requestTimeout: requestTimeout,
+                    drainTimeout: drainTimeout, maxConnections: maxConnections, maxConnectionsPerAddress: maxConnectionsPerAddress))
+        }
+
+        init(host: String, port: Int, path: String, revocationPath: String?, limits: Limits) {
+            (self.host, self.port, self.path, self.revocationPath, self.limits) = (host, port, path, revocationPath, limits)
+        }
+    }
+
+    /// What SIGHUP may change (`reload`): read per request, connection or stop.
+    struct Limits: Sendable {
         var maxBodyBytes: Int
         var retryAfter: Int
         /// Peers whose `X-Forwarded-For` is believed (reverse proxies).
@@ -34,22 +57,23 @@ final class PushEndpoint: Service, Sendable {
         /// A request must arrive whole within this long of the connection's previous answer (or
         /// of its opening), else the connection is closed: an idle keep-alive connection, a
         /// request that stalls half-way, and one trickled a byte at a time alike.
-        var requestTimeout: TimeAmount = .seconds(60)
+        var requestTimeout: TimeAmount
         /// How long shutdown waits for requests in flight before closing their connections.
-        var drainTimeout: Duration = .seconds(20)
+        var drainTimeout: Duration
         /// Connections held at once; one more is closed as soon as it is accepted.
-        var maxConnections: Int = 1_024
+        var maxConnections: Int
         /// Connections one peer address (an IPv6 peer's /64) may hold at once (0: no such limit).
         /// Trusted proxies are exempt: every client behind them shares their address.
-        var maxConnectionsPerAddress: Int = 0
+        var maxConnectionsPerAddress: Int
         /// Bytes of pipelined requests a connection may have waiting (read, not yet answered)
         /// before it is closed.
         var maxQueuedBytes: Int { 4 * maxBodyBytes }
     }
 
-    /// The settings in force; SIGHUP may replace the limits among them (`reload`).
-    private let live: Mutex<(settings: Settings, limiter: InvalidRequestLimiter?)>
-    var settings: Settings { live.withLock { $0.settings } }
+    let settings: Settings
+    /// The limits in force; SIGHUP may replace them (`reload`).
+    private let live: Mutex<(limits: Limits, limiter: InvalidRequestLimiter?)>
+    var limits: Limits { live.withLock { $0.limits } }
     /// Refused requests per address and minute before 429 (`limits.invalid_per_minute`); nil: off.
     var limiter: InvalidRequestLimiter? { live.withLock { $0.limiter } }
     let intake: Intake
@@ -106,7 +130,8 @@ final class PushEndpoint: Service, Sendable {
         settings: Settings, intake: Intake, revocation: RevocationIntake? = nil, documents: NoticeDocuments? = nil, limiter: InvalidRequestLimiter?, tls: ServerTLS?,
         logger: Logger, metrics: ReceiverMetrics? = nil, onRunning: @escaping @Sendable (Int) -> Void
     ) {
-        self.live = Mutex((settings, limiter))
+        self.settings = settings
+        self.live = Mutex((settings.limits, limiter))
         self.revocation = revocation
         self.documents = documents
         self.tls = tls
@@ -116,18 +141,15 @@ final class PushEndpoint: Service, Sendable {
         var intake = intake
         intake.rejections = rejections
         self.intake = intake
-        metrics?.setConnectionLimit(settings.maxConnections)
+        metrics?.setConnectionLimit(settings.limits.maxConnections)
     }
 
     /// Reloaded limits (SIGHUP): body size, `Retry-After`, trusted proxies, timeouts and connection
-    /// caps for what arrives from now on; the listener's address and paths stay (a restart changes
-    /// them). The invalid-request limiter starts afresh only when its rate changed.
-    func reload(_ new: Settings, invalidPerMinute: Int) {
+    /// caps for what arrives from now on (the listener's address and paths are `settings`, fixed).
+    /// The invalid-request limiter starts afresh only when its rate changed.
+    func reload(_ new: Limits, invalidPerMinute: Int) {
         live.withLock { live in
-            var settings = new
-            (settings.host, settings.port, settings.path, settings.revocationPath) =
-                (live.settings.host, live.settings.port, live.settings.path, live.settings.revocationPath)
-            live.settings = settings
+            live.limits = new
             if Int(live.limiter?.capacity ?? 0) != invalidPerMinute {
                 live.limiter = invalidPerMinute > 0 ? InvalidRequestLimiter(perMinute: invalidPerMinute) : nil
             }

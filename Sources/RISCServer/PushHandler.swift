@@ -99,7 +99,7 @@ final class PushHandler: ChannelDuplexHandler {
     private func enqueue(_ part: HTTPServerRequestPart, _ context: ChannelHandlerContext) {
         queuedBytes += Self.size(of: part)
         queued.append(part)
-        if queuedBytes > endpoint.settings.maxQueuedBytes || queued.count > Self.maxQueuedParts {
+        if queuedBytes > endpoint.limits.maxQueuedBytes || queued.count > Self.maxQueuedParts {
             endpoint.overflowed(remote: endpoint.clientAddress(peer: context.channel.remoteAddress, headers: [:]))
             queued.removeAll()
             queuedBytes = 0
@@ -160,22 +160,23 @@ final class PushHandler: ChannelDuplexHandler {
         case .head(let head):
             let declared = head.headers.first(name: "content-length").flatMap { Int($0) }
             let route = endpoint.route(head)
+            let maxBodyBytes = endpoint.limits.maxBodyBytes
             if route == nil {
                 state = .refusing(head, .notFound, dropped: 0)
             } else if let route, !route.methods.contains(head.method) {
                 state = .refusing(head, .methodNotAllowed, dropped: 0)
-            } else if let declared, declared > endpoint.settings.maxBodyBytes {
+            } else if let declared, declared > maxBodyBytes {
                 tooLarge(context, head)
             } else {
                 if Self.expectsContinue(head) {
                     context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .continue))), promise: nil)
                 }
-                state = .receiving(head, context.channel.allocator.buffer(capacity: min(declared ?? 2048, endpoint.settings.maxBodyBytes)))
+                state = .receiving(head, context.channel.allocator.buffer(capacity: min(declared ?? 2048, maxBodyBytes)))
             }
         case .body(var part):
             switch state {
             case .receiving(let head, var body):
-                if body.readableBytes + part.readableBytes > endpoint.settings.maxBodyBytes {
+                if body.readableBytes + part.readableBytes > endpoint.limits.maxBodyBytes {
                     tooLarge(context, head)
                     return
                 }
@@ -184,7 +185,7 @@ final class PushHandler: ChannelDuplexHandler {
                 state = .receiving(head, body)
             case .refusing(let head, let status, let dropped):
                 let total = dropped + part.readableBytes
-                guard total > endpoint.settings.maxBodyBytes else {
+                guard total > endpoint.limits.maxBodyBytes else {
                     state = .refusing(head, status, dropped: total)
                     return
                 }
@@ -226,7 +227,7 @@ final class PushHandler: ChannelDuplexHandler {
 
     func channelActive(context: ChannelHandlerContext) {
         waitingSince = context.eventLoop.now
-        schedule(context, at: waitingSince + endpoint.settings.requestTimeout)
+        schedule(context, at: waitingSince + endpoint.limits.requestTimeout)
         context.fireChannelActive()
     }
 
@@ -250,9 +251,9 @@ final class PushHandler: ChannelDuplexHandler {
     /// for our own answer does not count.
     private func expire(_ context: ChannelHandlerContext) {
         guard context.channel.isActive else { return }
-        let due = waitingSince + endpoint.settings.requestTimeout
+        let due = waitingSince + endpoint.limits.requestTimeout
         if case .answering = state {
-            schedule(context, at: context.eventLoop.now + endpoint.settings.requestTimeout)
+            schedule(context, at: context.eventLoop.now + endpoint.limits.requestTimeout)
         } else if due > context.eventLoop.now {
             schedule(context, at: due)
         } else {
@@ -302,7 +303,7 @@ final class PushHandler: ChannelDuplexHandler {
         state = .discarding(0)
         let remote = endpoint.clientAddress(peer: context.channel.remoteAddress, headers: head.headers)
         var record = endpoint.rejectedRecord(status: .payloadTooLarge, remote: remote)
-        record["description"] = .string("body larger than \(endpoint.settings.maxBodyBytes) bytes")
+        record["description"] = .string("body larger than \(endpoint.limits.maxBodyBytes) bytes")
         endpoint.reject(record, outcome: "too_large")
         if let limiter = endpoint.limiter, let remote { limiter.recordInvalid(remote, now: Date().timeIntervalSince1970) }
         // A client waiting for 100 Continue sends no body: close now. Otherwise read the body away
@@ -343,7 +344,7 @@ final class PushHandler: ChannelDuplexHandler {
         let bound = NIOLoopBound((handler: self, context: context), eventLoop: eventLoop)
         revocation.receive(
             body: Array(buffer: body), contentType: head.headers.first(name: "content-type"), authorization: head.headers.first(name: "authorization"),
-            remote: remote, retryAfter: endpoint.settings.retryAfter
+            remote: remote, retryAfter: endpoint.limits.retryAfter
         ) { answer in
             eventLoop.execute {
                 let (handler, context) = bound.value
@@ -418,7 +419,7 @@ final class PushHandler: ChannelDuplexHandler {
         body["description"] = .string(reason)
         respond(
             context, head, .serviceUnavailable,
-            headers: [("Content-Type", "application/json"), ("Retry-After", String(endpoint.settings.retryAfter))],
+            headers: [("Content-Type", "application/json"), ("Retry-After", String(endpoint.limits.retryAfter))],
             body: JSONValue.object(body).serialized)
     }
 

@@ -7,11 +7,16 @@ import Glibc
 
 /// The public listener's settings and its connection limit within the process's open-file limit.
 extension Receiver {
-    /// The public listener's settings from `configuration` (at the start, and the limits again on SIGHUP).
+    /// The public listener's settings from `configuration`, at the start.
     static func pushSettings(_ configuration: ReceiverConfiguration, logger: Logger) -> PushEndpoint.Settings {
         PushEndpoint.Settings(
             host: configuration.host, port: configuration.port, path: configuration.eventsPath,
-            revocationPath: configuration.linkingRevocationPath,
+            revocationPath: configuration.linkingRevocationPath, limits: pushLimits(configuration, logger: logger))
+    }
+
+    /// The public listener's limits from `configuration` (at the start, and again on SIGHUP).
+    static func pushLimits(_ configuration: ReceiverConfiguration, logger: Logger) -> PushEndpoint.Limits {
+        PushEndpoint.Limits(
             maxBodyBytes: configuration.maxBodyBytes, retryAfter: configuration.retryAfter,
             trustedProxies: TrustedProxies(configuration.trustedProxies),
             requestTimeout: .nanoseconds(Int64(configuration.requestTimeout * 1e9)),

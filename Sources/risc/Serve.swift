@@ -120,8 +120,8 @@ extension RiscCommand {
 
         /// The configuration as this start reads it (file, environment, flags; `--log-level` over
         /// `log.level`), again on each SIGHUP.
-        func reloadSource() throws -> ConfigurationSource {
-            let (file, flags, flagLevel) = (config, try flagValues(), global.logLevel)
+        func reloadSource(flags: [String: JSONValue]) -> ConfigurationSource {
+            let (file, flagLevel) = (config, global.logLevel)
             return ConfigurationSource(
                 load: { Self.running(try ReceiverConfiguration.load(file: file, flags: flags), logLevel: flagLevel) },
                 changedKeys: { old, new in
@@ -187,8 +187,10 @@ extension RiscCommand {
             if configReference { return print(ReceiverConfiguration.referenceTable, terminator: "") }
             // Configuration errors: the problems, exit 64, no usage text (nothing is wrong with the flags' syntax).
             var configuration: ReceiverConfiguration
+            let flags: [String: JSONValue]
             do {
-                let loaded = try ReceiverConfiguration.loadWithOrigins(file: config, flags: try flagValues())
+                flags = try flagValues()
+                let loaded = try ReceiverConfiguration.loadWithOrigins(file: config, flags: flags)
                 configuration = loaded.configuration
                 if printConfig {
                     return print(configuration.printed(sources: loaded.origins, format: printConfigFormat, version: RiscCommand.version), terminator: "")
@@ -206,7 +208,7 @@ extension RiscCommand {
                 throw ExitCode(64)
             }
             configuration = Self.running(configuration, logLevel: global.logLevel)
-            let source = try reloadSource()
+            let source = reloadSource(flags: flags)
             let level = LogLevelSetting(configuration.logLevel)
             let logger = global.makeLogger(level: level, format: configuration.logFormat)
             let receiver: Receiver
