@@ -2,6 +2,7 @@ import Foundation
 import RISCClient
 import RISCCore
 import RISCTestKit
+import Synchronization
 import Testing
 
 @Suite("JWKS cache against a loopback issuer")
@@ -20,6 +21,40 @@ struct JWKSCacheTests {
         #expect(issuer.requests(to: "/jwks") == 1)
         #expect(issuer.requests(to: "/.well-known/risc-configuration") == 1)
         #expect(await cache.counters.fetched == 1)
+    }
+
+    @Test("a key fetch never waits behind clients in the same process holding every thread of BlockingPool.shared")
+    func keyFetchHasThreadsOfItsOwn() async throws {
+        let issuer = try LocalIssuer(jwks: Fixture.jwks)
+        defer { issuer.stop() }
+        // Every thread of the clients' pool held, as by test clients waiting on a receiver's answer.
+        let release = DispatchSemaphore(value: 0)
+        let holding = Shared(0)
+        let holders = Task {
+            await withTaskGroup(of: Void.self) { group in
+                for _ in 0..<BlockingPool.shared.maximum {
+                    group.addTask {
+                        await BlockingPool.shared.run {
+                            holding.value.withLock { $0 += 1 }
+                            release.wait()
+                        }
+                    }
+                }
+            }
+        }
+        let held = await waitWhile { holding.value.withLock { $0 } < BlockingPool.shared.maximum }
+        let cache = JWKSCache(configuration: Fixture.configuration(issuer), logger: Fixture.logger)
+        let fetched = Shared(false)
+        let fetch = Task {
+            _ = try await cache.key(for: rsKid)
+            fetched.value.withLock { $0 = true }
+        }
+        let answered = await waitWhile(upTo: 20) { !fetched.value.withLock { $0 } }
+        for _ in 0..<BlockingPool.shared.maximum { release.signal() }
+        await holders.value
+        try await fetch.value
+        #expect(held)
+        #expect(answered, "the key fetch waited for a thread of the clients' pool")
     }
 
     @Test("max-age is honoured: no fetch before expiry, a conditional one after, 304 revalidates")
@@ -269,4 +304,10 @@ struct JWKSCacheTests {
         let validated = try await verifier.verify(Array(token.utf8), now: Date().timeIntervalSince1970)
         #expect(validated.events.first?.type == .sessionsRevoked)
     }
+}
+
+/// A value that several tasks read and write.
+private final class Shared<Value: Sendable>: Sendable {
+    let value: Mutex<Value>
+    init(_ value: Value) { self.value = Mutex(value) }
 }

@@ -1,5 +1,5 @@
 import CRiscCurl
-import RISCCore
+public import RISCCore
 
 /// HTTP over libcurl, for the issuer's discovery document and JWKS and, later, the RISC API
 /// and webhook sinks.
@@ -17,18 +17,21 @@ public struct CurlHTTPClient: Sendable {
     public var caBundlePath: String?
     /// A client certificate and its key (PEM files), for servers that ask for one (mutual TLS).
     public var clientCertificate: (certificate: String, key: String)?
+    /// The threads `perform` blocks on: `BlockingPool.shared`, or the receiver's own (`BlockingPool.receiver`).
+    public var pool: BlockingPool
 
     private static let initialised: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
 
-    public init(policy: URLPolicy = URLPolicy(), userAgent: String = "risc/0.1", caBundlePath: String? = nil) {
+    public init(policy: URLPolicy = URLPolicy(), userAgent: String = "risc/0.1", caBundlePath: String? = nil, pool: BlockingPool = .shared) {
         self.policy = policy
+        self.pool = pool
         self.userAgent = userAgent
         self.caBundlePath = caBundlePath
     }
 
     /// Performs `request` off the cooperative pool.
     public func perform(_ request: HTTPRequest) async throws(FetchError) -> HTTPResponse {
-        let result: Result<HTTPResponse, FetchError> = await BlockingPool.shared.run {
+        let result: Result<HTTPResponse, FetchError> = await pool.run {
             Result { () throws(FetchError) in try self.performBlocking(request) }
         }
         return try result.get()

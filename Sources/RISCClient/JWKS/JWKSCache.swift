@@ -30,7 +30,7 @@ public actor JWKSCache: KeyProvider {
     private nonisolated let fresh = Mutex<(keys: JWKSet, issuer: String, expiresAt: Double)?>(nil)
 
     public init(
-        configuration: JWKSConfiguration, client: CurlHTTPClient = CurlHTTPClient(), logger: Logger,
+        configuration: JWKSConfiguration, client: CurlHTTPClient = CurlHTTPClient(pool: .receiver), logger: Logger,
         now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
     ) {
         self.configuration = configuration

@@ -216,7 +216,7 @@ public final class QueueWorker: Sendable {
             if let sink {
                 tokens = try await queue.tokensToRevoke(plan, keyIssuer: claim.issuer)
                 let key = Self.idempotencyKey(issuer: claim.issuer, jti: claim.jti)
-                delivered = try await BlockingPool.shared.run { [tokens] in
+                delivered = try await BlockingPool.receiver.run { [tokens] in
                     Result { try sink.deliver(plan, tokens: tokens, tokenID: claim.jti, issuer: claims.issuer ?? claim.issuer, idempotencyKey: key) }
                 }.get()
             }
@@ -233,7 +233,7 @@ public final class QueueWorker: Sendable {
         var record = EventLogRecord.published(jti: claim.jti, attempt: claim.attempts + 1, time: start)
         record["worker"] = .string(settings.owner)
         do {
-            let answer = try await BlockingPool.shared.run { [notices] in
+            let answer = try await BlockingPool.receiver.run { [notices] in
                 Result { try NoticeSending.send(notices, stored: claim.token, tokenID: claim.jti) }
             }.get()
             record["result"] = .string(answer)

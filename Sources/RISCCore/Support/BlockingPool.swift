@@ -7,11 +7,19 @@ public final class BlockingPool: @unchecked Sendable {  // reason: jobs and coun
     private var jobs: [@Sendable () -> Void] = []
     private var idle = 0
     private var threads = 0
-    private let maximum: Int
+    /// The most threads it starts.
+    public let maximum: Int
     private let name: String
 
-    /// The shared pool for outbound HTTP.
+    /// The pool for clients' outbound HTTP (the CLI's, tests', `risc bench`'s): `CurlHTTPClient`'s default.
     public static let shared = BlockingPool(name: "risc.blocking", maximumThreads: 16)
+
+    /// The receiver's own outbound calls: key fetches, webhook deliveries, unlink notices. A pool
+    /// of their own, so that clients in the same process waiting on this receiver's answers (a test
+    /// process with many receivers, `risc bench`) never hold the threads those answers need: with
+    /// one pool, sixteen clients waiting on a receiver whose key fetch needed a seventeenth thread
+    /// waited until curl's timeout.
+    public static let receiver = BlockingPool(name: "risc.receiver", maximumThreads: 16)
 
     /// The embedded store's blocking calls (the account API's): a pool of their own, so slow
     /// outbound HTTP (webhook and notice calls, key fetches) holding every thread of `shared`
