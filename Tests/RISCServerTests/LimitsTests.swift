@@ -54,6 +54,15 @@ struct LimitsTests {
         #expect(lines.contains { $0["jti"] == "other-client" && $0["remote"] == "198.51.100.1" })
         let metrics = String(decoding: try await harness.get(harness.adminURL + "/metrics").body, as: UTF8.self)
         #expect(metrics.contains(#"risc_sets_total{outcome="limited"} \#(limitedCount)"#))
+        // Requests pipelined behind a 429 are answered too: the connection went on after it.
+        func junkRequest(close: Bool) -> String {
+            "POST /events HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 203.0.113.7\r\nContent-Length: \(junk.utf8.count)\r\n"
+                + (close ? "Connection: close\r\n" : "") + "\r\n" + junk
+        }
+        let pipelined = try RawConnection.exchange(
+            port: harness.publicPort, Array((junkRequest(close: false) + junkRequest(close: false) + junkRequest(close: true)).utf8))
+        let statuses = pipelined.components(separatedBy: "HTTP/1.1 ").dropFirst().map { String($0.prefix(3)) }
+        #expect(statuses.count == 3 && statuses.allSatisfy { ["400", "429"].contains($0) } && statuses.last == "429", "\(pipelined)")
         try await harness.stop()
     }
 
