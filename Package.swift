@@ -151,7 +151,8 @@ let package = Package(
         .testTarget(
             name: "RISCServerTests",
             dependencies: [
-                "RISCServer", "RISCStorage", "RISCSQLite", "RISCLocal", "RISCPostgres", "RISCClient", "RISCCore", "RISCTestKit", .product(name: "Logging", package: "swift-log"),
+                "RISCServer", "RISCConfig", "RISCStorage", "RISCSQLite", "RISCLocal", "RISCPostgres", "RISCClient", "RISCCore", "RISCTestKit",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"), .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"), .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),

@@ -32,24 +32,27 @@ extension ReceiverConfiguration {
             .strings(
                 "trusted_proxies", \.trustedProxies,
                 "peer addresses or CIDR ranges (a reverse proxy: `10.0.0.7`, `10.0.0.0/8`, `2001:db8::/32`) whose `X-Forwarded-For` names the client in the log and for limits; compared as addresses (an IPv4-mapped IPv6 peer matches its IPv4 entry); a host name or typo is an error"
-            ),
+            ).reloaded,
             .int(
                 "limits.invalid_per_minute", \.invalidPerMinute,
                 "refused requests (400/413) an address may send per minute; then it gets `429` + `Retry-After` until its bucket refills (valid SETs take no tokens; keep it off, or generous, for Google's own addresses)"
-            ),
+            ).reloaded,
             .double(
                 "limits.request_timeout", \.requestTimeout,
-                "seconds a request may take to arrive whole, from the connection's last answer or opening; idle connections close after as long (default 60)"),
+                "seconds a request may take to arrive whole, from the connection's last answer or opening; idle connections close after as long (default 60)"
+            ).reloaded,
             .double(
                 "limits.drain_timeout", \.drainTimeout,
                 "seconds a stop (SIGTERM) waits for requests in flight before closing their connections (0–600). Keep it below the service manager's stop timeout: the shipped unit's `TimeoutStopSec` is 30; Docker's `docker stop` waits 10 s unless given `-t` (use `-t 30`, or set this to 8)"
-            ),
+            ).reloaded,
             .int(
                 "limits.max_connections", \.maxConnections,
-                "connections the public listener holds at once; one more is closed on accept (lowered, with a warning, if the open-file hard limit cannot fit it plus 256)"),
+                "connections the public listener holds at once; one more is closed on accept (lowered, with a warning, if the open-file hard limit cannot fit it plus 256)"
+            ).reloaded,
             .int(
                 "limits.max_connections_per_address", \.maxConnectionsPerAddress,
-                "connections one peer address (an IPv6 peer's /64) may hold at once; one more is closed on accept (trusted proxies exempt; `0` turns it off)"),
+                "connections one peer address (an IPv6 peer's /64) may hold at once; one more is closed on accept (trusted proxies exempt; `0` turns it off)"
+            ).reloaded,
             .optionalString("tls.certificate", \.tlsCertificate, "PEM certificate chain; with tls.key turns on HTTPS (TLS 1.2+)"),
             .optionalString("tls.key", \.tlsKey, "PEM private key for tls.certificate"),
             .string("admin.host", \.adminHost, "admin listener address for /healthz, /readyz, /metrics (default 127.0.0.1)"),
@@ -73,9 +76,9 @@ extension ReceiverConfiguration {
                 "admin.max_connections_per_address", \.adminMaxConnectionsPerAddress,
                 "admin connections one client address (IPv6: one /64) may hold at once; more are closed on accept (default 8, 0 off)"),
             .double("admin.handshake_timeout", \.adminHandshakeTimeout, "seconds a new admin connection has for its TLS handshake and its first request byte (default 5)"),
-            .int("max_body_bytes", \.maxBodyBytes, "largest accepted body; larger gets 413 (default 65536)"),
-            .int("retry_after", \.retryAfter, "seconds in Retry-After on 503 (default 30)"),
-            .choice("log.level", \.logLevel, "diagnostic log level: trace, debug, info, notice, warning, error, critical (default notice: start, stop and recoveries; --log-level wins)"),
+            .int("max_body_bytes", \.maxBodyBytes, "largest accepted body; larger gets 413 (default 65536)").reloaded,
+            .int("retry_after", \.retryAfter, "seconds in Retry-After on 503 (default 30)").reloaded,
+            .choice("log.level", \.logLevel, "diagnostic log level: trace, debug, info, notice, warning, error, critical (default notice: start, stop and recoveries; --log-level wins)").reloaded,
             .choice("log.format", \.logFormat, "diagnostic log format on standard error: text or json (one object per line, microsecond UTC times; default text; --log-format wins)"),
             .bool("event_log_stdout", \.eventLogToStandardOutput, "also write the event log to standard output (default false)"),
             .double("clock_skew", \.clockSkew, "seconds a future iat may be ahead before a warning (default 300)"),
@@ -104,9 +107,11 @@ extension ReceiverConfiguration {
             .optionalString(
                 "accounts.token_key_file", \.tokenKeyFile,
                 "the token-fingerprint key (`risc keys token-key --out FILE`); a store opens only with the key its fingerprints were made with; required with `store.url` (one key for every receiver)"),
-            .duration("retention.done", \.retention.done, "how long a done SET stays whole (raw token, subjects) before they are removed; a duration such as 30d, 0 keeps them forever (default 30d)"),
+            .duration("retention.done", \.retention.done, "how long a done SET stays whole (raw token, subjects) before they are removed; a duration such as 30d, 0 keeps them forever (default 30d)")
+                .reloaded,
             .duration(
-                "retention.duplicates", \.retention.duplicates, "how long after receipt a done SET's (issuer, `jti`) is kept to recognise redeliveries (at least 7 days and at least `retention.done`)"),
+                "retention.duplicates", \.retention.duplicates, "how long after receipt a done SET's (issuer, `jti`) is kept to recognise redeliveries (at least 7 days and at least `retention.done`)"
+            ).reloaded,
             Setting(
                 "webhook.url", "POST actions to this revocation endpoint instead of the embedded store",
                 read: { layers, c in
@@ -169,13 +174,15 @@ extension ReceiverConfiguration {
                         }
                     }
                 },
-                value: { c in .object(Self.json(c.actionTable)) }),
+                value: { c in .object(Self.json(c.actionTable)) }, copy: { $0.actionTable = $1.actionTable }
+            ).reloaded,
             .duration(
                 "actions.retry_window", \.retry.window,
-                "how long failed actions are retried, from the SET's receipt (or its requeue), before it is dead-lettered: a duration such as 5d, 12h (default 5d)"),
-            .int("actions.max_attempts", \.retry.maximumAttempts, "a cap on attempts besides the window; 0: none (default 0)"),
-            .double("actions.base_delay", \.retry.baseDelay, "first retry delay in seconds, doubling (default 1)"),
-            .double("actions.max_delay", \.retry.maximumDelay, "longest retry delay in seconds (default 3600)"),
+                "how long failed actions are retried, from the SET's receipt (or its requeue), before it is dead-lettered: a duration such as 5d, 12h (default 5d)"
+            ).reloaded,
+            .int("actions.max_attempts", \.retry.maximumAttempts, "a cap on attempts besides the window; 0: none (default 0)").reloaded,
+            .double("actions.base_delay", \.retry.baseDelay, "first retry delay in seconds, doubling (default 1)").reloaded,
+            .double("actions.max_delay", \.retry.maximumDelay, "longest retry delay in seconds (default 3600)").reloaded,
         ]
     }
 
@@ -230,41 +237,59 @@ public struct Setting {
     public let help: String
     let read: (inout ConfigLayers, inout ReceiverConfiguration) -> Void
     let value: (ReceiverConfiguration) -> JSONValue
+    /// Takes this setting's value from another configuration (a SIGHUP reload's).
+    let copy: ((inout ReceiverConfiguration, ReceiverConfiguration) -> Void)?
+    /// SIGHUP applies it without a restart (`reloaded`).
+    public private(set) var appliedOnReload = false
 
     init(
         _ key: String, _ help: String, read: @escaping (inout ConfigLayers, inout ReceiverConfiguration) -> Void,
-        value: @escaping (ReceiverConfiguration) -> JSONValue
+        value: @escaping (ReceiverConfiguration) -> JSONValue, copy: ((inout ReceiverConfiguration, ReceiverConfiguration) -> Void)? = nil
     ) {
         self.key = key
         self.help = help
         self.read = read
         self.value = value
+        self.copy = copy
+    }
+
+    /// This setting, applied by SIGHUP (the listeners, workers and retention read it again).
+    var reloaded: Setting {
+        precondition(copy != nil, "\(key): a reloaded setting needs copy")
+        var setting = self
+        setting.appliedOnReload = true
+        return setting
     }
 
     typealias Path<Value> = WritableKeyPath<ReceiverConfiguration, Value>
 
     static func string(_ key: String, _ path: Path<String>, _ help: String) -> Setting {
-        Setting(key, help, read: { layers, c in if let value = layers.string(key) { c[keyPath: path] = value } }, value: { .string($0[keyPath: path]) })
+        Setting(
+            key, help, read: { layers, c in if let value = layers.string(key) { c[keyPath: path] = value } }, value: { .string($0[keyPath: path]) }, copy: { $0[keyPath: path] = $1[keyPath: path] })
     }
 
     static func optionalString(_ key: String, _ path: Path<String?>, _ help: String) -> Setting {
-        Setting(key, help, read: { layers, c in c[keyPath: path] = layers.string(key) }, value: { .optional($0[keyPath: path]) })
+        Setting(key, help, read: { layers, c in c[keyPath: path] = layers.string(key) }, value: { .optional($0[keyPath: path]) }, copy: { $0[keyPath: path] = $1[keyPath: path] })
     }
 
     static func strings(_ key: String, _ path: Path<[String]>, _ help: String) -> Setting {
-        Setting(key, help, read: { layers, c in if let value = layers.strings(key) { c[keyPath: path] = value } }, value: { .strings($0[keyPath: path]) })
+        Setting(
+            key, help, read: { layers, c in if let value = layers.strings(key) { c[keyPath: path] = value } }, value: { .strings($0[keyPath: path]) }, copy: { $0[keyPath: path] = $1[keyPath: path] })
     }
 
     static func int(_ key: String, _ path: Path<Int>, _ help: String) -> Setting {
-        Setting(key, help, read: { layers, c in if let value = layers.int(key) { c[keyPath: path] = value } }, value: { .number(Double($0[keyPath: path])) })
+        Setting(
+            key, help, read: { layers, c in if let value = layers.int(key) { c[keyPath: path] = value } }, value: { .number(Double($0[keyPath: path])) },
+            copy: { $0[keyPath: path] = $1[keyPath: path] })
     }
 
     static func double(_ key: String, _ path: Path<Double>, _ help: String) -> Setting {
-        Setting(key, help, read: { layers, c in if let value = layers.double(key) { c[keyPath: path] = value } }, value: { .number($0[keyPath: path]) })
+        Setting(
+            key, help, read: { layers, c in if let value = layers.double(key) { c[keyPath: path] = value } }, value: { .number($0[keyPath: path]) }, copy: { $0[keyPath: path] = $1[keyPath: path] })
     }
 
     static func bool(_ key: String, _ path: Path<Bool>, _ help: String) -> Setting {
-        Setting(key, help, read: { layers, c in if let value = layers.bool(key) { c[keyPath: path] = value } }, value: { .bool($0[keyPath: path]) })
+        Setting(key, help, read: { layers, c in if let value = layers.bool(key) { c[keyPath: path] = value } }, value: { .bool($0[keyPath: path]) }, copy: { $0[keyPath: path] = $1[keyPath: path] })
     }
 
     /// One of an enumeration's raw values; another is a problem naming the choices.
@@ -281,11 +306,13 @@ public struct Setting {
                 }
                 c[keyPath: path] = value
             },
-            value: { .string($0[keyPath: path].rawValue) })
+            value: { .string($0[keyPath: path].rawValue) }, copy: { $0[keyPath: path] = $1[keyPath: path] })
     }
 
     /// Seconds, written as a duration (`30d`, `12h`) or a number.
     static func duration(_ key: String, _ path: Path<Double>, _ help: String) -> Setting {
-        Setting(key, help, read: { layers, c in if let value = layers.duration(key) { c[keyPath: path] = value } }, value: { .duration($0[keyPath: path]) })
+        Setting(
+            key, help, read: { layers, c in if let value = layers.duration(key) { c[keyPath: path] = value } }, value: { .duration($0[keyPath: path]) }, copy: { $0[keyPath: path] = $1[keyPath: path] }
+        )
     }
 }

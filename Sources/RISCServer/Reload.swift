@@ -9,51 +9,30 @@ import UnixSignals
 
 /// Where `risc serve` reads its configuration again on SIGHUP: the same file, environment and
 /// flags as at the start (`load`, which throws `ConfigurationError` naming every problem), and
-/// how two configurations differ, by setting key (`changedKeys`).
+/// how a new configuration differs from the running one (`compare`: RISCConfig's settings table
+/// says which settings SIGHUP applies).
 public struct ConfigurationSource: Sendable {
     public var load: @Sendable () throws -> ReceiverConfiguration
-    public var changedKeys: @Sendable (_ old: ReceiverConfiguration, _ new: ReceiverConfiguration) -> [String]
+    public var compare: @Sendable (_ running: ReceiverConfiguration, _ new: ReceiverConfiguration) -> ConfigurationChanges
 
     public init(
         load: @escaping @Sendable () throws -> ReceiverConfiguration,
-        changedKeys: @escaping @Sendable (_ old: ReceiverConfiguration, _ new: ReceiverConfiguration) -> [String]
+        compare: @escaping @Sendable (_ running: ReceiverConfiguration, _ new: ReceiverConfiguration) -> ConfigurationChanges
     ) {
         self.load = load
-        self.changedKeys = changedKeys
+        self.compare = compare
     }
 }
 
-extension ReceiverConfiguration {
-    /// The settings SIGHUP applies without a restart, each with how it is taken from the new
-    /// configuration. Everything else (listeners, paths, TLS file names, the store, keys and
-    /// audiences, webhook, linking) is read at the start only; a change to it is logged as waiting
-    /// for the next start.
-    static let reloadable: [(key: String, take: @Sendable (inout ReceiverConfiguration, ReceiverConfiguration) -> Void)] = [
-        ("log.level", { $0.logLevel = $1.logLevel }),
-        ("max_body_bytes", { $0.maxBodyBytes = $1.maxBodyBytes }),
-        ("retry_after", { $0.retryAfter = $1.retryAfter }),
-        ("trusted_proxies", { $0.trustedProxies = $1.trustedProxies }),
-        ("limits.invalid_per_minute", { $0.invalidPerMinute = $1.invalidPerMinute }),
-        ("limits.request_timeout", { $0.requestTimeout = $1.requestTimeout }),
-        ("limits.drain_timeout", { $0.drainTimeout = $1.drainTimeout }),
-        ("limits.max_connections", { $0.maxConnections = $1.maxConnections }),
-        ("limits.max_connections_per_address", { $0.maxConnectionsPerAddress = $1.maxConnectionsPerAddress }),
-        ("retention.done", { $0.retention.done = $1.retention.done }),
-        ("retention.duplicates", { $0.retention.duplicates = $1.retention.duplicates }),
-        ("actions.table", { $0.actionTable = $1.actionTable }),
-        ("actions.retry_window", { $0.retry.window = $1.retry.window }),
-        ("actions.max_attempts", { $0.retry.maximumAttempts = $1.retry.maximumAttempts }),
-        ("actions.base_delay", { $0.retry.baseDelay = $1.retry.baseDelay }),
-        ("actions.max_delay", { $0.retry.maximumDelay = $1.retry.maximumDelay }),
-    ]
-    public static let reloadableKeys = Set(reloadable.map(\.key))
+/// How a new configuration differs from the running one, by setting key: the settings SIGHUP
+/// applies (`merged`: the running configuration with them taken from the new one) and those that
+/// changed but wait for a restart.
+public struct ConfigurationChanges: Sendable {
+    public var applied: [String] = []
+    public var needsRestart: [String] = []
+    public var merged: ReceiverConfiguration
 
-    /// This configuration with `new`'s values for `reloadableKeys`.
-    public func reloading(from new: ReceiverConfiguration) -> ReceiverConfiguration {
-        var merged = self
-        for (_, take) in Self.reloadable { take(&merged, new) }
-        return merged
-    }
+    public init(merged: ReceiverConfiguration) { self.merged = merged }
 }
 
 /// What one reload did: the settings applied, those that changed but wait for a restart, or
@@ -109,10 +88,9 @@ final class ConfigurationReloader: Sendable {
             return refuse(["\(error)"], record: record)
         }
         guard result.problems.isEmpty else { return refuse(result.problems, record: record) }
-        let changed = source.changedKeys(old, new)
-        result.applied = changed.filter(ReceiverConfiguration.reloadableKeys.contains)
-        result.needsRestart = changed.filter { !ReceiverConfiguration.reloadableKeys.contains($0) }
-        let merged = old.reloading(from: new)
+        let changes = source.compare(old, new)
+        (result.applied, result.needsRestart) = (changes.applied, changes.needsRestart)
+        let merged = changes.merged
         do {
             try apply(merged)
         } catch {

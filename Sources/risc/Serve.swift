@@ -122,11 +122,7 @@ extension RiscCommand {
         /// `log.level`), again on each SIGHUP.
         func reloadSource(flags: [String: JSONValue]) -> ConfigurationSource {
             let (file, flagLevel) = (config, global.logLevel)
-            return ConfigurationSource(
-                load: { Self.running(try ReceiverConfiguration.load(file: file, flags: flags), logLevel: flagLevel) },
-                changedKeys: { old, new in
-                    zip(old.effectiveSettings, new.effectiveSettings).filter { $0.value != $1.value }.map(\.0.key)
-                })
+            return ConfigurationSource(load: { Self.running(try ReceiverConfiguration.load(file: file, flags: flags), logLevel: flagLevel) })
         }
 
         /// `--check-config`: the checks a start makes before it binds a port or opens the store

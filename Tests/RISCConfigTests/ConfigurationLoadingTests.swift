@@ -53,4 +53,22 @@ struct ConfigurationLoadingTests {
         let again = try ReceiverConfiguration.loadWithOrigins(file: printed, flags: [:], environment: [:]).configuration
         #expect(again.effectiveSettings.map(\.value) == loaded.configuration.effectiveSettings.map(\.value))
     }
+
+    @Test("a reload takes the settings the table marks reloaded, and names the rest as waiting for a restart")
+    func reloadChanges() throws {
+        let running = ReceiverConfiguration()
+        var new = running
+        new.maxBodyBytes = 1_234
+        new.retention.done = 60
+        new.port = 9_443
+        new.audiences = ["other"]
+        let changes = running.changes(to: new)
+        #expect(changes.applied == ["max_body_bytes", "retention.done"])
+        #expect(changes.needsRestart == ["audiences", "listen.port"])
+        #expect(changes.merged.maxBodyBytes == 1_234 && changes.merged.retention.done == 60)
+        #expect(changes.merged.port == running.port && changes.merged.audiences == running.audiences)
+        #expect(running.changes(to: running).applied.isEmpty && running.changes(to: running).needsRestart.isEmpty)
+        let keys = ReceiverConfiguration.reloadableKeys
+        #expect(keys.contains("log.level") && keys.contains("actions.table") && !keys.contains("store.url"))
+    }
 }
