@@ -128,6 +128,11 @@ let package = Package(
             plugins: ["BuildInfo"]
         ),
         .testTarget(
+            name: "RISCLocalTests",
+            dependencies: ["RISCLocal", "RISCCore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "RISCCoreTests",
             dependencies: ["RISCCore", "RISCTestKit"],
             resources: [.copy("Vectors")],

@@ -81,6 +81,9 @@ extension ReceiverConfiguration {
             .choice("log.level", \.logLevel, "diagnostic log level: trace, debug, info, notice, warning, error, critical (default notice: start, stop and recoveries; --log-level wins)").reloaded,
             .choice("log.format", \.logFormat, "diagnostic log format on standard error: text or json (one object per line, microsecond UTC times; default text; --log-format wins)"),
             .bool("event_log_stdout", \.eventLogToStandardOutput, "also write the event log to standard output (default false)"),
+            .optionalString(
+                "event_log_id", \.eventLogID,
+                "the event log's name in its genesis line, one per receiver (each keeps a hash chain of its own; default: the host name)"),
             .double("clock_skew", \.clockSkew, "seconds a future iat may be ahead before a warning (default 300)"),
             .double("jwks.min_ttl", \.jwksMinimumTTL, "lower bound on a key set's lifetime from max-age (default 300)"),
             .double("jwks.max_ttl", \.jwksMaximumTTL, "upper bound on it (default 86400)"),

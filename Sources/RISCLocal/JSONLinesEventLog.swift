@@ -12,6 +12,12 @@ import Glibc
 /// reopens the file, so `logrotate` can move it away. Records are never dropped: if the file
 /// cannot be written, lines wait in the buffer (bounded by `maxBufferedBytes`, past which the
 /// oldest are counted in `dropped` and a warning line is written when writing works again).
+///
+/// Every line is chained (`EventLogChain`): sealed with its `seq` and `prev` as it is appended, in
+/// the order it is written, so the chain costs a hash and no extra write. A log that exists goes
+/// on from its last line (or, when logrotate just moved it, from the newest rotated file's); a
+/// torn last line (a write cut off) is ended and named by the next line; a new log starts with
+/// its genesis line.
 public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason: every mutable field is read and written under `condition`
     public let path: String?
     private let toStandardOutput: Bool
@@ -25,19 +31,91 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
     private let flushInterval: Double
     private let flushBytes = 256 * 1024
     private let maxBufferedBytes = 64 * 1024 * 1024
+    /// Where the chain stands; nil: lines are not chained (`risc bench log`'s comparison only).
+    private var chain: EventLogChain?
 
-    public init(path: String?, toStandardOutput: Bool = false, flushInterval: Double = 0.02) throws {
+    /// `logID`: the genesis line's name for this log (the node's; default the host name).
+    public init(path: String?, toStandardOutput: Bool = false, flushInterval: Double = 0.02, logID: String? = nil, chained: Bool = true) throws {
         self.path = path
         self.toStandardOutput = toStandardOutput
         self.flushInterval = flushInterval
         if let path {
-            fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            fd = Self.open(path)
             guard fd >= 0 else {
                 finished = true  // no flush thread to wait for: deinit's close() returns at once
+                if errno == EWOULDBLOCK { throw Busy(path: path) }
                 throw POSIXError(.init(rawValue: errno) ?? .EIO)
             }
         }
+        let tail: EventLogChain.Tail?
+        do {
+            tail = try path.flatMap(Self.chainTail)
+        } catch {
+            Glibc.close(fd)
+            finished = true
+            throw error
+        }
+        if chained {
+            let now = Date().timeIntervalSince1970
+            if tail?.needsNewline == true || (tail?.tornBytes ?? 0) > 0 { buffer.append(0x0A) }
+            if let resumed = tail?.chain {
+                chain = resumed
+            } else {
+                chain = .empty
+                var genesis = EventLogRecord(step: .log, outcome: .genesis, time: now)
+                genesis["log_id"] = .string(logID ?? ProcessInfo.processInfo.hostName)
+                append(genesis)
+            }
+            if let torn = tail?.tornBytes, torn > 0 {
+                var record = EventLogRecord(step: .log, outcome: .torn, time: now)
+                record["bytes"] = .number(Double(torn))
+                append(record)
+            }
+        }
         OSThread.start(name: "risc.eventlog") { [unowned self] in self.flushLoop() }
+    }
+
+    /// The log is written by another process (one writer a file, or its chain would interleave).
+    public struct Busy: Error, CustomStringConvertible {
+        public let path: String
+        public var description: String { "the event log \(path) is being written by another risc process" }
+    }
+
+    /// Opens `path` for appending, held by this writer alone (`flock`); -1 with `errno` set if not.
+    private static func open(_ path: String) -> Int32 {
+        let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return -1 }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            let error = errno
+            Glibc.close(fd)
+            errno = error
+            return -1
+        }
+        return fd
+    }
+
+    /// Where the chain of the log at `path` stands: its own last line, or, when it has none
+    /// (logrotate just moved it), the newest rotated file's that has one.
+    static func chainTail(_ path: String) throws -> EventLogChain.Tail? {
+        if let tail = try EventLogChain.tail(of: path), tail.chain != nil || tail.tornBytes > 0 { return tail }
+        for file in EventLogVerifier.files(of: path).reversed() where file != path {
+            let chain: EventLogChain?
+            if file.hasSuffix(".gz") {
+                let bytes = try EventLogVerifier.contents(of: file)
+                chain = bytes.isEmpty ? nil : EventLogChain.tail(ofWindow: bytes).chain
+            } else {
+                chain = try EventLogChain.tail(of: file)?.chain
+            }
+            if let chain { return EventLogChain.Tail(chain: chain, tornBytes: 0) }
+        }
+        return nil
+    }
+
+    /// Appends a record to the buffer, sealed; under `condition` or before the flusher starts.
+    private func append(_ record: EventLogRecord) {
+        let start = buffer.count
+        record.write(to: &buffer)
+        chain?.seal(&buffer, from: start)
     }
 
     deinit { close() }
@@ -50,7 +128,9 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
         if buffer.count + line.count > maxBufferedBytes {
             dropped += 1
         } else {
+            let start = buffer.count
             buffer.append(contentsOf: line)
+            chain?.seal(&buffer, from: start)
         }
         if buffer.count >= flushBytes { condition.signal() }
         condition.unlock()
@@ -92,25 +172,22 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
             if !stopping && buffer.count < flushBytes && !reopenRequested {
                 _ = condition.wait(until: Date(timeIntervalSinceNow: flushInterval))
             }
+            if dropped > 0 {  // said after the lines that were kept, in the chain's order
+                var warning = EventLogRecord(step: .log, outcome: .dropped, time: Date().timeIntervalSince1970)
+                warning["count"] = .number(Double(dropped))
+                append(warning)
+                dropped = 0
+            }
             let data = buffer
             buffer.removeAll(keepingCapacity: true)
             let reopenNow = reopenRequested
             reopenRequested = false
             let stop = stopping
-            let lost = dropped
-            dropped = 0
             condition.unlock()
-            if lost > 0 {
-                var warning = EventLogRecord(step: .log, outcome: .dropped, time: Date().timeIntervalSince1970)
-                warning["count"] = .number(Double(lost))
-                var line: [UInt8] = []
-                warning.write(to: &line)
-                write(line)
-            }
             write(data)
             if reopenNow, let path {
                 if fd >= 0 { Glibc.close(fd) }
-                fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0o600)
+                fd = Self.open(path)
             }
             if stop {
                 if fd >= 0 { Glibc.close(fd) }

@@ -70,6 +70,9 @@ public struct ReceiverConfiguration: Sendable {
     public var retryAfter: Int = 30
     /// Also write the event log to standard output.
     public var eventLogToStandardOutput: Bool = false
+    /// The event log's name in its genesis line (`event_log_id`; nil: the host name): one per
+    /// receiver, so each of several keeps a chain of its own.
+    public var eventLogID: String?
     /// The release and commit `risc_build_info` reports (set by the command, not a setting).
     public var build: (version: String, commit: String) = ("unknown", "unknown")
     /// `log.level`: the diagnostic log's level (start, stop and recoveries are `notice`).

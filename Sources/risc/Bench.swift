@@ -7,7 +7,7 @@ extension RiscCommand {
     struct Bench: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Benchmarks that print their figures.",
-            subcommands: [VerifyBench.self, ServeBench.self, ActionsBench.self, RetentionBench.self, MetricsBench.self]
+            subcommands: [VerifyBench.self, ServeBench.self, ActionsBench.self, RetentionBench.self, MetricsBench.self, LogBench.self]
         )
     }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import RISCCore
+import RISCLocal
 import RISCServer
 import RISCStorage
 import RISCTestKit
@@ -94,7 +95,9 @@ extension RiscCommand.Drill {
 
             let acknowledged = load.acknowledged.withLock { $0 }
             let audit = try await admin.audit(acknowledged: acknowledged)
-            let appliedLines = try Self.appliedLines(eventLog: (data as NSString).appendingPathComponent("events.log"))
+            let eventLog = (data as NSString).appendingPathComponent("events.log")
+            let appliedLines = try Self.appliedLines(eventLog: eventLog)
+            let chain = try EventLogVerifier.verify(files: EventLogVerifier.files(of: eventLog))
             let doubled = appliedLines.values.filter { $0 > 1 }.count
             let logged = acknowledged.filter { appliedLines[$0] != nil }.count
             let counts = load.counts.withLock { $0 }
@@ -109,13 +112,18 @@ extension RiscCommand.Drill {
             print(
                 "  exit statuses            \(Dictionary(grouping: exitStatuses, by: { $0 }).mapValues(\.count).sorted { $0.key < $1.key }.map { "\($0.key)×\($0.value)" }.joined(separator: " ")); final SIGTERM → \(finalStatus)"
             )
+            if let problem = chain.problem {
+                print("  event log chain          BROKEN: \(problem)")
+            } else {
+                print("  event log chain          whole: \(chain.lines) lines, seq \(chain.firstSeq ?? 0)–\(chain.lastSeq ?? 0), \(chain.torn.count) torn (a write cut off at a kill, said so)")
+            }
             print(String(format: "  202 latency              p50 %.1f ms, p99 %.1f ms", percentileMilliseconds(counts.latencies, 0.5), percentileMilliseconds(counts.latencies, 0.99)))
             let sigtermClean = number != SIGTERM || exitStatuses.allSatisfy { $0 == 0 }
-            guard audit.passed, doubled == 0, finalStatus == 0, sigtermClean, audit.acknowledged > 0 else {
+            guard audit.passed, doubled == 0, finalStatus == 0, sigtermClean, audit.acknowledged > 0, chain.problem == nil else {
                 print("FAILED")
                 throw ExitStatus.rejected
             }
-            print("PASSED: every acknowledged SET stored and applied, none twice")
+            print("PASSED: every acknowledged SET stored and applied, none twice; the event log's chain whole")
         }
 
         /// How many `applied` lines the event log has per jti.

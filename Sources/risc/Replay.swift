@@ -206,7 +206,16 @@ extension RiscCommand {
             var logger = Logger(label: "risc.replay") { StreamLogHandler.standardError(label: $0) }
             logger.logLevel = .warning
             try PrivateFiles.makeDirectory(directory)  // its event log, whichever the store
-            let log = try JSONLinesEventLog(path: (directory as NSString).appendingPathComponent("events.log"))
+            // A receiver running on this data directory (PostgreSQL) writes events.log: one writer
+            // a file keeps each chain whole, so this run's lines go beside it.
+            let log: JSONLinesEventLog
+            do {
+                log = try JSONLinesEventLog(path: (directory as NSString).appendingPathComponent("events.log"))
+            } catch let busy as JSONLinesEventLog.Busy {
+                let beside = (directory as NSString).appendingPathComponent("events.replay.log")
+                FileHandle.standardError.write(Data("risc replay: \(busy); this run's lines go to \(beside)\n".utf8))
+                log = try JSONLinesEventLog(path: beside)
+            }
             defer { log.close() }
             // The receiver's own storage and workers (on PostgreSQL with their leases, so a running
             // receiver never applies one twice), driven here until nothing is due.

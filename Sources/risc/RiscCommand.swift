@@ -12,7 +12,9 @@ struct RiscCommand: AsyncParsableCommand {
         commandName: "risc",
         abstract: "Receive, verify and act on Google Cross-Account Protection (RISC) security events.",
         version: RiscCommand.version,
-        subcommands: [Serve.self, Verify.self, Accounts.self, Queue.self, Store.self, Replay.self, Tail.self, Keys.self, Sign.self, DevIssuer.self, Bench.self, Stream.self, Drill.self, Linking.self]
+        subcommands: [
+            Serve.self, Verify.self, Accounts.self, Queue.self, Store.self, Replay.self, Tail.self, Log.self, Keys.self, Sign.self, DevIssuer.self, Bench.self, Stream.self, Drill.self, Linking.self,
+        ]
     )
 
     /// As ArgumentParser's, except that a `SetupProblem` or a `ConfigurationError` (the command

@@ -29,6 +29,7 @@ struct DrillCommandTests {
         #expect(result.stdout.contains("lost                     0"))
         #expect(result.stdout.contains("0 applied twice"))
         #expect(result.stdout.contains("integrity_check          ok"))
+        #expect(result.stdout.contains("event log chain          whole"))
         #expect(result.stdout.contains("PASSED"))
     }
 

@@ -1,0 +1,186 @@
+public import Foundation
+public import RISCCore
+
+/// Checks an event log's hash chain (`EventLogChain`) line by line, across its files in order,
+/// and says where it first breaks and why. A torn line (a write cut off by a crash) is reported,
+/// not counted as tampering: at the very end of the log, or followed by the `log`/`torn` line risc
+/// writes when it starts again after one, naming its length.
+public struct EventLogVerifier: Sendable {
+    /// Why the chain breaks (the names `risc log verify` prints).
+    public enum Reason: String, Sendable {
+        /// A line that is not a JSON object, or a chained log's line without `seq` and `prev`.
+        case badJSON = "bad_json"
+        /// `prev` is not the hash of the line before it (a line edited, removed or moved).
+        case prevMismatch = "prev_mismatch"
+        /// `seq` skips numbers (lines removed).
+        case seqGap = "seq_gap"
+        /// `seq` goes back (lines moved or replayed).
+        case seqRegress = "seq_regress"
+        /// A write cut off (a warning, not tampering).
+        case torn
+    }
+
+    /// Where and why.
+    public struct Finding: Sendable, Equatable, CustomStringConvertible {
+        public var reason: Reason
+        public var file: String
+        /// 1-based line number within `file`.
+        public var line: Int
+        public var seq: UInt64?
+        public var detail: String
+
+        public var description: String {
+            "\(reason.rawValue) at \(file):\(line)\(seq.map { " (seq \($0))" } ?? ""): \(detail)"
+        }
+
+        public var json: JSONValue {
+            var object = JSONObject()
+            object["reason"] = .string(reason.rawValue)
+            object["file"] = .string(file)
+            object["line"] = .number(Double(line))
+            if let seq { object["seq"] = .number(Double(seq)) }
+            object["detail"] = .string(detail)
+            return .object(object)
+        }
+    }
+
+    /// What was read.
+    public struct Summary: Sendable {
+        /// Chained lines read.
+        public var lines = 0
+        /// Lines before the chain began (written by a risc without it).
+        public var unchained = 0
+        public var firstSeq: UInt64?
+        public var lastSeq: UInt64?
+        /// The genesis line's `log_id`, when the log starts with it.
+        public var logID: String?
+        /// Torn lines (warnings).
+        public var torn: [Finding] = []
+        /// The first break, if any: reading stops there.
+        public var problem: Finding?
+        /// Where the chain stands after the last line read.
+        public var chain: EventLogChain?
+    }
+
+    public private(set) var summary = Summary()
+    /// A line that did not parse, waiting to see whether the next one explains it as torn.
+    private var pendingTorn: (file: String, line: Int, bytes: Int)?
+
+    public init() {}
+
+    /// Whether a break was found (reading further changes nothing).
+    public var broken: Bool { summary.problem != nil }
+
+    /// Checks one line (its exact bytes, without the newline). `final`: the last bytes of the
+    /// last file, with no newline after them.
+    public mutating func check(_ line: ArraySlice<UInt8>, file: String, number: Int, final: Bool = false) {
+        guard summary.problem == nil else { return }
+        guard let object = try? JSONParser.parseObject(line) else {
+            if let pending = pendingTorn { return fail(.badJSON, pending.file, pending.line, nil, "not a JSON object") }
+            if final {
+                summary.torn.append(Finding(reason: .torn, file: file, line: number, seq: nil, detail: "the last line is cut off (\(line.count) bytes)"))
+            } else {
+                pendingTorn = (file, number, line.count)
+            }
+            return
+        }
+        guard let seqValue = object["seq"]?.numberValue, seqValue >= 0, seqValue == seqValue.rounded(),
+            let prevText = object["prev"]?.stringValue, let prev = Data(base64Encoded: prevText).map(Array.init), prev.count == 32
+        else {
+            if let pending = pendingTorn { return fail(.badJSON, pending.file, pending.line, nil, "not a JSON object") }
+            if summary.chain == nil {
+                summary.unchained += 1
+                return
+            }
+            return fail(.badJSON, file, number, nil, "a line without seq and prev in a chained log")
+        }
+        let seq = UInt64(seqValue)
+        if let pending = pendingTorn {
+            pendingTorn = nil
+            guard object["step"]?.stringValue == "log", object["outcome"]?.stringValue == "torn",
+                object["bytes"]?.numberValue == Double(pending.bytes)
+            else { return fail(.badJSON, pending.file, pending.line, nil, "not a JSON object") }
+            summary.torn.append(Finding(reason: .torn, file: pending.file, line: pending.line, seq: nil, detail: "a line cut off (\(pending.bytes) bytes), said so by the next line"))
+        }
+        if let chain = summary.chain {
+            if seq > chain.next { return fail(.seqGap, file, number, seq, "expected seq \(chain.next)") }
+            if seq < chain.next { return fail(.seqRegress, file, number, seq, "expected seq \(chain.next)") }
+            if prev != chain.last { return fail(.prevMismatch, file, number, seq, "prev is not the hash of the line before") }
+        } else {
+            summary.firstSeq = seq
+            if seq == 0 {
+                guard object["step"]?.stringValue == "log", object["outcome"]?.stringValue == "genesis", prev == EventLogChain.origin else {
+                    return fail(.prevMismatch, file, number, seq, "seq 0 is not a genesis line")
+                }
+                summary.logID = object["log_id"]?.stringValue
+            }
+        }
+        summary.lines += 1
+        summary.lastSeq = seq
+        summary.chain = EventLogChain(next: seq + 1, last: EventLogChain.leafHash(line))
+    }
+
+    /// The end of the input: a line left unexplained is bad.
+    public mutating func finish() {
+        if summary.problem == nil, let pending = pendingTorn { fail(.badJSON, pending.file, pending.line, nil, "not a JSON object") }
+        pendingTorn = nil
+    }
+
+    private mutating func fail(_ reason: Reason, _ file: String, _ line: Int, _ seq: UInt64?, _ detail: String) {
+        summary.problem = Finding(reason: reason, file: file, line: line, seq: seq, detail: detail)
+    }
+
+    /// Checks `files` in order (a `.gz` file is read through `gzip -dc`).
+    public static func verify(files: [String]) throws -> Summary {
+        var verifier = EventLogVerifier()
+        for (index, file) in files.enumerated() where !verifier.broken {
+            let bytes = try contents(of: file)
+            let last = index == files.count - 1
+            var number = 0
+            bytes.withUnsafeBufferPointer { buffer in
+                var start = 0
+                while start < buffer.count, !verifier.broken {
+                    number += 1
+                    let end = buffer[start...].firstIndex(of: 0x0A)
+                    let line = ArraySlice(buffer[start..<(end ?? buffer.count)])
+                    verifier.check(line, file: file, number: number, final: end == nil && last)
+                    start = (end ?? buffer.count) + 1
+                }
+            }
+        }
+        verifier.finish()
+        return verifier.summary
+    }
+
+    static func contents(of file: String) throws -> [UInt8] {
+        guard file.hasSuffix(".gz") else {
+            guard let data = FileManager.default.contents(atPath: file) else { throw CocoaError(.fileReadNoSuchFile, userInfo: [NSFilePathErrorKey: file]) }
+            return [UInt8](data)
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/gzip")
+        process.arguments = ["-dc", file]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw CocoaError(.fileReadCorruptFile, userInfo: [NSFilePathErrorKey: file]) }
+        return [UInt8](data)
+    }
+
+    /// The files of the log at `path`, oldest first: logrotate's `path.N` (and `.N.gz`), highest
+    /// N first, then `path` itself.
+    public static func files(of path: String) -> [String] {
+        let directory = (path as NSString).deletingLastPathComponent
+        let name = (path as NSString).lastPathComponent
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: directory.isEmpty ? "." : directory)) ?? []
+        var rotated: [(Int, String)] = []
+        for entry in entries where entry.hasPrefix(name + ".") {
+            var suffix = entry.dropFirst(name.count + 1)
+            if suffix.hasSuffix(".gz") { suffix = suffix.dropLast(3) }
+            if let n = Int(suffix) { rotated.append((n, (directory as NSString).appendingPathComponent(entry))) }
+        }
+        return rotated.sorted { $0.0 > $1.0 }.map(\.1) + (FileManager.default.fileExists(atPath: path) ? [path] : [])
+    }
+}

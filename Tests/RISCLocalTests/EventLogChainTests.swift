@@ -1,0 +1,178 @@
+import Foundation
+import RISCCore
+import Testing
+
+@testable import RISCLocal
+
+/// Issue 28: the event log's hash chain, written by `JSONLinesEventLog` and checked by
+/// `EventLogVerifier`, tampered with as an insider would.
+@Suite("Event log hash chain")
+struct EventLogChainTests {
+    let directory: String
+    var path: String { directory + "/events.log" }
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-chain-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    /// Writes `count` records through a writer on `path`, then closes it.
+    func write(_ count: Int, jti: String = "j", to path: String? = nil) throws {
+        let log = try JSONLinesEventLog(path: path ?? self.path, logID: "node-a")
+        for index in 0..<count {
+            var record = EventLogRecord(step: .received, outcome: .accepted, time: 1_700_000_000 + Double(index))
+            record["jti"] = .string("\(jti)-\(index)")
+            log.record(record)
+        }
+        log.close()
+    }
+
+    func lines(_ path: String? = nil) throws -> [String] {
+        try String(contentsOfFile: path ?? self.path, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+    }
+
+    func rewrite(_ lines: [String], _ path: String? = nil) throws {
+        try lines.joined(separator: "\n").write(toFile: path ?? self.path, atomically: false, encoding: .utf8)
+    }
+
+    func verify() throws -> EventLogVerifier.Summary { try EventLogVerifier.verify(files: EventLogVerifier.files(of: path)) }
+
+    @Test("a new log starts with its genesis line; every line carries seq and prev; the chain verifies")
+    func genesis() throws {
+        try write(5)
+        let all = try lines().dropLast()  // the file ends with a newline
+        #expect(all.count == 6)
+        let first = try JSONParser.parseObject(Array(all[0].utf8))
+        #expect(first["step"] == "log" && first["outcome"] == "genesis" && first["log_id"] == "node-a" && first["seq"] == 0)
+        #expect(first["prev"] == .string(Base64URL.encodeStandard(EventLogChain.origin)))
+        let second = try JSONParser.parseObject(Array(all[1].utf8))
+        #expect(second["seq"] == 1 && second["prev"] == .string(Base64URL.encodeStandard(EventLogChain.leafHash(Array(all[0].utf8)))))
+        let summary = try verify()
+        #expect(summary.problem == nil && summary.lines == 6 && summary.firstSeq == 0 && summary.lastSeq == 5 && summary.logID == "node-a")
+    }
+
+    @Test("the chain goes on across restarts, logrotate's moves (plain and compressed) and a restart after one")
+    func resumes() throws {
+        try write(3)
+        try write(2)  // a restart: no second genesis
+        let log = try JSONLinesEventLog(path: path, logID: "node-a")
+        log.record(EventLogRecord(step: .serve, outcome: .started, time: 1))
+        log.flush()
+        try FileManager.default.moveItem(atPath: path, toPath: path + ".1")
+        log.reopen()  // SIGHUP after logrotate
+        log.record(EventLogRecord(step: .serve, outcome: .stopped, time: 2))
+        log.close()
+        try FileManager.default.moveItem(atPath: path + ".1", toPath: path + ".2")
+        try FileManager.default.moveItem(atPath: path, toPath: path + ".1")
+        try write(1)  // started with events.log moved away: goes on from events.log.1
+        var summary = try verify()
+        #expect(summary.problem == nil && summary.lines == 9 && summary.lastSeq == 8, "\(String(describing: summary.problem))")
+        #expect(try lines().first.map { try JSONParser.parseObject(Array($0.utf8))["seq"] } == 8)
+        // Compressed, as logrotate leaves older files.
+        let gzip = Process()
+        gzip.executableURL = URL(fileURLWithPath: "/bin/gzip")
+        gzip.arguments = [path + ".2"]
+        try gzip.run()
+        gzip.waitUntilExit()
+        #expect(EventLogVerifier.files(of: path).map { ($0 as NSString).lastPathComponent } == ["events.log.2.gz", "events.log.1", "events.log"])
+        summary = try verify()
+        #expect(summary.problem == nil && summary.lines == 9)
+    }
+
+    @Test("an insider's edits break the chain where they are: a changed value, a deleted line, two lines swapped, a line that is not JSON")
+    func tampering() throws {
+        try write(6)
+        let original = try lines()
+
+        var edited = original
+        edited[3] = edited[3].replacingOccurrences(of: "\"j-2\"", with: "\"j-X\"")
+        try rewrite(edited)
+        var problem = try #require(try verify().problem)
+        #expect(problem.reason == .prevMismatch && problem.line == 5 && problem.seq == 4)
+
+        edited = original
+        edited.remove(at: 2)
+        try rewrite(edited)
+        problem = try #require(try verify().problem)
+        #expect(problem.reason == .seqGap && problem.line == 3 && problem.seq == 3)
+
+        edited = original
+        edited.swapAt(2, 3)
+        try rewrite(edited)
+        problem = try #require(try verify().problem)
+        #expect(problem.reason == .seqGap && problem.line == 3)
+
+        edited = original
+        edited[4] = String(edited[4].dropFirst())
+        try rewrite(edited)
+        problem = try #require(try verify().problem)
+        #expect(problem.reason == .badJSON && problem.line == 5)
+
+        // Lines moved back after the ones that followed them: seq goes back.
+        edited = original
+        edited.insert(edited[1], at: 4)
+        try rewrite(edited)
+        problem = try #require(try verify().problem)
+        #expect(problem.reason == .seqRegress && problem.line == 5)
+
+        // A new genesis in the middle (the log restarted by hand) is a break, not a new start.
+        try rewrite(original)
+        try write(2, to: directory + "/other.log")
+        let other = try lines(directory + "/other.log")
+        try rewrite(Array(original.dropLast()) + other)
+        problem = try #require(try verify().problem)
+        #expect(problem.reason == .seqRegress && problem.line == 8 && problem.seq == 0)
+    }
+
+    @Test("a torn last line (kill -9 mid-write) is reported, not tampering; the next start ends it, names it, and the chain goes on")
+    func torn() throws {
+        try write(3)
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        handle.seekToEndOfFile()
+        handle.write(Data(#"{"v":1,"ts":"2026-11-25T00:00:00Z","step":"rece"#.utf8))
+        try handle.close()
+        var summary = try verify()
+        #expect(summary.problem == nil && summary.torn.count == 1 && summary.lines == 4)
+
+        try write(2)
+        summary = try verify()
+        #expect(summary.problem == nil && summary.torn.count == 1 && summary.lines == 7 && summary.lastSeq == 6, "\(String(describing: summary.problem))")
+        let all = try lines()
+        #expect(all[4].hasSuffix(#""step":"rece"#))
+        let said = try JSONParser.parseObject(Array(all[5].utf8))
+        #expect(said["outcome"] == "torn" && said["bytes"] == .number(Double(all[4].utf8.count)))
+
+        // A torn line not said so by the next one is not JSON: tampering.
+        var edited = all
+        edited.remove(at: 5)
+        try rewrite(edited)
+        let problem = try #require(try verify().problem)
+        #expect(problem.reason == .badJSON && problem.line == 5)
+    }
+
+    @Test("a last line whole but for its newline is ended by the next start, with no torn line")
+    func missingNewline() throws {
+        try write(2)
+        var text = try String(contentsOfFile: path, encoding: .utf8)
+        text.removeLast()
+        try text.write(toFile: path, atomically: false, encoding: .utf8)
+        try write(1)
+        let summary = try verify()
+        #expect(summary.problem == nil && summary.torn.isEmpty && summary.lines == 4)
+    }
+
+    @Test("lines from before the chain are counted apart; the chain starts with a genesis after them")
+    func unchainedPrefix() throws {
+        try #"{"v":1,"ts":"2026-01-01T00:00:00Z","step":"serve","outcome":"started"}"#.appending("\n").write(toFile: path, atomically: false, encoding: .utf8)
+        try write(2)
+        let summary = try verify()
+        #expect(summary.problem == nil && summary.unchained == 1 && summary.lines == 3 && summary.firstSeq == 0)
+    }
+
+    @Test("one writer a file: a second writer on the same log is refused (its chain would interleave)")
+    func oneWriter() throws {
+        let first = try JSONLinesEventLog(path: path)
+        defer { first.close() }
+        #expect(throws: JSONLinesEventLog.Busy.self) { _ = try JSONLinesEventLog(path: path) }
+    }
+}
