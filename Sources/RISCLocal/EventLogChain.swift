@@ -32,17 +32,50 @@ public struct EventLogChain: Sendable, Equatable {
 
     /// Seals a serialized record (`{…}` and its newline, as `EventLogRecord.write` gives it, at
     /// the end of `output` from `start`): its `seq` and `prev` go in before the closing brace, and
-    /// the chain moves on to it.
-    public mutating func seal(_ output: inout [UInt8], from start: Int) {
+    /// the chain moves on to it. `hasher`: a context to use again (the writer's), else one of its own.
+    public mutating func seal(_ output: inout [UInt8], from start: Int, hasher: SHA256Stream? = nil) {
         precondition(output.count >= start + 3 && output[output.count - 1] == 0x0A && output[output.count - 2] == UInt8(ascii: "}"))
         output.removeLast(2)
         if output.count > start + 1 { output.append(UInt8(ascii: ",")) }
-        output.append(contentsOf: #""seq":\#(next),"prev":""#.utf8)
-        output.append(contentsOf: Base64URL.encodeStandard(last).utf8)
+        output.append(contentsOf: #""seq":"#.utf8)
+        Self.appendDecimal(next, to: &output)
+        output.append(contentsOf: #","prev":""#.utf8)
+        Self.appendBase64(last, to: &output)
         output.append(contentsOf: #""}"#.utf8)
-        last = Self.leafHash(output[start...])
+        let hasher = hasher ?? SHA256Stream()
+        output.withUnsafeBytes { bytes in
+            last.withUnsafeMutableBytes { hasher.hash(prefix: 0x00, UnsafeRawBufferPointer(rebasing: bytes[start...]), into: $0) }
+        }
         output.append(0x0A)
         next += 1
+    }
+
+    private static func appendDecimal(_ value: UInt64, to output: inout [UInt8]) {
+        guard value >= 10 else { return output.append(UInt8(ascii: "0") + UInt8(value)) }
+        appendDecimal(value / 10, to: &output)
+        output.append(UInt8(ascii: "0") + UInt8(value % 10))
+    }
+
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+
+    /// Standard base64 with padding (RFC 4648 §4), as bytes.
+    static func appendBase64(_ input: [UInt8], to output: inout [UInt8]) {
+        var index = 0
+        while index + 3 <= input.count {
+            let value = UInt32(input[index]) << 16 | UInt32(input[index + 1]) << 8 | UInt32(input[index + 2])
+            output.append(alphabet[Int((value >> 18) & 0x3F)])
+            output.append(alphabet[Int((value >> 12) & 0x3F)])
+            output.append(alphabet[Int((value >> 6) & 0x3F)])
+            output.append(alphabet[Int(value & 0x3F)])
+            index += 3
+        }
+        let rest = input.count - index
+        guard rest > 0 else { return }
+        let value = UInt32(input[index]) << 16 | (rest == 2 ? UInt32(input[index + 1]) << 8 : 0)
+        output.append(alphabet[Int((value >> 18) & 0x3F)])
+        output.append(alphabet[Int((value >> 12) & 0x3F)])
+        output.append(rest == 2 ? alphabet[Int((value >> 6) & 0x3F)] : UInt8(ascii: "="))
+        output.append(UInt8(ascii: "="))
     }
 
     /// What the end of an existing log file says: where its chain stands after its last whole

@@ -33,6 +33,7 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
     private let maxBufferedBytes = 64 * 1024 * 1024
     /// Where the chain stands; nil: lines are not chained (`risc bench log`'s comparison only).
     private var chain: EventLogChain?
+    private let hasher = SHA256Stream()
 
     /// `logID`: the genesis line's name for this log (the node's; default the host name).
     public init(path: String?, toStandardOutput: Bool = false, flushInterval: Double = 0.02, logID: String? = nil, chained: Bool = true) throws {
@@ -115,7 +116,7 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
     private func append(_ record: EventLogRecord) {
         let start = buffer.count
         record.write(to: &buffer)
-        chain?.seal(&buffer, from: start)
+        chain?.seal(&buffer, from: start, hasher: hasher)
     }
 
     deinit { close() }
@@ -130,7 +131,7 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
         } else {
             let start = buffer.count
             buffer.append(contentsOf: line)
-            chain?.seal(&buffer, from: start)
+            chain?.seal(&buffer, from: start, hasher: hasher)
         }
         if buffer.count >= flushBytes { condition.signal() }
         condition.unlock()

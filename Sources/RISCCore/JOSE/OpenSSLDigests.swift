@@ -56,3 +56,26 @@ public enum SHA256 {
         hash(bytes).map { String($0, radix: 16).leftPadded(to: 2) }.joined()
     }
 }
+
+/// One SHA-256 context used again and again, for many short inputs in a row (the event log's
+/// chain hashes every line): no context made and freed, no copy of the input, per hash. One
+/// owner at a time.
+public final class SHA256Stream: @unchecked Sendable {  // reason: used by one owner at a time (the event log's writer, under its lock)
+    private let context: OpaquePointer
+
+    public init() { context = EVP_MD_CTX_new()! }
+
+    deinit { EVP_MD_CTX_free(context) }
+
+    /// `SHA-256(prefix ‖ bytes)` written into `output` (32 bytes).
+    public func hash(prefix: UInt8, _ bytes: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) {
+        precondition(output.count >= 32)
+        var prefix = prefix
+        var length: UInt32 = 0
+        let ok =
+            EVP_DigestInit_ex(context, OpenSSLDigests.shared.sha256, nil) == 1 && EVP_DigestUpdate(context, &prefix, 1) == 1
+            && EVP_DigestUpdate(context, bytes.baseAddress, bytes.count) == 1
+            && EVP_DigestFinal_ex(context, output.baseAddress?.assumingMemoryBound(to: UInt8.self), &length) == 1
+        precondition(ok && length == 32, "SHA-256 failed")
+    }
+}
