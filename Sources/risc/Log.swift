@@ -17,9 +17,7 @@ extension RiscCommand {
                 Reads events.log in the receiver's data directory (from --config, RISC_DATA_DIR or --data-dir) with its \
                 rotated files (events.log.N, events.log.N.gz) oldest first, or the FILEs given, in order. Every line's seq \
                 must follow the one before and its prev must be the hash of the line before it (docs/operations.md, \
-                "The event log's hash chain").
-
-                Exit status: 1 when the chain is broken (the first bad line, its file and the reason: bad_json, \
+                "The event log's hash chain"). Exit status: 1 when the chain is broken (the first bad line, its file and the reason: bad_json, \
                 prev_mismatch, seq_gap, seq_regress); 2 when the chain is whole but that cannot rule out lines cut from \
                 the end or a log rewritten whole (no signed checkpoint to compare with yet); a torn line (a write cut off \
                 by a crash) is a warning.
