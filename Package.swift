@@ -129,7 +129,7 @@ let package = Package(
         ),
         .testTarget(
             name: "RISCLocalTests",
-            dependencies: ["RISCLocal", "RISCCore"],
+            dependencies: ["RISCLocal", "RISCCore", "RISCTestKit"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

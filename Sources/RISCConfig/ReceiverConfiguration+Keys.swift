@@ -84,6 +84,13 @@ extension ReceiverConfiguration {
             .optionalString(
                 "event_log_id", \.eventLogID,
                 "the event log's name in its genesis line, one per receiver (each keeps a hash chain of its own; default: the host name)"),
+            .optionalString(
+                "event_log_checkpoint_key", \.eventLogCheckpointKey,
+                "an Ed25519 key (`risc keys checkpoint-key`), outside data_dir, that signs a checkpoint of the event log at least every event_log_checkpoint_interval and at shutdown (DATA_DIR/events.checkpoint, and the diagnostic log); unset: no checkpoints"
+            ),
+            .duration(
+                "event_log_checkpoint_interval", \.eventLogCheckpointInterval,
+                "how often a checkpoint is signed, even when nothing happened, so a cut end shows within it: a duration such as 30s, at most 60s (default 60s)"),
             .double("clock_skew", \.clockSkew, "seconds a future iat may be ahead before a warning (default 300)"),
             .double("jwks.min_ttl", \.jwksMinimumTTL, "lower bound on a key set's lifetime from max-age (default 300)"),
             .double("jwks.max_ttl", \.jwksMaximumTTL, "upper bound on it (default 86400)"),

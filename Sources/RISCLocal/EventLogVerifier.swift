@@ -60,13 +60,23 @@ public struct EventLogVerifier: Sendable {
         public var problem: Finding?
         /// Where the chain stands after the last line read.
         public var chain: EventLogChain?
+        /// The Merkle tree of the lines from the genesis (with `keepTree`, when the log starts there).
+        public var tree: MerkleRange?
+        /// The tree's root at each size asked for (`rootsAt`).
+        public var roots: [UInt64: [UInt8]] = [:]
     }
 
     public private(set) var summary = Summary()
     /// A line that did not parse, waiting to see whether the next one explains it as torn.
     private var pendingTorn: (file: String, line: Int, bytes: Int)?
+    private let keepTree: Bool
+    private let rootsAt: Set<UInt64>
 
-    public init() {}
+    /// `keepTree`: build the Merkle tree of the lines; `rootsAt`: note its root at these sizes.
+    public init(keepTree: Bool = false, rootsAt: Set<UInt64> = []) {
+        self.keepTree = keepTree || !rootsAt.isEmpty
+        self.rootsAt = rootsAt
+    }
 
     /// Whether a break was found (reading further changes nothing).
     public var broken: Bool { summary.problem != nil }
@@ -117,7 +127,13 @@ public struct EventLogVerifier: Sendable {
         }
         summary.lines += 1
         summary.lastSeq = seq
-        summary.chain = EventLogChain(next: seq + 1, last: EventLogChain.leafHash(line))
+        let leaf = EventLogChain.leafHash(line)
+        summary.chain = EventLogChain(next: seq + 1, last: leaf)
+        if keepTree, summary.firstSeq == 0 {
+            if summary.tree == nil { summary.tree = MerkleRange() }
+            summary.tree!.append(leaf: leaf)
+            if rootsAt.contains(summary.tree!.size) { summary.roots[summary.tree!.size] = summary.tree!.root }
+        }
     }
 
     /// The end of the input: a line left unexplained is bad.
@@ -131,8 +147,8 @@ public struct EventLogVerifier: Sendable {
     }
 
     /// Checks `files` in order (a `.gz` file is read through `gzip -dc`).
-    public static func verify(files: [String]) throws -> Summary {
-        var verifier = EventLogVerifier()
+    public static func verify(files: [String], keepTree: Bool = false, rootsAt: Set<UInt64> = []) throws -> Summary {
+        var verifier = EventLogVerifier(keepTree: keepTree, rootsAt: rootsAt)
         for (index, file) in files.enumerated() where !verifier.broken {
             let bytes = try contents(of: file)
             let last = index == files.count - 1

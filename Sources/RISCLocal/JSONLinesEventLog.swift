@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 public import RISCCore
 
 #if canImport(Glibc)
@@ -34,9 +34,44 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
     /// Where the chain stands; nil: lines are not chained (`risc bench log`'s comparison only).
     private var chain: EventLogChain?
     private let hasher = SHA256Stream()
+    /// Signed checkpoints of the chain (nil: none are made).
+    private let checkpoints: Checkpoints?
+    /// The Merkle tree of every line from the genesis, while checkpoints are made.
+    private var range: MerkleRange?
+    private var lastCheckpoint = -Double.infinity
+    /// The checkpoints' origin line: `risc-event-log/<log_id>`.
+    public let origin: String
+
+    /// Where and how often the chain is checkpointed (issue 28): a C2SP signed note of the tree of
+    /// every line so far, made at least every `interval` seconds (by `now`, injected) and at the
+    /// close, written to `DIRECTORY/events.checkpoint` and given to `publish` (off the box).
+    public struct Checkpoints: Sendable {
+        public var key: CheckpointKey
+        public var interval: Double
+        public var now: @Sendable () -> Double
+        public var publish: @Sendable (String) -> Void
+
+        public init(
+            key: CheckpointKey, interval: Double = 60, now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 },
+            publish: @escaping @Sendable (String) -> Void = { _ in }
+        ) {
+            (self.key, self.interval, self.now, self.publish) = (key, interval, now, publish)
+        }
+    }
+
+    /// The file that holds the newest checkpoint of the log at `path`.
+    public static func checkpointPath(of path: String) -> String {
+        ((path as NSString).deletingLastPathComponent as NSString).appendingPathComponent("events.checkpoint")
+    }
 
     /// `logID`: the genesis line's name for this log (the node's; default the host name).
-    public init(path: String?, toStandardOutput: Bool = false, flushInterval: Double = 0.02, logID: String? = nil, chained: Bool = true) throws {
+    public init(
+        path: String?, toStandardOutput: Bool = false, flushInterval: Double = 0.02, logID: String? = nil, chained: Bool = true,
+        checkpoints: Checkpoints? = nil
+    ) throws {
+        let logID = logID ?? ProcessInfo.processInfo.hostName
+        self.origin = "risc-event-log/" + logID
+        self.checkpoints = path == nil || !chained ? nil : checkpoints
         self.path = path
         self.toStandardOutput = toStandardOutput
         self.flushInterval = flushInterval
@@ -61,10 +96,20 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
             if tail?.needsNewline == true || (tail?.tornBytes ?? 0) > 0 { buffer.append(0x0A) }
             if let resumed = tail?.chain {
                 chain = resumed
+                if self.checkpoints != nil, let path {
+                    let rebuilt = Self.rebuildRange(path, chain: resumed)
+                    range = rebuilt.tree
+                    if let problem = rebuilt.problem {
+                        var record = EventLogRecord(step: .log, outcome: .failed, time: now)
+                        record["error"] = .string("no checkpoints: \(problem)")
+                        append(record)
+                    }
+                }
             } else {
                 chain = .empty
                 var genesis = EventLogRecord(step: .log, outcome: .genesis, time: now)
-                genesis["log_id"] = .string(logID ?? ProcessInfo.processInfo.hostName)
+                genesis["log_id"] = .string(logID)
+                if self.checkpoints != nil { range = MerkleRange() }
                 append(genesis)
             }
             if let torn = tail?.tornBytes, torn > 0 {
@@ -116,7 +161,39 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
     private func append(_ record: EventLogRecord) {
         let start = buffer.count
         record.write(to: &buffer)
-        chain?.seal(&buffer, from: start, hasher: hasher)
+        seal(from: start)
+    }
+
+    private func seal(from start: Int) {
+        guard chain != nil else { return }
+        chain!.seal(&buffer, from: start, hasher: hasher)
+        range?.append(leaf: chain!.last)
+    }
+
+    /// The tree of an existing log's lines, read whole from its genesis; nil, and why, when the
+    /// log cannot give it (its first files gone, or its chain broken).
+    static func rebuildRange(_ path: String, chain: EventLogChain) -> (tree: MerkleRange?, problem: String?) {
+        let summary: EventLogVerifier.Summary
+        do {
+            summary = try EventLogVerifier.verify(files: EventLogVerifier.files(of: path), keepTree: true)
+        } catch {
+            return (nil, "the log cannot be read (\(error))")
+        }
+        if let problem = summary.problem { return (nil, "the log's chain is broken: \(problem)") }
+        guard summary.firstSeq == 0, let tree = summary.tree, tree.size == chain.next else {
+            return (nil, "the log cannot be read whole from its genesis (its files start at seq \(summary.firstSeq ?? 0))")
+        }
+        return (tree, nil)
+    }
+
+    /// Signs and writes a checkpoint of `size` lines with `root`; off the flusher's thread work only.
+    private func writeCheckpoint(_ checkpoints: Checkpoints, size: UInt64, root: [UInt8], time: Double) {
+        guard let path else { return }
+        let checkpoint = EventLogCheckpoint(origin: origin, size: size, root: root, time: time)
+        guard let note = try? checkpoint.signed(by: checkpoints.key) else { return }
+        let file = Self.checkpointPath(of: path)
+        try? PrivateFiles.writeAtomically(file, Array(note.utf8))
+        checkpoints.publish(note)
     }
 
     deinit { close() }
@@ -131,7 +208,7 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
         } else {
             let start = buffer.count
             buffer.append(contentsOf: line)
-            chain?.seal(&buffer, from: start, hasher: hasher)
+            seal(from: start)
         }
         if buffer.count >= flushBytes { condition.signal() }
         condition.unlock()
@@ -184,8 +261,15 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
             let reopenNow = reopenRequested
             reopenRequested = false
             let stop = stopping
+            // A checkpoint covers exactly the lines taken here, written just below.
+            var due: (Checkpoints, UInt64, [UInt8], Double)?
+            if let checkpoints, let range, case let now = checkpoints.now(), stop || now - lastCheckpoint >= checkpoints.interval {
+                lastCheckpoint = now
+                due = (checkpoints, range.size, range.root, now)
+            }
             condition.unlock()
             write(data)
+            if let (checkpoints, size, root, time) = due { writeCheckpoint(checkpoints, size: size, root: root, time: time) }
             if reopenNow, let path {
                 if fd >= 0 { Glibc.close(fd) }
                 fd = Self.open(path)

@@ -67,7 +67,7 @@ extension Receiver {
             ("admin.tls.certificate", configuration.adminTLSCertificate), ("admin.tls.key", configuration.adminTLSKey),
             ("admin.tls.client_ca", configuration.adminTLSClientCA),
             ("store.password_file", configuration.store.passwordFile), ("store.ca_file", configuration.store.caFile),
-            ("accounts.token_key_file", configuration.tokenKeyFile),
+            ("accounts.token_key_file", configuration.tokenKeyFile), ("event_log_checkpoint_key", configuration.eventLogCheckpointKey),
             ("linking.notices.service_account_file", configuration.noticeIssuer == nil ? nil : configuration.noticeServiceAccountFile),
         ]
         for (setting, path) in named {
@@ -92,6 +92,14 @@ extension Receiver {
         }
         if let path = configuration.jwksFile, let data = files.contents(atPath: path) {
             do { _ = try JWKSet(json: Array(data)) } catch { problems.append("jwks_file: \(path): \(error)") }
+        }
+        if let path = configuration.eventLogCheckpointKey {
+            let inside = URL(fileURLWithPath: path).standardizedFileURL.path.hasPrefix(URL(fileURLWithPath: configuration.dataDirectory).standardizedFileURL.path + "/")
+            if inside {
+                problems.append("event_log_checkpoint_key: \(path) is inside data_dir; keep the key that signs the log's checkpoints outside it")
+            } else if files.isReadableFile(atPath: path) {
+                do { _ = try CheckpointKey(file: path) } catch { problems.append("event_log_checkpoint_key: \(error)") }
+            }
         }
         // Unreadable files are named above; the pairs that can be read must load.
         for pair in configuration.tlsPairs where [pair.certificate, pair.key, pair.clientCA ?? pair.key].allSatisfy(files.isReadableFile(atPath:)) {
@@ -138,5 +146,17 @@ extension Receiver {
             throw ConfigurationError(problems: ["\(setting): cannot read \(path)"])
         }
         return Array(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+    }
+
+    /// The event log's checkpoints, when `event_log_checkpoint_key` is set: each also goes to the
+    /// diagnostic log (journald), so a copy leaves the data directory as it is made.
+    static func checkpoints(_ configuration: ReceiverConfiguration, logger: Logger) throws -> JSONLinesEventLog.Checkpoints? {
+        guard let path = configuration.eventLogCheckpointKey else { return nil }
+        let key = try CheckpointKey(file: path)
+        return JSONLinesEventLog.Checkpoints(
+            key: key, interval: configuration.eventLogCheckpointInterval,
+            publish: { note in
+                logger.notice("event log checkpoint", metadata: ["risc.checkpoint": "\(note.replacingOccurrences(of: "\n", with: "\\n"))"])
+            })
     }
 }

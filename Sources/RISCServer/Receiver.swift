@@ -72,7 +72,8 @@ public final class Receiver: Sendable {
         if configuration.store.url == nil, let moved = MovedMarker.refusal(in: configuration.dataDirectory) { throw moved }
         eventLog = try JSONLinesEventLog(
             path: (configuration.dataDirectory as NSString).appendingPathComponent("events.log"),
-            toStandardOutput: configuration.eventLogToStandardOutput, logID: configuration.eventLogID)
+            toStandardOutput: configuration.eventLogToStandardOutput, logID: configuration.eventLogID,
+            checkpoints: try Self.checkpoints(configuration, logger: logger))
         let actionTarget = configuration.webhookURL == nil ? "accounts" : "webhook"
         metrics = ReceiverMetrics(
             factory: metricsFactory, version: configuration.build.version, commit: configuration.build.commit, actionTarget: actionTarget)

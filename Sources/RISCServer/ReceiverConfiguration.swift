@@ -73,6 +73,11 @@ public struct ReceiverConfiguration: Sendable {
     /// The event log's name in its genesis line (`event_log_id`; nil: the host name): one per
     /// receiver, so each of several keeps a chain of its own.
     public var eventLogID: String?
+    /// The Ed25519 key (`risc keys checkpoint-key`) that signs the event log's checkpoints
+    /// (`event_log_checkpoint_key`; nil: no checkpoints), outside the data directory.
+    public var eventLogCheckpointKey: String?
+    /// Seconds between checkpoints (`event_log_checkpoint_interval`), at most 60.
+    public var eventLogCheckpointInterval: Double = 60
     /// The release and commit `risc_build_info` reports (set by the command, not a setting).
     public var build: (version: String, commit: String) = ("unknown", "unknown")
     /// `log.level`: the diagnostic log's level (start, stop and recoveries are `notice`).
@@ -237,6 +242,9 @@ public struct ReceiverConfiguration: Sendable {
         if (webhookURL == nil) != (webhookSecretFile == nil) { problems.append("webhook.url and webhook.secret_file go together") }
         if let url = webhookURL, let refusal = URLPolicy().refusal(for: url) { problems.append("webhook.url: \(refusal)") }
         if webhookTimeout <= 0 { problems.append("webhook.timeout must be positive") }
+        if !(eventLogCheckpointInterval > 0 && eventLogCheckpointInterval <= 60) {
+            problems.append("event_log_checkpoint_interval must be more than 0 and at most 60s, got \(eventLogCheckpointInterval)")
+        }
         if let path = linkingRevocationPath {
             if !path.hasPrefix("/") { problems.append("linking.revocation_path must start with '/', got '\(path)'") }
             if path == eventsPath { problems.append("linking.revocation_path must differ from events_path") }

@@ -16,7 +16,7 @@ extension RiscCommand {
                 has fetched the JWKS again (the receiver serves it with a 5-minute max-age; a day is safer), `activate`, and \
                 later `retire` the old key. `rotate` is generate and activate at once.
                 """,
-            subcommands: [Generate.self, Rotate.self, Activate.self, Retire.self, TokenKeyCommand.self]
+            subcommands: [Generate.self, Rotate.self, Activate.self, Retire.self, TokenKeyCommand.self, CheckpointKeyCommand.self]
         )
     }
 }
@@ -128,4 +128,29 @@ extension RiscCommand.Keys {
 /// Runs a change to a key directory; what is wrong with the directory or the kid is a usage error (exit 64).
 private func keyChange(_ change: () throws -> Void) throws {
     do { try change() } catch let error as TransmitterKeys.LoadError { throw ValidationError(error.description) }
+}
+
+extension RiscCommand.Keys {
+    struct CheckpointKeyCommand: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "checkpoint-key",
+            abstract: "Write a new Ed25519 key that signs the event log's checkpoints (mode 0600), and print its verifier key.",
+            discussion: """
+                Keep the key outside the data directory (event_log_checkpoint_key names it) and give the verifier key it \
+                prints (also written to FILE.pub) to whoever audits the log: `risc log verify --key`.
+                """
+        )
+
+        @Option(help: "The key file to write.") var out: String
+        @Option(help: "The key's name in the checkpoints' signature lines (one word).") var name: String = "risc-event-log"
+
+        func run() throws {
+            guard !FileManager.default.fileExists(atPath: out) else { throw SetupProblem("\(out) exists; risc does not overwrite a key") }
+            let (key, file) = try CheckpointKey.generate(name: name)
+            try PrivateFiles.writeAtomically(out, Array(file.utf8))
+            try Data((key.verifierKey + "\n").utf8).write(to: URL(fileURLWithPath: out + ".pub"))
+            print("wrote \(out) (private, mode 0600) and \(out).pub")
+            print(key.verifierKey)
+        }
+    }
 }

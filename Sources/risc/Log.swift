@@ -6,51 +6,82 @@ import RISCLocal
 extension RiscCommand {
     struct Log: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Check the event log: its hash chain (issue 28).", subcommands: [LogVerify.self])
+            abstract: "The event log's proofs: its hash chain and signed checkpoints (issue 28).", subcommands: [LogVerify.self, LogCheckpoint.self])
+    }
+
+    /// The event log's files and newest checkpoint, from the files given or the data directory.
+    struct LogLocation: ParsableArguments {
+        @Option(help: "The receiver's config file: its data_dir.") var config: String?
+        @Option(help: "Data directory (default: RISC_DATA_DIR, the config's, else ./data).") var dataDir: String?
+
+        func eventLog() throws -> String {
+            let resolved = try StoreOption.resolve(config: config, dataDir: dataDir, storeURL: nil, tokenKeyFile: nil)
+            let path = (resolved.dataDirectory as NSString).appendingPathComponent("events.log")
+            guard !EventLogVerifier.files(of: path).isEmpty else {
+                throw SetupProblem(
+                    "no event log in \(resolved.dataDirectory) (data directory from \(resolved.dataDirectorySource)): name the receiver's with --config FILE, --data-dir DIR, RISC_DATA_DIR, or give the files"
+                )
+            }
+            return path
+        }
     }
 
     struct LogVerify: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "verify",
-            abstract: "Verify the event log's hash chain across its files (logrotate's too, compressed or not).",
+            abstract: "Verify the event log: its hash chain across its files, and its signed checkpoints.",
             discussion: """
                 Reads events.log in the receiver's data directory (from --config, RISC_DATA_DIR or --data-dir) with its \
                 rotated files (events.log.N, events.log.N.gz) oldest first, or the FILEs given, in order. Every line's seq \
-                must follow the one before and its prev must be the hash of the line before it (docs/operations.md, \
-                "The event log's hash chain"). Exit status: 1 when the chain is broken (the first bad line, its file and the reason: bad_json, \
-                prev_mismatch, seq_gap, seq_regress); 2 when the chain is whole but that cannot rule out lines cut from \
-                the end or a log rewritten whole (no signed checkpoint to compare with yet); a torn line (a write cut off \
-                by a crash) is a warning.
+                must follow the one before and its prev must be the hash of the line before it; with --key, the log's \
+                newest checkpoint (events.checkpoint, or --checkpoint) and a --trusted-checkpoint kept elsewhere must be \
+                signed by that key and match the log's Merkle tree (docs/operations.md, "The event log's hash chain and checkpoints"). \
+                Exit status: 0 verified (lines after the newest checkpoint are a warning); 1 tampered (the first bad line \
+                or checkpoint and why: bad_json, prev_mismatch, seq_gap, seq_regress, checkpoint_invalid, truncated, \
+                root_mismatch, rollback); 2 undecided (no key, no checkpoint yet). A torn line (a write cut off by a \
+                crash) is a warning.
                 """
         )
 
-        @Option(help: "The receiver's config file: its data_dir.") var config: String?
-        @Option(help: "Data directory (default: RISC_DATA_DIR, the config's, else ./data).") var dataDir: String?
+        @OptionGroup var location: LogLocation
+        @Option(help: "The verifier key (name+id+key, as `risc keys checkpoint-key` prints it), or a file holding it.") var key: String?
+        @Option(help: "The log's newest checkpoint (default DATA_DIR/events.checkpoint).") var checkpoint: String?
+        @Option(help: "A checkpoint kept elsewhere (off the box): the log must still hold what it signed.") var trustedCheckpoint: String?
         @Flag(help: "Print the result as one JSON object.") var json = false
         @Argument(help: "Log files, oldest first (default: the data directory's events.log and its rotated files).") var files: [String] = []
 
         func run() throws {
             var files = self.files
+            var checkpointFile = checkpoint
             if files.isEmpty {
-                let resolved = try StoreOption.resolve(config: config, dataDir: dataDir, storeURL: nil, tokenKeyFile: nil)
-                files = EventLogVerifier.files(of: (resolved.dataDirectory as NSString).appendingPathComponent("events.log"))
-                guard !files.isEmpty else {
-                    throw SetupProblem(
-                        "no event log in \(resolved.dataDirectory) (data directory from \(resolved.dataDirectorySource)): name the receiver's with --config FILE, --data-dir DIR, RISC_DATA_DIR, or give the files"
-                    )
-                }
+                let path = try location.eventLog()
+                files = EventLogVerifier.files(of: path)
+                checkpointFile = checkpointFile ?? JSONLinesEventLog.checkpointPath(of: path)
             }
-            let summary: EventLogVerifier.Summary
+            func read(_ path: String?) -> String? { path.flatMap { FileManager.default.contents(atPath: $0) }.map { String(decoding: $0, as: UTF8.self) } }
+            let verifier: CheckpointVerifier?
             do {
-                summary = try EventLogVerifier.verify(files: files)
+                verifier = try key.map { try CheckpointVerifier(FileManager.default.fileExists(atPath: $0) ? read($0) ?? "" : $0) }
+            } catch {
+                throw SetupProblem("--key: \(error)")
+            }
+            if let trustedCheckpoint, read(trustedCheckpoint) == nil { throw SetupProblem("cannot read --trusted-checkpoint \(trustedCheckpoint)") }
+            let audit: EventLogAudit
+            do {
+                audit = try EventLogAudit.run(files: files, key: verifier, checkpointNote: read(checkpointFile), trustedNote: read(trustedCheckpoint))
             } catch {
                 throw SetupProblem("cannot read the event log: \(error.localizedDescription)")
             }
-            print(json ? Self.json(summary, files: files) : Self.text(summary, files: files))
-            throw ExitCode(summary.problem == nil ? 2 : 1)
+            print(json ? Self.json(audit, files: files) : Self.text(audit, files: files))
+            switch audit.result {
+            case .verified: return
+            case .tampered: throw ExitCode(1)
+            case .undecided: throw ExitCode(2)
+            }
         }
 
-        static func text(_ summary: EventLogVerifier.Summary, files: [String]) -> String {
+        static func text(_ audit: EventLogAudit, files: [String]) -> String {
+            let summary = audit.summary
             var lines: [String] = []
             if let problem = summary.problem {
                 lines.append("TAMPERED: \(problem)")
@@ -63,17 +94,22 @@ extension RiscCommand {
             } else {
                 lines.append("no chained line yet")
             }
+            if let problem = audit.checkpointProblem { lines.append("TAMPERED: \(problem.reason.rawValue): \(problem.detail)") }
             if summary.unchained > 0 { lines.append("note: \(summary.unchained) lines from before the chain began (not checked)") }
             for torn in summary.torn { lines.append("warning: \(torn)") }
-            if summary.problem == nil {
-                lines.append("undecided: no signed checkpoint to compare with, so lines cut from the end or a log rewritten whole would not show")
+            if let checkpoint = audit.checkpoint {
+                lines.append("checkpoint: \(checkpoint.size) lines signed at \(Timestamp.iso8601(checkpoint.time)), root matches")
+                if audit.unsealed > 0 { lines.append("warning: tail_unsealed: \(audit.unsealed) lines after the newest checkpoint") }
+                lines.append("VERIFIED")
             }
+            if let reason = audit.undecidedBecause { lines.append("undecided: \(reason)") }
             return lines.joined(separator: "\n")
         }
 
-        static func json(_ summary: EventLogVerifier.Summary, files: [String]) -> String {
+        static func json(_ audit: EventLogAudit, files: [String]) -> String {
+            let summary = audit.summary
             var object = JSONObject()
-            object["result"] = summary.problem == nil ? "undecided" : "tampered"
+            object["result"] = .string(audit.result.rawValue)
             object["files"] = .array(files.map { .string($0) })
             object["lines"] = .number(Double(summary.lines))
             object["unchained"] = .number(Double(summary.unchained))
@@ -82,8 +118,28 @@ extension RiscCommand {
             if let logID = summary.logID { object["log_id"] = .string(logID) }
             object["torn"] = .array(summary.torn.map(\.json))
             if let problem = summary.problem { object["problem"] = problem.json }
-            if summary.problem == nil { object["warnings"] = ["no_checkpoint"] }
+            if let problem = audit.checkpointProblem { object["problem"] = ["reason": .string(problem.reason.rawValue), "detail": .string(problem.detail)] }
+            if let checkpoint = audit.checkpoint {
+                object["checkpoint"] = ["size": .number(Double(checkpoint.size)), "time": .string(Timestamp.iso8601(checkpoint.time))]
+                object["unsealed"] = .number(Double(audit.unsealed))
+            }
+            if let reason = audit.undecidedBecause { object["undecided"] = .string(reason) }
             return JSONValue.object(object).serialized
+        }
+    }
+
+    struct LogCheckpoint: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "checkpoint", abstract: "Print the event log's newest signed checkpoint (a C2SP signed note), to keep elsewhere.")
+
+        @OptionGroup var location: LogLocation
+
+        func run() throws {
+            let file = JSONLinesEventLog.checkpointPath(of: try location.eventLog())
+            guard let data = FileManager.default.contents(atPath: file) else {
+                throw SetupProblem("no checkpoint at \(file): checkpoints are made when event_log_checkpoint_key is set")
+            }
+            print(String(decoding: data, as: UTF8.self), terminator: "")
         }
     }
 }

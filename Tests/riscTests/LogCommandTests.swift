@@ -1,6 +1,8 @@
 import Foundation
+import RISCClient
 import RISCCore
 import RISCLocal
+import RISCTestKit
 import Testing
 
 /// `risc log verify` (issue 28): its exit statuses and what it prints, on a log risc wrote.
@@ -23,7 +25,7 @@ struct LogCommandTests {
         var result = try RiscBinary.run(["log", "verify", "--data-dir", directory])
         #expect(result.status == 2, "\(result.stdout) \(result.stderr)")
         #expect(result.stdout.contains("chain whole: 5 lines, seq 0–4, in 1 file, log node-b"), "\(result.stdout)")
-        #expect(result.stdout.contains("undecided: no signed checkpoint"))
+        #expect(result.stdout.contains("undecided: no verifier key"))
         result = try RiscBinary.run(["log", "verify", "--json", path])
         let object = try JSONParser.parseObject(Array(result.stdout.utf8))
         #expect(result.status == 2 && object["result"] == "undecided" && object["last_seq"] == 4)
@@ -40,5 +42,50 @@ struct LogCommandTests {
 
         result = try RiscBinary.run(["log", "verify", "--data-dir", directory + "/nothing"])
         #expect(result.status == 64 && result.stderr.contains("no event log in"))
+    }
+
+    @Test(
+        "risc serve signs checkpoints with the key `risc keys checkpoint-key` made, at its interval and at shutdown; the chain goes on over SIGHUP; `risc log verify --key` says VERIFIED, `risc log checkpoint` prints the note"
+    )
+    func serveCheckpoints() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-logserve-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let keyFile = directory.appendingPathComponent("checkpoint.key").path
+        let made = try RiscBinary.run(["keys", "checkpoint-key", "--out", keyFile, "--name", "node-z"])
+        #expect(made.status == 0, "\(made.stderr)")
+        let verifierKey = try String(contentsOfFile: keyFile + ".pub", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(made.stdout.contains(verifierKey) && verifierKey.hasPrefix("node-z+"))
+        #expect((try FileManager.default.attributesOfItem(atPath: keyFile)[.posixPermissions] as? NSNumber)?.intValue == 0o600)
+        #expect(try RiscBinary.run(["keys", "checkpoint-key", "--out", keyFile]).status == 64)  // never overwritten
+
+        let config = directory.appendingPathComponent("risc.toml").path
+        try "event_log_id = \"node-z\"\nevent_log_checkpoint_key = \"\(keyFile)\"\nevent_log_checkpoint_interval = \"1s\"\n".write(
+            toFile: config, atomically: true, encoding: .utf8)
+        let data = directory.appendingPathComponent("data")
+        let (process, _, port, _) = try await ServeCommandTests.startServe(extra: ["--config", config], data: data)
+        defer { process.terminate() }
+        let checkpoint = data.appendingPathComponent("events.checkpoint").path
+        #expect(try await waitWhile { !FileManager.default.fileExists(atPath: checkpoint) })
+        _ = try await CurlHTTPClient().perform(HTTPRequest(method: "POST", url: "http://127.0.0.1:\(port)/events", body: Array("junk".utf8)))
+        kill(process.processIdentifier, SIGHUP)
+        _ = try await CurlHTTPClient().perform(HTTPRequest(method: "POST", url: "http://127.0.0.1:\(port)/events", body: Array("junk".utf8)))
+        process.terminate()
+        process.waitUntilExit()
+
+        let verified = try RiscBinary.run(["log", "verify", "--data-dir", data.path, "--key", keyFile + ".pub"])
+        #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
+        #expect(verified.stdout.contains("log node-z") && verified.stdout.contains("VERIFIED") && !verified.stdout.contains("tail_unsealed"), "\(verified.stdout)")
+        let note = try RiscBinary.run(["log", "checkpoint", "--data-dir", data.path])
+        #expect(note.status == 0 && note.stdout.hasPrefix("risc-event-log/node-z\n") && note.stdout.contains("\u{2014} node-z "), "\(note.stdout)")
+        // Kept elsewhere, the note catches a log cut short later.
+        let trusted = directory.appendingPathComponent("trusted.checkpoint").path
+        try note.stdout.write(toFile: trusted, atomically: true, encoding: .utf8)
+        let log = data.appendingPathComponent("events.log").path
+        let lines = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n")
+        try (lines.dropLast().joined(separator: "\n") + "\n").write(toFile: log, atomically: false, encoding: .utf8)
+        try FileManager.default.removeItem(atPath: checkpoint)
+        let cut = try RiscBinary.run(["log", "verify", "--data-dir", data.path, "--key", verifierKey, "--trusted-checkpoint", trusted])
+        #expect(cut.status == 1 && cut.stdout.contains("TAMPERED: truncated"), "\(cut.stdout)")
     }
 }

@@ -1,0 +1,168 @@
+public import Foundation
+public import RISCCore
+
+/// The RFC 9162 Merkle tree hash of the event log's lines (its leaves are the lines' leaf hashes,
+/// `EventLogChain.leafHash`), kept as a compact range: the roots of the perfect subtrees that
+/// make up the tree so far, largest first. Appending is O(log n) and so is the root.
+public struct MerkleRange: Sendable, Equatable {
+    public private(set) var size: UInt64 = 0
+    private var roots: [[UInt8]] = []
+
+    public init() {}
+
+    /// Adds a leaf hash.
+    public mutating func append(leaf: [UInt8]) {
+        var hash = leaf
+        var remaining = size
+        while remaining & 1 == 1 {
+            hash = Self.nodeHash(roots.removeLast(), hash)
+            remaining >>= 1
+        }
+        roots.append(hash)
+        size += 1
+    }
+
+    /// MTH of the leaves so far (RFC 9162 §2.1.1; SHA-256 of nothing for none).
+    public var root: [UInt8] {
+        guard var hash = roots.last else { return SHA256.hash([UInt8]()) }
+        for left in roots.dropLast().reversed() { hash = Self.nodeHash(left, hash) }
+        return hash
+    }
+
+    static func nodeHash(_ left: [UInt8], _ right: [UInt8]) -> [UInt8] { SHA256.hash([0x01] + left + right) }
+}
+
+/// A checkpoint of the event log as a C2SP signed note (`c2sp.org/tlog-checkpoint`,
+/// `c2sp.org/signed-note`): the log's origin, its size (lines from the genesis) and the Merkle
+/// root, with a time extension line, signed with Ed25519.
+public struct EventLogCheckpoint: Sendable, Equatable {
+    public var origin: String
+    public var size: UInt64
+    public var root: [UInt8]
+    /// When it was made (an extension line, `risc-time <RFC 3339>`).
+    public var time: Double
+
+    public init(origin: String, size: UInt64, root: [UInt8], time: Double) {
+        (self.origin, self.size, self.root, self.time) = (origin, size, root, time)
+    }
+
+    /// The signed text: origin, size, root (base64), the time line, each with its newline.
+    public var body: String {
+        "\(origin)\n\(size)\n\(Base64URL.encodeStandard(root))\nrisc-time \(Timestamp.iso8601(time))\n"
+    }
+
+    /// The whole note: the body, a blank line, and the signature line.
+    public func signed(by key: CheckpointKey) throws -> String {
+        let signature = try key.privateKey.sign(Array(body.utf8), algorithm: .eddsa)
+        return body + "\n\u{2014} \(key.name) \(Base64URL.encodeStandard(key.keyID + signature))\n"
+    }
+
+    /// Why a note was not accepted.
+    public struct Invalid: Error, CustomStringConvertible {
+        public let description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    /// Parses a signed note and checks its signature with `key` (a signature line by another key
+    /// name or ID is ignored; none by `key` is invalid).
+    public static func verify(note: String, key: CheckpointVerifier) throws(Invalid) -> EventLogCheckpoint {
+        guard let split = note.range(of: "\n\n") else { throw Invalid("not a signed note: no blank line before the signatures") }
+        let body = String(note[..<split.lowerBound]) + "\n"
+        let lines = body.split(separator: "\n", omittingEmptySubsequences: false).dropLast().map(String.init)
+        guard lines.count >= 3, let size = UInt64(lines[1]), let root = Data(base64Encoded: lines[2]).map(Array.init), root.count == 32 else {
+            throw Invalid("not a checkpoint: origin, size and root expected")
+        }
+        var time = 0.0
+        for line in lines.dropFirst(3) where line.hasPrefix("risc-time ") {
+            let formatter = ISO8601DateFormatter()
+            formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+            time = formatter.date(from: String(line.dropFirst("risc-time ".count)))?.timeIntervalSince1970 ?? 0
+        }
+        var signed = false
+        for line in note[split.upperBound...].split(separator: "\n") {
+            let parts = line.split(separator: " ")
+            guard parts.count == 3, parts[0] == "\u{2014}", parts[1] == key.name, let blob = Data(base64Encoded: String(parts[2])).map(Array.init),
+                blob.count == 68, Array(blob.prefix(4)) == key.keyID
+            else { continue }
+            guard key.publicKey.verify(signature: Array(blob.dropFirst(4)), message: ArraySlice(body.utf8), algorithm: .eddsa) else {
+                throw Invalid("the signature by \(key.name) does not verify")
+            }
+            signed = true
+        }
+        guard signed else { throw Invalid("no signature by \(key.name) (key ID \(key.keyID.map { String(format: "%02x", $0) }.joined()))") }
+        return EventLogCheckpoint(origin: lines[0], size: size, root: root, time: time)
+    }
+}
+
+/// The C2SP key ID: the first four bytes of SHA-256(name ‖ "\n" ‖ 0x01 ‖ public key).
+func checkpointKeyID(name: String, publicKey raw: [UInt8]) -> [UInt8] {
+    Array(SHA256.hash(Array(name.utf8) + [0x0A, 0x01] + raw).prefix(4))
+}
+
+/// The key that signs checkpoints: an Ed25519 private key (PEM, mode 0600, outside the data
+/// directory) and its name.
+public struct CheckpointKey: Sendable {
+    public let name: String
+    public let privateKey: PrivateKey
+    public let keyID: [UInt8]
+    /// The public key as a C2SP verifier key: `name+hexID+base64(0x01 ‖ key)`, what an auditor keeps.
+    public let verifierKey: String
+
+    public init(name: String, privateKey: PrivateKey) throws {
+        guard !name.isEmpty, !name.contains(where: { $0 == "+" || $0.isWhitespace }) else {
+            throw EventLogCheckpoint.Invalid("a key name is one word without '+'")
+        }
+        guard let x = privateKey.publicKey.jwk(keyID: nil, algorithm: nil)["x"]?.stringValue, let raw = Base64URL.decode(x), raw.count == 32 else {
+            throw EventLogCheckpoint.Invalid("the checkpoint key must be Ed25519")
+        }
+        self.name = name
+        self.privateKey = privateKey
+        self.keyID = checkpointKeyID(name: name, publicKey: raw)
+        self.verifierKey = "\(name)+\(keyID.map { String(format: "%02x", $0) }.joined())+\(Base64URL.encodeStandard([0x01] + raw))"
+    }
+}
+
+/// A verifier key (`name+hexID+base64(0x01 ‖ key)`), as `CheckpointKey.verifierKey` prints it.
+public struct CheckpointVerifier: Sendable {
+    public let name: String
+    public let keyID: [UInt8]
+    public let publicKey: PublicKey
+
+    public init(_ text: String) throws {
+        let parts = text.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "+", maxSplits: 2)
+        guard parts.count == 3, parts[1].count == 8, let blob = Data(base64Encoded: String(parts[2])).map(Array.init), blob.count == 33,
+            blob[0] == 0x01
+        else { throw EventLogCheckpoint.Invalid("not a verifier key (name+hexID+base64 of an Ed25519 key)") }
+        let raw = Array(blob.dropFirst())
+        let id = checkpointKeyID(name: String(parts[0]), publicKey: raw)
+        guard id.map({ String(format: "%02x", $0) }).joined() == parts[1] else { throw EventLogCheckpoint.Invalid("the verifier key's ID does not match its key") }
+        self.name = String(parts[0])
+        self.keyID = id
+        self.publicKey = try PublicKey(ed25519: raw)
+    }
+}
+
+extension CheckpointKey {
+    /// The key file's first line, before the PEM: `risc checkpoint key: NAME` (OpenSSL's PEM
+    /// reader skips it), so the name that signs always goes with the key.
+    static let nameLine = "risc checkpoint key: "
+
+    /// A new Ed25519 key named `name`, as its file's text (mode 0600 is the caller's).
+    public static func generate(name: String) throws -> (key: CheckpointKey, file: String) {
+        let key = try CheckpointKey(name: name, privateKey: try PrivateKey.generate(.ed25519))
+        return (key, nameLine + name + "\n" + (try key.privateKey.pemRepresentation))
+    }
+
+    /// The key in a file `generate` wrote.
+    public init(file path: String) throws {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw EventLogCheckpoint.Invalid("cannot read the checkpoint key \(path)")
+        }
+        let text = String(decoding: data, as: UTF8.self)
+        guard text.hasPrefix(Self.nameLine), let newline = text.firstIndex(of: "\n") else {
+            throw EventLogCheckpoint.Invalid("\(path) is not a checkpoint key (risc keys checkpoint-key makes one)")
+        }
+        let name = String(text[text.index(text.startIndex, offsetBy: Self.nameLine.count)..<newline])
+        try self.init(name: name, privateKey: try PrivateKey(pem: String(text[text.index(after: newline)...])))
+    }
+}

@@ -1,0 +1,159 @@
+import Foundation
+import RISCCore
+import RISCTestKit
+import Testing
+
+@testable import RISCLocal
+
+/// Issue 28: signed checkpoints (C2SP signed notes of the RFC 9162 tree of every line), made by
+/// the writer on an injected clock, and `EventLogAudit` against the insider's rewrites the chain
+/// alone cannot show.
+@Suite("Event log checkpoints")
+struct EventLogCheckpointTests {
+    let directory: String
+    var path: String { directory + "/events.log" }
+    let key: CheckpointKey
+    var verifier: CheckpointVerifier { get throws { try CheckpointVerifier(key.verifierKey) } }
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-checkpoint-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        key = try CheckpointKey.generate(name: "test-log").key
+    }
+
+    /// RFC 9162 §2.1.1's definition, recursively, to check the compact range against.
+    static func mth(_ leaves: ArraySlice<[UInt8]>) -> [UInt8] {
+        if leaves.isEmpty { return SHA256.hash([UInt8]()) }
+        if leaves.count == 1 { return leaves.first! }
+        var k = 1
+        while k * 2 < leaves.count { k *= 2 }
+        let split = leaves.startIndex + k
+        return SHA256.hash([0x01] + mth(leaves[..<split]) + mth(leaves[split...]))
+    }
+
+    @Test("the compact range's root is RFC 9162's Merkle tree hash at every size")
+    func merkle() {
+        var range = MerkleRange()
+        var leaves: [[UInt8]] = []
+        #expect(range.root == Self.mth([]))
+        for index in 0..<33 {
+            let leaf = EventLogChain.leafHash(Array("line \(index)".utf8))
+            leaves.append(leaf)
+            range.append(leaf: leaf)
+            #expect(range.root == Self.mth(leaves[...]), "size \(leaves.count)")
+        }
+    }
+
+    @Test("a signed note verifies with its key, and not with another key, nor once its body is changed")
+    func signedNote() throws {
+        let checkpoint = EventLogCheckpoint(origin: "risc-event-log/a", size: 42, root: SHA256.hash([1, 2, 3]), time: 1_800_000_000.5)
+        let note = try checkpoint.signed(by: key)
+        #expect(note.hasPrefix("risc-event-log/a\n42\n") && note.contains("\n\n\u{2014} test-log "))
+        #expect(try EventLogCheckpoint.verify(note: note, key: verifier) == checkpoint)
+        let other = try CheckpointVerifier(try CheckpointKey.generate(name: "test-log").key.verifierKey)
+        #expect(throws: EventLogCheckpoint.Invalid.self) { try EventLogCheckpoint.verify(note: note, key: other) }
+        let edited = note.replacingOccurrences(of: "\n42\n", with: "\n41\n")
+        #expect(throws: EventLogCheckpoint.Invalid.self) { try EventLogCheckpoint.verify(note: edited, key: verifier) }
+        #expect(throws: (any Error).self) { try CheckpointVerifier(key.verifierKey.replacingOccurrences(of: "test-log", with: "other-log")) }
+        // The key file keeps its name with it.
+        let file = directory + "/checkpoint.key"
+        let made = try CheckpointKey.generate(name: "node-a-log")
+        try made.file.write(toFile: file, atomically: true, encoding: .utf8)
+        #expect(try CheckpointKey(file: file).verifierKey == made.key.verifierKey)
+    }
+
+    /// A writer with checkpoints on `clock`; `lines` records, then closed.
+    func write(_ lines: Int, clock: TestClock, advanceEvery: Int = 0) async throws {
+        let log = try JSONLinesEventLog(path: path, logID: "node-a", checkpoints: .init(key: key, interval: 60, now: clock.function))
+        for index in 0..<lines {
+            var record = EventLogRecord(step: .received, outcome: .accepted, time: clock.now)
+            record["jti"] = .string("jti-\(index)")
+            log.record(record)
+            if advanceEvery > 0, (index + 1) % advanceEvery == 0 {
+                log.flush()
+                let before = FileManager.default.contents(atPath: JSONLinesEventLog.checkpointPath(of: path))
+                clock.advance(61)
+                _ = await waitWhile { FileManager.default.contents(atPath: JSONLinesEventLog.checkpointPath(of: path)) == before }
+            }
+        }
+        log.close()
+    }
+
+    func audit(trusted: String? = nil) throws -> EventLogAudit {
+        try EventLogAudit.run(
+            files: EventLogVerifier.files(of: path), key: try verifier,
+            checkpointNote: FileManager.default.contents(atPath: JSONLinesEventLog.checkpointPath(of: path)).map { String(decoding: $0, as: UTF8.self) },
+            trustedNote: trusted)
+    }
+
+    @Test("checkpoints every interval of the injected clock and at the close; the log verifies against them, across a restart")
+    func writerCheckpoints() async throws {
+        let clock = TestClock()
+        try await write(10, clock: clock, advanceEvery: 4)
+        var result = try audit()
+        #expect(result.result == .verified && result.checkpoint?.size == 11 && result.unsealed == 0, "\(result)")
+        // A restart rebuilds the tree from the files: its checkpoints still match.
+        try await write(3, clock: clock)
+        result = try audit()
+        #expect(result.result == .verified && result.checkpoint?.size == 14, "\(result)")
+        // Lines after the newest checkpoint are a warning.
+        let log = try JSONLinesEventLog(path: path, logID: "node-a")
+        log.record(EventLogRecord(step: .serve, outcome: .started, time: clock.now))
+        log.close()
+        result = try audit()
+        #expect(result.result == .verified && result.unsealed == 1)
+    }
+
+    @Test("what the chain alone cannot show: the end cut off, the log rewritten and chained again, an older checkpoint put back, another key's signature")
+    func insiderRewrites() async throws {
+        let clock = TestClock()
+        try await write(8, clock: clock, advanceEvery: 3)
+        let checkpointFile = JSONLinesEventLog.checkpointPath(of: path)
+        let final = try String(contentsOfFile: checkpointFile, encoding: .utf8)
+        let original = try String(contentsOfFile: path, encoding: .utf8)
+        var lines = original.split(separator: "\n").map(String.init)
+
+        // Truncated after the last checkpoint: the chain is whole, the checkpoint says more.
+        try (lines.dropLast(2).joined(separator: "\n") + "\n").write(toFile: path, atomically: false, encoding: .utf8)
+        #expect(try EventLogVerifier.verify(files: [path]).problem == nil)
+        var result = try audit()
+        #expect(result.result == .tampered && result.checkpointProblem?.reason == .truncated, "\(result)")
+
+        // Rewritten whole and chained again (a line changed), checkpoint left: the root differs.
+        try FileManager.default.removeItem(atPath: path)
+        let rewriter = try JSONLinesEventLog(path: path, logID: "node-a")
+        for line in lines.dropFirst() {
+            let object = try JSONParser.parseObject(Array(line.utf8))
+            guard object["step"] == "received" else { continue }
+            var record = EventLogRecord(step: .received, outcome: .accepted, time: clock.now)
+            record["jti"] = object["jti"] == "jti-2" ? "jti-forged" : object["jti"]
+            rewriter.record(record)
+        }
+        rewriter.close()
+        #expect(try EventLogVerifier.verify(files: [path]).problem == nil)
+        result = try audit()
+        #expect(result.result == .tampered && result.checkpointProblem?.reason == .rootMismatch, "\(result)")
+
+        // The original back, with an older checkpoint put in place of the newest, which the
+        // auditor kept: rollback.
+        try original.write(toFile: path, atomically: false, encoding: .utf8)
+        lines = original.split(separator: "\n").map(String.init)
+        let older = try EventLogCheckpoint(origin: "risc-event-log/node-a", size: 4, root: try #require(EventLogVerifier.verify(files: [path], rootsAt: [4]).roots[4]), time: clock.now)
+            .signed(by: key)
+        try older.write(toFile: checkpointFile, atomically: true, encoding: .utf8)
+        #expect(try audit().result == .verified)
+        result = try audit(trusted: final)
+        #expect(result.result == .tampered && result.checkpointProblem?.reason == .rollback, "\(result)")
+
+        // Re-signed with another key: not this log's checkpoint.
+        let stranger = try CheckpointKey.generate(name: "test-log").key
+        let forged = try EventLogCheckpoint.verify(note: final, key: try verifier).signed(by: stranger)
+        try forged.write(toFile: checkpointFile, atomically: true, encoding: .utf8)
+        result = try audit()
+        #expect(result.result == .tampered && result.checkpointProblem?.reason == .checkpointInvalid, "\(result)")
+
+        // No key: undecided.
+        let unkeyed = try EventLogAudit.run(files: [path], key: nil, checkpointNote: final, trustedNote: nil)
+        #expect(unkeyed.result == .undecided)
+    }
+}
