@@ -91,6 +91,10 @@ extension ReceiverConfiguration {
             .duration(
                 "event_log_checkpoint_interval", \.eventLogCheckpointInterval,
                 "how often a checkpoint is signed, even when nothing happened, so a cut end shows within it: a duration such as 30s, at most 60s (default 60s)"),
+            .optionalString(
+                "event_log_checkpoint_url", \.eventLogCheckpointURL,
+                "also POST each checkpoint (text/plain, the signed note) to this HTTPS endpoint as it is made, off the box; a failure is logged and the next one is sent all the same"
+            ),
             .double("clock_skew", \.clockSkew, "seconds a future iat may be ahead before a warning (default 300)"),
             .double("jwks.min_ttl", \.jwksMinimumTTL, "lower bound on a key set's lifetime from max-age (default 300)"),
             .double("jwks.max_ttl", \.jwksMaximumTTL, "upper bound on it (default 86400)"),

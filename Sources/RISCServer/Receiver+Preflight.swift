@@ -157,6 +157,20 @@ extension Receiver {
             key: key, interval: configuration.eventLogCheckpointInterval,
             publish: { note in
                 logger.notice("event log checkpoint", metadata: ["risc.checkpoint": "\(note.replacingOccurrences(of: "\n", with: "\\n"))"])
+                guard let url = configuration.eventLogCheckpointURL else { return }
+                // On the event log's writer thread, with a short limit: lines wait (never lost)
+                // while a slow endpoint answers, and the shutdown checkpoint is sent before the exit.
+                let request = HTTPRequest(
+                    method: "POST", url: url, headers: [("Content-Type", "text/plain; charset=utf-8")], body: Array(note.utf8), timeout: 3,
+                    connectTimeout: 2)
+                do {
+                    let response = try CurlHTTPClient(pool: .receiver).performBlocking(request)
+                    if !(200..<300).contains(response.status) {
+                        logger.warning("event log checkpoint not delivered", metadata: ["risc.status": "\(response.status)"])
+                    }
+                } catch {
+                    logger.warning("event log checkpoint not delivered", metadata: ["risc.error": "\(Printable.safe("\(error)"))"])
+                }
             })
     }
 }

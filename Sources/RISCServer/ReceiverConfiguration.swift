@@ -78,6 +78,8 @@ public struct ReceiverConfiguration: Sendable {
     public var eventLogCheckpointKey: String?
     /// Seconds between checkpoints (`event_log_checkpoint_interval`), at most 60.
     public var eventLogCheckpointInterval: Double = 60
+    /// Where each checkpoint is also POSTed as it is made (`event_log_checkpoint_url`), off the box.
+    public var eventLogCheckpointURL: String?
     /// The release and commit `risc_build_info` reports (set by the command, not a setting).
     public var build: (version: String, commit: String) = ("unknown", "unknown")
     /// `log.level`: the diagnostic log's level (start, stop and recoveries are `notice`).
@@ -242,6 +244,10 @@ public struct ReceiverConfiguration: Sendable {
         if (webhookURL == nil) != (webhookSecretFile == nil) { problems.append("webhook.url and webhook.secret_file go together") }
         if let url = webhookURL, let refusal = URLPolicy().refusal(for: url) { problems.append("webhook.url: \(refusal)") }
         if webhookTimeout <= 0 { problems.append("webhook.timeout must be positive") }
+        if let url = eventLogCheckpointURL {
+            if let refusal = URLPolicy().refusal(for: url) { problems.append("event_log_checkpoint_url: \(refusal)") }
+            if eventLogCheckpointKey == nil { problems.append("event_log_checkpoint_url needs event_log_checkpoint_key (there are no checkpoints without it)") }
+        }
         if !(eventLogCheckpointInterval > 0 && eventLogCheckpointInterval <= 60) {
             problems.append("event_log_checkpoint_interval must be more than 0 and at most 60s, got \(eventLogCheckpointInterval)")
         }

@@ -33,6 +33,7 @@ struct ConfigFileCommandTests {
           "event_log_id": "receiver-b",
           "event_log_checkpoint_key": "/etc/risc/checkpoint.key",
           "event_log_checkpoint_interval": "1m",
+          "event_log_checkpoint_url": "https://audit.example/checkpoints",
           "clock_skew": 120.5,
           "jwks": {"min_ttl": 600, "max_ttl": 43200, "unknown_kid_cooldown": 30, "max_staleness": 7200, "failure_retry": 5},
           "store": {"url": "postgres://risc@db.example:5433/risc?sslmode=verify-full", "password_file": "/etc/risc/pg-password",

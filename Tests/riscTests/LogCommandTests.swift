@@ -3,6 +3,7 @@ import RISCClient
 import RISCCore
 import RISCLocal
 import RISCTestKit
+import Synchronization
 import Testing
 
 /// `risc log verify` (issue 28): its exit statuses and what it prints, on a log risc wrote.
@@ -59,9 +60,21 @@ struct LogCommandTests {
         #expect((try FileManager.default.attributesOfItem(atPath: keyFile)[.posixPermissions] as? NSNumber)?.intValue == 0o600)
         #expect(try RiscBinary.run(["keys", "checkpoint-key", "--out", keyFile]).status == 64)  // never overwritten
 
+        // Each checkpoint is also sent off the box as it is made.
+        let received = Mutex<[String]>([])
+        let collector = try LoopbackHTTPServer { request in
+            received.withLock { $0.append(String(decoding: request.body, as: UTF8.self)) }
+            return LoopbackHTTPServer.Response(status: 204)
+        }
+        defer { collector.stop() }
         let config = directory.appendingPathComponent("risc.toml").path
-        try "event_log_id = \"node-z\"\nevent_log_checkpoint_key = \"\(keyFile)\"\nevent_log_checkpoint_interval = \"1s\"\n".write(
-            toFile: config, atomically: true, encoding: .utf8)
+        try """
+        event_log_id = "node-z"
+        event_log_checkpoint_key = "\(keyFile)"
+        event_log_checkpoint_interval = "1s"
+        event_log_checkpoint_url = "http://127.0.0.1:\(collector.port)/checkpoints"
+
+        """.write(toFile: config, atomically: true, encoding: .utf8)
         let data = directory.appendingPathComponent("data")
         let (process, _, port, _) = try await ServeCommandTests.startServe(extra: ["--config", config], data: data)
         defer { process.terminate() }
@@ -78,6 +91,7 @@ struct LogCommandTests {
         #expect(verified.stdout.contains("log node-z") && verified.stdout.contains("VERIFIED") && !verified.stdout.contains("tail_unsealed"), "\(verified.stdout)")
         let note = try RiscBinary.run(["log", "checkpoint", "--data-dir", data.path])
         #expect(note.status == 0 && note.stdout.hasPrefix("risc-event-log/node-z\n") && note.stdout.contains("\u{2014} node-z "), "\(note.stdout)")
+        #expect(received.withLock { $0.last } == note.stdout, "the shutdown checkpoint was sent before the exit")
         // Kept elsewhere, the note catches a log cut short later.
         let trusted = directory.appendingPathComponent("trusted.checkpoint").path
         try note.stdout.write(toFile: trusted, atomically: true, encoding: .utf8)
