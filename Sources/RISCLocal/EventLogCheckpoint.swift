@@ -63,9 +63,12 @@ public struct EventLogCheckpoint: Sendable, Equatable {
         init(_ description: String) { self.description = description }
     }
 
-    /// Parses a signed note and checks its signature with `key` (a signature line by another key
-    /// name or ID is ignored; none by `key` is invalid).
-    public static func verify(note: String, key: CheckpointVerifier) throws(Invalid) -> EventLogCheckpoint {
+    /// Parses a signed note's checkpoint, without checking a signature (`verify` does).
+    public static func parse(note: String) throws(Invalid) -> EventLogCheckpoint {
+        try parsed(note).checkpoint
+    }
+
+    private static func parsed(_ note: String) throws(Invalid) -> (checkpoint: EventLogCheckpoint, body: String, signatures: Substring) {
         guard let split = note.range(of: "\n\n") else { throw Invalid("not a signed note: no blank line before the signatures") }
         let body = String(note[..<split.lowerBound]) + "\n"
         let lines = body.split(separator: "\n", omittingEmptySubsequences: false).dropLast().map(String.init)
@@ -78,8 +81,15 @@ public struct EventLogCheckpoint: Sendable, Equatable {
             formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
             time = formatter.date(from: String(line.dropFirst("risc-time ".count)))?.timeIntervalSince1970 ?? 0
         }
+        return (EventLogCheckpoint(origin: lines[0], size: size, root: root, time: time), body, note[split.upperBound...])
+    }
+
+    /// Parses a signed note and checks its signature with `key` (a signature line by another key
+    /// name or ID is ignored; none by `key` is invalid).
+    public static func verify(note: String, key: CheckpointVerifier) throws(Invalid) -> EventLogCheckpoint {
+        let (checkpoint, body, signatures) = try parsed(note)
         var signed = false
-        for line in note[split.upperBound...].split(separator: "\n") {
+        for line in signatures.split(separator: "\n") {
             let parts = line.split(separator: " ")
             guard parts.count == 3, parts[0] == "\u{2014}", parts[1] == key.name, let blob = Data(base64Encoded: String(parts[2])).map(Array.init),
                 blob.count == 68, Array(blob.prefix(4)) == key.keyID
@@ -90,7 +100,7 @@ public struct EventLogCheckpoint: Sendable, Equatable {
             signed = true
         }
         guard signed else { throw Invalid("no signature by \(key.name) (key ID \(key.keyID.map { String(format: "%02x", $0) }.joined()))") }
-        return EventLogCheckpoint(origin: lines[0], size: size, root: root, time: time)
+        return checkpoint
     }
 }
 
@@ -164,5 +174,48 @@ extension CheckpointKey {
         }
         let name = String(text[text.index(text.startIndex, offsetBy: Self.nameLine.count)..<newline])
         try self.init(name: name, privateKey: try PrivateKey(pem: String(text[text.index(after: newline)...])))
+    }
+}
+
+/// RFC 9162 §2.1.3 inclusion proofs: that one line is in the tree a checkpoint signed.
+public enum InclusionProof {
+    /// MTH of `leaves` (RFC 9162 §2.1.1).
+    static func treeHash(_ leaves: ArraySlice<[UInt8]>) -> [UInt8] {
+        var range = MerkleRange()
+        for leaf in leaves { range.append(leaf: leaf) }
+        return range.root
+    }
+
+    /// PATH(m, D[n]): the sibling hashes from leaf `index` up to the root of `leaves`.
+    public static func path(index: Int, leaves: ArraySlice<[UInt8]>) -> [[UInt8]] {
+        guard leaves.count > 1 else { return [] }
+        var k = 1
+        while k * 2 < leaves.count { k *= 2 }
+        let split = leaves.startIndex + k
+        if index < k { return path(index: index, leaves: leaves[..<split]) + [treeHash(leaves[split...])] }
+        return path(index: index - k, leaves: leaves[split...]) + [treeHash(leaves[..<split])]
+    }
+
+    /// RFC 9162 §2.1.3.2: whether `leaf` at `index` with `path` gives `root` for a tree of `size`.
+    public static func verify(leaf: [UInt8], index: UInt64, size: UInt64, path: [[UInt8]], root: [UInt8]) -> Bool {
+        guard index < size else { return false }
+        var fn = index, sn = size - 1, hash = leaf
+        for sibling in path {
+            guard sn != 0 else { return false }
+            if fn & 1 == 1 || fn == sn {
+                hash = MerkleRange.nodeHash(sibling, hash)
+                if fn & 1 == 0 {
+                    while fn & 1 == 0 && fn != 0 {
+                        fn >>= 1
+                        sn >>= 1
+                    }
+                }
+            } else {
+                hash = MerkleRange.nodeHash(hash, sibling)
+            }
+            fn >>= 1
+            sn >>= 1
+        }
+        return sn == 0 && hash == root
     }
 }

@@ -147,7 +147,10 @@ public struct EventLogVerifier: Sendable {
     }
 
     /// Checks `files` in order (a `.gz` file is read through `gzip -dc`).
-    public static func verify(files: [String], keepTree: Bool = false, rootsAt: Set<UInt64> = []) throws -> Summary {
+    /// `each`: called with every chained line that checks, its `seq` and its exact bytes.
+    public static func verify(
+        files: [String], keepTree: Bool = false, rootsAt: Set<UInt64> = [], each: ((UInt64, ArraySlice<UInt8>) -> Void)? = nil
+    ) throws -> Summary {
         var verifier = EventLogVerifier(keepTree: keepTree, rootsAt: rootsAt)
         for (index, file) in files.enumerated() where !verifier.broken {
             let bytes = try contents(of: file)
@@ -159,7 +162,9 @@ public struct EventLogVerifier: Sendable {
                     number += 1
                     let end = buffer[start...].firstIndex(of: 0x0A)
                     let line = ArraySlice(buffer[start..<(end ?? buffer.count)])
+                    let before = verifier.summary.lines
                     verifier.check(line, file: file, number: number, final: end == nil && last)
+                    if let each, verifier.summary.lines > before, let seq = verifier.summary.lastSeq { each(seq, line) }
                     start = (end ?? buffer.count) + 1
                 }
             }

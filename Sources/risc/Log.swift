@@ -6,7 +6,7 @@ import RISCLocal
 extension RiscCommand {
     struct Log: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "The event log's proofs: its hash chain and signed checkpoints (issue 28).", subcommands: [LogVerify.self, LogCheckpoint.self])
+            abstract: "The event log's proofs: its hash chain and signed checkpoints (issue 28).", subcommands: [LogVerify.self, LogCheckpoint.self, LogProve.self, LogCheckProof.self])
     }
 
     /// The event log's files and newest checkpoint, from the files given or the data directory.
@@ -140,6 +140,71 @@ extension RiscCommand {
                 throw SetupProblem("no checkpoint at \(file): checkpoints are made when event_log_checkpoint_key is set")
             }
             print(String(decoding: data, as: UTF8.self), terminator: "")
+        }
+    }
+
+    struct LogProve: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "prove",
+            abstract: "Print one event's lines with inclusion proofs against the newest signed checkpoint (JSON), for an auditor.",
+            discussion: """
+                Each line of the event (by its jti) is given with its RFC 9162 inclusion proof against the tree the \
+                checkpoint signed; `risc log check-proof FILE --key PUB` checks the document with nothing but the verifier \
+                key. Lines written after the checkpoint cannot be proved yet: wait for the next one.
+                """
+        )
+
+        @OptionGroup var location: LogLocation
+        @Option(help: "The event's jti.") var jti: String
+        @Option(help: "The checkpoint to prove against (default DATA_DIR/events.checkpoint).") var checkpoint: String?
+
+        func run() throws {
+            let path = try location.eventLog()
+            let file = checkpoint ?? JSONLinesEventLog.checkpointPath(of: path)
+            guard let data = FileManager.default.contents(atPath: file) else { throw SetupProblem("no checkpoint at \(file)") }
+            let note = String(decoding: data, as: UTF8.self)
+            let proof: EventLogProof
+            do {
+                proof = try EventLogProof.make(files: EventLogVerifier.files(of: path), jti: jti, note: note, checkpoint: try EventLogCheckpoint.parse(note: note))
+            } catch {
+                throw SetupProblem("cannot prove: \(error)")
+            }
+            guard !proof.entries.isEmpty else {
+                throw SetupProblem(
+                    proof.unsealed > 0
+                        ? "the lines of \(Printable.safe(jti, maxBytes: 80)) came after the newest checkpoint: prove them after the next one"
+                        : "no line of the event log has jti \(Printable.safe(jti, maxBytes: 80))")
+            }
+            print(proof.json)
+            if proof.unsealed > 0 {
+                FileHandle.standardError.write(Data("note: \(proof.unsealed) later lines of the event are after the checkpoint\n".utf8))
+            }
+        }
+    }
+
+    struct LogCheckProof: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "check-proof", abstract: "Check a `risc log prove` document with the verifier key: exit 0 when every line is proved, 1 when not.")
+
+        @Argument(help: "The proof document (JSON).") var file: String
+        @Option(help: "The verifier key (name+id+key), or a file holding it.") var key: String
+
+        func run() throws {
+            guard let data = FileManager.default.contents(atPath: file) else { throw SetupProblem("cannot read \(file)") }
+            let verifier: CheckpointVerifier
+            do {
+                verifier = try CheckpointVerifier(FileManager.default.contents(atPath: key).map { String(decoding: $0, as: UTF8.self) } ?? key)
+            } catch {
+                throw SetupProblem("--key: \(error)")
+            }
+            do {
+                let (checkpoint, lines) = try EventLogProof.check(json: String(decoding: data, as: UTF8.self), key: verifier)
+                print("PROVED: \(lines.count) line\(lines.count == 1 ? "" : "s") in \(checkpoint.origin)'s first \(checkpoint.size), signed at \(Timestamp.iso8601(checkpoint.time))")
+                for line in lines { print(Printable.safe(line, maxBytes: 4096)) }
+            } catch {
+                print("NOT PROVED: \(error)")
+                throw ExitCode(1)
+            }
         }
     }
 }

@@ -156,4 +156,46 @@ struct EventLogCheckpointTests {
         let unkeyed = try EventLogAudit.run(files: [path], key: nil, checkpointNote: final, trustedNote: nil)
         #expect(unkeyed.result == .undecided)
     }
+
+    @Test("inclusion proofs (RFC 9162 §2.1.3): every leaf of every size proves against the root; another leaf, index or size does not")
+    func inclusion() {
+        var leaves: [[UInt8]] = []
+        for size in 1...17 {
+            leaves.append(EventLogChain.leafHash(Array("line \(size)".utf8)))
+            let root = Self.mth(leaves[...])
+            for index in 0..<size {
+                let path = InclusionProof.path(index: index, leaves: leaves[...])
+                #expect(InclusionProof.verify(leaf: leaves[index], index: UInt64(index), size: UInt64(size), path: path, root: root), "size \(size) index \(index)")
+                if size > 1 {
+                    let other = (index + 1) % size
+                    #expect(!InclusionProof.verify(leaf: leaves[other], index: UInt64(index), size: UInt64(size), path: path, root: root))
+                    #expect(!InclusionProof.verify(leaf: leaves[index], index: UInt64(other), size: UInt64(size), path: path, root: root))
+                }
+            }
+        }
+    }
+
+    @Test("risc log prove's document: an event's lines proved against the checkpoint; an edited line, another key or another checkpoint is not")
+    func proofDocument() async throws {
+        let clock = TestClock()
+        try await write(9, clock: clock, advanceEvery: 4)
+        let note = try String(contentsOfFile: JSONLinesEventLog.checkpointPath(of: path), encoding: .utf8)
+        let proof = try EventLogProof.make(files: [path], jti: "jti-5", note: note, checkpoint: try EventLogCheckpoint.parse(note: note))
+        #expect(proof.entries.count == 1 && proof.entries[0].index == 6 && proof.entries[0].line.contains(#""jti":"jti-5""#))
+        let checked = try EventLogProof.check(json: proof.json, key: try verifier)
+        #expect(checked.lines == [proof.entries[0].line] && checked.checkpoint.size == 10)
+        #expect(throws: EventLogCheckpoint.Invalid.self) {
+            try EventLogProof.check(json: proof.json.replacingOccurrences(of: "jti-5", with: "jti-6"), key: try verifier)
+        }
+        let stranger = try CheckpointVerifier(try CheckpointKey.generate(name: "test-log").key.verifierKey)
+        #expect(throws: EventLogCheckpoint.Invalid.self) { try EventLogProof.check(json: proof.json, key: stranger) }
+        // A line after the checkpoint cannot be proved against it.
+        let later = try JSONLinesEventLog(path: path, logID: "node-a")
+        var record = EventLogRecord(step: .applied, outcome: .applied, time: clock.now)
+        record["jti"] = "jti-5"
+        later.record(record)
+        later.close()
+        let again = try EventLogProof.make(files: [path], jti: "jti-5", note: note, checkpoint: try EventLogCheckpoint.parse(note: note))
+        #expect(again.entries.count == 1 && again.unsealed == 1)
+    }
 }

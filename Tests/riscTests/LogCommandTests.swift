@@ -80,7 +80,11 @@ struct LogCommandTests {
         defer { process.terminate() }
         let checkpoint = data.appendingPathComponent("events.checkpoint").path
         #expect(try await waitWhile { !FileManager.default.fileExists(atPath: checkpoint) })
-        _ = try await CurlHTTPClient().perform(HTTPRequest(method: "POST", url: "http://127.0.0.1:\(port)/events", body: Array("junk".utf8)))
+        let signed = try RiscBinary.run(["sign"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let accepted = try await CurlHTTPClient().perform(
+            HTTPRequest(
+                method: "POST", url: "http://127.0.0.1:\(port)/events", headers: [("Content-Type", "application/secevent+jwt")], body: Array(signed.utf8)))
+        #expect(accepted.status == 202)
         kill(process.processIdentifier, SIGHUP)
         _ = try await CurlHTTPClient().perform(HTTPRequest(method: "POST", url: "http://127.0.0.1:\(port)/events", body: Array("junk".utf8)))
         process.terminate()
@@ -101,5 +105,18 @@ struct LogCommandTests {
         try FileManager.default.removeItem(atPath: checkpoint)
         let cut = try RiscBinary.run(["log", "verify", "--data-dir", data.path, "--key", verifierKey, "--trusted-checkpoint", trusted])
         #expect(cut.status == 1 && cut.stdout.contains("TAMPERED: truncated"), "\(cut.stdout)")
+        // An event's lines proved to an auditor who has only the verifier key (the log as it was).
+        try (lines.joined(separator: "\n") + "\n").write(toFile: log, atomically: false, encoding: .utf8)
+        try note.stdout.write(toFile: checkpoint, atomically: true, encoding: .utf8)
+        let jti = try #require(lines.compactMap { try? JSONParser.parseObject(Array($0.utf8)) }.first { $0["jti"] != nil }?["jti"]?.stringValue)
+        let proof = try RiscBinary.run(["log", "prove", "--data-dir", data.path, "--jti", jti])
+        #expect(proof.status == 0, "\(proof.stderr)")
+        let proofFile = directory.appendingPathComponent("proof.json").path
+        try proof.stdout.write(toFile: proofFile, atomically: true, encoding: .utf8)
+        let proved = try RiscBinary.run(["log", "check-proof", proofFile, "--key", keyFile + ".pub"])
+        #expect(proved.status == 0 && proved.stdout.hasPrefix("PROVED: "), "\(proved.stdout)")
+        try proof.stdout.replacingOccurrences(of: "received", with: "rejected").write(toFile: proofFile, atomically: true, encoding: .utf8)
+        let forged = try RiscBinary.run(["log", "check-proof", proofFile, "--key", keyFile + ".pub"])
+        #expect(forged.status == 1 && forged.stdout.hasPrefix("NOT PROVED: "), "\(forged.stdout)")
     }
 }
