@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import RISCCore
+import RISCLocal
 
 extension RiscCommand {
     struct Tail: AsyncParsableCommand {
@@ -23,6 +24,7 @@ extension RiscCommand {
         @Option(name: [.customShort("n"), .customLong("lines")], help: "Show the last N matching lines first (default 20; 0 for all).") var lines: Int = 20
         @Flag(help: "Print the JSON lines as they are.") var json = false
         @Flag(help: "Print each record indented.") var pretty = false
+        @Flag(help: "Check the hash chain as lines are read: say where it stands first, and at once if a line breaks it.") var verify = false
 
         func validate() throws {
             if let outcome, !EventLogRecord.Outcome.all.contains(.init(rawValue: outcome)) {
@@ -83,10 +85,12 @@ extension RiscCommand {
             }
             let color = isatty(STDOUT_FILENO) == 1 && ProcessInfo.processInfo.environment["NO_COLOR"] == nil
             guard let handle = FileHandle(forReadingAtPath: path) else { throw ValidationError("cannot read \(path)") }
-            var shown = Array(
-                String(decoding: handle.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
-                    .compactMap { render($0, color: color) })
+            let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+            var chain = ChainCheck(file: path, on: verify)
+            for line in text.split(separator: "\n", omittingEmptySubsequences: false).dropLast() { chain.check(line) }
+            var shown = Array(text.split(separator: "\n").compactMap { render($0, color: color) })
             if lines > 0 { shown = Array(shown.suffix(lines)) }
+            if verify { print(chain.status) }
             for line in shown { print(line) }
             guard follow else { return }
             fflush(nil)
@@ -107,9 +111,40 @@ extension RiscCommand {
                 partial += String(decoding: data, as: UTF8.self)
                 while let newline = partial.firstIndex(of: "\n") {
                     if let text = render(partial[..<newline], color: color) { print(text) }
+                    if let broken = chain.check(partial[..<newline]) { print(broken) }
                     partial = String(partial[partial.index(after: newline)...])
                 }
                 fflush(nil)
+            }
+        }
+
+        /// `--verify`: the chain checked line by line as `tail` reads them (the file it reads may
+        /// start mid-chain, after a rotation: it is taken from its first line on).
+        struct ChainCheck {
+            var verifier = EventLogVerifier()
+            var number = 0
+            let file: String
+            let on: Bool
+
+            init(file: String, on: Bool) {
+                self.file = file
+                self.on = on
+            }
+
+            /// Checks one line; the message to print when it is the one that breaks the chain.
+            @discardableResult
+            mutating func check(_ line: Substring) -> String? {
+                guard on, !verifier.broken else { return nil }
+                number += 1
+                verifier.check(ArraySlice(line.utf8), file: file, number: number)
+                return verifier.summary.problem.map { "!! hash chain broken: \($0)" }
+            }
+
+            var status: String {
+                let summary = verifier.summary
+                if let problem = summary.problem { return "!! hash chain broken: \(problem)" }
+                guard let first = summary.firstSeq, let last = summary.lastSeq else { return "hash chain: no chained line yet" }
+                return "hash chain: whole from seq \(first) to \(last) (\(summary.torn.count) torn); `risc log verify` checks it against the signed checkpoints"
             }
         }
 
