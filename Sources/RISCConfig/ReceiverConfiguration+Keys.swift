@@ -11,24 +11,24 @@ extension ReceiverConfiguration {
     public static var settings: [Setting] {
         [
             .strings("audiences", \.audiences, "OAuth client IDs accepted in `aud` (required; env: comma-separated)"),
-            .optionalString("issuer", \.issuer, "issuer the discovery document must name (default: Google's, with Google's document)"),
+            .optionalString("issuer", \.issuer, "issuer the discovery document must name (unset: Google's, with Google's document)"),
             .strings("issuer_aliases", \.issuerAliases, "further accepted `iss` values"),
-            .strings("algorithms", \.algorithms, "allowed JWS algorithms (default RS256)"),
+            .strings("algorithms", \.algorithms, "allowed JWS algorithms"),
             Setting(
-                "discovery_url", "RISC discovery document (default Google's)",
+                "discovery_url", "RISC discovery document",
                 read: { layers, c in
                     if let value = layers.string("discovery_url") { c.discoveryURL = value }
                 },
                 value: { c in .string(Redaction.url(c.discoveryURL)) }),
             .optionalString("jwks_file", \.jwksFile, "pinned JWK Set file instead of discovery (offline)"),
-            .string("data_dir", \.dataDirectory, "data directory: store, event log, key cache (default ./data)"),
+            .string("data_dir", \.dataDirectory, "data directory: store, event log, key cache"),
             .bool(
                 "accept_insecure_permissions", \.acceptInsecurePermissions,
                 "start although the data directory, the token key or a notice key belongs to another user or is open to group or others (refused, exit 64, by default; see `docs/security.md`); links in the data directory are refused whatever this says"
             ),
-            .string("listen.host", \.host, "public listener address (default 0.0.0.0)"),
-            .int("listen.port", \.port, "public listener port (default 8443)"),
-            .string("events_path", \.eventsPath, "path that receives SETs (default /events)"),
+            .string("listen.host", \.host, "public listener address"),
+            .int("listen.port", \.port, "public listener port"),
+            .string("events_path", \.eventsPath, "path that receives SETs"),
             .strings(
                 "trusted_proxies", \.trustedProxies,
                 "peer addresses or CIDR ranges (a reverse proxy: `10.0.0.7`, `10.0.0.0/8`, `2001:db8::/32`) whose `X-Forwarded-For` names the client in the log and for limits; compared as addresses (an IPv4-mapped IPv6 peer matches its IPv4 entry); a host name or typo is an error"
@@ -39,7 +39,7 @@ extension ReceiverConfiguration {
             ).reloaded,
             .double(
                 "limits.request_timeout", \.requestTimeout,
-                "seconds a request may take to arrive whole, from the connection's last answer or opening; idle connections close after as long (default 60)"
+                "seconds a request may take to arrive whole, from the connection's last answer or opening; idle connections close after as long"
             ).reloaded,
             .double(
                 "limits.drain_timeout", \.drainTimeout,
@@ -55,32 +55,32 @@ extension ReceiverConfiguration {
             ).reloaded,
             .optionalString("tls.certificate", \.tlsCertificate, "PEM certificate chain; with tls.key turns on HTTPS (TLS 1.2+)"),
             .optionalString("tls.key", \.tlsKey, "PEM private key for tls.certificate"),
-            .string("admin.host", \.adminHost, "admin listener address for /healthz, /readyz, /metrics (default 127.0.0.1)"),
-            .int("admin.port", \.adminPort, "admin listener port (default 9090)"),
+            .string("admin.host", \.adminHost, "admin listener address for /healthz, /readyz, /metrics"),
+            .int("admin.port", \.adminPort, "admin listener port"),
             .optionalString("admin.token_file", \.adminTokenFile, "file with the bearer token for the admin account API (off without it)"),
             .optionalString(
                 "admin.tls.certificate", \.adminTLSCertificate, "PEM certificate chain; with admin.tls.key turns on HTTPS (TLS 1.2+) on the admin listener and the account API's; SIGHUP reloads it"),
             .optionalString("admin.tls.key", \.adminTLSKey, "PEM private key for admin.tls.certificate"),
             .optionalString(
                 "admin.tls.client_ca", \.adminTLSClientCA, "PEM CA bundle: admin clients (Prometheus, the account API's callers) must present a certificate it issued (mutual TLS; default off)"),
-            .string("admin.api.host", \.adminAPIHost, "the account API's own listener address, with admin.api.port (default 127.0.0.1)"),
+            .string("admin.api.host", \.adminAPIHost, "the account API's own listener address, with admin.api.port"),
             Setting(
                 "admin.api.port", "serve the account API (/admin/…) on a listener of its own at this port instead of beside /metrics (needs admin.token_file; default: shared)",
                 read: { layers, c in
                     c.adminAPIPort = layers.int("admin.api.port")
                 },
                 value: { c in c.adminAPIPort.map { .number(Double($0)) } ?? .null }),
-            .int("admin.max_connections", \.adminMaxConnections, "connections the admin listener serves at once; more wait until one closes (default 64)"),
-            .double("admin.request_timeout", \.adminRequestTimeout, "seconds a request to the admin listener may take to arrive whole; idle connections close after as long (default 30)"),
+            .int("admin.max_connections", \.adminMaxConnections, "connections the admin listener serves at once; more wait until one closes"),
+            .double("admin.request_timeout", \.adminRequestTimeout, "seconds a request to the admin listener may take to arrive whole; idle connections close after as long"),
             .int(
                 "admin.max_connections_per_address", \.adminMaxConnectionsPerAddress,
-                "admin connections one client address (IPv6: one /64) may hold at once; more are closed on accept (default 8, 0 off)"),
-            .double("admin.handshake_timeout", \.adminHandshakeTimeout, "seconds a new admin connection has for its TLS handshake and its first request byte (default 5)"),
-            .int("max_body_bytes", \.maxBodyBytes, "largest accepted body; larger gets 413 (default 65536)").reloaded,
-            .int("retry_after", \.retryAfter, "seconds in Retry-After on 503 (default 30)").reloaded,
-            .choice("log.level", \.logLevel, "diagnostic log level: trace, debug, info, notice, warning, error, critical (default notice: start, stop and recoveries; --log-level wins)").reloaded,
+                "admin connections one client address (IPv6: one /64) may hold at once; more are closed on accept (0: off)"),
+            .double("admin.handshake_timeout", \.adminHandshakeTimeout, "seconds a new admin connection has for its TLS handshake and its first request byte"),
+            .int("max_body_bytes", \.maxBodyBytes, "largest accepted body; larger gets 413").reloaded,
+            .int("retry_after", \.retryAfter, "seconds in Retry-After on 503").reloaded,
+            .choice("log.level", \.logLevel, "diagnostic log level: trace, debug, info, notice, warning, error, critical (notice: start, stop and recoveries; --log-level wins)").reloaded,
             .choice("log.format", \.logFormat, "diagnostic log format on standard error: text or json (one object per line, microsecond UTC times; default text; --log-format wins)"),
-            .bool("event_log_stdout", \.eventLogToStandardOutput, "also write the event log to standard output (default false)"),
+            .bool("event_log_stdout", \.eventLogToStandardOutput, "also write the event log to standard output"),
             .optionalString(
                 "event_log_id", \.eventLogID,
                 "the event log's name in its genesis line, one per receiver (each keeps a hash chain of its own; default: the host name)"),
@@ -90,17 +90,17 @@ extension ReceiverConfiguration {
             ),
             .duration(
                 "event_log_checkpoint_interval", \.eventLogCheckpointInterval,
-                "how often a checkpoint is signed, even when nothing happened, so a cut end shows within it: a duration such as 30s, at most 60s (default 60s)"),
+                "how often a checkpoint is signed, even when nothing happened, so a cut end shows within it: a duration such as 30s, at most 60s"),
             .optionalString(
                 "event_log_checkpoint_url", \.eventLogCheckpointURL,
                 "also POST each checkpoint (text/plain, the signed note) to this HTTPS endpoint as it is made, off the box; a failure is logged and the next one is sent all the same"
             ),
-            .double("clock_skew", \.clockSkew, "seconds a future iat may be ahead before a warning (default 300)"),
-            .double("jwks.min_ttl", \.jwksMinimumTTL, "lower bound on a key set's lifetime from max-age (default 300)"),
-            .double("jwks.max_ttl", \.jwksMaximumTTL, "upper bound on it (default 86400)"),
-            .double("jwks.unknown_kid_cooldown", \.jwksUnknownKeyCooldown, "seconds between forced refetches for unknown kids (default 60)"),
-            .double("jwks.max_staleness", \.jwksMaximumStaleness, "seconds past expiry a key set is still served during an issuer outage (default 86400)"),
-            .double("jwks.failure_retry", \.jwksFailureRetryInterval, "seconds between fetch attempts after a failure (default 10)"),
+            .double("clock_skew", \.clockSkew, "seconds a future iat may be ahead before a warning"),
+            .double("jwks.min_ttl", \.jwksMinimumTTL, "lower bound on a key set's lifetime from max-age"),
+            .double("jwks.max_ttl", \.jwksMaximumTTL, "upper bound on it"),
+            .double("jwks.unknown_kid_cooldown", \.jwksUnknownKeyCooldown, "seconds between forced refetches for unknown kids"),
+            .double("jwks.max_staleness", \.jwksMaximumStaleness, "seconds past expiry a key set is still served during an issuer outage"),
+            .double("jwks.failure_retry", \.jwksFailureRetryInterval, "seconds between fetch attempts after a failure"),
             Setting(
                 "store.url",
                 "a shared PostgreSQL store for several receivers: `postgres://USER@HOST:PORT/DB`, `?sslmode=disable|require|verify-full` (TLS 1.2+; `verify-full` when not given, since issue 24: a password file is refused over TCP with anything else), `&host=/socket/dir` for a Unix socket; never a password (see `docs/operations.md` §6)",
@@ -121,7 +121,7 @@ extension ReceiverConfiguration {
             .optionalString(
                 "accounts.token_key_file", \.tokenKeyFile,
                 "the token-fingerprint key (`risc keys token-key --out FILE`); a store opens only with the key its fingerprints were made with; required with `store.url` (one key for every receiver)"),
-            .duration("retention.done", \.retention.done, "how long a done SET stays whole (raw token, subjects) before they are removed; a duration such as 30d, 0 keeps them forever (default 30d)")
+            .duration("retention.done", \.retention.done, "how long a done SET stays whole (raw token, subjects) before they are removed; a duration such as 30d, 0 keeps them forever")
                 .reloaded,
             .duration(
                 "retention.duplicates", \.retention.duplicates, "how long after receipt a done SET's (issuer, `jti`) is kept to recognise redeliveries (at least 7 days and at least `retention.done`)"
@@ -133,7 +133,7 @@ extension ReceiverConfiguration {
                 },
                 value: { c in .optional(c.webhookURL.map(Redaction.url)) }),
             .optionalString("webhook.secret_file", \.webhookSecretFile, "file with the webhook's HMAC secret (16+ bytes)"),
-            .double("webhook.timeout", \.webhookTimeout, "seconds per webhook request (default 10)"),
+            .double("webhook.timeout", \.webhookTimeout, "seconds per webhook request"),
             .optionalString(
                 "linking.google_client_id", \.linkingGoogleClientID,
                 "the OAuth client id the site registered for Google's account linking: turns on the admin listener's App Flip check (POST /admin/linking/app-flip)"),
@@ -148,20 +148,20 @@ extension ReceiverConfiguration {
                 "send unlink notices to Google when the site revokes linked tokens: the site's issuer URL (its discovery document and JWKS are served under it on the public listener)"),
             .optionalString("linking.notices.key_dir", \.noticeKeyDirectory, "the notice signing keys (`risc keys rotate --dir DIR`; the same directory on every receiver)"),
             .optionalString("linking.notices.service_account_file", \.noticeServiceAccountFile, "the Google service-account JSON key whose token authorizes the calls (as for `risc stream`)"),
-            .string("linking.notices.audience", \.noticeAudience, "the notices' aud (default google_account_linking; unconfirmed by Google)"),
-            .string("linking.notices.token_type", \.noticeTokenType, "token_type of a notice when the caller names none: refresh_token (default) or access_token"),
+            .string("linking.notices.audience", \.noticeAudience, "the notices' aud (unconfirmed by Google)"),
+            .string("linking.notices.token_type", \.noticeTokenType, "token_type of a notice when the caller names none: refresh_token or access_token"),
             Setting(
-                "linking.notices.endpoint", "where notices go (default https://risc.googleapis.com/v1/events:publish)",
+                "linking.notices.endpoint", "where notices go",
                 read: { layers, c in
                     if let value = layers.string("linking.notices.endpoint") { c.noticePublisher.endpoint = value }
                 },
                 value: { c in .string(Redaction.url(c.noticePublisher.endpoint)) }),
-            .choice("linking.notices.body", \.noticePublisher.body, "json (default: {\"<json_field>\": SET} as application/json) or secevent+jwt (the bare SET)"),
-            .string("linking.notices.json_field", \.noticePublisher.jsonField, "the JSON body's member holding the SET (default set)"),
-            .double("linking.notices.timeout", \.noticePublisher.timeout, "seconds one publish call may take (default 10)"),
+            .choice("linking.notices.body", \.noticePublisher.body, "json ({\"<json_field>\": SET} as application/json) or secevent+jwt (the bare SET)"),
+            .string("linking.notices.json_field", \.noticePublisher.jsonField, "the JSON body's member holding the SET"),
+            .double("linking.notices.timeout", \.noticePublisher.timeout, "seconds one publish call may take"),
             .strings(
                 "linking.revocation_token_types", \.linkingRevocationTokenTypes,
-                "token types the revocation endpoint revokes: access_token,refresh_token (default both); a hint naming another gets unsupported_token_type"),
+                "token types the revocation endpoint revokes: access_token, refresh_token; a hint naming another gets unsupported_token_type"),
             Setting(
                 "actions.table", "overrides of the action table: {\"account-disabled\": {\"hijacking\": [\"end_sessions\", …], \"\": […]}}",
                 read: { layers, c in
@@ -192,11 +192,11 @@ extension ReceiverConfiguration {
             ).reloaded,
             .duration(
                 "actions.retry_window", \.retry.window,
-                "how long failed actions are retried, from the SET's receipt (or its requeue), before it is dead-lettered: a duration such as 5d, 12h (default 5d)"
+                "how long failed actions are retried, from the SET's receipt (or its requeue), before it is dead-lettered: a duration such as 5d, 12h"
             ).reloaded,
-            .int("actions.max_attempts", \.retry.maximumAttempts, "a cap on attempts besides the window; 0: none (default 0)").reloaded,
-            .double("actions.base_delay", \.retry.baseDelay, "first retry delay in seconds, doubling (default 1)").reloaded,
-            .double("actions.max_delay", \.retry.maximumDelay, "longest retry delay in seconds (default 3600)").reloaded,
+            .int("actions.max_attempts", \.retry.maximumAttempts, "a cap on attempts besides the window; 0: none").reloaded,
+            .double("actions.base_delay", \.retry.baseDelay, "first retry delay in seconds, doubling").reloaded,
+            .double("actions.max_delay", \.retry.maximumDelay, "longest retry delay in seconds").reloaded,
         ]
     }
 

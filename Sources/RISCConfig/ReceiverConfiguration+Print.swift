@@ -61,10 +61,21 @@ extension ReceiverConfiguration {
             default: shown = "`" + TOMLWriter.value(value) + "`"
             }
             let reload = reloadableKeys.contains(key) ? "applied" : "restart"
-            let meaning = help.replacing(/\s*\(default [^()]*\)$/, with: "").replacingOccurrences(of: "|", with: "\\|")
-            lines.append("| `\(key)` | \(shown) | \(reload) | \(meaning) |")
+            lines.append("| `\(key)` | \(shown) | \(reload) | \(help.replacingOccurrences(of: "|", with: "\\|")) |")
         }
         return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// A setting's help with its default as a config file writes it, from the default
+    /// configuration (help texts never name a default of their own): for `serve`'s flags.
+    public static func helpWithDefault(_ key: String) -> String {
+        let help = keys.first { $0.key == key }?.help ?? ""
+        guard let value = ReceiverConfiguration().effectiveSettings.first(where: { $0.key == key })?.value else { return help }
+        switch value {
+        case .null, .object: return help
+        case .array(let items) where items.isEmpty: return help
+        default: return help + " (default " + TOMLWriter.value(value) + ")"
+        }
     }
 }
 

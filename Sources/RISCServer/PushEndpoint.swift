@@ -48,31 +48,10 @@ final class PushEndpoint: Service, Sendable {
         }
     }
 
-    /// What SIGHUP may change (`reload`): read per request, connection or stop.
-    struct Limits: Sendable {
-        var maxBodyBytes: Int
-        var retryAfter: Int
-        /// Peers whose `X-Forwarded-For` is believed (reverse proxies).
-        var trustedProxies: TrustedProxies
-        /// A request must arrive whole within this long of the connection's previous answer (or
-        /// of its opening), else the connection is closed: an idle keep-alive connection, a
-        /// request that stalls half-way, and one trickled a byte at a time alike.
-        var requestTimeout: TimeAmount
-        /// How long shutdown waits for requests in flight before closing their connections.
-        var drainTimeout: Duration
-        /// Connections held at once; one more is closed as soon as it is accepted.
-        var maxConnections: Int
-        /// Connections one peer address (an IPv6 peer's /64) may hold at once (0: no such limit).
-        /// Trusted proxies are exempt: every client behind them shares their address.
-        var maxConnectionsPerAddress: Int
-        /// Bytes of pipelined requests a connection may have waiting (read, not yet answered)
-        /// before it is closed.
-        var maxQueuedBytes: Int { 4 * maxBodyBytes }
-    }
-
     let settings: Settings
     /// The limits in force; SIGHUP may replace them (`reload`).
-    private let live: Mutex<(limits: Limits, limiter: InvalidRequestLimiter?)>
+    /// (Read and replaced in `PushEndpoint+Limits.swift`.)
+    let live: Mutex<(limits: Limits, limiter: InvalidRequestLimiter?)>
     var limits: Limits { live.withLock { $0.limits } }
     /// Refused requests per address and minute before 429 (`limits.invalid_per_minute`); nil: off.
     var limiter: InvalidRequestLimiter? { live.withLock { $0.limiter } }
@@ -83,25 +62,6 @@ final class PushEndpoint: Service, Sendable {
     /// The site's discovery document and JWKS for unlink notices, when they are on.
     let documents: NoticeDocuments?
 
-    /// What a request's path is served by: the push endpoint, the revocation endpoint, one of the
-    /// notice documents, or nothing.
-    enum Route {
-        case events, revocation(RevocationIntake), document(NoticeDocuments, NoticeDocuments.Document)
-
-        /// The methods it answers; any other gets 405 with these in `Allow`.
-        var methods: [HTTPMethod] {
-            if case .document = self { return [.GET, .HEAD] }
-            return [.POST]
-        }
-    }
-
-    func route(_ head: HTTPRequestHead) -> Route? {
-        let path = head.uri.firstIndex(of: "?").map { head.uri[..<$0] } ?? head.uri[...]
-        if path == settings.path { return .events }
-        if let revocation, path == settings.revocationPath ?? "" { return .revocation(revocation) }
-        if let documents, let document = documents.document(at: path) { return .document(documents, document) }
-        return nil
-    }
     let tls: ServerTLS?
     let logger: Logger
     let metrics: ReceiverMetrics?
@@ -142,19 +102,6 @@ final class PushEndpoint: Service, Sendable {
         intake.rejections = rejections
         self.intake = intake
         metrics?.setConnectionLimit(settings.limits.maxConnections)
-    }
-
-    /// Reloaded limits (SIGHUP): body size, `Retry-After`, trusted proxies, timeouts and connection
-    /// caps for what arrives from now on (the listener's address and paths are `settings`, fixed).
-    /// The invalid-request limiter starts afresh only when its rate changed.
-    func reload(_ new: Limits, invalidPerMinute: Int) {
-        live.withLock { live in
-            live.limits = new
-            if Int(live.limiter?.capacity ?? 0) != invalidPerMinute {
-                live.limiter = invalidPerMinute > 0 ? InvalidRequestLimiter(perMinute: invalidPerMinute) : nil
-            }
-        }
-        metrics?.setConnectionLimit(new.maxConnections)
     }
 
     func run() async throws {

@@ -256,7 +256,7 @@ extension RiscCommand {
 extension ArgumentHelp {
     /// A flag's help from the setting it sets (`ReceiverConfiguration.settings`), named after it.
     static func setting(_ key: String) -> ArgumentHelp {
-        let help = ReceiverConfiguration.keys.first { $0.key == key }?.help ?? ""
+        let help = ReceiverConfiguration.helpWithDefault(key)
         return ArgumentHelp("\(help.prefix(1).uppercased())\(help.dropFirst()) (\(key)).")
     }
 }

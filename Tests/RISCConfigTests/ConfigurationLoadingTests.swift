@@ -72,3 +72,15 @@ struct ConfigurationLoadingTests {
         #expect(keys.contains("log.level") && keys.contains("actions.table") && !keys.contains("store.url"))
     }
 }
+
+extension ConfigurationLoadingTests {
+    @Test("a key's default is written once, in code: no help text names one; the flags' help adds it from the default configuration")
+    func defaultsOnce() {
+        for setting in ReceiverConfiguration.settings {
+            #expect(!setting.help.contains("(default"), "\(setting.key)'s help names a default of its own: \(setting.help)")
+        }
+        #expect(ReceiverConfiguration.helpWithDefault("max_body_bytes").hasSuffix("(default 65536)"))
+        #expect(ReceiverConfiguration.helpWithDefault("retention.done").hasSuffix("(default \"30d\")"))
+        #expect(!ReceiverConfiguration.helpWithDefault("webhook.url").contains("(default"))
+    }
+}
