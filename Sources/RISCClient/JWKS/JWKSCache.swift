@@ -29,6 +29,9 @@ public actor JWKSCache: KeyProvider {
     /// (fresh set, known kid) costs a lock instead of two executor hops.
     private nonisolated let fresh = Mutex<(keys: JWKSet, issuer: String, expiresAt: Double)?>(nil)
 
+    /// The threads its fetches block on (`BlockingPool.receiver` unless the caller's client says otherwise).
+    nonisolated var pool: BlockingPool { client.pool }
+
     public init(
         configuration: JWKSConfiguration, client: CurlHTTPClient = CurlHTTPClient(pool: .receiver), logger: Logger,
         now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
