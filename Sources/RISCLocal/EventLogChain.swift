@@ -86,6 +86,8 @@ public struct EventLogChain: Sendable, Equatable {
         public var tornBytes: Int
         /// The last line is whole but its newline was not written.
         public var needsNewline = false
+        /// Read from a rotated file, not the one risc goes on writing.
+        public var inOtherFile = false
     }
 
     /// Reads the end of the log at `path` (nil when there is no such file).
@@ -128,7 +130,14 @@ public struct EventLogChain: Sendable, Equatable {
 
     /// The chain after `line`, when it is a chained line.
     static func chain(after line: ArraySlice<UInt8>) -> EventLogChain? {
-        guard let object = try? JSONParser.parseObject(line), let seq = object["seq"]?.numberValue, seq >= 0 else { return nil }
-        return EventLogChain(next: UInt64(seq) + 1, last: leafHash(line))
+        guard let object = try? JSONParser.parseObject(line), let seq = object["seq"].flatMap(sequenceNumber) else { return nil }
+        return EventLogChain(next: seq + 1, last: leafHash(line))
+    }
+
+    /// A line's `seq` when it is one: a whole number from 0 to 2^53 (JSON's exact integers), so
+    /// that an edited line can never make risc trap converting it.
+    public static func sequenceNumber(_ value: JSONValue) -> UInt64? {
+        guard let number = value.numberValue, number >= 0, number <= 9_007_199_254_740_992, number == number.rounded() else { return nil }
+        return UInt64(number)
     }
 }

@@ -57,13 +57,13 @@ public struct EventLogProof: Sendable {
         let checkpoint = try EventLogCheckpoint.verify(note: note, key: key)
         var lines: [String] = []
         for proof in proofs {
-            guard let entry = proof.objectValue, let index = entry["index"]?.numberValue, index >= 0, let line = entry["line"]?.stringValue,
+            guard let entry = proof.objectValue, let index = entry["index"].flatMap(EventLogChain.sequenceNumber), let line = entry["line"]?.stringValue,
                 let path = entry["path"]?.arrayValue?.compactMap({ $0.stringValue.flatMap { Data(base64Encoded: $0) }.map(Array.init) })
             else { throw EventLogCheckpoint.Invalid("a proof without index, line or path") }
             guard
                 InclusionProof.verify(
-                    leaf: EventLogChain.leafHash(Array(line.utf8)), index: UInt64(index), size: checkpoint.size, path: path, root: checkpoint.root)
-            else { throw EventLogCheckpoint.Invalid("line \(Int(index)) is not in the tree the checkpoint signed") }
+                    leaf: EventLogChain.leafHash(Array(line.utf8)), index: index, size: checkpoint.size, path: path, root: checkpoint.root)
+            else { throw EventLogCheckpoint.Invalid("line \(index) is not in the tree the checkpoint signed") }
             lines.append(line)
         }
         return (checkpoint, lines)

@@ -94,7 +94,7 @@ public struct EventLogVerifier: Sendable {
             }
             return
         }
-        guard let seqValue = object["seq"]?.numberValue, seqValue >= 0, seqValue == seqValue.rounded(),
+        guard let seq = object["seq"].flatMap(EventLogChain.sequenceNumber),
             let prevText = object["prev"]?.stringValue, let prev = Data(base64Encoded: prevText).map(Array.init), prev.count == 32
         else {
             if let pending = pendingTorn { return fail(.badJSON, pending.file, pending.line, nil, "not a JSON object") }
@@ -104,7 +104,6 @@ public struct EventLogVerifier: Sendable {
             }
             return fail(.badJSON, file, number, nil, "a line without seq and prev in a chained log")
         }
-        let seq = UInt64(seqValue)
         if let pending = pendingTorn {
             pendingTorn = nil
             guard object["step"]?.stringValue == "log", object["outcome"]?.stringValue == "torn",

@@ -93,7 +93,7 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
         }
         if chained {
             let now = Date().timeIntervalSince1970
-            if tail?.needsNewline == true || (tail?.tornBytes ?? 0) > 0 { buffer.append(0x0A) }
+            if tail?.inOtherFile != true, tail?.needsNewline == true || (tail?.tornBytes ?? 0) > 0 { buffer.append(0x0A) }
             if let resumed = tail?.chain {
                 chain = resumed
                 if self.checkpoints != nil, let path {
@@ -145,14 +145,20 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
     static func chainTail(_ path: String) throws -> EventLogChain.Tail? {
         if let tail = try EventLogChain.tail(of: path), tail.chain != nil || tail.tornBytes > 0 { return tail }
         for file in EventLogVerifier.files(of: path).reversed() where file != path {
-            let chain: EventLogChain?
+            var tail: EventLogChain.Tail?
             if file.hasSuffix(".gz") {
                 let bytes = try EventLogVerifier.contents(of: file)
-                chain = bytes.isEmpty ? nil : EventLogChain.tail(ofWindow: bytes).chain
+                tail = bytes.isEmpty ? nil : EventLogChain.tail(ofWindow: bytes)
             } else {
-                chain = try EventLogChain.tail(of: file)?.chain
+                tail = try EventLogChain.tail(of: file)
             }
-            if let chain { return EventLogChain.Tail(chain: chain, tornBytes: 0) }
+            // A torn last line there (a kill, then logrotate before the restart) is named by this
+            // file's first line; no newline is owed to a file risc no longer writes.
+            if var tail, tail.chain != nil {
+                tail.needsNewline = false
+                tail.inOtherFile = true
+                return tail
+            }
         }
         return nil
     }

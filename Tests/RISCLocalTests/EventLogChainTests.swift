@@ -115,6 +115,15 @@ struct EventLogChainTests {
         problem = try #require(try verify().problem)
         #expect(problem.reason == .seqRegress && problem.line == 5)
 
+        // A seq no counter reaches is an error, never a trap: in the verifier, and at a start.
+        edited = original
+        edited[6] = edited[6].replacingOccurrences(of: #""seq":6"#, with: #""seq":1e30"#)
+        try rewrite(edited)
+        problem = try #require(try verify().problem)
+        #expect(problem.reason == .badJSON && problem.line == 7)
+        try write(1)
+        #expect(try verify().problem?.reason == .badJSON)
+
         // A new genesis in the middle (the log restarted by hand) is a break, not a new start.
         try rewrite(original)
         try write(2, to: directory + "/other.log")
@@ -148,6 +157,21 @@ struct EventLogChainTests {
         try rewrite(edited)
         let problem = try #require(try verify().problem)
         #expect(problem.reason == .badJSON && problem.line == 5)
+    }
+
+    @Test("a torn last line, then logrotate before the restart: the new file's first line names it, and the chain verifies across the files")
+    func tornThenRotated() throws {
+        try write(3)
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        handle.seekToEndOfFile()
+        handle.write(Data(#"{"v":1,"ts":"2026-11-25T00:00:00Z","st"#.utf8))
+        try handle.close()
+        try FileManager.default.moveItem(atPath: path, toPath: path + ".1")
+        try write(2)
+        let first = try JSONParser.parseObject(Array(try #require(try lines().first).utf8))
+        #expect(first["outcome"] == "torn" && first["seq"] == 4)
+        let summary = try verify()
+        #expect(summary.problem == nil && summary.torn.count == 1 && summary.lastSeq == 6, "\(String(describing: summary.problem))")
     }
 
     @Test("a last line whole but for its newline is ended by the next start, with no torn line")
