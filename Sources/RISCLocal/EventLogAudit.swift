@@ -61,7 +61,6 @@ public struct EventLogAudit: Sendable {
             if let origin, checkpoint.origin != origin {
                 problem = (.checkpointInvalid, "\(name) is of \(checkpoint.origin), not of this log (\(origin))")
             } else if summary.firstSeq != 0 {
-                problem = nil
                 audit.undecidedBecause = "the log's files do not start at its genesis, so its tree cannot be computed"
             } else if checkpoint.size > size {
                 problem = (.truncated, "\(name) was signed for \(checkpoint.size) lines; the log has \(size)")

@@ -22,8 +22,8 @@ public struct EventLogProof: Sendable {
         var leaves: [[UInt8]] = []
         var matches: [(UInt64, String)] = []
         var unsealed = 0
-        let summary = try EventLogVerifier.verify(files: files) { seq, line in
-            leaves.append(EventLogChain.leafHash(line))
+        let summary = try EventLogVerifier.verify(files: files) { seq, line, leaf in
+            leaves.append(leaf)
             guard let object = try? JSONParser.parseObject(line), object["jti"]?.stringValue == jti else { return }
             if seq < checkpoint.size { matches.append((seq, String(decoding: line, as: UTF8.self))) } else { unsealed += 1 }
         }

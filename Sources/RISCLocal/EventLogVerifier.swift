@@ -146,9 +146,9 @@ public struct EventLogVerifier: Sendable {
     }
 
     /// Checks `files` in order (a `.gz` file is read through `gzip -dc`).
-    /// `each`: called with every chained line that checks, its `seq` and its exact bytes.
+    /// `each`: called with every chained line that checks: its `seq`, its exact bytes and its leaf hash.
     public static func verify(
-        files: [String], keepTree: Bool = false, rootsAt: Set<UInt64> = [], each: ((UInt64, ArraySlice<UInt8>) -> Void)? = nil
+        files: [String], keepTree: Bool = false, rootsAt: Set<UInt64> = [], each: ((UInt64, ArraySlice<UInt8>, [UInt8]) -> Void)? = nil
     ) throws -> Summary {
         var verifier = EventLogVerifier(keepTree: keepTree, rootsAt: rootsAt)
         for (index, file) in files.enumerated() where !verifier.broken {
@@ -163,7 +163,7 @@ public struct EventLogVerifier: Sendable {
                     let line = ArraySlice(buffer[start..<(end ?? buffer.count)])
                     let before = verifier.summary.lines
                     verifier.check(line, file: file, number: number, final: end == nil && last)
-                    if let each, verifier.summary.lines > before, let seq = verifier.summary.lastSeq { each(seq, line) }
+                    if let each, verifier.summary.lines > before, let chain = verifier.summary.chain { each(chain.next - 1, line, chain.last) }
                     start = (end ?? buffer.count) + 1
                 }
             }

@@ -61,7 +61,7 @@ extension RiscCommand {
             func read(_ path: String?) -> String? { path.flatMap { FileManager.default.contents(atPath: $0) }.map { String(decoding: $0, as: UTF8.self) } }
             let verifier: CheckpointVerifier?
             do {
-                verifier = try key.map { try CheckpointVerifier(FileManager.default.fileExists(atPath: $0) ? read($0) ?? "" : $0) }
+                verifier = try key.map(CheckpointVerifier.init(argument:))
             } catch {
                 throw SetupProblem("--key: \(error)")
             }
@@ -193,7 +193,7 @@ extension RiscCommand {
             guard let data = FileManager.default.contents(atPath: file) else { throw SetupProblem("cannot read \(file)") }
             let verifier: CheckpointVerifier
             do {
-                verifier = try CheckpointVerifier(FileManager.default.contents(atPath: key).map { String(decoding: $0, as: UTF8.self) } ?? key)
+                verifier = try CheckpointVerifier(argument: key)
             } catch {
                 throw SetupProblem("--key: \(error)")
             }
@@ -206,5 +206,12 @@ extension RiscCommand {
                 throw ExitCode(1)
             }
         }
+    }
+}
+
+extension CheckpointVerifier {
+    /// `--key`: the verifier key itself, or a file holding it (`risc keys checkpoint-key`'s FILE.pub).
+    init(argument: String) throws {
+        try self.init(FileManager.default.contents(atPath: argument).map { String(decoding: $0, as: UTF8.self) } ?? argument)
     }
 }
