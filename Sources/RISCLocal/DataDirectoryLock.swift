@@ -25,8 +25,9 @@ public final class DataDirectoryLock: @unchecked Sendable {  // reason: `fd` is 
                 + "one receiver per embedded store; give this one its own data_dir, or stop the other")
     }
 
-    /// Takes the lock, creating the directory (0700) and the lock file (0600) if needed.
-    public init(directory: String) throws {
+    /// Takes the lock, creating the directory (0700) and the lock file (0600) if needed; a holder
+    /// of a moment (`LockWait`) is waited out.
+    public init(directory: String, wait: LockWait = LockWait()) throws {
         try PrivateFiles.makeDirectory(directory)
         path = (directory as NSString).appendingPathComponent("risc.lock")
         fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
@@ -34,7 +35,7 @@ public final class DataDirectoryLock: @unchecked Sendable {  // reason: `fd` is 
             let reason = errno == ELOOP ? "it is a symbolic link; risc never follows links in its data directory: remove it" : String(cString: strerror(errno))
             throw StoreError(.failed, "cannot open \(path): \(reason)")
         }
-        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+        guard wait.lock(fd) else {
             let busy = errno == EWOULDBLOCK
             let reason = String(cString: strerror(errno))
             let owner = Self.owner(fd)

@@ -29,6 +29,7 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
     private var reopenRequested = false
     private var dropped = 0
     private let flushInterval: Double
+    private let lockWait: LockWait
     private let flushBytes = 256 * 1024
     private let maxBufferedBytes = 64 * 1024 * 1024
     /// Where the chain stands; nil: lines are not chained (`risc bench log`'s comparison only).
@@ -67,7 +68,7 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
     /// `logID`: the genesis line's name for this log (the node's; default the host name).
     public init(
         path: String?, toStandardOutput: Bool = false, flushInterval: Double = 0.02, logID: String? = nil, chained: Bool = true,
-        checkpoints: Checkpoints? = nil
+        checkpoints: Checkpoints? = nil, lockWait: LockWait = LockWait()
     ) throws {
         let logID = logID ?? ProcessInfo.processInfo.hostName
         self.origin = "risc-event-log/" + logID
@@ -75,8 +76,9 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
         self.path = path
         self.toStandardOutput = toStandardOutput
         self.flushInterval = flushInterval
+        self.lockWait = lockWait
         if let path {
-            fd = Self.open(path)
+            fd = Self.open(path, wait: lockWait)
             guard fd >= 0 else {
                 finished = true  // no flush thread to wait for: deinit's close() returns at once
                 if errno == EWOULDBLOCK { throw Busy(path: path) }
@@ -127,11 +129,12 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
         public var description: String { "the event log \(path) is being written by another risc process" }
     }
 
-    /// Opens `path` for appending, held by this writer alone (`flock`); -1 with `errno` set if not.
-    private static func open(_ path: String) -> Int32 {
+    /// Opens `path` for appending, held by this writer alone (`flock`, a holder of a moment waited
+    /// out); -1 with `errno` set if not.
+    private static func open(_ path: String, wait: LockWait) -> Int32 {
         let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return -1 }
-        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+        guard wait.lock(fd) else {
             let error = errno
             Glibc.close(fd)
             errno = error
@@ -278,7 +281,7 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
             if let (checkpoints, size, root, time) = due { writeCheckpoint(checkpoints, size: size, root: root, time: time) }
             if reopenNow, let path {
                 if fd >= 0 { Glibc.close(fd) }
-                fd = Self.open(path)
+                fd = Self.open(path, wait: lockWait)
             }
             if stop {
                 if fd >= 0 { Glibc.close(fd) }

@@ -213,7 +213,7 @@ public final class FakeRISCAPI: Sendable {
             guard jws.header.type == "secevent+jwt" else { throw Refusal("typ is not secevent+jwt") }
             guard let kid = jws.header.keyID else { throw Refusal("no kid") }
             guard let issuer = configuration.noticeIssuer else { throw Refusal("the fake has no notice issuer") }
-            let client = CurlHTTPClient(caBundlePath: configuration.deliveryCABundle)
+            let client = CurlHTTPClient.patient(caBundlePath: configuration.deliveryCABundle)
             let origin = state.withLock { $0.noticeOrigin }
             func located(_ url: String) -> String { origin.map { $0 + UnlinkNotices.path(of: url) } ?? url }
             guard let discovery = try? client.performBlocking(HTTPRequest(method: "GET", url: located(UnlinkNotices.discoveryURL(issuer: issuer)))),
@@ -274,7 +274,7 @@ public final class FakeRISCAPI: Sendable {
     func push(state: String, to url: String) {
         let token = try? configuration.issuer.make(type: .verification, subject: nil, extra: ["state": .string(state)])
         let delay = self.state.withLock { $0.deliveryDelay }
-        let client = CurlHTTPClient(caBundlePath: configuration.deliveryCABundle)
+        let client = CurlHTTPClient.patient(caBundlePath: configuration.deliveryCABundle)
         DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [self] in
             guard let token else { return }
             let status =

@@ -1,5 +1,6 @@
 import CRiscSpawn
 import Foundation
+public import RISCCore
 
 #if canImport(Glibc)
 import Glibc
@@ -11,6 +12,11 @@ import Glibc
 /// the server commands run as the `postgres` user (`runuser -u postgres --`), which then owns the
 /// directory; otherwise as the current user. Needs Debian's `postgresql` package
 /// (`scripts/bootstrap --tests`).
+///
+/// Every command it runs (`initdb`, `pg_ctl`, `psql`) waits for its child on `BlockingPool.waits`'
+/// threads, never on one of Swift concurrency's: those are as many as the cores (two here), and a
+/// test waiting out a `pg_ctl stop` on each of them froze every receiver in the test process until
+/// its clients' requests timed out.
 public final class PostgresCluster: @unchecked Sendable {  // reason: started and stopped by the one test that owns it; the rest is immutable
     public struct Failure: Error, CustomStringConvertible {
         public let description: String
@@ -39,7 +45,23 @@ public final class PostgresCluster: @unchecked Sendable {  // reason: started an
     public static var isAvailable: Bool { binDirectory != nil }
 
     /// Creates and starts a cluster with a database `risc` owned by role `risc`.
-    public init() throws {
+    public static func make() async throws -> PostgresCluster {
+        try await BlockingPool.waits.run { Result { try PostgresCluster() } }.get()
+    }
+
+    /// Runs `body` on a new cluster, then stops it (`fast`) whether `body` threw or not.
+    public static func with<T>(_ body: (PostgresCluster) async throws -> T) async throws -> T {
+        let cluster = try await make()
+        let result: T
+        do { result = try await body(cluster) } catch {
+            try? await cluster.stop()
+            throw error
+        }
+        try await cluster.stop()
+        return result
+    }
+
+    private init() throws {
         guard let bin = Self.binDirectory else { throw Failure(description: "no PostgreSQL server installed: run scripts/bootstrap --tests") }
         self.bin = bin
         var template = Array((FileManager.default.temporaryDirectory.path + "/risc-pg-XXXXXX").utf8CString)
@@ -50,31 +72,50 @@ public final class PostgresCluster: @unchecked Sendable {  // reason: started an
             try Self.run(["/bin/chown", "postgres:postgres", directory])
         }
         try runServer([bin + "/initdb", "-D", directory + "/data", "-U", user, "-A", "trust", "-E", "UTF8", "--locale=C"])
-        try start()
-        _ = try psql("CREATE DATABASE \(database)", database: "postgres")
+        try startNow()
+        _ = try psqlNow("CREATE DATABASE \(database)", database: "postgres")
     }
 
+    /// A cluster still running when the last reference goes is stopped as a crash would, on a
+    /// thread of its own: a deinit may run on any thread, one of Swift concurrency's too.
     deinit {
-        if running { try? stop(mode: "immediate") }
-        try? FileManager.default.removeItem(atPath: directory)
+        let (running, directory, bin) = (self.running, self.directory, self.bin)
+        OSThread.start(name: "test.pg.cleanup") {
+            if running { _ = try? Self.runServer(bin: bin, [bin + "/pg_ctl", "-D", directory + "/data", "-m", "immediate", "-w", "stop"]) }
+            try? FileManager.default.removeItem(atPath: directory)
+        }
     }
 
     /// `pg_ctl start`, waiting until it accepts connections.
-    public func start() throws {
+    public func start() async throws {
+        try await BlockingPool.waits.run { Result { try self.startNow() } }.get()
+    }
+
+    private func startNow() throws {
         let options = "-k \(directory) -p \(port) -c listen_addresses=127.0.0.1 -c fsync=on -c synchronous_commit=on -c max_connections=200"
         try runServer([bin + "/pg_ctl", "-D", directory + "/data", "-l", directory + "/server.log", "-w", "-t", "60", "-o", options, "start"])
         running = true
     }
 
     /// `pg_ctl stop -m MODE`: `fast` (clean), or `immediate` (as a crash: recovery on the next start).
-    public func stop(mode: String = "fast") throws {
+    public func stop(mode: String = "fast") async throws {
+        try await BlockingPool.waits.run { Result { try self.stopBlocking(mode: mode) } }.get()
+    }
+
+    /// `stop(mode:)` for a synchronous teardown outside Swift concurrency (a command's `defer`):
+    /// it blocks the calling thread until `pg_ctl` is done.
+    public func stopBlocking(mode: String = "fast") throws {
         try runServer([bin + "/pg_ctl", "-D", directory + "/data", "-m", mode, "-w", "stop"])
         running = false
     }
 
     /// Runs `sql` with `psql` over the socket; returns its unaligned, tuples-only output.
     @discardableResult
-    public func psql(_ sql: String, database: String? = nil) throws -> String {
+    public func psql(_ sql: String, database: String? = nil) async throws -> String {
+        try await BlockingPool.waits.run { Result { try self.psqlNow(sql, database: database) } }.get()
+    }
+
+    private func psqlNow(_ sql: String, database: String? = nil) throws -> String {
         try Self.run([
             bin + "/psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", directory, "-p", "\(port)", "-U", user, "-d", database ?? self.database,
             "-tAc", sql,
@@ -82,7 +123,11 @@ public final class PostgresCluster: @unchecked Sendable {  // reason: started an
     }
 
     private func runServer(_ arguments: [String]) throws {
-        _ = try Self.run(geteuid() == 0 ? ["/usr/sbin/runuser", "-u", "postgres", "--"] + arguments : arguments)
+        try Self.runServer(bin: bin, arguments)
+    }
+
+    private static func runServer(bin: String, _ arguments: [String]) throws {
+        _ = try run(geteuid() == 0 ? ["/usr/sbin/runuser", "-u", "postgres", "--"] + arguments : arguments)
     }
 
     /// Runs a command to completion. Not through Foundation's `Process`: on Linux it learns of a

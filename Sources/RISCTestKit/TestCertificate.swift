@@ -35,16 +35,21 @@ public struct TestCertificate: Sendable {
     }
 }
 
-/// A service account JSON key file like the Cloud console's, with a freshly generated RSA key.
+/// A service account JSON key file like the Cloud console's, with an RSA key generated for this
+/// test process (once: a 2048-bit key took seconds on a loaded machine, on a thread every
+/// receiver in the process needed) and a key ID of its own.
 public struct TestServiceAccount: Sendable {
+    private static let processKey = Result { try PrivateKey.generate(.rsa(bits: 2048)) }
+
     public let path: String
     public let clientEmail: String
     public let keyID: String
     public let key: PrivateKey
 
-    public init(directory: URL, clientEmail: String = "risc-admin@example-project.iam.gserviceaccount.com") throws {
+    /// `key`: another key than the process's (an impostor's).
+    public init(directory: URL, clientEmail: String = "risc-admin@example-project.iam.gserviceaccount.com", key: PrivateKey? = nil) throws {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let key = try PrivateKey.generate(.rsa(bits: 2048))
+        let key = try key ?? Self.processKey.get()
         self.clientEmail = clientEmail
         keyID = String(UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(40))
         self.key = key

@@ -14,11 +14,13 @@ extension RiscCommand.Bench.ServeBench {
             throw ValidationError("--store-url: only `throwaway` (a local PostgreSQL started for the run) is measured, so that each configuration starts empty")
         }
         guard PostgresCluster.isAvailable else { throw ValidationError("PostgreSQL is not installed (scripts/bootstrap --tests installs it)") }
-        let cluster = try PostgresCluster()
-        defer { try? cluster.stop() }
+        try await PostgresCluster.with { cluster in try await runShared(cluster: cluster, issuer: issuer, tokenFile: tokenFile, work: work) }
+    }
+
+    private func runShared(cluster: PostgresCluster, issuer: LocalIssuer, tokenFile: URL, work: URL) async throws {
         // WAL flush timings, to tell the server's fsyncs apart from the rest of a request's time.
-        try cluster.psql("ALTER SYSTEM SET track_wal_io_timing = on")
-        try cluster.psql("SELECT pg_reload_conf()")
+        try await cluster.psql("ALTER SYSTEM SET track_wal_io_timing = on")
+        try await cluster.psql("SELECT pg_reload_conf()")
         let keyFile = work.appendingPathComponent("token-key")
         _ = try TokenKey.create(at: keyFile.path)
         // `--runs N`: the configurations N times over, each on a fresh store; the target must hold
@@ -34,18 +36,18 @@ extension RiscCommand.Bench.ServeBench {
             var results: [(String, Figures)] = []
             for receivers in [1, 2] {
                 let database = "bench\(run)x\(receivers)"
-                try cluster.psql("CREATE DATABASE \(database) OWNER \(cluster.user)")
+                try await cluster.psql("CREATE DATABASE \(database) OWNER \(cluster.user)")
                 let url = cluster.url.replacingOccurrences(of: "/\(cluster.database)?", with: "/\(database)?")
                 print("PostgreSQL, \(receivers) receiver\(receivers == 1 ? "" : "s"):")
-                try cluster.psql("SELECT pg_stat_reset_shared('wal')")
+                try await cluster.psql("SELECT pg_stat_reset_shared('wal')")
                 let figures = try await measureShared(
                     receivers: receivers, url: url, keyFile: keyFile.path, issuer: issuer, tokenFile: tokenFile, work: work, run: run)
                 results.append(("\(receivers) on PostgreSQL", figures))
-                let stored = try cluster.psql("SELECT count(*) FROM sets", database: database)
-                let wal = try cluster.psql("SELECT wal_sync || ' WAL flushes, mean ' || round((wal_sync_time / greatest(wal_sync, 1))::numeric, 2) || ' ms' FROM pg_stat_wal")
-                let commits = try cluster.psql("SELECT xact_commit FROM pg_stat_database WHERE datname = '\(database)'")
+                let stored = try await cluster.psql("SELECT count(*) FROM sets", database: database)
+                let wal = try await cluster.psql("SELECT wal_sync || ' WAL flushes, mean ' || round((wal_sync_time / greatest(wal_sync, 1))::numeric, 2) || ' ms' FROM pg_stat_wal")
+                let commits = try await cluster.psql("SELECT xact_commit FROM pg_stat_database WHERE datname = '\(database)'")
                 print("  PostgreSQL holds \(stored) SETs; \(wal); \(commits) transactions committed")
-                try cluster.psql("DROP DATABASE \(database)")
+                try await cluster.psql("DROP DATABASE \(database)")
             }
             print("embedded store, again:")
             let after = try await measure(

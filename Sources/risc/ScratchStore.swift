@@ -23,12 +23,12 @@ struct ScratchStoreOption: ParsableArguments {
         var resolved = try StoreOption.resolve(config: config, dataDir: data, storeURL: storeURL == "throwaway" ? nil : storeURL, tokenKeyFile: nil)
         guard storeURL == "throwaway" else { return try await ScratchStore(resolved: resolved, cluster: nil, work: work) }
         guard PostgresCluster.isAvailable else { throw ValidationError("PostgreSQL is not installed (scripts/bootstrap --tests installs it)") }
-        let cluster = try PostgresCluster()
+        let cluster = try await PostgresCluster.make()
         do {
             resolved.configuration.store.url = try StoreURL(cluster.url)
             return try await ScratchStore(resolved: resolved, cluster: cluster, work: work)
         } catch {
-            try? cluster.stop()
+            try? await cluster.stop()
             throw error
         }
     }
@@ -79,6 +79,6 @@ final class ScratchStore {
 
     func close() {
         storage.close()
-        try? cluster?.stop()
+        try? cluster?.stopBlocking()
     }
 }

@@ -124,7 +124,8 @@ struct RISCManagementClientTests {
         stale.clock = { Date().timeIntervalSince1970 - 7_200 }
         let expired = await failure { _ = try await stale.stream() }
         #expect(expired?.status == 401 && expired?.advice?.contains("clock") == true)
-        let other = try TestServiceAccount(directory: Fixture.temporaryDirectory(), clientEmail: setup.account.clientEmail)
+        let other = try TestServiceAccount(
+            directory: Fixture.temporaryDirectory(), clientEmail: setup.account.clientEmail, key: try PrivateKey.generate(.rsa(bits: 2048)))
         let impostor = RISCManagementClient(account: try ServiceAccount(keyFile: other.path), base: setup.api.baseURL)
         #expect(await failure { _ = try await impostor.stream() }?.status == 401)
         #expect(setup.api.state.withLock { $0.refusals } == ["iat is not now", "kid is not the key's private_key_id"])

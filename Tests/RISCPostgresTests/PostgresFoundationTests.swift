@@ -16,9 +16,9 @@ struct PostgresFoundationTests {
     static let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
 
     /// A throwaway cluster and two receivers' pools on it.
-    static func twoReceivers() throws -> (PostgresCluster, PostgresDatabase, PostgresDatabase) {
+    static func twoReceivers() async throws -> (PostgresCluster, PostgresDatabase, PostgresDatabase) {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
-        let cluster = try PostgresCluster()
+        let cluster = try await PostgresCluster.make()
         let url = try PostgresStoreURL(cluster.url)
         return (cluster, PostgresDatabase(url: url, password: nil, logger: logger), PostgresDatabase(url: url, password: nil, logger: logger))
     }
@@ -143,43 +143,43 @@ struct PostgresFoundationTests {
     @Test("issue 24: trace logs never carry PostgreSQL's SCRAM exchange (the client's proof)")
     func noSCRAMInTraceLogs() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
-        let cluster = try await BlockingPool.shared.run { Result { try PostgresCluster() } }.get()
-        defer { try? cluster.stop() }
-        // The socket asks for a SCRAM password from now on.
-        try cluster.psql("SET password_encryption = 'scram-sha-256'; ALTER ROLE risc PASSWORD 'scram-test-password-0123'")
-        try Data("local all all scram-sha-256\nhost all all 127.0.0.1/32 scram-sha-256\n".utf8)
-            .write(to: URL(fileURLWithPath: cluster.directory + "/data/pg_hba.conf"))
-        try cluster.psql("SELECT pg_reload_conf()")
-        let entries = CapturedLog()
-        let logger = entries.logger
-        let database = PostgresDatabase(url: try PostgresStoreURL(cluster.url), password: "scram-test-password-0123", logger: logger)
-        #expect(try await database.setting("fsync") == "on")
-        database.close()
-        let logged = entries.lines.withLock { $0 }
-        let leaks = logged.filter { $0.lowercased().contains("sasl") || $0.contains("p=") || $0.contains("scram-test-password") }
-        #expect(leaks.isEmpty, "\(leaks.count) log entries carry the SCRAM exchange: \(leaks.prefix(2))")
+        try await PostgresCluster.with { cluster in
+            // The socket asks for a SCRAM password from now on.
+            try await cluster.psql("SET password_encryption = 'scram-sha-256'; ALTER ROLE risc PASSWORD 'scram-test-password-0123'")
+            try Data("local all all scram-sha-256\nhost all all 127.0.0.1/32 scram-sha-256\n".utf8)
+                .write(to: URL(fileURLWithPath: cluster.directory + "/data/pg_hba.conf"))
+            try await cluster.psql("SELECT pg_reload_conf()")
+            let entries = CapturedLog()
+            let logger = entries.logger
+            let database = PostgresDatabase(url: try PostgresStoreURL(cluster.url), password: "scram-test-password-0123", logger: logger)
+            #expect(try await database.setting("fsync") == "on")
+            database.close()
+            let logged = entries.lines.withLock { $0 }
+            let leaks = logged.filter { $0.lowercased().contains("sasl") || $0.contains("p=") || $0.contains("scram-test-password") }
+            #expect(leaks.isEmpty, "\(leaks.count) log entries carry the SCRAM exchange: \(leaks.prefix(2))")
+        }
     }
 
     @Test("two receivers migrating at the same moment: the schema is made once, both see the current version")
     func concurrentMigrations() async throws {
-        let (cluster, first, second) = try Self.twoReceivers()
+        let (cluster, first, second) = try await Self.twoReceivers()
         async let a = first.migrate()
         async let b = second.migrate()
         let results = try await [a, b]
         #expect(results.map(\.to) == [PostgresSchema.version, PostgresSchema.version])
         #expect(results.filter { $0.from == 0 }.count == 1, "both migrated: \(results)")
-        #expect(try cluster.psql("SELECT version FROM risc_schema") == "\(PostgresSchema.version)")
-        #expect(try cluster.psql("SELECT count(*) FROM risc_schema") == "1")
-        #expect(try cluster.psql("SELECT count(*) FROM information_schema.tables WHERE table_name IN ('sets', 'applied_actions', 'meta')") == "3")
+        #expect(try await cluster.psql("SELECT version FROM risc_schema") == "\(PostgresSchema.version)")
+        #expect(try await cluster.psql("SELECT count(*) FROM risc_schema") == "1")
+        #expect(try await cluster.psql("SELECT count(*) FROM information_schema.tables WHERE table_name IN ('sets', 'applied_actions', 'meta')") == "3")
         #expect(try await first.migrate().from == PostgresSchema.version)  // nothing left to do
         first.close()
         second.close()
-        try cluster.stop()
+        try await cluster.stop()
     }
 
     @Test("the shared store's token key: recorded on first use, the same key accepted by every receiver, another or none refused")
     func tokenKey() async throws {
-        let (cluster, first, second) = try Self.twoReceivers()
+        let (cluster, first, second) = try await Self.twoReceivers()
         try await first.migrate()
         let key = [UInt8](repeating: 7, count: 32), other = [UInt8](repeating: 9, count: 32)
         try await first.checkTokenKey(key, file: "/etc/risc/token-key")
@@ -190,19 +190,19 @@ struct PostgresFoundationTests {
         let none = await #expect(throws: StoreError.self) { try await second.checkTokenKey(nil, file: nil) }
         #expect(none?.code == .refused)
         #expect(none?.description.contains("needs accounts.token_key_file") == true)
-        #expect(try cluster.psql("SELECT value FROM meta WHERE name = 'token_key_check'") == TokenFingerprint.keyCheckValue(key))
+        #expect(try await cluster.psql("SELECT value FROM meta WHERE name = 'token_key_check'") == TokenFingerprint.keyCheckValue(key))
         first.close()
         second.close()
-        try cluster.stop()
+        try await cluster.stop()
     }
 
     @Test("a server without fsync or synchronous_commit is refused unless the configuration accepts it")
     func durability() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
-        let cluster = try PostgresCluster()
+        let cluster = try await PostgresCluster.make()
         let database = PostgresDatabase(url: try PostgresStoreURL(cluster.url), password: nil, logger: Self.logger)
         try await database.checkDurability()
-        try cluster.psql("ALTER DATABASE risc SET synchronous_commit = off")
+        try await cluster.psql("ALTER DATABASE risc SET synchronous_commit = off")
         let fresh = PostgresDatabase(url: try PostgresStoreURL(cluster.url), password: nil, logger: Self.logger)
         let error = await #expect(throws: StoreError.self) { try await fresh.checkDurability() }
         #expect(error?.code == .refused)
@@ -210,7 +210,7 @@ struct PostgresFoundationTests {
         try await fresh.checkDurability(acceptUnsafe: true)
         database.close()
         fresh.close()
-        try cluster.stop()
+        try await cluster.stop()
     }
 }
 
@@ -222,7 +222,7 @@ struct PostgresEventStoreTests {
     @Test("the same SETs to two receivers at the same instant: each stored once, 202 from both, deliveries counted; batches shared")
     func twoReceivers() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
-        let cluster = try PostgresCluster()
+        let cluster = try await PostgresCluster.make()
         let url = try PostgresStoreURL(cluster.url)
         let databases = (0..<2).map { _ in PostgresDatabase(url: url, password: nil, logger: PostgresFoundationTests.logger) }
         try await databases[0].migrate()
@@ -255,19 +255,19 @@ struct PostgresEventStoreTests {
         #expect(accepted.count == 150 && accepted.values.allSatisfy { $0 == 1 }, "each SET accepted exactly once")
         #expect(duplicateDeliveries["pg-0"]?.sorted() == [2, 3])
         #expect(duplicateDeliveries["pg-100"] == [2])
-        #expect(try cluster.psql("SELECT count(*) FROM sets") == "150")
-        #expect(try cluster.psql("SELECT sum(deliveries) FROM sets") == "\(150 * 2 + 10)")
-        #expect(try cluster.psql("SELECT count(*) FROM sets WHERE state = 'pending' AND remote IS NULL AND content_type IS NULL") == "150")
+        #expect(try await cluster.psql("SELECT count(*) FROM sets") == "150")
+        #expect(try await cluster.psql("SELECT sum(deliveries) FROM sets") == "\(150 * 2 + 10)")
+        #expect(try await cluster.psql("SELECT count(*) FROM sets WHERE state = 'pending' AND remote IS NULL AND content_type IS NULL") == "150")
         let commits = stores.map(\.writeCounts.commits).reduce(0, +)
         #expect(commits < 310, "no batching: \(commits) commits for 310 appends")
         for database in databases { database.close() }
-        try cluster.stop()
+        try await cluster.stop()
     }
 
     @Test("a SET held up by a stuck transaction is answered at its deadline on the store's clock; the store then stores again")
     func commitDeadline() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
-        let cluster = try PostgresCluster()
+        let cluster = try await PostgresCluster.make()
         let url = try PostgresStoreURL(cluster.url)
         let database = PostgresDatabase(url: url, password: nil, logger: PostgresFoundationTests.logger)
         let locker = PostgresDatabase(url: url, password: nil, logger: PostgresFoundationTests.logger)
@@ -315,10 +315,10 @@ struct PostgresEventStoreTests {
         _ = try await store.append(first)
         let fresh = try await store.append(try await record("after-1"))
         if case .accepted = fresh {} else { Issue.record("a new SET was not stored: \(fresh)") }
-        #expect(try cluster.psql("SELECT count(*) FROM sets WHERE jti IN ('stuck-1', 'after-1')") == "2")
+        #expect(try await cluster.psql("SELECT count(*) FROM sets WHERE jti IN ('stuck-1', 'after-1')") == "2")
         database.close()
         locker.close()
-        try cluster.stop()
+        try await cluster.stop()
     }
 
     @Test("a CA file that cannot make a TLS context refuses the diagnosing connection; it never connects without TLS instead")
@@ -344,7 +344,7 @@ struct PostgresEventStoreTests {
     @Test("issue 26 §3: a store that cannot be used names its cause; what waiting will not fix (a missing database, a wrong password) is refused")
     func causes() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
-        let cluster = try PostgresCluster()
+        let cluster = try await PostgresCluster.make()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-causes-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -368,11 +368,11 @@ struct PostgresEventStoreTests {
         #expect(missing?.code == .refused, "\(String(describing: missing))")
         #expect(missing?.description.contains("\"nosuchdb\" does not exist") == true, "\(String(describing: missing))")
         // A role that must give a password, and gives the wrong one.
-        try cluster.psql("CREATE ROLE keeper LOGIN PASSWORD 'right'")
+        try await cluster.psql("CREATE ROLE keeper LOGIN PASSWORD 'right'")
         let hba = cluster.directory + "/data/pg_hba.conf"
         let rules = try String(contentsOfFile: hba, encoding: .utf8)
         try ("local all keeper scram-sha-256\n" + rules).write(toFile: hba, atomically: false, encoding: .utf8)
-        try cluster.psql("SELECT pg_reload_conf()")
+        try await cluster.psql("SELECT pg_reload_conf()")
         let wrong = try await prepare(cluster.url.replacingOccurrences(of: "\(cluster.user)@", with: "keeper@"), password: "wrong")
         #expect(wrong?.code == .refused, "\(String(describing: wrong))")
         #expect(wrong?.description.contains("authentication failed for user keeper") == true, "\(String(describing: wrong))")
@@ -381,7 +381,7 @@ struct PostgresEventStoreTests {
         let refused = try await prepare("postgres://risc@127.0.0.1:\(port)/risc?sslmode=disable")
         #expect(refused?.code == .unavailable, "\(String(describing: refused))")
         #expect(refused?.description.lowercased().contains("connection refused") == true, "\(String(describing: refused))")
-        try cluster.stop()
+        try await cluster.stop()
         let gone = try await prepare(cluster.url)
         #expect(gone?.code == .unavailable, "\(String(describing: gone))")
         #expect(gone?.description.contains("No such file") == true, "\(String(describing: gone))")
@@ -390,30 +390,30 @@ struct PostgresEventStoreTests {
     @Test("issue 26 §7: a PostgreSQL store a newer risc migrated is refused at start, naming both versions")
     func newerSchemaRefused() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
-        let cluster = try PostgresCluster()
-        defer { try? cluster.stop() }
-        var settings = SharedStore.Settings(url: try PostgresStoreURL(cluster.url))
-        settings.needsTokenKey = false
-        let store = try SharedStore(settings: settings, logger: PostgresFoundationTests.logger)
-        defer { store.close() }
-        try await store.prepare()
-        #expect(try await store.database.schemaVersion() == PostgresSchema.version)
-        try cluster.psql("UPDATE risc_schema SET version = \(PostgresSchema.version + 1)")
-        do {
+        try await PostgresCluster.with { cluster in
+            var settings = SharedStore.Settings(url: try PostgresStoreURL(cluster.url))
+            settings.needsTokenKey = false
+            let store = try SharedStore(settings: settings, logger: PostgresFoundationTests.logger)
+            defer { store.close() }
             try await store.prepare()
-            Issue.record("a newer schema was accepted")
-        } catch let error as StoreError {
-            #expect(error.code == .refused)
-            #expect(
-                error.description.contains("schema is version \(PostgresSchema.version + 1), and this risc knows versions up to \(PostgresSchema.version)"),
-                "\(error)")
+            #expect(try await store.database.schemaVersion() == PostgresSchema.version)
+            try await cluster.psql("UPDATE risc_schema SET version = \(PostgresSchema.version + 1)")
+            do {
+                try await store.prepare()
+                Issue.record("a newer schema was accepted")
+            } catch let error as StoreError {
+                #expect(error.code == .refused)
+                #expect(
+                    error.description.contains("schema is version \(PostgresSchema.version + 1), and this risc knows versions up to \(PostgresSchema.version)"),
+                    "\(error)")
+            }
         }
     }
 
     @Test("retention and health on PostgreSQL; unwritable while the server is down, writable again when it is back")
     func retentionAndHealth() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
-        let cluster = try PostgresCluster()
+        let cluster = try await PostgresCluster.make()
         let database = PostgresDatabase(url: try PostgresStoreURL(cluster.url), password: nil, logger: PostgresFoundationTests.logger)
         try await database.migrate()
         let store = PostgresEventStore(database: database)
@@ -424,8 +424,8 @@ struct PostgresEventStoreTests {
                 try await factory.storedRecord(
                     type: .sessionsRevoked, subject: factory.accountSubject("1"), jti: jti, keys: try Self.keys.jwks, receivedAt: received))
         }
-        try cluster.psql("UPDATE sets SET state = 'done', processed_at = received_at WHERE jti LIKE 'r-done-%'")
-        try cluster.psql("UPDATE sets SET state = 'dead' WHERE jti = 'r-dead'")
+        try await cluster.psql("UPDATE sets SET state = 'done', processed_at = received_at WHERE jti LIKE 'r-done-%'")
+        try await cluster.psql("UPDATE sets SET state = 'dead' WHERE jti = 'r-dead'")
         #expect(try await store.queueDepth() == 1)
         #expect(try await store.deadLetters() == 1)
         #expect(try await store.oldestPendingReceivedAt() == received)
@@ -434,7 +434,7 @@ struct PostgresEventStoreTests {
         let policy = RetentionPolicy()
         #expect(try await store.retain(policy, now: received + policy.done - 60, batch: 100) == RetentionPass())
         #expect(try await store.retain(policy, now: received + policy.done + 60, batch: 100) == RetentionPass(stripped: 2, forgotten: 0))
-        #expect(try cluster.psql("SELECT count(*) FROM sets WHERE token = '' AND pruned_at IS NOT NULL") == "2")
+        #expect(try await cluster.psql("SELECT count(*) FROM sets WHERE token = '' AND pruned_at IS NOT NULL") == "2")
         if case .accepted = try await store.append(
             try await factory.storedRecord(
                 type: .sessionsRevoked, subject: factory.accountSubject("1"), jti: "r-done-1", keys: try Self.keys.jwks, receivedAt: received))
@@ -442,11 +442,11 @@ struct PostgresEventStoreTests {
             Issue.record("a stripped SET was stored again")
         }
         #expect(try await store.retain(policy, now: received + policy.duplicates + 60, batch: 100) == RetentionPass(stripped: 0, forgotten: 2))
-        #expect(try cluster.psql("SELECT string_agg(jti, ',' ORDER BY jti) FROM sets") == "r-dead,r-pending")
+        #expect(try await cluster.psql("SELECT string_agg(jti, ',' ORDER BY jti) FROM sets") == "r-dead,r-pending")
         // The server goes away and comes back: no restart of ours needed.
-        try cluster.stop(mode: "immediate")
+        try await cluster.stop(mode: "immediate")
         #expect(await !store.isWritable())
-        try cluster.start()
+        try await cluster.start()
         var back = false
         for _ in 0..<50 where !back {
             back = await store.isWritable()
@@ -454,7 +454,7 @@ struct PostgresEventStoreTests {
         }
         #expect(back, "the pool did not reconnect")
         database.close()
-        try cluster.stop()
+        try await cluster.stop()
     }
 }
 
@@ -467,34 +467,34 @@ struct PostgresRecoveryTests {
     @Test("issue 26 §2: after a long outage the store takes writes within seconds of the server's return, not after the pool's backoff")
     func recoveryAfterLongOutage() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
-        let cluster = try await BlockingPool.shared.run { Result { try PostgresCluster() } }.get()
-        defer { try? cluster.stop() }
-        let database = PostgresDatabase(url: try PostgresStoreURL(cluster.url), password: nil, logger: PostgresFoundationTests.logger)
-        defer { database.close() }
-        try await database.migrate()
-        let store = PostgresEventStore(database: database)
-        // Writable before the outage (asked again while a saturated machine makes one answer late).
-        var before = false
-        for _ in 0..<30 where !before { before = await store.writability(within: 1).writable }
-        #expect(before)
-        try await BlockingPool.shared.run { Result { try cluster.stop(mode: "immediate") } }.get()
-        // Asked every second, as the health sampler does, while the server is away.
-        let clock = ContinuousClock()
-        let down = clock.now
-        while clock.now - down < .seconds(Self.outageSeconds) {
-            #expect(await !store.writability(within: 1).writable)
-            try await Task.sleep(for: .seconds(1))
+        try await PostgresCluster.with { cluster in
+            let database = PostgresDatabase(url: try PostgresStoreURL(cluster.url), password: nil, logger: PostgresFoundationTests.logger)
+            defer { database.close() }
+            try await database.migrate()
+            let store = PostgresEventStore(database: database)
+            // Writable before the outage (asked again while a saturated machine makes one answer late).
+            var before = false
+            for _ in 0..<30 where !before { before = await store.writability(within: 1).writable }
+            #expect(before)
+            try await cluster.stop(mode: "immediate")
+            // Asked every second, as the health sampler does, while the server is away.
+            let clock = ContinuousClock()
+            let down = clock.now
+            while clock.now - down < .seconds(Self.outageSeconds) {
+                #expect(await !store.writability(within: 1).writable)
+                try await Task.sleep(for: .seconds(1))
+            }
+            try await cluster.start()
+            let back = clock.now
+            var writable = false
+            while !writable, clock.now - back < .seconds(60) {
+                writable = await store.writability(within: 1).writable
+                if !writable { try await Task.sleep(for: .milliseconds(200)) }
+            }
+            let took = clock.now - back
+            print("recovery after a \(Self.outageSeconds) s outage: writable \(took) after the server's return")
+            // Before, the pool waited out its backoff (about a fifth of the outage, up to a minute).
+            #expect(writable && took < .seconds(6), "writable \(took) after the server's return")
         }
-        try await BlockingPool.shared.run { Result { try cluster.start() } }.get()
-        let back = clock.now
-        var writable = false
-        while !writable, clock.now - back < .seconds(60) {
-            writable = await store.writability(within: 1).writable
-            if !writable { try await Task.sleep(for: .milliseconds(200)) }
-        }
-        let took = clock.now - back
-        print("recovery after a \(Self.outageSeconds) s outage: writable \(took) after the server's return")
-        // Before, the pool waited out its backoff (about a fifth of the outage, up to a minute).
-        #expect(writable && took < .seconds(6), "writable \(took) after the server's return")
     }
 }

@@ -68,15 +68,15 @@ struct PostgresInlineTests {
         #expect(results[40].1.contains { $0.fields["step"]?.stringValue == "verification" })
         let duplicates = results.filter { if case .duplicate = $0.0 { true } else { false } }
         #expect(duplicates.count == 1 && duplicates[0].1.isEmpty)
-        #expect(try f.cluster.psql("SELECT count(*) FROM sets WHERE state = 'done' AND attempts = 1 AND processed_at IS NOT NULL") == "41")
-        #expect(try f.cluster.psql("SELECT deliveries FROM sets WHERE jti = 'mixed-1'") == "2")
-        let applied = try f.cluster.psql("SELECT string_agg(action, ',') FROM applied_actions a JOIN sets s ON s.id = a.set_id WHERE s.jti = 'verify-1'")
+        #expect(try await f.cluster.psql("SELECT count(*) FROM sets WHERE state = 'done' AND attempts = 1 AND processed_at IS NOT NULL") == "41")
+        #expect(try await f.cluster.psql("SELECT deliveries FROM sets WHERE jti = 'mixed-1'") == "2")
+        let applied = try await f.cluster.psql("SELECT string_agg(action, ',') FROM applied_actions a JOIN sets s ON s.id = a.set_id WHERE s.jti = 'verify-1'")
         #expect(applied == "record_verification")
-        #expect(try f.cluster.psql("SELECT count(*) FROM applied_actions") == "41")
-        #expect(try f.cluster.psql("SELECT count(*) FROM sessions WHERE ended_at IS NOT NULL") == "20")
+        #expect(try await f.cluster.psql("SELECT count(*) FROM applied_actions") == "41")
+        #expect(try await f.cluster.psql("SELECT count(*) FROM sessions WHERE ended_at IS NOT NULL") == "20")
         // Nothing left for a worker.
         #expect(try await store.queue.claim(owner: "w", limit: 100, lease: 30, now: Date().timeIntervalSince1970 + 1).isEmpty)
-        try f.close()
+        try await f.close()
     }
 
     @Test("an action that fails inline: only its SET is stored pending (the others of its batch applied), a worker retries it, and applies it once the fault is gone")
@@ -87,7 +87,7 @@ struct PostgresInlineTests {
         for sub in ["fine-1", "fine-2", "broken"] {
             _ = try await store.accounts.link(AccountLink(subject: sub, userID: "u-" + sub, sessions: [sub == "broken" ? "boom" : "s"]), now: 1_000)
         }
-        try f.cluster.psql(
+        try await f.cluster.psql(
             """
             CREATE FUNCTION refuse_boom() RETURNS trigger LANGUAGE plpgsql AS $$
             BEGIN IF NEW.session_id = 'boom' THEN RAISE EXCEPTION 'session boom cannot end'; END IF; RETURN NEW; END $$;
@@ -102,8 +102,8 @@ struct PostgresInlineTests {
         #expect(deferred?.fields["outcome"]?.stringValue == "deferred")
         #expect(deferred?.fields["error"]?.stringValue?.isEmpty == false)
         #expect(Self.results(results[0].1) == ["ended 1 session"] && Self.results(results[2].1) == ["ended 1 session"])
-        #expect(try f.cluster.psql("SELECT jti || ' ' || state || ' ' || attempts FROM sets WHERE state <> 'done'") == "j-broken pending 0")
-        #expect(try f.cluster.psql("SELECT count(*) FROM applied_actions a JOIN sets s ON s.id = a.set_id WHERE s.jti = 'j-broken'") == "0")
+        #expect(try await f.cluster.psql("SELECT jti || ' ' || state || ' ' || attempts FROM sets WHERE state <> 'done'") == "j-broken pending 0")
+        #expect(try await f.cluster.psql("SELECT count(*) FROM applied_actions a JOIN sets s ON s.id = a.set_id WHERE s.jti = 'j-broken'") == "0")
 
         var retry = RetryPolicy()
         retry.jitter = 0
@@ -112,12 +112,12 @@ struct PostgresInlineTests {
         let now = Date().timeIntervalSince1970 + 1
         #expect(try await worker.processDue(now: now) == 1)
         #expect(log.outcomes("applied") == ["failed"])
-        try f.cluster.psql("DROP TRIGGER refuse_boom ON sessions")
+        try await f.cluster.psql("DROP TRIGGER refuse_boom ON sessions")
         #expect(try await worker.processDue(now: now + 3_600) == 1)
         #expect(log.outcomes("applied") == ["failed", "applied"])
-        #expect(try f.cluster.psql("SELECT count(*) FROM sets WHERE state = 'done'") == "15")
-        #expect(try f.cluster.psql("SELECT count(*) FROM sessions WHERE ended_at IS NOT NULL") == "3")
-        try f.close()
+        #expect(try await f.cluster.psql("SELECT count(*) FROM sets WHERE state = 'done'") == "15")
+        #expect(try await f.cluster.psql("SELECT count(*) FROM sessions WHERE ended_at IS NOT NULL") == "3")
+        try await f.close()
     }
 
     @Test("with a webhook (no inline actions) SETs are stored pending and the workers are told at COMMIT")
@@ -130,11 +130,11 @@ struct PostgresInlineTests {
         let results = try await Self.appendAll(
             try await (0..<5).asyncMap { try await Self.record(.sessionsRevoked, "someone", jti: "p-\($0)") }, to: f.stores[0])
         #expect(results.allSatisfy { if case .accepted = $0.0 { $0.1.isEmpty } else { false } })
-        #expect(try f.cluster.psql("SELECT count(*) FROM sets WHERE state = 'pending' AND attempts = 0 AND processed_at IS NULL") == "5")
-        #expect(try f.cluster.psql("SELECT count(*) FROM applied_actions") == "0")
+        #expect(try await f.cluster.psql("SELECT count(*) FROM sets WHERE state = 'pending' AND attempts = 0 AND processed_at IS NULL") == "5")
+        #expect(try await f.cluster.psql("SELECT count(*) FROM applied_actions") == "0")
         _ = try await waitWhile { woken.withLock({ $0 }) == 0 }
         #expect(woken.withLock { $0 } >= 1, "no notification reached the other receiver")
-        try f.close()
+        try await f.close()
     }
 
     @Test("a batch of claims finished in one transaction: a claim that lost its lease meanwhile is left alone, the others finished")
@@ -148,7 +148,7 @@ struct PostgresInlineTests {
         let claimed = try await f.stores[0].queue.claim(owner: "slow", limit: 10, lease: 5, now: now)
         #expect(claimed.count == 3)
         // The lease of the second runs out; another receiver rescues and claims it.
-        try f.cluster.psql("UPDATE sets SET lease_expires_at = \(now - 1) WHERE jti = 'b-1'")
+        try await f.cluster.psql("UPDATE sets SET lease_expires_at = \(now - 1) WHERE jti = 'b-1'")
         #expect(try await f.stores[1].queue.rescueExpiredLeases(now: now) == ["b-1"])
         #expect(try await f.stores[1].queue.claim(owner: "other", limit: 10, lease: 30, now: now).map(\.jti) == ["b-1"])
         let items = try claimed.map { claim in
@@ -158,10 +158,10 @@ struct PostgresInlineTests {
         let reports = try await f.stores[0].queue.finish(items, applyToAccounts: true, now: now + 1)
         #expect(reports.map { $0 != nil } == [true, false, true])
         #expect(reports[0]?.outcomes.map(\.result) == ["ended 1 session"])
-        #expect(try f.cluster.psql("SELECT string_agg(jti || ' ' || state, ', ' ORDER BY jti) FROM sets") == "b-0 done, b-1 pending, b-2 done")
-        #expect(try f.cluster.psql("SELECT lease_owner FROM sets WHERE jti = 'b-1'") == "other")
-        #expect(try f.cluster.psql("SELECT count(*) FROM applied_actions") == "2")
-        try f.close()
+        #expect(try await f.cluster.psql("SELECT string_agg(jti || ' ' || state, ', ' ORDER BY jti) FROM sets") == "b-0 done, b-1 pending, b-2 done")
+        #expect(try await f.cluster.psql("SELECT lease_owner FROM sets WHERE jti = 'b-1'") == "other")
+        #expect(try await f.cluster.psql("SELECT count(*) FROM applied_actions") == "2")
+        try await f.close()
     }
 }
 

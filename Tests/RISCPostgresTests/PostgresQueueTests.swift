@@ -23,7 +23,7 @@ struct PostgresQueueTests {
 
         init(receivers: Int = 2) async throws {
             try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
-            cluster = try PostgresCluster()
+            cluster = try await PostgresCluster.make()
             let keyFile = cluster.directory + "/token-key"
             _ = FileManager.default.createFile(atPath: keyFile, contents: Data(PostgresQueueTests.tokenKey))
             var settings = SharedStore.Settings(url: try PostgresStoreURL(cluster.url), tokenKeyFile: keyFile)
@@ -42,9 +42,9 @@ struct PostgresQueueTests {
                     receivedAt: Date().timeIntervalSince1970))
         }
 
-        func close() throws {
+        func close() async throws {
             for store in stores { store.close() }
-            try cluster.stop()
+            try await cluster.stop()
         }
     }
 
@@ -68,6 +68,6 @@ struct PostgresQueueTests {
         let rows = try await admin.rows(ids: ids)
         #expect(rows.first?.state == .done && rows.first?.actions?.map(\.result) == ["ended 1 session"])
         #expect(try await f.stores[0].accounts.accounts(subject: "dave").first?.openSessions == 0)
-        try f.close()
+        try await f.close()
     }
 }

@@ -38,7 +38,7 @@ struct AdminTLSTests {
         }
         try await harness.start()
         #expect(harness.adminURL.hasPrefix("https://localhost:") && harness.apiURL.hasPrefix("https://localhost:"))
-        let trusting = CurlHTTPClient(caBundlePath: first.certificatePath)
+        let trusting = CurlHTTPClient.patient(caBundlePath: first.certificatePath)
         let auth = [("Authorization", "Bearer \(Self.token)")]
 
         let metrics = try await trusting.perform(HTTPRequest(url: harness.adminURL + "/metrics"))
@@ -65,7 +65,7 @@ struct AdminTLSTests {
         // Renewal: new connections get the renewed certificate, on both admin listeners.
         try renewed.install(certificateAt: cert, keyAt: key)
         #expect(harness.receiver.reloadTLS())
-        let trustingRenewed = CurlHTTPClient(caBundlePath: renewed.certificatePath)
+        let trustingRenewed = CurlHTTPClient.patient(caBundlePath: renewed.certificatePath)
         #expect(try await trustingRenewed.perform(HTTPRequest(url: harness.adminURL + "/healthz")).status == 200)
         #expect(try await trustingRenewed.perform(HTTPRequest(url: harness.apiURL + "/admin/accounts/110169484474386276334", headers: auth)).status == 200)
         await #expect(throws: FetchError.self) { _ = try await trusting.perform(HTTPRequest(url: harness.adminURL + "/healthz")) }
@@ -87,11 +87,11 @@ struct AdminTLSTests {
             $0.adminTLSClientCA = client.certificatePath  // self-signed: it is its own CA
         }
         try await harness.start()
-        var anonymous = CurlHTTPClient(caBundlePath: server.certificatePath)
+        var anonymous = CurlHTTPClient.patient(caBundlePath: server.certificatePath)
         await #expect(throws: FetchError.self) { _ = try await anonymous.perform(HTTPRequest(url: harness.adminURL + "/metrics")) }
         anonymous.clientCertificate = (stranger.certificatePath, stranger.keyPath)
         await #expect(throws: FetchError.self) { _ = try await anonymous.perform(HTTPRequest(url: harness.adminURL + "/metrics")) }
-        var known = CurlHTTPClient(caBundlePath: server.certificatePath)
+        var known = CurlHTTPClient.patient(caBundlePath: server.certificatePath)
         known.clientCertificate = (client.certificatePath, client.keyPath)
         #expect(try await known.perform(HTTPRequest(url: harness.adminURL + "/metrics")).status == 200)
         // The public listener is not affected: Google presents no client certificate.

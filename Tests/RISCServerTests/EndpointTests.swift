@@ -272,7 +272,7 @@ struct EndpointTests {
             let request = HTTPRequest(
                 method: "POST", url: harness.publicURL + "/events", headers: [("Content-Type", "application/secevent+jwt")],
                 body: Array(try harness.token(jti: jti).utf8))
-            return try await CurlHTTPClient(caBundlePath: bundle).perform(request).status
+            return try await CurlHTTPClient.patient(caBundlePath: bundle).perform(request).status
         }
         #expect(try await post(trusting: first.certificatePath, jti: "before-renewal") == 202)
         await #expect(throws: FetchError.self) { _ = try await post(trusting: renewed.certificatePath, jti: "not-yet") }

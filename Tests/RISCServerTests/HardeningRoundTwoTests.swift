@@ -109,7 +109,7 @@ struct HardeningRoundTwoTests {
             let notice = try UnlinkNotices(issuer: UnlinkNoticeTests.issuer, tokenKey: [UInt8](repeating: 9, count: 32))
                 .record(tokenHash: SHA512.doubleHashBase64("someone-elses-token"), now: 1)  // a well-formed record under another key
             for (jti, token) in [("forged-1", badMAC), (notice.tokenID, notice.token)] {
-                try fixture.execute(
+                try await fixture.execute(
                     """
                     INSERT INTO sets (issuer, jti, iss, iat, received_at, last_received_at, event_types, subjects, token)
                     VALUES ('\(UnlinkNotices.queueIssuer)', '\(jti)', 'https://site.example/risc', 1, 1, 1, '[]', '[]', '\(token)')
@@ -117,7 +117,7 @@ struct HardeningRoundTwoTests {
             }
             var dead = 0
             for _ in 0..<200 where dead < 2 {
-                dead = try fixture.count("SELECT count(*) FROM sets WHERE state = 'dead' AND last_error LIKE 'refused to sign%'")
+                dead = try await fixture.count("SELECT count(*) FROM sets WHERE state = 'dead' AND last_error LIKE 'refused to sign%'")
                 if dead < 2 { try await Task.sleep(for: .milliseconds(50)) }
             }
             #expect(dead == 2, "forged rows not dead-lettered as refused")
@@ -208,7 +208,7 @@ struct HardeningRoundTwoTests {
             }
             #expect(ServerHarness.value(metrics, "risc_store_up") == 1)
             #expect(ServerHarness.value(metrics, "risc_queue_depth") == 0)
-            try await BlockingPool.shared.run { Result { try cluster.stop(mode: "immediate") } }.get()
+            try await cluster.stop(mode: "immediate")
             await harness.receiver.sampleHealth()
             // Answered from the sample: before, /readyz waited for the store (1.5-6 s) and /metrics
             // for its six questions (10 s, Prometheus's scrape timeout): 11.5 s or more together.
@@ -226,7 +226,7 @@ struct HardeningRoundTwoTests {
             #expect(ServerHarness.value(metrics, "risc_store_up") == 0)
             #expect(ServerHarness.value(metrics, "risc_queue_depth")?.isNaN == true, "risc_queue_depth should be NaN (unknown)")
             #expect(ServerHarness.value(metrics, "risc_queue_dead")?.isNaN == true)
-            try await BlockingPool.shared.run { Result { try cluster.start() } }.get()
+            try await cluster.start()
         }
     }
 }

@@ -30,7 +30,7 @@ struct RevocationEndpointTests {
             var cluster: PostgresCluster?
             if backend == .postgresql {
                 try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
-                cluster = try PostgresCluster()
+                cluster = try await PostgresCluster.make()
                 try PrivateFiles.writeAtomically(directory + "/token-key", [UInt8](repeating: 4, count: 32))
             }
             self.cluster = cluster
@@ -77,7 +77,7 @@ struct RevocationEndpointTests {
         func stop() async throws {
             try await harness.stop()
             harness.issuer.stop()
-            try cluster?.stop()
+            try await cluster?.stop()
         }
     }
 

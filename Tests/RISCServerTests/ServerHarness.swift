@@ -48,7 +48,7 @@ final class ServerHarness: @unchecked Sendable {
         configuration.jwksMinimumTTL = 60
         edit(&configuration)
         self.configuration = configuration
-        client = CurlHTTPClient(caBundlePath: configuration.tlsCertificate)
+        client = CurlHTTPClient.patient(caBundlePath: configuration.tlsCertificate)
         factory = SETFactory(issuer: self.issuer.baseURL + "/", signer: Self.keys.entry(for: .rs256)!.signer)
     }
 

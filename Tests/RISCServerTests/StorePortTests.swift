@@ -36,18 +36,18 @@ struct StorePortTests {
         /// the embedded store has one process, held by the data directory's lock).
         let queue: any WorkQueue
         let otherQueue: any WorkQueue
-        let execute: (String) throws -> Void
-        let count: (String) throws -> Int
+        let execute: (String) async throws -> Void
+        let count: (String) async throws -> Int
         /// Runs the backend's worker once over due SETs, with `sink` as its webhook, at `now`.
         let work: (_ sink: any ActionSink, _ log: any EventLog, _ now: Double) async throws -> Void
-        let close: () throws -> Void
+        let close: () async throws -> Void
 
         init(
             events: any EventStore, health: any StoreHealth, accounts: any AccountRepository, admin: any QueueAdministration,
             verifications: any VerificationRequests, retention: any RetentionStore, queue: any WorkQueue, otherQueue: any WorkQueue,
-            execute: @escaping (String) throws -> Void,
-            count: @escaping (String) throws -> Int, work: @escaping (any ActionSink, any EventLog, Double) async throws -> Void,
-            close: @escaping () throws -> Void
+            execute: @escaping (String) async throws -> Void,
+            count: @escaping (String) async throws -> Int, work: @escaping (any ActionSink, any EventLog, Double) async throws -> Void,
+            close: @escaping () async throws -> Void
         ) {
             self.events = events
             self.health = health
@@ -86,7 +86,7 @@ struct StorePortTests {
                     })
             case .postgresql:
                 try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
-                let cluster = try PostgresCluster()
+                let cluster = try await PostgresCluster.make()
                 let keyFile = cluster.directory + "/token-key"
                 _ = FileManager.default.createFile(atPath: keyFile, contents: Data(repeating: 5, count: 32))
                 var settings = SharedStore.Settings(url: try PostgresStoreURL(cluster.url), tokenKeyFile: keyFile)
@@ -99,8 +99,8 @@ struct StorePortTests {
                 return Fixture(
                     events: shared.events, health: shared.events, accounts: shared.accounts, admin: shared.admin,
                     verifications: shared.verifications, retention: shared.events, queue: shared.queue, otherQueue: other.queue,
-                    execute: { _ = try cluster.psql($0) },
-                    count: { Int(try cluster.psql($0)) ?? -1 },
+                    execute: { _ = try await cluster.psql($0) },
+                    count: { Int(try await cluster.psql($0)) ?? -1 },
                     work: { sink, log, now in
                         try await QueueWorker(queue: shared.queue, settings: .init(owner: "test"), sink: sink, log: log, logger: StorePortTests.logger)
                             .processDue(now: now)
@@ -108,7 +108,7 @@ struct StorePortTests {
                     close: {
                         shared.close()
                         other.close()
-                        try cluster.stop()
+                        try await cluster.stop()
                     })
             }
         }
@@ -136,9 +136,9 @@ struct StorePortTests {
         // longer than the readiness probe's 2 s (seen on CI), which is not what this checks.
         let writability = await f.health.writability(within: 30)
         #expect(writability.writable, "\(writability.reason ?? "")")
-        #expect(try f.count("SELECT count(*) FROM sets") == 2)
-        #expect(try f.count("SELECT deliveries FROM sets WHERE jti = 'p-1'") == 2)
-        try f.close()
+        #expect(try await f.count("SELECT count(*) FROM sets") == 2)
+        #expect(try await f.count("SELECT deliveries FROM sets WHERE jti = 'p-1'") == 2)
+        try await f.close()
     }
 
     @Test("account repository: link, add a session and tokens, summaries by subject", arguments: Backend.allCases)
@@ -160,9 +160,10 @@ struct StorePortTests {
         #expect(try await f.accounts.unlink(subject: "alice", issuer: "https://other.example") == 0)
         #expect(try await f.accounts.unlink(subject: "alice", issuer: nil) == 1)
         #expect(try await f.accounts.accounts(subject: nil).map(\.subject) == ["bob"])
-        #expect(try f.count("SELECT count(*) FROM sessions") == 1 && f.count("SELECT count(*) FROM tokens") == 0)
+        #expect(try await f.count("SELECT count(*) FROM sessions") == 1)
+        #expect(try await f.count("SELECT count(*) FROM tokens") == 0)
         #expect(try await f.accounts.unlink(subject: "alice", issuer: nil) == 0)
-        try f.close()
+        try await f.close()
     }
 
     static func user(_ sub: String) -> JSONValue { factory.accountSubject(sub) }
@@ -191,16 +192,16 @@ struct StorePortTests {
             for worker in workers { group.addTask { while try await worker.processDue() > 0 {} } }
             try await group.waitForAll()
         }
-        #expect(try f.count("SELECT count(*) FROM sets WHERE state = 'done'") == 42)
+        #expect(try await f.count("SELECT count(*) FROM sets WHERE state = 'done'") == 42)
         // 40 × end_sessions, tokens-revoked: 2, hijacking: 3.
-        #expect(try f.count("SELECT count(*) FROM applied_actions") == 45)
-        #expect(try f.count("SELECT count(*) FROM sessions WHERE ended_at IS NOT NULL") == 82)
+        #expect(try await f.count("SELECT count(*) FROM applied_actions") == 45)
+        #expect(try await f.count("SELECT count(*) FROM sessions WHERE ended_at IS NOT NULL") == 82)
         let alice = try #require(try await f.accounts.accounts(subject: "alice").first)
         #expect(alice.openSessions == 0 && alice.revokedTokens == 1 && !alice.googleSignInEnabled && alice.emailRecoveryEnabled)
         #expect(log.outcomes("applied").filter { $0 == "applied" }.count == 42)
         let owners = Set(log.lines.withLock { $0.compactMap { $0["worker"]?.stringValue } })
         #expect(owners.count == 2, "one worker took everything: \(owners)")
-        try f.close()
+        try await f.close()
     }
 
     @Test("work queue: a live lease is not taken; an expired one is rescued and finished by another; the old holder's late finish or failure changes nothing", arguments: Backend.allCases)
@@ -222,10 +223,10 @@ struct StorePortTests {
             held[0], plan: ActionPlan.plan(for: claims, table: .default), claims: claims, applyToAccounts: true, now: now + 33)
         #expect(late == nil, "the stalled worker's late finish went through")
         #expect(try await !f.queue.fail(held[0], error: "late", retryAt: nil, now: now + 33))
-        #expect(try f.count("SELECT count(*) FROM applied_actions") == 1)
-        #expect(try f.count("SELECT attempts FROM sets WHERE state = 'done'") == 1)
-        #expect(try f.count("SELECT count(*) FROM sessions WHERE ended_at IS NOT NULL") == 1)
-        try f.close()
+        #expect(try await f.count("SELECT count(*) FROM applied_actions") == 1)
+        #expect(try await f.count("SELECT attempts FROM sets WHERE state = 'done'") == 1)
+        #expect(try await f.count("SELECT count(*) FROM sessions WHERE ended_at IS NOT NULL") == 1)
+        try await f.close()
     }
 
     @Test("work queue: a failing SET is retried after its backoff, not before, then dead-lettered", arguments: Backend.allCases)
@@ -233,7 +234,7 @@ struct StorePortTests {
         let f = try await Fixture.open(backend)
         let now = Date().timeIntervalSince1970
         _ = try await f.append(.sessionsRevoked, sub: "nobody", jti: "broken", receivedAt: now)
-        try f.execute("UPDATE sets SET token = 'not a token' WHERE jti = 'broken'")
+        try await f.execute("UPDATE sets SET token = 'not a token' WHERE jti = 'broken'")
         var retry = RetryPolicy()
         retry.maximumAttempts = 2
         retry.jitter = 0
@@ -248,7 +249,7 @@ struct StorePortTests {
         #expect(log.outcomes("applied") == ["failed", "dead_lettered"])
         let shown = try #require(try await f.admin.show(jti: "broken"))
         #expect(shown.state == .dead && shown.attempts == 2 && shown.lastError != nil)
-        try f.close()
+        try await f.close()
     }
 
     @Test("issue 15 §1: with a webhook, a hijacking names each active linked token by fingerprint (never the token) and they are marked revoked once it answers", arguments: Backend.allCases)
@@ -261,7 +262,7 @@ struct StorePortTests {
         }
         // One already revoked: not named again.
         _ = try await f.accounts.add(to: "alice", issuer: nil, session: nil, viaGoogle: false, token: "old-linked", tokenKind: .linked, now: 900)
-        try f.execute("UPDATE tokens SET revoked_at = 950, revoked_reason = 'earlier' WHERE hash = '\(SHA512.doubleHashBase64("old-linked"))'")
+        try await f.execute("UPDATE tokens SET revoked_at = 950, revoked_reason = 'earlier' WHERE hash = '\(SHA512.doubleHashBase64("old-linked"))'")
         let recorder = WebhookRecorder(failures: 1)
         let server = try LoopbackHTTPServer { recorder.handle($0) }
         defer { server.stop() }
@@ -280,7 +281,7 @@ struct StorePortTests {
         alice = try #require(try await f.accounts.accounts(subject: "alice").first)
         #expect(alice.linkedTokens == .init(active: 0, revoked: 3))
         #expect(alice.googleRefreshTokens == .init(active: 1, revoked: 0))  // a hijacking leaves Google's own tokens to Google
-        #expect(try f.count("SELECT count(*) FROM tokens WHERE revoked_reason = 'account-disabled:hijacking'") == 2)
+        #expect(try await f.count("SELECT count(*) FROM tokens WHERE revoked_reason = 'account-disabled:hijacking'") == 2)
 
         let bodies = recorder.bodies
         #expect(bodies.count == 2)
@@ -299,7 +300,7 @@ struct StorePortTests {
         #expect(applied.map { $0["outcome"]?.stringValue ?? "" } == ["failed", "applied"])
         let results = applied.last?["actions"]?.arrayValue?.compactMap { $0.objectValue?["result"]?.stringValue } ?? []
         #expect(results.contains("delivered to webhook (HTTP 204); 2 tokens marked revoked"))
-        try f.close()
+        try await f.close()
     }
 
     @Test("queue administration: counts, list, show, retry, purge, selections, requeue, rows, audit", arguments: Backend.allCases)
@@ -307,7 +308,7 @@ struct StorePortTests {
         let f = try await Fixture.open(backend)
         let now = Date().timeIntervalSince1970
         for index in 1...3 { _ = try await f.append(jti: "q-\(index)", receivedAt: now - Double(100 - index)) }
-        try f.execute("UPDATE sets SET state = 'dead', attempts = 5, last_error = 'boom' WHERE jti = 'q-1'")
+        try await f.execute("UPDATE sets SET state = 'dead', attempts = 5, last_error = 'boom' WHERE jti = 'q-1'")
         var counts = try await f.admin.counts(now: now)
         #expect(counts.pending == 2 && counts.dead == 1 && counts.done == 0)
         #expect(try await f.admin.list(state: .dead, limit: 10).map(\.jti) == ["q-1"])
@@ -317,20 +318,20 @@ struct StorePortTests {
         #expect(try await f.admin.retry(jti: "q-1") == 1)
         counts = try await f.admin.counts(now: now)
         #expect(counts.pending == 3 && counts.dead == 0)
-        try f.execute("UPDATE sets SET state = 'dead' WHERE jti = 'q-1'")
+        try await f.execute("UPDATE sets SET state = 'dead' WHERE jti = 'q-1'")
         #expect(try await f.admin.purgeDead(olderThan: 3_600, now: now) == 0)
         #expect(try await f.admin.purgeDead(olderThan: 0, now: now + 1) == 1)
         let ids = try await f.admin.ids(StoredSETSelection(since: now - 97.5))
         #expect(ids.count == 1)
         #expect(try await f.admin.tokens(StoredSETSelection(jti: "q-2")).map(\.jti) == ["q-2"])
-        try f.execute("UPDATE sets SET state = 'done', attempts = 1 WHERE jti = 'q-3'")
+        try await f.execute("UPDATE sets SET state = 'done', attempts = 1 WHERE jti = 'q-3'")
         #expect(try await f.admin.requeue(ids: ids) == ids)
         let rows = try await f.admin.rows(ids: ids)
         #expect(rows.map(\.jti) == ["q-3"] && rows.first?.state == .pending && rows.first?.attempts == 0)
         let audit = try await f.admin.audit(acknowledged: ["q-2", "q-3", "never-stored"])
         #expect(audit.acknowledged == 3 && audit.stored == 2 && audit.lost == 1 && audit.done == 0 && audit.rows == 2)
         #expect(audit.integrity == (backend == .embedded ? "ok" : nil))
-        try f.close()
+        try await f.close()
     }
 
     @Test("verification ledger: a request recorded, found by state, SETs counted since", arguments: Backend.allCases)
@@ -346,7 +347,7 @@ struct StorePortTests {
         _ = try await f.append(jti: "after", receivedAt: now - 10)
         let received = try await f.verifications.received(since: now - 30)
         #expect(received.all == 2 && received.verifications == 1)
-        try f.close()
+        try await f.close()
     }
 
     @Test("retention: a done SET stripped after retention.done, still a duplicate, forgotten after retention.duplicates; pending and dead kept", arguments: Backend.allCases)
@@ -354,18 +355,18 @@ struct StorePortTests {
         let f = try await Fixture.open(backend)
         let day = 86_400.0, start = 1_000_000.0
         for jti in ["r-done", "r-pending", "r-dead"] { _ = try await f.append(jti: jti, receivedAt: start) }
-        try f.execute("UPDATE sets SET state = 'done', processed_at = \(start + 1) WHERE jti = 'r-done'")
-        try f.execute("UPDATE sets SET state = 'dead' WHERE jti = 'r-dead'")
+        try await f.execute("UPDATE sets SET state = 'done', processed_at = \(start + 1) WHERE jti = 'r-done'")
+        try await f.execute("UPDATE sets SET state = 'dead' WHERE jti = 'r-dead'")
         let policy = RetentionPolicy(done: 30 * day, duplicates: 90 * day)
         #expect(try await f.retention.retain(policy, now: start + 29 * day, batch: 100) == RetentionPass())
         #expect(try await f.retention.retain(policy, now: start + 31 * day, batch: 100) == RetentionPass(stripped: 1))
-        #expect(try f.count("SELECT count(*) FROM sets WHERE jti = 'r-done' AND token = '' AND pruned_at IS NOT NULL") == 1)
-        #expect(try f.count("SELECT count(*) FROM sets WHERE jti <> 'r-done' AND token <> ''") == 2)
+        #expect(try await f.count("SELECT count(*) FROM sets WHERE jti = 'r-done' AND token = '' AND pruned_at IS NOT NULL") == 1)
+        #expect(try await f.count("SELECT count(*) FROM sets WHERE jti <> 'r-done' AND token <> ''") == 2)
         if case .accepted = try await f.append(jti: "r-done", receivedAt: start + 32 * day) { Issue.record("a stripped SET was not recognised") }
         #expect(try await f.retention.retain(policy, now: start + 91 * day, batch: 100) == RetentionPass(forgotten: 1))
-        #expect(try f.count("SELECT count(*) FROM sets") == 2)
+        #expect(try await f.count("SELECT count(*) FROM sets") == 2)
         #expect(try await f.admin.counts(now: start).dead == 1)
-        try f.close()
+        try await f.close()
     }
 
     struct Failure: Error, CustomStringConvertible {

@@ -38,7 +38,7 @@ struct UnlinkNoticeTests {
             var cluster: PostgresCluster?
             if backend == .postgresql {
                 try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
-                cluster = try await BlockingPool.shared.run { Result { try PostgresCluster() } }.get()  // initdb: off the concurrency pool
+                cluster = try await PostgresCluster.make()  // initdb: off the concurrency pool
                 try PrivateFiles.writeAtomically(directory.appendingPathComponent("token-key").path, [UInt8](repeating: 4, count: 32))
             }
             self.cluster = cluster
@@ -93,12 +93,12 @@ struct UnlinkNoticeTests {
 
         /// Runs SQL on the receiver's store behind its back (a second connection, as another
         /// writer with access to the store would).
-        func execute(_ sql: String) throws {
-            if let cluster { try cluster.psql(sql) } else { try SQLiteConnection(path: harness.dataDirectory + "/risc.sqlite3").execute(sql) }
+        func execute(_ sql: String) async throws {
+            if let cluster { try await cluster.psql(sql) } else { try SQLiteConnection(path: harness.dataDirectory + "/risc.sqlite3").execute(sql) }
         }
 
-        func count(_ sql: String) throws -> Int {
-            if let cluster { return Int(try cluster.psql(sql)) ?? -1 }
+        func count(_ sql: String) async throws -> Int {
+            if let cluster { return Int(try await cluster.psql(sql)) ?? -1 }
             return Int(try SQLiteConnection(path: harness.dataDirectory + "/risc.sqlite3").scalar(sql) ?? -1)
         }
 
@@ -106,7 +106,7 @@ struct UnlinkNoticeTests {
             try await harness.stop()
             harness.issuer.stop()
             google.stop()
-            try cluster?.stop()
+            try await cluster?.stop()
         }
 
         /// Runs `body`, then stops everything (its PostgreSQL cluster too) whether `body` threw or not.

@@ -6,76 +6,76 @@ import Testing
 @Suite("risc accounts and risc queue (the built binary)")
 struct AccountsQueueCommandTests {
     @Test("keys token-key writes a key once; the account commands use it with --token-key-file and refuse without it")
-    func tokenKeyFile() throws {
+    func tokenKeyFile() async throws {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-cli-key-\(UUID().uuidString)").path
         let key = data + "-token-key"
-        let made = try RiscBinary.run(["keys", "token-key", "--out", key])
+        let made = try await RiscBinary.run(["keys", "token-key", "--out", key])
         #expect(made.status == 0 && FileManager.default.contents(atPath: key)?.count == 32)
-        #expect(try RiscBinary.run(["keys", "token-key", "--out", key]).status == 64)  // never overwritten
-        let link = try RiscBinary.run(["accounts", "link", "--subject", "7", "--user", "u7", "--data-dir", data, "--token-key-file", key, "--create"])
+        #expect(try await RiscBinary.run(["keys", "token-key", "--out", key]).status == 64)  // never overwritten
+        let link = try await RiscBinary.run(["accounts", "link", "--subject", "7", "--user", "u7", "--data-dir", data, "--token-key-file", key, "--create"])
         #expect(link.status == 0, "\(link.stderr)")
-        let without = try RiscBinary.run(["accounts", "list", "--data-dir", data])
+        let without = try await RiscBinary.run(["accounts", "list", "--data-dir", data])
         #expect(without.status != 0 && without.stderr.contains("is missing"), "\(without.stderr)")
         #expect(!FileManager.default.fileExists(atPath: data + "/token-key"))
-        #expect(try RiscBinary.run(["accounts", "list", "--data-dir", data, "--token-key-file", key]).status == 0)
+        #expect(try await RiscBinary.run(["accounts", "list", "--data-dir", data, "--token-key-file", key]).status == 0)
     }
 
     @Test("link, import, list, show; queue status, list, show, retry and purge on an empty queue")
-    func accountsAndQueue() throws {
+    func accountsAndQueue() async throws {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-cli-acc-\(UUID().uuidString)").path
         let tokenFile = data + "-token"
         try Data("1//0gexample-refresh-token-for-tests\n".utf8).write(to: URL(fileURLWithPath: tokenFile))
-        let link = try RiscBinary.run([
+        let link = try await RiscBinary.run([
             "accounts", "link", "--subject", "1001", "--user", "u1", "--email", "A@Example.com", "--session", "s1",
             "--refresh-token-file", tokenFile, "--data-dir", data, "--create",
         ])
         #expect(link.status == 0, "\(link.stderr)")
         #expect(!link.stdout.contains("1//0gexample"))
-        let imported = try RiscBinary.run(
+        let imported = try await RiscBinary.run(
             ["accounts", "import", "-", "--data-dir", data],
             stdin: #"{"subject":"1002","user_id":"u2","sessions":["x","y"]}"# + "\n" + #"{"subject":"1003","user_id":"u3"}"# + "\n")
         #expect(imported.stdout.contains("imported 2"))
-        let bad = try RiscBinary.run(["accounts", "import", "-", "--data-dir", data], stdin: #"{"subject":1}"# + "\n")
+        let bad = try await RiscBinary.run(["accounts", "import", "-", "--data-dir", data], stdin: #"{"subject":1}"# + "\n")
         #expect(bad.status != 0 && bad.stderr.contains("line 1"))
-        let list = try RiscBinary.run(["accounts", "list", "--json", "--data-dir", data])
+        let list = try await RiscBinary.run(["accounts", "list", "--json", "--data-dir", data])
         let accounts = try JSONParser.parse(list.stdout).arrayValue ?? []
         #expect(accounts.count == 3)
-        let show = try RiscBinary.run(["accounts", "show", "1001", "--json", "--data-dir", data])
+        let show = try await RiscBinary.run(["accounts", "show", "1001", "--json", "--data-dir", data])
         let account = try JSONParser.parseObject(Array(show.stdout.utf8))
         #expect(account["email"] == "a@example.com")
         // Counted by kind (issue 15): one Google refresh token, no linked-account token.
         #expect(account["tokens"] == ["google_refresh": ["active": 1, "revoked": 0], "linked": ["active": 0, "revoked": 0]])
-        #expect(try RiscBinary.run(["accounts", "show", "nobody", "--data-dir", data]).status == 1)
+        #expect(try await RiscBinary.run(["accounts", "show", "nobody", "--data-dir", data]).status == 1)
         // Unlink (issue 15): gone with its sessions; a second time, exit 1.
-        let unlink = try RiscBinary.run(["accounts", "unlink", "1002", "--data-dir", data])
+        let unlink = try await RiscBinary.run(["accounts", "unlink", "1002", "--data-dir", data])
         #expect(unlink.status == 0 && unlink.stdout.contains("unlinked 1002"), "\(unlink.stdout) \(unlink.stderr)")
-        #expect(try RiscBinary.run(["accounts", "show", "1002", "--data-dir", data]).status == 1)
-        #expect(try RiscBinary.run(["accounts", "unlink", "1002", "--data-dir", data]).status == 1)
+        #expect(try await RiscBinary.run(["accounts", "show", "1002", "--data-dir", data]).status == 1)
+        #expect(try await RiscBinary.run(["accounts", "unlink", "1002", "--data-dir", data]).status == 1)
         let database = try String(decoding: Data(contentsOf: URL(fileURLWithPath: data + "/risc.sqlite3")), as: UTF8.self)
         #expect(!database.contains("1//0gexample-refresh"))
 
-        let status = try JSONParser.parseObject(Array(try RiscBinary.run(["queue", "status", "--data-dir", data]).stdout.utf8))
+        let status = try JSONParser.parseObject(Array(try await RiscBinary.run(["queue", "status", "--data-dir", data]).stdout.utf8))
         #expect(status["pending"] == 0 && status["dead"] == 0)
-        #expect(try RiscBinary.run(["queue", "retry", "--dead", "--data-dir", data]).stdout.contains("requeued 0"))
-        #expect(try RiscBinary.run(["queue", "purge", "--dead", "--older-than", "30d", "--data-dir", data]).stdout.contains("purged 0"))
-        #expect(try RiscBinary.run(["queue", "show", "nope", "--data-dir", data]).status == 1)
-        #expect(try RiscBinary.run(["queue", "retry", "--data-dir", data]).status == 64)
-        #expect(try RiscBinary.run(["queue", "status", "--data-dir", data + "-missing"]).status != 0)
+        #expect(try await RiscBinary.run(["queue", "retry", "--dead", "--data-dir", data]).stdout.contains("requeued 0"))
+        #expect(try await RiscBinary.run(["queue", "purge", "--dead", "--older-than", "30d", "--data-dir", data]).stdout.contains("purged 0"))
+        #expect(try await RiscBinary.run(["queue", "show", "nope", "--data-dir", data]).status == 1)
+        #expect(try await RiscBinary.run(["queue", "retry", "--data-dir", data]).status == 64)
+        #expect(try await RiscBinary.run(["queue", "status", "--data-dir", data + "-missing"]).status != 0)
     }
 
     @Test("issue 24 #8: accounts list, show, link and unlink escape subjects and user ids as risc tail does (ESC, OSC, BEL, U+202E never reach the terminal)")
-    func humanOutputEscapes() throws {
+    func humanOutputEscapes() async throws {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-cli-escape-\(UUID().uuidString)").path
         let hostile = "1\u{1B}[2J\u{1B}]0;owned\u{07}\u{202E}gpj.exe"
         let line = JSONValue.object(["subject": .string(hostile), "user_id": .string("u\u{1B}[31mred\u{9B}")]).serialized
-        let imported = try RiscBinary.run(["accounts", "import", "-", "--data-dir", data, "--create"], stdin: line + "\n")
+        let imported = try await RiscBinary.run(["accounts", "import", "-", "--data-dir", data, "--create"], stdin: line + "\n")
         #expect(imported.status == 0, "\(imported.stderr)")
         let unsafe: [Unicode.Scalar] = ["\u{1B}", "\u{07}", "\u{202E}", "\u{9B}"]
         let runs = [
-            try RiscBinary.run(["accounts", "list", "--data-dir", data]),
-            try RiscBinary.run(["accounts", "link", "--subject", hostile, "--user", "u\u{1B}[31mred", "--data-dir", data]),
-            try RiscBinary.run(["accounts", "show", hostile + "x", "--data-dir", data]),
-            try RiscBinary.run(["accounts", "unlink", hostile, "--data-dir", data]),
+            try await RiscBinary.run(["accounts", "list", "--data-dir", data]),
+            try await RiscBinary.run(["accounts", "link", "--subject", hostile, "--user", "u\u{1B}[31mred", "--data-dir", data]),
+            try await RiscBinary.run(["accounts", "show", hostile + "x", "--data-dir", data]),
+            try await RiscBinary.run(["accounts", "unlink", hostile, "--data-dir", data]),
         ]
         for run in runs {
             let printed = run.stdout + run.stderr
@@ -88,7 +88,7 @@ struct AccountsQueueCommandTests {
     /// Issue 16: run in the wrong directory, `accounts list` made a new empty store and `queue
     /// status` reported an empty queue while the real one held a dead letter.
     @Test("no command makes a store it was not asked to make; every command finds the receiver's store from --config or RISC_DATA_DIR")
-    func oneSourceOfSettings() throws {
+    func oneSourceOfSettings() async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("risc-cli-where-\(UUID().uuidString)")
         let elsewhere = root.appendingPathComponent("elsewhere"), data = root.appendingPathComponent("var-lib-risc").path
         try FileManager.default.createDirectory(at: elsewhere, withIntermediateDirectories: true)
@@ -98,35 +98,35 @@ struct AccountsQueueCommandTests {
             ["replay", "--from-store", "--local"], ["replay", "--from-store", "--to", "http://127.0.0.1:9/events"],
             ["accounts", "link", "--subject", "7", "--user", "u7"], ["store", "migrate"], ["accounts", "unlink", "7"],
         ] {
-            let result = try RiscBinary.run(command, directory: elsewhere)
+            let result = try await RiscBinary.run(command, directory: elsewhere)
             #expect(result.status == 64, "\(command): \(result.status) \(result.stderr)")
             #expect(result.stderr.contains("./data") || result.stderr.contains(elsewhere.path), "\(command): \(result.stderr)")
             #expect(!FileManager.default.fileExists(atPath: elsewhere.appendingPathComponent("data").path), "\(command) made ./data")
         }
         // Asked to: --create.
-        let made = try RiscBinary.run(["accounts", "link", "--subject", "7", "--user", "u7", "--data-dir", data, "--create"], directory: elsewhere)
+        let made = try await RiscBinary.run(["accounts", "link", "--subject", "7", "--user", "u7", "--data-dir", data, "--create"], directory: elsewhere)
         #expect(made.status == 0, "\(made.stderr)")
         // The receiver's config file and RISC_DATA_DIR find it from any directory, for every command.
         let config = root.appendingPathComponent("risc.json")
         try Data(#"{"audiences": ["x"], "data_dir": "\#(data)"}"#.utf8).write(to: config)
         for (arguments, environment) in [(["--config", config.path], [:]), ([], ["RISC_DATA_DIR": data])] {
-            let list = try RiscBinary.run(["accounts", "list", "--json"] + arguments, directory: elsewhere, environment: environment)
+            let list = try await RiscBinary.run(["accounts", "list", "--json"] + arguments, directory: elsewhere, environment: environment)
             #expect(list.status == 0 && list.stdout.contains("u7"), "\(arguments) \(environment): \(list.stderr)")
-            let status = try RiscBinary.run(["queue", "status"] + arguments, directory: elsewhere, environment: environment)
+            let status = try await RiscBinary.run(["queue", "status"] + arguments, directory: elsewhere, environment: environment)
             #expect(status.status == 0 && status.stdout.contains("pending"), "\(status.stderr)")
             try Data("{\"ts\":\"2026-11-24T00:00:00Z\",\"step\":\"received\",\"outcome\":\"accepted\",\"jti\":\"j-1\"}\n".utf8)
                 .write(to: URL(fileURLWithPath: data + "/events.log"))
-            let tail = try RiscBinary.run(["tail", "--json"] + arguments, directory: elsewhere, environment: environment)
+            let tail = try await RiscBinary.run(["tail", "--json"] + arguments, directory: elsewhere, environment: environment)
             #expect(tail.status == 0 && tail.stdout.contains("j-1"), "\(tail.stderr)")
         }
         // A variable risc does not know is an error here too, as for serve.
-        let typo = try RiscBinary.run(["queue", "status"], directory: elsewhere, environment: ["RISC_DATADIR": data])
+        let typo = try await RiscBinary.run(["queue", "status"], directory: elsewhere, environment: ["RISC_DATADIR": data])
         #expect(typo.status == 64 && typo.stderr.contains("RISC_DATADIR"), "\(typo.stderr)")
     }
 
     /// Issue 16: a bad fifth line committed the first four; misspelt keys and empty subjects passed.
     @Test("accounts import is all or nothing and strict: unknown members, empty subjects, wrong types and repeats refuse the whole file")
-    func strictImport() throws {
+    func strictImport() async throws {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-cli-import-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: data) }
         let good = (1...4).map { #"{"subject":"s\#($0)","user_id":"u\#($0)"}"# }
@@ -140,19 +140,19 @@ struct AccountsQueueCommandTests {
             ("not json", "line 5"),
         ]
         for (fifth, why) in cases {
-            let result = try RiscBinary.run(
+            let result = try await RiscBinary.run(
                 ["accounts", "import", "-", "--data-dir", data, "--create"], stdin: (good + [fifth]).joined(separator: "\n") + "\n")
             #expect(result.status == 64 && result.stderr.contains("line 5") && result.stderr.contains(why), "\(fifth): \(result.stderr)")
             #expect(!FileManager.default.fileExists(atPath: data + "/risc.sqlite3"), "nothing, not even a store, for \(fifth)")
         }
-        let imported = try RiscBinary.run(["accounts", "import", "-", "--data-dir", data, "--create"], stdin: good.joined(separator: "\n"))
+        let imported = try await RiscBinary.run(["accounts", "import", "-", "--data-dir", data, "--create"], stdin: good.joined(separator: "\n"))
         #expect(imported.status == 0 && imported.stdout.contains("imported 4"), "\(imported.stderr)")
         // Into an existing store, a bad line still writes nothing.
-        let again = try RiscBinary.run(
+        let again = try await RiscBinary.run(
             ["accounts", "import", "-", "--data-dir", data],
             stdin: [#"{"subject":"s6","user_id":"u6"}"#, #"{"subject":"s7","user_id":""}"#].joined(separator: "\n"))
         #expect(again.status == 64 && again.stderr.contains("line 2"), "\(again.stderr)")
-        let list = try JSONParser.parse(try RiscBinary.run(["accounts", "list", "--json", "--data-dir", data]).stdout).arrayValue ?? []
+        let list = try JSONParser.parse(try await RiscBinary.run(["accounts", "list", "--json", "--data-dir", data]).stdout).arrayValue ?? []
         #expect(list.count == 4)
     }
 }

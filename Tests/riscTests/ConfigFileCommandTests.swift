@@ -77,21 +77,21 @@ struct ConfigFileCommandTests {
     }
 
     @Test("--print-config shows every setting as set; its TOML loads back to the same configuration, and so does its JSON; each value names its source")
-    func printConfigRoundTrip() throws {
+    func printConfigRoundTrip() async throws {
         let directory = try temporaryDirectory("print")
         defer { try? FileManager.default.removeItem(at: directory) }
         let input = directory.appendingPathComponent("full.json")
         try Data(Self.everySetting.utf8).write(to: input)
 
         // The test's config covers every key risc serve documents, so a new key cannot be missed here.
-        let help = try RiscBinary.run(["serve", "--help"])
+        let help = try await RiscBinary.run(["serve", "--help"])
         let keysText = help.stdout.components(separatedBy: .whitespacesAndNewlines).filter { !$0.isEmpty }.joined(separator: " ")
         let start = try #require(keysText.range(of: "Keys: ")), end = try #require(keysText.range(of: ". USAGE:"))
         let helpKeys = Set(keysText[start.upperBound..<end.lowerBound].components(separatedBy: ", "))
         let expected = try Self.settings(Self.everySetting)
         #expect(helpKeys == Set(expected.keys), "keys --help lists but the test does not set: \(helpKeys.subtracting(expected.keys)); set but not listed: \(Set(expected.keys).subtracting(helpKeys))")
 
-        let toml = try RiscBinary.run(["serve", "--config", input.path, "--print-config"])
+        let toml = try await RiscBinary.run(["serve", "--config", input.path, "--print-config"])
         #expect(toml.status == 0, "\(toml.stderr)")
         let tomlFile = directory.appendingPathComponent("printed.toml")
         try Data(toml.stdout.utf8).write(to: tomlFile)
@@ -100,13 +100,13 @@ struct ConfigFileCommandTests {
             #expect(line.hasSuffix("# file \(input.path)"), "every value here comes from the file: \(line)")
         }
 
-        let direct = try RiscBinary.run(["serve", "--config", input.path, "--print-config", "--print-config-format", "json"])
-        let throughTOML = try RiscBinary.run(["serve", "--config", tomlFile.path, "--print-config", "--print-config-format", "json"])
+        let direct = try await RiscBinary.run(["serve", "--config", input.path, "--print-config", "--print-config-format", "json"])
+        let throughTOML = try await RiscBinary.run(["serve", "--config", tomlFile.path, "--print-config", "--print-config-format", "json"])
         #expect(direct.status == 0 && throughTOML.status == 0, "\(direct.stderr) \(throughTOML.stderr)")
         #expect(direct.stdout == throughTOML.stdout, "TOML printed and loaded back is the same configuration")
         let printedJSON = directory.appendingPathComponent("printed.json")
         try Data(direct.stdout.utf8).write(to: printedJSON)
-        let throughJSON = try RiscBinary.run(["serve", "--config", printedJSON.path, "--print-config", "--print-config-format", "json"])
+        let throughJSON = try await RiscBinary.run(["serve", "--config", printedJSON.path, "--print-config", "--print-config-format", "json"])
         #expect(throughJSON.stdout == direct.stdout, "JSON printed and loaded back is the same configuration")
 
         let printed = try Self.settings(direct.stdout)
@@ -120,21 +120,21 @@ struct ConfigFileCommandTests {
         #expect(table["sessions-revoked"]?.objectValue?[""] == .array([.string("end_sessions")]))
 
         // Sources: a flag beats the environment, which beats the file; defaults say so.
-        let layered = try RiscBinary.run(
+        let layered = try await RiscBinary.run(
             ["serve", "--config", input.path, "--port", "7443", "--print-config"], environment: ["RISC_ADMIN_PORT": "7191"])
         #expect(layered.stdout.contains("port = 7443  # flag\n") && layered.stdout.contains("port = 7191  # environment RISC_ADMIN_PORT\n"), "\(layered.stdout)")
-        let defaults = try RiscBinary.run(["serve", "--audience", "a.apps.googleusercontent.com", "--print-config"])
+        let defaults = try await RiscBinary.run(["serve", "--audience", "a.apps.googleusercontent.com", "--print-config"])
         #expect(defaults.stdout.contains("data_dir = \"./data\"  # default\n") && defaults.stdout.contains("# webhook.url") == false)
         #expect(defaults.stdout.contains("[webhook]\n# url is not set\n"), "\(defaults.stdout)")
     }
 
     @Test("--print-config never shows a secret: files are named, not read, and a URL's password or query values read REDACTED")
-    func printConfigRedacts() throws {
+    func printConfigRedacts() async throws {
         let directory = try temporaryDirectory("redact")
         defer { try? FileManager.default.removeItem(at: directory) }
         let secretFile = directory.appendingPathComponent("webhook-secret")
         try Data("webhook-secret-VALUE-0123456789".utf8).write(to: secretFile)
-        let printed = try RiscBinary.run([
+        let printed = try await RiscBinary.run([
             "serve", "--audience", "a.apps.googleusercontent.com", "--print-config",
             "--set", "webhook.url=https://hooks.example/revoke?token=hook-TOKEN-in-query&tenant=7",
             "--set", "webhook.secret_file=\(secretFile.path)",
@@ -149,7 +149,7 @@ struct ConfigFileCommandTests {
     }
 
     @Test("issue 24 #7: --check-config and --print-config print no secret of a URL: query values, fragments, passwords and token-like path segments read REDACTED")
-    func checkConfigRedacts() throws {
+    func checkConfigRedacts() async throws {
         let directory = try temporaryDirectory("check-redact")
         defer { try? FileManager.default.removeItem(at: directory) }
         let secretFile = directory.appendingPathComponent("webhook-secret")
@@ -161,7 +161,7 @@ struct ConfigFileCommandTests {
             "--set", "discovery_url=https://issuer.example/.well-known/risc-configuration?key=discovery-KEY",
         ]
         for mode in ["--check-config", "--print-config"] {
-            let run = try RiscBinary.run(flags + [mode])
+            let run = try await RiscBinary.run(flags + [mode])
             #expect(run.status == 0, "\(mode): \(run.stderr)")
             for secret in ["XyZ0pathSECRET0token1234", "frag-SECRET", "discovery-KEY", "webhook-secret-VALUE"] {
                 #expect(!run.stdout.contains(secret) && !run.stderr.contains(secret), "\(mode) printed \(secret)")
@@ -172,7 +172,7 @@ struct ConfigFileCommandTests {
     }
 
     @Test("issue 24 #9: a config of thousands of nested dotted keys is refused with a clear error (exit 64), not a crash")
-    func deeplyNestedConfig() throws {
+    func deeplyNestedConfig() async throws {
         let directory = try temporaryDirectory("deep")
         defer { try? FileManager.default.removeItem(at: directory) }
         let toml = directory.appendingPathComponent("deep.toml")
@@ -181,14 +181,14 @@ struct ConfigFileCommandTests {
         try Data(("{\"audiences\": [\"a\"], " + String(repeating: "\"k\": {", count: 16_000) + String(repeating: "}", count: 16_000) + "}").utf8).write(to: json)
         for file in [toml, json] {
             for mode in ["--check-config", "--print-config"] {
-                let run = try RiscBinary.run(["serve", "--config", file.path, mode])
+                let run = try await RiscBinary.run(["serve", "--config", file.path, mode])
                 #expect(run.status == 64 && (run.stderr.contains("deeper than") || run.stderr.contains("too deep")), "\(file.lastPathComponent) \(mode): \(run.status) \(run.stderr.prefix(300))")
             }
         }
     }
 
     @Test("issue 24: a JSON config file that starts with a UTF-8 byte order mark is read like one without")
-    func byteOrderMark() throws {
+    func byteOrderMark() async throws {
         let directory = try temporaryDirectory("bom")
         defer { try? FileManager.default.removeItem(at: directory) }
         for name in ["risc.json", "risc.conf", "risc.toml"] {
@@ -198,13 +198,13 @@ struct ConfigFileCommandTests {
                 ? "audiences = [\"a.apps.googleusercontent.com\"]\n[listen]\nport = 7001\n"
                 : #"{"audiences": ["a.apps.googleusercontent.com"], "listen": {"port": 7001}}"#
             try Data([0xEF, 0xBB, 0xBF] + Array(body.utf8)).write(to: file)
-            let run = try RiscBinary.run(["serve", "--config", file.path, "--print-config"])
+            let run = try await RiscBinary.run(["serve", "--config", file.path, "--print-config"])
             #expect(run.status == 0 && run.stdout.contains("port = 7001  # file \(file.path)"), "\(name): \(run.status) \(run.stderr)")
         }
     }
 
     @Test("a TOML config file is held to the same rules as JSON: syntax errors with line and column, unknown keys, wrong types and dates refused with exit 64")
-    func tomlErrors() throws {
+    func tomlErrors() async throws {
         let directory = try temporaryDirectory("toml")
         defer { try? FileManager.default.removeItem(at: directory) }
         let cases: [(name: String, text: String, message: String)] = [
@@ -219,28 +219,28 @@ struct ConfigFileCommandTests {
             let file = directory.appendingPathComponent("\(name).toml")
             try Data(text.utf8).write(to: file)
             for mode in ["--print-config", "--check-config"] {
-                let run = try RiscBinary.run(["serve", "--config", file.path, mode])
+                let run = try await RiscBinary.run(["serve", "--config", file.path, mode])
                 #expect(run.status == 64 && run.stderr.contains(message) && run.stderr.contains(file.path), "\(name) \(mode): \(run.status) \(run.stderr)")
             }
         }
         // Without a .toml or .json name the content decides.
         let unnamed = directory.appendingPathComponent("risc.conf")
         try Data("# comments are fine\naudiences = [\"a.apps.googleusercontent.com\"]\n[listen]\nport = 7000\n".utf8).write(to: unnamed)
-        let read = try RiscBinary.run(["serve", "--config", unnamed.path, "--print-config"])
+        let read = try await RiscBinary.run(["serve", "--config", unnamed.path, "--print-config"])
         #expect(read.status == 0 && read.stdout.contains("port = 7000  # file \(unnamed.path)"), "\(read.stderr)")
     }
 
     @Test("deploy/risc.example.toml says what risc.example.json says, passes --check-config, and the other commands read a TOML config too")
-    func tomlExample() throws {
-        let toml = try RiscBinary.run(["serve", "--config", "deploy/risc.example.toml", "--print-config", "--print-config-format", "json"])
-        let json = try RiscBinary.run(["serve", "--config", "deploy/risc.example.json", "--print-config", "--print-config-format", "json"])
+    func tomlExample() async throws {
+        let toml = try await RiscBinary.run(["serve", "--config", "deploy/risc.example.toml", "--print-config", "--print-config-format", "json"])
+        let json = try await RiscBinary.run(["serve", "--config", "deploy/risc.example.json", "--print-config", "--print-config-format", "json"])
         #expect(toml.status == 0 && json.status == 0, "\(toml.stderr) \(json.stderr)")
         #expect(toml.stdout == json.stdout)
 
         let directory = try temporaryDirectory("toml-example")
         defer { try? FileManager.default.removeItem(at: directory) }
         let certificate = try TestCertificate(directory: directory)
-        let checked = try RiscBinary.run([
+        let checked = try await RiscBinary.run([
             "serve", "--config", "deploy/risc.example.toml", "--check-config", "--tls-cert", certificate.certificatePath,
             "--tls-key", certificate.keyPath, "--data-dir", directory.appendingPathComponent("data").path,
         ])
@@ -250,7 +250,7 @@ struct ConfigFileCommandTests {
         let config = directory.appendingPathComponent("risc.toml")
         let data = directory.appendingPathComponent("elsewhere").path
         try Data("audiences = [\"a\"]\ndata_dir = \"\(data)\"  # where the store lives\n".utf8).write(to: config)
-        let queue = try RiscBinary.run(["queue", "status", "--config", config.path], directory: directory)
+        let queue = try await RiscBinary.run(["queue", "status", "--config", config.path], directory: directory)
         #expect(queue.status == 64 && queue.stderr.contains("no store in \(data)"), "\(queue.stderr)")
         // Issue 26 §10: the command line was fine; the usage text would not help.
         #expect(!queue.stderr.contains("Usage:"), "\(queue.stderr)")

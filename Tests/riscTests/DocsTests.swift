@@ -36,9 +36,9 @@ struct DocsTests {
     /// Issue 27: each key's default was written twice (the code and the reference table), and the
     /// table drifted. The table is now generated from the code; this fails when the page is stale.
     @Test("docs/configuration.md's table is what `risc serve --config-reference` generates from the key list and the defaults")
-    func configurationReference() throws {
+    func configurationReference() async throws {
         let page = try String(contentsOf: Self.repository.appendingPathComponent("docs/configuration.md"), encoding: .utf8)
-        let generated = try RiscBinary.run(["serve", "--config-reference"])
+        let generated = try await RiscBinary.run(["serve", "--config-reference"])
         #expect(generated.status == 0)
         let marker = try #require(page.range(of: "<!-- generated:"))
         let start = try #require(page.range(of: "-->\n", range: marker.upperBound..<page.endIndex))
@@ -69,7 +69,7 @@ struct DocsTests {
     /// Its limits are now ones the code meets, and the linter runs here, in every CI run.
     @Test("swift format lint --strict finds nothing in Sources, Tests and Package.swift with the checked-in .swift-format")
     func formatted() async throws {
-        let lint = try await RiscBinary.runOffPool(
+        let lint = try await RiscBinary.run(
             ["swift", "format", "lint", "--strict", "--recursive", "Sources", "Tests", "Package.swift"],
             executable: URL(fileURLWithPath: "/usr/bin/env"))
         #expect(lint.status == 0 && lint.stderr.isEmpty, "swift format format -i -r Sources Tests Package.swift fixes these:\n\(lint.stderr.prefix(3_000))")

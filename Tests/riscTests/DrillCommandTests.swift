@@ -24,7 +24,7 @@ struct DrillCommandTests {
 
     @Test("crash: SIGKILL under load, restart; every acknowledged SET stored and applied once")
     func crash() async throws {
-        let result = try await RiscBinary.runOffPool(["drill", "crash", "--cycles", "3", "--concurrency", "4", "--port", try port()])
+        let result = try await RiscBinary.run(["drill", "crash", "--cycles", "3", "--concurrency", "4", "--port", try port()])
         #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
         #expect(result.stdout.contains("lost                     0"))
         #expect(result.stdout.contains("0 applied twice"))
@@ -35,7 +35,7 @@ struct DrillCommandTests {
 
     @Test("crash --signal TERM: graceful stops under load lose nothing and exit 0")
     func sigterm() async throws {
-        let result = try await RiscBinary.runOffPool(["drill", "crash", "--cycles", "2", "--signal", "TERM", "--concurrency", "4", "--port", try port()])
+        let result = try await RiscBinary.run(["drill", "crash", "--cycles", "2", "--signal", "TERM", "--concurrency", "4", "--port", try port()])
         #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
         #expect(result.stdout.contains("exit statuses            0×2; final SIGTERM → 0"))
     }
@@ -44,7 +44,7 @@ struct DrillCommandTests {
     func junk() async throws {
         // Debug builds are slow and this machine is shared with the test runner: check the fetch
         // bound and that every junk SET was refused; the latency ratio is for release builds.
-        let result = try await RiscBinary.runOffPool([
+        let result = try await RiscBinary.run([
             "drill", "junk", "--seconds", "2", "--junk-rate", "800", "--valid-rate", "100", "--cooldown", "1", "--port", try port(),
         ])
         #expect(result.stdout.contains("junk drill:"), "\(result.stdout) \(result.stderr)")

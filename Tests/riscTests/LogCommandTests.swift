@@ -10,7 +10,7 @@ import Testing
 @Suite("risc log verify")
 struct LogCommandTests {
     @Test("a whole chain: exit 2 (no checkpoint to rule out a cut end), named as whole; an edited line: exit 1 naming the line and why")
-    func verify() throws {
+    func verify() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-logcmd-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -23,29 +23,29 @@ struct LogCommandTests {
         }
         log.close()
 
-        var result = try RiscBinary.run(["log", "verify", "--data-dir", directory])
+        var result = try await RiscBinary.run(["log", "verify", "--data-dir", directory])
         #expect(result.status == 2, "\(result.stdout) \(result.stderr)")
         #expect(result.stdout.contains("chain whole: 5 lines, seq 0–4, in 1 file, log node-b"), "\(result.stdout)")
         #expect(result.stdout.contains("undecided: no verifier key"))
-        result = try RiscBinary.run(["log", "verify", "--json", path])
+        result = try await RiscBinary.run(["log", "verify", "--json", path])
         let object = try JSONParser.parseObject(Array(result.stdout.utf8))
         #expect(result.status == 2 && object["result"] == "undecided" && object["last_seq"] == 4)
 
-        let tailed = try RiscBinary.run(["tail", "--verify", "--file", path, "--json"])
+        let tailed = try await RiscBinary.run(["tail", "--verify", "--file", path, "--json"])
         #expect(tailed.status == 0 && tailed.stdout.hasPrefix("hash chain: whole from seq 0 to 4 (0 torn)"), "\(tailed.stdout)")
         var text = try String(contentsOfFile: path, encoding: .utf8)
         text = text.replacingOccurrences(of: "jti-1", with: "jti-9")
         try text.write(toFile: path, atomically: false, encoding: .utf8)
-        result = try RiscBinary.run(["log", "verify", "--data-dir", directory])
+        result = try await RiscBinary.run(["log", "verify", "--data-dir", directory])
         #expect(result.status == 1)
         #expect(result.stdout.contains("TAMPERED: prev_mismatch at \(path):4 (seq 3)"), "\(result.stdout)")
-        let broken = try RiscBinary.run(["tail", "--verify", "--file", path])
+        let broken = try await RiscBinary.run(["tail", "--verify", "--file", path])
         #expect(broken.stdout.hasPrefix("!! hash chain broken: prev_mismatch at \(path):4 (seq 3)"), "\(broken.stdout)")
-        result = try RiscBinary.run(["log", "verify", "--json", "--data-dir", directory])
+        result = try await RiscBinary.run(["log", "verify", "--json", "--data-dir", directory])
         let tampered = try JSONParser.parseObject(Array(result.stdout.utf8))
         #expect(result.status == 1 && tampered["result"] == "tampered" && tampered["problem"]?.objectValue?["reason"] == "prev_mismatch")
 
-        result = try RiscBinary.run(["log", "verify", "--data-dir", directory + "/nothing"])
+        result = try await RiscBinary.run(["log", "verify", "--data-dir", directory + "/nothing"])
         #expect(result.status == 64 && result.stderr.contains("no event log in"))
     }
 
@@ -57,12 +57,12 @@ struct LogCommandTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let keyFile = directory.appendingPathComponent("checkpoint.key").path
-        let made = try RiscBinary.run(["keys", "checkpoint-key", "--out", keyFile, "--name", "node-z"])
+        let made = try await RiscBinary.run(["keys", "checkpoint-key", "--out", keyFile, "--name", "node-z"])
         #expect(made.status == 0, "\(made.stderr)")
         let verifierKey = try String(contentsOfFile: keyFile + ".pub", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(made.stdout.contains(verifierKey) && verifierKey.hasPrefix("node-z+"))
         #expect((try FileManager.default.attributesOfItem(atPath: keyFile)[.posixPermissions] as? NSNumber)?.intValue == 0o600)
-        #expect(try RiscBinary.run(["keys", "checkpoint-key", "--out", keyFile]).status == 64)  // never overwritten
+        #expect(try await RiscBinary.run(["keys", "checkpoint-key", "--out", keyFile]).status == 64)  // never overwritten
 
         // Each checkpoint is also sent off the box as it is made.
         let received = Mutex<[String]>([])
@@ -84,20 +84,20 @@ struct LogCommandTests {
         defer { process.terminate() }
         let checkpoint = data.appendingPathComponent("events.checkpoint").path
         #expect(try await waitWhile { !FileManager.default.fileExists(atPath: checkpoint) })
-        let signed = try RiscBinary.run(["sign"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        let accepted = try await CurlHTTPClient().perform(
+        let signed = try await RiscBinary.run(["sign"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let accepted = try await CurlHTTPClient.patient().perform(
             HTTPRequest(
                 method: "POST", url: "http://127.0.0.1:\(port)/events", headers: [("Content-Type", "application/secevent+jwt")], body: Array(signed.utf8)))
         #expect(accepted.status == 202)
         kill(process.processIdentifier, SIGHUP)
-        _ = try await CurlHTTPClient().perform(HTTPRequest(method: "POST", url: "http://127.0.0.1:\(port)/events", body: Array("junk".utf8)))
+        _ = try await CurlHTTPClient.patient().perform(HTTPRequest(method: "POST", url: "http://127.0.0.1:\(port)/events", body: Array("junk".utf8)))
         process.terminate()
-        process.waitUntilExit()
+        await process.exited()
 
-        let verified = try RiscBinary.run(["log", "verify", "--data-dir", data.path, "--key", keyFile + ".pub"])
+        let verified = try await RiscBinary.run(["log", "verify", "--data-dir", data.path, "--key", keyFile + ".pub"])
         #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
         #expect(verified.stdout.contains("log node-z") && verified.stdout.contains("VERIFIED") && !verified.stdout.contains("tail_unsealed"), "\(verified.stdout)")
-        let note = try RiscBinary.run(["log", "checkpoint", "--data-dir", data.path])
+        let note = try await RiscBinary.run(["log", "checkpoint", "--data-dir", data.path])
         #expect(note.status == 0 && note.stdout.hasPrefix("risc-event-log/node-z\n") && note.stdout.contains("\u{2014} node-z "), "\(note.stdout)")
         #expect(received.withLock { $0.last } == note.stdout, "the shutdown checkpoint was sent before the exit")
         // Kept elsewhere, the note catches a log cut short later.
@@ -107,20 +107,20 @@ struct LogCommandTests {
         let lines = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n")
         try (lines.dropLast().joined(separator: "\n") + "\n").write(toFile: log, atomically: false, encoding: .utf8)
         try FileManager.default.removeItem(atPath: checkpoint)
-        let cut = try RiscBinary.run(["log", "verify", "--data-dir", data.path, "--key", verifierKey, "--trusted-checkpoint", trusted])
+        let cut = try await RiscBinary.run(["log", "verify", "--data-dir", data.path, "--key", verifierKey, "--trusted-checkpoint", trusted])
         #expect(cut.status == 1 && cut.stdout.contains("TAMPERED: truncated"), "\(cut.stdout)")
         // An event's lines proved to an auditor who has only the verifier key (the log as it was).
         try (lines.joined(separator: "\n") + "\n").write(toFile: log, atomically: false, encoding: .utf8)
         try note.stdout.write(toFile: checkpoint, atomically: true, encoding: .utf8)
         let jti = try #require(lines.compactMap { try? JSONParser.parseObject(Array($0.utf8)) }.first { $0["jti"] != nil }?["jti"]?.stringValue)
-        let proof = try RiscBinary.run(["log", "prove", "--data-dir", data.path, "--jti", jti])
+        let proof = try await RiscBinary.run(["log", "prove", "--data-dir", data.path, "--jti", jti])
         #expect(proof.status == 0, "\(proof.stderr)")
         let proofFile = directory.appendingPathComponent("proof.json").path
         try proof.stdout.write(toFile: proofFile, atomically: true, encoding: .utf8)
-        let proved = try RiscBinary.run(["log", "check-proof", proofFile, "--key", keyFile + ".pub"])
+        let proved = try await RiscBinary.run(["log", "check-proof", proofFile, "--key", keyFile + ".pub"])
         #expect(proved.status == 0 && proved.stdout.hasPrefix("PROVED: "), "\(proved.stdout)")
         try proof.stdout.replacingOccurrences(of: "received", with: "rejected").write(toFile: proofFile, atomically: true, encoding: .utf8)
-        let forged = try RiscBinary.run(["log", "check-proof", proofFile, "--key", keyFile + ".pub"])
+        let forged = try await RiscBinary.run(["log", "check-proof", proofFile, "--key", keyFile + ".pub"])
         #expect(forged.status == 1 && forged.stdout.hasPrefix("NOT PROVED: "), "\(forged.stdout)")
     }
 }

@@ -11,8 +11,8 @@ struct MetricsCommandTests {
     static let promtool = ["/usr/bin/promtool", "/usr/local/bin/promtool"].first { FileManager.default.isExecutableFile(atPath: $0) }
 
     /// Runs promtool; its status and what it printed.
-    static func run(_ promtool: String, _ arguments: [String], stdin: String? = nil) throws -> (status: Int32, output: String) {
-        let result = try RiscBinary.run(arguments, stdin: stdin, executable: URL(fileURLWithPath: promtool))
+    static func run(_ promtool: String, _ arguments: [String], stdin: String? = nil) async throws -> (status: Int32, output: String) {
+        let result = try await RiscBinary.run(arguments, stdin: stdin, executable: URL(fileURLWithPath: promtool))
         return (result.status, result.stdout + result.stderr)
     }
 
@@ -26,7 +26,7 @@ struct MetricsCommandTests {
         let promtool = try #require(Self.promtool, "promtool is missing: scripts/bootstrap --tests installs Debian's prometheus package")
         let serve = try await ServeCommandTests.startServe()
         defer { if serve.process.isRunning { serve.process.terminate() } }
-        let client = CurlHTTPClient()
+        let client = CurlHTTPClient.patient()
         func scrape() async throws -> String {
             String(decoding: try await client.perform(HTTPRequest(url: "http://127.0.0.1:\(serve.admin)/metrics")).body, as: UTF8.self)
         }
@@ -53,17 +53,17 @@ struct MetricsCommandTests {
         #expect(answer.status == 202)
         var after = try await scrape()
         for _ in 0..<50 where Self.value(after, #"risc_actions_total{target="accounts",outcome="applied"}"#) != 1 {
-            usleep(100_000)
+            try await Task.sleep(for: .milliseconds(100))
             after = try await scrape()
         }
         #expect(Self.value(after, #"risc_sets_total{outcome="accepted"}"#) == 1)
         #expect(Self.value(after, #"risc_actions_total{target="accounts",outcome="applied"}"#) == 1)
         #expect(Self.value(after, #"risc_action_duration_seconds_count{target="accounts"}"#) == 1)
-        let checked = try Self.run(promtool, ["check", "metrics"], stdin: after)
+        let checked = try await Self.run(promtool, ["check", "metrics"], stdin: after)
         #expect(checked.status == 0, "promtool check metrics: \(checked.output)")
 
         serve.process.terminate()
-        serve.process.waitUntilExit()
+        await serve.process.exited()
 
         // The shipped rules and dashboard name only metrics a receiver exports: this one, and one as
         // in production, over HTTPS with keys from a discovery document (the key-set fetch and
@@ -81,8 +81,8 @@ struct MetricsCommandTests {
         defer { if production.process.isRunning { production.process.terminate() } }
         let secure = String(decoding: try await client.perform(HTTPRequest(url: "http://127.0.0.1:\(production.admin)/metrics")).body, as: UTF8.self)
         production.process.terminate()
-        production.process.waitUntilExit()
-        #expect(try Self.run(promtool, ["check", "metrics"], stdin: secure).status == 0)
+        await production.process.exited()
+        #expect(try await Self.run(promtool, ["check", "metrics"], stdin: secure).status == 0)
         let exported = Set(
             (after + "\n" + secure).split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap {
                 $0.split(whereSeparator: { $0 == "{" || $0 == " " }).first.map(String.init)
@@ -100,9 +100,9 @@ struct MetricsCommandTests {
     }
 
     @Test("promtool check rules accepts the shipped alert rules")
-    func rules() throws {
+    func rules() async throws {
         let promtool = try #require(Self.promtool, "promtool is missing: scripts/bootstrap --tests installs Debian's prometheus package")
-        let result = try Self.run(promtool, ["check", "rules", "deploy/prometheus/risc-alerts.yml"])
+        let result = try await Self.run(promtool, ["check", "rules", "deploy/prometheus/risc-alerts.yml"])
         #expect(result.status == 0 && result.output.contains("SUCCESS: 17 rules found"), "\(result.output)")
     }
 
@@ -126,9 +126,9 @@ struct MetricsCommandTests {
     }
 
     @Test("promtool test rules: the shipped alerts fire as their unit tests say (a store down with no traffic among them)")
-    func ruleTests() throws {
+    func ruleTests() async throws {
         let promtool = try #require(Self.promtool, "promtool is missing: scripts/bootstrap --tests installs Debian's prometheus package")
-        let result = try Self.run(promtool, ["test", "rules", "deploy/prometheus/risc-alerts.test.yml"])
+        let result = try await Self.run(promtool, ["test", "rules", "deploy/prometheus/risc-alerts.test.yml"])
         #expect(result.status == 0 && result.output.contains("SUCCESS"), "\(result.output)")
     }
 }

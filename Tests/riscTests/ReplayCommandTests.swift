@@ -18,10 +18,10 @@ struct ReplayCommandTests {
         let url = "http://127.0.0.1:\(port)/events"
         let sample = try String(contentsOf: RiscBinary.repository.appendingPathComponent("keys/test/sample-account-disabled.jwt"), encoding: .utf8)
             .trimmingCharacters(in: .whitespacesAndNewlines)
-        let wrongAud = try RiscBinary.run(["sign", "--negative", "wrong-aud"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let wrongAud = try await RiscBinary.run(["sign", "--negative", "wrong-aud"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let file = data.path + "-tokens"
         try Data([sample, wrongAud, sample].joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: file))
-        let mixed = try RiscBinary.run(["replay", file, "--to", url, "--concurrency", "2"])
+        let mixed = try await RiscBinary.run(["replay", file, "--to", url, "--concurrency", "2"])
         #expect(mixed.status == 1)
         #expect(row(mixed.stdout, "sent") == "3")
         #expect(row(mixed.stdout, "202") == "2")
@@ -32,22 +32,22 @@ struct ReplayCommandTests {
             #"{"type":"account-disabled","reason":"bulk-account","subject":"43"}"#,
             #"{"type":"verification","state":"hello"}"#,
         ].joined(separator: "\n")
-        let signed = try RiscBinary.run(["replay", "-", "--to", url, "--rate", "50"], stdin: descriptions)
+        let signed = try await RiscBinary.run(["replay", "-", "--to", url, "--rate", "50"], stdin: descriptions)
         #expect(signed.status == 0, "\(signed.stdout) \(signed.stderr)")
         #expect(row(signed.stdout, "202") == "3")
 
-        let stored = try RiscBinary.run(["replay", "--from-store", "--data-dir", data.path, "--jti", "replay-1", "--to", url])
+        let stored = try await RiscBinary.run(["replay", "--from-store", "--data-dir", data.path, "--jti", "replay-1", "--to", url])
         #expect(stored.status == 0 && row(stored.stdout, "sent") == "1")
-        #expect(try RiscBinary.run(["replay", "--from-store", "--data-dir", data.path, "--dead", "--to", url]).status != 0)
+        #expect(try await RiscBinary.run(["replay", "--from-store", "--data-dir", data.path, "--dead", "--to", url]).status != 0)
 
-        let dry = try RiscBinary.run(["replay", file, "--dry-run", "--jwks-file", "keys/test/jwks.json"])
+        let dry = try await RiscBinary.run(["replay", file, "--dry-run", "--jwks-file", "keys/test/jwks.json"])
         #expect(dry.status == 1)  // the wrong-aud token does not verify
         #expect(dry.stdout.contains(#""actions":["end_sessions","suspend_google_signin","revoke_linked_tokens"]"#))
         #expect(dry.stdout.contains("invalid_audience"))
-        #expect(try RiscBinary.run(["replay", file]).status == 64)
+        #expect(try await RiscBinary.run(["replay", file]).status == 64)
 
         // On a terminal (a pty from script(1)) a progress bar is drawn on standard error; piped, none.
-        let onTerminal = try RiscBinary.run(
+        let onTerminal = try await RiscBinary.run(
             [
                 "-c", "exec script -qec '\(RiscBinary.url.path) replay \(file) --to \(url)' /dev/null",
             ], executable: URL(fileURLWithPath: "/bin/sh"))
@@ -58,44 +58,44 @@ struct ReplayCommandTests {
 
 extension ReplayCommandTests {
     @Test("--local stores signed SETs and applies them without HTTP; --from-store re-drives them; refusals fail")
-    func local() throws {
+    func local() async throws {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-local-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: data) }
-        #expect(try RiscBinary.run(["accounts", "link", "--subject", "77", "--user", "u-77", "--session", "s-1", "--data-dir", data, "--create"]).status == 0)
+        #expect(try await RiscBinary.run(["accounts", "link", "--subject", "77", "--user", "u-77", "--session", "s-1", "--data-dir", data, "--create"]).status == 0)
         let descriptions = [
             #"{"type":"sessions-revoked","subject":"77","jti":"local-1"}"#,
             #"{"type":"account-disabled","reason":"hijacking","subject":"77","jti":"local-2"}"#,
         ].joined(separator: "\n")
-        let first = try RiscBinary.run(["replay", "-", "--local", "--data-dir", data], stdin: descriptions)
+        let first = try await RiscBinary.run(["replay", "-", "--local", "--data-dir", data], stdin: descriptions)
         #expect(first.status == 0, "\(first.stdout) \(first.stderr)")
         #expect(row(first.stdout, "applied") == "2")
         #expect(first.stdout.contains(#""result":"ended 1 session""#))
         #expect(first.stdout.contains(#""result":"google_signin_enabled = false""#))
 
         // The same SETs again through intake: duplicates, applied once.
-        let again = try RiscBinary.run(["replay", "-", "--local", "--data-dir", data], stdin: descriptions)
+        let again = try await RiscBinary.run(["replay", "-", "--local", "--data-dir", data], stdin: descriptions)
         #expect(again.status == 0 && row(again.stdout, "duplicate (not applied again)") == "2" && row(again.stdout, "replayed") == "0")
 
         // From the store: requeued, actions run again (nothing left to end), logged as replayed.
-        let stored = try RiscBinary.run(["replay", "--from-store", "--local", "--jti", "local-1", "--data-dir", data])
+        let stored = try await RiscBinary.run(["replay", "--from-store", "--local", "--jti", "local-1", "--data-dir", data])
         #expect(stored.status == 0 && row(stored.stdout, "applied") == "1", "\(stored.stdout) \(stored.stderr)")
         #expect(stored.stdout.contains(#""jti":"local-1","state":"done","events":["sessions-revoked"]"#))
         #expect(stored.stdout.contains("ended 0 sessions"))
         let log = try String(contentsOfFile: data + "/events.log", encoding: .utf8)
         #expect(log.contains(#""step":"replayed","outcome":"requeued","jti":"local-1""#))
 
-        let refused = try RiscBinary.run(["replay", "-", "--local", "--data-dir", data], stdin: try RiscBinary.run(["sign", "--negative", "wrong-iss"]).stdout)
+        let refused = try await RiscBinary.run(["replay", "-", "--local", "--data-dir", data], stdin: try await RiscBinary.run(["sign", "--negative", "wrong-iss"]).stdout)
         #expect(refused.status == 1 && row(refused.stdout, "refused") == "1")
-        #expect(try RiscBinary.run(["replay", "--from-store", "--local", "--jti", "nope", "--data-dir", data]).status == 64)
+        #expect(try await RiscBinary.run(["replay", "--from-store", "--local", "--jti", "nope", "--data-dir", data]).status == 64)
         // Time ranges: a time ago or an RFC 3339 time.
-        let recent = try RiscBinary.run(["replay", "--from-store", "--local", "--since", "1h", "--data-dir", data])
+        let recent = try await RiscBinary.run(["replay", "--from-store", "--local", "--since", "1h", "--data-dir", data])
         #expect(recent.status == 0 && row(recent.stdout, "replayed") == "2", "\(recent.stdout) \(recent.stderr)")
-        #expect(try RiscBinary.run(["replay", "--from-store", "--local", "--until", "2000-01-01T00:00:00Z", "--data-dir", data]).status == 64)
-        let window = try RiscBinary.run([
+        #expect(try await RiscBinary.run(["replay", "--from-store", "--local", "--until", "2000-01-01T00:00:00Z", "--data-dir", data]).status == 64)
+        let window = try await RiscBinary.run([
             "replay", "--from-store", "--local", "--since", "2000-01-01T00:00:00Z", "--until", "0s", "--data-dir", data,
         ])
         #expect(row(window.stdout, "replayed") == "2")
-        #expect(try RiscBinary.run(["replay", "--from-store", "--local", "--since", "yesterday", "--data-dir", data]).status == 64)
-        #expect(try RiscBinary.run(["replay", "-", "--local", "--to", "http://127.0.0.1:1/events"]).status == 64)
+        #expect(try await RiscBinary.run(["replay", "--from-store", "--local", "--since", "yesterday", "--data-dir", data]).status == 64)
+        #expect(try await RiscBinary.run(["replay", "-", "--local", "--to", "http://127.0.0.1:1/events"]).status == 64)
     }
 }

@@ -17,20 +17,20 @@ enum RiscBinary {
         let stderr: String
     }
 
-    /// `directory`: the working directory (default the repository); `environment`: `RISC_*`
-    /// variables added to this process's environment.
-    /// `run` on `BlockingPool`'s threads: for a command that takes long (a build), so its wait
-    /// never holds one of the cooperative pool's few threads that servers in other tests need.
-    static func runOffPool(
-        _ arguments: [String], executable: URL? = nil, directory: URL? = nil, environment: [String: String] = [:]
+    /// Runs the command to its end. `directory`: the working directory (default the repository);
+    /// `environment`: `RISC_*` variables added to this process's environment. It waits on
+    /// `BlockingPool.waits`' threads, never on one of Swift concurrency's few, which the receivers
+    /// and clients of other tests in this process need meanwhile.
+    static func run(
+        _ arguments: [String], stdin: String? = nil, executable: URL? = nil, directory: URL? = nil, environment: [String: String] = [:]
     ) async throws -> Result {
-        try await BlockingPool.shared.run {
-            Swift.Result { try run(arguments, executable: executable, directory: directory, environment: environment) }
+        try await BlockingPool.waits.run {
+            Swift.Result { try runBlocking(arguments, stdin: stdin, executable: executable, directory: directory, environment: environment) }
         }.get()
     }
 
-    static func run(
-        _ arguments: [String], stdin: String? = nil, executable: URL? = nil, directory: URL? = nil, environment: [String: String] = [:]
+    private static func runBlocking(
+        _ arguments: [String], stdin: String?, executable: URL?, directory: URL?, environment: [String: String]
     ) throws -> Result {
         let process = Process()
         process.executableURL = executable ?? url

@@ -33,7 +33,7 @@ struct ServeCommandTests {
         process.standardError = stderr.flatMap { FileHandle(forWritingAtPath: $0) } ?? FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
         try process.run()
-        let client = CurlHTTPClient()
+        let client = CurlHTTPClient.patient()
         var ready = false
         for _ in 0..<(seconds * 10) where !ready {
             ready = (try? await client.perform(HTTPRequest(url: "http://127.0.0.1:\(admin)/readyz")))?.status == 200
@@ -46,7 +46,7 @@ struct ServeCommandTests {
     @Test("runs on embedded defaults with only the audience and keys given, answers 202, exits 0 on SIGTERM")
     func servesAndStops() async throws {
         let (process, data, port, _) = try await Self.startServe()
-        let client = CurlHTTPClient()
+        let client = CurlHTTPClient.patient()
         let token = try String(contentsOf: RiscBinary.repository.appendingPathComponent("keys/test/sample-account-disabled.jwt"), encoding: .utf8)
         let response = try await client.perform(
             HTTPRequest(
@@ -54,7 +54,7 @@ struct ServeCommandTests {
                 body: Array(token.utf8)))
         #expect(response.status == 202)
         process.terminate()  // SIGTERM
-        process.waitUntilExit()
+        await process.exited()
         #expect(process.terminationStatus == 0)
         let log = try String(contentsOf: data.appendingPathComponent("events.log"), encoding: .utf8)
         #expect(log.contains(#""jti":"sample-0001""#))
@@ -66,20 +66,20 @@ struct ServeCommandTests {
     func dataDirectoryLock() async throws {
         let (process, data, port, _) = try await Self.startServe()
         defer { process.terminate(); process.waitUntilExit() }
-        let other = try RiscBinary.run([
+        let other = try await RiscBinary.run([
             "serve", "--audience", SETFactory.defaultAudience, "--jwks-file", "keys/test/jwks.json", "--issuer", SETFactory.defaultIssuer,
             "--host", "127.0.0.1", "--port", "\(try Self.freePort())", "--admin-port", "\(try Self.freePort())", "--data-dir", data.path,
         ])
         #expect(other.status == 64)
         #expect(other.stderr.contains("in use by another risc serve (pid \(process.processIdentifier))"), "\(other.stderr)")
         let token = try String(contentsOf: RiscBinary.repository.appendingPathComponent("keys/test/sample-account-disabled.jwt"), encoding: .utf8)
-        let response = try await CurlHTTPClient().perform(
+        let response = try await CurlHTTPClient.patient().perform(
             HTTPRequest(method: "POST", url: "http://127.0.0.1:\(port)/events", body: Array(token.utf8)))
         #expect(response.status == 202)
     }
 
     @Test("every configuration problem is reported at once, naming its source; exit 64")
-    func configurationErrors() throws {
+    func configurationErrors() async throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("risc-config-\(UUID().uuidString).json")
         try Data(
             #"{"audiences": ["a"], "listen": {"port": "eighty"}, "jwks": {"min_tll": 5}, "retry_after": 0, "actions": {"table": {"nonsense": {"": ["log_only"]}, "account-disabled": {"hijacking": ["fly"]}}}}"#
@@ -95,8 +95,8 @@ struct ServeCommandTests {
         let errors = Pipe()
         process.standardError = errors
         try process.run()
-        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let text = await BlockingPool.waits.run { String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) }
+        await process.exited()
         #expect(process.terminationStatus == 64)
         #expect(text.contains("listen.port: expected a number"))
         #expect(text.contains("unknown setting 'jwks.min_tll'"))
@@ -111,21 +111,21 @@ struct ServeCommandTests {
     /// `listen = 8443` read as an unknown setting; a public listener on 0.0.0.0 and the admin one on
     /// 127.0.0.1 with one port passed the check and failed the start.
     @Test("a value's problem names its key and its source; a value where a table belongs says so; listeners that would take one address are refused")
-    func problemsNameKeyAndSource() throws {
+    func problemsNameKeyAndSource() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-sources-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let table = directory.appendingPathComponent("table.toml").path, ports = directory.appendingPathComponent("ports.toml").path
         try "audiences = [\"a\"]\nlisten = 8443\n".write(toFile: table, atomically: true, encoding: .utf8)
         try "audiences = [\"a\"]\n[listen]\nport = 70000\n".write(toFile: ports, atomically: true, encoding: .utf8)
-        let scalar = try RiscBinary.run(["serve", "--config", table, "--check-config"])
+        let scalar = try await RiscBinary.run(["serve", "--config", table, "--check-config"])
         #expect(scalar.status == 64)
         #expect(scalar.stderr.contains("'listen' is a table of settings (listen.host, listen.port), not a value"), "\(scalar.stderr)")
         #expect(!scalar.stderr.contains("unknown setting"))
-        let sourced = try RiscBinary.run(["serve", "--config", ports, "--admin-port", "99999", "--check-config"])
+        let sourced = try await RiscBinary.run(["serve", "--config", ports, "--admin-port", "99999", "--check-config"])
         #expect(sourced.stderr.contains("listen.port must be 0–65535, got 70000 (listen.port from file \(ports))"), "\(sourced.stderr)")
         #expect(sourced.stderr.contains("admin.port must be 0–65535, got 99999 (admin.port from flag)"), "\(sourced.stderr)")
-        let shared = try RiscBinary.run(["serve", "--audience", "a", "--port", "9090", "--admin-port", "9090", "--check-config"])
+        let shared = try await RiscBinary.run(["serve", "--audience", "a", "--port", "9090", "--admin-port", "9090", "--check-config"])
         #expect(shared.status == 64)
         #expect(shared.stderr.contains("listen.port and admin.port must differ (listen.port from flag; admin.port from flag)"), "\(shared.stderr)")
     }
@@ -135,7 +135,7 @@ extension ServeCommandTests {
     /// Issue 16: a too-short webhook secret, a data directory that is a file and bad
     /// trusted_proxies passed `--check-config`; serve then refused (exit 1) or ran with them.
     @Test("--check-config refuses whatever serve refuses, with the same words; both exit 64")
-    func checkConfigParity() throws {
+    func checkConfigParity() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-parity-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -173,26 +173,26 @@ extension ServeCommandTests {
             ),
         ]
         for (extra, problem) in cases {
-            let checked = try RiscBinary.run(base + extra + ["--check-config"])
+            let checked = try await RiscBinary.run(base + extra + ["--check-config"])
             #expect(checked.status == 64 && checked.stderr.contains(problem), "check-config \(extra): \(checked.status) \(checked.stderr)")
             #expect(!checked.stderr.contains("Usage:"), "a configuration error is not a usage error")
-            let served = try RiscBinary.run(base + extra)
+            let served = try await RiscBinary.run(base + extra)
             #expect(served.status == 64 && served.stderr.contains(problem), "serve \(extra): \(served.status) \(served.stderr)")
         }
         // Ranges and IPv6 are addresses too; a good secret passes.
-        let fine = try RiscBinary.run(
+        let fine = try await RiscBinary.run(
             base + [
                 "--set", "trusted_proxies=10.0.0.0/8,2001:db8::/32,127.0.0.1", "--set", "webhook.url=http://127.0.0.1:9/hook",
                 "--set", "webhook.secret_file=\(good)", "--check-config",
             ])
         #expect(fine.status == 0, "\(fine.stderr)")
         // Issue 26 §5: the start's warnings, printed by the check too.
-        let exposed = try RiscBinary.run(base + ["--set", "admin.host=0.0.0.0", "--check-config"])
+        let exposed = try await RiscBinary.run(base + ["--set", "admin.host=0.0.0.0", "--check-config"])
         #expect(exposed.status == 0 && exposed.stdout.contains("warning   the admin listener 0.0.0.0:0 serves plain HTTP"), "\(exposed.stdout)")
     }
 
     @Test("issue 24 #6: a data directory that exists is not trusted blindly: links in it, another owner, group or world access refused (exit 64) unless accept_insecure_permissions")
-    func dataDirectoryTrust() throws {
+    func dataDirectoryTrust() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-trust-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -203,8 +203,8 @@ extension ServeCommandTests {
             try PrivateFiles.makeDirectory(path)
             return path
         }
-        func serve(_ data: String, _ extra: [String] = []) throws -> RiscBinary.Result {
-            try RiscBinary.run(
+        func serve(_ data: String, _ extra: [String] = []) async throws -> RiscBinary.Result {
+            try await RiscBinary.run(
                 [
                     "serve", "--audience", "a", "--jwks-file", "keys/test/jwks.json", "--port", "0", "--admin-port", "0", "--host", "127.0.0.1",
                     "--data-dir", data,
@@ -215,11 +215,11 @@ extension ServeCommandTests {
             let data = try dataDirectory("links-\(name)")
             try FileManager.default.createSymbolicLink(atPath: data + "/" + name, withDestinationPath: victim)
             for mode in [["--check-config"], []] {
-                let run = try serve(data, mode)
+                let run = try await serve(data, mode)
                 #expect(run.status == 64 && run.stderr.contains("\(data)/\(name) is a symbolic link"), "\(name) \(mode): \(run.status) \(run.stderr)")
             }
             // Not even the opt-out follows a link.
-            #expect(try serve(data, ["--set", "accept_insecure_permissions=true", "--check-config"]).status == 64)
+            #expect(try await serve(data, ["--set", "accept_insecure_permissions=true", "--check-config"]).status == 64)
         }
         #expect(try String(contentsOfFile: victim, encoding: .utf8) == "not to be truncated\n")
 
@@ -233,27 +233,27 @@ extension ServeCommandTests {
             (open, "directory \(open) is writable by group or others (mode 777)"),
         ] {
             for mode in [["--check-config"], []] {
-                let run = try serve(data, mode)
+                let run = try await serve(data, mode)
                 #expect(run.status == 64 && run.stderr.contains(problem), "\(mode): \(run.status) \(run.stderr)")
             }
-            let accepted = try serve(data, ["--set", "accept_insecure_permissions=true", "--check-config"])
+            let accepted = try await serve(data, ["--set", "accept_insecure_permissions=true", "--check-config"])
             #expect(accepted.status == 0, "\(accepted.stderr)")
         }
         // Another user's directory (only root can make one here).
         if geteuid() == 0 {
             let foreign = try dataDirectory("foreign")
             chown(foreign, 65_534, 65_534)
-            let run = try serve(foreign, ["--check-config"])
+            let run = try await serve(foreign, ["--check-config"])
             #expect(run.status == 64 && run.stderr.contains("is owned by uid 65534"), "\(run.stderr)")
         }
     }
 
     @Test("--check-config: the example config is valid once its files exist; missing files are each named")
-    func checkConfig() throws {
+    func checkConfig() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-check-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let certificate = try TestCertificate(directory: directory)
-        let good = try RiscBinary.run([
+        let good = try await RiscBinary.run([
             "serve", "--config", "deploy/risc.example.json", "--check-config", "--tls-cert", certificate.certificatePath,
             "--tls-key", certificate.keyPath, "--data-dir", directory.appendingPathComponent("data").path,
         ])
@@ -262,14 +262,14 @@ extension ServeCommandTests {
         #expect(good.stdout.contains("tls       certificate valid until ") && good.stdout.contains("0 days left"), "\(good.stdout)")
         // A key that is not the certificate's: named before any restart or reload trips on it.
         let other = try TestCertificate(directory: directory.appendingPathComponent("other"))
-        let mismatched = try RiscBinary.run([
+        let mismatched = try await RiscBinary.run([
             "serve", "--config", "deploy/risc.example.json", "--check-config", "--tls-cert", certificate.certificatePath,
             "--tls-key", other.keyPath, "--data-dir", directory.appendingPathComponent("data").path,
         ])
         #expect(mismatched.status == 64)
         #expect(mismatched.stderr.contains("do not make a usable pair"), "\(mismatched.stderr)")
         #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("data").path))  // checked, not created
-        let bad = try RiscBinary.run(["serve", "--config", "deploy/risc.example.json", "--check-config", "--jwks-file", "/nonexistent.json"])
+        let bad = try await RiscBinary.run(["serve", "--config", "deploy/risc.example.json", "--check-config", "--jwks-file", "/nonexistent.json"])
         #expect(bad.status == 64)
         #expect(bad.stderr.contains("tls.certificate: cannot read /etc/risc/tls/fullchain.pem"))
         #expect(bad.stderr.contains("jwks_file: cannot read /nonexistent.json"))
@@ -286,7 +286,7 @@ extension ServeCommandTests {
         let (process, data, port, _) = try await Self.startServe(extra: ["--tls-cert", cert, "--tls-key", key])
         let token = try String(contentsOf: RiscBinary.repository.appendingPathComponent("keys/test/sample-account-disabled.jwt"), encoding: .utf8)
         func post(trusting pair: TestCertificate) async throws -> Int {
-            try await CurlHTTPClient(caBundlePath: pair.certificatePath).perform(
+            try await CurlHTTPClient.patient(caBundlePath: pair.certificatePath).perform(
                 HTTPRequest(
                     method: "POST", url: "https://localhost:\(port)/events", headers: [("Content-Type", "application/secevent+jwt")],
                     body: Array(token.utf8))
@@ -308,7 +308,7 @@ extension ServeCommandTests {
         #expect(FileManager.default.fileExists(atPath: log.path), "events.log was not reopened")
         #expect(try await post(trusting: renewed) == 202)
         process.terminate()
-        process.waitUntilExit()
+        await process.exited()
         #expect(process.terminationStatus == 0)
         #expect(try String(contentsOf: rotated, encoding: .utf8).contains(#""outcome":"accepted""#))
         #expect(try String(contentsOf: log, encoding: .utf8).contains(#""outcome":"duplicate""#))
@@ -329,7 +329,7 @@ extension ServeCommandTests {
         defer { process.terminate() }
         let junk = Array(repeating: UInt8(ascii: "x"), count: 3_000)
         func post() async throws -> Int {
-            try await CurlHTTPClient().perform(
+            try await CurlHTTPClient.patient().perform(
                 HTTPRequest(method: "POST", url: "http://127.0.0.1:\(port)/events", headers: [("Content-Type", "application/secevent+jwt")], body: junk)
             ).status
         }
@@ -351,7 +351,7 @@ extension ServeCommandTests {
         try await hangup(until: #""step":"config","outcome":"refused""#)
         #expect(try await post() == 413)
         process.terminate()
-        process.waitUntilExit()
+        await process.exited()
         let diagnostics = try String(contentsOfFile: stderr, encoding: .utf8)
         #expect(diagnostics.contains("configuration reloaded (SIGHUP)"), "\(diagnostics)")
         #expect(diagnostics.contains("take effect only at the next start"), "\(diagnostics)")
@@ -425,9 +425,9 @@ extension ServeCommandTests {
         let ready = notify.receive()
         try #require(ready?.hasPrefix("READY=1") == true, "\(ready ?? "nothing")")
         // Ready means listening: a request right away is answered.
-        let client = CurlHTTPClient()
+        let client = CurlHTTPClient.patient()
         #expect(try await client.perform(HTTPRequest(url: "http://127.0.0.1:\(admin)/healthz")).status == 200)
-        let foreign = try RiscBinary.run(["sign", "--aud", "someone-elses-client.apps.googleusercontent.com"]).stdout
+        let foreign = try await RiscBinary.run(["sign", "--aud", "someone-elses-client.apps.googleusercontent.com"]).stdout
         let refused = try await client.perform(
             HTTPRequest(
                 method: "POST", url: "http://127.0.0.1:\(port)/events", headers: [("Content-Type", "application/secevent+jwt")],
@@ -435,7 +435,7 @@ extension ServeCommandTests {
         #expect(refused.status == 400 && !String(decoding: refused.body, as: UTF8.self).contains("someone-elses"))  // nothing of the token echoed
         process.terminate()
         #expect(notify.receive() == "STOPPING=1")
-        process.waitUntilExit()
+        await process.exited()
         #expect(process.terminationStatus == 0)
         let log = try String(contentsOfFile: data.appendingPathComponent("events.log").path, encoding: .utf8)
         #expect(log.contains("invalid_audience") && log.contains(#""aud":["someone-elses-client.apps.googleusercontent.com"]"#), "\(log)")
@@ -455,22 +455,22 @@ extension ServeCommandTests {
     }
 
     @Test("log.level from the configuration quiets the start lines; --log-level wins over it; a bad level is a configuration error")
-    func logLevelSetting() throws {
+    func logLevelSetting() async throws {
         let base = ["serve", "--audience", "a", "--jwks-file", "keys/test/jwks.json", "--check-config"]
-        let bad = try RiscBinary.run(base + ["--set", "log.level=chatty"])
+        let bad = try await RiscBinary.run(base + ["--set", "log.level=chatty"])
         #expect(bad.status == 64 && bad.stderr.contains("log.level must be one of"), "\(bad.stderr)")
-        let badFormat = try RiscBinary.run(base, environment: ["RISC_LOG_FORMAT": "xml"])
+        let badFormat = try await RiscBinary.run(base, environment: ["RISC_LOG_FORMAT": "xml"])
         #expect(badFormat.status == 64 && badFormat.stderr.contains("log.format must be text or json"), "\(badFormat.stderr)")
     }
 }
 
 extension ServeCommandTests {
     @Test("--version names the commit; shell completions for bash, zsh and fish come from the argument parser and know every command")
-    func versionAndCompletions() throws {
-        let version = try RiscBinary.run(["--version"])
+    func versionAndCompletions() async throws {
+        let version = try await RiscBinary.run(["--version"])
         #expect(version.status == 0 && version.stdout.range(of: #"^0\.1\.0 \(commit [0-9a-zA-Z._+-]+\)"#, options: .regularExpression) != nil, "\(version.stdout)")
         for shell in ["bash", "zsh", "fish"] {
-            let script = try RiscBinary.run(["--generate-completion-script", shell])
+            let script = try await RiscBinary.run(["--generate-completion-script", shell])
             #expect(script.status == 0, "\(shell): \(script.stderr)")
             for command in ["serve", "accounts", "queue", "replay", "tail", "stream", "linking", "keys"] {
                 #expect(script.stdout.contains(command), "\(shell) completion names \(command)")
@@ -485,12 +485,12 @@ extension ServeCommandTests {
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("risc-man-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: output) }
         let script = RiscBinary.repository.appendingPathComponent("scripts/man")
-        let made = try await RiscBinary.runOffPool([RiscBinary.url.path, output.path, "2026-11-24"], executable: script)
+        let made = try await RiscBinary.run([RiscBinary.url.path, output.path, "2026-11-24"], executable: script)
         #expect(made.status == 0, "\(made.stderr.suffix(2000))")
         let page = output.appendingPathComponent("risc.1")
         let text = try String(contentsOf: page, encoding: .utf8)
         #expect(text.hasPrefix(#".\" "Generated by swift-argument-parser""#) && text.contains(".Dd November 24, 2026") && text.contains(".Dt RISC 1"))
-        let lint = try RiscBinary.run(["-mandoc", "-ww", "-z", "-Tutf8", page.path], executable: URL(fileURLWithPath: "/usr/bin/groff"))
+        let lint = try await RiscBinary.run(["-mandoc", "-ww", "-z", "-Tutf8", page.path], executable: URL(fileURLWithPath: "/usr/bin/groff"))
         #expect(lint.status == 0 && lint.stderr.isEmpty, "groff: \(lint.stderr)")
         for command in ["serve", "accounts", "queue", "replay", "tail", "stream", "linking", "keys", "store"] {
             #expect(text.contains(".It Em \(command)\n"), "the page documents risc \(command)")

@@ -6,111 +6,111 @@ import Testing
 /// Issue 14 §4: the operator's commands on the shared store, and moving an embedded store into it.
 @Suite("risc store, accounts, queue, replay on PostgreSQL (the built binary)", .serialized)
 struct SharedStoreCommandTests {
-    func run(_ arguments: [String], stdin: String? = nil) throws -> RiscBinary.Result {
-        try RiscBinary.run(arguments, stdin: stdin)
+    func run(_ arguments: [String], stdin: String? = nil) async throws -> RiscBinary.Result {
+        try await RiscBinary.run(arguments, stdin: stdin)
     }
 
     @Test("store copy moves an embedded store into PostgreSQL (counts and a sample verified); accounts, queue and replay --local then work on it")
-    func copyThenOperate() throws {
+    func copyThenOperate() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
-        let cluster = try PostgresCluster()
-        defer { try? cluster.stop() }
-        let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-copy-\(UUID().uuidString)").path
-        // An embedded store with an account, SETs applied to it, and a dead letter.
-        var result = try run(["accounts", "link", "--create", "--data-dir", data, "--subject", "42", "--user", "u42", "--session", "s1", "--session", "s2"])
-        try #require(result.status == 0, "\(result.stderr)")
-        let descriptions = [
-            #"{"type":"sessions-revoked","subject":"42","jti":"copy-1","iat":2000}"#,
-            #"{"type":"account-disabled","reason":"bulk-account","subject":"42","jti":"copy-2"}"#,
-        ].joined(separator: "\n")
-        result = try run(["replay", "-", "--local", "--data-dir", data], stdin: descriptions)
-        try #require(result.status == 0, "\(result.stdout) \(result.stderr)")
+        try await PostgresCluster.with { cluster in
+            let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-copy-\(UUID().uuidString)").path
+            // An embedded store with an account, SETs applied to it, and a dead letter.
+            var result = try await run(["accounts", "link", "--create", "--data-dir", data, "--subject", "42", "--user", "u42", "--session", "s1", "--session", "s2"])
+            try #require(result.status == 0, "\(result.stderr)")
+            let descriptions = [
+                #"{"type":"sessions-revoked","subject":"42","jti":"copy-1","iat":2000}"#,
+                #"{"type":"account-disabled","reason":"bulk-account","subject":"42","jti":"copy-2"}"#,
+            ].joined(separator: "\n")
+            result = try await run(["replay", "-", "--local", "--data-dir", data], stdin: descriptions)
+            try #require(result.status == 0, "\(result.stdout) \(result.stderr)")
 
-        // Issue 26 §7: the store's status, read only.
-        result = try run(["store", "status", "--data-dir", data])
-        #expect(result.status == 0, "\(result.stderr)")
-        var status = try JSONParser.parseObject(Array(result.stdout.utf8))
-        #expect(status["backend"] == "embedded" && status["serving_pid"] == .null, "\(result.stdout)")
-        #expect(status["schema"]?.objectValue?["state"] == "current" && status["queue"]?.objectValue?["done"] == 2, "\(result.stdout)")
+            // Issue 26 §7: the store's status, read only.
+            result = try await run(["store", "status", "--data-dir", data])
+            #expect(result.status == 0, "\(result.stderr)")
+            var status = try JSONParser.parseObject(Array(result.stdout.utf8))
+            #expect(status["backend"] == "embedded" && status["serving_pid"] == .null, "\(result.stdout)")
+            #expect(status["schema"]?.objectValue?["state"] == "current" && status["queue"]?.objectValue?["done"] == 2, "\(result.stdout)")
 
-        let copied = try run(["store", "copy", "--from", data, "--to", cluster.url])
-        #expect(copied.status == 0, "\(copied.stdout) \(copied.stderr)")
-        result = try run(["store", "status", "--store-url", cluster.url])
-        status = try JSONParser.parseObject(Array(result.stdout.utf8))
-        #expect(status["backend"] == "postgresql" && status["schema"]?.objectValue?["state"] == "current", "\(result.stdout) \(result.stderr)")
-        #expect(status["queue"]?.objectValue?["done"] == 2, "\(result.stdout)")
-        result = try run(["store", "status", "--data-dir", data])
-        #expect(result.stdout.contains("was copied to"), "\(result.stdout)")
-        #expect(copied.stdout.contains("sample of 2 SETs compared row by row: identical"), "\(copied.stdout)")
-        #expect(copied.stdout.contains("applied_actions        2          ok"), "\(copied.stdout)")
-        #expect(try cluster.psql("SELECT string_agg(jti || ':' || state, ',' ORDER BY id) FROM sets") == "copy-1:done,copy-2:done")
-        // Issue 26 §8: the old data directory is marked; serving from it as an embedded store is refused (exit 64).
-        result = try run([
-            "serve", "--audience", SETFactory.defaultAudience, "--jwks-file", "keys/test/jwks.json", "--issuer", SETFactory.defaultIssuer,
-            "--host", "127.0.0.1", "--port", "0", "--admin-port", "0", "--data-dir", data,
-        ])
-        #expect(result.status == 64, "\(result.stderr)")
-        #expect(result.stderr.contains("was copied to") && result.stderr.contains("remove \(data)/moved-to"), "\(result.stderr)")
-        // Into a store that is not empty: refused, nothing written.
-        result = try run(["store", "copy", "--from", data, "--to", cluster.url])
-        #expect(result.status != 0 && result.stderr.contains("not empty"), "\(result.stderr)")
-        #expect(try cluster.psql("SELECT count(*) FROM sets") == "2")
+            let copied = try await run(["store", "copy", "--from", data, "--to", cluster.url])
+            #expect(copied.status == 0, "\(copied.stdout) \(copied.stderr)")
+            result = try await run(["store", "status", "--store-url", cluster.url])
+            status = try JSONParser.parseObject(Array(result.stdout.utf8))
+            #expect(status["backend"] == "postgresql" && status["schema"]?.objectValue?["state"] == "current", "\(result.stdout) \(result.stderr)")
+            #expect(status["queue"]?.objectValue?["done"] == 2, "\(result.stdout)")
+            result = try await run(["store", "status", "--data-dir", data])
+            #expect(result.stdout.contains("was copied to"), "\(result.stdout)")
+            #expect(copied.stdout.contains("sample of 2 SETs compared row by row: identical"), "\(copied.stdout)")
+            #expect(copied.stdout.contains("applied_actions        2          ok"), "\(copied.stdout)")
+            #expect(try await cluster.psql("SELECT string_agg(jti || ':' || state, ',' ORDER BY id) FROM sets") == "copy-1:done,copy-2:done")
+            // Issue 26 §8: the old data directory is marked; serving from it as an embedded store is refused (exit 64).
+            result = try await run([
+                "serve", "--audience", SETFactory.defaultAudience, "--jwks-file", "keys/test/jwks.json", "--issuer", SETFactory.defaultIssuer,
+                "--host", "127.0.0.1", "--port", "0", "--admin-port", "0", "--data-dir", data,
+            ])
+            #expect(result.status == 64, "\(result.stderr)")
+            #expect(result.stderr.contains("was copied to") && result.stderr.contains("remove \(data)/moved-to"), "\(result.stderr)")
+            // Into a store that is not empty: refused, nothing written.
+            result = try await run(["store", "copy", "--from", data, "--to", cluster.url])
+            #expect(result.status != 0 && result.stderr.contains("not empty"), "\(result.stderr)")
+            #expect(try await cluster.psql("SELECT count(*) FROM sets") == "2")
 
-        let key = data + "/token-key"
-        let shared = ["--store-url", cluster.url]
-        result = try run(["accounts", "show", "42", "--token-key-file", key] + shared)
-        #expect(result.status == 0 && result.stdout.contains(#""flagged_for_review": true"#), "\(result.stdout) \(result.stderr)")
-        // The account commands need the shared key; another is refused.
-        let other = data + "-other-key"
-        _ = try run(["keys", "token-key", "--out", other])
-        result = try run(["accounts", "list", "--token-key-file", other] + shared)
-        #expect(result.status != 0 && result.stderr.contains("is not the key"), "\(result.stderr)")
-        result = try run(["accounts", "link", "--subject", "43", "--user", "u43", "--session", "t1", "--token-key-file", key] + shared)
-        #expect(result.status == 0, "\(result.stderr)")
+            let key = data + "/token-key"
+            let shared = ["--store-url", cluster.url]
+            result = try await run(["accounts", "show", "42", "--token-key-file", key] + shared)
+            #expect(result.status == 0 && result.stdout.contains(#""flagged_for_review": true"#), "\(result.stdout) \(result.stderr)")
+            // The account commands need the shared key; another is refused.
+            let other = data + "-other-key"
+            _ = try await run(["keys", "token-key", "--out", other])
+            result = try await run(["accounts", "list", "--token-key-file", other] + shared)
+            #expect(result.status != 0 && result.stderr.contains("is not the key"), "\(result.stderr)")
+            result = try await run(["accounts", "link", "--subject", "43", "--user", "u43", "--session", "t1", "--token-key-file", key] + shared)
+            #expect(result.status == 0, "\(result.stderr)")
 
-        result = try run(["replay", "-", "--local", "--token-key-file", key] + shared, stdin: #"{"type":"sessions-revoked","subject":"43","jti":"pg-local"}"#)
-        #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
-        #expect(result.stdout.contains(#""actions":[{"action":"end_sessions","result":"ended 1 session"}]"#), "\(result.stdout)")
-        result = try run(["queue", "status"] + shared)
-        #expect(result.stdout.contains(#""done": 3"#), "\(result.stdout)")
-        result = try run(["queue", "show", "pg-local"] + shared)
-        #expect(result.status == 0 && result.stdout.contains("ended 1 session"), "\(result.stdout)")
-        result = try run(["replay", "--from-store", "--local", "--jti", "copy-1", "--token-key-file", key] + shared)
-        #expect(result.status == 0 && result.stdout.contains(#""state":"done""#), "\(result.stdout) \(result.stderr)")
-        result = try run(["store", "migrate"] + shared)
-        #expect(result.status == 0 && result.stdout.contains("current"), "\(result.stdout)")
-        // A store URL with a password in it is refused with a clear message, never echoed.
-        result = try run(["queue", "status", "--store-url", "postgres://risc:hunter2@localhost/risc"])
-        #expect(result.status != 0 && !result.stderr.contains("hunter2") && result.stderr.contains("password"), "\(result.stderr)")
+            result = try await run(["replay", "-", "--local", "--token-key-file", key] + shared, stdin: #"{"type":"sessions-revoked","subject":"43","jti":"pg-local"}"#)
+            #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
+            #expect(result.stdout.contains(#""actions":[{"action":"end_sessions","result":"ended 1 session"}]"#), "\(result.stdout)")
+            result = try await run(["queue", "status"] + shared)
+            #expect(result.stdout.contains(#""done": 3"#), "\(result.stdout)")
+            result = try await run(["queue", "show", "pg-local"] + shared)
+            #expect(result.status == 0 && result.stdout.contains("ended 1 session"), "\(result.stdout)")
+            result = try await run(["replay", "--from-store", "--local", "--jti", "copy-1", "--token-key-file", key] + shared)
+            #expect(result.status == 0 && result.stdout.contains(#""state":"done""#), "\(result.stdout) \(result.stderr)")
+            result = try await run(["store", "migrate"] + shared)
+            #expect(result.status == 0 && result.stdout.contains("current"), "\(result.stdout)")
+            // A store URL with a password in it is refused with a clear message, never echoed.
+            result = try await run(["queue", "status", "--store-url", "postgres://risc:hunter2@localhost/risc"])
+            #expect(result.status != 0 && !result.stderr.contains("hunter2") && result.stderr.contains("password"), "\(result.stderr)")
+        }
     }
 
     @Test("issue 26 §5: serve --check-config --connect finds the store as a start would, read only: reachable and current, older, absent (69), refused (64)")
-    func checkConfigConnect() throws {
+    func checkConfigConnect() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
-        let cluster = try PostgresCluster()
-        defer { try? cluster.stop() }
-        let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-connect-\(UUID().uuidString)").path
-        let key = data + "-key"
-        _ = try run(["keys", "token-key", "--out", key])
-        func check(_ extra: [String]) throws -> RiscBinary.Result {
-            try run(
-                [
-                    "serve", "--audience", SETFactory.defaultAudience, "--jwks-file", "keys/test/jwks.json", "--issuer", SETFactory.defaultIssuer,
-                    "--host", "127.0.0.1", "--port", "0", "--admin-port", "0", "--data-dir", data, "--set", "accounts.token_key_file=\(key)",
-                    "--check-config", "--connect",
-                ] + extra)
+        try await PostgresCluster.with { cluster in
+            let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-connect-\(UUID().uuidString)").path
+            let key = data + "-key"
+            _ = try await run(["keys", "token-key", "--out", key])
+            func check(_ extra: [String]) async throws -> RiscBinary.Result {
+                try await run(
+                    [
+                        "serve", "--audience", SETFactory.defaultAudience, "--jwks-file", "keys/test/jwks.json", "--issuer", SETFactory.defaultIssuer,
+                        "--host", "127.0.0.1", "--port", "0", "--admin-port", "0", "--data-dir", data, "--set", "accounts.token_key_file=\(key)",
+                        "--check-config", "--connect",
+                    ] + extra)
+            }
+            var result = try await check([])
+            #expect(result.status == 0 && result.stdout.contains("embedded store: none yet"), "\(result.stdout) \(result.stderr)")
+            result = try await check(["--store-url", cluster.url])
+            #expect(result.status == 0 && result.stdout.contains("reachable, schema version 0 (older: the start migrates it to"), "\(result.stdout) \(result.stderr)")
+            #expect(try await cluster.psql("SELECT count(*) FROM pg_tables WHERE tablename = 'sets'") == "0", "--connect migrated the store")
+            _ = try await run(["store", "migrate", "--store-url", cluster.url])
+            result = try await check(["--store-url", cluster.url])
+            #expect(result.status == 0 && result.stdout.contains("(current)"), "\(result.stdout) \(result.stderr)")
+            result = try await check(["--store-url", cluster.url.replacingOccurrences(of: "/\(cluster.database)?", with: "/nosuchdb?")])
+            #expect(result.status == 64 && result.stderr.contains("\"nosuchdb\" does not exist"), "\(result.status) \(result.stderr)")
+            result = try await check(["--store-url", "postgres://risc@127.0.0.1:\(try PostgresCluster.freePort())/risc?sslmode=disable"])
+            #expect(result.status == 69 && result.stderr.contains("Connection refused"), "\(result.status) \(result.stderr)")
         }
-        var result = try check([])
-        #expect(result.status == 0 && result.stdout.contains("embedded store: none yet"), "\(result.stdout) \(result.stderr)")
-        result = try check(["--store-url", cluster.url])
-        #expect(result.status == 0 && result.stdout.contains("reachable, schema version 0 (older: the start migrates it to"), "\(result.stdout) \(result.stderr)")
-        #expect(try cluster.psql("SELECT count(*) FROM pg_tables WHERE tablename = 'sets'") == "0", "--connect migrated the store")
-        _ = try run(["store", "migrate", "--store-url", cluster.url])
-        result = try check(["--store-url", cluster.url])
-        #expect(result.status == 0 && result.stdout.contains("(current)"), "\(result.stdout) \(result.stderr)")
-        result = try check(["--store-url", cluster.url.replacingOccurrences(of: "/\(cluster.database)?", with: "/nosuchdb?")])
-        #expect(result.status == 64 && result.stderr.contains("\"nosuchdb\" does not exist"), "\(result.status) \(result.stderr)")
-        result = try check(["--store-url", "postgres://risc@127.0.0.1:\(try PostgresCluster.freePort())/risc?sslmode=disable"])
-        #expect(result.status == 69 && result.stderr.contains("Connection refused"), "\(result.status) \(result.stderr)")
     }
 }

@@ -10,38 +10,38 @@ struct SharedStoreToolTests {
     @Test("stream verify --store-url: the state is recorded in the shared store and the receiver on it matches the verification SET")
     func streamVerify() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
-        let cluster = try PostgresCluster()
-        defer { try? cluster.stop() }
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-stream-pg-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: directory) }
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let keyFile = directory.appendingPathComponent("token-key").path
-        try PrivateFiles.writeAtomically(keyFile, [UInt8](repeating: 7, count: 32))
-        let (certificate, account, _, api) = try StreamCommandTests.fakeGoogle(directory: directory)
-        defer { api.stop() }
-        let (serve, _, port, _) = try await ServeCommandTests.startServe(extra: [
-            "--tls-cert", certificate.certificatePath, "--tls-key", certificate.keyPath, "--store-url", cluster.url,
-            "--set", "accounts.token_key_file=\(keyFile)",
-        ])
-        defer { serve.terminate() }
-        let common = ["--credentials", account.path, "--api-base", api.baseURL]
-        #expect(try RiscBinary.run(["stream", "update", "--url", "https://localhost:\(port)/events"] + common).status == 0)
-        // A data directory with no store in it: the shared store is used, and no embedded one made.
-        let empty = directory.appendingPathComponent("no-store").path
-        let verified = try RiscBinary.run(
-            ["stream", "verify", "--wait", "20s", "--store-url", cluster.url, "--data-dir", empty, "--state", "pg-round-trip", "--json"] + common)
-        #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
-        let object = try JSONParser.parseObject(Array(verified.stdout.utf8))
-        #expect(object["matched"] == true && object["alg"]?.stringValue == "RS256", "\(verified.stdout)")
-        #expect(try cluster.psql("SELECT state || ' ' || (matched_at IS NOT NULL) FROM stream_verifications") == "pg-round-trip true")
-        #expect(!FileManager.default.fileExists(atPath: empty + "/risc.sqlite3"))
+        try await PostgresCluster.with { cluster in
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-stream-pg-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: directory) }
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let keyFile = directory.appendingPathComponent("token-key").path
+            try PrivateFiles.writeAtomically(keyFile, [UInt8](repeating: 7, count: 32))
+            let (certificate, account, _, api) = try StreamCommandTests.fakeGoogle(directory: directory)
+            defer { api.stop() }
+            let (serve, _, port, _) = try await ServeCommandTests.startServe(extra: [
+                "--tls-cert", certificate.certificatePath, "--tls-key", certificate.keyPath, "--store-url", cluster.url,
+                "--set", "accounts.token_key_file=\(keyFile)",
+            ])
+            defer { serve.terminate() }
+            let common = ["--credentials", account.path, "--api-base", api.baseURL]
+            #expect(try await RiscBinary.run(["stream", "update", "--url", "https://localhost:\(port)/events"] + common).status == 0)
+            // A data directory with no store in it: the shared store is used, and no embedded one made.
+            let empty = directory.appendingPathComponent("no-store").path
+            let verified = try await RiscBinary.run(
+                ["stream", "verify", "--wait", "20s", "--store-url", cluster.url, "--data-dir", empty, "--state", "pg-round-trip", "--json"] + common)
+            #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
+            let object = try JSONParser.parseObject(Array(verified.stdout.utf8))
+            #expect(object["matched"] == true && object["alg"]?.stringValue == "RS256", "\(verified.stdout)")
+            #expect(try await cluster.psql("SELECT state || ' ' || (matched_at IS NOT NULL) FROM stream_verifications") == "pg-round-trip true")
+            #expect(!FileManager.default.fileExists(atPath: empty + "/risc.sqlite3"))
+        }
     }
 
     @Test("drill crash --store-url throwaway: SIGKILL cycles with the receiver on PostgreSQL, every acknowledged SET stored and applied once")
-    func crashDrill() throws {
+    func crashDrill() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
         let port = try DrillCommandTests().port()
-        let result = try RiscBinary.run([
+        let result = try await RiscBinary.run([
             "drill", "crash", "--cycles", "3", "--concurrency", "4", "--accounts", "20", "--port", port, "--store-url", "throwaway",
         ])
         #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
@@ -52,37 +52,37 @@ struct SharedStoreToolTests {
     }
 
     @Test("bench actions --store-url throwaway applies every SET through the queue's workers; a database that holds SETs is refused")
-    func actionsBench() throws {
+    func actionsBench() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
-        let result = try RiscBinary.run(["bench", "actions", "--accounts", "50", "--events", "300", "--store-url", "throwaway"])
+        let result = try await RiscBinary.run(["bench", "actions", "--accounts", "50", "--events", "300", "--store-url", "throwaway"])
         #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
         #expect(result.stdout.contains("PostgreSQL store: applied 300 SETs (50 accounts;"), "\(result.stdout)")
 
-        let cluster = try PostgresCluster()
-        defer { try? cluster.stop() }
-        let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-tool-\(UUID().uuidString)").path
-        defer { try? FileManager.default.removeItem(atPath: data) }
-        // A store in use: one SET in it.
-        let keyFile = data + "-token-key"
-        try PrivateFiles.writeAtomically(keyFile, [UInt8](repeating: 9, count: 32))
-        defer { try? FileManager.default.removeItem(atPath: keyFile) }
-        let replay = try RiscBinary.run(
-            ["replay", "-", "--local", "--store-url", cluster.url, "--token-key-file", keyFile],
-            stdin: #"{"type":"sessions-revoked","subject":"1","jti":"in-use"}"#)
-        try #require(replay.status == 0, "\(replay.stdout) \(replay.stderr)")
-        let config = data + ".json"
-        try Data(#"{"audiences": ["a"], "store": {"url": "\#(cluster.url)"}, "accounts": {"token_key_file": "\#(keyFile)"}}"#.utf8).write(
-            to: URL(fileURLWithPath: config))
-        defer { try? FileManager.default.removeItem(atPath: config) }
-        let refused = try RiscBinary.run(["bench", "actions", "--accounts", "5", "--events", "10", "--config", config])
-        #expect(refused.status == 64 && refused.stderr.contains("already holds SETs"), "\(refused.stdout) \(refused.stderr)")
-        #expect(try cluster.psql("SELECT count(*) FROM sets") == "1")
+        try await PostgresCluster.with { cluster in
+            let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-tool-\(UUID().uuidString)").path
+            defer { try? FileManager.default.removeItem(atPath: data) }
+            // A store in use: one SET in it.
+            let keyFile = data + "-token-key"
+            try PrivateFiles.writeAtomically(keyFile, [UInt8](repeating: 9, count: 32))
+            defer { try? FileManager.default.removeItem(atPath: keyFile) }
+            let replay = try await RiscBinary.run(
+                ["replay", "-", "--local", "--store-url", cluster.url, "--token-key-file", keyFile],
+                stdin: #"{"type":"sessions-revoked","subject":"1","jti":"in-use"}"#)
+            try #require(replay.status == 0, "\(replay.stdout) \(replay.stderr)")
+            let config = data + ".json"
+            try Data(#"{"audiences": ["a"], "store": {"url": "\#(cluster.url)"}, "accounts": {"token_key_file": "\#(keyFile)"}}"#.utf8).write(
+                to: URL(fileURLWithPath: config))
+            defer { try? FileManager.default.removeItem(atPath: config) }
+            let refused = try await RiscBinary.run(["bench", "actions", "--accounts", "5", "--events", "10", "--config", config])
+            #expect(refused.status == 64 && refused.stderr.contains("already holds SETs"), "\(refused.stdout) \(refused.stderr)")
+            #expect(try await cluster.psql("SELECT count(*) FROM sets") == "1")
+        }
     }
 
     @Test("bench retention --store-url throwaway: the shared store shrinks once retention strips and forgets its SETs")
-    func retentionBench() throws {
+    func retentionBench() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
-        let result = try RiscBinary.run(["bench", "retention", "--sets", "400", "--store-url", "throwaway"])
+        let result = try await RiscBinary.run(["bench", "retention", "--sets", "400", "--store-url", "throwaway"])
         #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
         let line = try #require(result.stdout.split(separator: "\n").first { $0.hasPrefix("PostgreSQL (after VACUUM FULL)") }, "\(result.stdout)")
         let figures = line.split(separator: " ").compactMap { Double($0) }.suffix(3)

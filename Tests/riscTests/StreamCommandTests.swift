@@ -32,31 +32,31 @@ struct StreamCommandTests {
         ])
         defer { serve.terminate() }
         let common = ["--credentials", account.path, "--api-base", api.baseURL]
-        func stream(_ arguments: [String]) throws -> RiscBinary.Result {
-            try RiscBinary.run(["stream"] + arguments + common)
+        func stream(_ arguments: [String]) async throws -> RiscBinary.Result {
+            try await RiscBinary.run(["stream"] + arguments + common)
         }
 
         // Nothing registered yet: Google's 404 with the fix, exit 1.
-        let missing = try stream(["show"])
+        let missing = try await stream(["show"])
         #expect(missing.status == 1 && missing.stderr.contains("risc stream update"), "\(missing.stderr)")
 
         let url = "https://localhost:\(port)/events"
-        let update = try stream(["update", "--url", url])
+        let update = try await stream(["update", "--url", url])
         #expect(update.status == 0, "\(update.stderr)")
-        let show = try stream(["show"])
+        let show = try await stream(["show"])
         #expect(show.stdout.contains("push → \(url)"))
         #expect(show.stdout.contains("requested: sessions-revoked, tokens-revoked, token-revoked, account-disabled, account-enabled, account-credential-change-required, verification"))
-        #expect(try stream(["status", "--json"]).stdout.contains(#"{"status":"enabled"}"#))
+        #expect(try await stream(["status", "--json"]).stdout.contains(#"{"status":"enabled"}"#))
 
         // Disabled: Google sends nothing; the wait times out and says why.
-        #expect(try stream(["disable"]).status == 0)
-        let timedOut = try stream(["verify", "--wait", "1s", "--data-dir", data.path])
+        #expect(try await stream(["disable"]).status == 0)
+        let timedOut = try await stream(["verify", "--wait", "1s", "--data-dir", data.path])
         #expect(timedOut.status == 1)
         #expect(timedOut.stdout.contains("the stream is disabled: run `risc stream enable`"), "\(timedOut.stdout)")
         #expect(timedOut.stdout.contains("no SET at all reached the receiver"))
 
-        #expect(try stream(["enable"]).status == 0)
-        let verified = try stream(["verify", "--wait", "20s", "--data-dir", data.path, "--state", "round-trip-1"])
+        #expect(try await stream(["enable"]).status == 0)
+        let verified = try await stream(["verify", "--wait", "20s", "--data-dir", data.path, "--state", "round-trip-1"])
         #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
         if ProcessInfo.processInfo.environment["SHOW_STREAM_OUTPUT"] != nil { print(timedOut.stdout + verified.stdout + missing.stderr) }
         #expect(verified.stdout.contains("verification SET received after"))
@@ -73,17 +73,17 @@ struct StreamCommandTests {
         #expect(log.contains(#""step":"verification","outcome":"matched""#) && log.contains(#""state":"round-trip-1""#))
 
         // JSON output, and a refusal with its advice.
-        let json = try stream(["verify", "--wait", "20s", "--data-dir", data.path, "--json"])
+        let json = try await stream(["verify", "--wait", "20s", "--data-dir", data.path, "--json"])
         let object = try JSONParser.parseObject(Array(json.stdout.utf8))
         #expect(object["matched"] == true && object["alg"]?.stringValue == "RS256")
         api.state.withLock { $0.forcedError = (403, "The delivery endpoint does not belong to any of your project's domains.") }
-        let refused = try stream(["update", "--url", "https://risc.example.org/events", "--events", "sessions-revoked,verification", "--json"])
+        let refused = try await stream(["update", "--url", "https://risc.example.org/events", "--events", "sessions-revoked,verification", "--json"])
         #expect(refused.status == 1)
         #expect(refused.stdout.contains(#""status":403"#) && refused.stdout.contains("authorized domains"))
         api.state.withLock { $0.forcedError = nil }
-        #expect(try stream(["update", "--url", url, "--events", "nonsense"]).status == 64)
-        #expect(try RiscBinary.run(["stream", "show", "--credentials", "/nonexistent", "--api-base", api.baseURL]).status == 64)
-        #expect(try RiscBinary.run(["stream", "show", "--credentials", account.path, "--api-base", "http://example.com"]).status == 64)
+        #expect(try await stream(["update", "--url", url, "--events", "nonsense"]).status == 64)
+        #expect(try await RiscBinary.run(["stream", "show", "--credentials", "/nonexistent", "--api-base", api.baseURL]).status == 64)
+        #expect(try await RiscBinary.run(["stream", "show", "--credentials", account.path, "--api-base", "http://example.com"]).status == 64)
         // The key file is never echoed.
         #expect(!(missing.stderr + update.stdout + verified.stdout + timedOut.stdout).contains("PRIVATE KEY"))
     }

@@ -7,7 +7,7 @@ import Testing
 @Suite("risc tail and risc dev-issuer (the built binary)")
 struct TailDevIssuerCommandTests {
     @Test("tail filters by jti, subject and outcome; plain when piped; --json passes lines through")
-    func tail() throws {
+    func tail() async throws {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-tail-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
         let lines = [
@@ -17,31 +17,31 @@ struct TailDevIssuerCommandTests {
             "not json",
         ]
         try Data(lines.joined(separator: "\n").utf8).write(to: data.appendingPathComponent("events.log"))
-        let all = try RiscBinary.run(["tail", "--data-dir", data.path])
+        let all = try await RiscBinary.run(["tail", "--data-dir", data.path])
         #expect(all.status == 0)
         #expect(all.stdout.split(separator: "\n").count == 3)
         #expect(!all.stdout.contains("\u{1B}["))
-        let byJTI = try RiscBinary.run(["tail", "--data-dir", data.path, "--jti", "a"])
+        let byJTI = try await RiscBinary.run(["tail", "--data-dir", data.path, "--jti", "a"])
         #expect(byJTI.stdout.split(separator: "\n").count == 2)
-        let rejected = try RiscBinary.run(["tail", "--data-dir", data.path, "--outcome", "rejected", "--json"])
+        let rejected = try await RiscBinary.run(["tail", "--data-dir", data.path, "--outcome", "rejected", "--json"])
         #expect(rejected.stdout.trimmingCharacters(in: .newlines) == lines[1])
-        let last = try RiscBinary.run(["tail", "--data-dir", data.path, "-n", "1", "--subject", "s1"])
+        let last = try await RiscBinary.run(["tail", "--data-dir", data.path, "-n", "1", "--subject", "s1"])
         #expect(last.stdout.contains("applied") && !last.stdout.contains("received"))
-        #expect(try RiscBinary.run(["tail", "--data-dir", data.path + "-missing"]).status != 0)
+        #expect(try await RiscBinary.run(["tail", "--data-dir", data.path + "-missing"]).status != 0)
         // Issue 26 §10: an outcome no line can have is a usage error, not an empty answer with exit 0.
-        let bogus = try RiscBinary.run(["tail", "--data-dir", data.path, "--outcome", "bogus"])
+        let bogus = try await RiscBinary.run(["tail", "--data-dir", data.path, "--outcome", "bogus"])
         #expect(bogus.status == 64 && bogus.stderr.contains("no line has the outcome \"bogus\""), "\(bogus.status) \(bogus.stderr)")
     }
 
     @Test("tail's human output escapes control characters from what clients sent (no screen clearing, no bidi tricks)")
-    func tailEscapesControlCharacters() throws {
+    func tailEscapesControlCharacters() async throws {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-tail-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
         // As risc writes them: JSON escapes in the file, control characters once decoded.
         let line =
             #"{"v":1,"ts":"2026-01-01T00:00:00.000000Z","step":"received","outcome":"rejected","err":"invalid_request","description":"algorithm '\u001b[2J\u001b[1;1H' is not allowed","remote":"203.0.113.9\u202e","path":"/x\u0007"}"#
         try Data((line + "\n").utf8).write(to: data.appendingPathComponent("events.log"))
-        let shown = try RiscBinary.run(["tail", "--data-dir", data.path])
+        let shown = try await RiscBinary.run(["tail", "--data-dir", data.path])
         #expect(shown.status == 0)
         #expect(!shown.stdout.unicodeScalars.contains { ($0.value < 0x20 && $0 != "\n") || $0.value == 0x202E || $0.value == 0x7F })
         #expect(shown.stdout.contains("\\x1b[2J"))
@@ -61,12 +61,12 @@ struct TailDevIssuerCommandTests {
         let discovery = "http://127.0.0.1:\(port)/.well-known/risc-configuration"
         var up = false
         for _ in 0..<50 where !up {
-            up = (try? await CurlHTTPClient().perform(HTTPRequest(url: discovery)))?.status == 200
+            up = (try? await CurlHTTPClient.patient().perform(HTTPRequest(url: discovery)))?.status == 200
             if !up { try await Task.sleep(for: .milliseconds(100)) }
         }
         try #require(up)
         let token = try String(contentsOf: RiscBinary.repository.appendingPathComponent("keys/test/sample-account-disabled.jwt"), encoding: .utf8)
-        let result = try RiscBinary.run(
+        let result = try await RiscBinary.run(
             ["verify", "-", "--discovery-url", discovery, "--issuer", SETFactory.defaultIssuer, "--audience", SETFactory.defaultAudience],
             stdin: token)
         #expect(result.status == 0, "\(result.stdout) \(result.stderr)")

@@ -15,7 +15,7 @@ struct UnlinkNoticeCommandTests {
     func survivesKill() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-notice-cli-\(UUID().uuidString)")
         let keyDirectory = directory.appendingPathComponent("notice-keys").path
-        let rotated = try RiscBinary.run(["keys", "rotate", "--dir", keyDirectory])
+        let rotated = try await RiscBinary.run(["keys", "rotate", "--dir", keyDirectory])
         try #require(rotated.status == 0, "\(rotated.stderr)")
         let account = try TestServiceAccount(directory: directory)
         let google = try FakeRISCAPI.forNotices(account: account, noticeIssuer: Self.issuer)
@@ -39,7 +39,7 @@ struct UnlinkNoticeCommandTests {
         for (index, token) in tokens.enumerated() {
             try Data(token.utf8).write(to: directory.appendingPathComponent("linked-\(index)"))
         }
-        let linked = try RiscBinary.run(
+        let linked = try await RiscBinary.run(
             ["accounts", "link", "--config", config, "--subject", "erin", "--user", "u-erin", "--create"]
                 + tokens.indices.flatMap { ["--linked-token-file", directory.appendingPathComponent("linked-\($0)").path] })
         try #require(linked.status == 0, "\(linked.stderr)")
@@ -48,21 +48,21 @@ struct UnlinkNoticeCommandTests {
         defer { if serve.process.isRunning { serve.process.terminate() } }  // a failed expectation leaves no receiver behind
         google.state.withLock { $0.noticeOrigin = "http://127.0.0.1:\(serve.port)" }
         // Two tokens named on standard input, then the rest of the account's.
-        let some = try RiscBinary.run(["linking", "revoke", "erin", "--config", config, "--token-stdin"], stdin: tokens[0] + "\n" + tokens[1] + "\n")
+        let some = try await RiscBinary.run(["linking", "revoke", "erin", "--config", config, "--token-stdin"], stdin: tokens[0] + "\n" + tokens[1] + "\n")
         try #require(some.status == 0, "\(some.stderr)")
         let first = try JSONParser.parseObject(Array(some.stdout.utf8))
         #expect(first["revoked"]?.numberValue == 2)
         #expect(first["notices_queued"]?.numberValue == 2)
-        let rest = try RiscBinary.run(["linking", "revoke", "erin", "--config", config])
+        let rest = try await RiscBinary.run(["linking", "revoke", "erin", "--config", config])
         #expect(try JSONParser.parseObject(Array(rest.stdout.utf8))["notices_queued"]?.numberValue == 1)
-        #expect(try RiscBinary.run(["linking", "revoke", "nobody", "--config", config]).status == 1)
+        #expect(try await RiscBinary.run(["linking", "revoke", "nobody", "--config", config]).status == 1)
 
         // Google fails them for a while, then the receiver dies without a chance to clean up.
         _ = try await waitWhile { google.state.withLock({ $0.publishFailures }) < 6 }
         #expect(google.state.withLock { $0.publishFailures } >= 6)
         kill(serve.process.processIdentifier, SIGKILL)
-        serve.process.waitUntilExit()
-        let queued = try JSONParser.parseObject(Array(try RiscBinary.run(["queue", "status", "--config", config]).stdout.utf8))
+        await serve.process.exited()
+        let queued = try JSONParser.parseObject(Array(try await RiscBinary.run(["queue", "status", "--config", config]).stdout.utf8))
         #expect((queued["pending"]?.numberValue ?? 0) + (queued["scheduled_retry"]?.numberValue ?? 0) == 3)
         #expect((queued["scheduled_retry"]?.numberValue ?? 0) >= 1)
         #expect(queued["dead"]?.numberValue == 0)
@@ -80,8 +80,8 @@ struct UnlinkNoticeCommandTests {
         try await Task.sleep(for: .milliseconds(300))
         #expect(google.state.withLock { $0.notices.count } == 3)
         serve.process.terminate()
-        serve.process.waitUntilExit()
-        let done = try JSONParser.parseObject(Array(try RiscBinary.run(["queue", "status", "--config", config]).stdout.utf8))
+        await serve.process.exited()
+        let done = try JSONParser.parseObject(Array(try await RiscBinary.run(["queue", "status", "--config", config]).stdout.utf8))
         #expect(done["done"]?.numberValue == 3)
         let log = (try? String(contentsOf: data.appendingPathComponent("events.log"), encoding: .utf8)) ?? ""
         #expect(!tokens.contains { log.contains($0) })
@@ -134,13 +134,13 @@ struct UnlinkNoticeCommandTests {
     }
 
     @Test("issue 24 #2: keys generate and rotate write private keys 0600 from the first byte (never readable by others while written), in a new directory 0700")
-    func privateKeysNeverReadable() throws {
+    func privateKeysNeverReadable() async throws {
         let base = FileManager.default.temporaryDirectory.appendingPathComponent("risc-keymode-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: base) }
         // New directories are 0700.
         for command in ["rotate", "generate"] {
             let fresh = base.appendingPathComponent("new-\(command)").path
-            #expect(try RiscBinary.run(["keys", command, "--dir", fresh]).status == 0)
+            #expect(try await RiscBinary.run(["keys", command, "--dir", fresh]).status == 0)
             var status = stat()
             #expect(stat(fresh, &status) == 0 && status.st_mode & 0o777 == 0o700, "\(command) made \(fresh) mode \(String(status.st_mode & 0o777, radix: 8))")
         }
@@ -150,7 +150,7 @@ struct UnlinkNoticeCommandTests {
         try FileManager.default.createDirectory(atPath: watched, withIntermediateDirectories: true)
         let watcher = try ModeWatcher(watched)
         for round in 0..<6 {
-            #expect(try RiscBinary.run(["keys", round % 2 == 0 ? "rotate" : "generate", "--dir", watched]).status == 0)
+            #expect(try await RiscBinary.run(["keys", round % 2 == 0 ? "rotate" : "generate", "--dir", watched]).status == 0)
         }
         let seen = watcher.stop()
         let keys = try FileManager.default.contentsOfDirectory(atPath: watched).filter { $0.hasSuffix(".pem") }
@@ -165,33 +165,33 @@ struct UnlinkNoticeCommandTests {
     }
 
     @Test("risc keys rotate, activate, retire: the signing key changes, the active one cannot be retired; bad input exits 64")
-    func keys() throws {
+    func keys() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-notice-keys-\(UUID().uuidString)").path
-        #expect(try RiscBinary.run(["keys", "rotate", "--dir", directory]).status == 0)
+        #expect(try await RiscBinary.run(["keys", "rotate", "--dir", directory]).status == 0)
         let first = try TransmitterKeys(directory: directory).signer.keyID ?? ""
-        #expect(try RiscBinary.run(["keys", "rotate", "--dir", directory, "--alg", "ES256"]).status == 0)
+        #expect(try await RiscBinary.run(["keys", "rotate", "--dir", directory, "--alg", "ES256"]).status == 0)
         let second = try TransmitterKeys(directory: directory)
         #expect(second.keyIDs.count == 2 && second.signer.keyID != first && second.signer.algorithm == .es256)
-        #expect(try RiscBinary.run(["keys", "retire", "--dir", directory, "--kid", second.signer.keyID ?? ""]).status == 64)
-        #expect(try RiscBinary.run(["keys", "activate", "--dir", directory, "--kid", first]).status == 0)
+        #expect(try await RiscBinary.run(["keys", "retire", "--dir", directory, "--kid", second.signer.keyID ?? ""]).status == 64)
+        #expect(try await RiscBinary.run(["keys", "activate", "--dir", directory, "--kid", first]).status == 0)
         #expect(try TransmitterKeys(directory: directory).signer.keyID == first)
-        #expect(try RiscBinary.run(["keys", "retire", "--dir", directory, "--kid", second.signer.keyID ?? ""]).status == 0)
+        #expect(try await RiscBinary.run(["keys", "retire", "--dir", directory, "--kid", second.signer.keyID ?? ""]).status == 0)
         #expect(try TransmitterKeys(directory: directory).keyIDs == [first])
         #expect(!FileManager.default.fileExists(atPath: directory + "/\(second.signer.keyID ?? "").pem"))
-        #expect(try RiscBinary.run(["keys", "activate", "--dir", directory, "--kid", "nope"]).status == 64)
-        #expect(try RiscBinary.run(["keys", "rotate", "--dir", directory, "--alg", "HS256"]).status == 64)
-        #expect(try RiscBinary.run(["linking", "revoke", "x", "--token-hash", "zz"]).status == 64)
+        #expect(try await RiscBinary.run(["keys", "activate", "--dir", directory, "--kid", "nope"]).status == 64)
+        #expect(try await RiscBinary.run(["keys", "rotate", "--dir", directory, "--alg", "HS256"]).status == 64)
+        #expect(try await RiscBinary.run(["linking", "revoke", "x", "--token-hash", "zz"]).status == 64)
     }
 
     @Test("serve --check-config refuses notices without keys or service account, and a bad issuer")
-    func configuration() throws {
-        let missing = try RiscBinary.run([
+    func configuration() async throws {
+        let missing = try await RiscBinary.run([
             "serve", "--check-config", "--audience", "a", "--jwks-file", "keys/test/jwks.json", "--set", "linking.notices.issuer=https://site.example/risc",
         ])
         #expect(missing.status == 64)
         #expect(missing.stderr.contains("linking.notices.key_dir"))
         #expect(missing.stderr.contains("linking.notices.service_account_file"))
-        let bad = try RiscBinary.run([
+        let bad = try await RiscBinary.run([
             "serve", "--check-config", "--audience", "a", "--jwks-file", "keys/test/jwks.json", "--set", "linking.notices.issuer=http://site.example/risc/",
             "--set", "linking.notices.body=xml",
         ])

@@ -8,8 +8,8 @@ struct VerifyCommandTests {
     static let audience = SETFactory.defaultAudience
 
     @Test("the README sample verifies and prints claims and events as JSON")
-    func sample() throws {
-        let result = try RiscBinary.run([
+    func sample() async throws {
+        let result = try await RiscBinary.run([
             "verify", "keys/test/sample-account-disabled.jwt", "--jwks-file", "keys/test/jwks.json", "--audience", Self.audience,
         ])
         #expect(result.status == 0, "\(result.stderr)")
@@ -21,9 +21,9 @@ struct VerifyCommandTests {
     }
 
     @Test("a refused token prints the RFC 8935 error and exits 1; stdin works")
-    func refused() throws {
+    func refused() async throws {
         let token = try String(contentsOf: RiscBinary.repository.appendingPathComponent("keys/test/sample-account-disabled.jwt"), encoding: .utf8)
-        let result = try RiscBinary.run(["verify", "-", "--jwks-file", "keys/test/jwks.json", "--audience", "someone-else"], stdin: token)
+        let result = try await RiscBinary.run(["verify", "-", "--jwks-file", "keys/test/jwks.json", "--audience", "someone-else"], stdin: token)
         #expect(result.status == 1)
         let body = try JSONParser.parseObject(Array(result.stdout.utf8))
         #expect(body["err"] == "invalid_audience")
@@ -31,16 +31,16 @@ struct VerifyCommandTests {
     }
 
     @Test("usage errors exit 64 with a message")
-    func usage() throws {
-        let result = try RiscBinary.run(["verify", "keys/test/sample-account-disabled.jwt", "--jwks-file", "keys/test/jwks.json"])
+    func usage() async throws {
+        let result = try await RiscBinary.run(["verify", "keys/test/sample-account-disabled.jwt", "--jwks-file", "keys/test/jwks.json"])
         #expect(result.status == 64)
         #expect(result.stderr.contains("--audience"))
-        let hmac = try RiscBinary.run(["verify", "-", "--jwks-file", "x", "--audience", "a", "--algorithm", "HS256"], stdin: "")
+        let hmac = try await RiscBinary.run(["verify", "-", "--jwks-file", "x", "--audience", "a", "--algorithm", "HS256"], stdin: "")
         #expect(hmac.status == 64)
     }
 
     @Test("verification through a discovery document, with the key set kept in the data directory")
-    func discovery() throws {
+    func discovery() async throws {
         let keys = try KeyDirectory.repositoryTestKeys()
         let issuer = try LocalIssuer(jwks: String(decoding: keys.jwksData, as: UTF8.self))
         defer { issuer.stop() }
@@ -48,31 +48,31 @@ struct VerifyCommandTests {
         let token = try factory.make(type: .tokensRevoked, subject: factory.accountSubject("5"))
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-cli-\(UUID().uuidString)")
         let arguments = ["verify", "-", "--discovery-url", issuer.discoveryURL, "--audience", Self.audience, "--data-dir", data.path]
-        let result = try RiscBinary.run(arguments, stdin: token)
+        let result = try await RiscBinary.run(arguments, stdin: token)
         #expect(result.status == 0, "\(result.stderr)")
         #expect(FileManager.default.fileExists(atPath: data.appendingPathComponent("jwks-cache.json").path))
         // The issuer goes away: the persisted key set still verifies.
         issuer.update { $0.failWith = 503 }
-        #expect(try RiscBinary.run(arguments, stdin: token).status == 0)
+        #expect(try await RiscBinary.run(arguments, stdin: token).status == 0)
         // No persisted copy and no issuer: a temporary failure, exit 3.
-        let cold = try RiscBinary.run(["verify", "-", "--discovery-url", issuer.discoveryURL, "--audience", Self.audience], stdin: token)
+        let cold = try await RiscBinary.run(["verify", "-", "--discovery-url", issuer.discoveryURL, "--audience", Self.audience], stdin: token)
         #expect(cold.status == 3)
         #expect(cold.stderr.contains("temporary"))
     }
 
     @Test("keys generate writes a 0600 private key and a JWKS; sign makes tokens that verify", arguments: ["RS256", "ES256", "Ed25519"])
-    func keysAndSign(alg: String) throws {
+    func keysAndSign(alg: String) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-keys-\(UUID().uuidString)")
-        let generated = try RiscBinary.run(["keys", "generate", "--dir", directory.path, "--alg", alg, "--kid", "k-\(alg)"])
+        let generated = try await RiscBinary.run(["keys", "generate", "--dir", directory.path, "--alg", alg, "--kid", "k-\(alg)"])
         #expect(generated.status == 0, "\(generated.stderr)")
         let pem = directory.appendingPathComponent("k-\(alg).pem").path
         let mode = try FileManager.default.attributesOfItem(atPath: pem)[.posixPermissions] as? Int
         #expect(mode == 0o600)
         #expect(!generated.stdout.contains("PRIVATE KEY"))
-        let signed = try RiscBinary.run(["sign", "--keys", directory.path, "--type", "account-disabled", "--reason", "bulk-account"])
+        let signed = try await RiscBinary.run(["sign", "--keys", directory.path, "--type", "account-disabled", "--reason", "bulk-account"])
         #expect(signed.status == 0, "\(signed.stderr)")
         let algorithm = alg == "Ed25519" ? "EdDSA" : alg
-        let verified = try RiscBinary.run(
+        let verified = try await RiscBinary.run(
             [
                 "verify", "-", "--jwks-file", directory.appendingPathComponent("jwks.json").path, "--audience", Self.audience,
                 "--algorithm", algorithm,
@@ -83,12 +83,12 @@ struct VerifyCommandTests {
     }
 
     @Test("sign token-revoked puts only the prefix or hash of the refresh token in the SET")
-    func tokenRevoked() throws {
+    func tokenRevoked() async throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("risc-token-\(UUID().uuidString)")
         let refreshToken = "1//0gexample-refresh-token-for-tests"
         try Data(refreshToken.utf8).write(to: file)
         for (alg, expected) in [("prefix", "1//0gexample-ref"), ("hash", SHA512.doubleHashBase64(refreshToken))] {
-            let signed = try RiscBinary.run(["sign", "--type", "token-revoked", "--token-file", file.path, "--token-alg", alg])
+            let signed = try await RiscBinary.run(["sign", "--type", "token-revoked", "--token-file", file.path, "--token-alg", alg])
             #expect(signed.status == 0, "\(signed.stderr)")
             let payload = try #require(Base64URL.decode(String(signed.stdout.split(separator: ".")[1])))
             let text = String(decoding: payload, as: UTF8.self)

@@ -1,4 +1,6 @@
 import Foundation
+import RISCCore
+import RISCTestKit
 import Testing
 
 /// The README's offline walk-through, run as written (ports moved to free ones, the built binary
@@ -16,7 +18,7 @@ struct WalkthroughTests {
     }
 
     @Test("completes offline in under a minute, and the account ends up revoked")
-    func walkthrough() throws {
+    func walkthrough() async throws {
         let issuer = try ServeCommandTests.freePort(), port = try ServeCommandTests.freePort(), admin = try ServeCommandTests.freePort()
         let script = try Self.block()
             .replacingOccurrences(of: "$PWD/.build/release", with: RiscBinary.url.deletingLastPathComponent().path)
@@ -38,8 +40,8 @@ struct WalkthroughTests {
         process.standardError = FileHandle.nullDevice
         let start = Date()
         try process.run()
-        let output = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let output = await BlockingPool.waits.run { String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) }
+        await process.exited()
         let elapsed = Date().timeIntervalSince(start)
         #expect(process.terminationStatus == 0, "\(output)")
         #expect(elapsed < 60)

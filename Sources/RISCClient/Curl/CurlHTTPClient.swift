@@ -22,7 +22,16 @@ public struct CurlHTTPClient: Sendable {
 
     private static let initialised: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
 
-    public init(policy: URLPolicy = URLPolicy(), userAgent: String = "risc/0.1", caBundlePath: String? = nil, pool: BlockingPool = .shared) {
+    /// The time limit of a request that names none, seconds. risc's own calls (key fetches,
+    /// deliveries, notices) each name theirs from the configuration; tests' clients wait longer,
+    /// since a receiver in a test process shares two cores with every other test.
+    public var defaultTimeout: Double
+
+    public init(
+        policy: URLPolicy = URLPolicy(), userAgent: String = "risc/0.1", caBundlePath: String? = nil, pool: BlockingPool = .shared,
+        defaultTimeout: Double = 10
+    ) {
+        self.defaultTimeout = defaultTimeout
         self.policy = policy
         self.pool = pool
         self.userAgent = userAgent
@@ -86,7 +95,7 @@ public struct CurlHTTPClient: Sendable {
         apply(risc_curl_set_long(curl, CURLOPT_SSLVERSION, Int(CURL_SSLVERSION_TLSv1_2)))
         apply(risc_curl_set_long(curl, CURLOPT_NOSIGNAL, 1))
         apply(risc_curl_set_long(curl, CURLOPT_FOLLOWLOCATION, 0))
-        apply(risc_curl_set_long(curl, CURLOPT_TIMEOUT_MS, Int(request.timeout * 1000)))
+        apply(risc_curl_set_long(curl, CURLOPT_TIMEOUT_MS, Int((request.timeout ?? defaultTimeout) * 1000)))
         apply(risc_curl_set_long(curl, CURLOPT_CONNECTTIMEOUT_MS, Int(request.connectTimeout * 1000)))
         apply(risc_curl_set_string(curl, CURLOPT_USERAGENT, userAgent))
         apply(risc_curl_set_string(curl, CURLOPT_ACCEPT_ENCODING, ""))

@@ -4,15 +4,15 @@ public struct HTTPRequest: Sendable {
     public var url: String
     public var headers: [(name: String, value: String)]
     public var body: [UInt8]?
-    /// Whole-transfer time limit, seconds.
-    public var timeout: Double
+    /// Whole-transfer time limit, seconds; nil: the client's `defaultTimeout`.
+    public var timeout: Double?
     public var connectTimeout: Double
     /// Largest response body accepted; a larger one fails the request.
     public var maxResponseBytes: Int
 
     public init(
         method: String = "GET", url: String, headers: [(name: String, value: String)] = [], body: [UInt8]? = nil,
-        timeout: Double = 10, connectTimeout: Double = 5, maxResponseBytes: Int = 1 << 20
+        timeout: Double? = nil, connectTimeout: Double = 5, maxResponseBytes: Int = 1 << 20
     ) {
         self.method = method
         self.url = url

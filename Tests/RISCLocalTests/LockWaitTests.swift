@@ -1,0 +1,80 @@
+import Foundation
+import RISCCore
+import Synchronization
+import Testing
+
+@testable import RISCLocal
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// CI found a receiver restarted in the same process refused its own data: "the event log … is
+/// being written by another risc process". A child forked by another thread (a test's `psql`)
+/// shared the log's open file, and so its `flock`, until its `exec`. The lock is tried again for
+/// a moment before the file is called busy; a holder that keeps it is still refused.
+@Suite("Locks on risc's own files: a holder of a moment is waited out")
+struct LockWaitTests {
+    let directory: String
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-lockwait-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    /// An open file of `path` holding `LOCK_EX`, as the forked child's copy would.
+    static func holder(_ path: String) throws -> Int32 {
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        try #require(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0)
+        return fd
+    }
+
+    final class Count: Sendable {
+        let value = Mutex(0)
+        func add() -> Int {
+            value.withLock {
+                $0 += 1; return $0
+            }
+        }
+        var now: Int { value.withLock { $0 } }
+    }
+
+    /// A wait whose first pause lets `fd` go (its `exec`), and counts its pauses.
+    static func releasing(_ fd: Int32, pauses: Count) -> LockWait {
+        LockWait(attempts: 5) { if pauses.add() == 1 { close(fd) } }
+    }
+
+    @Test("the event log: opened once the holder lets go; refused (Busy) while it holds on")
+    func eventLog() throws {
+        let path = directory + "/events.log"
+        let pauses = Count()
+        let log = try JSONLinesEventLog(path: path, lockWait: Self.releasing(try Self.holder(path), pauses: pauses))
+        log.record(EventLogRecord(step: .serve, outcome: .started, time: 1))
+        log.close()
+        #expect(pauses.now == 1)
+
+        let kept = try Self.holder(path)
+        defer { close(kept) }
+        let tries = Count()
+        #expect(throws: JSONLinesEventLog.Busy.self) {
+            try JSONLinesEventLog(path: path, lockWait: LockWait(attempts: 4) { _ = tries.add() })
+        }
+        #expect(tries.now == 3)  // paused between four tries, then refused
+    }
+
+    @Test("the data directory: taken once the holder lets go; refused, naming the directory, while it holds on")
+    func dataDirectory() throws {
+        let pauses = Count()
+        let lock = try DataDirectoryLock(directory: directory, wait: Self.releasing(try Self.holder(directory + "/risc.lock"), pauses: pauses))
+        lock.release()
+        #expect(pauses.now == 1)
+
+        let kept = try Self.holder(directory + "/risc.lock")
+        defer { close(kept) }
+        #expect {
+            try DataDirectoryLock(directory: directory, wait: LockWait(attempts: 2) {})
+        } throws: { error in
+            "\(error)".contains("the data directory \(directory) is in use by another risc serve")
+        }
+    }
+}
