@@ -20,11 +20,12 @@ extension Process {
 }
 
 extension CurlHTTPClient {
-    /// A client for tests: a request that names no time limit waits up to a minute. A receiver in
+    /// A client for tests: a request that names no time limit waits up to a minute (half a minute
+    /// to connect and finish a TLS handshake). A receiver in
     /// the test process answers on the same two cores as every other test (RSA keys generated,
     /// vectors checked, clusters started), so an answer can come late without being wrong; curl's
     /// 10 s made such a test fail now and then.
     public static func patient(caBundlePath: String? = nil) -> CurlHTTPClient {
-        CurlHTTPClient(caBundlePath: caBundlePath, defaultTimeout: 60)
+        CurlHTTPClient(caBundlePath: caBundlePath, defaultTimeout: 60, defaultConnectTimeout: 30)
     }
 }

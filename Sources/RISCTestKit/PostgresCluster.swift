@@ -23,7 +23,9 @@ public final class PostgresCluster: @unchecked Sendable {  // reason: started an
     }
 
     public let directory: String
-    public let port: Int
+    /// Its port: picked free, and picked again when another process took it before the server
+    /// bound it (a client's outbound connection can get any free port as its own).
+    public private(set) var port: Int
     /// The superuser role (trust authentication, loopback and socket only).
     public let user = "risc"
     public let database = "risc"
@@ -72,7 +74,16 @@ public final class PostgresCluster: @unchecked Sendable {  // reason: started an
             try Self.run(["/bin/chown", "postgres:postgres", directory])
         }
         try runServer([bin + "/initdb", "-D", directory + "/data", "-U", user, "-A", "trust", "-E", "UTF8", "--locale=C"])
-        try startNow()
+        for attempt in 1...3 {
+            do {
+                try startNow()
+                break
+            } catch {
+                let log = (try? String(contentsOfFile: directory + "/server.log", encoding: .utf8)) ?? ""
+                guard attempt < 3, log.contains("could not bind") || log.contains("already in use") else { throw error }
+                port = try Self.freePort()
+            }
+        }
         _ = try psqlNow("CREATE DATABASE \(database)", database: "postgres")
     }
 

@@ -46,6 +46,10 @@ final class ServerHarness: @unchecked Sendable {
         configuration.retryAfter = 7
         configuration.jwksFailureRetryInterval = 0
         configuration.jwksMinimumTTL = 60
+        // A TLS handshake on the admin listener waits for a thread of Swift concurrency's, which a
+        // test process shares with every other test: 5 s closed one mid-handshake on a loaded
+        // machine. Tests of the deadline set their own.
+        configuration.adminHandshakeTimeout = 60
         edit(&configuration)
         self.configuration = configuration
         client = CurlHTTPClient.patient(caBundlePath: configuration.tlsCertificate)

@@ -14,34 +14,47 @@ struct ServeCommandTests {
     }
 
     /// Starts `risc serve` with the test keys (pinned, unless `pinned` is false and `extra` names a
-    /// discovery URL); returns the process, its data directory and ports once ready.
+    /// discovery URL); returns the process, its data directory and ports once ready (asked every
+    /// 100 ms, `seconds` × 10 times). Ports are picked free and then bound by the server; one a
+    /// client of another test took meanwhile (an outbound connection's local port) is picked again.
     static func startServe(
-        extra: [String] = [], readyWithin seconds: Int = 10, data: URL? = nil, pinned: Bool = true, stderr: String? = nil
+        extra: [String] = [], readyWithin seconds: Int = 60, data: URL? = nil, pinned: Bool = true, stderr: String? = nil
     ) async throws -> (process: Process, data: URL, port: Int, admin: Int) {
         let data = data ?? FileManager.default.temporaryDirectory.appendingPathComponent("risc-serve-\(UUID().uuidString)")
-        let port = try Self.freePort(), admin = try Self.freePort()
-        let process = Process()
-        process.executableURL = RiscBinary.url
-        process.currentDirectoryURL = RiscBinary.repository
-        process.arguments =
-            [
-                "serve", "--audience", SETFactory.defaultAudience, "--issuer",
-                SETFactory.defaultIssuer, "--host", "127.0.0.1", "--port", "\(port)", "--admin-port", "\(admin)",
-                "--data-dir", data.path,
-            ] + (pinned ? ["--jwks-file", "keys/test/jwks.json"] : []) + extra
-        if let stderr { FileManager.default.createFile(atPath: stderr, contents: nil) }
-        process.standardError = stderr.flatMap { FileHandle(forWritingAtPath: $0) } ?? FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        let client = CurlHTTPClient.patient()
-        var ready = false
-        for _ in 0..<(seconds * 10) where !ready {
-            ready = (try? await client.perform(HTTPRequest(url: "http://127.0.0.1:\(admin)/readyz")))?.status == 200
-            if !ready { try await Task.sleep(for: .milliseconds(100)) }
+        let errors = stderr ?? FileManager.default.temporaryDirectory.appendingPathComponent("risc-serve-\(UUID().uuidString).err").path
+        defer { if stderr == nil { try? FileManager.default.removeItem(atPath: errors) } }
+        for attempt in 1...3 {
+            let port = try Self.freePort(), admin = try Self.freePort()
+            let process = Process()
+            process.executableURL = RiscBinary.url
+            process.currentDirectoryURL = RiscBinary.repository
+            process.arguments =
+                [
+                    "serve", "--audience", SETFactory.defaultAudience, "--issuer",
+                    SETFactory.defaultIssuer, "--host", "127.0.0.1", "--port", "\(port)", "--admin-port", "\(admin)",
+                    "--data-dir", data.path,
+                ] + (pinned ? ["--jwks-file", "keys/test/jwks.json"] : []) + extra
+            FileManager.default.createFile(atPath: errors, contents: nil)
+            process.standardError = FileHandle(forWritingAtPath: errors) ?? FileHandle.nullDevice
+            process.standardOutput = FileHandle.nullDevice
+            try process.run()
+            let client = CurlHTTPClient.patient()
+            var ready = false
+            for _ in 0..<(seconds * 10) where !ready && process.isRunning {
+                ready = (try? await client.perform(HTTPRequest(url: "http://127.0.0.1:\(admin)/readyz")))?.status == 200
+                if !ready { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            if ready { return (process, data, port, admin) }
+            if process.isRunning { process.terminate() }
+            await process.exited()
+            let said = (try? String(contentsOfFile: errors, encoding: .utf8)) ?? ""
+            if attempt < 3 && said.contains("already in use") { continue }
+            throw NotReady(description: "the server did not become ready: \(said.suffix(2_000))")
         }
-        try #require(ready, "the server did not become ready")
-        return (process, data, port, admin)
+        throw NotReady(description: "no free port pair after three tries")
     }
+
+    struct NotReady: Error, CustomStringConvertible { let description: String }
 
     @Test("runs on embedded defaults with only the audience and keys given, answers 202, exits 0 on SIGTERM")
     func servesAndStops() async throws {

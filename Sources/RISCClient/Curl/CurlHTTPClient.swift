@@ -26,12 +26,15 @@ public struct CurlHTTPClient: Sendable {
     /// deliveries, notices) each name theirs from the configuration; tests' clients wait longer,
     /// since a receiver in a test process shares two cores with every other test.
     public var defaultTimeout: Double
+    /// The connection (and TLS handshake) time limit of a request that names none, seconds.
+    public var defaultConnectTimeout: Double
 
     public init(
         policy: URLPolicy = URLPolicy(), userAgent: String = "risc/0.1", caBundlePath: String? = nil, pool: BlockingPool = .shared,
-        defaultTimeout: Double = 10
+        defaultTimeout: Double = 10, defaultConnectTimeout: Double = 5
     ) {
         self.defaultTimeout = defaultTimeout
+        self.defaultConnectTimeout = defaultConnectTimeout
         self.policy = policy
         self.pool = pool
         self.userAgent = userAgent
@@ -96,7 +99,7 @@ public struct CurlHTTPClient: Sendable {
         apply(risc_curl_set_long(curl, CURLOPT_NOSIGNAL, 1))
         apply(risc_curl_set_long(curl, CURLOPT_FOLLOWLOCATION, 0))
         apply(risc_curl_set_long(curl, CURLOPT_TIMEOUT_MS, Int((request.timeout ?? defaultTimeout) * 1000)))
-        apply(risc_curl_set_long(curl, CURLOPT_CONNECTTIMEOUT_MS, Int(request.connectTimeout * 1000)))
+        apply(risc_curl_set_long(curl, CURLOPT_CONNECTTIMEOUT_MS, Int((request.connectTimeout ?? defaultConnectTimeout) * 1000)))
         apply(risc_curl_set_string(curl, CURLOPT_USERAGENT, userAgent))
         apply(risc_curl_set_string(curl, CURLOPT_ACCEPT_ENCODING, ""))
         if let caBundlePath { apply(risc_curl_set_string(curl, CURLOPT_CAINFO, caBundlePath)) }

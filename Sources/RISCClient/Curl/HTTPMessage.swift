@@ -6,13 +6,14 @@ public struct HTTPRequest: Sendable {
     public var body: [UInt8]?
     /// Whole-transfer time limit, seconds; nil: the client's `defaultTimeout`.
     public var timeout: Double?
-    public var connectTimeout: Double
+    /// Time limit for the connection and its TLS handshake, seconds; nil: the client's `defaultConnectTimeout`.
+    public var connectTimeout: Double?
     /// Largest response body accepted; a larger one fails the request.
     public var maxResponseBytes: Int
 
     public init(
         method: String = "GET", url: String, headers: [(name: String, value: String)] = [], body: [UInt8]? = nil,
-        timeout: Double? = nil, connectTimeout: Double = 5, maxResponseBytes: Int = 1 << 20
+        timeout: Double? = nil, connectTimeout: Double? = nil, maxResponseBytes: Int = 1 << 20
     ) {
         self.method = method
         self.url = url
