@@ -95,6 +95,16 @@ extension ReceiverConfiguration {
                 "event_log_checkpoint_url", \.eventLogCheckpointURL,
                 "also POST each checkpoint (text/plain, the signed note) to this HTTPS endpoint as it is made, off the box; a failure is logged and the next one is sent all the same"
             ),
+            .int(
+                "event_log_rotate_bytes", \.eventLogRotateBytes,
+                "risc rotates the event log into segments (events-NNNNNN.log, each with a digest, signed with event_log_checkpoint_key) once it holds this many bytes; 0: not by size"
+            ),
+            .duration(
+                "event_log_rotate_interval", \.eventLogRotateInterval,
+                "rotate the event log once its file is this old (a duration such as 1d); 0: not by time; with both 0, rotation is logrotate's"),
+            .duration(
+                "event_log_retention", \.eventLogRetention,
+                "delete a segment's file this long after it closed (its digest stays and the next digest names it expired); 0: keep them"),
             .double("clock_skew", \.clockSkew, "seconds a future iat may be ahead before a warning"),
             .double("jwks.min_ttl", \.jwksMinimumTTL, "lower bound on a key set's lifetime from max-age"),
             .double("jwks.max_ttl", \.jwksMaximumTTL, "upper bound on it"),

@@ -37,6 +37,18 @@ public struct EventLogAudit: Sendable {
     /// `events.checkpoint`); `trustedNote`: one kept elsewhere; `key`: the verifier key both must
     /// be signed with.
     public static func run(files: [String], key: CheckpointVerifier?, checkpointNote: String?, trustedNote: String?) throws -> EventLogAudit {
+        try run(key: key, checkpointNote: checkpointNote, trustedNote: trustedNote) { try EventLogVerifier.verify(files: files, rootsAt: $0) }
+    }
+
+    /// Audits the log at `path` with its segments and their digests (`EventLogSegments.verify`)
+    /// or, without segments, its logrotate files.
+    public static func run(path: String, key: CheckpointVerifier?, checkpointNote: String?, trustedNote: String?) throws -> EventLogAudit {
+        try run(key: key, checkpointNote: checkpointNote, trustedNote: trustedNote) { try EventLogSegments.verify(path, key: key, rootsAt: $0) }
+    }
+
+    private static func run(
+        key: CheckpointVerifier?, checkpointNote: String?, trustedNote: String?, verify: (Set<UInt64>) throws -> EventLogVerifier.Summary
+    ) throws -> EventLogAudit {
         var checkpoints: [(name: String, checkpoint: EventLogCheckpoint)] = []
         var problem: (CheckpointReason, String)?
         if let key {
@@ -49,7 +61,7 @@ public struct EventLogAudit: Sendable {
                 }
             }
         }
-        let summary = try EventLogVerifier.verify(files: files, rootsAt: Set(checkpoints.map(\.checkpoint.size)))
+        let summary = try verify(Set(checkpoints.map(\.checkpoint.size)))
         var audit = EventLogAudit(result: .undecided, summary: summary)
         if summary.problem != nil {
             audit.result = .tampered
@@ -60,8 +72,10 @@ public struct EventLogAudit: Sendable {
             let size = summary.tree?.size ?? 0
             if let origin, checkpoint.origin != origin {
                 problem = (.checkpointInvalid, "\(name) is of \(checkpoint.origin), not of this log (\(origin))")
-            } else if summary.firstSeq != 0 {
+            } else if summary.tree == nil {
                 audit.undecidedBecause = "the log's files do not start at its genesis, so its tree cannot be computed"
+            } else if checkpoint.size < size - UInt64(summary.lines) && summary.roots[checkpoint.size] == nil {
+                audit.undecidedBecause = "\(name) signed \(checkpoint.size) lines, in segments retention has deleted"
             } else if checkpoint.size > size {
                 problem = (.truncated, "\(name) was signed for \(checkpoint.size) lines; the log has \(size)")
             } else if summary.roots[checkpoint.size] != checkpoint.root {

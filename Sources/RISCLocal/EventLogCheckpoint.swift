@@ -10,6 +10,18 @@ public struct MerkleRange: Sendable, Equatable {
 
     public init() {}
 
+    /// A range as `compactRoots` gave it; nil when the roots are not those of a tree of `size`
+    /// leaves (one root per bit set in `size`, each a SHA-256).
+    public init?(size: UInt64, roots: [[UInt8]]) {
+        guard roots.count == size.nonzeroBitCount, roots.allSatisfy({ $0.count == 32 }) else { return nil }
+        self.size = size
+        self.roots = roots
+    }
+
+    /// The roots of the perfect subtrees, largest first: with `size`, all a later writer or
+    /// verifier needs to go on with the tree (a segment's digest keeps them).
+    public var compactRoots: [[UInt8]] { roots }
+
     /// Adds a leaf hash.
     public mutating func append(leaf: [UInt8]) {
         var hash = leaf

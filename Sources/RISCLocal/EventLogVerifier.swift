@@ -18,6 +18,14 @@ public struct EventLogVerifier: Sendable {
         case seqRegress = "seq_regress"
         /// A write cut off (a warning, not tampering).
         case torn
+        /// A closed segment's file is gone, and no later digest says retention deleted it.
+        case segmentMissing = "segment_missing"
+        /// A closed segment's file is not the one its digest hashed.
+        case segmentHashMismatch = "segment_hash_mismatch"
+        /// A digest's signature does not verify with the key.
+        case digestSigInvalid = "digest_sig_invalid"
+        /// A digest is missing, unreadable, or does not name the one before it (or its `seq` does not go on from it).
+        case digestChainBroken = "digest_chain_broken"
     }
 
     /// Where and why.
@@ -73,9 +81,25 @@ public struct EventLogVerifier: Sendable {
     private let rootsAt: Set<UInt64>
 
     /// `keepTree`: build the Merkle tree of the lines; `rootsAt`: note its root at these sizes.
-    public init(keepTree: Bool = false, rootsAt: Set<UInt64> = []) {
+    /// `start`: where the chain (and tree) stood before the first line read, when the lines
+    /// before it are gone (a segment's digest says).
+    public init(keepTree: Bool = false, rootsAt: Set<UInt64> = [], start: Start? = nil) {
         self.keepTree = keepTree || !rootsAt.isEmpty
         self.rootsAt = rootsAt
+        if let start {
+            summary.chain = start.chain
+            summary.tree = self.keepTree ? start.tree : nil
+            summary.firstSeq = start.chain.next
+            summary.logID = start.logID
+        }
+    }
+
+    /// The state a verification goes on from.
+    public struct Start: Sendable {
+        public var chain: EventLogChain
+        public var tree: MerkleRange?
+        public var logID: String?
+        public init(chain: EventLogChain, tree: MerkleRange?, logID: String?) { (self.chain, self.tree, self.logID) = (chain, tree, logID) }
     }
 
     /// Whether a break was found (reading further changes nothing).
@@ -128,7 +152,7 @@ public struct EventLogVerifier: Sendable {
         summary.lastSeq = seq
         let leaf = EventLogChain.leafHash(line)
         summary.chain = EventLogChain(next: seq + 1, last: leaf)
-        if keepTree, summary.firstSeq == 0 {
+        if keepTree, summary.firstSeq == 0 || summary.tree != nil {
             if summary.tree == nil { summary.tree = MerkleRange() }
             summary.tree!.append(leaf: leaf)
             if rootsAt.contains(summary.tree!.size) { summary.roots[summary.tree!.size] = summary.tree!.root }
@@ -148,9 +172,10 @@ public struct EventLogVerifier: Sendable {
     /// Checks `files` in order (a `.gz` file is read through `gzip -dc`).
     /// `each`: called with every chained line that checks: its `seq`, its exact bytes and its leaf hash.
     public static func verify(
-        files: [String], keepTree: Bool = false, rootsAt: Set<UInt64> = [], each: ((UInt64, ArraySlice<UInt8>, [UInt8]) -> Void)? = nil
+        files: [String], keepTree: Bool = false, rootsAt: Set<UInt64> = [], start: Start? = nil,
+        each: ((UInt64, ArraySlice<UInt8>, [UInt8]) -> Void)? = nil
     ) throws -> Summary {
-        var verifier = EventLogVerifier(keepTree: keepTree, rootsAt: rootsAt)
+        var verifier = EventLogVerifier(keepTree: keepTree, rootsAt: rootsAt, start: start)
         for (index, file) in files.enumerated() where !verifier.broken {
             let bytes = try contents(of: file)
             let last = index == files.count - 1

@@ -42,6 +42,16 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
     private var lastCheckpoint = -Double.infinity
     /// The checkpoints' origin line: `risc-event-log/<log_id>`.
     public let origin: String
+    private let logID: String
+    /// risc's own rotation into segments with digests (nil: the file is only reopened on SIGHUP,
+    /// for logrotate).
+    private let segments: EventLogSegments.Settings?
+    /// Bytes in the file being written, and when it began (the previous segment's closing, or the start).
+    private var segmentBytes: Int64 = 0
+    private var segmentStarted: Double = 0
+    /// `settle()`'s requests, and the flusher's passes that answered them.
+    private var passesAsked = 0
+    private var passesDone = 0
 
     /// Where and how often the chain is checkpointed (issue 28): a C2SP signed note of the tree of
     /// every line so far, made at least every `interval` seconds (by `now`, injected) and at the
@@ -68,10 +78,12 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
     /// `logID`: the genesis line's name for this log (the node's; default the host name).
     public init(
         path: String?, toStandardOutput: Bool = false, flushInterval: Double = 0.02, logID: String? = nil, chained: Bool = true,
-        checkpoints: Checkpoints? = nil, lockWait: LockWait = LockWait()
+        checkpoints: Checkpoints? = nil, segments: EventLogSegments.Settings? = nil, lockWait: LockWait = LockWait()
     ) throws {
         let logID = logID ?? ProcessInfo.processInfo.hostName
+        self.logID = logID
         self.origin = "risc-event-log/" + logID
+        self.segments = path == nil || !chained || segments?.rotates != true ? nil : segments
         self.checkpoints = path == nil || !chained ? nil : checkpoints
         self.path = path
         self.toStandardOutput = toStandardOutput
@@ -83,6 +95,12 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
                 finished = true  // no flush thread to wait for: deinit's close() returns at once
                 if errno == EWOULDBLOCK { throw Busy(path: path) }
                 throw POSIXError(.init(rawValue: errno) ?? .EIO)
+            }
+            if let segments = self.segments {
+                _ = try? EventLogSegments.recover(path, logID: logID, settings: segments)  // a rotation a crash cut off
+                var status = stat()
+                segmentBytes = fstat(fd, &status) == 0 ? Int64(status.st_size) : 0
+                segmentStarted = (try? EventLogSegments.newestDigest(path))?.map(\.digest.closed) ?? segments.now()
             }
         }
         let tail: EventLogChain.Tail?
@@ -147,6 +165,10 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
     /// (logrotate just moved it), the newest rotated file's that has one.
     static func chainTail(_ path: String) throws -> EventLogChain.Tail? {
         if let tail = try EventLogChain.tail(of: path), tail.chain != nil || tail.tornBytes > 0 { return tail }
+        // Just rotated by risc: the newest segment's digest says where the chain stands.
+        if let newest = try EventLogSegments.newestDigest(path) {
+            return EventLogChain.Tail(chain: newest.digest.end.chain, tornBytes: 0, needsNewline: false, inOtherFile: true)
+        }
         for file in EventLogVerifier.files(of: path).reversed() where file != path {
             var tail: EventLogChain.Tail?
             if file.hasSuffix(".gz") {
@@ -184,12 +206,17 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
     static func rebuildRange(_ path: String, chain: EventLogChain) -> (tree: MerkleRange?, problem: String?) {
         let summary: EventLogVerifier.Summary
         do {
-            summary = try EventLogVerifier.verify(files: EventLogVerifier.files(of: path), keepTree: true)
+            // After risc's own rotation, from the newest segment's digest: only the file being written is read.
+            if let newest = try EventLogSegments.newestDigest(path), newest.digest.tree != nil {
+                summary = try EventLogVerifier.verify(files: FileManager.default.fileExists(atPath: path) ? [path] : [], keepTree: true, start: newest.digest.end)
+            } else {
+                summary = try EventLogVerifier.verify(files: EventLogVerifier.files(of: path), keepTree: true)
+            }
         } catch {
             return (nil, "the log cannot be read (\(error))")
         }
         if let problem = summary.problem { return (nil, "the log's chain is broken: \(problem)") }
-        guard summary.firstSeq == 0, let tree = summary.tree, tree.size == chain.next else {
+        guard let tree = summary.tree, tree.size == chain.next else {
             return (nil, "the log cannot be read whole from its genesis (its files start at seq \(summary.firstSeq ?? 0))")
         }
         return (tree, nil)
@@ -256,7 +283,8 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
     private func flushLoop() {
         while true {
             condition.lock()
-            if !stopping && buffer.count < flushBytes && !reopenRequested {
+            let pass = passesAsked
+            if !stopping && buffer.count < flushBytes && !reopenRequested && pass == passesDone {
                 _ = condition.wait(until: Date(timeIntervalSinceNow: flushInterval))
             }
             if dropped > 0 {  // said after the lines that were kept, in the chain's order
@@ -279,10 +307,15 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
             condition.unlock()
             write(data)
             if let (checkpoints, size, root, time) = due { writeCheckpoint(checkpoints, size: size, root: root, time: time) }
+            if let segments, let path, fd >= 0, !stop { rotateIfDue(segments, path: path) }
             if reopenNow, let path {
                 if fd >= 0 { Glibc.close(fd) }
                 fd = Self.open(path, wait: lockWait)
             }
+            condition.lock()
+            passesDone = pass
+            condition.broadcast()
+            condition.unlock()
             if stop {
                 if fd >= 0 { Glibc.close(fd) }
                 fd = -1
@@ -295,8 +328,50 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
         }
     }
 
+    /// Returns once the flusher has written every line recorded before the call, and made the
+    /// checkpoint and rotation that were due (by the injected clocks) with it.
+    public func settle() {
+        condition.lock()
+        passesAsked += 1
+        let asked = passesAsked
+        condition.broadcast()
+        while passesDone < asked && !finished { condition.wait() }
+        condition.unlock()
+    }
+
+    /// Closes the file into a segment with its digest when it is big or old enough, and goes on in
+    /// a new file; on the flusher's thread, between two writes. A rotation that fails (its reason
+    /// is the next line) leaves the file as it was, to be tried again at the next write.
+    private func rotateIfDue(_ segments: EventLogSegments.Settings, path: String) {
+        let now = segments.now()
+        guard segmentBytes > 0,
+            segments.maxBytes > 0 && segmentBytes >= segments.maxBytes || segments.interval > 0 && now - segmentStarted >= segments.interval
+        else { return }
+        Glibc.close(fd)
+        var record: EventLogRecord
+        do {
+            let digest = try EventLogSegments.close(path, logID: logID, settings: segments)
+            record = EventLogRecord(step: .log, outcome: .rotated, time: now)
+            record["segment"] = .number(Double(digest.number))
+            record["last_seq"] = .number(Double(digest.lastSeq))
+            if !digest.expired.isEmpty { record["expired"] = .array(digest.expired.map { .number(Double($0)) }) }
+            segmentStarted = now
+        } catch {
+            record = EventLogRecord(step: .log, outcome: .failed, time: now)
+            record["error"] = .string("rotation: \(error)")
+            segmentStarted = now  // tried again after another interval or more bytes, not at every write
+        }
+        fd = Self.open(path, wait: lockWait)
+        var status = stat()
+        segmentBytes = fd >= 0 && fstat(fd, &status) == 0 ? Int64(status.st_size) : 0
+        condition.lock()
+        append(record)
+        condition.unlock()
+    }
+
     private func write(_ data: [UInt8]) {
         guard !data.isEmpty else { return }
+        segmentBytes += Int64(data.count)
         if fd >= 0 { writeAll(fd, data) }
         if toStandardOutput { writeAll(STDOUT_FILENO, data) }
     }

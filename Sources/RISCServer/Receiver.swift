@@ -73,7 +73,10 @@ public final class Receiver: Sendable {
         eventLog = try JSONLinesEventLog(
             path: (configuration.dataDirectory as NSString).appendingPathComponent("events.log"),
             toStandardOutput: configuration.eventLogToStandardOutput, logID: configuration.eventLogID,
-            checkpoints: try Self.checkpoints(configuration, logger: logger))
+            checkpoints: try Self.checkpoints(configuration, logger: logger),
+            segments: EventLogSegments.Settings(
+                maxBytes: Int64(configuration.eventLogRotateBytes), interval: configuration.eventLogRotateInterval,
+                retention: configuration.eventLogRetention, key: try configuration.eventLogCheckpointKey.map { try CheckpointKey(file: $0) }))
         let actionTarget = configuration.webhookURL == nil ? "accounts" : "webhook"
         metrics = ReceiverMetrics(
             factory: metricsFactory, version: configuration.build.version, commit: configuration.build.commit, actionTarget: actionTarget)

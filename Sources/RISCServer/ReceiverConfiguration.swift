@@ -80,6 +80,13 @@ public struct ReceiverConfiguration: Sendable {
     public var eventLogCheckpointInterval: Double = 60
     /// Where each checkpoint is also POSTed as it is made (`event_log_checkpoint_url`), off the box.
     public var eventLogCheckpointURL: String?
+    /// risc's own rotation of the event log into segments with signed digests: once the file holds
+    /// this many bytes (`event_log_rotate_bytes`; 0: not by size) or its first line is this many
+    /// seconds old (`event_log_rotate_interval`; 0: not by time). Both 0: no rotation of risc's (logrotate's).
+    public var eventLogRotateBytes: Int = 0
+    public var eventLogRotateInterval: Double = 0
+    /// Seconds after its closing a segment's file is deleted (`event_log_retention`; 0: kept); its digest stays.
+    public var eventLogRetention: Double = 0
     /// The release and commit `risc_build_info` reports (set by the command, not a setting).
     public var build: (version: String, commit: String) = ("unknown", "unknown")
     /// `log.level`: the diagnostic log's level (start, stop and recoveries are `notice`).
@@ -247,6 +254,16 @@ public struct ReceiverConfiguration: Sendable {
         if let url = eventLogCheckpointURL {
             if let refusal = URLPolicy().refusal(for: url) { problems.append("event_log_checkpoint_url: \(refusal)") }
             if eventLogCheckpointKey == nil { problems.append("event_log_checkpoint_url needs event_log_checkpoint_key (there are no checkpoints without it)") }
+        }
+        if eventLogRotateBytes < 0 || (eventLogRotateBytes > 0 && eventLogRotateBytes < 4096) {
+            problems.append("event_log_rotate_bytes must be 0 (off) or at least 4096, got \(eventLogRotateBytes)")
+        }
+        if eventLogRotateInterval < 0 || (eventLogRotateInterval > 0 && eventLogRotateInterval < 60) {
+            problems.append("event_log_rotate_interval must be 0 (off) or at least 60s, got \(eventLogRotateInterval)")
+        }
+        if eventLogRetention < 0 { problems.append("event_log_retention must be 0 (keep) or more, got \(eventLogRetention)") }
+        if eventLogRetention > 0 && eventLogRotateBytes == 0 && eventLogRotateInterval == 0 {
+            problems.append("event_log_retention deletes segments risc rotated: set event_log_rotate_bytes or event_log_rotate_interval too")
         }
         if !(eventLogCheckpointInterval > 0 && eventLogCheckpointInterval <= 60) {
             problems.append("event_log_checkpoint_interval must be more than 0 and at most 60s, got \(eventLogCheckpointInterval)")

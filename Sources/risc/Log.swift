@@ -17,7 +17,7 @@ extension RiscCommand {
         func eventLog() throws -> String {
             let resolved = try StoreOption.resolve(config: config, dataDir: dataDir, storeURL: nil, tokenKeyFile: nil)
             let path = (resolved.dataDirectory as NSString).appendingPathComponent("events.log")
-            guard !EventLogVerifier.files(of: path).isEmpty else {
+            guard !EventLogSegments.files(of: path).isEmpty || !EventLogSegments.discover(path).isEmpty else {
                 throw SetupProblem(
                     "no event log in \(resolved.dataDirectory) (data directory from \(resolved.dataDirectorySource)): name the receiver's with --config FILE, --data-dir DIR, RISC_DATA_DIR, or give the files"
                 )
@@ -32,13 +32,15 @@ extension RiscCommand {
             abstract: "Verify the event log: its hash chain across its files, and its signed checkpoints.",
             discussion: """
                 Reads events.log in the receiver's data directory (from --config, RISC_DATA_DIR or --data-dir) with its \
-                rotated files (events.log.N, events.log.N.gz) oldest first, or the FILEs given, in order. Every line's seq \
+                segments and their digests (events-NNNNNN.log, .digest) or logrotate's files (events.log.N, events.log.N.gz) \
+                oldest first, or the FILEs given, in order. Every digest must name the one before it (and, with --key, be \
+                signed by it) and hash its segment's file, unless a later digest names the file expired. Every line's seq \
                 must follow the one before and its prev must be the hash of the line before it; with --key, the log's \
                 newest checkpoint (events.checkpoint, or --checkpoint) and a --trusted-checkpoint kept elsewhere must be \
-                signed by that key and match the log's Merkle tree (docs/operations.md, "The event log's hash chain and checkpoints"). \
+                signed by that key and match the log's Merkle tree (docs/operations.md, "The event log's hash chain, checkpoints and segments"). \
                 Exit status: 0 verified (lines after the newest checkpoint are a warning); 1 tampered (the first bad line \
-                or checkpoint and why: bad_json, prev_mismatch, seq_gap, seq_regress, checkpoint_invalid, truncated, \
-                root_mismatch, rollback); 2 undecided (no key, no checkpoint yet). A torn line (a write cut off by a \
+                or checkpoint and why: bad_json, prev_mismatch, seq_gap, seq_regress, segment_missing, segment_hash_mismatch, \
+                digest_sig_invalid, digest_chain_broken, checkpoint_invalid, truncated, root_mismatch, rollback); 2 undecided (no key, no checkpoint yet). A torn line (a write cut off by a \
                 crash) is a warning.
                 """
         )
@@ -53,9 +55,11 @@ extension RiscCommand {
         func run() throws {
             var files = self.files
             var checkpointFile = checkpoint
+            var logPath: String?
             if files.isEmpty {
                 let path = try location.eventLog()
-                files = EventLogVerifier.files(of: path)
+                files = EventLogSegments.files(of: path)
+                logPath = path
                 checkpointFile = checkpointFile ?? JSONLinesEventLog.checkpointPath(of: path)
             }
             func read(_ path: String?) -> String? { path.flatMap { FileManager.default.contents(atPath: $0) }.map { String(decoding: $0, as: UTF8.self) } }
@@ -68,7 +72,11 @@ extension RiscCommand {
             if let trustedCheckpoint, read(trustedCheckpoint) == nil { throw SetupProblem("cannot read --trusted-checkpoint \(trustedCheckpoint)") }
             let audit: EventLogAudit
             do {
-                audit = try EventLogAudit.run(files: files, key: verifier, checkpointNote: read(checkpointFile), trustedNote: read(trustedCheckpoint))
+                if let logPath {
+                    audit = try EventLogAudit.run(path: logPath, key: verifier, checkpointNote: read(checkpointFile), trustedNote: read(trustedCheckpoint))
+                } else {
+                    audit = try EventLogAudit.run(files: files, key: verifier, checkpointNote: read(checkpointFile), trustedNote: read(trustedCheckpoint))
+                }
             } catch {
                 throw SetupProblem("cannot read the event log: \(error.localizedDescription)")
             }
@@ -165,7 +173,7 @@ extension RiscCommand {
             let note = String(decoding: data, as: UTF8.self)
             let proof: EventLogProof
             do {
-                proof = try EventLogProof.make(files: EventLogVerifier.files(of: path), jti: jti, note: note, checkpoint: try EventLogCheckpoint.parse(note: note))
+                proof = try EventLogProof.make(files: EventLogSegments.files(of: path), jti: jti, note: note, checkpoint: try EventLogCheckpoint.parse(note: note))
             } catch {
                 throw SetupProblem("cannot prove: \(error)")
             }

@@ -123,4 +123,42 @@ struct LogCommandTests {
         let forged = try await RiscBinary.run(["log", "check-proof", proofFile, "--key", keyFile + ".pub"])
         #expect(forged.status == 1 && forged.stdout.hasPrefix("NOT PROVED: "), "\(forged.stdout)")
     }
+
+    @Test("risc serve rotating by size: segments with signed digests as it serves; log verify 0; a segment deleted: 1, segment_missing")
+    func servesSegments() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-segments-cmd-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let keyFile = directory.appendingPathComponent("checkpoint.key").path
+        #expect(try await RiscBinary.run(["keys", "checkpoint-key", "--out", keyFile, "--name", "node-s"]).status == 0)
+        let config = directory.appendingPathComponent("risc.toml").path
+        try """
+        event_log_id = "node-s"
+        event_log_checkpoint_key = "\(keyFile)"
+        event_log_rotate_bytes = 4096
+
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+        let data = directory.appendingPathComponent("data")
+        let (process, _, port, _) = try await ServeCommandTests.startServe(extra: ["--config", config], data: data)
+        defer { process.terminate() }
+        let keys = try KeyDirectory.repositoryTestKeys()
+        let factory = SETFactory(signer: keys.entry(for: .rs256)!.signer)
+        let client = CurlHTTPClient.patient()
+        for index in 0..<40 {
+            let token = try factory.make(type: .sessionsRevoked, subject: factory.accountSubject("seg-\(index)"), jti: "seg-\(index)")
+            let answer = try await client.perform(
+                HTTPRequest(
+                    method: "POST", url: "http://127.0.0.1:\(port)/events", headers: [("Content-Type", "application/secevent+jwt")], body: Array(token.utf8)))
+            #expect(answer.status == 202)
+        }
+        process.terminate()
+        await process.exited()
+        let found = EventLogSegments.discover(data.appendingPathComponent("events.log").path)
+        #expect(found.count >= 2 && found.values.allSatisfy { $0.log != nil && $0.digest != nil }, "\(found)")
+        let verified = try await RiscBinary.run(["log", "verify", "--data-dir", data.path, "--key", keyFile + ".pub"])
+        #expect(verified.status == 0 && verified.stdout.contains("VERIFIED"), "\(verified.stdout) \(verified.stderr)")
+        try FileManager.default.removeItem(atPath: try #require(found[1]?.log))
+        let missing = try await RiscBinary.run(["log", "verify", "--data-dir", data.path, "--key", keyFile + ".pub", "--json"])
+        #expect(missing.status == 1 && missing.stdout.contains("segment_missing"), "\(missing.stdout) \(missing.stderr)")
+    }
 }

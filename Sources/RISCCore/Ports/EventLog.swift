@@ -38,14 +38,14 @@ public struct EventLogRecord: Sendable {
         public static let started = Self(rawValue: "started"), ended = Self(rawValue: "ended"), stopped = Self(rawValue: "stopped")
         public static let dropped = Self(rawValue: "dropped"), requeued = Self(rawValue: "requeued"), pruned = Self(rawValue: "pruned")
         public static let reloaded = Self(rawValue: "reloaded")
-        // log: the chain's first line, and the line after a torn one
-        public static let genesis = Self(rawValue: "genesis"), torn = Self(rawValue: "torn")
+        // log: the chain's first line, the line after a torn one, a segment closed
+        public static let genesis = Self(rawValue: "genesis"), torn = Self(rawValue: "torn"), rotated = Self(rawValue: "rotated")
 
         /// Every outcome the event log carries (`risc tail --outcome` refuses another).
         public static let all: [Outcome] = [
             .accepted, .duplicate, .rejected, .failed, .limited, .suppressed, .malformed, .tooLarge, .overflow, .notFound, .methodNotAllowed,
             .applied, .deferred, .deadLettered, .leaseLost, .published, .matched, .unrequested, .noState, .rescued, .closed, .refused,
-            .started, .ended, .stopped, .dropped, .requeued, .pruned, .reloaded, .genesis, .torn,
+            .started, .ended, .stopped, .dropped, .requeued, .pruned, .reloaded, .genesis, .torn, .rotated,
         ]
 
         /// An action attempt's outcomes, in the order metrics list them.
