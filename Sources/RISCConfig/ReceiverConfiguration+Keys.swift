@@ -95,6 +95,10 @@ extension ReceiverConfiguration {
                 "event_log_checkpoint_url", \.eventLogCheckpointURL,
                 "also POST each checkpoint (text/plain, the signed note) to this HTTPS endpoint as it is made, off the box; a failure is logged and the next one is sent all the same"
             ),
+            .bool(
+                "event_log_chain", \.eventLogChain,
+                "chain every event log line (seq, prev); false only to measure the chain's cost (risc bench serve --chain-cost): no checkpoints, segments or verification"
+            ),
             .int(
                 "event_log_rotate_bytes", \.eventLogRotateBytes,
                 "risc rotates the event log into segments (events-NNNNNN.log, each with a digest, signed with event_log_checkpoint_key) once it holds this many bytes; 0: not by size"

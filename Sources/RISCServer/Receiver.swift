@@ -72,7 +72,7 @@ public final class Receiver: Sendable {
         if configuration.store.url == nil, let moved = MovedMarker.refusal(in: configuration.dataDirectory) { throw moved }
         eventLog = try JSONLinesEventLog(
             path: (configuration.dataDirectory as NSString).appendingPathComponent("events.log"),
-            toStandardOutput: configuration.eventLogToStandardOutput, logID: configuration.eventLogID,
+            toStandardOutput: configuration.eventLogToStandardOutput, logID: configuration.eventLogID, chained: configuration.eventLogChain,
             checkpoints: try Self.checkpoints(configuration, logger: logger),
             segments: EventLogSegments.Settings(
                 maxBytes: Int64(configuration.eventLogRotateBytes), interval: configuration.eventLogRotateInterval,

@@ -87,6 +87,9 @@ public struct ReceiverConfiguration: Sendable {
     public var eventLogRotateInterval: Double = 0
     /// Seconds after its closing a segment's file is deleted (`event_log_retention`; 0: kept); its digest stays.
     public var eventLogRetention: Double = 0
+    /// Whether event log lines are chained (`event_log_chain`): off only to measure what the chain
+    /// costs (`risc bench serve --chain-cost`); without it there are no checkpoints nor segments.
+    public var eventLogChain = true
     /// The release and commit `risc_build_info` reports (set by the command, not a setting).
     public var build: (version: String, commit: String) = ("unknown", "unknown")
     /// `log.level`: the diagnostic log's level (start, stop and recoveries are `notice`).
@@ -260,6 +263,9 @@ public struct ReceiverConfiguration: Sendable {
         }
         if eventLogRotateInterval < 0 || (eventLogRotateInterval > 0 && eventLogRotateInterval < 60) {
             problems.append("event_log_rotate_interval must be 0 (off) or at least 60s, got \(eventLogRotateInterval)")
+        }
+        if !eventLogChain && (eventLogCheckpointKey != nil || eventLogRotateBytes > 0 || eventLogRotateInterval > 0) {
+            problems.append("event_log_chain = false leaves nothing to checkpoint or rotate into segments: unset event_log_checkpoint_key and event_log_rotate_*")
         }
         if eventLogRetention < 0 { problems.append("event_log_retention must be 0 (keep) or more, got \(eventLogRetention)") }
         if eventLogRetention > 0 && eventLogRotateBytes == 0 && eventLogRotateInterval == 0 {

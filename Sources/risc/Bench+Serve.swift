@@ -34,12 +34,17 @@ extension RiscCommand.Bench {
         @Option(help: "Runs, each against a fresh server and data directory; with more than one, a summary (median and range) follows.")
         var runs: Int = 1
 
+        @Flag(help: "Measure each run twice, with the event log's hash chain and without (event_log_chain=false), and print what the chain costs a SET.")
+        var chainCost = false
+
         /// What one run measured.
         struct Figures {
             var setsPerSecond: Double
             var p50: Double
             var p99: Double
             var peakRSS: Int
+            /// Server CPU a SET, µs.
+            var cpuPerSET: Double = 0
         }
 
         func validate() throws {
@@ -67,9 +72,24 @@ extension RiscCommand.Bench {
             if storeURL != nil { return try await runShared(issuer: issuer, tokenFile: tokenFile, work: work) }
             let certificate = tls ? try TestCertificate(directory: work.appendingPathComponent("tls")) : nil
             var all: [Figures] = []
+            var unchained: [Figures] = []
             for index in 1...runs {
                 if runs > 1 { print("run \(index) of \(runs):") }
+                if chainCost { print("with the hash chain:") }
                 all.append(try await measure(issuer: issuer, certificate: certificate, tokenFile: tokenFile, data: work.appendingPathComponent("data-\(index)")))
+                if chainCost {
+                    print("without it (event_log_chain=false):")
+                    unchained.append(
+                        try await measure(
+                            issuer: issuer, certificate: certificate, tokenFile: tokenFile, data: work.appendingPathComponent("data-\(index)-unchained"),
+                            extra: ["--set", "event_log_chain=false"]))
+                    let (with, without) = (all.last!, unchained.last!)
+                    print(
+                        String(
+                            format: "the chain's cost this run: %+.1f µs of server CPU a SET (%.1f with, %.1f without); p99 %.2f ms with, %.2f without; %.0f vs %.0f SETs/s",
+                            with.cpuPerSET - without.cpuPerSET, with.cpuPerSET, without.cpuPerSET, with.p99, without.p99, with.setsPerSecond,
+                            without.setsPerSecond))
+                }
             }
             if runs > 1 {
                 func spread(_ values: [Double], _ format: String) -> String {
@@ -81,18 +101,27 @@ extension RiscCommand.Bench {
                     "over \(runs) runs, median (range): \(spread(all.map(\.setsPerSecond), "%.0f")) SETs/s, p50 \(spread(all.map(\.p50), "%.2f")) ms, p99 \(spread(all.map(\.p99), "%.2f")) ms, peak RSS \(all.map(\.peakRSS).max()! / 1024) MB at most"
                 )
             }
+            if chainCost {
+                let costs = zip(all, unchained).map { $0.cpuPerSET - $1.cpuPerSET }.sorted()
+                let tails = zip(all, unchained).map { $0.p99 - $1.p99 }.sorted()
+                print(
+                    String(
+                        format: "the chain over %d runs: %+.1f µs of server CPU a SET (median; %+.1f to %+.1f), p99 %+.2f ms (median; %+.2f to %+.2f); target: under 5 µs a SET",
+                        runs, costs[costs.count / 2], costs.first!, costs.last!, tails[tails.count / 2], tails.first!, tails.last!))
+            }
             print("target: ≥ 20,000 SETs/s, p99 ≤ 10 ms, RSS ≤ 64 MB (2 cores, load generator included)")
         }
 
         /// One run: a fresh `risc serve` on `data`, loaded by wrk; prints its figures.
-        func measure(issuer: LocalIssuer, certificate: TestCertificate?, tokenFile: URL, data: URL) async throws -> Figures {
+        func measure(issuer: LocalIssuer, certificate: TestCertificate?, tokenFile: URL, data: URL, extra: [String] = []) async throws -> Figures {
             let server = Process()
             server.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-            server.arguments = [
-                "serve", "--audience", SETFactory.defaultAudience, "--discovery-url", issuer.discoveryURL,
-                "--issuer", SETFactory.defaultIssuer, "--host", "127.0.0.1", "--port", "\(port)", "--admin-port", "\(port + 1)",
-                "--data-dir", data.path,
-            ]
+            server.arguments =
+                [
+                    "serve", "--audience", SETFactory.defaultAudience, "--discovery-url", issuer.discoveryURL,
+                    "--issuer", SETFactory.defaultIssuer, "--host", "127.0.0.1", "--port", "\(port)", "--admin-port", "\(port + 1)",
+                    "--data-dir", data.path,
+                ] + extra
             if let certificate { server.arguments! += ["--tls-cert", certificate.certificatePath, "--tls-key", certificate.keyPath] }
             server.standardOutput = FileHandle.nullDevice
             try server.run()
@@ -122,7 +151,7 @@ extension RiscCommand.Bench {
             func metric(_ name: String) -> Int {
                 metrics.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0
             }
-            let figures = Figures(
+            var figures = Figures(
                 setsPerSecond: requests / seconds, p50: (fields["p50_us"] ?? 0) / 1000, p99: (fields["p99_us"] ?? 0) / 1000, peakRSS: peakRSS)
             let accepted = metric("risc_sets_total{outcome=\"accepted\"}"), duplicates = metric("risc_sets_total{outcome=\"duplicate\"}")
             print(
@@ -136,6 +165,7 @@ extension RiscCommand.Bench {
             if requests > 0 {
                 // CPU a SET, from the server's per-thread times (/proc) and wrk's (rusage of children).
                 let server = Self.perSET(before: serverBefore, after: serverAfter, requests: requests)
+                figures.cpuPerSET = server.total
                 print(
                     String(
                         format: "CPU a SET: server %.0f µs (%@), wrk %.0f µs with loading its token file; at 20,000/s two cores allow 100 µs in all",

@@ -43,6 +43,29 @@ struct ConfigurationLoadingTests {
         #expect(problems.contains { $0.hasPrefix("retry_after must be at least 1 second") && $0.hasSuffix("(retry_after from file \(path))") }, "\(problems)")
     }
 
+    @Test("issue 28: the event log's rotation, retention and chain settings that cannot work are problems, named")
+    func eventLogSegmentProblems() throws {
+        var configuration = ReceiverConfiguration()
+        configuration.audiences = ["a"]
+        configuration.eventLogRotateBytes = 100
+        configuration.eventLogRotateInterval = 5
+        #expect(configuration.problems.contains("event_log_rotate_bytes must be 0 (off) or at least 4096, got 100"), "\(configuration.problems)")
+        #expect(configuration.problems.contains("event_log_rotate_interval must be 0 (off) or at least 60s, got 5.0"), "\(configuration.problems)")
+        configuration = ReceiverConfiguration()
+        configuration.audiences = ["a"]
+        configuration.eventLogRetention = 86_400
+        #expect(configuration.problems.contains { $0.hasPrefix("event_log_retention deletes segments risc rotated") }, "\(configuration.problems)")
+        configuration.eventLogRotateInterval = 86_400
+        configuration.eventLogChain = false
+        #expect(configuration.problems.contains { $0.hasPrefix("event_log_chain = false leaves nothing") }, "\(configuration.problems)")
+        configuration.eventLogChain = true
+        #expect(configuration.problems.isEmpty, "\(configuration.problems)")
+        let path = try Self.file("audiences = [\"a\"]\nevent_log_rotate_interval = \"1d\"\nevent_log_rotate_bytes = 209715200\nevent_log_retention = \"400d\"\n")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let loaded = try ReceiverConfiguration.loadWithOrigins(file: path, flags: [:], environment: [:]).configuration
+        #expect(loaded.eventLogRotateInterval == 86_400 && loaded.eventLogRotateBytes == 209_715_200 && loaded.eventLogRetention == 400 * 86_400)
+    }
+
     @Test("--print-config's TOML loads back as the same configuration")
     func printedLoadsBack() throws {
         let path = try Self.file("audiences = [\"a\", \"b\"]\nmax_body_bytes = 2048\n[limits]\ndrain_timeout = 7\n")
