@@ -43,6 +43,28 @@ struct SubjectAndEventTests {
         #expect(error?.code == .invalidRequest)
     }
 
+    @Test("SSF complex subjects (§3.2): parts kept by name in SSF's order; the user part names the account; malformed parts refused")
+    func complexSubjects() throws {
+        func parse(_ text: String) throws -> Subject { try Subject.parse(JSONParser.parseObject(Array(text.utf8))) }
+        let subject = try parse(
+            #"{"device":{"format":"uri","uri":"urn:device:7"},"session":{"format":"opaque","id":"s1"},"user":{"format":"email","email":"a@example.com"},"x-extra":{"format":"opaque","id":"e"}}"#)
+        guard case .complex(let parts) = subject else { Issue.record("not complex: \(subject)"); return }
+        #expect(parts.map(\.name) == ["user", "session", "device", "x-extra"])
+        #expect(subject.member("session") == .opaque(id: "s1") && subject.member("group") == nil)
+        #expect(subject.email == "a@example.com" && subject.googleSubject == nil)
+        #expect(subject.json.objectValue?["type"] == "complex" && subject.json.objectValue?["session"]?.objectValue?["id"] == "s1")
+        let google = try parse(#"{"user":{"format":"iss_sub","iss":"https://accounts.google.com/","sub":"110169484474386276334"},"tenant":{"format":"opaque","id":"t"}}"#)
+        #expect(google.googleSubject?.subject == "110169484474386276334")
+        let reordered = try parse(#"{"tenant":{"format":"opaque","id":"t"},"user":{"format":"iss_sub","iss":"https://accounts.google.com/","sub":"110169484474386276334"}}"#)
+        #expect(google != subject && google == reordered)
+        for bad in [
+            #"{"user":"someone"}"#, #"{"user":{"format":"iss_sub","iss":"i"}}"#, #"{"user":{"user":{"format":"email","email":"a"}}}"#,
+            #"{"session":{"format":"aliases","identifiers":[{"format":"opaque","id":"x"}]}}"#,
+        ] {
+            #expect(throws: SETError.self, "\(bad)") { try parse(bad) }
+        }
+    }
+
     @Test("unknown forms are kept")
     func unknownForm() throws {
         let subject = try Subject.parse(JSONParser.parseObject(Array(#"{"format":"x-custom","a":"b"}"#.utf8)))

@@ -5,6 +5,7 @@ extension Subject {
         case .email(let email): email
         case .idTokenClaims(_, _, let email?, _): email
         case .aliases(let items): items.lazy.compactMap(\.email).first
+        case .complex: member("user")?.email
         default: nil
         }
     }
