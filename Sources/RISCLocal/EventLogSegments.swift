@@ -177,10 +177,10 @@ public enum EventLogSegments {
         let segments = discover(path)
         let previous = try newestDigest(path)
         let number = max(segments.keys.max() ?? 0, previous?.digest.number ?? 0) + 1
-        _ = try summarise(path, previous: previous, withRotated: previous == nil)  // a broken chain is not rotated
+        let read = try summarise(path, previous: previous, withRotated: previous == nil)  // a broken chain is not rotated
         let target = file(of: path, number: number, kind: "log")
         guard rename(path, target) == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
-        return try seal(target, number: number, path: path, logID: logID, previous: previous, settings: settings)
+        return try seal(target, number: number, path: path, logID: logID, previous: previous, settings: settings, read: read)
     }
 
     /// A rotation cut off between the rename and the digest (a crash): the segment's digest is
@@ -209,10 +209,12 @@ public enum EventLogSegments {
     /// Writes the digest of the closed segment `target` (number `number`), then deletes what
     /// retention let go.
     private static func seal(
-        _ target: String, number: Int, path: String, logID: String, previous: (digest: EventLogSegmentDigest, hash: [UInt8])?, settings: Settings
+        _ target: String, number: Int, path: String, logID: String, previous: (digest: EventLogSegmentDigest, hash: [UInt8])?, settings: Settings,
+        read: (summary: EventLogVerifier.Summary, bytes: [UInt8], last: [UInt8])? = nil
     ) throws -> EventLogSegmentDigest {
         let now = settings.now()
-        let (summary, bytes, lastLine) = try summarise(target, previous: previous, withRotated: previous == nil, logPath: path)
+        // Read once: `close` read it before the rename; `recover` reads it here.
+        let (summary, bytes, lastLine) = try read ?? summarise(target, previous: previous, withRotated: previous == nil, logPath: path)
         let chain = summary.chain!
         let firstObject = try? JSONParser.parseObject(bytes.prefix { $0 != 0x0A })
         func time(_ object: JSONObject?) -> String { object?["time"]?.stringValue?.replacingOccurrences(of: " ", with: "_") ?? "-" }
