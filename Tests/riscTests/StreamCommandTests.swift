@@ -63,6 +63,9 @@ struct StreamCommandTests {
         #expect(verified.stdout.contains("RS256 with kid \(keys.entries.first { $0.algorithm == .rs256 }!.keyID)"))
         #expect(verified.stdout.contains("issuer     https://accounts.google.com/"))
         #expect(verified.stdout.contains("audience   \(SETFactory.defaultAudience)"))
+        // The receiver stored the SET (what the command waits for) before the fake Google read its
+        // 202: that answer is recorded once its own POST returns.
+        _ = await waitWhile { !api.state.withLock({ $0.deliveries }).contains(202) }
         #expect(api.state.withLock { $0.deliveries }.contains(202))
         // The event log is flushed every 100 ms by its own thread: give it a moment.
         var log = ""
