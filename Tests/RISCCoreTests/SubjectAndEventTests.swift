@@ -65,6 +65,23 @@ struct SubjectAndEventTests {
         }
     }
 
+    @Test("SSF's txn and CAEP's event_timestamp are read; an event_timestamp in milliseconds is read as such; a wrong one is invalid_request")
+    func transactionAndEventTime() throws {
+        func token(_ timestamp: String) throws -> SecurityEventToken {
+            try SecurityEventToken(
+                payload: Array(
+                    #"{"iss":"https://idp.example","jti":"t1","iat":1800000000,"aud":"a","txn":"8675309","sub_id":{"format":"email","email":"a@example.com"},"events":{"https://schemas.openid.net/secevent/caep/event-type/session-revoked":{"event_timestamp":\#(timestamp)}}}"#
+                        .utf8))
+        }
+        let seconds = try token("1799999999")
+        #expect(seconds.transactionID == "8675309")
+        #expect(seconds.events.first?.eventTimestamp == 1_799_999_999 && seconds.events.first?.subject == .email("a@example.com"))
+        #expect(try token("1799999999500").events.first?.eventTimestamp == 1_799_999_999.5)
+        for bad in ["\"yesterday\"", "-5"] {
+            #expect(throws: SETError.self, "\(bad)") { try token(bad) }
+        }
+    }
+
     @Test("unknown forms are kept")
     func unknownForm() throws {
         let subject = try Subject.parse(JSONParser.parseObject(Array(#"{"format":"x-custom","a":"b"}"#.utf8)))

@@ -31,6 +31,19 @@ struct EndpointTests {
         // One line received, then one applied, in that order.
         #expect(harness.eventLogLines.filter { $0["jti"]?.stringValue == jti }.map { $0["step"]?.stringValue ?? "" } == ["received", "applied"])
         #expect(!harness.eventLogLines.contains { $0.keys.contains("token") })
+        #expect(line["txn"] == nil && line["event_time"] == nil)
+        // SSF's txn and CAEP's event_timestamp (here in milliseconds, as some transmitters send it) are logged.
+        let correlated = try harness.token(jti: jti + "-txn") { claims in
+            claims["txn"] = "txn-42"
+            if case .object(var events) = claims["events"]!, let type = events.keys.first, case .object(var event) = events[type]! {
+                event["event_timestamp"] = .number(1_800_000_000_250)
+                events[type] = .object(event)
+                claims["events"] = .object(events)
+            }
+        }
+        #expect(try await harness.post(correlated).status == 202)
+        let logged = try #require(harness.eventLogLines.first { $0["jti"]?.stringValue == jti + "-txn" && $0["step"] == "received" })
+        #expect(logged["txn"] == "txn-42" && logged["event_time"]?.stringValue == "2027-01-15T08:00:00.250000Z", "\(logged)")
         try await harness.stop()
         harness.issuer.stop()
     }

@@ -120,6 +120,9 @@ public struct Intake: Sendable {
         let subjects = validated.events.compactMap { $0.subject?.googleSubject?.subject }
         if let first = subjects.first { record["subject"] = .string(first) }
         if !validated.warnings.isEmpty { record["warnings"] = .array(validated.warnings.map { .string($0) }) }
+        // SSF's correlation of SETs from one happening, and when it happened (CAEP), when sent.
+        if let txn = validated.token.transactionID { record["txn"] = .string(Printable.safe(txn, maxBytes: 200)) }
+        if let time = validated.events.lazy.compactMap(\.eventTimestamp).first { record["event_time"] = .string(Timestamp.iso8601(time)) }
         let stored = SETRecord(
             validated: validated, token: String(decoding: delivery.body[SETVerifier.trimmedRange(delivery.body)], as: UTF8.self),
             receivedAt: start, remoteAddress: delivery.remoteAddress, contentType: delivery.contentType)

@@ -11,6 +11,10 @@ public struct SecurityEvent: Sendable, Equatable {
     public var reason: String? { payload["reason"]?.stringValue }
     /// A verification event's `state`.
     public var state: String? { payload["state"]?.stringValue }
+    /// CAEP's `event_timestamp`: when the event happened, in seconds. A value past the year 5000 is
+    /// read as milliseconds, which some transmitters sent (the conformance suite did until
+    /// 2026-09-30).
+    public let eventTimestamp: Double?
 
     init(type: EventType, payload: JSONObject, topLevelSubject: Subject?) throws(SETError) {
         self.type = type
@@ -20,6 +24,14 @@ public struct SecurityEvent: Sendable, Equatable {
             subject = try Subject.parse(object)
         } else {
             subject = topLevelSubject
+        }
+        if let value = payload["event_timestamp"] {
+            guard let number = value.numberValue, number.isFinite, number >= 0 else {
+                throw .invalidRequest("event member 'event_timestamp' is not a non-negative number")
+            }
+            eventTimestamp = number >= 1e11 ? number / 1_000 : number
+        } else {
+            eventTimestamp = nil
         }
         // Payload members with a type the event definition fixes.
         for name in ["reason", "state"] {
