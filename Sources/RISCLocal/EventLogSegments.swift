@@ -163,7 +163,7 @@ public enum EventLogSegments {
 
     /// The newest digest beside the log at `path`, and the SHA-256 of its file.
     public static func newestDigest(_ path: String) throws -> (digest: EventLogSegmentDigest, hash: [UInt8])? {
-        guard let newest = discover(path).filter({ $0.value.digest != nil }).keys.max(), let file = discover(path)[newest]?.digest,
+        guard let file = discover(path).filter({ $0.value.digest != nil }).max(by: { $0.key < $1.key })?.value.digest,
             let data = FileManager.default.contents(atPath: file)
         else { return nil }
         return (try EventLogSegmentDigest.parse(String(decoding: data, as: UTF8.self)), SHA256.hash([UInt8](data)))
@@ -198,9 +198,11 @@ public enum EventLogSegments {
         _ file: String, previous: (digest: EventLogSegmentDigest, hash: [UInt8])?, withRotated: Bool, logPath: String? = nil
     ) throws -> (summary: EventLogVerifier.Summary, bytes: [UInt8], last: [UInt8]) {
         let bytes = try EventLogVerifier.contents(of: file)
-        let files = withRotated ? EventLogVerifier.files(of: logPath ?? file).filter { $0 != (logPath ?? file) } + [file] : [file]
+        let files = withRotated ? logrotateFiles(of: logPath ?? file) + [file] : [file]
         var last: [UInt8] = []
-        let summary = try EventLogVerifier.verify(files: files, keepTree: true, start: previous?.digest.end) { _, line, _ in last = Array(line) }
+        let summary = try EventLogVerifier.verify(
+            files: files, keepTree: true, start: previous?.digest.end, held: [file: bytes]
+        ) { _, line, _ in last = Array(line) }
         if let problem = summary.problem { throw EventLogCheckpoint.Invalid("the event log's chain is broken, not rotated: \(problem)") }
         guard summary.chain != nil, !last.isEmpty else { throw EventLogCheckpoint.Invalid("the event log holds no chained line, not rotated") }
         return (summary, bytes, last)
@@ -293,8 +295,9 @@ public enum EventLogSegments {
                 return broken(.segmentMissing, file(of: path, number: number, kind: "log"), "segment \(number) (seq \(digest.firstSeq)–\(digest.lastSeq)) is gone", seq: digest.firstSeq)
             }
             let bytes = try EventLogVerifier.contents(of: log)
-            let files = number == 1 ? EventLogVerifier.files(of: path).filter { $0 != path } + [log] : [log]
-            let part = try EventLogVerifier.verify(files: files, rootsAt: rootsAt, start: number == 1 ? nil : digests[number - 1]!.end)
+            let part = try EventLogVerifier.verify(
+                files: number == 1 ? logrotateFiles(of: path) + [log] : [log], rootsAt: rootsAt, start: number == 1 ? nil : digests[number - 1]!.end,
+                held: [log: bytes])
             merge(part)
             if total.problem != nil { return total }
             if SHA256.hash(bytes) != digest.sha256 || part.chain?.last != digest.lastLeaf || part.lastSeq != digest.lastSeq {
@@ -315,7 +318,10 @@ public enum EventLogSegments {
     /// The log's files that are there, oldest first: logrotate's, risc's segments, the one being written.
     public static func files(of path: String) -> [String] {
         let found = discover(path)
-        return EventLogVerifier.files(of: path).filter { $0 != path } + found.keys.sorted().compactMap { found[$0]?.log }
+        return logrotateFiles(of: path) + found.keys.sorted().compactMap { found[$0]?.log }
             + (FileManager.default.fileExists(atPath: path) ? [path] : [])
     }
+
+    /// logrotate's files of the log at `path` (from before risc rotated it, or with risc's rotation off), oldest first.
+    static func logrotateFiles(of path: String) -> [String] { EventLogVerifier.files(of: path).filter { $0 != path } }
 }

@@ -171,13 +171,14 @@ public struct EventLogVerifier: Sendable {
 
     /// Checks `files` in order (a `.gz` file is read through `gzip -dc`).
     /// `each`: called with every chained line that checks: its `seq`, its exact bytes and its leaf hash.
+    /// `held`: files' bytes a caller has read already (the rest are read with `contents(of:)`).
     public static func verify(
         files: [String], keepTree: Bool = false, rootsAt: Set<UInt64> = [], start: Start? = nil,
-        each: ((UInt64, ArraySlice<UInt8>, [UInt8]) -> Void)? = nil
+        held: [String: [UInt8]] = [:], each: ((UInt64, ArraySlice<UInt8>, [UInt8]) -> Void)? = nil
     ) throws -> Summary {
         var verifier = EventLogVerifier(keepTree: keepTree, rootsAt: rootsAt, start: start)
         for (index, file) in files.enumerated() where !verifier.broken {
-            let bytes = try contents(of: file)
+            let bytes = try held[file] ?? contents(of: file)
             let last = index == files.count - 1
             var number = 0
             bytes.withUnsafeBufferPointer { buffer in

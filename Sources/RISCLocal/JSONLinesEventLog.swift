@@ -169,7 +169,7 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
         if let newest = try EventLogSegments.newestDigest(path) {
             return EventLogChain.Tail(chain: newest.digest.end.chain, tornBytes: 0, needsNewline: false, inOtherFile: true)
         }
-        for file in EventLogVerifier.files(of: path).reversed() where file != path {
+        for file in EventLogSegments.logrotateFiles(of: path).reversed() {
             var tail: EventLogChain.Tail?
             if file.hasSuffix(".gz") {
                 let bytes = try EventLogVerifier.contents(of: file)

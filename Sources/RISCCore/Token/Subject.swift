@@ -4,7 +4,7 @@
 /// and SSF use `format`, and SSF puts the subject in a top-level `sub_id`. Both are read; an
 /// unknown form is kept as `.other`, not refused. A known form with missing or mistyped
 /// members is an error (RFC 8935 §2.4 `invalid_request`: "an event payload doesn't match").
-public indirect enum Subject: Sendable, Equatable {  // == by hand: a complex subject's parts are tuples
+public indirect enum Subject: Sendable, Equatable {
     /// `iss-sub` / `iss_sub`: an account at an issuer. For Google, `sub` is the Google Account ID.
     case issuerSubject(issuer: String, subject: String)
     /// Google's `id_token_claims`: any of `sub` (with `iss`), `email`, `phone_number`.
@@ -23,9 +23,15 @@ public indirect enum Subject: Sendable, Equatable {  // == by hand: a complex su
     /// An SSF 1.0 complex subject (§3.2): several parts of one subject, each a simple subject
     /// under its name (`user`, `session`, `device`, `tenant`, `application`, `org_unit`, `group`),
     /// in the order of `complexMembers`, then any other member alphabetically.
-    case complex([(name: String, subject: Subject)])
+    case complex([Part])
     /// A form risc does not know; kept with its members.
     case other(form: String, members: JSONObject)
+
+    /// One part of a complex subject: its member name and the subject there.
+    public struct Part: Sendable, Equatable {
+        public let name: String
+        public let subject: Subject
+    }
 
     /// SSF 1.0 §3.2's members of a complex subject, in the order risc keeps them.
     public static let complexMembers = ["user", "session", "device", "tenant", "application", "org_unit", "group"]
@@ -34,21 +40,6 @@ public indirect enum Subject: Sendable, Equatable {  // == by hand: a complex su
     public func member(_ name: String) -> Subject? {
         guard case .complex(let parts) = self else { return nil }
         return parts.first { $0.name == name }?.subject
-    }
-
-    public static func == (lhs: Subject, rhs: Subject) -> Bool {
-        switch (lhs, rhs) {
-        case (.issuerSubject(let a, let b), .issuerSubject(let c, let d)): a == c && b == d
-        case (.idTokenClaims(let a, let b, let c, let d), .idTokenClaims(let e, let f, let g, let h)): a == e && b == f && c == g && d == h
-        case (.oauthToken(let a), .oauthToken(let b)): a == b
-        case (.email(let a), .email(let b)), (.phoneNumber(let a), .phoneNumber(let b)), (.account(let a), .account(let b)),
-            (.opaque(let a), .opaque(let b)), (.uri(let a), .uri(let b)), (.did(let a), .did(let b)):
-            a == b
-        case (.aliases(let a), .aliases(let b)): a == b
-        case (.complex(let a), .complex(let b)): a.count == b.count && zip(a, b).allSatisfy { $0.name == $1.name && $0.subject == $1.subject }
-        case (.other(let a, let b), .other(let c, let d)): a == c && b == d
-        default: false
-        }
     }
 
     /// The form's name as it appeared (`iss-sub`, `iss_sub`, `email`, …).
@@ -128,14 +119,14 @@ public indirect enum Subject: Sendable, Equatable {  // == by hand: a complex su
     /// when no member is an object (not a complex subject at all); a member that is an object but
     /// not a subject, or a complex subject inside one, is `invalid_request`.
     static func complex(_ object: JSONObject) throws(SETError) -> Subject? {
-        var parts: [(name: String, subject: Subject)] = []
+        var parts: [Part] = []
         let names = object.keys.sorted { (complexMembers.firstIndex(of: $0) ?? Int.max, $0) < (complexMembers.firstIndex(of: $1) ?? Int.max, $1) }
         for name in names {
             guard let member = object[name]?.objectValue else {
                 guard complexMembers.contains(name) else { continue }
                 throw .invalidRequest("complex subject member '\(name)' is not a subject object")
             }
-            parts.append((name, try parse(member, nested: true)))
+            parts.append(Part(name: name, subject: try parse(member, nested: true)))
         }
         return parts.isEmpty ? nil : .complex(parts)
     }
@@ -177,7 +168,7 @@ public indirect enum Subject: Sendable, Equatable {  // == by hand: a complex su
             object["identifiers"] = .array(items.map(\.json))
         case .complex(let parts):
             put("type", "complex")
-            for (name, subject) in parts { object[name] = subject.json }
+            for part in parts { object[part.name] = part.subject.json }
         case .other(let form, _): put("type", form)
         }
         return .object(object)
