@@ -61,7 +61,7 @@ public struct ConfigLayers {
     }
 
     /// Settings whose value is itself an object (not flattened further).
-    static let objectKeys: Set<String> = ["actions.table"]
+    static let objectKeys: Set<String> = ["actions.table", "transmitters"]
 
     static func flatten(_ object: JSONObject, prefix: String, into result: inout [String: JSONValue]) {
         for (name, value) in object {

@@ -180,30 +180,12 @@ extension ReceiverConfiguration {
                 "actions.table", "overrides of the action table: {\"account-disabled\": {\"hijacking\": [\"end_sessions\", …], \"\": […]}}",
                 read: { layers, c in
                     if let rows = layers.object("actions.table") {
-                        for (typeName, byReason) in rows {
-                            guard let type = EventType(name: typeName) else {
-                                layers.report("actions.table: unknown event type '\(typeName)'")
-                                continue
-                            }
-                            guard let reasons = byReason.objectValue else {
-                                layers.report("actions.table.\(typeName): expected an object of reason → [actions]")
-                                continue
-                            }
-                            for (reason, list) in reasons {
-                                let names = list.arrayValue?.compactMap(\.stringValue) ?? []
-                                let actions = names.compactMap(Action.init(rawValue:))
-                                guard list.arrayValue?.count == names.count, actions.count == names.count, !actions.isEmpty else {
-                                    layers.report(
-                                        "actions.table.\(typeName).\(reason.isEmpty ? "\"\"" : reason): expected a non-empty list of: \(Action.allCases.map(\.rawValue).joined(separator: ", "))")
-                                    continue
-                                }
-                                c.actionTable.set(type, reason: reason == "default" ? "" : reason, actions: actions)
-                            }
-                        }
+                        readActionRows(rows, key: "actions.table", into: &c.actionTable, report: { layers.report($0) })
                     }
                 },
                 value: { c in .object(Self.json(c.actionTable)) }, copy: { $0.actionTable = $1.actionTable }
             ).reloaded,
+            transmittersSetting,
             .duration(
                 "actions.retry_window", \.retry.window,
                 "how long failed actions are retried, from the SET's receipt (or its requeue), before it is dead-lettered: a duration such as 5d, 12h"

@@ -16,14 +16,16 @@ extension ReceiverConfiguration {
 
     /// The whole action table (defaults and overrides), keyed as `actions.table` takes it: short
     /// event names where they name the type, `""` for any other reason.
-    static func json(_ table: ActionTable) -> JSONObject {
+    static func json(_ table: ActionTable) -> JSONObject { json(rows: table.rows) }
+
+    static func json(rows: [String: [String: [Action]]]) -> JSONObject {
         var object = JSONObject()
-        for uri in table.rows.keys.sorted() {
+        for uri in rows.keys.sorted() {
             let type = EventType(uri)
             let name = EventType(name: type.shortName) == type ? type.shortName : uri
             var reasons = JSONObject()
-            for reason in (table.rows[uri] ?? [:]).keys.sorted() {
-                reasons[reason] = .strings(table.rows[uri]?[reason]?.map(\.rawValue) ?? [])
+            for reason in (rows[uri] ?? [:]).keys.sorted() {
+                reasons[reason] = .strings(rows[uri]?[reason]?.map(\.rawValue) ?? [])
             }
             object[name] = .object(reasons)
         }

@@ -30,16 +30,25 @@ struct HealthController: Sendable {
         let keySet = await keys.status()
         let sample = store.current
         let writable = sample.writable == true
-        var keyObject = JSONObject()
-        keyObject["usable"] = .bool(keySet.usable)
-        keyObject["source"] = .string(keySet.source)
-        if let age = keySet.age { keyObject["age_seconds"] = .number(age.rounded()) }
-        if let issuer = keySet.issuer { keyObject["issuer"] = .string(issuer) }
-        keyObject["kids"] = .array(keySet.keyIDs.map { .string($0) })
-        if let error = keySet.lastError { keyObject["last_error"] = .string(error) }
+        func object(_ keySet: KeySetSource.Status) -> JSONValue {
+            var keyObject = JSONObject()
+            keyObject["usable"] = .bool(keySet.usable)
+            keyObject["source"] = .string(keySet.source)
+            if let age = keySet.age { keyObject["age_seconds"] = .number(age.rounded()) }
+            if let issuer = keySet.issuer { keyObject["issuer"] = .string(issuer) }
+            keyObject["kids"] = .array(keySet.keyIDs.map { .string($0) })
+            if let error = keySet.lastError { keyObject["last_error"] = .string(error) }
+            return .object(keyObject)
+        }
         var body = JSONObject()
         body["ready"] = .bool(keySet.usable && writable)
-        body["key_set"] = .object(keyObject)
+        // With several transmitters: the first one's (Google's) as before, and each by name.
+        body["key_set"] = object(keySet.parts.first?.status ?? keySet)
+        if !keySet.parts.isEmpty {
+            var transmitters = JSONObject()
+            for part in keySet.parts { transmitters[part.name] = object(part.status) }
+            body["transmitters"] = .object(transmitters)
+        }
         var storeObject: JSONObject = [
             "backend": .string(backend), "writable": sample.writable.map { .bool($0) } ?? .null,
             "queue_depth": sample.queueDepth.map { .number(Double($0)) } ?? .null,
@@ -88,7 +97,7 @@ struct MetricsSampler: Sendable {
     func sample() async {
         let keySet = await keys.status()
         let now = store.clock()
-        metrics.gauge("risc_jwks_usable", keySet.usable ? 1 : 0)
+        metrics.gauge("risc_jwks_usable", keySet.allUsable ?? keySet.usable ? 1 : 0)
         if let noticeKeys { metrics.gauge("risc_notice_keys_ok", noticeKeys.problem() == nil ? 1 : 0) }
         if let age = keySet.age { metrics.gauge("risc_jwks_age_seconds", age) }
         for (result, total) in keySet.counters { metrics.report(total: total, "risc_jwks_fetches_total", [("result", result)]) }
@@ -197,6 +206,10 @@ struct KeySetSource: Sendable {
         let keyIDs: [String]
         let lastError: String?
         let counters: [(String, Int)]
+        /// Every transmitter's key set usable (the same as `usable` with one transmitter).
+        var allUsable: Bool? = nil
+        /// With several transmitters, each one's status by name.
+        var parts: [(name: String, status: Status)] = []
     }
 
     let status: @Sendable () async -> Status
@@ -207,6 +220,22 @@ struct KeySetSource: Sendable {
             return Status(
                 usable: status.usable, source: status.source?.rawValue ?? "none", age: status.age, issuer: status.issuer,
                 keyIDs: status.keyIDs, lastError: status.lastError, counters: status.counters.all)
+        }
+    }
+
+    /// Several transmitters' key sets: usable when any is (each transmitter's SETs are refused
+    /// 503 while its own keys are not), the first one's details, counters summed, and each by name.
+    static func combined(_ sources: [(String, KeySetSource)]) -> KeySetSource {
+        KeySetSource {
+            var parts: [(name: String, status: Status)] = []
+            for (name, source) in sources { parts.append((name, await source.status())) }
+            let first = parts[0].status
+            var counters: [String: Int] = [:]
+            for part in parts { for (result, total) in part.status.counters { counters[result, default: 0] += total } }
+            return Status(
+                usable: parts.contains { $0.status.usable }, source: first.source, age: parts.compactMap(\.status.age).max(), issuer: first.issuer,
+                keyIDs: first.keyIDs, lastError: parts.lazy.compactMap { part in part.status.lastError.map { "\(part.name): \($0)" } }.first,
+                counters: counters.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }, allUsable: parts.allSatisfy { $0.status.usable }, parts: parts)
         }
     }
 

@@ -16,7 +16,7 @@ extension PushEndpoint {
 
     func route(_ head: HTTPRequestHead) -> Route? {
         let path = head.uri.firstIndex(of: "?").map { head.uri[..<$0] } ?? head.uri[...]
-        if path == settings.path { return .events }
+        if intake.transmitters.serves(path) || (intake.transmitters.sharedPath == nil && path == settings.path) { return .events }
         if let revocation, path == settings.revocationPath ?? "" { return .revocation(revocation) }
         if let documents, let document = documents.document(at: path) { return .document(documents, document) }
         return nil

@@ -145,8 +145,10 @@ final class PushHandler: ChannelDuplexHandler {
             return self.answer(context, PushConnection.Answer(status: answer.status, headers: answer.headers, body: answer.body))
         default: break
         }
+        let path = head.uri.firstIndex(of: "?").map { String(head.uri[..<$0]) } ?? head.uri
         let delivery = Intake.Delivery(
-            body: Array(buffer: body), remoteAddress: remote, contentType: head.headers.first(name: "content-type"))
+            body: Array(buffer: body), remoteAddress: remote, contentType: head.headers.first(name: "content-type"), path: path,
+            authorization: head.headers.first(name: "authorization"))
         let eventLoop = context.eventLoop
         let bound = NIOLoopBound((handler: self, context: context), eventLoop: eventLoop)
         endpoint.intake.receive(delivery, hop: { eventLoop.execute($0) }) { result in
@@ -205,10 +207,9 @@ final class PushHandler: ChannelDuplexHandler {
         case .failure(let error as SETError):
             endpoint.logger.debug("SET rejected", metadata: ["risc.err": "\(error.code)"])
             if let limiter = endpoint.limiter, let remote { limiter.recordInvalid(remote, now: Date().timeIntervalSince1970) }
-            answer(
-                context,
-                PushConnection.Answer(
-                    status: .badRequest, headers: [("Content-Type", "application/json"), ("Content-Language", "en")], body: error.responseBody))
+            var headers = [("Content-Type", "application/json"), ("Content-Language", "en")]
+            if let challenge = error.challenge { headers.append(("WWW-Authenticate", challenge)) }
+            answer(context, PushConnection.Answer(status: HTTPResponseStatus(statusCode: error.status), headers: headers, body: error.responseBody))
         case .failure(let error as KeyUnavailableError):
             if endpoint.becameUnavailable("no usable key set") {
                 endpoint.logger.warning("no usable key set; answering 503", metadata: ["risc.error": "\(Printable.safe(error.description))"])

@@ -31,11 +31,13 @@ public final class Receiver: Sendable {
     public let storage: ReceiverStorage
     public let eventLog: JSONLinesEventLog
     public let metrics: ReceiverMetrics
+    /// The first transmitter's keys (Google's, unless only others are configured).
     public let keys: any KeyProvider
     /// The embedded store's claim on its data directory (one `risc serve` at a time).
     let directoryLock: DataDirectoryLock
     let keySource: KeySetSource
-    let cache: JWKSCache?
+    /// The transmitters' key caches (none pinned).
+    let caches: [JWKSCache]
     let logger: Logger
     let group: ServiceGroup
     /// SIGHUP's work; holds the public listener's certificate and key when it serves HTTPS itself.
@@ -84,26 +86,12 @@ public final class Receiver: Sendable {
         let log: any EventLog = eventLog
         let noticeKeys = try ReceiverStorage.noticeKeys(configuration: configuration, logger: logger)
         storage = try ReceiverStorage.open(configuration: configuration, log: log, metrics: metrics, logger: logger, noticeKeys: noticeKeys)
-        if let file = configuration.jwksFile {
-            guard let data = FileManager.default.contents(atPath: file) else {
-                throw ConfigurationError(problems: ["jwks_file: cannot read \(file)"])
-            }
-            let provider = StaticKeyProvider(
-                keys: try JWKSet(json: Array(data)), issuer: configuration.issuer ?? DiscoveryDocument.googleIssuer)
-            keys = provider
-            keySource = .pinned(provider)
-            cache = nil
-        } else {
-            var jwks = configuration.jwksConfiguration
-            jwks.persistencePath = (configuration.dataDirectory as NSString).appendingPathComponent("jwks-cache.json")
-            let cache = JWKSCache(configuration: jwks, logger: logger)
-            keys = cache
-            keySource = .cache(cache)
-            self.cache = cache
-        }
-
+        let transmitters = try Self.transmitters(configuration, logger: logger)
+        keys = transmitters[0].1.provider
+        keySource = transmitters.count == 1 ? transmitters[0].1.source : .combined(transmitters.map { ($0.0.name, $0.1.source) })
+        caches = transmitters.compactMap(\.1.cache)
         let intake = Intake(
-            verifier: SETVerifier(policy: configuration.policy, keys: keys), store: storage.events, log: log, metrics: metrics,
+            transmitters: Transmitters(transmitters.map(\.0), sharedPath: configuration.eventsPath), store: storage.events, log: log, metrics: metrics,
             clock: { Date().timeIntervalSince1970 })
         let adminRouter = Router(context: RISCRequestContext.self)
         let storeSampler = StoreSampler(store: storage.health, interval: configuration.healthSampleInterval)
@@ -185,7 +173,7 @@ public final class Receiver: Sendable {
         // Started in this order; on SIGTERM stopped in the reverse one: the public listener drains
         // first, the storage (its workers, then the store) stops last.
         var services: [any Service] = [ReceiverStorage.StorageService(storage: storage), HangupHandler(hangup: onHangup)]
-        if let cache { services.append(KeyRefresher(cache: cache)) }
+        for cache in caches { services.append(KeyRefresher(cache: cache)) }
         services.append(retention)
         services.append(HealthSamplerService(store: storeSampler, metrics: metrics.registry == nil ? metricsSampler : nil))
         services.append(adminApp)
@@ -205,7 +193,7 @@ public final class Receiver: Sendable {
 
     /// Runs until SIGTERM/SIGINT (or `shutdown()`), then closes the store and the event log.
     public func run() async throws {
-        if let cache { await cache.refreshNow() }  // warm the keys before the first request
+        for cache in caches { await cache.refreshNow() }  // warm the keys before the first request
         var startup = EventLogRecord(step: .serve, outcome: .started, time: Date().timeIntervalSince1970)
         startup["events_path"] = .string(configuration.eventsPath)
         startup["tls"] = .bool(configuration.tlsCertificate != nil)

@@ -147,7 +147,10 @@ public struct ReceiverConfiguration: Sendable {
     /// File holding the bearer token for the admin account API; without it the API is off.
     public var adminTokenFile: String?
 
-    /// What each event does (overridable per type and reason).
+    /// Transmitters beside Google (`transmitters.NAME.*`); Google itself is the top-level
+    /// `issuer`, `audiences`, `discovery_url` and `jwks_file`.
+    public var transmitters: [TransmitterSettings] = []
+    /// What each event does (overridable per type and reason, and per transmitter).
     public var actionTable: ActionTable = .default
     /// Backoff and dead-lettering for failed actions.
     public var retry = RetryPolicy()
@@ -222,8 +225,9 @@ public struct ReceiverConfiguration: Sendable {
 
     /// Every problem, each a sentence naming the setting; empty when the configuration is usable.
     public var problems: [String] {
-        var problems = policy.problems.map { "audiences, algorithms: \($0)" }
+        var problems = hasGoogle ? policy.problems.map { "audiences, algorithms: \($0)" } : []
         if jwksFile == nil { problems += jwksConfiguration.problems.map { "jwks: \($0)" } }
+        problems += transmitterProblems
         if !(0...65_535).contains(port) { problems.append("listen.port must be 0–65535, got \(port)") }
         if !(0...65_535).contains(adminPort) { problems.append("admin.port must be 0–65535, got \(adminPort)") }
         if port != 0 && port == adminPort && Self.overlap(host, adminHost) { problems.append("listen.port and admin.port must differ") }

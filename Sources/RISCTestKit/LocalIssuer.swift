@@ -49,6 +49,14 @@ public final class LocalIssuer: Sendable {
                     "delivery_methods_supported": ["https://schemas.openid.net/secevent/risc/delivery-method/push"],
                 ]
                 return .json(document.serialized, headers: [("Cache-Control", "public, max-age=3600")])
+            case "/.well-known/ssf-configuration":
+                // The same issuer as an SSF 1.0 transmitter's metadata (SSF §6.1).
+                let base = "http://127.0.0.1:\(request.header("host")?.split(separator: ":").last ?? "0")"
+                let document: JSONValue = [
+                    "spec_version": "1_0", "issuer": .string(current.issuer ?? base), "jwks_uri": .string(current.jwksURI ?? base + "/jwks"),
+                    "delivery_methods_supported": ["urn:ietf:rfc:8935", "urn:ietf:rfc:8936"],
+                ]
+                return .json(document.serialized, headers: [("Cache-Control", "public, max-age=3600")])
             case "/jwks":
                 if current.jwksDelay > 0 { Thread.sleep(forTimeInterval: current.jwksDelay) }
                 var headers: [(name: String, value: String)] = []

@@ -66,6 +66,72 @@ struct ConfigurationLoadingTests {
         #expect(loaded.eventLogRotateInterval == 86_400 && loaded.eventLogRotateBytes == 209_715_200 && loaded.eventLogRetention == 400 * 86_400)
     }
 
+    @Test("issue 29: transmitters are read from the file, each problem named, and --print-config's TOML loads them back")
+    func transmitters() throws {
+        let path = try Self.file(
+            """
+            audiences = ["a"]
+            [transmitters.okta]
+            issuer = "https://example.okta.com"
+            audiences = ["https://risc.example.com/okta"]
+            algorithms = ["RS256", "ES256"]
+            path = "/events/okta"
+            authorization_file = "/etc/risc/okta-push"
+            [transmitters.okta.actions.session-revoked]
+            "" = ["flag_for_review"]
+            [transmitters.keycloak]
+            dialect = "ssf"
+            issuer = "https://sso.example.com/realms/main"
+            audiences = "client/stream"
+
+            """)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let loaded = try ReceiverConfiguration.loadWithOrigins(file: path, flags: [:], environment: [:])
+        let okta = try #require(loaded.configuration.transmitters.first { $0.name == "okta" })
+        #expect(okta.dialect == .ssf && okta.path == "/events/okta" && okta.authorizationFile == "/etc/risc/okta-push" && okta.algorithms == ["RS256", "ES256"])
+        #expect(okta.discovery == "https://example.okta.com/.well-known/ssf-configuration")
+        let keycloak = try #require(loaded.configuration.transmitters.first { $0.name == "keycloak" })
+        #expect(keycloak.discovery == "https://sso.example.com/.well-known/ssf-configuration/realms/main" && keycloak.audiences == ["client/stream"])
+        #expect(loaded.configuration.actionTable.byIssuer["https://example.okta.com"]?[EventType.sessionRevoked.uri]?[""] == [.flagForReview])
+        let printed = try Self.file(loaded.configuration.printed(sources: loaded.origins, format: .toml, version: "test"))
+        defer { try? FileManager.default.removeItem(atPath: printed) }
+        let again = try ReceiverConfiguration.loadWithOrigins(file: printed, flags: [:], environment: [:]).configuration
+        #expect(again.effectiveSettings.map(\.value) == loaded.configuration.effectiveSettings.map(\.value))
+
+        func problems(_ text: String) -> [String] {
+            guard let path = try? Self.file("audiences = [\"a\"]\n" + text) else { return [] }
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            do {
+                _ = try ReceiverConfiguration.load(file: path, flags: [:], environment: [:])
+                return []
+            } catch let error as ConfigurationError {
+                return error.problems
+            } catch {
+                return ["\(error)"]
+            }
+        }
+        #expect(problems("[transmitters.x]\naudiences = [\"b\"]\n").contains { $0.hasPrefix("transmitters.x.issuer is required") })
+        #expect(problems("[transmitters.x]\nissuer = \"https://i.example\"\n").contains { $0.contains("transmitters.x.audiences") })
+        #expect(problems("[transmitters.x]\nissuer = \"http://i.example\"\naudiences = [\"b\"]\n").contains { $0.hasPrefix("transmitters.x.issuer: plain HTTP") })
+        #expect(problems("[transmitters.x]\nissuer = \"https://i.example\"\naudiences = [\"b\"]\ndialect = \"caep\"\n").contains("transmitters.x.dialect must be google or ssf, got 'caep'"))
+        #expect(problems("[transmitters.x]\nissuer = \"https://i.example\"\naudiences = [\"b\"]\nsecret = 1\n").contains { $0.hasPrefix("transmitters.x: unknown setting 'secret'") })
+        #expect(problems("[transmitters.x]\nissuer = \"https://i.example\"\naudiences = [\"b\"]\nalgorithms = [\"HS256\"]\n").contains { $0.contains("HS256") })
+        #expect(problems("[transmitters.x]\nissuer = \"https://i.example\"\naudiences = [\"b\"]\npath = \"events\"\n").contains("transmitters.x.path must start with '/', got 'events'"))
+        #expect(problems("[transmitters.google]\nissuer = \"https://i.example\"\naudiences = [\"b\"]\n").contains { $0.hasPrefix("transmitters.google: Google is configured by the top-level") })
+        #expect(problems("[transmitters.\"Big Name\"]\nissuer = \"https://i.example\"\naudiences = [\"b\"]\n").contains { $0.contains("a transmitter's name is") })
+        let twice = "[transmitters.x]\nissuer = \"https://i.example\"\naudiences = [\"b\"]\n[transmitters.y]\nissuer = \"https://i.example/\"\naudiences = [\"c\"]\n"
+        #expect(problems(twice).contains { $0.hasSuffix("they cannot be told apart") })
+        #expect(problems(twice + "path = \"/events/y\"\n").isEmpty)
+        #expect(
+            problems("[transmitters.x]\nissuer = \"https://i.example\"\naudiences = [\"b\"]\n[transmitters.x.actions.session-revoked]\n\"\" = [\"explode\"]\n").contains {
+                $0.hasPrefix("transmitters.x.actions.session-revoked")
+            })
+        // Without Google's audiences, the transmitters alone are a whole configuration.
+        let alone = try Self.file("[transmitters.x]\nissuer = \"https://i.example\"\naudiences = [\"b\"]\n")
+        defer { try? FileManager.default.removeItem(atPath: alone) }
+        #expect(try !ReceiverConfiguration.load(file: alone, flags: [:], environment: [:]).hasGoogle)
+    }
+
     @Test("--print-config's TOML loads back as the same configuration")
     func printedLoadsBack() throws {
         let path = try Self.file("audiences = [\"a\", \"b\"]\nmax_body_bytes = 2048\n[limits]\ndrain_timeout = 7\n")

@@ -85,9 +85,10 @@ final class ServerHarness: @unchecked Sendable {
     }
 
     func post(
-        _ body: String, contentType: String? = "application/secevent+jwt", path: String? = nil, forwardedFor: String? = nil
+        _ body: String, contentType: String? = "application/secevent+jwt", path: String? = nil, forwardedFor: String? = nil,
+        headers extra: [(name: String, value: String)] = []
     ) async throws -> HTTPResponse {
-        var headers: [(name: String, value: String)] = [("Accept", "application/json")]
+        var headers: [(name: String, value: String)] = [("Accept", "application/json")] + extra
         if let contentType { headers.append(("Content-Type", contentType)) }
         if let forwardedFor { headers.append(("X-Forwarded-For", forwardedFor)) }
         return try await client.perform(

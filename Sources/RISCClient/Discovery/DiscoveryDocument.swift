@@ -28,7 +28,7 @@ public struct DiscoveryDocument: Sendable, Equatable {
     /// Google's RISC discovery document.
     public static let googleURL = "https://accounts.google.com/.well-known/risc-configuration"
     /// The issuer Google's discovery document names.
-    public static let googleIssuer = "https://accounts.google.com"
+    public static let googleIssuer = Transmitter.googleIssuer
     /// Where Google's signing keys live (shared with its ID tokens).
     public static let googleJWKSHosts = ["www.googleapis.com"]
 }

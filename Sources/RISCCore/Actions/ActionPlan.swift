@@ -28,7 +28,7 @@ public struct ActionPlan: Sendable {
         let steps = token.events.enumerated().map { index, event in
             Step(
                 eventIndex: index, type: event.type, reason: event.reason, subject: event.subject,
-                actions: table.actions(for: event), state: event.state)
+                actions: table.actions(for: event, issuer: token.issuer), state: event.state)
         }
         return ActionPlan(steps: steps, eventTime: token.timeOfEvent ?? token.issuedAt ?? 0)
     }

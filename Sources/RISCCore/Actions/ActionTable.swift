@@ -42,16 +42,30 @@ public struct ActionTable: Sendable {
         EventType.verification.uri: ["": [.recordVerification]],
     ])
 
+    /// Rows one transmitter overrides (`transmitters.NAME.actions`), by its issuer in scope form
+    /// (`SETPolicy.issuerScope`) and each alias. For an event type a transmitter names, its rows
+    /// answer: the event's reason, else its default row, else the receiver's rows.
+    public private(set) var byIssuer: [String: [String: [String: [Action]]]] = [:]
+
     public init(rows: [String: [String: [Action]]]) { self.rows = rows }
 
-    /// Replaces one row: `type` is a short name or URI, `reason` "" for the default row.
-    public mutating func set(_ type: EventType, reason: String, actions: [Action]) {
-        rows[type.canonical.uri, default: [:]][reason] = actions
+    /// Replaces one row: `type` is a short name or URI, `reason` "" for the default row; with
+    /// `issuers`, only for SETs those issuers sign.
+    public mutating func set(_ type: EventType, reason: String, actions: [Action], issuers: [String] = []) {
+        guard !issuers.isEmpty else {
+            rows[type.canonical.uri, default: [:]][reason] = actions
+            return
+        }
+        for issuer in issuers { byIssuer[SETPolicy.issuerScope(issuer), default: [:]][type.canonical.uri, default: [:]][reason] = actions }
     }
 
-    /// The actions for one event.
-    public func actions(for event: SecurityEvent) -> [Action] {
-        guard let byReason = rows[event.type.canonical.uri] else { return [.logOnly] }
-        return byReason[event.reason ?? ""] ?? byReason[""] ?? [.logOnly]
+    /// The actions for one event of a SET `issuer` signed.
+    public func actions(for event: SecurityEvent, issuer: String? = nil) -> [Action] {
+        let uri = event.type.canonical.uri, reason = event.reason ?? ""
+        if !byIssuer.isEmpty, let issuer, let own = byIssuer[SETPolicy.issuerScope(issuer)]?[uri], let found = own[reason] ?? own[""] {
+            return found
+        }
+        guard let byReason = rows[uri] else { return [.logOnly] }
+        return byReason[reason] ?? byReason[""] ?? [.logOnly]
     }
 }

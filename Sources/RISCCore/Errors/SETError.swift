@@ -57,6 +57,10 @@ public struct SETError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Members the event log's line adds (never sent to the client): for `invalid_audience`, the
     /// `aud` that arrived, escaped and bounded, so an operator sees which client id was used.
     public var logFields = JSONObject()
+    /// The HTTP status it is answered with: 400 (RFC 8935 §2.3), or 401 for a push without the
+    /// transmitter's `Authorization` (RFC 7235), which then names `challenge` in `WWW-Authenticate`.
+    public var status = 400
+    public var challenge: String?
     public let file: String
     public let line: Int
 

@@ -4,7 +4,8 @@
 /// 202 only after `EventStore.append` returned, so the SET is on disk. Every outcome appends one
 /// line to the event log and one observation to the metrics.
 public struct Intake: Sendable {
-    public let verifier: SETVerifier
+    /// Whom it receives from, by path.
+    public let transmitters: Transmitters
     public let store: any EventStore
     public let log: any EventLog
     public let metrics: (any IntakeMetrics)?
@@ -13,11 +14,20 @@ public struct Intake: Sendable {
     public var rejections: RejectionSampler?
     let clock: @Sendable () -> Double
 
+    /// One transmitter, Google's dialect, on every path the caller routes here.
     public init(
         verifier: SETVerifier, store: any EventStore, log: any EventLog, metrics: (any IntakeMetrics)? = nil,
         clock: @escaping @Sendable () -> Double
     ) {
-        self.verifier = verifier
+        let google = Transmitter(name: "google", dialect: .google, issuer: nil, verifier: verifier)
+        self.init(transmitters: Transmitters([google], sharedPath: nil), store: store, log: log, metrics: metrics, clock: clock)
+    }
+
+    public init(
+        transmitters: Transmitters, store: any EventStore, log: any EventLog, metrics: (any IntakeMetrics)? = nil,
+        clock: @escaping @Sendable () -> Double
+    ) {
+        self.transmitters = transmitters
         self.store = store
         self.log = log
         self.metrics = metrics
@@ -29,11 +39,33 @@ public struct Intake: Sendable {
         public let body: [UInt8]
         public let remoteAddress: String?
         public let contentType: String?
-        public init(body: [UInt8], remoteAddress: String?, contentType: String?) {
+        /// The push path it came to (nil: any transmitter may have sent it, as in `risc replay`).
+        public let path: String?
+        /// Its `Authorization` header, checked against the transmitter's when it has one.
+        public let authorization: String?
+        public init(body: [UInt8], remoteAddress: String?, contentType: String?, path: String? = nil, authorization: String? = nil) {
             self.body = body
             self.remoteAddress = remoteAddress
             self.contentType = contentType
+            self.path = path
+            self.authorization = authorization
         }
+    }
+
+    /// Whose rules a delivery is verified by, its credential checked: the path's one transmitter
+    /// (its `Authorization` checked before the body is read), or of several sharing the path the
+    /// one its unverified `iss` names.
+    func admit(_ delivery: Delivery) throws(SETError) -> (Transmitter, CompactJWS) {
+        let candidates = transmitters.candidates(on: delivery.path)
+        guard candidates.count != 1 else {
+            try candidates[0].authenticate(delivery.authorization)
+            return (candidates[0], try SETVerifier.structure(delivery.body))
+        }
+        guard !candidates.isEmpty else { throw .invalidRequest("no transmitter is configured for this path") }
+        let jws = try SETVerifier.structure(delivery.body)
+        let transmitter = try Transmitters.pick(candidates, jws)
+        try transmitter.authenticate(delivery.authorization)
+        return (transmitter, jws)
     }
 
     /// Receives one delivery.
@@ -66,8 +98,12 @@ public struct Intake: Sendable {
             record["content_type"] = .string(Printable.safe(type, maxBytes: 100))
         }
         let parsed: CompactJWS
+        let verifier: SETVerifier
         do {
-            switch try verifier.verifyWithHeldKey(delivery.body, now: start) {
+            let (transmitter, jws) = try admit(delivery)
+            if transmitters.all.count > 1 { record["transmitter"] = .string(transmitter.name) }
+            verifier = transmitter.verifier
+            switch try verifier.verifyWithHeldKey(parsed: jws, now: start) {
             case .verified(let validated):
                 store(validated, delivery, record, start: start, hop: hop, completion: completion)
                 return

@@ -8,6 +8,8 @@ public struct SETPolicy: Sendable {
     public var issuerAliases: [String]
     /// How far in the future `iat` may be before a warning is attached (never fatal).
     public var clockSkew: Double
+    /// SSF 1.0 §4.1.1: the JWS header must carry `typ` `secevent+jwt` (Google's 2018 dialect may omit it).
+    public var requiresType = false
 
     public init(
         audiences: Set<String>, algorithms: Set<JWSAlgorithm> = JWSAlgorithm.defaultAllowed,
@@ -60,6 +62,7 @@ public struct SETPolicy: Sendable {
     public func validate(_ token: SecurityEventToken, header: JOSEHeader, issuer: String, now: Double) throws(SETError)
         -> [String]
     {
+        if requiresType && header.type == nil { throw .invalidRequest("JWS header has no 'typ': SSF requires secevent+jwt") }
         if let type = header.type {
             let lowered = type.lowercased()
             guard lowered == "secevent+jwt" || lowered == "application/secevent+jwt" else {

@@ -36,22 +36,38 @@ public struct SETVerifier: Sendable {
     /// so the caller finishes it (which may fetch) without parsing it again. Errors before the key
     /// lookup and after it are thrown as in `verify`.
     public func verifyWithHeldKey(_ body: some Collection<UInt8>, now: Double) throws -> HeldKeyAttempt {
-        let jws = try Self.parse(body, policy: policy)
+        try verifyWithHeldKey(parsed: Self.structure(body), now: now)
+    }
+
+    /// As `verifyWithHeldKey(_:now:)`, for a body already split (`structure`): the steps from
+    /// the algorithm allow-list on.
+    public func verifyWithHeldKey(parsed jws: CompactJWS, now: Double) throws -> HeldKeyAttempt {
+        try Self.admit(jws, policy: policy)
         guard let resolved = keys.cachedKey(for: jws.header.keyID ?? "") else { return .keyNotHeld(jws) }
         return .verified(try Self.check(jws, key: resolved, policy: policy, now: now))
     }
 
     /// Steps before the key lookup: parse and the algorithm allow-list.
     public static func parse(_ body: some Collection<UInt8>, policy: SETPolicy) throws(SETError) -> CompactJWS {
+        let jws = try structure(body)
+        try admit(jws, policy: policy)
+        return jws
+    }
+
+    /// The body, trimmed, split into a compact JWS: no rule of any transmitter's yet.
+    public static func structure(_ body: some Collection<UInt8>) throws(SETError) -> CompactJWS {
         let bytes = Array(body)
         let range = trimmedRange(bytes)
         guard !range.isEmpty else { throw .invalidRequest("empty body: expected a compact JWS") }
-        let jws = try CompactJWS(bytes: range.count == bytes.count ? bytes : Array(bytes[range]))
+        return try CompactJWS(bytes: range.count == bytes.count ? bytes : Array(bytes[range]))
+    }
+
+    /// The header's rules before any key is looked up: an allowed `alg` and a `kid`.
+    static func admit(_ jws: CompactJWS, policy: SETPolicy) throws(SETError) {
         try SignatureVerifier.checkAlgorithm(jws.header.algorithm, allowed: policy.algorithms)
         guard let kid = jws.header.keyID, !kid.isEmpty else {
             throw .invalidRequest("JWS header has no 'kid': the signing key cannot be selected")
         }
-        return jws
     }
 
     /// Steps after the key lookup: signature, then claims.

@@ -1,0 +1,127 @@
+import RISCCore
+import RISCServer
+
+extension ReceiverConfiguration {
+    /// The members a transmitter's table takes.
+    static let transmitterMembers: Set<String> = [
+        "dialect", "issuer", "issuer_aliases", "audiences", "algorithms", "discovery_url", "jwks_file", "path", "authorization_file", "actions",
+    ]
+
+    /// `transmitters`: `{"okta": {"issuer": …, "audiences": […], …}}` (in TOML, `[transmitters.okta]`).
+    static var transmittersSetting: Setting {
+        Setting(
+            "transmitters",
+            "transmitters beside Google, by name: {\"okta\": {\"dialect\": \"ssf\", \"issuer\": …, \"audiences\": […], \"path\": …, \"authorization_file\": …, \"actions\": {…}}}; see docs/transmitters.md",
+            read: { layers, c in
+                guard let table = layers.object("transmitters") else { return }
+                for name in table.keys.sorted() {
+                    guard let members = table[name]?.objectValue else {
+                        layers.report("transmitters.\(name): expected a table of settings")
+                        continue
+                    }
+                    if let transmitter = readTransmitter(name, members, table: &c.actionTable, report: { layers.report($0) }) {
+                        c.transmitters.append(transmitter)
+                    }
+                }
+            },
+            value: { c in
+                var object = JSONObject()
+                for transmitter in c.transmitters { object[transmitter.name] = .object(json(transmitter, table: c.actionTable)) }
+                return .object(object)
+            })
+    }
+
+    static func readTransmitter(_ name: String, _ members: JSONObject, table: inout ActionTable, report: (String) -> Void) -> TransmitterSettings? {
+        let key = "transmitters.\(name)"
+        var transmitter = TransmitterSettings(name: name)
+        var fine = true
+        for member in members.keys.sorted() where !transmitterMembers.contains(member) {
+            report("\(key): unknown setting '\(member)' (one of \(transmitterMembers.sorted().joined(separator: ", ")))")
+            fine = false
+        }
+        func string(_ member: String) -> String? {
+            guard let value = members[member], value != .null else { return nil }
+            guard let text = value.stringValue else {
+                report("\(key).\(member): expected a string")
+                fine = false
+                return nil
+            }
+            return text
+        }
+        func strings(_ member: String) -> [String]? {
+            guard let value = members[member], value != .null else { return nil }
+            if let text = value.stringValue { return [text] }
+            guard let items = value.arrayValue, case let texts = items.compactMap(\.stringValue), texts.count == items.count else {
+                report("\(key).\(member): expected a list of strings")
+                fine = false
+                return nil
+            }
+            return texts
+        }
+        if let dialect = string("dialect") {
+            if let known = Transmitter.Dialect(rawValue: dialect) {
+                transmitter.dialect = known
+            } else {
+                report("\(key).dialect must be google or ssf, got '\(dialect)'")
+                fine = false
+            }
+        }
+        transmitter.issuer = string("issuer") ?? ""
+        transmitter.issuerAliases = strings("issuer_aliases") ?? []
+        transmitter.audiences = strings("audiences") ?? []
+        if let algorithms = strings("algorithms") { transmitter.algorithms = algorithms }
+        transmitter.discoveryURL = string("discovery_url")
+        transmitter.jwksFile = string("jwks_file")
+        transmitter.path = string("path")
+        transmitter.authorizationFile = string("authorization_file")
+        if let actions = members["actions"] {
+            guard let rows = actions.objectValue else {
+                report("\(key).actions: expected an object of event type → {reason → [actions]}")
+                return nil
+            }
+            let issuers = ([transmitter.issuer] + transmitter.issuerAliases).filter { !$0.isEmpty }
+            readActionRows(rows, key: "\(key).actions", into: &table, issuers: issuers, report: report)
+        }
+        return fine ? transmitter : nil
+    }
+
+    /// Rows of an action table (`actions.table`, or a transmitter's `actions`) onto `table`, each
+    /// bad one reported: `{"account-disabled": {"hijacking": ["end_sessions", …], "": […]}}`.
+    static func readActionRows(_ rows: JSONObject, key: String, into table: inout ActionTable, issuers: [String] = [], report: (String) -> Void) {
+        for (typeName, byReason) in rows {
+            guard let type = EventType(name: typeName) else {
+                report("\(key): unknown event type '\(typeName)'")
+                continue
+            }
+            guard let reasons = byReason.objectValue else {
+                report("\(key).\(typeName): expected an object of reason → [actions]")
+                continue
+            }
+            for (reason, list) in reasons {
+                let names = list.arrayValue?.compactMap(\.stringValue) ?? []
+                let actions = names.compactMap(Action.init(rawValue:))
+                guard list.arrayValue?.count == names.count, actions.count == names.count, !actions.isEmpty else {
+                    report(
+                        "\(key).\(typeName).\(reason.isEmpty ? "\"\"" : reason): expected a non-empty list of: \(Action.allCases.map(\.rawValue).joined(separator: ", "))")
+                    continue
+                }
+                table.set(type, reason: reason == "default" ? "" : reason, actions: actions, issuers: issuers)
+            }
+        }
+    }
+
+    /// One transmitter as `--print-config` shows it (files by path, never their contents).
+    static func json(_ transmitter: TransmitterSettings, table: ActionTable) -> JSONObject {
+        var object: JSONObject = [
+            "dialect": .string(transmitter.dialect.rawValue), "issuer": .string(transmitter.issuer), "audiences": .strings(transmitter.audiences),
+            "algorithms": .strings(transmitter.algorithms),
+        ]
+        // What is not set is left out (TOML has no null).
+        if let path = transmitter.path { object["path"] = .string(path) }
+        if let file = transmitter.authorizationFile { object["authorization_file"] = .string(file) }
+        if !transmitter.issuerAliases.isEmpty { object["issuer_aliases"] = .strings(transmitter.issuerAliases) }
+        if let file = transmitter.jwksFile { object["jwks_file"] = .string(file) } else { object["discovery_url"] = .string(Redaction.url(transmitter.discovery)) }
+        if let rows = table.byIssuer[SETPolicy.issuerScope(transmitter.issuer)] { object["actions"] = .object(json(rows: rows)) }
+        return object
+    }
+}

@@ -1,0 +1,98 @@
+/// One party that pushes SETs to risc: Google in its 2018 RISC dialect, or any Shared Signals
+/// (SSF 1.0) transmitter, each with its own keys, claim rules and push credential.
+public struct Transmitter: Sendable {
+    /// How its SETs are shaped: `google` (RISC 2018, Google's stream API; `typ` optional) or `ssf`
+    /// (SSF 1.0 / CAEP 1.0; `typ` must be `secevent+jwt`).
+    public enum Dialect: String, Sendable, CaseIterable {
+        case google, ssf
+    }
+
+    /// The issuer Google's discovery document names.
+    public static let googleIssuer = "https://accounts.google.com"
+
+    /// Its name in the configuration, the event log and metrics.
+    public let name: String
+    public let dialect: Dialect
+    /// The issuer the unverified `iss` is matched against when several transmitters share a path
+    /// (nil: whatever its discovery document names; it then takes what no other claims); the
+    /// verified `iss` must equal the key set's issuer all the same.
+    public let issuer: String?
+    public let verifier: SETVerifier
+    /// Its own push path; nil: the shared events path.
+    public let path: String?
+    /// SHA-256 of the whole `Authorization` value risc gave it for pushes; nil: none asked.
+    let authorizationDigest: [UInt8]?
+    /// The scheme of that value (`Bearer`), for `WWW-Authenticate` on a 401.
+    let authorizationScheme: String?
+
+    public init(name: String, dialect: Dialect, issuer: String?, verifier: SETVerifier, path: String? = nil, authorization: String? = nil) {
+        self.name = name
+        self.dialect = dialect
+        self.issuer = issuer
+        self.verifier = verifier
+        self.path = path
+        authorizationDigest = authorization.map { SHA256.hash(Array($0.utf8)) }
+        authorizationScheme = authorization.flatMap { $0.split(separator: " ").first.map(String.init) }
+    }
+
+    /// Whether it may name `claimed` as its `iss` (its issuer or an alias, one trailing `/` apart).
+    public func claims(issuer claimed: String) -> Bool {
+        issuer.map { SETPolicy.issuerMatches(claimed, $0) } == true || verifier.policy.issuerAliases.contains { SETPolicy.issuerMatches(claimed, $0) }
+    }
+
+    /// RFC 8935 §2.3 and RFC 7235: a push without the `Authorization` value risc gave this
+    /// transmitter, or with another, is 401 `authentication_failed`. Compared as SHA-256 digests in
+    /// constant time, so neither the value nor its length leaks through timing.
+    public func authenticate(_ header: String?) throws(SETError) {
+        guard let authorizationDigest else { return }
+        guard let header, TokenFingerprint.constantTimeEquals(SHA256.hash(Array(header.utf8)), authorizationDigest) else {
+            var error = SETError(.authenticationFailed, header == nil ? "no Authorization header" : "the Authorization header is not the one this endpoint expects")
+            error.status = 401
+            error.challenge = authorizationScheme ?? "Bearer"
+            throw error
+        }
+    }
+}
+
+/// The transmitters risc receives from, by push path: each path serves one transmitter, or
+/// several that share it, told apart by the unverified `iss` (used only to choose keys).
+public struct Transmitters: Sendable {
+    public let all: [Transmitter]
+    /// Those with a push path of their own, by path.
+    private let byPath: [String: [Transmitter]]
+    /// Those served on the shared events path.
+    private let shared: [Transmitter]
+    /// The shared events path; nil: whatever path the caller routes to the intake.
+    public let sharedPath: String?
+
+    public init(_ all: [Transmitter], sharedPath: String?) {
+        self.all = all
+        self.sharedPath = sharedPath
+        byPath = Dictionary(grouping: all.filter { $0.path != nil }, by: { $0.path ?? "" })
+        shared = all.filter { $0.path == nil }
+    }
+
+    /// Whether `path` is one that receives SETs.
+    public func serves(_ path: Substring) -> Bool {
+        byPath[String(path)] != nil || (!shared.isEmpty && (sharedPath.map { path == $0 } ?? false))
+    }
+
+    /// The transmitters served on `path` (nil: every one, as for `risc replay`).
+    public func candidates(on path: String?) -> [Transmitter] {
+        guard let path else { return all }
+        if let own = byPath[path] { return own }
+        return sharedPath == nil || path == sharedPath ? shared : []
+    }
+
+    /// Which of several transmitters sharing a path sent `jws`, by its unverified `iss`: only to
+    /// choose whose keys and rules verify it. An `iss` naming none of them is `invalid_issuer`
+    /// (the description names no configured issuer: the caller is not authenticated yet).
+    public static func pick(_ candidates: [Transmitter], _ jws: CompactJWS) throws(SETError) -> Transmitter {
+        guard let payload = try? JSONParser.parseObject(jws.payload) else { throw .invalidRequest("JWS payload is not a JSON object") }
+        guard let issuer = payload["iss"]?.stringValue else { throw SETError(.invalidIssuer, "no 'iss' claim") }
+        guard let transmitter = candidates.first(where: { $0.claims(issuer: issuer) }) ?? candidates.first(where: { $0.issuer == nil }) else {
+            throw SETError(.invalidIssuer, "'iss' names no transmitter this endpoint receives from")
+        }
+        return transmitter
+    }
+}

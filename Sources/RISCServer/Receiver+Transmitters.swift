@@ -1,0 +1,67 @@
+import Foundation
+import Logging
+import RISCClient
+import RISCCore
+
+extension Receiver {
+    /// One transmitter's keys: a pinned JWK Set, or a cache of its discovery document's JWKS kept
+    /// in the data directory (`jwks-cache.json` for Google, `jwks-cache-NAME.json` for the others).
+    struct TransmitterKeys {
+        let provider: any KeyProvider
+        let source: KeySetSource
+        let cache: JWKSCache?
+    }
+
+    static func keys(
+        jwksFile: String?, issuer: String, jwks: JWKSConfiguration, cacheFile: String, configuration: ReceiverConfiguration, logger: Logger, setting: String
+    ) throws -> TransmitterKeys {
+        if let file = jwksFile {
+            guard let data = FileManager.default.contents(atPath: file) else { throw ConfigurationError(problems: ["\(setting): cannot read \(file)"]) }
+            let provider = StaticKeyProvider(keys: try JWKSet(json: Array(data)), issuer: issuer)
+            return TransmitterKeys(provider: provider, source: .pinned(provider), cache: nil)
+        }
+        var jwks = jwks
+        jwks.persistencePath = (configuration.dataDirectory as NSString).appendingPathComponent(cacheFile)
+        let cache = JWKSCache(configuration: jwks, logger: logger)
+        return TransmitterKeys(provider: cache, source: .cache(cache), cache: cache)
+    }
+
+    /// Google (from the top-level settings, unless only other transmitters are configured) and
+    /// each configured transmitter, with their keys, in the configuration's order.
+    static func transmitters(_ configuration: ReceiverConfiguration, logger: Logger) throws -> [(Transmitter, TransmitterKeys)] {
+        var built: [(Transmitter, TransmitterKeys)] = []
+        if configuration.hasGoogle {
+            let issuer = configuration.issuer ?? DiscoveryDocument.googleIssuer
+            let keys = try keys(
+                jwksFile: configuration.jwksFile, issuer: issuer, jwks: configuration.jwksConfiguration, cacheFile: "jwks-cache.json", configuration: configuration,
+                logger: logger, setting: "jwks_file")
+            let google = Transmitter(
+                name: "google", dialect: .google, issuer: configuration.issuer ?? configuration.jwksConfiguration.expectedIssuer,
+                verifier: SETVerifier(policy: configuration.policy, keys: keys.provider))
+            built.append((google, keys))
+        }
+        for settings in configuration.transmitters {
+            // Its own discovery and issuer, the cache's timings of the receiver's.
+            var jwks = JWKSConfiguration(discoveryURL: settings.discovery, expectedIssuer: settings.issuer)
+            let timings = configuration.jwksConfiguration
+            (jwks.minimumTTL, jwks.maximumTTL, jwks.unknownKeyCooldown) = (timings.minimumTTL, timings.maximumTTL, timings.unknownKeyCooldown)
+            (jwks.maximumStaleness, jwks.failureRetryInterval) = (timings.maximumStaleness, timings.failureRetryInterval)
+            let keys = try keys(
+                jwksFile: settings.jwksFile, issuer: settings.issuer, jwks: jwks, cacheFile: "jwks-cache-\(settings.name).json", configuration: configuration,
+                logger: logger, setting: "transmitters.\(settings.name).jwks_file")
+            var policy = settings.policy
+            policy.clockSkew = configuration.clockSkew
+            let authorization = try settings.authorizationFile.map {
+                String(decoding: try readSecret($0, setting: "transmitters.\(settings.name).authorization_file"), as: UTF8.self)
+            }
+            if let authorization, authorization.isEmpty || authorization.contains(where: { $0.isNewline }) {
+                throw ConfigurationError(problems: ["transmitters.\(settings.name).authorization_file: must hold one non-empty line (the whole Authorization value)"])
+            }
+            let transmitter = Transmitter(
+                name: settings.name, dialect: settings.dialect, issuer: settings.issuer, verifier: SETVerifier(policy: policy, keys: keys.provider),
+                path: settings.path == configuration.eventsPath ? nil : settings.path, authorization: authorization)
+            built.append((transmitter, keys))
+        }
+        return built
+    }
+}

@@ -1,0 +1,109 @@
+import Foundation
+public import RISCClient
+public import RISCCore
+
+/// One named transmitter beside Google (`transmitters.NAME.*`): an SSF 1.0 transmitter (Okta,
+/// Oracle, SailPoint, Keycloak, …) or another in Google's dialect. Its keys come from its own
+/// discovery document (or a pinned JWK Set), its SETs are checked against its own audiences and
+/// algorithms, its pushes may be required to carry an `Authorization` value, and it may override
+/// rows of the action table.
+public struct TransmitterSettings: Sendable {
+    public var name: String
+    public var dialect: Transmitter.Dialect = .ssf
+    /// The issuer its discovery document and SETs name (required).
+    public var issuer = ""
+    public var issuerAliases: [String] = []
+    /// The `aud` values risc accepts from it (required).
+    public var audiences: [String] = []
+    public var algorithms: [String] = ["RS256"]
+    /// Its discovery document; nil: the issuer's well-known one (`ssf-configuration`, or
+    /// `risc-configuration` in Google's dialect), inserted between host and path (SSF §6.2.1).
+    public var discoveryURL: String?
+    /// A pinned JWK Set file instead of discovery.
+    public var jwksFile: String?
+    /// Its own push path; nil: the shared `events_path`, where it is told apart by `iss`.
+    public var path: String?
+    /// A file holding the whole `Authorization` header value risc gave it for pushes (`Bearer …`);
+    /// nil: pushes carry none.
+    public var authorizationFile: String?
+
+    public init(name: String) { self.name = name }
+
+    /// The discovery document's URL, given or derived from the issuer.
+    public var discovery: String {
+        discoveryURL ?? Self.wellKnown(issuer: issuer, document: dialect == .ssf ? "ssf-configuration" : "risc-configuration")
+    }
+
+    /// `https://tr.example.com/issuer1` → `https://tr.example.com/.well-known/ssf-configuration/issuer1`.
+    public static func wellKnown(issuer: String, document: String) -> String {
+        guard let schemeEnd = issuer.range(of: "://") else { return issuer }
+        let afterScheme = issuer[schemeEnd.upperBound...]
+        let slash = afterScheme.firstIndex(of: "/") ?? afterScheme.endIndex
+        var path = String(afterScheme[slash...])
+        if path.hasSuffix("/") { path.removeLast() }
+        return String(issuer[..<slash]) + "/.well-known/" + document + path
+    }
+
+    public var policy: SETPolicy {
+        var policy = SETPolicy(audiences: Set(audiences), algorithms: Set(algorithms.map(JWSAlgorithm.init(rawValue:))), issuerAliases: issuerAliases)
+        policy.requiresType = dialect == .ssf
+        return policy
+    }
+
+    /// Names are what the log, metrics and file names carry: short, plain.
+    static func isValidName(_ name: String) -> Bool {
+        !name.isEmpty && name.count <= 40 && name.utf8.allSatisfy { (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2D || $0 == 0x5F }
+    }
+
+    /// Problems with this one transmitter's settings, each naming its key.
+    func problems(reserved: [String]) -> [String] {
+        let key = "transmitters.\(name)"
+        var problems: [String] = []
+        if !Self.isValidName(name) { problems.append("\(key): a transmitter's name is 1–40 of a-z, 0-9, '-' and '_'") }
+        if issuer.isEmpty {
+            problems.append("\(key).issuer is required")
+        } else if let refusal = URLPolicy().refusal(for: issuer) {
+            problems.append("\(key).issuer: \(refusal)")
+        }
+        problems += policy.problems.map { "\(key).audiences, algorithms: \($0)" }
+        if jwksFile == nil, let refusal = URLPolicy().refusal(for: discovery) { problems.append("\(key).discovery_url: \(refusal)") }
+        if let path {
+            if !path.hasPrefix("/") { problems.append("\(key).path must start with '/', got '\(path)'") }
+            if reserved.contains(path) { problems.append("\(key).path must differ from linking.revocation_path and the notice documents' paths") }
+        }
+        return problems
+    }
+}
+
+extension ReceiverConfiguration {
+    /// Problems across the transmitters: names, shared paths, Google's own settings.
+    var transmitterProblems: [String] {
+        var problems: [String] = []
+        let reserved =
+            [linkingRevocationPath].compactMap { $0 }
+            + (noticeIssuer.map { [UnlinkNotices.discoveryURL(issuer: $0), UnlinkNotices.jwksURL(issuer: $0)].map(UnlinkNotices.path(of:)) } ?? [])
+        var names: Set<String> = hasGoogle ? ["google"] : []
+        var issuersByPath: [String: [String]] = [:]
+        if hasGoogle { issuersByPath[eventsPath] = [SETPolicy.issuerScope(issuer ?? DiscoveryDocument.googleIssuer)] }
+        for transmitter in transmitters {
+            problems += transmitter.problems(reserved: reserved)
+            if !names.insert(transmitter.name).inserted {
+                problems.append(
+                    transmitter.name == "google"
+                        ? "transmitters.google: Google is configured by the top-level audiences, issuer and discovery_url; name this transmitter otherwise"
+                        : "transmitters: the name '\(transmitter.name)' is used twice")
+            }
+            let path = transmitter.path ?? eventsPath
+            let scope = SETPolicy.issuerScope(transmitter.issuer)
+            if issuersByPath[path, default: []].contains(scope) {
+                problems.append("transmitters.\(transmitter.name): another transmitter on \(path) has the issuer \(transmitter.issuer); they cannot be told apart")
+            }
+            issuersByPath[path, default: []].append(scope)
+        }
+        return problems
+    }
+
+    /// Whether Google is a transmitter: always without `transmitters`, and beside them when
+    /// `audiences` names our client IDs.
+    public var hasGoogle: Bool { transmitters.isEmpty || !audiences.isEmpty }
+}

@@ -1,0 +1,154 @@
+import Foundation
+import RISCClient
+import RISCCore
+import RISCServer
+import RISCTestKit
+import Testing
+
+/// Issue 29: transmitters beside Google, as configuration.
+@Suite("transmitters beside Google", .serialized)
+struct TransmitterTests {
+    static let oktaAudience = "https://risc.example.com/okta"
+
+    /// An SSF transmitter on loopback with a key of its own (ES256), and what signs its SETs.
+    struct SSFTransmitter {
+        let issuer: LocalIssuer
+        let factory: SETFactory
+
+        init() throws {
+            let key = try PrivateKey.generate(.ec(curve: "P-256"))
+            let jwk = key.publicKey.jwk(keyID: "okta-1", algorithm: .es256)
+            issuer = try LocalIssuer(jwks: JSONValue.object(["keys": .array([.object(jwk)])]).serialized)
+            factory = SETFactory(issuer: issuer.baseURL, audience: TransmitterTests.oktaAudience, signer: JWSSigner(key: key, algorithm: .es256, keyID: "okta-1"))
+        }
+
+        /// A CAEP session-revoked SET about `email`, typed as SSF requires unless told otherwise.
+        func token(jti: String = UUID().uuidString, typed: Bool = true, edit: (inout JSONObject) -> Void = { _ in }) throws -> String {
+            var claims = factory.claims(type: .sessionRevoked, subject: nil, jti: jti)
+            claims["sub_id"] = ["format": "email", "email": "ada@example.com"]
+            edit(&claims)
+            return try factory.sign(claims, header: typed ? ["typ": "secevent+jwt"] : JSONObject())
+        }
+
+        func settings(_ edit: (inout TransmitterSettings) -> Void = { _ in }) -> TransmitterSettings {
+            var settings = TransmitterSettings(name: "okta")
+            settings.issuer = issuer.baseURL
+            settings.audiences = [TransmitterTests.oktaAudience]
+            settings.algorithms = ["ES256"]
+            edit(&settings)
+            return settings
+        }
+    }
+
+    static func error(_ response: HTTPResponse) -> String? {
+        (try? JSONParser.parseObject(response.body))?["err"]?.stringValue
+    }
+
+    @Test("on the shared path each SET is verified by the transmitter its iss names; SSF requires typ")
+    func sharedPath() async throws {
+        let okta = try SSFTransmitter()
+        // Google's issuer named, as its own discovery document gives it: an iss naming neither is refused as such.
+        let google = try LocalIssuer(jwks: String(decoding: ServerHarness.keys.jwksData, as: UTF8.self))
+        let harness = try ServerHarness(issuer: google) {
+            $0.issuer = google.baseURL
+            $0.transmitters = [okta.settings()]
+        }
+        try await harness.start()
+        // Google's, as ever; Okta's by its own keys (found through its ssf-configuration).
+        #expect(try await harness.post(try harness.token(jti: "google-1")).status == 202)
+        let accepted = try await harness.post(try okta.token(jti: "okta-1"))
+        #expect(accepted.status == 202, "\(String(decoding: accepted.body, as: UTF8.self))")
+        #expect(okta.issuer.requests(to: "/.well-known/ssf-configuration") >= 1)
+        let line = try #require(harness.eventLogLines.first { $0["jti"] == "okta-1" && $0["step"] == "received" })
+        #expect(line["transmitter"] == "okta" && line["outcome"] == "accepted")
+        #expect(harness.eventLogLines.first { $0["jti"] == "google-1" && $0["step"] == "received" }?["transmitter"] == "google")
+
+        // SSF: no typ is refused; Google's dialect still takes a SET without one (the first above).
+        let untyped = try await harness.post(try okta.token(jti: "okta-untyped", typed: false))
+        #expect(untyped.status == 400 && Self.error(untyped) == "invalid_request")
+        // An iss naming no transmitter, and one naming Okta with Google's audience.
+        let stranger = try await harness.post(try okta.token { $0["iss"] = "https://idp.example.net" })
+        #expect(stranger.status == 400 && Self.error(stranger) == "invalid_issuer")
+        #expect(!String(decoding: stranger.body, as: UTF8.self).contains(okta.issuer.baseURL))
+        let wrongAudience = try await harness.post(try okta.token { $0["aud"] = .string(SETFactory.defaultAudience) })
+        #expect(wrongAudience.status == 400 && Self.error(wrongAudience) == "invalid_audience")
+        // A SET naming Okta but signed with Google's key: Okta's keys do not have it.
+        let borrowed = try await harness.post(try harness.token { $0["iss"] = .string(okta.issuer.baseURL) })
+        #expect(borrowed.status == 400 && Self.error(borrowed) != nil)
+
+        // Readiness names each transmitter's key set.
+        let ready = try JSONParser.parseObject(try await harness.get(harness.adminURL + "/readyz").body)
+        #expect(ready["transmitters"]?.objectValue?["okta"]?.objectValue?["usable"] == true)
+        #expect(ready["transmitters"]?.objectValue?["google"]?.objectValue?["usable"] == true)
+        try await harness.stop()
+        harness.issuer.stop()
+        okta.issuer.stop()
+    }
+
+    @Test("a transmitter on a path of its own must push with the Authorization value risc gave it: else 401")
+    func ownPathAndAuthorization() async throws {
+        let okta = try SSFTransmitter()
+        let secretFile = FileManager.default.temporaryDirectory.appendingPathComponent("okta-push-\(UUID().uuidString)").path
+        try "Bearer push-credential-0123456789\n".write(toFile: secretFile, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: secretFile)
+        let harness = try ServerHarness {
+            $0.transmitters = [
+                okta.settings {
+                    $0.path = "/events/okta"
+                    $0.authorizationFile = secretFile
+                }
+            ]
+        }
+        try await harness.start()
+        let token = try okta.token(jti: "okta-own")
+        for authorization in [nil, "Bearer push-credential-012345678", "Bearer push-credential-0123456789x", "bearer push-credential-0123456789"] {
+            let refused = try await harness.post(token, path: "/events/okta", headers: authorization.map { [("Authorization", $0)] } ?? [])
+            #expect(refused.status == 401, "\(authorization ?? "none")")
+            #expect(Self.error(refused) == "authentication_failed")
+            #expect(refused.header("www-authenticate") == "Bearer" && refused.header("content-type") == "application/json")
+        }
+        let refusal = try #require(harness.eventLogLines.last { $0["err"] == "authentication_failed" })
+        #expect(!JSONValue.object(refusal).serialized.contains("push-credential"))
+        let accepted = try await harness.post(token, path: "/events/okta", headers: [("Authorization", "Bearer push-credential-0123456789")])
+        #expect(accepted.status == 202)
+        // Each path serves its own: Okta's SET on Google's path is Google's to judge, and the reverse.
+        #expect(try await harness.post(try okta.token(), path: "/events").status == 400)
+        let googleOnOkta = try await harness.post(try harness.token(), path: "/events/okta", headers: [("Authorization", "Bearer push-credential-0123456789")])
+        #expect(googleOnOkta.status == 400)
+        #expect(try await harness.post(try harness.token(), path: "/events").status == 202)
+        try await harness.stop()
+        harness.issuer.stop()
+        okta.issuer.stop()
+        try? FileManager.default.removeItem(atPath: secretFile)
+    }
+
+    @Test("with only other transmitters configured there is no Google, and the shared path takes theirs")
+    func withoutGoogle() async throws {
+        let okta = try SSFTransmitter()
+        let harness = try ServerHarness {
+            $0.audiences = []
+            $0.transmitters = [okta.settings()]
+        }
+        try await harness.start()
+        #expect(try await harness.post(try okta.token()).status == 202)
+        #expect(try await harness.post(try harness.token()).status == 400)
+        try await harness.stop()
+        harness.issuer.stop()
+        okta.issuer.stop()
+    }
+
+    @Test("a transmitter's action rows answer for its SETs only")
+    func actionRows() async throws {
+        let okta = try SSFTransmitter()
+        var table = ActionTable.default
+        table.set(.sessionsRevoked, reason: "", actions: [.flagForReview], issuers: [okta.issuer.baseURL + "/"])
+        let google = SETFactory(signer: ServerHarness.keys.entry(for: .rs256)!.signer)
+        func plan(_ factory: SETFactory) throws -> [Action] {
+            let claims = factory.claims(type: .sessionsRevoked, subject: factory.accountSubject("1"))
+            return ActionPlan.plan(for: try SecurityEventToken(payload: Array(JSONValue.object(claims).serialized.utf8)), table: table).steps[0].actions
+        }
+        #expect(try plan(okta.factory) == [.flagForReview])
+        #expect(try plan(google) == [.endSessions])
+        okta.issuer.stop()
+    }
+}
