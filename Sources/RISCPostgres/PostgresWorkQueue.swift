@@ -359,21 +359,24 @@ struct PostgresActionApplier {
         return nil
     }
 
-    private static func bindings(_ values: any PostgresEncodable & Sendable...) throws -> PostgresBindings {
+    /// `values`, then `more` (the optional ones a statement was given).
+    private static func bindings(_ values: any PostgresEncodable & Sendable..., then more: [String] = []) throws -> PostgresBindings {
         var binds = PostgresBindings()
         for value in values { try binds.append(value) }
+        for value in more { try binds.append(value) }
         return binds
     }
 
     /// Runs one primitive; the rows it changed.
     private func execute(_ primitive: AccountActions.Primitive, now: Double) async throws -> Int {
         switch primitive {
-        case .endSessions(let account, let createdBy, let googleOnly, let reason):
+        case .endSessions(let account, let createdBy, let googleOnly, let reason, let sessionID):
             try await count(
                 PostgresQuery(
                     unsafeSQL: """
                         UPDATE sessions SET ended_at = $1, ended_reason = $2 WHERE account_id = $3 AND ended_at IS NULL AND created_at <= $4
-                        """ + (googleOnly ? " AND via_google = 1" : "") + " RETURNING id", binds: try Self.bindings(now, reason, account, createdBy)))
+                        """ + (googleOnly ? " AND via_google = 1" : "") + (sessionID == nil ? "" : " AND session_id = $5") + " RETURNING id",
+                    binds: try Self.bindings(now, reason, account, createdBy, then: sessionID.map { [$0] } ?? [])))
         case .revokeTokens(let account, let kind, let reason):
             try await count(
                 """

@@ -90,9 +90,12 @@ public final class Receiver: Sendable {
         keys = transmitters[0].1.provider
         keySource = transmitters.count == 1 ? transmitters[0].1.source : .combined(transmitters.map { ($0.0.name, $0.1.source) })
         caches = transmitters.compactMap(\.1.cache)
-        let intake = Intake(
+        var intake = Intake(
             transmitters: Transmitters(transmitters.map(\.0), sharedPath: configuration.eventsPath), store: storage.events, log: log, metrics: metrics,
             clock: { Date().timeIntervalSince1970 })
+        // SSF verification events are matched against the requests risc made (only SSF
+        // transmitters' are refused `invalid_state`; Google's are logged as before).
+        if transmitters.contains(where: { $0.0.dialect == .ssf }) { intake.verifications = try storage.store.verifications() }
         let adminRouter = Router(context: RISCRequestContext.self)
         let storeSampler = StoreSampler(store: storage.health, interval: configuration.healthSampleInterval)
         self.storeSampler = storeSampler

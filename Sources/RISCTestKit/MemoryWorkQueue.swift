@@ -25,7 +25,7 @@ public final class MemoryWorkQueue: WorkQueue, Sendable {
         public let subject: String
         public var email: String?
         /// Sessions: when each was opened, whether through Google, and when it ended.
-        public var sessions: [(createdAt: Double, viaGoogle: Bool, endedAt: Double?)] = []
+        public var sessions: [(id: String, createdAt: Double, viaGoogle: Bool, endedAt: Double?)] = []
         /// Tokens: kind, fingerprints, whether revoked.
         public var tokens: [(id: Int64, kind: TokenKind, hash: String, prefixMAC: String, revoked: Bool)] = []
         public var flags: [AccountActions.AccessFlag: Bool] = [.googleSignIn: true, .emailRecovery: true]
@@ -70,7 +70,7 @@ public final class MemoryWorkQueue: WorkQueue, Sendable {
     ) {
         state.withLock { state in
             var account = Account(id: Int64(state.accounts.count + 1), issuer: issuer, subject: subject, email: email)
-            account.sessions = Array(repeating: (now, true, nil), count: sessions)
+            account.sessions = (0..<sessions).map { ("s-\($0 + 1)", now, true, nil) }
             for (kind, token) in googleTokens.map({ (TokenKind.googleRefresh, $0) }) + linkedTokens.map({ (TokenKind.linked, $0) }) {
                 account.tokens.append(
                     (
@@ -186,11 +186,13 @@ public final class MemoryWorkQueue: WorkQueue, Sendable {
             return body(&accounts[index])
         }
         switch primitive {
-        case .endSessions(let id, let createdBy, let googleOnly, _):
+        case .endSessions(let id, let createdBy, let googleOnly, _, let sessionID):
             return changing(id) { account in
                 var n = 0
                 for index in account.sessions.indices
-                where account.sessions[index].endedAt == nil && account.sessions[index].createdAt <= createdBy && (!googleOnly || account.sessions[index].viaGoogle) {
+                where account.sessions[index].endedAt == nil && account.sessions[index].createdAt <= createdBy && (!googleOnly || account.sessions[index].viaGoogle)
+                    && (sessionID == nil || account.sessions[index].id == sessionID)
+                {
                     account.sessions[index].endedAt = createdBy
                     n += 1
                 }

@@ -204,6 +204,40 @@ struct StorePortTests {
         try await f.close()
     }
 
+    @Test("issue 29: CAEP session-revoked ends the session its complex subject names, every session when it names none, none when it cannot be placed", arguments: Backend.allCases)
+    func endNamedSession(_ backend: Backend) async throws {
+        let f = try await Fixture.open(backend)
+        let now = Date().timeIntervalSince1970
+        for user in ["alice", "bob", "carol", "dave"] {
+            _ = try await f.accounts.link(AccountLink(subject: user, userID: "u-\(user)", sessions: ["s1", "s2", "s3"]), now: 1_000)
+        }
+        func revoke(_ user: String, session: JSONValue?, jti: String) async throws {
+            var subject: JSONObject = ["user": Self.user(user)]
+            if let session { subject["session"] = session }
+            _ = try await f.events.append(
+                try await Self.factory.storedRecord(type: .sessionRevoked, subject: .object(subject), jti: jti, iat: now - 1, keys: try Self.keys.jwks, receivedAt: now))
+        }
+        try await revoke("alice", session: ["format": "opaque", "id": "s2"], jti: "caep-alice")
+        try await revoke("bob", session: nil, jti: "caep-bob")
+        try await revoke("carol", session: ["format": "email", "email": "carol@example.com"], jti: "caep-carol")
+        try await revoke("dave", session: ["format": "opaque", "id": "ALL"], jti: "caep-dave")
+        let log = MemoryEventLog()
+        let worker = QueueWorker(queue: f.queue, settings: .init(owner: "test"), log: log, logger: Self.logger)
+        while try await worker.processDue() > 0 {}
+        func open(_ user: String) async throws -> Int { try #require(try await f.accounts.accounts(subject: user).first).openSessions }
+        #expect(try await open("alice") == 2)
+        // Alice's s2 ended with Bob's and Dave's; her s1 and s3 did not.
+        #expect(try await f.count("SELECT count(*) FROM sessions WHERE session_id = 's2' AND ended_at IS NOT NULL") == 3)
+        #expect(try await f.count("SELECT count(*) FROM sessions WHERE session_id = 's1' AND ended_at IS NOT NULL") == 2)
+        #expect(try await open("bob") == 0)
+        #expect(try await open("carol") == 3)
+        #expect(try await open("dave") == 0)
+        let results = log.lines.withLock { $0.compactMap { line in line["actions"]?.arrayValue?.compactMap { $0.objectValue?["result"]?.stringValue } }.flatMap { $0 } }
+        #expect(results.contains("ended the named session") && results.contains(ActionOutcome.sessionUnplaced), "\(results)")
+        #expect(!log.lines.withLock { $0.contains { JSONValue.object($0).serialized.contains("\"s2\"") } }, "a session id is never logged")
+        try await f.close()
+    }
+
     @Test("work queue: a live lease is not taken; an expired one is rescued and finished by another; the old holder's late finish or failure changes nothing", arguments: Backend.allCases)
     func leaseRescue(_ backend: Backend) async throws {
         let f = try await Fixture.open(backend)

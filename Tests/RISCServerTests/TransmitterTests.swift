@@ -2,6 +2,7 @@ import Foundation
 import RISCClient
 import RISCCore
 import RISCServer
+import RISCStorage
 import RISCTestKit
 import Testing
 
@@ -28,6 +29,13 @@ struct TransmitterTests {
             claims["sub_id"] = ["format": "email", "email": "ada@example.com"]
             edit(&claims)
             return try factory.sign(claims, header: typed ? ["typ": "secevent+jwt"] : JSONObject())
+        }
+
+        /// An SSF verification SET about stream `stream`, echoing `state` when given.
+        func verification(state: String?, stream: String = "stream-1", jti: String = UUID().uuidString) throws -> String {
+            var claims = factory.claims(type: .ssfVerification, subject: nil, extra: state.map { ["state": .string($0)] } ?? JSONObject(), jti: jti)
+            claims["sub_id"] = ["format": "opaque", "id": .string(stream)]
+            return try factory.sign(claims, header: ["typ": "secevent+jwt"])
         }
 
         func settings(_ edit: (inout TransmitterSettings) -> Void = { _ in }) -> TransmitterSettings {
@@ -122,6 +130,31 @@ struct TransmitterTests {
         try? FileManager.default.removeItem(atPath: secretFile)
     }
 
+    @Test("an SSF verification echoing a state risc did not ask for is refused invalid_state; one without state, or with a state asked for (behind queued events too), gets 202")
+    func verificationState() async throws {
+        let okta = try SSFTransmitter()
+        let harness = try ServerHarness { $0.transmitters = [okta.settings()] }
+        try await harness.start()
+        let refused = try await harness.post(try okta.verification(state: "never-asked", jti: "v-unasked"))
+        #expect(refused.status == 400 && Self.error(refused) == "invalid_state" && refused.header("content-language") == "en")
+        #expect(try await harness.post(try okta.verification(state: nil, jti: "v-unsolicited")).status == 202)
+        try await harness.receiver.storage.store.verifications().request(state: "asked-7", apiBase: okta.issuer.baseURL, now: Date().timeIntervalSince1970)
+        for index in 0..<3 { #expect(try await harness.post(try okta.token(jti: "queued-\(index)")).status == 202) }
+        #expect(try await harness.post(try okta.verification(state: "asked-7", jti: "v-asked")).status == 202)
+        // A redelivery of the same SET is still 202.
+        #expect(try await harness.post(try okta.verification(state: "asked-7", jti: "v-asked")).status == 202)
+        let matched = { harness.eventLogLines.contains { $0["step"] == "verification" && $0["jti"] == "v-asked" && $0["outcome"] == "matched" } }
+        _ = await waitWhile { !matched() }
+        #expect(matched(), "\(harness.eventLogLines.filter { $0["step"] == "verification" })")
+        #expect(harness.eventLogLines.contains { $0["jti"] == "v-unasked" && $0["err"] == "invalid_state" })
+        // Google's dialect is as before: an unrequested state is accepted and logged as such.
+        #expect(
+            try await harness.post(try harness.token(jti: "g-verify", type: .verification) { claims in claims["events"] = .object([EventType.verification.uri: ["state": "unasked"]]) }).status == 202)
+        try await harness.stop()
+        harness.issuer.stop()
+        okta.issuer.stop()
+    }
+
     @Test("with only other transmitters configured there is no Google, and the shared path takes theirs")
     func withoutGoogle() async throws {
         let okta = try SSFTransmitter()
@@ -150,5 +183,34 @@ struct TransmitterTests {
         #expect(try plan(okta.factory) == [.flagForReview])
         #expect(try plan(google) == [.endSessions])
         okta.issuer.stop()
+    }
+
+    @Test("CAEP events by default: session-revoked ends the named session; the member that says what changed is the reason column")
+    func caepDefaults() throws {
+        let factory = SETFactory(signer: ServerHarness.keys.entry(for: .rs256)!.signer)
+        func actions(_ type: EventType, _ extra: JSONObject = JSONObject()) throws -> [Action] {
+            let claims = factory.claims(type: type, subject: ["format": "email", "email": "ada@example.com"], extra: extra)
+            return ActionPlan.plan(for: try SecurityEventToken(payload: Array(JSONValue.object(claims).serialized.utf8)), table: .default).steps[0].actions
+        }
+        #expect(try actions(.sessionRevoked) == [.endSession])
+        #expect(try actions(.credentialChange, ["credential_type": "password", "change_type": "update"]) == [.heightenMonitoring])
+        #expect(try actions(.deviceComplianceChange, ["current_status": "not-compliant", "previous_status": "compliant"]) == [.heightenMonitoring])
+        #expect(try actions(.deviceComplianceChange, ["current_status": "compliant", "previous_status": "not-compliant"]) == [.logOnly])
+        #expect(try actions(.riskLevelChange, ["current_level": "high", "previous_level": "low"]) == [.heightenMonitoring])
+        #expect(try actions(.tokenClaimsChange, ["claims": ["role": "ro-admin"]]) == [.logOnly])
+        var table = ActionTable.default
+        table.set(.deviceComplianceChange, reason: "not-compliant", actions: [.endSession])
+        let claims = factory.claims(type: .deviceComplianceChange, subject: ["format": "email", "email": "a@example.com"], extra: ["current_status": "not-compliant"])
+        let plan = ActionPlan.plan(for: try SecurityEventToken(payload: Array(JSONValue.object(claims).serialized.utf8)), table: table)
+        #expect(plan.steps[0].actions == [.endSession] && plan.steps[0].recordedReason == "device-compliance-change:not-compliant")
+        // The ordering rule's clock: toe, else CAEP's event_timestamp, else iat.
+        var timed = factory.claims(type: .sessionRevoked, subject: ["format": "email", "email": "a@example.com"], extra: ["event_timestamp": 1_700_000_000], iat: 1_800_000_000)
+        func time(_ claims: JSONObject) throws -> Double {
+            ActionPlan.plan(for: try SecurityEventToken(payload: Array(JSONValue.object(claims).serialized.utf8)), table: .default).eventTime
+        }
+        #expect(try time(timed) == 1_700_000_000)
+        timed["toe"] = 1_600_000_000
+        #expect(try time(timed) == 1_600_000_000)
+        #expect(try time(factory.claims(type: .sessionRevoked, subject: ["format": "email", "email": "a@example.com"], iat: 1_800_000_000)) == 1_800_000_000)
     }
 }

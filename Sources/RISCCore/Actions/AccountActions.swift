@@ -49,8 +49,9 @@ public enum AccountActions {
 
     /// What a store does to an account, in its own transaction; each returns the rows it changed.
     public enum Primitive: Sendable, Equatable {
-        /// End the open sessions created at or before `createdBy` (only Google sign-in ones with `googleOnly`).
-        case endSessions(account: Int64, createdBy: Double, googleOnly: Bool, reason: String)
+        /// End the open sessions created at or before `createdBy` (only Google sign-in ones with
+        /// `googleOnly`; only the one whose id is `sessionID` when given).
+        case endSessions(account: Int64, createdBy: Double, googleOnly: Bool, reason: String, sessionID: String? = nil)
         /// Revoke the account's active tokens of `kind`.
         case revokeTokens(account: Int64, kind: TokenKind, reason: String)
         /// Revoke one token, if still active.
@@ -154,6 +155,15 @@ public enum AccountActions {
                 .endSessions(
                     account: account.id, createdBy: OrderingRule.sessionCutoff(eventTime: eventTime), googleOnly: action == .endGoogleSessions,
                     reason: reason))
+        case .endSession:
+            let cutoff = OrderingRule.sessionCutoff(eventTime: eventTime)
+            guard let named = step.subject?.member("session") else {
+                return .primitive(.endSessions(account: account.id, createdBy: cutoff, googleOnly: false, reason: reason))
+            }
+            // A session risc cannot place ends nothing: never every session in its stead.
+            guard let id = named.sessionID else { return .result(ActionOutcome.sessionUnplaced) }
+            // Keycloak's "every session" (reported): the id `ALL`.
+            return .primitive(.endSessions(account: account.id, createdBy: cutoff, googleOnly: false, reason: reason, sessionID: id == "ALL" ? nil : id))
         case .deleteGoogleTokens: return .primitive(.revokeTokens(account: account.id, kind: .googleRefresh, reason: reason))
         case .revokeLinkedTokens: return .primitive(.revokeTokens(account: account.id, kind: .linked, reason: reason))
         case .revokeToken:
@@ -172,6 +182,7 @@ public enum AccountActions {
     /// What the event log says of a primitive that changed `changed` rows.
     public static func result(of primitive: Primitive, changed: Int) -> String {
         switch primitive {
+        case .endSessions(_, _, _, _, let sessionID?): changed == 1 ? "ended the named session" : ActionOutcome.sessionNotOpen
         case .endSessions: "ended \(changed) session\(changed == 1 ? "" : "s")"
         case .revokeTokens: "revoked \(changed) token\(changed == 1 ? "" : "s")"
         case .revokeToken: changed == 1 ? "revoked the matching token" : "token already revoked"

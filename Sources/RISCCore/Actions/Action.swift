@@ -2,6 +2,9 @@
 public enum Action: String, Sendable, CaseIterable, Comparable {
     /// End every open session of the account.
     case endSessions = "end_sessions"
+    /// End the one session the event's subject names (an SSF complex subject's `session`, CAEP
+    /// `session-revoked`); every open session of the account when it names none.
+    case endSession = "end_session"
     /// End the sessions that came from Google sign-in.
     case endGoogleSessions = "end_google_sessions"
     /// Delete the Google OAuth tokens the site holds for the account (and ask to re-consent).

@@ -17,7 +17,8 @@ public struct ActionPlan: Sendable {
     }
 
     public let steps: [Step]
-    /// When the event happened, for ordering: `toe` if given, else `iat`.
+    /// When the event happened, for ordering: `toe` if given, else CAEP's `event_timestamp` (SSF
+    /// sends one event a SET), else `iat`: one clock across transmitters.
     public let eventTime: Double
 
     /// RFC 8417 §5.3–5.4: events may arrive late or out of order. risc orders by `toe`, else
@@ -30,6 +31,7 @@ public struct ActionPlan: Sendable {
                 eventIndex: index, type: event.type, reason: event.reason, subject: event.subject,
                 actions: table.actions(for: event, issuer: token.issuer), state: event.state)
         }
-        return ActionPlan(steps: steps, eventTime: token.timeOfEvent ?? token.issuedAt ?? 0)
+        let eventTimestamp = token.events.lazy.compactMap(\.eventTimestamp).first
+        return ActionPlan(steps: steps, eventTime: token.timeOfEvent ?? eventTimestamp ?? token.issuedAt ?? 0)
     }
 }

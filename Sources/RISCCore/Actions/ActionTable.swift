@@ -16,6 +16,10 @@
 /// |                                      |                | suspend_email_recovery                                |
 /// | account-credential-change-required   |                | heighten_monitoring                                   |
 /// | verification                         |                | record_verification                                   |
+/// | session-revoked (CAEP)               |                | end_session (the named one, else all)                 |
+/// | credential-change (CAEP)             | (any change)   | heighten_monitoring                                   |
+/// | device-compliance-change (CAEP)      | not-compliant  | heighten_monitoring                                   |
+/// | risk-level-change (CAEP, RISC)       | high           | heighten_monitoring                                   |
 /// | anything else                        |                | log_only                                              |
 ///
 /// Legacy `https://accounts.google.com/risc/event/…` aliases use their modern type's rows.
@@ -40,6 +44,13 @@ public struct ActionTable: Sendable {
         EventType.accountPurged.uri: ["": [.endGoogleSessions, .deleteGoogleTokens, .revokeLinkedTokens, .suspendGoogleSignIn, .suspendEmailRecovery]],
         EventType.accountCredentialChangeRequired.uri: ["": [.heightenMonitoring]],
         EventType.verification.uri: ["": [.recordVerification]],
+        // CAEP 1.0 (any SSF transmitter): the named session, or all of the user's when none is named.
+        EventType.sessionRevoked.uri: ["": [.endSession]],
+        // A credential created, changed or removed at the identity provider: watch the account.
+        EventType.credentialChange.uri: ["": [.heightenMonitoring]],
+        // A device out of compliance, a high risk: watch; ending sessions is a site's choice per transmitter.
+        EventType.deviceComplianceChange.uri: ["not-compliant": [.heightenMonitoring]],
+        EventType.riskLevelChange.uri: ["high": [.heightenMonitoring]],
     ])
 
     /// Rows one transmitter overrides (`transmitters.NAME.actions`), by its issuer in scope form

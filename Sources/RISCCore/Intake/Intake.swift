@@ -12,6 +12,9 @@ public struct Intake: Sendable {
     /// When set, the log lines of refused requests (400) and of requests we could not take (503)
     /// are sampled through it (they are always counted).
     public var rejections: RejectionSampler?
+    /// The verification requests risc made: an SSF transmitter's verification event echoing a
+    /// `state` not among them is refused `invalid_state` (SSF 1.0 §8.1.4.2). Nil: not checked.
+    public var verifications: (any VerificationRequests)?
     let clock: @Sendable () -> Double
 
     /// One transmitter, Google's dialect, on every path the caller routes here.
@@ -98,14 +101,14 @@ public struct Intake: Sendable {
             record["content_type"] = .string(Printable.safe(type, maxBytes: 100))
         }
         let parsed: CompactJWS
-        let verifier: SETVerifier
+        let transmitter: Transmitter
         do {
-            let (transmitter, jws) = try admit(delivery)
+            let (admitted, jws) = try admit(delivery)
+            transmitter = admitted
             if transmitters.all.count > 1 { record["transmitter"] = .string(transmitter.name) }
-            verifier = transmitter.verifier
-            switch try verifier.verifyWithHeldKey(parsed: jws, now: start) {
+            switch try transmitter.verifier.verifyWithHeldKey(parsed: jws, now: start) {
             case .verified(let validated):
-                store(validated, delivery, record, start: start, hop: hop, completion: completion)
+                checkState(validated, transmitter, delivery, record, start: start, hop: hop, completion: completion)
                 return
             case .keyNotHeld(let jws):
                 parsed = jws
@@ -117,8 +120,8 @@ public struct Intake: Sendable {
         Task { [record] in
             var record = record
             do {
-                let validated = try await verifier.verify(parsed, now: start)
-                store(validated, delivery, record, start: start, hop: hop, completion: completion)
+                let validated = try await transmitter.verifier.verify(parsed, now: start)
+                checkState(validated, transmitter, delivery, record, start: start, hop: hop, completion: completion)
             } catch {
                 refuse(error, &record, start: start, completion: completion)
             }
@@ -142,6 +145,33 @@ public struct Intake: Sendable {
             fail(&record, error, start: start, verifySeconds: nil)
         }
         completion(.failure(error))
+    }
+
+    /// SSF's verification events that echo a `state`: refused `invalid_state` unless risc asked
+    /// for that state (a transmitter-initiated one, without `state`, is accepted). Google's
+    /// dialect is not checked here: its unrequested states are logged as such, as before.
+    private func checkState(
+        _ validated: ValidatedSET, _ transmitter: Transmitter, _ delivery: Delivery, _ received: EventLogRecord, start: Double, hop: Hop?,
+        completion: @escaping @Sendable (Result<AppendOutcome, any Error>) -> Void
+    ) {
+        let states = validated.events.filter { $0.type.canonical == .ssfVerification }.compactMap(\.state)
+        guard transmitter.dialect == .ssf, let verifications, !states.isEmpty else {
+            return store(validated, delivery, received, start: start, hop: hop, completion: completion)
+        }
+        Task {
+            var record = received
+            do {
+                for state in states where try await verifications.entry(state: state) == nil {
+                    var error = SETError(.invalidState, "the verification event's state is not one this receiver asked for")
+                    error.logFields["jti"] = .string(validated.tokenID)
+                    return refuse(error, &record, start: start, completion: completion)
+                }
+            } catch {
+                fail(&record, error, start: start, verifySeconds: nil)
+                return completion(.failure(error))
+            }
+            store(validated, delivery, received, start: start, hop: hop, completion: completion)
+        }
     }
 
     private func store(

@@ -153,6 +153,10 @@ extension ActionOutcome {
 
     /// The result for an event about nobody the store knows: a logged no-op, never a failure.
     public static let unknownSubject = "unknown subject: no-op"
+    /// `end_session` for a session named in a form risc cannot match (not `opaque`, `uri`, or an id): nothing ended.
+    public static let sessionUnplaced = "the named session is in a form risc cannot match: no-op"
+    /// `end_session` for a session the account does not have open (its id never logged: a session id is a credential).
+    public static let sessionNotOpen = "the named session is not open here: no-op"
 }
 
 extension ActionPlan {

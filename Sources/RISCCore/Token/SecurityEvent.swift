@@ -6,9 +6,22 @@ public struct SecurityEvent: Sendable, Equatable {
     /// The raw event payload object.
     public let payload: JSONObject
 
-    /// `account-disabled`'s `reason` (`hijacking`, `bulk-account`, or absent), or an OAuth
-    /// revocation's reason.
-    public var reason: String? { payload["reason"]?.stringValue }
+    /// What the action table's reason column keys on: `account-disabled`'s `reason` (`hijacking`,
+    /// `bulk-account`, or absent), an OAuth revocation's reason; for CAEP 1.0 events, the member
+    /// that says what changed: `credential-change`'s `change_type` (`create`, `revoke`, `update`,
+    /// `delete`), `device-compliance-change`'s `current_status` (`compliant`, `not-compliant`),
+    /// `assurance-level-change`'s and `risk-level-change`'s `current_level`.
+    public var reason: String? {
+        if let reason = payload["reason"]?.stringValue { return reason }
+        guard let member = Self.caepReasonMembers[type.canonical] else { return nil }
+        return payload[member]?.stringValue
+    }
+
+    /// CAEP's member that plays `reason`'s part, by event type.
+    static let caepReasonMembers: [EventType: String] = [
+        .credentialChange: "change_type", .deviceComplianceChange: "current_status", .assuranceLevelChange: "current_level",
+        .riskLevelChange: "current_level",
+    ]
     /// A verification event's `state`.
     public var state: String? { payload["state"]?.stringValue }
     /// CAEP's `event_timestamp`: when the event happened, in seconds. A value past the year 5000 is

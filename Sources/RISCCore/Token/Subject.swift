@@ -131,6 +131,17 @@ public indirect enum Subject: Sendable, Equatable {
         return parts.isEmpty ? nil : .complex(parts)
     }
 
+    /// The id a session subject (a complex subject's `session` part) names, as a site's session
+    /// record would hold it: an `opaque` subject's `id`, a `uri`, or an unknown form's `id` string.
+    public var sessionID: String? {
+        switch self {
+        case .opaque(let id): id
+        case .uri(let uri): uri
+        case .other(_, let members): members["id"]?.stringValue
+        default: nil
+        }
+    }
+
     /// The Google Account ID (`sub`) this subject names, if it names one.
     public var googleSubject: (issuer: String?, subject: String)? {
         switch self {

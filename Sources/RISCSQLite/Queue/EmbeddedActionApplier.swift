@@ -105,11 +105,11 @@ struct EmbeddedActionApplier {
     private func execute(_ primitive: AccountActions.Primitive, now: Double) throws -> Int {
         let (sql, values): (String, [SQLiteValue])
         switch primitive {
-        case .endSessions(let account, let createdBy, let googleOnly, let reason):
+        case .endSessions(let account, let createdBy, let googleOnly, let reason, let sessionID):
             sql =
                 "UPDATE sessions SET ended_at = ?1, ended_reason = ?2 WHERE account_id = ?3 AND ended_at IS NULL AND created_at <= ?4"
-                + (googleOnly ? " AND via_google = 1" : "")
-            values = [.double(now), .text(reason), .int(account), .double(createdBy)]
+                + (googleOnly ? " AND via_google = 1" : "") + (sessionID == nil ? "" : " AND session_id = ?5")
+            values = [.double(now), .text(reason), .int(account), .double(createdBy)] + (sessionID.map { [.text($0)] } ?? [])
         case .revokeTokens(let account, let kind, let reason):
             sql = "UPDATE tokens SET revoked_at = ?1, revoked_reason = ?2 WHERE account_id = ?3 AND kind = ?4 AND revoked_at IS NULL"
             values = [.double(now), .text(reason), .int(account), .text(kind.rawValue)]
