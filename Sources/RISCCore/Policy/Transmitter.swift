@@ -54,6 +54,14 @@ public struct Transmitter: Sendable {
     }
 }
 
+/// SSF's delivery methods (SSF 1.0 §6.1.1).
+public enum SSFDelivery {
+    /// RFC 8935 push.
+    public static let push = "urn:ietf:rfc:8935"
+    /// RFC 8936 poll.
+    public static let poll = "urn:ietf:rfc:8936"
+}
+
 /// The transmitters risc receives from, by push path: each path serves one transmitter, or
 /// several that share it, told apart by the unverified `iss` (used only to choose keys).
 public struct Transmitters: Sendable {

@@ -57,6 +57,15 @@ public struct EventType: Hashable, Sendable, CustomStringConvertible, Comparable
         .accountCredentialChangeRequired, .verification,
     ]
 
+    /// What an SSF transmitter may deliver and risc understands: CAEP 1.0, RISC 1.0 and SSF's
+    /// own (what `risc stream create --transmitter` requests by default).
+    public static let ssfSupported: [EventType] = [
+        .sessionRevoked, .credentialChange, .tokenClaimsChange, .assuranceLevelChange, .deviceComplianceChange, .riskLevelChange,
+        .sessionEstablished, .sessionPresented, .accountCredentialChangeRequired, .accountPurged, .accountDisabled, .accountEnabled,
+        .identifierChanged, .identifierRecycled, .credentialCompromise, .optIn, .optOutInitiated, .optOutCancelled, .optOutEffective,
+        .recoveryActivated, .recoveryInformationChanged, .sessionsRevoked, .ssfVerification, .streamUpdated,
+    ]
+
     /// Every type risc knows by name.
     public static let known: Set<EventType> = Set(
         google + [
