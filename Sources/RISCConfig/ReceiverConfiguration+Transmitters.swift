@@ -1,3 +1,4 @@
+import RISCClient
 import RISCCore
 import RISCServer
 
@@ -5,6 +6,8 @@ extension ReceiverConfiguration {
     /// The members a transmitter's table takes.
     static let transmitterMembers: Set<String> = [
         "dialect", "issuer", "issuer_aliases", "audiences", "algorithms", "discovery_url", "jwks_file", "path", "authorization_file", "actions",
+        "delivery", "receiver_url", "events_requested", "token_endpoint", "client_id", "client_auth", "client_secret_file", "client_key_file", "scope",
+        "management_token_file",
     ]
 
     /// `transmitters`: `{"okta": {"issuer": …, "audiences": […], …}}` (in TOML, `[transmitters.okta]`).
@@ -74,6 +77,23 @@ extension ReceiverConfiguration {
         transmitter.jwksFile = string("jwks_file")
         transmitter.path = string("path")
         transmitter.authorizationFile = string("authorization_file")
+        if let delivery = string("delivery") { transmitter.delivery = delivery }
+        transmitter.receiverURL = string("receiver_url")
+        transmitter.eventsRequested = strings("events_requested") ?? []
+        transmitter.tokenEndpoint = string("token_endpoint")
+        transmitter.clientID = string("client_id")
+        if let method = string("client_auth") {
+            if let known = SSFClientCredentials.Method(rawValue: method) {
+                transmitter.clientAuth = known
+            } else {
+                report("\(key).client_auth must be one of \(SSFClientCredentials.Method.allCases.map(\.rawValue).joined(separator: ", ")), got '\(method)'")
+                fine = false
+            }
+        }
+        transmitter.clientSecretFile = string("client_secret_file")
+        transmitter.clientKeyFile = string("client_key_file")
+        transmitter.scope = string("scope")
+        transmitter.managementTokenFile = string("management_token_file")
         if let actions = members["actions"] {
             guard let rows = actions.objectValue else {
                 report("\(key).actions: expected an object of event type → {reason → [actions]}")
@@ -119,6 +139,16 @@ extension ReceiverConfiguration {
         // What is not set is left out (TOML has no null).
         if let path = transmitter.path { object["path"] = .string(path) }
         if let file = transmitter.authorizationFile { object["authorization_file"] = .string(file) }
+        if transmitter.delivery != "push" { object["delivery"] = .string(transmitter.delivery) }
+        if !transmitter.eventsRequested.isEmpty { object["events_requested"] = .strings(transmitter.eventsRequested) }
+        for (member, value) in [
+            ("receiver_url", transmitter.receiverURL.map(Redaction.url)), ("token_endpoint", transmitter.tokenEndpoint.map(Redaction.url)),
+            ("client_id", transmitter.clientID), ("client_secret_file", transmitter.clientSecretFile), ("client_key_file", transmitter.clientKeyFile),
+            ("scope", transmitter.scope), ("management_token_file", transmitter.managementTokenFile),
+        ] {
+            if let value { object[member] = .string(value) }
+        }
+        if transmitter.clientID != nil { object["client_auth"] = .string(transmitter.clientAuth.rawValue) }
         if !transmitter.issuerAliases.isEmpty { object["issuer_aliases"] = .strings(transmitter.issuerAliases) }
         if let file = transmitter.jwksFile { object["jwks_file"] = .string(file) } else { object["discovery_url"] = .string(Redaction.url(transmitter.discovery)) }
         if let rows = table.byIssuer[SETPolicy.issuerScope(transmitter.issuer)] { object["actions"] = .object(json(rows: rows)) }

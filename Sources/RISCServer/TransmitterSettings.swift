@@ -27,6 +27,24 @@ public struct TransmitterSettings: Sendable {
     /// nil: pushes carry none.
     public var authorizationFile: String?
 
+    // Stream management (SSF §8), for `risc stream … --transmitter NAME`.
+    /// How deliveries come: `push` (to `receiver_url`) or `poll`.
+    public var delivery = "push"
+    /// The URL the transmitter pushes to: this receiver's public URL and the transmitter's path.
+    public var receiverURL: String?
+    /// Event types asked for when the stream is created or replaced (short names or URIs); empty: every one risc understands.
+    public var eventsRequested: [String] = []
+    /// OAuth 2.0 client credentials for the management API (and poll): the token endpoint, the
+    /// client id, how it authenticates, and its secret or key file.
+    public var tokenEndpoint: String?
+    public var clientID: String?
+    public var clientAuth = SSFClientCredentials.Method.clientSecretBasic
+    public var clientSecretFile: String?
+    public var clientKeyFile: String?
+    public var scope: String?
+    /// A static bearer token for the management API instead of client credentials.
+    public var managementTokenFile: String?
+
     public init(name: String) { self.name = name }
 
     /// The discovery document's URL, given or derived from the issuer.
@@ -67,6 +85,18 @@ public struct TransmitterSettings: Sendable {
         }
         problems += policy.problems.map { "\(key).audiences, algorithms: \($0)" }
         if jwksFile == nil, let refusal = URLPolicy().refusal(for: discovery) { problems.append("\(key).discovery_url: \(refusal)") }
+        if !["push", "poll"].contains(delivery) { problems.append("\(key).delivery must be push or poll, got '\(delivery)'") }
+        for (member, url) in [("receiver_url", receiverURL), ("token_endpoint", tokenEndpoint)] {
+            if let url, let refusal = URLPolicy().refusal(for: url) { problems.append("\(key).\(member): \(refusal)") }
+        }
+        for name in eventsRequested where EventType(name: name) == nil { problems.append("\(key).events_requested: unknown event type '\(name)'") }
+        if clientID != nil {
+            if tokenEndpoint == nil { problems.append("\(key).client_id needs token_endpoint") }
+            if clientAuth == .privateKeyJWT ? clientKeyFile == nil : clientSecretFile == nil {
+                problems.append("\(key).client_auth \(clientAuth.rawValue) needs \(clientAuth == .privateKeyJWT ? "client_key_file" : "client_secret_file")")
+            }
+            if managementTokenFile != nil { problems.append("\(key): client_id and management_token_file are two ways to authenticate; give one") }
+        }
         if let path {
             if !path.hasPrefix("/") { problems.append("\(key).path must start with '/', got '\(path)'") }
             if reserved.contains(path) { problems.append("\(key).path must differ from linking.revocation_path and the notice documents' paths") }

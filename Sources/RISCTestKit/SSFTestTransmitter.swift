@@ -139,6 +139,7 @@ public final class SSFTestTransmitter: Sendable {
         case ("GET", "/.well-known/ssf-configuration"): return .json(metadata.serialized)
         case ("GET", "/jwks"): return .json(jwks)
         case ("POST", "/token"): return token(request)
+        case ("POST", "/dev/emit"): return devEmit(query["stream_id"], request.body)
         default: break
         }
         if let refusal = authorize(request) { return refusal }
@@ -257,6 +258,20 @@ public final class SSFTestTransmitter: Sendable {
             for item in waiting.prefix(limit) { sets[item.jti] = .string(item.set) }
             return .json(JSONValue.object(["sets": .object(sets), "moreAvailable": .bool(waiting.count > limit)]).serialized)
         }
+    }
+
+    /// `POST /dev/emit?stream_id=ID` with `{"type": "session-revoked", "subject": {…}, …event members}`:
+    /// signs and delivers one event, so a person can drive the flow by hand (loopback only, no token).
+    private func devEmit(_ id: String?, _ body: [UInt8]) -> LoopbackHTTPServer.Response {
+        guard let id, stream(id) != nil else { return Self.error(404, "no such stream: give ?stream_id=") }
+        guard var object = try? JSONParser.parseObject(body), let name = object["type"]?.stringValue, let type = EventType(name: name) else {
+            return Self.error(400, "a JSON object with a known event type in 'type'")
+        }
+        let subject = object["subject"]
+        object["type"] = nil
+        object["subject"] = nil
+        guard let jti = try? emit(type, subject: subject, extra: object, stream: id) else { return Self.error(500, "cannot sign") }
+        return .json(JSONValue.object(["jti": .string(jti)]).serialized, status: 202)
     }
 
     // MARK: OAuth

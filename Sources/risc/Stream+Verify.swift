@@ -3,6 +3,7 @@ import Foundation
 import RISCClient
 import RISCConfig
 import RISCCore
+import RISCServer
 import RISCStorage
 
 extension RiscCommand.Stream {
@@ -44,8 +45,19 @@ extension RiscCommand.Stream {
             let state = self.state ?? "risc-verify-\(Timestamp.iso8601(Date().timeIntervalSince1970))-\(UInt64.random(in: 0...UInt64.max) & 0xFFFF_FFFF_FFFF)"
             let requestedAt = Date().timeIntervalSince1970
             // Recorded before the call: the SET may arrive before Google's answer does.
-            try await ledger?.request(state: state, apiBase: options.apiBase, now: requestedAt)
-            _ = try await options.perform { try await $0.verify(state: state) }
+            if let ssf = try options.ssf(store) {
+                // SSF: the receiver refuses (invalid_state) a state it has no record of, so the record comes first.
+                guard let ledger else {
+                    throw ValidationError(
+                        "an SSF transmitter's verification needs the receiver's store (its --data-dir, --store-url or --config): without the state recorded there the receiver refuses it")
+                }
+                let id = try ssf.streamID()
+                try await ledger.request(state: state, apiBase: ssf.settings.issuer, now: requestedAt)
+                try await ssf.perform { try await $0.requestVerification(streamID: id, state: state) }
+            } else {
+                try await ledger?.request(state: state, apiBase: options.apiBase, now: requestedAt)
+                _ = try await options.perform { try await $0.verify(state: state) }
+            }
             if !options.json {
                 print("verification requested, state \(state)")
                 if ledger == nil { print("(no store at \(storePath): look for the state in the receiver's event log)") }

@@ -14,7 +14,7 @@ extension RiscCommand {
                 Exit status: 0 done; 1 Google refused the request (its message and the fix are printed) or \
                 `verify --wait` timed out; 3 the API could not be reached or failed on its side; 64 usage.
                 """,
-            subcommands: [Show.self, Update.self, Status.self, Enable.self, Disable.self, Verify.self]
+            subcommands: [Show.self, Update.self, Status.self, Enable.self, Disable.self, Verify.self, Create.self, Replace.self, Delete.self, Pause.self, Subjects.self]
         )
     }
 }
@@ -23,6 +23,8 @@ struct StreamOptions: ParsableArguments {
     @Option(help: "The service account's JSON key file (default: $GOOGLE_APPLICATION_CREDENTIALS).") var credentials: String?
     @Option(help: "The RISC API's origin (for testing).") var apiBase: String = RISCManagementClient.defaultBase
     @Flag(help: "Print JSON.") var json = false
+    @Option(help: "An SSF transmitter the receiver's configuration names (transmitters.NAME, with --config): its stream instead of Google's.")
+    var transmitter: String?
 
     func validate() throws {
         if let refusal = URLPolicy().refusal(for: apiBase) { throw ValidationError("--api-base: \(refusal)") }
@@ -64,10 +66,15 @@ func shortNames(_ values: [JSONValue]?) -> String {
 
 extension RiscCommand.Stream {
     struct Show: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show the stream configuration (GET /v1beta/stream).")
+        static let configuration = CommandConfiguration(abstract: "Show the stream configuration (GET /v1beta/stream; an SSF transmitter's: GET configuration_endpoint).")
+        @OptionGroup var store: StoreOption
         @OptionGroup var options: StreamOptions
 
         func run() async throws {
+            if let ssf = try options.ssf(store) {
+                let id = try ssf.streamID()
+                return ssf.show(try await ssf.perform { try await $0.read(streamID: id) })
+            }
             let stream = try await options.perform { try await $0.stream() }
             if options.json { return options.printJSON(stream) }
             let delivery = stream["delivery"]?.objectValue
@@ -82,12 +89,13 @@ extension RiscCommand.Stream {
     struct Update: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Create or replace the stream: where Google pushes and which events (POST /v1beta/stream:update).")
-        @Option(help: "The receiver's public URL, https://HOST/events (its domain must be one of the project's authorized domains).")
-        var url: String
+        @Option(help: "The receiver's public URL, https://HOST/events (its domain must be one of the project's authorized domains); Google's only.")
+        var url: String?
         @Option(
             name: .customLong("events"), parsing: .upToNextOption,
             help: "Event types, short names or URIs, space- or comma-separated (default: all seven Google sends).")
         var events: [String] = []
+        @OptionGroup var store: StoreOption
         @OptionGroup var options: StreamOptions
 
         func eventTypes() throws -> [EventType] {
@@ -102,11 +110,22 @@ extension RiscCommand.Stream {
         }
 
         func validate() throws {
-            guard URLPolicy.components(url) != nil else { throw ValidationError("--url must be an absolute https:// URL") }
+            if options.transmitter == nil {
+                guard let url, URLPolicy.components(url) != nil else { throw ValidationError("--url must be an absolute https:// URL") }
+            }
             _ = try eventTypes()
         }
 
         func run() async throws {
+            if let ssf = try options.ssf(store) {
+                // PATCH: only the events asked for change (the settings' list, or --events).
+                let id = try ssf.streamID()
+                var changes = try ssf.configuration()
+                if !events.isEmpty { changes["events_requested"] = .array(try eventTypes().map { .string($0.uri) }) }
+                let requested = changes["events_requested"]!
+                return ssf.show(try await ssf.perform { try await $0.update(streamID: id, ["events_requested": requested]) })
+            }
+            let url = self.url ?? ""
             let types = try eventTypes()
             let answer = try await options.perform { try await $0.updateStream(url: url, events: types) }
             if options.json { return options.printJSON(answer) }
@@ -119,10 +138,24 @@ extension RiscCommand.Stream {
     }
 
     struct Status: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show whether the stream is enabled (GET /v1beta/stream/status).")
+        static let configuration = CommandConfiguration(
+            abstract: "Show whether the stream is enabled (GET /v1beta/stream/status); an SSF transmitter's also with the last stream-updated event it sent.")
+        @OptionGroup var store: StoreOption
         @OptionGroup var options: StreamOptions
 
         func run() async throws {
+            if let ssf = try options.ssf(store) {
+                let id = try ssf.streamID()
+                var status = try await ssf.perform { try await $0.status(streamID: id) }
+                if let updated = try await lastStreamUpdate(ssf) { status["last_stream_updated"] = .object(updated) }
+                if options.json { return options.printJSON(status) }
+                print(status["status"]?.stringValue ?? "(no status)")
+                if let updated = status["last_stream_updated"]?.objectValue {
+                    let reason = updated["reason"]?.stringValue.map { " (\($0))" } ?? ""
+                    print("last stream-updated: \(updated["status"]?.stringValue ?? "?")\(reason), received \(updated["received_at"]?.stringValue ?? "?")")
+                }
+                return
+            }
             let status = try await options.perform { try await $0.status() }
             if options.json { return options.printJSON(status) }
             print(status["status"]?.stringValue ?? "(no status)")
@@ -130,10 +163,15 @@ extension RiscCommand.Stream {
     }
 
     struct Enable: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Resume delivery (POST /v1beta/stream/status:update).")
+        static let configuration = CommandConfiguration(abstract: "Resume delivery (POST /v1beta/stream/status:update; an SSF transmitter's: status enabled).")
+        @OptionGroup var store: StoreOption
         @OptionGroup var options: StreamOptions
 
         func run() async throws {
+            if let ssf = try options.ssf(store) {
+                let id = try ssf.streamID()
+                return try await ssf.setStatus(id, "enabled", said: "stream \(id) enabled")
+            }
             let answer = try await options.perform { try await $0.setStatus(enabled: true) }
             if options.json { return options.printJSON(answer) }
             print("stream enabled")
@@ -142,10 +180,16 @@ extension RiscCommand.Stream {
 
     struct Disable: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Stop delivery (POST /v1beta/stream/status:update). Google neither sends nor keeps events while disabled.")
+            abstract: "Stop delivery (POST /v1beta/stream/status:update). Google neither sends nor keeps events while disabled; nor does an SSF transmitter.")
+        @OptionGroup var store: StoreOption
         @OptionGroup var options: StreamOptions
 
         func run() async throws {
+            if let ssf = try options.ssf(store) {
+                let id = try ssf.streamID()
+                return try await ssf.setStatus(
+                    id, "disabled", said: "stream \(id) disabled: events that happen now are dropped by the transmitter (risc stream enable resumes; pause holds them instead)")
+            }
             let answer = try await options.perform { try await $0.setStatus(enabled: false) }
             if options.json { return options.printJSON(answer) }
             print("stream disabled: events that happen now are lost, not queued (risc stream enable resumes)")
