@@ -7,7 +7,7 @@ extension ReceiverConfiguration {
     static let transmitterMembers: Set<String> = [
         "dialect", "issuer", "issuer_aliases", "audiences", "algorithms", "discovery_url", "jwks_file", "path", "authorization_file", "actions",
         "delivery", "receiver_url", "events_requested", "token_endpoint", "client_id", "client_auth", "client_secret_file", "client_key_file", "scope",
-        "management_token_file",
+        "management_token_file", "poll_url", "poll_interval",
     ]
 
     /// `transmitters`: `{"okta": {"issuer": …, "audiences": […], …}}` (in TOML, `[transmitters.okta]`).
@@ -94,6 +94,15 @@ extension ReceiverConfiguration {
         transmitter.clientKeyFile = string("client_key_file")
         transmitter.scope = string("scope")
         transmitter.managementTokenFile = string("management_token_file")
+        transmitter.pollURL = string("poll_url")
+        if let value = members["poll_interval"] {
+            if let seconds = value.numberValue ?? value.stringValue.flatMap(durationSeconds) {
+                transmitter.pollInterval = seconds
+            } else {
+                report("\(key).poll_interval: expected seconds or a duration such as 10s")
+                fine = false
+            }
+        }
         if let actions = members["actions"] {
             guard let rows = actions.objectValue else {
                 report("\(key).actions: expected an object of event type → {reason → [actions]}")
@@ -144,11 +153,12 @@ extension ReceiverConfiguration {
         for (member, value) in [
             ("receiver_url", transmitter.receiverURL.map(Redaction.url)), ("token_endpoint", transmitter.tokenEndpoint.map(Redaction.url)),
             ("client_id", transmitter.clientID), ("client_secret_file", transmitter.clientSecretFile), ("client_key_file", transmitter.clientKeyFile),
-            ("scope", transmitter.scope), ("management_token_file", transmitter.managementTokenFile),
+            ("scope", transmitter.scope), ("management_token_file", transmitter.managementTokenFile), ("poll_url", transmitter.pollURL.map(Redaction.url)),
         ] {
             if let value { object[member] = .string(value) }
         }
         if transmitter.clientID != nil { object["client_auth"] = .string(transmitter.clientAuth.rawValue) }
+        if transmitter.delivery == "poll" { object["poll_interval"] = .number(transmitter.pollInterval) }
         if !transmitter.issuerAliases.isEmpty { object["issuer_aliases"] = .strings(transmitter.issuerAliases) }
         if let file = transmitter.jwksFile { object["jwks_file"] = .string(file) } else { object["discovery_url"] = .string(Redaction.url(transmitter.discovery)) }
         if let rows = table.byIssuer[SETPolicy.issuerScope(transmitter.issuer)] { object["actions"] = .object(json(rows: rows)) }

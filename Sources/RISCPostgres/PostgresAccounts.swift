@@ -276,3 +276,28 @@ public struct PostgresVerifications: VerificationRequests {
         return records
     }
 }
+
+/// Named leases in the shared store (`LeaseStore`): taken, renewed or passed on in one statement,
+/// so two receivers asking at once cannot both hold one.
+public struct PostgresLeases: LeaseStore {
+    public let database: PostgresDatabase
+
+    public init(database: PostgresDatabase) { self.database = database }
+
+    public func hold(_ name: String, owner: String, for seconds: Double, now: Double) async throws -> Bool {
+        let until = now + seconds
+        let rows = try await database.client.query(
+            """
+            INSERT INTO leases (name, owner, expires_at) VALUES (\(name), \(owner), \(until))
+            ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
+            WHERE leases.owner = EXCLUDED.owner OR leases.expires_at <= \(now)
+            RETURNING owner
+            """, logger: database.logger)
+        for try await _ in rows.decode(String.self) { return true }
+        return false
+    }
+
+    public func release(_ name: String, owner: String) async throws {
+        try await database.client.query("DELETE FROM leases WHERE name = \(name) AND owner = \(owner)", logger: database.logger)
+    }
+}

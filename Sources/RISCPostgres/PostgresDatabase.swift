@@ -270,7 +270,7 @@ public final class PostgresDatabase: Sendable {
 
 /// The PostgreSQL store's schema, one list of statements per version.
 public enum PostgresSchema {
-    public static let version = 3
+    public static let version = 4
     /// What every requeue sets (`risc queue retry`, replay): pending, no attempts, due now, no
     /// lease, and a new retry window from now.
     static let requeueAssignments =
@@ -390,6 +390,8 @@ public enum PostgresSchema {
         ],
         // The retry window runs from retry_since when an operator requeued the SET, else from its receipt.
         3: ["ALTER TABLE sets ADD COLUMN retry_since DOUBLE PRECISION"],
+        // Named leases: one receiver polls an SSF stream at a time (`PostgresLeases`).
+        4: ["CREATE TABLE leases (name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at DOUBLE PRECISION NOT NULL)"],
     ]
 }
 

@@ -12,6 +12,7 @@ public final class SharedStore: Sendable {
     public let accounts: PostgresAccounts
     public let admin: PostgresQueueAdmin
     public let verifications: PostgresVerifications
+    public let leases: PostgresLeases
 
     /// Where the store is and how to open it (`store.*` settings).
     public struct Settings: Sendable {
@@ -62,6 +63,7 @@ public final class SharedStore: Sendable {
         accounts = PostgresAccounts(database: database, tokenKey: key)
         admin = PostgresQueueAdmin(database: database)
         verifications = PostgresVerifications(database: database)
+        leases = PostgresLeases(database: database)
     }
 
     public let settings: Settings

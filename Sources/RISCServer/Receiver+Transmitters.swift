@@ -26,6 +26,31 @@ extension Receiver {
         return TransmitterKeys(provider: cache, source: .cache(cache), cache: cache)
     }
 
+    /// A poller for each transmitter that delivers by poll (RFC 8936); one whose poll endpoint is
+    /// not known yet (no `poll_url`, no stream created) is skipped with a warning.
+    static func pollers(_ configuration: ReceiverConfiguration, intake: Intake, leases: any LeaseStore, logger: Logger) throws -> [SSFPoller] {
+        var pollers: [SSFPoller] = []
+        let owner = "\(configuration.eventLogID ?? ProcessInfo.processInfo.hostName)/\(ProcessInfo.processInfo.processIdentifier)"
+        for transmitter in configuration.transmitters where transmitter.delivery == "poll" {
+            guard let url = transmitter.pollEndpoint(dataDirectory: configuration.dataDirectory) else {
+                logger.warning(
+                    "transmitter delivers by poll but its poll endpoint is not known: set poll_url or run `risc stream create --transmitter \(transmitter.name)`",
+                    metadata: ["risc.transmitter": "\(transmitter.name)"])
+                continue
+            }
+            let authorization: SSFAuthorization?
+            do { authorization = try transmitter.managementAuthorization() } catch { throw ConfigurationError(problems: ["\(error)"]) }
+            guard let authorization else { continue }  // a configuration problem, reported before
+            var settings = SSFPoller.Settings(
+                name: transmitter.name, url: url, path: transmitter.path == configuration.eventsPath ? nil : transmitter.path ?? configuration.eventsPath, owner: owner)
+            settings.interval = transmitter.pollInterval
+            settings.lease = max(5, configuration.queueLease / 2)
+            let client = SSFStreamClient(issuer: transmitter.issuer, metadataURL: transmitter.discovery, authorization: authorization)
+            pollers.append(SSFPoller(settings: settings, client: client, intake: intake, leases: leases, logger: logger))
+        }
+        return pollers
+    }
+
     /// Google (from the top-level settings, unless only other transmitters are configured) and
     /// each configured transmitter, with their keys, in the configuration's order.
     static func transmitters(_ configuration: ReceiverConfiguration, logger: Logger) throws -> [(Transmitter, TransmitterKeys)] {

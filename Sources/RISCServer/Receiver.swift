@@ -38,6 +38,8 @@ public final class Receiver: Sendable {
     let keySource: KeySetSource
     /// The transmitters' key caches (none pinned).
     let caches: [JWKSCache]
+    /// RFC 8936 pollers, one per transmitter with `delivery = "poll"`.
+    public let pollers: [SSFPoller]
     let logger: Logger
     let group: ServiceGroup
     /// SIGHUP's work; holds the public listener's certificate and key when it serves HTTPS itself.
@@ -96,6 +98,7 @@ public final class Receiver: Sendable {
         // SSF verification events are matched against the requests risc made (only SSF
         // transmitters' are refused `invalid_state`; Google's are logged as before).
         if transmitters.contains(where: { $0.0.dialect == .ssf }) { intake.verifications = try storage.store.verifications() }
+        pollers = try Self.pollers(configuration, intake: intake, leases: storage.store.leases(), logger: logger)
         let adminRouter = Router(context: RISCRequestContext.self)
         let storeSampler = StoreSampler(store: storage.health, interval: configuration.healthSampleInterval)
         self.storeSampler = storeSampler
@@ -186,6 +189,7 @@ public final class Receiver: Sendable {
             apiPort.finish()
         }
         services.append(push)
+        for poller in pollers { services.append(SSFPollerService(poller: poller)) }
         group = ServiceGroup(
             configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
     }

@@ -44,6 +44,10 @@ public struct TransmitterSettings: Sendable {
     public var scope: String?
     /// A static bearer token for the management API instead of client credentials.
     public var managementTokenFile: String?
+    /// With `delivery = "poll"`: the transmitter's poll endpoint (default: the one `risc stream create` recorded).
+    public var pollURL: String?
+    /// Seconds between polls when the last brought nothing (5 by default); more waiting SETs are polled at once.
+    public var pollInterval: Double = 5
 
     public init(name: String) { self.name = name }
 
@@ -86,7 +90,11 @@ public struct TransmitterSettings: Sendable {
         problems += policy.problems.map { "\(key).audiences, algorithms: \($0)" }
         if jwksFile == nil, let refusal = URLPolicy().refusal(for: discovery) { problems.append("\(key).discovery_url: \(refusal)") }
         if !["push", "poll"].contains(delivery) { problems.append("\(key).delivery must be push or poll, got '\(delivery)'") }
-        for (member, url) in [("receiver_url", receiverURL), ("token_endpoint", tokenEndpoint)] {
+        if !(0.1...3_600).contains(pollInterval) { problems.append("\(key).poll_interval must be 0.1–3600 seconds, got \(pollInterval)") }
+        if delivery == "poll" && clientID == nil && managementTokenFile == nil {
+            problems.append("\(key).delivery poll needs client_id (with token_endpoint) or management_token_file: polls are authenticated")
+        }
+        for (member, url) in [("receiver_url", receiverURL), ("token_endpoint", tokenEndpoint), ("poll_url", pollURL)] {
             if let url, let refusal = URLPolicy().refusal(for: url) { problems.append("\(key).\(member): \(refusal)") }
         }
         for name in eventsRequested where EventType(name: name) == nil { problems.append("\(key).events_requested: unknown event type '\(name)'") }
@@ -136,4 +144,48 @@ extension ReceiverConfiguration {
     /// Whether Google is a transmitter: always without `transmitters`, and beside them when
     /// `audiences` names our client IDs.
     public var hasGoogle: Bool { transmitters.isEmpty || !audiences.isEmpty }
+}
+
+extension TransmitterSettings {
+    /// A problem reading one of its files, naming the setting.
+    public struct FileError: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    static func secret(_ file: String, _ member: String, of name: String) throws -> String {
+        guard let data = FileManager.default.contents(atPath: file) else { throw FileError(description: "transmitters.\(name).\(member): cannot read \(file)") }
+        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// How risc authenticates to its management API and poll endpoint: a static bearer token, or
+    /// client credentials; nil when neither is configured.
+    public func managementAuthorization() throws -> SSFAuthorization? {
+        if let file = managementTokenFile { return .bearer(try Self.secret(file, "management_token_file", of: name)) }
+        guard let clientID, let tokenEndpoint else { return nil }
+        var signer: JWSSigner?
+        if let file = clientKeyFile {
+            let key: PrivateKey
+            do { key = try PrivateKey(pem: try Self.secret(file, "client_key_file", of: name)) } catch let error as FileError { throw error } catch {
+                throw FileError(description: "transmitters.\(name).client_key_file: not a private key OpenSSL can read")
+            }
+            let algorithm: JWSAlgorithm = key.publicKey.fits(.es256) ? .es256 : key.publicKey.fits(.eddsa) ? .eddsa : .rs256
+            signer = JWSSigner(key: key, algorithm: algorithm, keyID: nil)
+        }
+        return .clientCredentials(
+            SSFClientCredentials(
+                tokenURL: tokenEndpoint, clientID: clientID, method: clientAuth, secret: try clientSecretFile.map { try Self.secret($0, "client_secret_file", of: name) },
+                signer: signer, scope: scope ?? "ssf.read ssf.manage"))
+    }
+
+    /// Where what risc knows of its stream is kept: `DATA_DIR/streams/NAME.json`.
+    public func streamRecordPath(dataDirectory: String) -> String {
+        ((dataDirectory as NSString).appendingPathComponent("streams") as NSString).appendingPathComponent("\(name).json")
+    }
+
+    /// The poll endpoint: `poll_url`, else the one the transmitter gave when `risc stream create` made the stream.
+    public func pollEndpoint(dataDirectory: String) -> String? {
+        if let pollURL { return pollURL }
+        let record = FileManager.default.contents(atPath: streamRecordPath(dataDirectory: dataDirectory)).flatMap { try? JSONParser.parseObject(Array($0)) }
+        return record?["poll_url"]?.stringValue
+    }
 }

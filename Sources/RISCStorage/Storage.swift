@@ -25,6 +25,8 @@ public final class Storage: Sendable {
         case shared(SharedStore)
     }
     let driver: Driver
+    /// The embedded store's leases (one process holds its data directory).
+    private let embeddedLeases = LocalLeases()
     private let listener = Mutex<Task<Void, Never>?>(nil)
 
     /// `needsTokenKey`: the caller reads or writes accounts (a shared store checks its key file now).
@@ -101,6 +103,8 @@ public final class Storage: Sendable {
     public func admin() throws -> any QueueAdministration { try part({ try $0.admin() }, { $0.admin }) }
     public func verifications() throws -> any VerificationRequests { try part({ try $0.verifications() }, { $0.verifications }) }
     public func retention() throws -> any RetentionStore { try part({ try $0.retention() }, { $0.events }) }
+    /// Named leases: in memory for the embedded store (one process holds its data directory), in the shared store's `leases` table.
+    public func leases() -> any LeaseStore { part({ _ in embeddedLeases }, { $0.leases }) }
 
     /// Bytes the store's SETs and actions take: pages in use (embedded), or the tables' size after
     /// VACUUM FULL (PostgreSQL: what tables that reuse their freed space settle at).

@@ -26,26 +26,17 @@ struct SSFStream {
                 "--transmitter \(name): the configuration names no such transmitter (\(known.isEmpty ? "give the receiver's --config" : "known: " + known.joined(separator: ", ")))")
         }
         let authorization: SSFAuthorization
-        if let file = settings.managementTokenFile {
-            authorization = .bearer(try secret(file, "management_token_file"))
-        } else if let clientID = settings.clientID, let tokenURL = settings.tokenEndpoint {
-            var signer: JWSSigner?
-            if let file = settings.clientKeyFile {
-                let key = try PrivateKey(pem: try secret(file, "client_key_file"))
-                let algorithm: JWSAlgorithm = key.publicKey.fits(.es256) ? .es256 : key.publicKey.fits(.eddsa) ? .eddsa : .rs256
-                signer = JWSSigner(key: key, algorithm: algorithm, keyID: nil)
+        do {
+            guard let given = try settings.managementAuthorization() else {
+                throw ValidationError("transmitters.\(name): give client_id with token_endpoint (OAuth client credentials) or management_token_file to manage its stream")
             }
-            authorization = .clientCredentials(
-                SSFClientCredentials(
-                    tokenURL: tokenURL, clientID: clientID, method: settings.clientAuth, secret: try settings.clientSecretFile.map { try secret($0, "client_secret_file") },
-                    signer: signer, scope: settings.scope ?? "ssf.read ssf.manage"))
-        } else {
-            throw ValidationError("transmitters.\(name): give client_id with token_endpoint (OAuth client credentials) or management_token_file to manage its stream")
+            authorization = given
+        } catch let error as TransmitterSettings.FileError {
+            throw ValidationError(error.description)
         }
-        let directory = (configuration.dataDirectory as NSString).appendingPathComponent("streams")
         return SSFStream(
             settings: settings, client: SSFStreamClient(issuer: settings.issuer, metadataURL: settings.discovery, authorization: authorization),
-            recordPath: (directory as NSString).appendingPathComponent("\(name).json"), json: json)
+            recordPath: settings.streamRecordPath(dataDirectory: configuration.dataDirectory), json: json)
     }
 
     static func secret(_ file: String, _ member: String) throws -> String {
@@ -154,7 +145,10 @@ extension RiscCommand.Stream {
             let configuration = try ssf.configuration()
             let stream = try await ssf.perform { try await $0.create(configuration) }
             guard let id = stream["stream_id"]?.stringValue else { throw ValidationError("the transmitter answered without a stream_id") }
-            try ssf.save(["stream_id": .string(id), "issuer": .string(ssf.settings.issuer), "created_at": .string(Timestamp.iso8601(Date().timeIntervalSince1970))])
+            var record: JSONObject = ["stream_id": .string(id), "issuer": .string(ssf.settings.issuer), "created_at": .string(Timestamp.iso8601(Date().timeIntervalSince1970))]
+            // A poll stream's endpoint, for the receiver's poller (unless poll_url names it).
+            if let delivery = stream["delivery"]?.objectValue, delivery["method"]?.stringValue == SSFDelivery.poll { record["poll_url"] = delivery["endpoint_url"] }
+            try ssf.save(record)
             ssf.show(stream)
         }
     }

@@ -1,9 +1,11 @@
 import Foundation
+import Logging
 import RISCClient
 import RISCCore
 import RISCServer
 import RISCStorage
 import RISCTestKit
+import Synchronization
 import Testing
 
 /// The OpenID conformance suite's SSF receiver modules (`../shared/docs/ssf.md` §3), push
@@ -94,6 +96,25 @@ struct SSFConformanceTests {
         #expect(f.requests() == ["POST /ssf/stream", "GET /ssf/stream", "PATCH /ssf/stream", "PUT /ssf/stream", "DELETE /ssf/stream"])
         #expect(f.transmitter.withState { $0.clientAuthentications } == ["risc-client client_secret_basic"], "one token for every call")
         try await f.stop()
+    }
+
+    @Test("client authentication at the token endpoint: client_secret_post and private_key_jwt (a signed assertion for the token endpoint); a wrong secret is refused")
+    func clientAuthentication() async throws {
+        let key = try PrivateKey.generate(.ec(curve: "P-256"))
+        let transmitter = try SSFTestTransmitter(
+            audience: Self.audience, clients: [.init(id: "post-client", secret: "post-secret"), .init(id: "jwt-client", publicKey: key.publicKey)])
+        defer { transmitter.stop() }
+        func client(_ credentials: SSFClientCredentials) -> SSFStreamClient {
+            SSFStreamClient(issuer: transmitter.issuer, metadataURL: transmitter.metadataURL, authorization: .clientCredentials(credentials), http: .patient())
+        }
+        let delivery: JSONObject = ["delivery": ["method": .string(SSFDelivery.poll)]]
+        _ = try await client(.init(tokenURL: transmitter.tokenURL, clientID: "post-client", method: .clientSecretPost, secret: "post-secret")).create(delivery)
+        _ = try await client(.init(tokenURL: transmitter.tokenURL, clientID: "jwt-client", method: .privateKeyJWT, signer: JWSSigner(key: key, algorithm: .es256, keyID: "c1")))
+            .create(delivery)
+        #expect(transmitter.withState { $0.clientAuthentications } == ["post-client client_secret_post", "jwt-client private_key_jwt"])
+        await #expect(throws: SSFError.self) {
+            _ = try await client(.init(tokenURL: transmitter.tokenURL, clientID: "post-client", method: .clientSecretBasic, secret: "wrong")).create(delivery)
+        }
     }
 
     @Test("openid-ssf-receiver-stream-create-delete")
@@ -309,5 +330,105 @@ struct SSFConformanceTests {
         }
         #expect(await f.pushes(expected.count) == expected)
         try await f.stop()
+    }
+}
+
+/// The same modules with poll delivery (RFC 8936): risc's poller against the test transmitter.
+@Suite("SSF receiver conformance (poll)", .serialized)
+struct SSFPollTests {
+    /// A poll stream made with the client, and a receiver whose poller polls it (every 0.1 s when idle).
+    static func start(_ transmitter: SSFTestTransmitter) async throws -> (ServerHarness, String) {
+        let client = SSFStreamClient(
+            issuer: transmitter.issuer, metadataURL: transmitter.metadataURL,
+            authorization: .clientCredentials(.init(tokenURL: transmitter.tokenURL, clientID: "poller", method: .clientSecretBasic, secret: "poll-secret")),
+            http: .patient())
+        let stream = try await client.create(["delivery": ["method": .string(SSFDelivery.poll)], "events_requested": .array(EventType.ssfSupported.map { .string($0.uri) })])
+        let streamID = try #require(stream["stream_id"]?.stringValue)
+        let secret = FileManager.default.temporaryDirectory.appendingPathComponent("ssf-poll-\(UUID().uuidString)").path
+        try "poll-secret".write(toFile: secret, atomically: true, encoding: .utf8)
+        let harness = try ServerHarness {
+            var settings = TransmitterSettings(name: "polled")
+            settings.issuer = transmitter.issuer
+            settings.audiences = [transmitter.audience]
+            settings.algorithms = ["ES256"]
+            settings.delivery = "poll"
+            settings.pollURL = stream["delivery"]?.objectValue?["endpoint_url"]?.stringValue
+            settings.pollInterval = 0.1
+            settings.tokenEndpoint = transmitter.tokenURL
+            settings.clientID = "poller"
+            settings.clientSecretFile = secret
+            $0.transmitters = [settings]
+        }
+        try await harness.start()
+        return (harness, streamID)
+    }
+
+    @Test(
+        "openid-ssf-receiver (poll): SETs acknowledged once stored, in the next poll; refused ones reported in setErrs with their code (invalid-set-rejection, verification-wrong-state); a redelivered SET acknowledged again"
+    )
+    func pollDelivery() async throws {
+        let transmitter = try SSFTestTransmitter(audience: "https://risc.example.com/poll", clients: [.init(id: "poller", secret: "poll-secret")])
+        defer { transmitter.stop() }
+        let (harness, streamID) = try await Self.start(transmitter)
+        let email: JSONValue = ["format": "email", "email": "ada@example.com"]
+        var jtis: [String] = []
+        for _ in 0..<3 { jtis.append(try transmitter.emit(.sessionRevoked, subject: email, stream: streamID)) }
+        let wrongState = try transmitter.emit(.ssfVerification, subject: ["format": "opaque", "id": .string(streamID)], extra: ["state": "not-asked"], stream: streamID)
+        var claims = transmitter.factory.claims(type: .sessionRevoked, subject: nil, jti: "tampered")
+        claims["sub_id"] = email
+        var parts = try transmitter.factory.sign(claims, header: ["typ": "secevent+jwt"]).split(separator: ".").map(String.init)
+        var signature = Array(Base64URL.decode(parts[2])!)
+        signature[3] ^= 1
+        parts[2] = Base64URL.encode(signature)
+        transmitter.deliver(jti: "tampered", set: parts.joined(separator: "."), stream: streamID)
+        _ = await waitWhile { transmitter.withState { $0.acknowledged.count < 3 || $0.setErrors.count < 2 } }
+        let state = transmitter.withState { $0 }
+        #expect(Set(state.acknowledged) == Set(jtis), "\(state.acknowledged)")
+        #expect(state.setErrors[wrongState]?["err"] == "invalid_state")
+        #expect(["invalid_key", "authentication_failed"].contains(state.setErrors["tampered"]?["err"]?.stringValue ?? ""))
+        #expect(state.pending[streamID]?.isEmpty ?? true)
+        // Stored before acknowledged: each acknowledged SET is in the receiver's log as accepted.
+        for jti in jtis { #expect(harness.eventLogLines.contains { $0["jti"]?.stringValue == jti && $0["outcome"] == "accepted" && $0["transmitter"] == "polled" }) }
+        // The same SET again: acknowledged again (a duplicate to the store).
+        try transmitter.emit(.sessionRevoked, subject: email, stream: streamID, jti: jtis[0])
+        _ = await waitWhile { transmitter.withState { $0.acknowledged.count < 4 } }
+        #expect(transmitter.withState { $0.acknowledged.filter { $0 == jtis[0] }.count } == 2)
+        try await harness.stop()
+        harness.issuer.stop()
+    }
+
+    @Test("poll: 429 with Retry-After is waited out as asked, then polling goes on")
+    func throttled() async throws {
+        let transmitter = try SSFTestTransmitter(audience: "https://risc.example.com/poll", clients: [.init(id: "poller", secret: "poll-secret")])
+        defer { transmitter.stop() }
+        let client = SSFStreamClient(
+            issuer: transmitter.issuer, metadataURL: transmitter.metadataURL,
+            authorization: .clientCredentials(.init(tokenURL: transmitter.tokenURL, clientID: "poller", method: .clientSecretBasic, secret: "poll-secret")),
+            http: .patient())
+        let stream = try await client.create(["delivery": ["method": .string(SSFDelivery.poll)]])
+        let streamID = try #require(stream["stream_id"]?.stringValue)
+        let url = try #require(stream["delivery"]?.objectValue?["endpoint_url"]?.stringValue)
+        transmitter.withState { $0.throttlePolls = 2 }
+        let jti = try transmitter.emit(.sessionRevoked, subject: ["format": "email", "email": "a@example.com"], stream: streamID)
+        let keys = try JWKSet(json: Array(transmitter.jwks.utf8))
+        var policy = SETPolicy(audiences: [transmitter.audience], algorithms: [.es256])
+        policy.requiresType = true
+        let store = MemoryEventStore()
+        let intake = Intake(verifier: SETVerifier(policy: policy, keys: StaticKeyProvider(keys: keys, issuer: transmitter.issuer)), store: store, log: MemoryEventLog()) { 1_800_000_000 }
+        let waits = Mutex<[Double]>([])
+        let poller = SSFPoller(
+            settings: .init(name: "throttled", url: url, path: nil, owner: "test"), client: client, intake: intake, leases: LocalLeases(),
+            logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }, clock: { 1_800_000_000 },
+            sleep: { seconds in
+                waits.withLock { $0.append(seconds) }
+                try await Task.sleep(for: .milliseconds(5))
+            })
+        let task = Task { await poller.run() }
+        _ = await waitWhile { !transmitter.withState { $0.acknowledged.contains(jti) } }
+        task.cancel()
+        await task.value
+        #expect(Array(waits.withLock { $0 }.prefix(2)) == [1, 1], "Retry-After: 1, twice")
+        #expect(store.records.map(\.tokenID) == [jti])
+        #expect(transmitter.withState { $0.acknowledged } == [jti])
     }
 }

@@ -41,6 +41,8 @@ struct StorePortTests {
         /// Runs the backend's worker once over due SETs, with `sink` as its webhook, at `now`.
         let work: (_ sink: any ActionSink, _ log: any EventLog, _ now: Double) async throws -> Void
         let close: () async throws -> Void
+        /// Named leases (`LeaseStore`): the embedded store's in memory, the shared store's table.
+        var leases: any LeaseStore = LocalLeases()
 
         init(
             events: any EventStore, health: any StoreHealth, accounts: any AccountRepository, admin: any QueueAdministration,
@@ -96,7 +98,7 @@ struct StorePortTests {
                 let shared = try SharedStore(settings: settings, logger: StorePortTests.logger)
                 let other = try SharedStore(settings: settings, logger: StorePortTests.logger)
                 try await shared.prepare()
-                return Fixture(
+                let fixture = Fixture(
                     events: shared.events, health: shared.events, accounts: shared.accounts, admin: shared.admin,
                     verifications: shared.verifications, retention: shared.events, queue: shared.queue, otherQueue: other.queue,
                     execute: { _ = try await cluster.psql($0) },
@@ -110,6 +112,8 @@ struct StorePortTests {
                         other.close()
                         try await cluster.stop()
                     })
+                fixture.leases = shared.leases
+                return fixture
             }
         }
 
@@ -235,6 +239,23 @@ struct StorePortTests {
         let results = log.lines.withLock { $0.compactMap { line in line["actions"]?.arrayValue?.compactMap { $0.objectValue?["result"]?.stringValue } }.flatMap { $0 } }
         #expect(results.contains("ended the named session") && results.contains(ActionOutcome.sessionUnplaced), "\(results)")
         #expect(!log.lines.withLock { $0.contains { JSONValue.object($0).serialized.contains("\"s2\"") } }, "a session id is never logged")
+        try await f.close()
+    }
+
+    @Test("issue 29: a named lease is held by one owner at a time, renewed by it, taken over once expired, given up on release", arguments: Backend.allCases)
+    func namedLeases(_ backend: Backend) async throws {
+        let f = try await Fixture.open(backend)
+        #expect(try await f.leases.hold("ssf-poll:okta", owner: "a", for: 30, now: 1_000))
+        #expect(try await !f.leases.hold("ssf-poll:okta", owner: "b", for: 30, now: 1_010))
+        #expect(try await f.leases.hold("ssf-poll:okta", owner: "a", for: 30, now: 1_020), "renewed to 1,050")
+        #expect(try await !f.leases.hold("ssf-poll:okta", owner: "b", for: 30, now: 1_040))
+        #expect(try await f.leases.hold("ssf-poll:other", owner: "b", for: 30, now: 1_040), "another name is another lease")
+        #expect(try await f.leases.hold("ssf-poll:okta", owner: "b", for: 30, now: 1_051), "a dead holder's lease is taken once it expires")
+        #expect(try await !f.leases.hold("ssf-poll:okta", owner: "a", for: 30, now: 1_052))
+        try await f.leases.release("ssf-poll:okta", owner: "a")
+        #expect(try await !f.leases.hold("ssf-poll:okta", owner: "a", for: 30, now: 1_053), "only the holder releases")
+        try await f.leases.release("ssf-poll:okta", owner: "b")
+        #expect(try await f.leases.hold("ssf-poll:okta", owner: "a", for: 30, now: 1_054))
         try await f.close()
     }
 

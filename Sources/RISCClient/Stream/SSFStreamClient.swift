@@ -44,11 +44,14 @@ public struct SSFError: Error, Sendable, CustomStringConvertible {
     public let description: String
     /// The answer named another issuer than the transmitter's: the stream must not be used again.
     public let issuerMismatch: Bool
+    /// Seconds the transmitter asked to wait (`Retry-After` on 429 or 503).
+    public let retryAfter: Double?
 
-    init(status: Int?, _ description: String, issuerMismatch: Bool = false) {
+    init(status: Int?, _ description: String, issuerMismatch: Bool = false, retryAfter: Double? = nil) {
         self.status = status
         self.description = description
         self.issuerMismatch = issuerMismatch
+        self.retryAfter = retryAfter
     }
 }
 
@@ -148,6 +151,31 @@ public final class SSFStreamClient: Sendable {
     public func requestVerification(streamID: String, state: String) async throws {
         let body: JSONObject = ["stream_id": .string(streamID), "state": .string(state)]
         _ = try await call("POST", endpoint("verification_endpoint"), body: body, expect: [200, 204])
+    }
+
+    /// What one poll brought (RFC 8936 §2.4): SETs by `jti`, in the order the transmitter gave them, and whether more wait.
+    public struct PollAnswer: Sendable {
+        public let sets: [(jti: String, set: String)]
+        public let moreAvailable: Bool
+    }
+
+    /// RFC 8936 poll: acknowledges `ack` (SETs risc has stored durably), reports `errors` (`jti` →
+    /// `{err, description}`, RFC 8935 codes) and asks for at most `maxEvents` more, answered at once.
+    /// A 429 or 503 throws `SSFError` with the transmitter's `Retry-After`.
+    public func poll(url: String, ack: [String], errors: JSONObject, maxEvents: Int) async throws -> PollAnswer {
+        var body: JSONObject = ["ack": .array(ack.map { .string($0) }), "maxEvents": .number(Double(maxEvents)), "returnImmediately": true]
+        if !errors.isEmpty { body["setErrs"] = .object(errors) }
+        var response = try await authorized("POST", url, body: body, fresh: false)
+        if response.status == 401 { response = try await authorized("POST", url, body: body, fresh: true) }
+        guard response.status == 200 else {
+            let retryAfter = response.header("retry-after").flatMap(Double.init)
+            throw SSFError(status: response.status, "poll \(url) answered \(response.status)", retryAfter: retryAfter)
+        }
+        guard let answer = try? JSONParser.parseObject(response.body), let sets = answer["sets"]?.objectValue else {
+            throw SSFError(status: response.status, "the poll answer has no 'sets' object")
+        }
+        return PollAnswer(
+            sets: sets.compactMap { jti, set in set.stringValue.map { (jti, $0) } }, moreAvailable: answer["moreAvailable"]?.boolValue ?? false)
     }
 
     // MARK: Plumbing

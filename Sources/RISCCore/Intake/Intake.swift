@@ -46,12 +46,15 @@ public struct Intake: Sendable {
         public let path: String?
         /// Its `Authorization` header, checked against the transmitter's when it has one.
         public let authorization: String?
-        public init(body: [UInt8], remoteAddress: String?, contentType: String?, path: String? = nil, authorization: String? = nil) {
+        /// Fetched by risc's poller (RFC 8936) over an authenticated call: no push credential to check.
+        public let polled: Bool
+        public init(body: [UInt8], remoteAddress: String?, contentType: String?, path: String? = nil, authorization: String? = nil, polled: Bool = false) {
             self.body = body
             self.remoteAddress = remoteAddress
             self.contentType = contentType
             self.path = path
             self.authorization = authorization
+            self.polled = polled
         }
     }
 
@@ -61,13 +64,13 @@ public struct Intake: Sendable {
     func admit(_ delivery: Delivery) throws(SETError) -> (Transmitter, CompactJWS) {
         let candidates = transmitters.candidates(on: delivery.path)
         guard candidates.count != 1 else {
-            try candidates[0].authenticate(delivery.authorization)
+            if !delivery.polled { try candidates[0].authenticate(delivery.authorization) }
             return (candidates[0], try SETVerifier.structure(delivery.body))
         }
         guard !candidates.isEmpty else { throw .invalidRequest("no transmitter is configured for this path") }
         let jws = try SETVerifier.structure(delivery.body)
         let transmitter = try Transmitters.pick(candidates, jws)
-        try transmitter.authenticate(delivery.authorization)
+        if !delivery.polled { try transmitter.authenticate(delivery.authorization) }
         return (transmitter, jws)
     }
 
