@@ -36,6 +36,11 @@ extension RiscCommand.Bench {
 
         @Flag(help: "Measure each run twice, with the event log's hash chain and without (event_log_chain=false), and print what the chain costs a SET.")
         var chainCost = false
+        @Flag(
+            help:
+                "Measure each run twice: Google's SETs alone (no transmitters configured), and half of them from an SSF transmitter (CAEP session-revoked, ES256, typ, sub_id) sharing the events path; prints both rates."
+        )
+        var ssfMix = false
 
         /// What one run measured.
         struct Figures {
@@ -70,6 +75,7 @@ extension RiscCommand.Bench {
             let issuer = try LocalIssuer(jwks: String(decoding: directory.jwksData, as: UTF8.self), issuer: SETFactory.defaultIssuer)
             defer { issuer.stop() }
             if storeURL != nil { return try await runShared(issuer: issuer, tokenFile: tokenFile, work: work) }
+            if ssfMix { return try await runSSFMix(issuer: issuer, directory: directory, tokenFile: tokenFile, count: count, work: work) }
             let certificate = tls ? try TestCertificate(directory: work.appendingPathComponent("tls")) : nil
             var all: [Figures] = []
             var unchained: [Figures] = []
@@ -197,7 +203,11 @@ extension RiscCommand.Bench {
             return fields
         }
 
-        static func signTokens(count: Int, signer: JWSSigner, into file: URL) async throws {
+        /// Signs `count` distinct SETs into `file`, a line each: Google-shaped sessions-revoked by
+        /// `signer`, unless `other` gives the line for an index.
+        static func signTokens(
+            count: Int, signer: JWSSigner, into file: URL, other: @escaping @Sendable (Int) throws -> String? = { _ in nil }
+        ) async throws {
             let workers = max(1, ProcessInfo.processInfo.activeProcessorCount)
             let chunks = try await withThrowingTaskGroup(of: (Int, String).self) { group in
                 for worker in 0..<workers {
@@ -205,6 +215,10 @@ extension RiscCommand.Bench {
                         let factory = SETFactory(signer: signer)
                         var lines = ""
                         for index in stride(from: worker, to: count, by: workers) {
+                            if let line = try other(index) {
+                                lines += line + "\n"
+                                continue
+                            }
                             lines +=
                                 try factory.make(
                                     type: .sessionsRevoked, subject: factory.accountSubject("\(100_000_000 + index)"),
@@ -218,6 +232,55 @@ extension RiscCommand.Bench {
                 return all.sorted { $0.0 < $1.0 }.map(\.1)
             }
             try Data(chunks.joined().utf8).write(to: file)
+        }
+
+        /// `--ssf-mix`: each run measures Google's SETs alone, then (alternating which goes first) a
+        /// mix where every other SET comes from an SSF transmitter on the same path, told apart by `iss`.
+        func runSSFMix(issuer: LocalIssuer, directory: KeyDirectory, tokenFile: URL, count: Int, work: URL) async throws {
+            guard let google = directory.entry(for: .rs256), let ssfKey = directory.entry(for: .es256) else {
+                throw ValidationError("--ssf-mix needs an RS256 and an ES256 key in \(keys)")
+            }
+            let ssfIssuer = try LocalIssuer(jwks: String(decoding: directory.jwksData, as: UTF8.self))
+            defer { ssfIssuer.stop() }
+            let audience = "https://risc.example.com/bench"
+            let mixed = work.appendingPathComponent("mixed-tokens.txt")
+            let signStart = Date()
+            try await Self.signTokens(count: count, signer: google.signer, into: mixed) { index in
+                guard index % 2 == 1 else { return nil }
+                let factory = SETFactory(issuer: ssfIssuer.baseURL, audience: audience, signer: ssfKey.signer)
+                var claims = factory.claims(type: .sessionRevoked, subject: nil, extra: ["event_timestamp": 1_800_000_000], jti: "bench-ssf-\(index)")
+                claims["sub_id"] = ["format": "email", "email": .string("user-\(index)@example.com")]
+                return try factory.sign(claims, header: ["typ": "secevent+jwt"])
+            }
+            print("signed \(count) SETs, every other one an SSF transmitter's (ES256), in \(String(format: "%.1f", Date().timeIntervalSince(signStart))) s")
+            let config = work.appendingPathComponent("ssf-mix.json")
+            let transmitter: JSONObject = [
+                "dialect": "ssf", "issuer": .string(ssfIssuer.baseURL), "audiences": [.string(audience)], "algorithms": ["ES256"],
+                "discovery_url": .string(ssfIssuer.baseURL + "/.well-known/ssf-configuration"),
+            ]
+            try Data(JSONValue.object(["transmitters": ["bench": .object(transmitter)]]).serialized.utf8).write(to: config)
+            var alone: [Figures] = [], mix: [Figures] = []
+            for index in 1...runs {
+                if runs > 1 { print("run \(index) of \(runs):") }
+                func googleRun() async throws {
+                    print("Google's SETs alone:")
+                    alone.append(try await measure(issuer: issuer, certificate: nil, tokenFile: tokenFile, data: work.appendingPathComponent("data-\(index)-google")))
+                }
+                if index % 2 == 1 { try await googleRun() }
+                print("half from an SSF transmitter on the same path:")
+                mix.append(
+                    try await measure(
+                        issuer: issuer, certificate: nil, tokenFile: mixed, data: work.appendingPathComponent("data-\(index)-mix"), extra: ["--config", config.path]))
+                if index % 2 == 0 { try await googleRun() }
+            }
+            for (label, figures) in [("Google alone", alone), ("SSF mix", mix)] {
+                let rates = figures.map(\.setsPerSecond).sorted(), tails = figures.map(\.p99).sorted()
+                print(
+                    String(
+                        format: "%@: %.0f–%.0f SETs/s, p99 %.2f–%.2f ms, server CPU %.0f–%.0f µs a SET", label, rates.first!, rates.last!, tails.first!, tails.last!,
+                        figures.map(\.cpuPerSET).min()!, figures.map(\.cpuPerSET).max()!))
+            }
+            print("target: the mix within the run-to-run noise of Google's SETs alone (same hot path; issue 29)")
         }
 
         static func waitForReady(port: Int) async throws {
