@@ -30,7 +30,8 @@ extension Receiver {
     /// not known yet (no `poll_url`, no stream created) is skipped with a warning.
     static func pollers(_ configuration: ReceiverConfiguration, intake: Intake, leases: any LeaseStore, logger: Logger) throws -> [SSFPoller] {
         var pollers: [SSFPoller] = []
-        let owner = "\(configuration.eventLogID ?? ProcessInfo.processInfo.hostName)/\(ProcessInfo.processInfo.processIdentifier)"
+        // Unique to this receiver, even beside another in the same process.
+        let owner = "\(configuration.eventLogID ?? ProcessInfo.processInfo.hostName)/\(ProcessInfo.processInfo.processIdentifier)/\(UUID().uuidString.prefix(8))"
         for transmitter in configuration.transmitters where transmitter.delivery == "poll" {
             guard let url = transmitter.pollEndpoint(dataDirectory: configuration.dataDirectory) else {
                 logger.warning(

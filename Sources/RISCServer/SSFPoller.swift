@@ -62,7 +62,7 @@ public final class SSFPoller: Sendable {
         while !Task.isCancelled {
             do {
                 guard try await leases.hold(leaseName, owner: settings.owner, for: settings.lease, now: clock()) else {
-                    try await sleep(settings.lease / 3)  // another receiver polls this stream
+                    try await sleep(min(settings.interval, settings.lease / 3))  // another receiver polls this stream
                     continue
                 }
                 let answer = try await client.poll(url: settings.url, ack: acks, errors: errors, maxEvents: settings.maxEvents)
@@ -88,10 +88,13 @@ public final class SSFPoller: Sendable {
                 backoff = min(backoff * 2, 60)
             }
         }
-        if !acks.isEmpty || !errors.isEmpty {
-            _ = try? await client.poll(url: settings.url, ack: acks, errors: errors, maxEvents: 0)
-        }
-        try? await leases.release(leaseName, owner: settings.owner)
+        // Outside the cancelled task (a cancelled query would not run): what is stored is
+        // acknowledged, and the lease given up so another receiver takes over at once.
+        let (client, leases, settings, name) = (client, leases, settings, leaseName)
+        await Task {
+            if !acks.isEmpty || !errors.isEmpty { _ = try? await client.poll(url: settings.url, ack: acks, errors: errors, maxEvents: 0) }
+            try? await leases.release(name, owner: settings.owner)
+        }.value
     }
 
     /// Each SET through the intake: stored ones to acknowledge, refused ones with their error,

@@ -336,14 +336,25 @@ struct SSFConformanceTests {
 /// The same modules with poll delivery (RFC 8936): risc's poller against the test transmitter.
 @Suite("SSF receiver conformance (poll)", .serialized)
 struct SSFPollTests {
-    /// A poll stream made with the client, and a receiver whose poller polls it (every 0.1 s when idle).
-    static func start(_ transmitter: SSFTestTransmitter) async throws -> (ServerHarness, String) {
+    /// A poll stream made with the client, and a receiver whose poller polls it (every 0.1 s when
+    /// idle); `edit` changes the receiver's configuration further (a shared store).
+    static func start(_ transmitter: SSFTestTransmitter, edit: @escaping (inout ReceiverConfiguration) -> Void = { _ in }) async throws -> (ServerHarness, String) {
+        let (url, streamID) = try await stream(transmitter)
+        return (try await receiver(transmitter, pollURL: url, edit: edit), streamID)
+    }
+
+    /// A new poll stream: its poll endpoint and id.
+    static func stream(_ transmitter: SSFTestTransmitter) async throws -> (String, String) {
         let client = SSFStreamClient(
             issuer: transmitter.issuer, metadataURL: transmitter.metadataURL,
             authorization: .clientCredentials(.init(tokenURL: transmitter.tokenURL, clientID: "poller", method: .clientSecretBasic, secret: "poll-secret")),
             http: .patient())
         let stream = try await client.create(["delivery": ["method": .string(SSFDelivery.poll)], "events_requested": .array(EventType.ssfSupported.map { .string($0.uri) })])
-        let streamID = try #require(stream["stream_id"]?.stringValue)
+        return (try #require(stream["delivery"]?.objectValue?["endpoint_url"]?.stringValue), try #require(stream["stream_id"]?.stringValue))
+    }
+
+    /// A started receiver polling `pollURL`.
+    static func receiver(_ transmitter: SSFTestTransmitter, pollURL: String, edit: @escaping (inout ReceiverConfiguration) -> Void = { _ in }) async throws -> ServerHarness {
         let secret = FileManager.default.temporaryDirectory.appendingPathComponent("ssf-poll-\(UUID().uuidString)").path
         try "poll-secret".write(toFile: secret, atomically: true, encoding: .utf8)
         let harness = try ServerHarness {
@@ -352,15 +363,51 @@ struct SSFPollTests {
             settings.audiences = [transmitter.audience]
             settings.algorithms = ["ES256"]
             settings.delivery = "poll"
-            settings.pollURL = stream["delivery"]?.objectValue?["endpoint_url"]?.stringValue
+            settings.pollURL = pollURL
             settings.pollInterval = 0.1
             settings.tokenEndpoint = transmitter.tokenURL
             settings.clientID = "poller"
             settings.clientSecretFile = secret
             $0.transmitters = [settings]
+            edit(&$0)
         }
         try await harness.start()
-        return (harness, streamID)
+        return harness
+    }
+
+    @Test("poll with two receivers on one PostgreSQL: exactly one polls the stream (the lease); when it stops, the other takes over")
+    func onePollerAcrossReceivers() async throws {
+        try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
+        try await PostgresCluster.with { cluster in
+            let transmitter = try SSFTestTransmitter(audience: "https://risc.example.com/poll", clients: [.init(id: "poller", secret: "poll-secret")])
+            defer { transmitter.stop() }
+            let keyFile = cluster.directory + "/token-key"
+            try PrivateFiles.writeAtomically(keyFile, [UInt8](repeating: 7, count: 32))
+            let storeURL = try StoreURL(cluster.url)
+            let (url, streamID) = try await Self.stream(transmitter)
+            let shared: (inout ReceiverConfiguration) -> Void = {
+                $0.store.url = storeURL
+                $0.tokenKeyFile = keyFile
+            }
+            let first = try await Self.receiver(transmitter, pollURL: url, edit: shared)
+            let second = try await Self.receiver(transmitter, pollURL: url, edit: shared)
+            let email: JSONValue = ["format": "email", "email": "ada@example.com"]
+            func received(_ harness: ServerHarness) -> Int { harness.eventLogLines.filter { $0["step"] == "received" && $0["transmitter"] == "polled" }.count }
+            for _ in 0..<5 { try transmitter.emit(.sessionRevoked, subject: email, stream: streamID) }
+            _ = await waitWhile { transmitter.withState { $0.acknowledged.count } < 5 }
+            #expect(transmitter.withState { $0.acknowledged.count } == 5)
+            let counts = [received(first), received(second)]
+            #expect(counts.sorted() == [0, 5], "one receiver took every SET: \(counts)")
+            // The one that polled stops (giving the lease up); the other polls from then on.
+            let (holder, other) = counts[0] == 5 ? (first, second) : (second, first)
+            try await holder.stop()
+            for _ in 0..<3 { try transmitter.emit(.sessionRevoked, subject: email, stream: streamID) }
+            _ = await waitWhile { transmitter.withState { $0.acknowledged.count } < 8 }
+            #expect(received(other) == 3)
+            try await other.stop()
+            first.issuer.stop()
+            second.issuer.stop()
+        }
     }
 
     @Test(
