@@ -59,7 +59,11 @@ struct ConfigFileCommandTests {
           "transmitters": {"okta": {"dialect": "ssf", "issuer": "https://example.okta.com", "issuer_aliases": ["https://example.okta.com/"],
                                     "audiences": ["https://risc.example/okta"], "algorithms": ["RS256"], "path": "/risc/okta",
                                     "authorization_file": "/etc/risc/okta-push", "discovery_url": "https://example.okta.com/.well-known/ssf-configuration",
-                                    "actions": {"session-revoked": {"": ["end_sessions"]}}}},
+                                    "actions": {"session-revoked": {"": ["end_sessions"]}},
+                                    "delivery": "poll", "poll_url": "https://example.okta.com/ssf/poll", "poll_interval": 10,
+                                    "receiver_url": "https://risc.example/risc/okta", "events_requested": ["session-revoked", "credential-change"],
+                                    "token_endpoint": "https://example.okta.com/oauth2/v1/token", "client_id": "risc-receiver",
+                                    "client_auth": "private_key_jwt", "client_key_file": "/etc/risc/okta-client.pem", "scope": "ssf.read ssf.manage"}},
           "actions": {"table": {"account-disabled": {"hijacking": ["end_sessions", "revoke_linked_tokens"]}},
                       "retry_window": "2d", "max_attempts": 50, "base_delay": 2, "max_delay": 600}
         }
