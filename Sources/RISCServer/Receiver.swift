@@ -97,7 +97,14 @@ public final class Receiver: Sendable {
             clock: { Date().timeIntervalSince1970 })
         // SSF verification events are matched against the requests risc made (only SSF
         // transmitters' are refused `invalid_state`; Google's are logged as before).
-        if transmitters.contains(where: { $0.0.dialect == .ssf }) { intake.verifications = try storage.store.verifications() }
+        if transmitters.contains(where: { $0.0.dialect == .ssf }) {
+            intake.verifications = try storage.store.verifications()
+            // The stream `risc stream create` recorded for each, read when a verification comes.
+            let records = Dictionary(uniqueKeysWithValues: configuration.transmitters.map { ($0.name, $0.streamRecordPath(dataDirectory: configuration.dataDirectory)) })
+            intake.knownStream = { name in
+                records[name].flatMap { FileManager.default.contents(atPath: $0) }.flatMap { try? JSONParser.parseObject(Array($0)) }?["stream_id"]?.stringValue
+            }
+        }
         pollers = try Self.pollers(configuration, intake: intake, leases: storage.store.leases(), logger: logger)
         let adminRouter = Router(context: RISCRequestContext.self)
         let storeSampler = StoreSampler(store: storage.health, interval: configuration.healthSampleInterval)

@@ -150,8 +150,17 @@ extension RiscCommand {
             let api = configuration.adminTokenFile == nil ? "off" : configuration.adminAPIPort.map { "on its own listener \(adminScheme)://\(configuration.adminAPIHost):\($0)" } ?? "on"
             print("  admin     \(adminScheme)://\(configuration.adminHost):\(configuration.adminPort)\(mutual) (account API \(api))")
             if let line = validity("admin") { print("  admin tls \(line)") }
-            print("  audiences \(configuration.audiences.joined(separator: ", "))")
-            print("  keys      \(configuration.jwksFile.map { "pinned \($0)" } ?? Redaction.url(configuration.discoveryURL))")
+            if configuration.hasGoogle {
+                print("  audiences \(configuration.audiences.joined(separator: ", "))")
+                print("  keys      \(configuration.jwksFile.map { "pinned \($0)" } ?? Redaction.url(configuration.discoveryURL))")
+            } else {
+                print("  google    none (no audiences: only the transmitters below)")
+            }
+            for transmitter in configuration.transmitters {
+                let keys = transmitter.jwksFile.map { "pinned \($0)" } ?? Redaction.url(transmitter.discovery)
+                let delivery = transmitter.delivery == "poll" ? "poll" : "push to \(transmitter.path ?? configuration.eventsPath)"
+                print("  transmitter \(transmitter.name): \(transmitter.dialect.rawValue), \(transmitter.issuer), \(delivery), keys \(keys)")
+            }
             print("  data      \(configuration.dataDirectory)")
             print("  store     \(configuration.store.url.map { "PostgreSQL \($0)" } ?? "embedded SQLite in the data directory")")
             print("  actions   \(configuration.webhookURL.map { "webhook \(Redaction.url($0))" } ?? "embedded account store")")

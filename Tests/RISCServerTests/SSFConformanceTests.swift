@@ -219,6 +219,22 @@ struct SSFConformanceTests {
         try await f.stop()
     }
 
+    @Test("openid-ssf-receiver-verification-wrong-subject: the right state, but sub_id naming another stream than the one risc made: refused")
+    func verificationWrongSubject() async throws {
+        let f = try await Fixture()
+        try await f.create()
+        // What `risc stream create --transmitter` records.
+        let record = f.harness.dataDirectory + "/streams/ssf-test.json"
+        try FileManager.default.createDirectory(atPath: f.harness.dataDirectory + "/streams", withIntermediateDirectories: true)
+        try JSONValue.object(["stream_id": .string(f.streamID)]).serialized.write(toFile: record, atomically: true, encoding: .utf8)
+        try await f.harness.receiver.storage.store.verifications().request(state: "right-state", apiBase: f.transmitter.issuer, now: Date().timeIntervalSince1970)
+        try f.transmitter.emit(.ssfVerification, subject: ["format": "opaque", "id": "another-stream"], extra: ["state": "right-state"], stream: f.streamID)
+        #expect(await f.pushes(1) == [400])
+        try await f.client.requestVerification(streamID: f.streamID, state: "right-state")
+        #expect(await f.pushes(2) == [400, 202])
+        try await f.stop()
+    }
+
     @Test("openid-ssf-receiver-stream-issuer-mismatch: a stream answer naming another iss stops the client using it")
     func issuerMismatch() async throws {
         let f = try await Fixture()

@@ -8,6 +8,18 @@ import Testing
 /// --ssf` serves), with `risc serve` receiving its pushes: issue 29's stream management end to end.
 @Suite("risc stream --transmitter (the built binary)", .serialized)
 struct SSFStreamCommandTests {
+    @Test("--check-config names each transmitter, and says there is no Google without audiences")
+    func checkConfig() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("risc-ssf-only-\(UUID().uuidString).toml").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try "[transmitters.okta]\nissuer = \"https://example.okta.com\"\naudiences = [\"https://risc.example.com/okta\"]\npath = \"/events/okta\"\n"
+            .write(toFile: path, atomically: true, encoding: .utf8)
+        let checked = try await RiscBinary.run(["serve", "--config", path, "--check-config"])
+        #expect(checked.status == 0, "\(checked.stderr)")
+        #expect(checked.stdout.contains("google    none (no audiences"))
+        #expect(checked.stdout.contains("transmitter okta: ssf, https://example.okta.com, push to /events/okta, keys https://example.okta.com/.well-known/ssf-configuration"))
+    }
+
     @Test("create, show, update, replace, status, pause, enable, subjects, verify, status with the last stream-updated, delete; an answer naming another iss stops the stream")
     func lifecycle() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-ssf-stream-\(UUID().uuidString)")

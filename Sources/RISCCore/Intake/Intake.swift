@@ -15,6 +15,9 @@ public struct Intake: Sendable {
     /// The verification requests risc made: an SSF transmitter's verification event echoing a
     /// `state` not among them is refused `invalid_state` (SSF 1.0 §8.1.4.2). Nil: not checked.
     public var verifications: (any VerificationRequests)?
+    /// The stream id risc knows for a transmitter (by name), if any: an SSF verification event
+    /// whose `sub_id` names another stream is refused (the conformance suite's `verification-wrong-subject`).
+    public var knownStream: (@Sendable (String) -> String?)?
     let clock: @Sendable () -> Double
 
     /// One transmitter, Google's dialect, on every path the caller routes here.
@@ -157,7 +160,14 @@ public struct Intake: Sendable {
         _ validated: ValidatedSET, _ transmitter: Transmitter, _ delivery: Delivery, _ received: EventLogRecord, start: Double, hop: Hop?,
         completion: @escaping @Sendable (Result<AppendOutcome, any Error>) -> Void
     ) {
-        let states = validated.events.filter { $0.type.canonical == .ssfVerification }.compactMap(\.state)
+        let verificationEvents = validated.events.filter { $0.type.canonical == .ssfVerification }
+        if transmitter.dialect == .ssf, !verificationEvents.isEmpty, let stream = knownStream?(transmitter.name),
+            verificationEvents.contains(where: { event in event.subject.map { $0 != .opaque(id: stream) } ?? false })
+        {
+            var record = received
+            return refuse(SETError(.invalidRequest, "the verification event names another stream than this receiver's"), &record, start: start, completion: completion)
+        }
+        let states = verificationEvents.compactMap(\.state)
         guard transmitter.dialect == .ssf, let verifications, !states.isEmpty else {
             return store(validated, delivery, received, start: start, hop: hop, completion: completion)
         }
