@@ -41,6 +41,11 @@ extension RiscCommand.Bench {
                 "Measure each run twice: Google's SETs alone (no transmitters configured), and half of them from an SSF transmitter (CAEP session-revoked, ES256, typ, sub_id) sharing the events path; prints both rates."
         )
         var ssfMix = false
+        @Flag(
+            help:
+                "Measure risc beside issue 30's peers (Benchmarks/peers: a Go receiver keeping events in memory, one group-committing to SQLite, one committing each INSERT), the same tokens and load; prints one table. Builds the peer with Benchmarks/peers/build (Debian's golang-go and its jwt and sqlite3 packages)."
+        )
+        var compare = false
 
         /// What one run measured.
         struct Figures {
@@ -50,6 +55,8 @@ extension RiscCommand.Bench {
             var peakRSS: Int
             /// Server CPU a SET, µs.
             var cpuPerSET: Double = 0
+            /// SETs the server stored, and the 202s it sent.
+            var stored = 0, acknowledged = 0
         }
 
         func validate() throws {
@@ -75,6 +82,7 @@ extension RiscCommand.Bench {
             let issuer = try LocalIssuer(jwks: String(decoding: directory.jwksData, as: UTF8.self), issuer: SETFactory.defaultIssuer)
             defer { issuer.stop() }
             if storeURL != nil { return try await runShared(issuer: issuer, tokenFile: tokenFile, work: work) }
+            if compare { return try await runCompare(issuer: issuer, tokenFile: tokenFile, work: work) }
             if ssfMix { return try await runSSFMix(issuer: issuer, directory: directory, tokenFile: tokenFile, count: count, work: work) }
             let certificate = tls ? try TestCertificate(directory: work.appendingPathComponent("tls")) : nil
             var all: [Figures] = []
@@ -172,6 +180,8 @@ extension RiscCommand.Bench {
             var figures = Figures(
                 setsPerSecond: requests / seconds, p50: (fields["p50_us"] ?? 0) / 1000, p99: (fields["p99_us"] ?? 0) / 1000, peakRSS: peakRSS)
             let accepted = metric("risc_sets_total{outcome=\"accepted\"}"), duplicates = metric("risc_sets_total{outcome=\"duplicate\"}")
+            figures.stored = accepted
+            figures.acknowledged = Int(requests - (fields["errors_status"] ?? 0))
             print(
                 String(
                     format: "%.0f SETs/s acknowledged (202 after fsync) over %d %@ connections for %.1f s; p50 %.2f ms, p99 %.2f ms, max %.2f ms",

@@ -1,0 +1,79 @@
+import ArgumentParser
+import Foundation
+import RISCClient
+import RISCCore
+import RISCTestKit
+
+extension RiscCommand.Bench.ServeBench {
+    /// `--compare`: risc beside issue 30's peers (`Benchmarks/peers/`), the same tokens and load
+    /// on the same cores, one table: rate, p50, p99, CPU a request, rows stored against 202s.
+    func runCompare(issuer: LocalIssuer, tokenFile: URL, work: URL) async throws {
+        let peer = URL(fileURLWithPath: ".build/peers/go-receiver")
+        if !FileManager.default.isExecutableFile(atPath: peer.path) {
+            guard runWithDefaultSignals(["Benchmarks/peers/build", peer.path]) != nil, FileManager.default.isExecutableFile(atPath: peer.path) else {
+                throw ValidationError(
+                    "--compare builds the Go peer with Benchmarks/peers/build: apt-get install golang-go golang-github-golang-jwt-jwt-dev golang-github-mattn-go-sqlite3-dev")
+            }
+        }
+        var rows: [String: [(Figures, cpu: Double, stored: Int, acknowledged: Int)]] = [:]
+        let peers = ["go-memory": "memory", "go-durable": "durable", "go-autocommit": "autocommit"]
+        for index in 1...runs {
+            if runs > 1 { print("round \(index) of \(runs):") }
+            print("risc, durable (fsync before 202):")
+            let figures = try await measure(issuer: issuer, certificate: nil, tokenFile: tokenFile, data: work.appendingPathComponent("data-\(index)"))
+            rows["risc", default: []].append((figures, figures.cpuPerSET, figures.stored, figures.acknowledged))
+            for (name, mode) in peers.sorted(by: { $0.key < $1.key }) {
+                print("\(name):")
+                rows[name, default: []].append(try await measurePeer(peer, mode: mode, tokenFile: tokenFile, data: work.appendingPathComponent("\(name)-\(index).sqlite3")))
+            }
+        }
+        print("RECEIVER        SETs/s (range)        p50 ms   p99 ms (range)     CPU µs/req   stored/202")
+        for name in ["risc"] + peers.keys.sorted() {
+            let runs = rows[name] ?? []
+            let rates = runs.map(\.0.setsPerSecond).sorted(), tails = runs.map(\.0.p99).sorted()
+            let median = rates[rates.count / 2]
+            print(
+                String(
+                    format: "%@ %6.0f (%.0f–%.0f)   %6.2f   %5.2f (%.2f–%.2f)   %8.0f   %d/%d", name.padding(toLength: 15, withPad: " ", startingAt: 0), median, rates.first!, rates.last!,
+                    runs.map(\.0.p50).sorted()[runs.count / 2],
+                    tails[tails.count / 2], tails.first!, tails.last!, runs.map(\.cpu).sorted()[runs.count / 2], runs.map(\.stored).reduce(0, +),
+                    runs.map(\.acknowledged).reduce(0, +)))
+        }
+        print("go-memory keeps nothing across a crash; go-durable commits what waits in one transaction (SQLite WAL, synchronous=FULL), 202 after; go-autocommit one INSERT a request")
+    }
+
+    /// One run of the Go peer in `mode`: started on the bench port, loaded by wrk with the same script and tokens.
+    func measurePeer(_ peer: URL, mode: String, tokenFile: URL, data: URL) async throws -> (Figures, cpu: Double, stored: Int, acknowledged: Int) {
+        let process = Process()
+        process.executableURL = peer
+        process.arguments = ["-addr", "127.0.0.1:\(port)", "-jwks", "\(keys)/jwks.json", "-mode", mode, "-db", data.path]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        let client = CurlHTTPClient()
+        for _ in 0..<100 {
+            if (try? await client.perform(HTTPRequest(url: "http://127.0.0.1:\(port)/stats")))?.status == 200 { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let before = Self.threadCPU(pid: process.processIdentifier)
+        guard
+            let fields = Self.wrkResult(
+                runWithDefaultSignals([
+                    "wrk", "-t\(threads)", "-c\(connections)", "-d\(duration)s", "--latency", "-s", script, "http://127.0.0.1:\(port)", "--", tokenFile.path, "\(threads)",
+                ]))
+        else { throw ValidationError("wrk did not run: install it (apt-get install wrk)") }
+        let after = Self.threadCPU(pid: process.processIdentifier)
+        let stats = (try? await client.perform(HTTPRequest(url: "http://127.0.0.1:\(port)/stats"))).flatMap { try? JSONParser.parseObject($0.body) }
+        process.terminate()
+        process.waitUntilExit()
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: data.path + suffix) }
+        let requests = fields["requests"] ?? 0, seconds = (fields["duration_us"] ?? 1) / 1e6
+        let acknowledged = Int(requests - (fields["errors_status"] ?? 0))
+        let figures = Figures(setsPerSecond: requests / seconds, p50: (fields["p50_us"] ?? 0) / 1000, p99: (fields["p99_us"] ?? 0) / 1000, peakRSS: Self.peakRSS(pid: process.processIdentifier))
+        let cpu = requests > 0 ? Self.perSET(before: before, after: after, requests: requests).total : 0
+        let stored = Int(stats?["stored"]?.numberValue ?? -1)
+        print(String(format: "%.0f SETs/s; p50 %.2f ms, p99 %.2f ms; CPU %.0f µs a request; %d stored of %d acknowledged", figures.setsPerSecond, figures.p50, figures.p99, cpu, stored, acknowledged))
+        return (figures, cpu, stored, acknowledged)
+    }
+}
