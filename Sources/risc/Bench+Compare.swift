@@ -16,7 +16,13 @@ extension RiscCommand.Bench.ServeBench {
             }
         }
         var rows: [String: [(Figures, cpu: Double, stored: Int, acknowledged: Int)]] = [:]
-        let peers = ["go-memory": "memory", "go-durable": "durable", "go-autocommit": "autocommit"]
+        var peers = ["go-memory": "memory", "go-durable": "durable", "go-autocommit": "autocommit"]
+        // The Python peer when its packages are there (Benchmarks/peers/python/requirements.txt, from PyPI).
+        if runWithDefaultSignals(["python3", "-c", "import flask, gunicorn, jwt, cryptography; print('peer ready')"])?.contains("peer ready") == true {
+            peers["python-memory"] = "python"
+        } else {
+            print("(no Python peer: python3 -m pip install -r Benchmarks/peers/python/requirements.txt)")
+        }
         for index in 1...runs {
             if runs > 1 { print("round \(index) of \(runs):") }
             print("risc, durable (fsync before 202):")
@@ -39,14 +45,25 @@ extension RiscCommand.Bench.ServeBench {
                     tails[tails.count / 2], tails.first!, tails.last!, runs.map(\.cpu).sorted()[runs.count / 2], runs.map(\.stored).reduce(0, +),
                     runs.map(\.acknowledged).reduce(0, +)))
         }
-        print("go-memory keeps nothing across a crash; go-durable commits what waits in one transaction (SQLite WAL, synchronous=FULL), 202 after; go-autocommit one INSERT a request")
+        print("go-memory and python-memory keep nothing across a crash; go-durable commits what waits in one transaction (SQLite WAL, synchronous=FULL), 202 after; go-autocommit one INSERT a request")
     }
 
-    /// One run of the Go peer in `mode`: started on the bench port, loaded by wrk with the same script and tokens.
+    /// One run of a peer (the Go one in `mode`, or the Python one for `python`): started on the
+    /// bench port, loaded by wrk with the same script and tokens.
     func measurePeer(_ peer: URL, mode: String, tokenFile: URL, data: URL) async throws -> (Figures, cpu: Double, stored: Int, acknowledged: Int) {
         let process = Process()
-        process.executableURL = peer
-        process.arguments = ["-addr", "127.0.0.1:\(port)", "-jwks", "\(keys)/jwks.json", "-mode", mode, "-db", data.path]
+        if mode == "python" {
+            // Google's sample shape: Flask + PyJWT under gunicorn, two workers.
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["python3", "-m", "gunicorn", "-w", "2", "--preload", "-b", "127.0.0.1:\(port)", "app:app"]
+            process.currentDirectoryURL = URL(fileURLWithPath: "Benchmarks/peers/python")
+            process.environment = ProcessInfo.processInfo.environment.merging(
+                ["RISC_PEER_JWKS": URL(fileURLWithPath: "\(keys)/jwks.json").path, "RISC_PEER_AUD": SETFactory.defaultAudience, "RISC_PEER_ISS": SETFactory.defaultIssuer]
+            ) { $1 }
+        } else {
+            process.executableURL = peer
+            process.arguments = ["-addr", "127.0.0.1:\(port)", "-jwks", "\(keys)/jwks.json", "-mode", mode, "-db", data.path]
+        }
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
@@ -56,16 +73,20 @@ extension RiscCommand.Bench.ServeBench {
             if (try? await client.perform(HTTPRequest(url: "http://127.0.0.1:\(port)/stats")))?.status == 200 { break }
             try await Task.sleep(for: .milliseconds(50))
         }
-        let before = Self.threadCPU(pid: process.processIdentifier)
+        // The process and its children (gunicorn's workers), by their threads' times.
+        let pids = [process.processIdentifier] + Self.children(of: process.processIdentifier)
+        let before = pids.map { Self.threadCPU(pid: $0) }.reduce(into: [String: Double]()) { $0.merge($1, uniquingKeysWith: +) }
         guard
             let fields = Self.wrkResult(
                 runWithDefaultSignals([
                     "wrk", "-t\(threads)", "-c\(connections)", "-d\(duration)s", "--latency", "-s", script, "http://127.0.0.1:\(port)", "--", tokenFile.path, "\(threads)",
                 ]))
         else { throw ValidationError("wrk did not run: install it (apt-get install wrk)") }
-        let after = Self.threadCPU(pid: process.processIdentifier)
+        let after = pids.map { Self.threadCPU(pid: $0) }.reduce(into: [String: Double]()) { $0.merge($1, uniquingKeysWith: +) }
         let stats = (try? await client.perform(HTTPRequest(url: "http://127.0.0.1:\(port)/stats"))).flatMap { try? JSONParser.parseObject($0.body) }
-        process.terminate()
+        // SIGKILL, the workers too: this process's blocked signals are inherited, and gunicorn's
+        // master waited for a SIGTERM it could not receive.
+        for pid in pids.reversed() { kill(pid, SIGKILL) }
         process.waitUntilExit()
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: data.path + suffix) }
         let requests = fields["requests"] ?? 0, seconds = (fields["duration_us"] ?? 1) / 1e6
@@ -75,5 +96,16 @@ extension RiscCommand.Bench.ServeBench {
         let stored = Int(stats?["stored"]?.numberValue ?? -1)
         print(String(format: "%.0f SETs/s; p50 %.2f ms, p99 %.2f ms; CPU %.0f µs a request; %d stored of %d acknowledged", figures.setsPerSecond, figures.p50, figures.p99, cpu, stored, acknowledged))
         return (figures, cpu, stored, acknowledged)
+    }
+
+    /// The pids whose parent is `pid` (gunicorn's workers).
+    static func children(of pid: Int32) -> [Int32] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { entry in
+            guard let child = Int32(entry), let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")")
+            else { return nil }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            return fields.count > 1 && Int32(fields[1]) == pid ? child : nil
+        }
     }
 }
