@@ -138,14 +138,15 @@ final class PushHandler: ChannelDuplexHandler {
     private func dispatch(_ context: ChannelHandlerContext, _ head: HTTPRequestHead, _ body: ByteBuffer) {
         let remote = endpoint.clientAddress(peer: context.channel.remoteAddress, headers: head.headers)
         if let limited = limited(remote) { return answer(context, limited) }
+        let path: String?
         switch endpoint.route(head) {
         case .revocation(let revocation)?: return revoke(context, head, body, remote, revocation)
         case .document(let documents, let document)?:
             let answer = documents.answer(document)
             return self.answer(context, PushConnection.Answer(status: answer.status, headers: answer.headers, body: answer.body))
-        default: break
+        case .events(let served)?: path = served
+        case nil: path = nil
         }
-        let path = head.uri.firstIndex(of: "?").map { String(head.uri[..<$0]) } ?? head.uri
         let delivery = Intake.Delivery(
             body: Array(buffer: body), remoteAddress: remote, contentType: head.headers.first(name: "content-type"), path: path,
             authorization: head.headers.first(name: "authorization"))

@@ -43,7 +43,7 @@ extension Receiver {
             do { authorization = try transmitter.managementAuthorization() } catch { throw ConfigurationError(problems: ["\(error)"]) }
             guard let authorization else { continue }  // a configuration problem, reported before
             var settings = SSFPoller.Settings(
-                name: transmitter.name, url: url, path: transmitter.path == configuration.eventsPath ? nil : transmitter.path ?? configuration.eventsPath, owner: owner)
+                name: transmitter.name, url: url, path: transmitter.path ?? configuration.eventsPath, owner: owner)
             settings.interval = transmitter.pollInterval
             settings.lease = max(5, configuration.queueLease / 2)
             let client = SSFStreamClient(issuer: transmitter.issuer, metadataURL: transmitter.discovery, authorization: authorization)

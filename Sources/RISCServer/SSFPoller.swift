@@ -66,10 +66,9 @@ public final class SSFPoller: Sendable {
                     continue
                 }
                 let answer = try await client.poll(url: settings.url, ack: acks, errors: errors, maxEvents: settings.maxEvents)
-                (acks, errors, backoff) = ([], JSONObject(), 1)
-                let (taken, refused, unavailable) = await take(answer.sets)
-                acks = taken
-                errors = refused
+                backoff = 1
+                let unavailable: Bool
+                (acks, errors, unavailable) = await take(answer.sets)
                 if unavailable {
                     try await sleep(backoff)  // ours: not acknowledged, delivered again later
                     backoff = min(backoff * 2, 60)

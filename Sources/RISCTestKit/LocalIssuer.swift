@@ -41,22 +41,17 @@ public final class LocalIssuer: Sendable {
             state.counts.withLock { $0[path, default: 0] += 1 }
             if let status = current.failWith { return .json(#"{"error":"failing on purpose"}"#, status: status) }
             switch path {
-            case "/.well-known/risc-configuration":
+            case "/.well-known/risc-configuration", "/.well-known/ssf-configuration":
+                // Google's document, or the same issuer as an SSF 1.0 transmitter's metadata (SSF §6.1).
                 let base = "http://127.0.0.1:\(request.header("host")?.split(separator: ":").last ?? "0")"
-                let document: JSONValue = [
-                    "issuer": .string(current.issuer ?? base),
-                    "jwks_uri": .string(current.jwksURI ?? base + "/jwks"),
-                    "delivery_methods_supported": ["https://schemas.openid.net/secevent/risc/delivery-method/push"],
-                ]
-                return .json(document.serialized, headers: [("Cache-Control", "public, max-age=3600")])
-            case "/.well-known/ssf-configuration":
-                // The same issuer as an SSF 1.0 transmitter's metadata (SSF §6.1).
-                let base = "http://127.0.0.1:\(request.header("host")?.split(separator: ":").last ?? "0")"
-                let document: JSONValue = [
-                    "spec_version": "1_0", "issuer": .string(current.issuer ?? base), "jwks_uri": .string(current.jwksURI ?? base + "/jwks"),
-                    "delivery_methods_supported": ["urn:ietf:rfc:8935", "urn:ietf:rfc:8936"],
-                ]
-                return .json(document.serialized, headers: [("Cache-Control", "public, max-age=3600")])
+                var document: JSONObject = ["issuer": .string(current.issuer ?? base), "jwks_uri": .string(current.jwksURI ?? base + "/jwks")]
+                if path.hasSuffix("ssf-configuration") {
+                    document["spec_version"] = "1_0"
+                    document["delivery_methods_supported"] = ["urn:ietf:rfc:8935", "urn:ietf:rfc:8936"]
+                } else {
+                    document["delivery_methods_supported"] = ["https://schemas.openid.net/secevent/risc/delivery-method/push"]
+                }
+                return .json(JSONValue.object(document).serialized, headers: [("Cache-Control", "public, max-age=3600")])
             case "/jwks":
                 if current.jwksDelay > 0 { Thread.sleep(forTimeInterval: current.jwksDelay) }
                 var headers: [(name: String, value: String)] = []

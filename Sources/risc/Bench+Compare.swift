@@ -75,14 +75,15 @@ extension RiscCommand.Bench.ServeBench {
         }
         // The process and its children (gunicorn's workers), by their threads' times.
         let pids = [process.processIdentifier] + Self.children(of: process.processIdentifier)
-        let before = pids.map { Self.threadCPU(pid: $0) }.reduce(into: [String: Double]()) { $0.merge($1, uniquingKeysWith: +) }
+        func cpu() -> [String: Double] { pids.map { Self.threadCPU(pid: $0) }.reduce(into: [:]) { $0.merge($1, uniquingKeysWith: +) } }
+        let before = cpu()
         guard
             let fields = Self.wrkResult(
                 runWithDefaultSignals([
                     "wrk", "-t\(threads)", "-c\(connections)", "-d\(duration)s", "--latency", "-s", script, "http://127.0.0.1:\(port)", "--", tokenFile.path, "\(threads)",
                 ]))
         else { throw ValidationError("wrk did not run: install it (apt-get install wrk)") }
-        let after = pids.map { Self.threadCPU(pid: $0) }.reduce(into: [String: Double]()) { $0.merge($1, uniquingKeysWith: +) }
+        let after = cpu()
         let stats = (try? await client.perform(HTTPRequest(url: "http://127.0.0.1:\(port)/stats"))).flatMap { try? JSONParser.parseObject($0.body) }
         // SIGKILL, the workers too: this process's blocked signals are inherited, and gunicorn's
         // master waited for a SIGTERM it could not receive.

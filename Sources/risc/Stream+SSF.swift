@@ -39,11 +39,6 @@ struct SSFStream {
             recordPath: settings.streamRecordPath(dataDirectory: configuration.dataDirectory), json: json)
     }
 
-    static func secret(_ file: String, _ member: String) throws -> String {
-        guard let data = FileManager.default.contents(atPath: file) else { throw ValidationError("\(member): cannot read \(file)") }
-        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
     // MARK: The stream record
 
     var record: JSONObject? {
@@ -72,7 +67,11 @@ struct SSFStream {
         if settings.delivery == "push" {
             guard let url = settings.receiverURL else { throw ValidationError("transmitters.\(settings.name).receiver_url: where the transmitter pushes is needed for a push stream") }
             delivery["endpoint_url"] = .string(url)
-            if let file = settings.authorizationFile { delivery["authorization_header"] = .string(try Self.secret(file, "authorization_file")) }
+            if let file = settings.authorizationFile {
+                do { delivery["authorization_header"] = .string(try TransmitterSettings.secret(file, "authorization_file", of: settings.name)) } catch {
+                    throw ValidationError("\(error)")
+                }
+            }
         }
         let types = settings.eventsRequested.isEmpty ? EventType.ssfSupported : settings.eventsRequested.compactMap(EventType.init(name:))
         return ["delivery": .object(delivery), "events_requested": .array(types.map { .string($0.uri) }), "description": "risc receiver"]

@@ -165,8 +165,7 @@ public final class SSFStreamClient: Sendable {
     public func poll(url: String, ack: [String], errors: JSONObject, maxEvents: Int) async throws -> PollAnswer {
         var body: JSONObject = ["ack": .array(ack.map { .string($0) }), "maxEvents": .number(Double(maxEvents)), "returnImmediately": true]
         if !errors.isEmpty { body["setErrs"] = .object(errors) }
-        var response = try await authorized("POST", url, body: body, fresh: false)
-        if response.status == 401 { response = try await authorized("POST", url, body: body, fresh: true) }
+        let response = try await authorized("POST", url, body: body)
         guard response.status == 200 else {
             let retryAfter = response.header("retry-after").flatMap(Double.init)
             throw SSFError(status: response.status, "poll \(url) answered \(response.status)", retryAfter: retryAfter)
@@ -196,15 +195,20 @@ public final class SSFStreamClient: Sendable {
         return url + (url.contains("?") ? "&" : "?") + "stream_id=" + escaped
     }
 
-    /// One management call with a live token; once more with a new token after a 401.
+    /// One management call, its status checked against `expect`; its JSON answer, if any.
     private func call(_ method: String, _ url: String, body: JSONObject? = nil, expect: Set<Int>) async throws -> JSONObject? {
-        var response = try await authorized(method, url, body: body, fresh: false)
-        if response.status == 401 { response = try await authorized(method, url, body: body, fresh: true) }
+        let response = try await authorized(method, url, body: body)
         guard expect.contains(response.status) else {
             let detail = (try? JSONParser.parseObject(response.body)).flatMap { $0["error"]?.stringValue ?? $0["description"]?.stringValue } ?? ""
             throw SSFError(status: response.status, "\(method) \(url) answered \(response.status)\(detail.isEmpty ? "" : ": " + Printable.safe(detail, maxBytes: 200))")
         }
         return response.body.isEmpty ? nil : try? JSONParser.parseObject(response.body)
+    }
+
+    /// A call with a live token; once more with a new token after a 401 (`invalid_token`).
+    private func authorized(_ method: String, _ url: String, body: JSONObject?) async throws -> HTTPResponse {
+        let response = try await authorized(method, url, body: body, fresh: false)
+        return response.status == 401 ? try await authorized(method, url, body: body, fresh: true) : response
     }
 
     private func authorized(_ method: String, _ url: String, body: JSONObject?, fresh: Bool) async throws -> HTTPResponse {

@@ -66,15 +66,14 @@ public struct Intake: Sendable {
     /// one its unverified `iss` names.
     func admit(_ delivery: Delivery) throws(SETError) -> (Transmitter, CompactJWS) {
         let candidates = transmitters.candidates(on: delivery.path)
-        guard candidates.count != 1 else {
-            if !delivery.polled { try candidates[0].authenticate(delivery.authorization) }
-            return (candidates[0], try SETVerifier.structure(delivery.body))
-        }
-        guard !candidates.isEmpty else { throw .invalidRequest("no transmitter is configured for this path") }
-        let jws = try SETVerifier.structure(delivery.body)
-        let transmitter = try Transmitters.pick(candidates, jws)
+        guard let only = candidates.first else { throw .invalidRequest("no transmitter is configured for this path") }
+        // Several on the path: the body is split first, to read its unverified `iss`.
+        let shared = candidates.count > 1 ? try SETVerifier.structure(delivery.body) : nil
+        let transmitter = if let shared { try Transmitters.pick(candidates, shared) } else { only }
+        // A push credential is checked before a lone transmitter's body is read at all.
         if !delivery.polled { try transmitter.authenticate(delivery.authorization) }
-        return (transmitter, jws)
+        if let shared { return (transmitter, shared) }
+        return (transmitter, try SETVerifier.structure(delivery.body))
     }
 
     /// Receives one delivery.
@@ -160,15 +159,16 @@ public struct Intake: Sendable {
         _ validated: ValidatedSET, _ transmitter: Transmitter, _ delivery: Delivery, _ received: EventLogRecord, start: Double, hop: Hop?,
         completion: @escaping @Sendable (Result<AppendOutcome, any Error>) -> Void
     ) {
+        guard transmitter.dialect == .ssf else { return store(validated, delivery, received, start: start, hop: hop, completion: completion) }
         let verificationEvents = validated.events.filter { $0.type.canonical == .ssfVerification }
-        if transmitter.dialect == .ssf, !verificationEvents.isEmpty, let stream = knownStream?(transmitter.name),
+        if !verificationEvents.isEmpty, let stream = knownStream?(transmitter.name),
             verificationEvents.contains(where: { event in event.subject.map { $0 != .opaque(id: stream) } ?? false })
         {
             var record = received
             return refuse(SETError(.invalidRequest, "the verification event names another stream than this receiver's"), &record, start: start, completion: completion)
         }
         let states = verificationEvents.compactMap(\.state)
-        guard transmitter.dialect == .ssf, let verifications, !states.isEmpty else {
+        guard let verifications, !states.isEmpty else {
             return store(validated, delivery, received, start: start, hop: hop, completion: completion)
         }
         Task {
