@@ -69,7 +69,7 @@ public final class PostgresCluster: @unchecked Sendable {  // reason: started an
         var template = Array((FileManager.default.temporaryDirectory.path + "/risc-pg-XXXXXX").utf8CString)
         guard let made = mkdtemp(&template) else { throw Failure(description: "mkdtemp failed") }
         directory = String(cString: made)
-        port = try Self.freePort()
+        port = try Self.clusterPort()
         if geteuid() == 0 {
             try Self.run(["/bin/chown", "postgres:postgres", directory])
         }
@@ -80,8 +80,8 @@ public final class PostgresCluster: @unchecked Sendable {  // reason: started an
                 break
             } catch {
                 let log = (try? String(contentsOfFile: directory + "/server.log", encoding: .utf8)) ?? ""
-                guard attempt < 3, log.contains("could not bind") || log.contains("already in use") else { throw error }
-                port = try Self.freePort()
+                guard attempt < 3, Self.portWasTaken(log) else { throw error }
+                port = try Self.clusterPort()
             }
         }
         _ = try psqlNow("CREATE DATABASE \(database)", database: "postgres")
@@ -97,9 +97,22 @@ public final class PostgresCluster: @unchecked Sendable {  // reason: started an
         }
     }
 
-    /// `pg_ctl start`, waiting until it accepts connections.
+    /// `pg_ctl start`, waiting until it accepts connections. A restart keeps the port (clients
+    /// hold the URL): when something holds it for a moment, it is tried again for up to 30 s.
     public func start() async throws {
-        try await BlockingPool.waits.run { Result { try self.startNow() } }.get()
+        for attempt in 1...30 {
+            do {
+                return try await BlockingPool.waits.run { Result { try self.startNow() } }.get()
+            } catch {
+                let log = (try? String(contentsOfFile: directory + "/server.log", encoding: .utf8)) ?? ""
+                guard attempt < 30, Self.portWasTaken(log) else { throw error }
+                try await Task.sleep(for: .seconds(1))
+            }
+        }
+    }
+
+    private static func portWasTaken(_ log: String) -> Bool {
+        log.contains("could not bind") || log.contains("already in use")
     }
 
     private func startNow() throws {
@@ -165,6 +178,25 @@ public final class PostgresCluster: @unchecked Sendable {  // reason: started an
             throw Failure(description: "\(arguments.joined(separator: " ")) exited \(exited): \(err)")
         }
         return out
+    }
+
+    /// A free port below the kernel's ephemeral range (32768 up): no outbound connection and no
+    /// `freePort()` of another test takes it while the cluster is stopped and started again.
+    static func clusterPort() throws -> Int {
+        for _ in 0..<200 {
+            let candidate = Int.random(in: 20_000..<32_000)
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(fd) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(candidate).bigEndian)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+            }
+            if bound { return candidate }
+        }
+        return try freePort()
     }
 
     public static func freePort() throws -> Int {

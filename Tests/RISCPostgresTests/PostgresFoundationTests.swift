@@ -458,6 +458,41 @@ struct PostgresEventStoreTests {
     }
 }
 
+/// The test cluster's own restarts, which long outages and drills rely on.
+@Suite("PostgreSQL test cluster: restarts")
+struct PostgresClusterRestartTests {
+    @Test("a cluster restarts on its port even when something held the port meanwhile (CI of d9f71d9: could not start server)")
+    func restartWhilePortHeld() async throws {
+        try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
+        try await PostgresCluster.with { cluster in
+            // Below the kernel's ephemeral range: no outbound connection or kernel-picked port takes it.
+            let range = try String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)
+            let ephemeralStart = Int(range.split(whereSeparator: \.isWhitespace).first ?? "") ?? 32_768
+            #expect(cluster.port < ephemeralStart, "port \(cluster.port)")
+            try await cluster.stop(mode: "immediate")
+            // Another process listens on the port for a moment while the cluster is down.
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var on: Int32 = 1
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size))
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(cluster.port).bigEndian)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+            }
+            try #require(bound && listen(fd, 1) == 0)
+            let holder = Task {
+                try await Task.sleep(for: .seconds(2))
+                close(fd)
+            }
+            try await cluster.start()
+            try await holder.value
+            #expect(try await cluster.psql("SELECT 1") == "1")
+        }
+    }
+}
+
 /// Its own suite, so that its long outage runs beside the other suites rather than after them.
 @Suite("PostgreSQL: recovery after a long outage")
 struct PostgresRecoveryTests {
