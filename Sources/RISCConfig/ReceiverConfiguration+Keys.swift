@@ -141,13 +141,17 @@ extension ReceiverConfiguration {
                 "retention.duplicates", \.retention.duplicates, "how long after receipt a done SET's (issuer, `jti`) is kept to recognise redeliveries (at least 7 days and at least `retention.done`)"
             ).reloaded,
             Setting(
-                "webhook.url", "POST actions to this revocation endpoint instead of the embedded store",
+                "webhook.url", "POST actions to this revocation endpoint instead of the embedded store (or, with webhook.scope = rows, the events whose row names `webhook`)",
                 read: { layers, c in
                     c.webhookURL = layers.string("webhook.url")
                 },
                 value: { c in .optional(c.webhookURL.map(Redaction.url)) }),
             .optionalString("webhook.secret_file", \.webhookSecretFile, "file with the webhook's HMAC secret (16+ bytes)"),
             .double("webhook.timeout", \.webhookTimeout, "seconds per webhook request"),
+            .choice(
+                "webhook.scope", \.webhookScope,
+                "all (every SET's actions go to the webhook, risc applies none to its accounts; default) or rows (only events whose action row names `webhook`, per transmitter too; risc applies the rest)"
+            ),
             .optionalString(
                 "linking.google_client_id", \.linkingGoogleClientID,
                 "the OAuth client id the site registered for Google's account linking: turns on the admin listener's App Flip check (POST /admin/linking/app-flip)"),

@@ -59,10 +59,11 @@ extension ReceiverConfiguration {
             switch value {
             case .null: shown = "unset"
             case .array(let items) where items.isEmpty: shown = key == "audiences" ? "(required)" : "none"
+            case .object(let members) where members.isEmpty: shown = "none"
             case .object: shown = "the table in [actions.md](actions.md)"
             default: shown = "`" + TOMLWriter.value(value) + "`"
             }
-            let reload = reloadableKeys.contains(key) ? "applied" : "restart"
+            let reload = reloadableKeys.contains(key) ? "applied" : key == transmittersSetting.key ? "rows applied" : "restart"
             lines.append("| `\(key)` | \(shown) | \(reload) | \(help.replacingOccurrences(of: "|", with: "\\|")) |")
         }
         return lines.joined(separator: "\n") + "\n"

@@ -1,3 +1,4 @@
+import RISCCore
 public import RISCServer
 
 extension ReceiverConfiguration {
@@ -11,7 +12,9 @@ extension ReceiverConfiguration {
     public func changes(to new: ReceiverConfiguration) -> ConfigurationChanges {
         var changes = ConfigurationChanges(merged: self)
         for setting in Self.settings where setting.value(self) != setting.value(new) {
-            if setting.appliedOnReload, let copy = setting.copy {
+            if setting.key == Self.transmittersSetting.key {
+                transmitterChanges(to: new, into: &changes)
+            } else if setting.appliedOnReload, let copy = setting.copy {
                 copy(&changes.merged, new)
                 changes.applied.append(setting.key)
             } else {
@@ -19,6 +22,29 @@ extension ReceiverConfiguration {
             }
         }
         return changes
+    }
+
+    /// Each transmitter's action rows are applied (`transmitters.NAME.actions`); any other change
+    /// to one, or one added or removed, waits for a restart (`transmitters.NAME`): its keys, path
+    /// and credentials are set up at the start.
+    func transmitterChanges(to new: ReceiverConfiguration, into changes: inout ConfigurationChanges) {
+        let old = Dictionary(transmitters.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        let now = Dictionary(new.transmitters.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        for name in Set(old.keys).union(now.keys).sorted() {
+            guard let before = old[name], let after = now[name] else {
+                changes.needsRestart.append("transmitters.\(name)")
+                continue
+            }
+            var (settingsBefore, settingsAfter) = (Self.json(before, table: actionTable), Self.json(after, table: new.actionTable))
+            let rowsChanged = settingsBefore["actions"] != settingsAfter["actions"]
+            (settingsBefore["actions"], settingsAfter["actions"]) = (nil, nil)
+            // Rows follow the issuer: when it changed, they come with it at the restart.
+            if rowsChanged, before.issuer == after.issuer && before.issuerAliases == after.issuerAliases {
+                changes.merged.actionTable.takeRows(of: [after.issuer] + after.issuerAliases, from: new.actionTable)
+                changes.applied.append("transmitters.\(name).actions")
+            }
+            if settingsBefore != settingsAfter { changes.needsRestart.append("transmitters.\(name)") }
+        }
     }
 }
 

@@ -14,7 +14,7 @@ extension ReceiverConfiguration {
     static var transmittersSetting: Setting {
         Setting(
             "transmitters",
-            "transmitters beside Google, by name: {\"okta\": {\"dialect\": \"ssf\", \"issuer\": …, \"audiences\": […], \"path\": …, \"authorization_file\": …, \"actions\": {…}}}; see docs/transmitters.md",
+            "transmitters beside Google, by name: {\"okta\": {\"dialect\": \"ssf\", \"issuer\": …, \"audiences\": […], \"path\": …, \"authorization_file\": …, \"actions\": {…}}}; SIGHUP applies each one's action rows, the rest waits for a restart; see docs/transmitters.md",
             read: { layers, c in
                 guard let table = layers.object("transmitters") else { return }
                 for name in table.keys.sorted() {

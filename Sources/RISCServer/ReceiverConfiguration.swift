@@ -110,6 +110,11 @@ public struct ReceiverConfiguration: Sendable {
     /// File holding the webhook's shared HMAC secret (at least 16 bytes).
     public var webhookSecretFile: String?
     public var webhookTimeout: Double = 10
+    /// `all`: every SET's plan goes to the webhook; `rows`: only events whose row names the action
+    /// `webhook`, the rest applied to risc's own accounts.
+    public var webhookScope = WebhookScope.all
+    /// Whether risc applies actions to its own accounts: without a webhook, or when rows choose it.
+    public var appliesToAccounts: Bool { webhookURL == nil || webhookScope == .rows }
     /// App Flip checks (`POST /admin/linking/app-flip`): the client id the site registered for
     /// Google; nil turns the endpoint off. Extra redirect hosts and bundle ids beyond Google's.
     public var linkingGoogleClientID: String?
@@ -258,6 +263,12 @@ public struct ReceiverConfiguration: Sendable {
         if (webhookURL == nil) != (webhookSecretFile == nil) { problems.append("webhook.url and webhook.secret_file go together") }
         if let url = webhookURL, let refusal = URLPolicy().refusal(for: url) { problems.append("webhook.url: \(refusal)") }
         if webhookTimeout <= 0 { problems.append("webhook.timeout must be positive") }
+        if webhookURL == nil, webhookScope == .rows { problems.append("webhook.scope = rows needs webhook.url") }
+        if webhookURL == nil, actionTable.namesWebhook {
+            problems.append("a row of the action table names the action webhook, but webhook.url is not set")
+        } else if webhookScope == .all, actionTable.namesWebhook {
+            problems.append("a row of the action table names the action webhook: set webhook.scope = rows (with scope all every SET goes to the webhook and risc applies nothing)")
+        }
         if let url = eventLogCheckpointURL {
             if let refusal = URLPolicy().refusal(for: url) { problems.append("event_log_checkpoint_url: \(refusal)") }
             if eventLogCheckpointKey == nil { problems.append("event_log_checkpoint_url needs event_log_checkpoint_key (there are no checkpoints without it)") }

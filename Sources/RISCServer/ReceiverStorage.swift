@@ -33,9 +33,10 @@ public struct ReceiverStorage: Sendable {
             let workers = makeWorkers(
                 queue: queue, tokenKey: tokenKey, shape: shape, configuration: configuration, sink: sink, publisher: publisher, log: log,
                 metrics: metrics, logger: logger)
-            // Without a webhook the store's accounts are the sink: each SET's actions are applied
-            // in the transaction that stores it.
-            if sink == nil { try store.enableInlineActions(table: configuration.actionTable, log: log) }
+            // Unless the webhook takes every SET, the store's accounts are the sink: each SET's
+            // actions are applied in the transaction that stores it (one whose row names the
+            // webhook is left to the workers).
+            if configuration.appliesToAccounts { try store.enableInlineActions(table: configuration.actionTable, log: log) }
             return ReceiverStorage(store: store, events: events, accounts: accounts, tokenKey: tokenKey, workers: workers)
         } catch {
             store.close()
@@ -58,6 +59,7 @@ public struct ReceiverStorage: Sendable {
             settings.lease = lease
             settings.scope = publisher == nil ? .all : .sets
             settings.deferWhile = shape.deferWhile
+            settings.webhookScope = configuration.webhookScope
             return QueueWorker(
                 queue: queue, settings: settings, table: configuration.actionTable, retry: configuration.retry, sink: sink, log: log,
                 metrics: metrics, logger: logger)
@@ -76,7 +78,7 @@ public struct ReceiverStorage: Sendable {
         return workers
     }
 
-    /// The webhook sink, when `webhook.url` is set.
+    /// The webhook sink, when `webhook.url` is set (every SET's, or the chosen rows').
     static func makeSink(configuration: ReceiverConfiguration) throws -> (any ActionSink)? {
         guard let url = configuration.webhookURL, let secretFile = configuration.webhookSecretFile else { return nil }
         let secret = try Receiver.readSecret(secretFile, setting: "webhook.secret_file")

@@ -65,4 +65,39 @@ struct ReloadTests {
         try await harness.stop()
         harness.issuer.stop()
     }
+
+    @Test("issue 29: a reload applies a transmitter's action rows; its other settings wait for a restart, named transmitters.NAME")
+    func transmitterRows() async throws {
+        let okta = try TransmitterTests.SSFTransmitter()
+        let next = Mutex<ReceiverConfiguration?>(nil)
+        let harness = try ServerHarness { $0.transmitters = [okta.settings()] }
+        harness.source = ConfigurationSource(load: { try #require(next.withLock { $0 }) })
+        _ = try await AccountStore(directory: harness.dataDirectory).link([
+            .init(issuer: okta.issuer.baseURL, subject: "ada", userID: "u-ada", sessions: ["s-1", "s-2"])
+        ])
+        try await harness.start()
+        var edited = harness.configuration
+        edited.actionTable.set(.sessionRevoked, reason: "", actions: [.logOnly], issuers: [okta.issuer.baseURL])
+        edited.transmitters[0].path = "/events/okta"  // a push path: read at the start only
+        next.withLock { $0 = edited }
+        let result = try #require(harness.receiver.reloadConfiguration())
+        #expect(result.problems.isEmpty, "\(result.problems)")
+        #expect(result.applied == ["transmitters.okta.actions"])
+        #expect(result.needsRestart == ["transmitters.okta"])
+        // Okta's session-revoked now only logs: both sessions stay open; the path is still the old one.
+        let token = try okta.token(jti: "okta-after-reload") {
+            $0["sub_id"] = nil
+            $0["events"] = .object([EventType.sessionRevoked.uri: ["subject": ["user": okta.factory.accountSubject("ada")]]])
+        }
+        #expect(try await harness.post(token).status == 202)
+        let account = try #require(try await AccountStore(directory: harness.dataDirectory).accounts(subject: "ada").first)
+        #expect(account.openSessions == 2)
+        // Running again on what was in force: nothing to change, and nothing waits.
+        next.withLock { $0 = harness.receiver.currentConfiguration }
+        let again = try #require(harness.receiver.reloadConfiguration())
+        #expect(again.applied.isEmpty && again.needsRestart.isEmpty, "\(again)")
+        try await harness.stop()
+        harness.issuer.stop()
+        okta.issuer.stop()
+    }
 }

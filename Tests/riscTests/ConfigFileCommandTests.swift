@@ -44,7 +44,7 @@ struct ConfigFileCommandTests {
                     "ca_file": "/etc/risc/pg-ca.pem", "accept_unsafe_durability": true, "timeout": 7, "lease": 90},
           "accounts": {"token_key_file": "/etc/risc/token-key"},
           "retention": {"done": "36h", "duplicates": "14d"},
-          "webhook": {"url": "https://hooks.example/revoke", "secret_file": "/etc/risc/webhook-secret", "timeout": 4},
+          "webhook": {"url": "https://hooks.example/revoke", "secret_file": "/etc/risc/webhook-secret", "timeout": 4, "scope": "rows"},
           "linking": {
             "google_client_id": "google-linking-client",
             "app_flip_hosts": ["flip.example"],
@@ -59,7 +59,7 @@ struct ConfigFileCommandTests {
           "transmitters": {"okta": {"dialect": "ssf", "issuer": "https://example.okta.com", "issuer_aliases": ["https://example.okta.com/"],
                                     "audiences": ["https://risc.example/okta"], "algorithms": ["RS256"], "path": "/risc/okta",
                                     "authorization_file": "/etc/risc/okta-push", "discovery_url": "https://example.okta.com/.well-known/ssf-configuration",
-                                    "actions": {"session-revoked": {"": ["end_sessions"]}},
+                                    "actions": {"session-revoked": {"": ["end_sessions", "webhook"]}},
                                     "delivery": "poll", "poll_url": "https://example.okta.com/ssf/poll", "poll_interval": 10,
                                     "receiver_url": "https://risc.example/risc/okta", "events_requested": ["session-revoked", "credential-change"],
                                     "token_endpoint": "https://example.okta.com/oauth2/v1/token", "client_id": "risc-receiver",

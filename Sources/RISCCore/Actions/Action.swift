@@ -23,6 +23,10 @@ public enum Action: String, Sendable, CaseIterable, Comparable {
     case recordVerification = "record_verification"
     /// Nothing to do but log it.
     case logOnly = "log_only"
+    /// Deliver the event to the site's webhook (`webhook.url`) beside the row's other actions,
+    /// which risc applies to its own accounts (`webhook.scope = rows`): a site chooses per event
+    /// and per transmitter what its own endpoint hears of.
+    case webhook = "webhook"
 
     public static func < (lhs: Action, rhs: Action) -> Bool { lhs.rawValue < rhs.rawValue }
 

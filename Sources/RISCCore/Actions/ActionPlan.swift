@@ -17,6 +17,19 @@ public struct ActionPlan: Sendable {
     }
 
     public let steps: [Step]
+
+    /// Whether an event's row names the action `webhook` (`webhook.scope = rows`).
+    public var deliversToWebhook: Bool { steps.contains { $0.actions.contains(.webhook) } }
+
+    /// What the webhook is told when rows choose it: the events whose row names `webhook`, each
+    /// with the row's other actions (those risc applies to its own accounts).
+    public var webhookNotice: ActionPlan {
+        ActionPlan(
+            steps: steps.filter { $0.actions.contains(.webhook) }.map {
+                Step(eventIndex: $0.eventIndex, type: $0.type, reason: $0.reason, subject: $0.subject, actions: $0.actions.filter { $0 != .webhook }, state: $0.state)
+            },
+            eventTime: eventTime)
+    }
     /// When the event happened, for ordering: `toe` if given, else CAEP's `event_timestamp` (SSF
     /// sends one event a SET), else `iat`: one clock across transmitters.
     public let eventTime: Double

@@ -60,6 +60,12 @@ public struct ActionTable: Sendable {
 
     public init(rows: [String: [String: [Action]]]) { self.rows = rows }
 
+    /// Whether any row, the receiver's or a transmitter's, names the action `webhook`.
+    public var namesWebhook: Bool {
+        let all = rows.values.flatMap(\.values) + byIssuer.values.flatMap(\.values).flatMap(\.values)
+        return all.contains { $0.contains(.webhook) }
+    }
+
     /// Replaces one row: `type` is a short name or URI, `reason` "" for the default row; with
     /// `issuers`, only for SETs those issuers sign.
     public mutating func set(_ type: EventType, reason: String, actions: [Action], issuers: [String] = []) {
@@ -68,6 +74,11 @@ public struct ActionTable: Sendable {
             return
         }
         for issuer in issuers { byIssuer[SETPolicy.issuerScope(issuer), default: [:]][type.canonical.uri, default: [:]][reason] = actions }
+    }
+
+    /// Takes the rows `other` has for SETs `issuers` sign (one transmitter's, on SIGHUP) in place of these.
+    public mutating func takeRows(of issuers: [String], from other: ActionTable) {
+        for scope in issuers.map(SETPolicy.issuerScope) { byIssuer[scope] = other.byIssuer[scope] }
     }
 
     /// The actions for one event of a SET `issuer` signed.

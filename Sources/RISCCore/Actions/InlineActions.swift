@@ -42,6 +42,11 @@ public enum InlineActions {
         _ plan: ActionPlan, to record: SETRecord, setID: Int64, now: Double, guarded: Bool, in transaction: inout T,
         clock: () -> Double = { Date().timeIntervalSince1970 }
     ) throws -> (lines: [EventLogRecord], applied: Bool) {
+        // A row that names the webhook: the worker delivers it and applies the rest (its line then).
+        if plan.deliversToWebhook {
+            try transaction.deferToQueue(setID: setID)
+            return ([], false)
+        }
         if guarded { try transaction.savepoint() }
         do {
             let (outcomes, followUp) = try transaction.apply(plan, to: record, setID: setID, now: now)
@@ -61,6 +66,10 @@ public enum InlineActions {
         _ plan: ActionPlan, to record: SETRecord, setID: Int64, now: Double, guarded: Bool, in transaction: inout T,
         clock: () -> Double = { Date().timeIntervalSince1970 }
     ) async throws -> (lines: [EventLogRecord], applied: Bool) {
+        if plan.deliversToWebhook {
+            try await transaction.deferToQueue(setID: setID)
+            return ([], false)
+        }
         if guarded { try await transaction.savepoint() }
         do {
             let (outcomes, followUp) = try await transaction.apply(plan, to: record, setID: setID, now: now)

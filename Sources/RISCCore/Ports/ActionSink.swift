@@ -1,11 +1,22 @@
 /// Where actions go when they are not applied to the embedded store: the site's own revocation
 /// endpoint. Called on the worker's own thread, so it may block.
+/// Which SETs the webhook hears of: `all` (every SET's plan, which the site applies: risc applies
+/// nothing to its own accounts), or `rows` (only events whose row names the action `webhook`,
+/// told what risc applies to its own accounts beside).
+public enum WebhookScope: String, Sendable, CaseIterable {
+    case all
+    case rows
+}
+
 public protocol ActionSink: Sendable {
     /// Delivers one SET's plan, with the tokens the store holds that its actions revoke (one
     /// entry per token, by fingerprint). Returns a result line per step; throws to have the SET
     /// retried. `idempotencyKey` is the same for every delivery of one SET, from any receiver
-    /// (`QueueWorker.idempotencyKey`), for the site to recognise a repeat.
-    func deliver(_ plan: ActionPlan, tokens: [TokenToRevoke], tokenID: String, issuer: String, idempotencyKey: String) throws -> [String]
+    /// (`QueueWorker.idempotencyKey`), for the site to recognise a repeat. `appliedByRISC`: the
+    /// plan's actions are applied by risc to its own accounts (`webhook.scope = rows`), the site
+    /// is told of them.
+    func deliver(_ plan: ActionPlan, tokens: [TokenToRevoke], tokenID: String, issuer: String, idempotencyKey: String, appliedByRISC: Bool) throws
+        -> [String]
 }
 
 /// A token the store holds a fingerprint of that an event's action revokes: every active
@@ -60,9 +71,10 @@ extension ActionPlan {
     /// (a prefix or a hash, never a token) are included so the site can find its token. `issuer`
     /// is the SET's `iss` as it arrived (as `subject.iss` and the event log have it: Google's
     /// `https://accounts.google.com/` keeps its `/`), not the de-duplication scope.
-    public func webhookBody(tokenID: String, issuer: String, sentAt: Double, tokens: [TokenToRevoke] = []) -> JSONValue {
+    public func webhookBody(tokenID: String, issuer: String, sentAt: Double, tokens: [TokenToRevoke] = [], appliedByRISC: Bool = false) -> JSONValue {
         var object = JSONObject()
         object["v"] = 1
+        if appliedByRISC { object["applied_by_risc"] = true }
         object["jti"] = .string(tokenID)
         object["iss"] = .string(issuer)
         object["event_time"] = .number(eventTime)

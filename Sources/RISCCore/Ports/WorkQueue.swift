@@ -146,6 +146,7 @@ extension ActionOutcome {
     public static func accountFree(_ action: Action, step: ActionPlan.Step) -> String? {
         switch action {
         case .logOnly: "logged"
+        case .webhook: "delivered to the webhook"
         case .recordVerification: "state " + (step.state.map { "'\($0.prefix(200))'" } ?? "(none)")
         default: nil
         }

@@ -29,6 +29,9 @@ public final class QueueWorker: Sendable {
         /// actions only lag, and applying them never delays a 202.
         public var deferWhile: (@Sendable () -> Bool)?
         public var maximumDeferral: Double = 0.05
+        /// With a sink: whether every SET goes there (`all`: risc applies nothing to its
+        /// accounts) or only events whose row names `webhook` (`rows`: the rest applied here).
+        public var webhookScope = WebhookScope.all
 
         public init(owner: String = QueueWorker.defaultOwner()) { self.owner = owner }
     }
@@ -40,6 +43,8 @@ public final class QueueWorker: Sendable {
     var table: ActionTable { rules.withLock { $0.table } }
     var retry: RetryPolicy { rules.withLock { $0.retry } }
     let sink: (any ActionSink)?
+    /// Every SET's plan goes to the sink, none is applied to the store's accounts.
+    var sinkTakesAll: Bool { sink != nil && settings.webhookScope == .all }
     /// Sends the unlink notices queued beside the SETs (`UnlinkNotices`); nil: notices are off, and
     /// one found in the queue fails (and is retried, then dead-lettered) saying so.
     let notices: NoticeSending?
@@ -179,7 +184,7 @@ public final class QueueWorker: Sendable {
         }
         guard !ready.isEmpty else { return claimed.count }
         do {
-            let reports = try await queue.finish(ready.map(\.item), applyToAccounts: sink == nil, now: clock())
+            let reports = try await queue.finish(ready.map(\.item), applyToAccounts: !sinkTakesAll, now: clock())
             for (prepared, report) in zip(ready, reports) { record(prepared, report, clock) }
         } catch  where ready.count > 1 {
             for prepared in ready { await finishAlone(prepared, clock) }
@@ -206,19 +211,27 @@ public final class QueueWorker: Sendable {
         if claim.issuer == UnlinkNotices.queueIssuer { return await publish(claim, start: start, clock) }
         var record = EventLogRecord.applied(jti: claim.jti, attempt: claim.attempts + 1, time: start)
         record["worker"] = .string(settings.owner)
-        if sink != nil { record["sink"] = "webhook" }
+        if sinkTakesAll { record["sink"] = "webhook" }
         do {
             let claims = try SecurityEventToken(payload: CompactJWS(claim.token).payload)
             let plan = ActionPlan.plan(for: claims, table: table)
             record.describe(plan)
             var delivered: [String] = []
             var tokens: [TokenToRevoke] = []
-            if let sink {
+            let key = Self.idempotencyKey(issuer: claim.issuer, jti: claim.jti), issuer = claims.issuer ?? claim.issuer
+            if let sink, sinkTakesAll {
                 tokens = try await queue.tokensToRevoke(plan, keyIssuer: claim.issuer)
-                let key = Self.idempotencyKey(issuer: claim.issuer, jti: claim.jti)
                 delivered = try await BlockingPool.receiver.run { [tokens] in
-                    Result { try sink.deliver(plan, tokens: tokens, tokenID: claim.jti, issuer: claims.issuer ?? claim.issuer, idempotencyKey: key) }
+                    Result { try sink.deliver(plan, tokens: tokens, tokenID: claim.jti, issuer: issuer, idempotencyKey: key, appliedByRISC: false) }
                 }.get()
+            } else if plan.deliversToWebhook {
+                // The row chose the webhook: told first, then the rest applied with the finish.
+                guard let sink else { throw NoWebhook() }
+                let notice = plan.webhookNotice
+                record["webhook"] = .string(
+                    try await BlockingPool.receiver.run {
+                        Result { try sink.deliver(notice, tokens: [], tokenID: claim.jti, issuer: issuer, idempotencyKey: key, appliedByRISC: true) }
+                    }.get().first ?? "delivered")
             }
             return Prepared(
                 item: FinishItem(claim: claim, plan: plan, claims: claims, tokens: tokens), record: record, start: start, delivered: delivered)
@@ -247,7 +260,7 @@ public final class QueueWorker: Sendable {
 
     private func finishAlone(_ prepared: Prepared, _ clock: @Sendable () -> Double) async {
         do {
-            let reports = try await queue.finish([prepared.item], applyToAccounts: sink == nil, now: clock())
+            let reports = try await queue.finish([prepared.item], applyToAccounts: !sinkTakesAll, now: clock())
             record(prepared, reports.first ?? nil, clock)
         } catch {
             await fail(prepared.item.claim, error, record: prepared.record, start: prepared.start, clock)
@@ -268,7 +281,7 @@ public final class QueueWorker: Sendable {
         }
         if prepared.notice {
             return
-        } else if sink != nil {
+        } else if sinkTakesAll {
             record["actions"] = TokenToRevoke.results(prepared.item.plan, delivered: prepared.delivered, tokens: prepared.item.tokens)
         } else {
             record["actions"] = ActionOutcome.json(report.outcomes)
@@ -359,4 +372,10 @@ final class Wakeup: Sendable {
             }
         }
     }
+}
+
+/// A row names the action `webhook` but this receiver has no webhook (`webhook.url`): retried,
+/// so that a receiver started with one delivers it.
+struct NoWebhook: Error, CustomStringConvertible {
+    var description: String { "a row names the action webhook but webhook.url is not set" }
 }
