@@ -14,7 +14,7 @@ struct DocsTests {
             .map { $0.split(separator: "#", maxSplits: 1).first.map(String.init) ?? $0 }
     }
 
-    @Test("every page under docs/ is linked from the README, and every relative link in the README, docs/, the changelog and deploy/ resolves")
+    @Test("every page under docs/ is linked from the README (a topic's own pages from its page), and every relative link in the README, docs/, the changelog and deploy/ resolves")
     func links() throws {
         let files = FileManager.default
         let pages = try files.contentsOfDirectory(atPath: Self.repository.appendingPathComponent("docs").path).filter { $0.hasSuffix(".md") }.sorted()
@@ -22,7 +22,19 @@ struct DocsTests {
         let readme = try String(contentsOf: Self.repository.appendingPathComponent("README.md"), encoding: .utf8)
         let fromReadme = Set(Self.relativeLinks(readme))
         for page in pages { #expect(fromReadme.contains("docs/\(page)"), "the README does not link docs/\(page)") }
-        let documents = ["README.md", "CHANGELOG.md", "deploy/README.md"] + pages.map { "docs/\($0)" }
+        // A topic's own pages (docs/transmitters/okta.md) are linked from its page (docs/transmitters.md).
+        var subpages: [String] = []
+        for page in pages {
+            let topic = String(page.dropLast(3)), folder = Self.repository.appendingPathComponent("docs/\(topic)").path
+            guard let names = try? files.contentsOfDirectory(atPath: folder) else { continue }
+            let parent = try String(contentsOf: Self.repository.appendingPathComponent("docs/\(page)"), encoding: .utf8)
+            for name in names.filter({ $0.hasSuffix(".md") }).sorted() {
+                #expect(Self.relativeLinks(parent).contains("\(topic)/\(name)"), "docs/\(page) does not link docs/\(topic)/\(name)")
+                subpages.append("docs/\(topic)/\(name)")
+            }
+        }
+        #expect(subpages.count >= 5)
+        let documents = ["README.md", "CHANGELOG.md", "deploy/README.md"] + pages.map { "docs/\($0)" } + subpages
         for document in documents {
             let url = Self.repository.appendingPathComponent(document)
             let text = try String(contentsOf: url, encoding: .utf8)
