@@ -9,7 +9,10 @@ extension RiscCommand.Bench.ServeBench {
     /// on the same cores, one table: rate, p50, p99, CPU a request, rows stored against 202s.
     func runCompare(issuer: LocalIssuer, tokenFile: URL, work: URL) async throws {
         let peer = URL(fileURLWithPath: ".build/peers/go-receiver")
-        if !FileManager.default.isExecutableFile(atPath: peer.path) {
+        // Built again when its source is newer than the binary.
+        let built = (try? FileManager.default.attributesOfItem(atPath: peer.path)[.modificationDate]) as? Date
+        let source = (try? FileManager.default.attributesOfItem(atPath: "Benchmarks/peers/go/main.go")[.modificationDate]) as? Date
+        if !FileManager.default.isExecutableFile(atPath: peer.path) || (built ?? .distantPast) < (source ?? .distantPast) {
             guard runWithDefaultSignals(["Benchmarks/peers/build", peer.path]) != nil, FileManager.default.isExecutableFile(atPath: peer.path) else {
                 throw ValidationError(
                     "--compare builds the Go peer with Benchmarks/peers/build: apt-get install golang-go golang-github-golang-jwt-jwt-dev golang-github-mattn-go-sqlite3-dev")
@@ -23,14 +26,17 @@ extension RiscCommand.Bench.ServeBench {
         } else {
             print("(no Python peer: python3 -m pip install -r Benchmarks/peers/python/requirements.txt)")
         }
+        // With --tls every receiver serves HTTPS itself (keep-alive), with the same certificate.
+        let certificate = tls ? try TestCertificate(directory: work.appendingPathComponent("tls")) : nil
         for index in 1...runs {
             if runs > 1 { print("round \(index) of \(runs):") }
             print("risc, durable (fsync before 202):")
-            let figures = try await measure(issuer: issuer, certificate: nil, tokenFile: tokenFile, data: work.appendingPathComponent("data-\(index)"))
+            let figures = try await measure(issuer: issuer, certificate: certificate, tokenFile: tokenFile, data: work.appendingPathComponent("data-\(index)"))
             rows["risc", default: []].append((figures, figures.cpuPerSET, figures.stored, figures.acknowledged))
             for (name, mode) in peers.sorted(by: { $0.key < $1.key }) {
                 print("\(name):")
-                rows[name, default: []].append(try await measurePeer(peer, mode: mode, tokenFile: tokenFile, data: work.appendingPathComponent("\(name)-\(index).sqlite3")))
+                rows[name, default: []].append(
+                    try await measurePeer(peer, mode: mode, certificate: certificate, tokenFile: tokenFile, data: work.appendingPathComponent("\(name)-\(index).sqlite3")))
             }
         }
         print("RECEIVER        SETs/s (range)        p50 ms   p99 ms (range)     CPU µs/req   stored/202")
@@ -45,46 +51,50 @@ extension RiscCommand.Bench.ServeBench {
                     tails[tails.count / 2], tails.first!, tails.last!, runs.map(\.cpu).sorted()[runs.count / 2], runs.map(\.stored).reduce(0, +),
                     runs.map(\.acknowledged).reduce(0, +)))
         }
+        if tls { print("every receiver served HTTPS itself (TLS 1.2+, keep-alive, the same P-256 certificate)") }
+        if junkFlood > 0 { print(String(format: "each beside a flood of %.0f junk SETs/s with unknown kids (its own line above each run)", junkFlood)) }
         print("go-memory and python-memory keep nothing across a crash; go-durable commits what waits in one transaction (SQLite WAL, synchronous=FULL), 202 after; go-autocommit one INSERT a request")
     }
 
     /// One run of a peer (the Go one in `mode`, or the Python one for `python`): started on the
     /// bench port, loaded by wrk with the same script and tokens.
-    func measurePeer(_ peer: URL, mode: String, tokenFile: URL, data: URL) async throws -> (Figures, cpu: Double, stored: Int, acknowledged: Int) {
+    func measurePeer(_ peer: URL, mode: String, certificate: TestCertificate?, tokenFile: URL, data: URL) async throws -> (
+        Figures, cpu: Double, stored: Int, acknowledged: Int
+    ) {
         let process = Process()
         if mode == "python" {
             // Google's sample shape: Flask + PyJWT under gunicorn, two workers.
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3", "-m", "gunicorn", "-w", "2", "--preload", "-b", "127.0.0.1:\(port)", "app:app"]
+            process.arguments =
+                ["python3", "-m", "gunicorn", "-w", "2", "--preload", "-b", "127.0.0.1:\(port)"]
+                + (certificate.map { ["--certfile", $0.certificatePath, "--keyfile", $0.keyPath] } ?? []) + ["app:app"]
             process.currentDirectoryURL = URL(fileURLWithPath: "Benchmarks/peers/python")
             process.environment = ProcessInfo.processInfo.environment.merging(
                 ["RISC_PEER_JWKS": URL(fileURLWithPath: "\(keys)/jwks.json").path, "RISC_PEER_AUD": SETFactory.defaultAudience, "RISC_PEER_ISS": SETFactory.defaultIssuer]
             ) { $1 }
         } else {
             process.executableURL = peer
-            process.arguments = ["-addr", "127.0.0.1:\(port)", "-jwks", "\(keys)/jwks.json", "-mode", mode, "-db", data.path]
+            process.arguments =
+                ["-addr", "127.0.0.1:\(port)", "-jwks", "\(keys)/jwks.json", "-mode", mode, "-db", data.path]
+                + (certificate.map { ["-cert", $0.certificatePath, "-key", $0.keyPath] } ?? [])
         }
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
         defer { if process.isRunning { process.terminate() } }
-        let client = CurlHTTPClient()
+        let client = CurlHTTPClient(caBundlePath: certificate?.certificatePath)
+        let statsURL = certificate == nil ? "http://127.0.0.1:\(port)/stats" : "https://localhost:\(port)/stats"
         for _ in 0..<100 {
-            if (try? await client.perform(HTTPRequest(url: "http://127.0.0.1:\(port)/stats")))?.status == 200 { break }
+            if (try? await client.perform(HTTPRequest(url: statsURL)))?.status == 200 { break }
             try await Task.sleep(for: .milliseconds(50))
         }
         // The process and its children (gunicorn's workers), by their threads' times.
         let pids = [process.processIdentifier] + Self.children(of: process.processIdentifier)
         func cpu() -> [String: Double] { pids.map { Self.threadCPU(pid: $0) }.reduce(into: [:]) { $0.merge($1, uniquingKeysWith: +) } }
         let before = cpu()
-        guard
-            let fields = Self.wrkResult(
-                runWithDefaultSignals([
-                    "wrk", "-t\(threads)", "-c\(connections)", "-d\(duration)s", "--latency", "-s", script, "http://127.0.0.1:\(port)", "--", tokenFile.path, "\(threads)",
-                ]))
-        else { throw ValidationError("wrk did not run: install it (apt-get install wrk)") }
+        let fields = try await load(tokenFile, work: data.deletingLastPathComponent())
         let after = cpu()
-        let stats = (try? await client.perform(HTTPRequest(url: "http://127.0.0.1:\(port)/stats"))).flatMap { try? JSONParser.parseObject($0.body) }
+        let stats = (try? await client.perform(HTTPRequest(url: statsURL))).flatMap { try? JSONParser.parseObject($0.body) }
         // SIGKILL, the workers too: this process's blocked signals are inherited, and gunicorn's
         // master waited for a SIGTERM it could not receive.
         for pid in pids.reversed() { kill(pid, SIGKILL) }
@@ -108,5 +118,47 @@ extension RiscCommand.Bench.ServeBench {
             let fields = stat[stat.index(after: close)...].split(separator: " ")
             return fields.count > 1 && Int32(fields[1]) == pid ? child : nil
         }
+    }
+
+    /// wrk's load from `tokenFile` on the server under test (HTTPS with `--tls`); with
+    /// `--junk-flood`, a second wrk sends `work`/junk.txt at that rate beside it, from before the
+    /// load starts until after it ends, and what it saw is printed. Returns the load's figures.
+    func load(_ tokenFile: URL, work: URL) async throws -> [String: Double] {
+        let url = "\(tls ? "https" : "http")://127.0.0.1:\(port)"
+        var flood: Task<[String: Double]?, Never>?
+        if junkFlood > 0 {
+            // wrk paces each connection by a delay after each answer: 8 connections at 8,000/rate ms.
+            let connections = 8, delay = max(1, Int((Double(connections) * 1000 / junkFlood).rounded()))
+            let arguments = [
+                "wrk", "-t1", "-c\(connections)", "-d\(duration + 1)s", "-s", script, url, "--", work.appendingPathComponent("junk.txt").path, "1", "\(delay)",
+            ]
+            flood = Task.detached { Self.wrkResult(runWithDefaultSignals(arguments)) }
+            try await Task.sleep(for: .milliseconds(300))
+        }
+        guard
+            let fields = Self.wrkResult(
+                runWithDefaultSignals([
+                    "wrk", "-t\(threads)", "-c\(connections)", "-d\(duration)s", "--latency", "-s", script, url, "--", tokenFile.path, "\(threads)",
+                ]))
+        else { throw ValidationError("wrk did not run: install it (apt-get install wrk)") }
+        if let flood, let junk = await flood.value {
+            let sent = junk["requests"] ?? 0, seconds = (junk["duration_us"] ?? 1) / 1e6
+            print(
+                String(
+                    format: "beside it: %.0f junk SETs/s with unknown kids (%.0f sent, %.0f refused, p99 %.2f ms)", sent / seconds, sent, junk["errors_status"] ?? 0,
+                    (junk["p99_us"] ?? 0) / 1000))
+        }
+        return fields
+    }
+
+    /// 500 SETs signed by a key no issuer published, each with a `kid` of its own, a line each in
+    /// `file` (`--junk-flood`, `risc drill junk`).
+    static func writeJunkTokens(into file: URL) throws {
+        let stranger = try PrivateKey.generate(.rsa(bits: 2048))
+        let subject = SETFactory(signer: JWSSigner(key: stranger, algorithm: .rs256, keyID: "x")).accountSubject("x")
+        let tokens = try (0..<500).map { index in
+            try SETFactory(signer: JWSSigner(key: stranger, algorithm: .rs256, keyID: "unknown-\(index)")).make(type: .sessionsRevoked, subject: subject, jti: "junk-\(index)")
+        }
+        try Data(tokens.joined(separator: "\n").utf8).write(to: file)
     }
 }

@@ -46,6 +46,11 @@ extension RiscCommand.Bench {
                 "Measure risc beside issue 30's peers (Benchmarks/peers: a Go receiver keeping events in memory, one group-committing to SQLite, one committing each INSERT), the same tokens and load; prints one table. Builds the peer with Benchmarks/peers/build (Debian's golang-go and its jwt and sqlite3 packages)."
         )
         var compare = false
+        @Option(
+            help:
+                "Beside each measured run, a second client sends SETs signed by an unknown key, each with a kid of its own, at this many a second (issue 30: valid SETs keep their rate and tail); 0: none."
+        )
+        var junkFlood: Double = 0
 
         /// What one run measured.
         struct Figures {
@@ -81,6 +86,7 @@ extension RiscCommand.Bench {
             // Keys come the way they do in production: discovery document, then JWKS, through the cache.
             let issuer = try LocalIssuer(jwks: String(decoding: directory.jwksData, as: UTF8.self), issuer: SETFactory.defaultIssuer)
             defer { issuer.stop() }
+            if junkFlood > 0 { try Self.writeJunkTokens(into: work.appendingPathComponent("junk.txt")) }
             if storeURL != nil { return try await runShared(issuer: issuer, tokenFile: tokenFile, work: work) }
             if compare { return try await runCompare(issuer: issuer, tokenFile: tokenFile, work: work) }
             if ssfMix { return try await runSSFMix(issuer: issuer, directory: directory, tokenFile: tokenFile, count: count, work: work) }
@@ -149,21 +155,15 @@ extension RiscCommand.Bench {
                     "--data-dir", data.path,
                 ] + extra
             if let certificate { server.arguments! += ["--tls-cert", certificate.certificatePath, "--tls-key", certificate.keyPath] }
+            // The flood's connections come from the same loopback address as the load's.
+            if junkFlood > 0 { server.arguments! += ["--set", "limits.max_connections_per_address=0"] }
             server.standardOutput = FileHandle.nullDevice
             try server.run()
             defer { if server.isRunning { server.terminate() } }
             try await Self.waitForReady(port: port + 1)
 
             let serverBefore = Self.threadCPU(pid: server.processIdentifier), wrkBefore = Self.childrenCPU()
-            guard
-                let fields = Self.wrkResult(
-                    runWithDefaultSignals([
-                        "wrk", "-t\(threads)", "-c\(connections)", "-d\(duration)s", "--latency", "-s", script,
-                        "\(tls ? "https" : "http")://127.0.0.1:\(port)", "--", tokenFile.path, "\(threads)",
-                    ]))
-            else {
-                throw ValidationError("wrk did not run: install it (apt-get install wrk)")
-            }
+            let fields = try await load(tokenFile, work: data.deletingLastPathComponent())
             let metrics =
                 (try? await CurlHTTPClient().perform(HTTPRequest(url: "http://127.0.0.1:\(port + 1)/metrics")))
                 .map { String(decoding: $0.body, as: UTF8.self) } ?? ""

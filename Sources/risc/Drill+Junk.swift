@@ -31,7 +31,6 @@ extension RiscCommand.Drill {
             let keys = work.appendingPathComponent("keys")
             let published = try KeyDirectory.generate(into: keys, algorithm: .rs256, keyID: "published")
             let directory = try KeyDirectory(url: keys)
-            let stranger = try PrivateKey.generate(.rsa(bits: 2048))
             let issuer = try LocalIssuer(jwks: String(decoding: directory.jwksData, as: UTF8.self), issuer: SETFactory.defaultIssuer)
             defer { issuer.stop() }
             let server = ChildServer(
@@ -47,11 +46,7 @@ extension RiscCommand.Drill {
             // server, not a load generator's signing or connection set-up.
             let validFile = work.appendingPathComponent("valid.txt"), junkFile = work.appendingPathComponent("junk.txt")
             try await RiscCommand.Bench.ServeBench.signTokens(count: Int(validRate * seconds * 3) + 100, signer: published.signer, into: validFile)
-            let junkTokens = try (0..<500).map { index in
-                try SETFactory(signer: JWSSigner(key: stranger, algorithm: .rs256, keyID: "unknown-\(index)"))
-                    .make(type: .sessionsRevoked, subject: SETFactory(signer: published.signer).accountSubject("x"), jti: "junk-\(index)")
-            }
-            try Data(junkTokens.joined(separator: "\n").utf8).write(to: junkFile)
+            try RiscCommand.Bench.ServeBench.writeJunkTokens(into: junkFile)
 
             /// wrk at `rate` over `connections` from `file`; returns its RESULT fields.
             @Sendable func wrk(_ file: URL, rate: Double, connections: Int, seconds: Double) throws -> [String: Double] {

@@ -53,4 +53,17 @@ struct DrillCommandTests {
         #expect(numbers.count >= 2 && numbers[0] <= numbers.last!, "\(fetches ?? "")")
         #expect(result.stdout.contains("0 not 202"))
     }
+
+    @Test("issue 30: bench serve --junk-flood sends unknown-kid SETs beside the load, all refused, the valid ones all 202")
+    func benchBesideJunk() async throws {
+        let result = try await RiscBinary.run([
+            "bench", "serve", "--duration", "2", "--tokens", "3000", "--connections", "4", "--junk-flood", "200", "--port", try port(),
+        ])
+        #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
+        let line = try #require(result.stdout.split(separator: "\n").first { $0.hasPrefix("beside it:") }, "\(result.stdout)")
+        // "beside it: N junk SETs/s with unknown kids (S sent, R refused, p99 …)"
+        let numbers = line.split(separator: "(").last?.split(separator: ",").prefix(2).compactMap { Int($0.split(separator: " ").first ?? "") } ?? []
+        #expect(numbers.count == 2 && numbers[0] > 0 && numbers[0] == numbers[1], "\(line)")
+        #expect(result.stdout.contains(" 0 non-202 answers"), "\(result.stdout)")
+    }
 }

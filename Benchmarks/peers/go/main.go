@@ -12,6 +12,7 @@ package main
 
 import (
 	"crypto/rsa"
+	"crypto/tls"
 	"database/sql"
 	"encoding/base64"
 	"encoding/json"
@@ -70,6 +71,8 @@ func main() {
 	issuer := flag.String("iss", "https://accounts.google.com/", "accepted issuer")
 	mode := flag.String("mode", "memory", "memory, durable or autocommit")
 	dbPath := flag.String("db", "peer.sqlite3", "SQLite file (durable, autocommit)")
+	certFile := flag.String("cert", "", "PEM certificate: serve HTTPS (TLS 1.2+) with -key")
+	keyFile := flag.String("key", "", "PEM private key for -cert")
 	flag.Parse()
 	keys := loadKeys(*jwksPath)
 
@@ -193,5 +196,9 @@ func main() {
 		}
 		json.NewEncoder(w).Encode(map[string]int{"stored": stored})
 	})
+	if *certFile != "" {
+		server := &http.Server{Addr: *addr, TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12}}
+		log.Fatal(server.ListenAndServeTLS(*certFile, *keyFile))
+	}
 	log.Fatal(http.ListenAndServe(*addr, nil))
 }
