@@ -91,10 +91,17 @@ final class ConfigurationReloader: Sendable {
         let changes = source.compare(old, new)
         (result.applied, result.needsRestart) = (changes.applied, changes.needsRestart)
         let merged = changes.merged
+        let credentials: [(name: String, credential: PushCredential, values: [String])]
         do {
+            credentials = try pushCredentials(merged)
             try apply(merged)
+        } catch let error as ConfigurationError {
+            return refuse(error.problems, record: record)
         } catch {
             return refuse(["\(error)"], record: record)
+        }
+        for (name, credential, values) in credentials where credential.replace(with: values) {
+            result.applied.append("transmitters.\(name).authorization_file")
         }
         running.withLock { $0 = merged }
         record["changed"] = .array(result.applied.map { .string($0) })
@@ -110,6 +117,17 @@ final class ConfigurationReloader: Sendable {
         }
         logLevel?.level = merged.logLevel  // last: the reload's own lines at the level it was asked at
         return result
+    }
+
+    /// Each running transmitter's push credential read again from its `authorization_file`
+    /// (rotation: a second line is accepted beside the first); a file that does not read
+    /// refuses the reload.
+    private func pushCredentials(_ configuration: ReceiverConfiguration) throws -> [(name: String, credential: PushCredential, values: [String])] {
+        try configuration.transmitters.compactMap { settings in
+            guard let file = settings.authorizationFile, let credential = push.intake.transmitters.all.first(where: { $0.name == settings.name })?.credential
+            else { return nil }
+            return (settings.name, credential, try Receiver.pushCredential(file, transmitter: settings.name))
+        }
     }
 
     /// Hands the reloadable settings to what holds them; new requests, batches and passes use them.

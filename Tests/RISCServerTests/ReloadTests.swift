@@ -100,4 +100,55 @@ struct ReloadTests {
         harness.issuer.stop()
         okta.issuer.stop()
     }
+
+    @Test("a transmitter's push credential rotates on SIGHUP: a second line in authorization_file is accepted beside the first, then the old one is dropped")
+    func pushCredentialRotation() async throws {
+        let okta = try TransmitterTests.SSFTransmitter()
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("okta-push-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        func write(_ text: String) throws { try PrivateFiles.writeAtomically(file, Array(text.utf8)) }
+        try write("Bearer old-credential-0123456789\n")
+        let next = Mutex<ReceiverConfiguration?>(nil)
+        let harness = try ServerHarness {
+            $0.transmitters = [
+                okta.settings {
+                    $0.path = "/events/okta"
+                    $0.authorizationFile = file
+                }
+            ]
+        }
+        harness.source = ConfigurationSource(load: { try #require(next.withLock { $0 }) })
+        try await harness.start()
+        next.withLock { $0 = harness.configuration }
+        func push(_ value: String) async throws -> Int {
+            try await harness.post(try okta.token(), path: "/events/okta", headers: [("Authorization", value)]).status
+        }
+        #expect(try await push("Bearer old-credential-0123456789") == 202)
+        #expect(try await push("Bearer new-credential-0123456789") == 401)
+
+        // The new value added, the stream told: either is accepted meanwhile.
+        try write("Bearer old-credential-0123456789\nBearer new-credential-0123456789\n")
+        let added = try #require(harness.receiver.reloadConfiguration())
+        #expect(added.problems.isEmpty && added.applied == ["transmitters.okta.authorization_file"], "\(added)")
+        #expect(try await push("Bearer new-credential-0123456789") == 202)
+        #expect(try await push("Bearer old-credential-0123456789") == 202)
+
+        // The old value removed.
+        try write("Bearer new-credential-0123456789\n")
+        #expect(try #require(harness.receiver.reloadConfiguration()).applied == ["transmitters.okta.authorization_file"])
+        #expect(try await push("Bearer old-credential-0123456789") == 401)
+        #expect(try await push("Bearer new-credential-0123456789") == 202)
+
+        // A file that does not read (three lines) refuses the reload; the running values stay.
+        try write("a\nb\nc\n")
+        let refused = try #require(harness.receiver.reloadConfiguration())
+        #expect(refused.problems.contains { $0.contains("authorization_file") }, "\(refused)")
+        #expect(try await push("Bearer new-credential-0123456789") == 202)
+        // Unchanged: nothing reported.
+        try write("Bearer new-credential-0123456789\n")
+        #expect(try #require(harness.receiver.reloadConfiguration()).applied.isEmpty)
+        try await harness.stop()
+        harness.issuer.stop()
+        okta.issuer.stop()
+    }
 }

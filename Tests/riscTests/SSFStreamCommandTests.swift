@@ -69,7 +69,17 @@ struct SSFStreamCommandTests {
         #expect(try await stream(["show"]).stdout.contains("requested: session-revoked"))
         let updated = try await stream(["update", "--events", "session-revoked,verification"])
         #expect(updated.status == 0 && updated.stdout.contains("requested: session-revoked, verification"), "\(updated.stderr)")
+        // The push credential rotated: the new value added as a second line, risc serve told (SIGHUP,
+        // then either is accepted), the stream replaced with the new one (the last line).
+        try PrivateFiles.writeAtomically(directory.appendingPathComponent("push").path, Array("Bearer push-credential-cli\nBearer push-credential-next\n".utf8))
+        kill(serve.processIdentifier, SIGHUP)
+        let log = data.appendingPathComponent("events.log").path
+        let reloaded = await waitWhile {
+            !((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("transmitters.ssf-test.authorization_file")
+        }
+        #expect(reloaded, "no reload line naming the push credential")
         #expect(try await stream(["replace"]).status == 0)
+        #expect(transmitter.withState { $0.streams[streamID]?["delivery"]?.objectValue?["authorization_header"] } == "Bearer push-credential-next")
         #expect(try await stream(["status", "--json"]).stdout.contains(#""status":"enabled""#))
         #expect(try await stream(["pause"]).status == 0 && transmitter.withState { $0.statuses[streamID] } == "paused")
         #expect(try await stream(["enable"]).status == 0 && transmitter.withState { $0.statuses[streamID] } == "enabled")

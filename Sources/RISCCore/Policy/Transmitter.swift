@@ -1,3 +1,5 @@
+import Synchronization
+
 /// One party that pushes SETs to risc: Google in its 2018 RISC dialect, or any Shared Signals
 /// (SSF 1.0) transmitter, each with its own keys, claim rules and push credential.
 public struct Transmitter: Sendable {
@@ -20,19 +22,16 @@ public struct Transmitter: Sendable {
     public let verifier: SETVerifier
     /// Its own push path; nil: the shared events path.
     public let path: String?
-    /// SHA-256 of the whole `Authorization` value risc gave it for pushes; nil: none asked.
-    let authorizationDigest: [UInt8]?
-    /// The scheme of that value (`Bearer`), for `WWW-Authenticate` on a 401.
-    let authorizationScheme: String?
+    /// The `Authorization` values risc gave it for pushes (nil: none asked); SIGHUP may replace them.
+    public let credential: PushCredential?
 
-    public init(name: String, dialect: Dialect, issuer: String?, verifier: SETVerifier, path: String? = nil, authorization: String? = nil) {
+    public init(name: String, dialect: Dialect, issuer: String?, verifier: SETVerifier, path: String? = nil, authorization: [String]? = nil) {
         self.name = name
         self.dialect = dialect
         self.issuer = issuer
         self.verifier = verifier
         self.path = path
-        authorizationDigest = authorization.map { SHA256.hash(Array($0.utf8)) }
-        authorizationScheme = authorization.flatMap { $0.split(separator: " ").first.map(String.init) }
+        credential = authorization.map(PushCredential.init)
     }
 
     /// Whether it may name `claimed` as its `iss` (its issuer or an alias, one trailing `/` apart).
@@ -44,13 +43,42 @@ public struct Transmitter: Sendable {
     /// transmitter, or with another, is 401 `authentication_failed`. Compared as SHA-256 digests in
     /// constant time, so neither the value nor its length leaks through timing.
     public func authenticate(_ header: String?) throws(SETError) {
-        guard let authorizationDigest else { return }
-        guard let header, TokenFingerprint.constantTimeEquals(SHA256.hash(Array(header.utf8)), authorizationDigest) else {
+        guard let credential else { return }
+        let (digests, scheme) = credential.current
+        // Every value compared, none skipped on a match: the time says nothing of which matched.
+        let offered = header.map { SHA256.hash(Array($0.utf8)) }
+        let matched = digests.reduce(false) { found, digest in (offered.map { TokenFingerprint.constantTimeEquals($0, digest) } ?? false) || found }
+        guard header != nil, matched else {
             var error = SETError(.authenticationFailed, header == nil ? "no Authorization header" : "the Authorization header is not the one this endpoint expects")
             error.status = 401
-            error.challenge = authorizationScheme ?? "Bearer"
+            error.challenge = scheme
             throw error
         }
+    }
+}
+
+/// The `Authorization` values a transmitter must push with: one, or two while it is rotated (the
+/// new one added, the stream told, the old one removed), kept only as SHA-256 digests.
+public final class PushCredential: Sendable {
+    private let state: Mutex<(digests: [[UInt8]], scheme: String)>
+
+    public init(_ values: [String]) { state = Mutex(Self.digest(values)) }
+
+    /// The digests accepted now, and the scheme a 401's `WWW-Authenticate` names (the first value's).
+    public var current: (digests: [[UInt8]], scheme: String) { state.withLock { $0 } }
+
+    /// Takes `values` in place of the ones held; returns whether they differ.
+    @discardableResult
+    public func replace(with values: [String]) -> Bool {
+        let next = Self.digest(values)
+        return state.withLock { held in
+            defer { held = next }
+            return held.digests != next.digests
+        }
+    }
+
+    private static func digest(_ values: [String]) -> (digests: [[UInt8]], scheme: String) {
+        (values.map { SHA256.hash(Array($0.utf8)) }, values.first?.split(separator: " ").first.map(String.init) ?? "Bearer")
     }
 }
 
