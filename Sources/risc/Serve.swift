@@ -163,7 +163,13 @@ extension RiscCommand {
             }
             print("  data      \(configuration.dataDirectory)")
             print("  store     \(configuration.store.url.map { "PostgreSQL \($0)" } ?? "embedded SQLite in the data directory")")
-            print("  actions   \(configuration.webhookURL.map { "webhook \(Redaction.url($0))" } ?? "embedded account store")")
+            let actions =
+                switch (configuration.webhookURL.map(Redaction.url), configuration.webhookScope) {
+                case (nil, _): "embedded account store"
+                case (let url?, .all): "webhook \(url)"
+                case (let url?, .rows): "embedded account store; webhook \(url) for the events whose row names it"
+                }
+            print("  actions   \(actions)")
         }
 
         /// `--check-config --connect`: the store as a start would find it, read only.

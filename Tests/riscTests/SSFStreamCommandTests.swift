@@ -18,6 +18,27 @@ struct SSFStreamCommandTests {
         #expect(checked.status == 0, "\(checked.stderr)")
         #expect(checked.stdout.contains("google    none (no audiences"))
         #expect(checked.stdout.contains("transmitter okta: ssf, https://example.okta.com, push to /events/okta, keys https://example.okta.com/.well-known/ssf-configuration"))
+        #expect(checked.stdout.contains("actions   embedded account store\n"))
+
+        // With the webhook chosen row by row, the accounts still take every other event.
+        let secret = path + ".webhook-secret"
+        defer { try? FileManager.default.removeItem(atPath: secret) }
+        try PrivateFiles.writeAtomically(secret, [UInt8](repeating: 7, count: 32))
+        try """
+        [webhook]
+        url = "https://hooks.example/revoke"
+        secret_file = "\(secret)"
+        scope = "rows"
+        [transmitters.okta]
+        issuer = "https://example.okta.com"
+        audiences = ["https://risc.example.com/okta"]
+        [transmitters.okta.actions.credential-change]
+        "" = ["heighten_monitoring", "webhook"]
+
+        """.write(toFile: path, atomically: true, encoding: .utf8)
+        let rows = try await RiscBinary.run(["serve", "--config", path, "--check-config"])
+        #expect(rows.status == 0, "\(rows.stderr)")
+        #expect(rows.stdout.contains("actions   embedded account store; webhook https://hooks.example/revoke for the events whose row names it"), "\(rows.stdout)")
     }
 
     @Test("create, show, update, replace, status, pause, enable, subjects, verify, status with the last stream-updated, delete; an answer naming another iss stops the stream")
