@@ -77,7 +77,8 @@ extension Receiver {
                 logger: logger, setting: "transmitters.\(settings.name).jwks_file")
             var policy = settings.policy
             policy.clockSkew = configuration.clockSkew
-            let authorization = try settings.authorizationFile.map { try pushCredential($0, transmitter: settings.name) }
+            let authorization: [String]?
+            do { authorization = try settings.pushCredential() } catch { throw ConfigurationError(problems: ["\(error)"]) }
             let transmitter = Transmitter(
                 name: settings.name, dialect: settings.dialect, issuer: settings.issuer, verifier: SETVerifier(policy: policy, keys: keys.provider),
                 path: settings.path == configuration.eventsPath ? nil : settings.path, authorization: authorization)
@@ -86,15 +87,4 @@ extension Receiver {
         return built
     }
 
-    /// The `Authorization` values in a transmitter's `authorization_file`: one line, or two while
-    /// it is rotated (either is accepted); read at the start and again on SIGHUP.
-    static func pushCredential(_ path: String, transmitter: String) throws -> [String] {
-        let setting = "transmitters.\(transmitter).authorization_file"
-        let lines = String(decoding: try readSecret(path, setting: setting), as: UTF8.self).split(whereSeparator: \.isNewline)
-            .map { $0.trimmingCharacters(in: .whitespaces) }
-        guard (1...2).contains(lines.count), lines.allSatisfy({ !$0.isEmpty }) else {
-            throw ConfigurationError(problems: ["\(setting): must hold one non-empty line (the whole Authorization value), or two while it is rotated"])
-        }
-        return lines
-    }
 }

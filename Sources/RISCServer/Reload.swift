@@ -124,9 +124,10 @@ final class ConfigurationReloader: Sendable {
     /// refuses the reload.
     private func pushCredentials(_ configuration: ReceiverConfiguration) throws -> [(name: String, credential: PushCredential, values: [String])] {
         try configuration.transmitters.compactMap { settings in
-            guard let file = settings.authorizationFile, let credential = push.intake.transmitters.all.first(where: { $0.name == settings.name })?.credential
+            guard let credential = push.intake.transmitters.all.first(where: { $0.name == settings.name })?.credential,
+                let values = try settings.pushCredential()
             else { return nil }
-            return (settings.name, credential, try Receiver.pushCredential(file, transmitter: settings.name))
+            return (settings.name, credential, values)
         }
     }
 

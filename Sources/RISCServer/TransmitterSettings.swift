@@ -158,6 +158,18 @@ extension TransmitterSettings {
         return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    /// The `Authorization` values in `authorization_file` (nil without one): one line, or two while
+    /// the value is rotated (either is accepted; the last is the new one, which `risc stream`
+    /// gives the transmitter). Read at the start, on SIGHUP and by `risc stream`.
+    public func pushCredential() throws -> [String]? {
+        guard let file = authorizationFile else { return nil }
+        let lines = try Self.secret(file, "authorization_file", of: name).split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
+        guard (1...2).contains(lines.count), lines.allSatisfy({ !$0.isEmpty }) else {
+            throw FileError(description: "transmitters.\(name).authorization_file: must hold one non-empty line (the whole Authorization value), or two while it is rotated")
+        }
+        return lines
+    }
+
     /// How risc authenticates to its management API and poll endpoint: a static bearer token, or
     /// client credentials; nil when neither is configured.
     public func managementAuthorization() throws -> SSFAuthorization? {

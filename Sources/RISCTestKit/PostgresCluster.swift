@@ -184,17 +184,10 @@ public final class PostgresCluster: @unchecked Sendable {  // reason: started an
     /// `freePort()` of another test takes it while the cluster is stopped and started again.
     static func clusterPort() throws -> Int {
         for _ in 0..<200 {
-            let candidate = Int.random(in: 20_000..<32_000)
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            defer { close(fd) }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = in_port_t(UInt16(candidate).bigEndian)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let bound = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+            if let (fd, port) = try? boundLoopbackSocket(port: Int.random(in: 20_000..<32_000)) {
+                close(fd)
+                return port
             }
-            if bound { return candidate }
         }
         return try freePort()
     }
@@ -205,11 +198,17 @@ public final class PostgresCluster: @unchecked Sendable {  // reason: started an
         return port
     }
 
-    /// A TCP socket bound to 127.0.0.1 on a port the kernel picked (not yet listening), and that port.
-    public static func boundLoopbackSocket() throws -> (fd: Int32, port: Int) {
+    /// A TCP socket bound to 127.0.0.1 on `port` (0: one the kernel picks; not yet listening), and
+    /// that port. `reuseAddress`: SO_REUSEADDR first, as servers bind.
+    public static func boundLoopbackSocket(port: Int = 0, reuseAddress: Bool = false) throws -> (fd: Int32, port: Int) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        if reuseAddress {
+            var on: Int32 = 1
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) {

@@ -66,6 +66,8 @@ extension RiscCommand.Bench {
 
         func validate() throws {
             guard runs >= 1 else { throw ValidationError("--runs must be at least 1") }
+            // The PostgreSQL comparison drives its receivers with its own generators: no flood there.
+            if junkFlood > 0, storeURL != nil { throw ValidationError("--junk-flood is not measured with --store-url") }
         }
 
         func run() async throws {

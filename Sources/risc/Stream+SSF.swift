@@ -67,14 +67,11 @@ struct SSFStream {
         if settings.delivery == "push" {
             guard let url = settings.receiverURL else { throw ValidationError("transmitters.\(settings.name).receiver_url: where the transmitter pushes is needed for a push stream") }
             delivery["endpoint_url"] = .string(url)
-            if let file = settings.authorizationFile {
-                // While the value is rotated the file holds two lines: the stream gets the new one, the last.
-                do {
-                    let values = try TransmitterSettings.secret(file, "authorization_file", of: settings.name).split(whereSeparator: \.isNewline)
-                    delivery["authorization_header"] = .string(values.last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "")
-                } catch {
-                    throw ValidationError("\(error)")
-                }
+            // While the value is rotated the file holds two lines: the stream gets the new one, the last.
+            do {
+                if let values = try settings.pushCredential(), let newest = values.last { delivery["authorization_header"] = .string(newest) }
+            } catch {
+                throw ValidationError("\(error)")
             }
         }
         let types = settings.eventsRequested.isEmpty ? EventType.ssfSupported : settings.eventsRequested.compactMap(EventType.init(name:))

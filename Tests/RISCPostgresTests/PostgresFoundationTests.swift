@@ -471,17 +471,8 @@ struct PostgresClusterRestartTests {
             #expect(cluster.port < ephemeralStart, "port \(cluster.port)")
             try await cluster.stop(mode: "immediate")
             // Another process listens on the port for a moment while the cluster is down.
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var on: Int32 = 1
-            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size))
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = in_port_t(UInt16(cluster.port).bigEndian)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let bound = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-            }
-            try #require(bound && listen(fd, 1) == 0)
+            let (fd, _) = try PostgresCluster.boundLoopbackSocket(port: cluster.port, reuseAddress: true)
+            try #require(listen(fd, 1) == 0)
             let holder = Task {
                 try await Task.sleep(for: .seconds(2))
                 close(fd)

@@ -175,7 +175,7 @@ public enum AccountActions {
             return .primitive(.setAccess(account: account.id, flag: flag, enabled: enabled, eventTime: eventTime))
         case .flagForReview: return .primitive(.raise(account: account.id, flag: .flaggedForReview))
         case .heightenMonitoring: return .primitive(.raise(account: account.id, flag: .heightenedMonitoring))
-        case .recordVerification, .logOnly, .webhook: return .result(ActionOutcome.accountFree(action, step: step) ?? "logged")
+        case .recordVerification, .logOnly, .webhook: return .result("logged")
         }
     }
 

@@ -1,5 +1,3 @@
-/// Where actions go when they are not applied to the embedded store: the site's own revocation
-/// endpoint. Called on the worker's own thread, so it may block.
 /// Which SETs the webhook hears of: `all` (every SET's plan, which the site applies: risc applies
 /// nothing to its own accounts), or `rows` (only events whose row names the action `webhook`,
 /// told what risc applies to its own accounts beside).
@@ -8,6 +6,8 @@ public enum WebhookScope: String, Sendable, CaseIterable {
     case rows
 }
 
+/// Where actions go when they are not applied to the embedded store: the site's own revocation
+/// endpoint. Called on the worker's own thread, so it may block.
 public protocol ActionSink: Sendable {
     /// Delivers one SET's plan, with the tokens the store holds that its actions revoke (one
     /// entry per token, by fingerprint). Returns a result line per step; throws to have the SET
