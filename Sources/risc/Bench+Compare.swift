@@ -51,6 +51,15 @@ extension RiscCommand.Bench.ServeBench {
                     tails[tails.count / 2], tails.first!, tails.last!, runs.map(\.cpu).sorted()[runs.count / 2], runs.map(\.stored).reduce(0, +),
                     runs.map(\.acknowledged).reduce(0, +)))
         }
+        // Issue 30's goals, round by round (each round ran every receiver once, in turn).
+        if let risc = rows["risc"], let memory = rows["go-memory"], let durable = rows["go-durable"] {
+            let ratios = zip(risc, memory).map { $0.0.setsPerSecond / $1.0.setsPerSecond }.sorted()
+            let tails = zip(risc, durable).filter { $0.0.p99 <= $1.0.p99 }.count
+            print(
+                String(
+                    format: "risc at %.2f–%.2f× the memory-only Go peer's rate (goal ≥ 1.0×, met in %d of %d rounds); p99 at or below the durable Go peer's in %d of %d rounds (goal: every round)",
+                    ratios.first!, ratios.last!, ratios.filter { $0 >= 1 }.count, ratios.count, tails, risc.count))
+        }
         if tls { print("every receiver served HTTPS itself (TLS 1.2+, keep-alive, the same P-256 certificate)") }
         if junkFlood > 0 { print(String(format: "each beside a flood of %.0f junk SETs/s with unknown kids (its own line above each run)", junkFlood)) }
         print("go-memory and python-memory keep nothing across a crash; go-durable commits what waits in one transaction (SQLite WAL, synchronous=FULL), 202 after; go-autocommit one INSERT a request")
