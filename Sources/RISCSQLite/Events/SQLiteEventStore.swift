@@ -231,8 +231,11 @@ public final class SQLiteEventStore: EventStore, StoreHealth, @unchecked Sendabl
             completion(.failure(failure))
             return
         }
+        // The writer waits for work only while no batch of its own awaits an fsync (the syncer
+        // wakes it when that one is taken): a signal for every request woke it to sleep again.
+        let wake = pending.isEmpty && !awaitingSync
         pending.append((record, completion))
-        condition.signal()
+        if wake { condition.signal() }
         condition.unlock()
     }
 
