@@ -86,5 +86,4 @@ extension Receiver {
         }
         return built
     }
-
 }
