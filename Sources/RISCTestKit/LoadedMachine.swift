@@ -12,10 +12,11 @@ extension BlockingPool {
 }
 
 extension Process {
-    /// `waitUntilExit()` on `BlockingPool.waits`' threads, not on one of Swift concurrency's.
-    public func exited() async {
-        nonisolated(unsafe) let process = self
-        await BlockingPool.waits.run { process.waitUntilExit() }
+    /// Waits for the process to end, on `BlockingPool.waits`' threads, not on one of Swift
+    /// concurrency's; one still running after `seconds` is killed (SIGKILL), so a test whose
+    /// child hangs fails on its exit status instead of holding the suite.
+    public func exited(within seconds: Double = 600) async {
+        await stop(signal: nil, within: seconds)
     }
 }
 

@@ -53,14 +53,18 @@ final class ChildServer: @unchecked Sendable {  // reason: `process` is replaced
         }
     }
 
-    /// Sends `signal` and waits for the process to end; returns its termination status.
+    /// Sends `signal` and waits for the process to end; returns its termination status. A server
+    /// still running `stopWithin` seconds after the signal is killed (SIGKILL, status 9), and the
+    /// drill reports that status instead of waiting without limit.
     @discardableResult
     func stop(signal: Int32) -> Int32 {
         guard let process, process.isRunning else { return process?.terminationStatus ?? 0 }
-        kill(process.processIdentifier, signal)
-        process.waitUntilExit()
+        process.stopWaiting(signal: signal, within: Self.stopWithin)
         return process.terminationStatus
     }
+
+    /// How long a receiver may take to stop after SIGTERM: its default drain (20 s) and ten more.
+    static let stopWithin: Double = 30
 }
 
 /// Posts SETs from several tasks until stopped, remembering which `jti`s were answered 202.

@@ -44,6 +44,9 @@ enum RiscBinary {
         process.standardError = err
         process.standardInput = input
         try process.run()
+        // A command that hangs is killed after ten minutes: the test fails on its status instead
+        // of holding the suite (the reads below end when the process does).
+        Thread.detachNewThread { [process] in process.stopWaiting(signal: nil, within: 600) }
         if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
         try input.fileHandleForWriting.close()
         let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
