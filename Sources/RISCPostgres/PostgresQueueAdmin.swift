@@ -12,21 +12,10 @@ public struct PostgresQueueAdmin: QueueAdministration {
     var logger: Logger { database.logger }
 
     public func counts(now: Double) async throws -> QueueCounts {
-        var counts = QueueCounts()
-        var oldest: Double?
-        let rows = try await database.client.query(
-            "SELECT state, attempts > 0, count(*), min(received_at) FROM sets GROUP BY state, attempts > 0", logger: logger)
-        for try await (state, retried, count, first) in rows.decode((String, Bool, Int64, Double?).self) {
-            switch (QueueState(rawValue: state), retried) {
-            case (.pending?, false): counts.pending += Int(count)
-            case (.pending?, true): counts.scheduledRetry += Int(count)
-            case (.done?, _): counts.done += Int(count)
-            case (.dead?, _): counts.dead += Int(count)
-            case (nil, _): continue
-            }
-            if state == QueueState.pending.rawValue, let first { oldest = min(oldest ?? .infinity, first) }
-        }
-        counts.oldestPendingAge = oldest.map { (now - $0).rounded() }
+        var groups: [(state: String, retried: Bool, count: Int, firstReceived: Double?)] = []
+        let rows = try await database.client.query("SELECT state, attempts > 0, count(*), min(received_at) FROM sets GROUP BY state, attempts > 0", logger: logger)
+        for try await (state, retried, count, first) in rows.decode((String, Bool, Int64, Double?).self) { groups.append((state, retried, Int(count), first)) }
+        var counts = QueueCounts(groups: groups, now: now)
         for (sql, keyPath) in [(QueueCounts.lastRetryErrorSQL, \QueueCounts.lastRetryError), (QueueCounts.lastDeadErrorSQL, \QueueCounts.lastDeadError)] {
             for try await (jti, error) in try await database.client.query(PostgresQuery(unsafeSQL: sql), logger: logger).decode((String, String?).self) {
                 counts[keyPath: keyPath] = (jti, error ?? "")
@@ -44,12 +33,10 @@ public struct PostgresQueueAdmin: QueueAdministration {
         for try await (id, jti, issuer, stateText, attempts, deliveries, types, received, next, error) in rows.decode(
             (Int64, String, String, String, Int, Int, String, Double, Double, String?).self)
         {
-            let state = QueueState(rawValue: stateText) ?? .pending
             result.append(
                 QueueRow(
-                    id: id, jti: jti, issuer: issuer, state: state, attempts: attempts, deliveries: deliveries,
-                    eventTypes: (try? JSONParser.parse(types))?.arrayValue?.compactMap(\.stringValue) ?? [], receivedAt: received,
-                    retryAt: state == .pending && attempts > 0 ? next : nil, lastError: error))
+                    id: id, jti: jti, issuer: issuer, stateText: stateText, attempts: attempts, deliveries: deliveries, eventTypesJSON: types,
+                    receivedAt: received, nextAttemptAt: next, lastError: error))
         }
         return result
     }

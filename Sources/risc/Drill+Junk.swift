@@ -51,18 +51,12 @@ extension RiscCommand.Drill {
             /// wrk at `rate` over `connections` from `file`; returns its RESULT fields.
             @Sendable func wrk(_ file: URL, rate: Double, connections: Int, seconds: Double) throws -> [String: Double] {
                 let delay = Int((Double(connections) * 1000 / rate).rounded())
-                guard
-                    let output = runWithDefaultSignals([
-                        "wrk", "-t1", "-c\(connections)", "-d\(Int(seconds.rounded(.up)))s", "--latency", "-s", script, url, "--",
-                        file.path, "1", "\(delay)",
-                    ]), let line = output.split(separator: "\n").first(where: { $0.hasPrefix("RESULT") })
-                else {
+                let output = runWithDefaultSignals([
+                    "wrk", "-t1", "-c\(connections)", "-d\(Int(seconds.rounded(.up)))s", "--latency", "-s", script, url, "--", file.path, "1",
+                    "\(delay)",
+                ])
+                guard let fields = RiscCommand.Bench.ServeBench.wrkResult(output) else {
                     throw ValidationError("wrk did not run: install it (apt-get install wrk)")
-                }
-                var fields: [String: Double] = [:]
-                for part in line.split(separator: " ").dropFirst() {
-                    let pair = part.split(separator: "=")
-                    if pair.count == 2 { fields[String(pair[0])] = Double(pair[1]) }
                 }
                 return fields
             }

@@ -30,6 +30,23 @@ public struct QueueCounts: Sendable, Equatable {
 
     public init() {}
 
+    /// The counts from the rows of `SELECT state, attempts > 0, count(*), min(received_at) FROM
+    /// sets GROUP BY state, attempts > 0` (the same on both stores); the failures are filled apart.
+    public init(groups: [(state: String, retried: Bool, count: Int, firstReceived: Double?)], now: Double) {
+        var oldest: Double?
+        for group in groups {
+            switch (QueueState(rawValue: group.state), group.retried) {
+            case (.pending?, false): pending += group.count
+            case (.pending?, true): scheduledRetry += group.count
+            case (.done?, _): done += group.count
+            case (.dead?, _): dead += group.count
+            case (nil, _): continue
+            }
+            if group.state == QueueState.pending.rawValue, let first = group.firstReceived { oldest = min(oldest ?? .infinity, first) }
+        }
+        oldestPendingAge = oldest.map { (now - $0).rounded() }
+    }
+
     public static func == (a: QueueCounts, b: QueueCounts) -> Bool {
         (a.pending, a.scheduledRetry, a.done, a.dead, a.oldestPendingAge) == (b.pending, b.scheduledRetry, b.done, b.dead, b.oldestPendingAge)
             && a.lastRetryError?.jti == b.lastRetryError?.jti && a.lastRetryError?.error == b.lastRetryError?.error
@@ -99,6 +116,19 @@ public struct QueueRow: Sendable, Equatable {
         self.retryAt = retryAt
         self.lastError = lastError
         self.actions = actions
+    }
+
+    /// A row as both stores keep it: `state` and `event_types` (a JSON array) as text, and the next
+    /// attempt, which is a retry time only for a pending SET that has failed before.
+    public init(
+        id: Int64, jti: String, issuer: String, stateText: String, attempts: Int, deliveries: Int, eventTypesJSON: String, receivedAt: Double,
+        nextAttemptAt: Double?, lastError: String?
+    ) {
+        let state = QueueState(rawValue: stateText) ?? .pending
+        self.init(
+            id: id, jti: jti, issuer: issuer, state: state, attempts: attempts, deliveries: deliveries,
+            eventTypes: (try? JSONParser.parse(eventTypesJSON))?.arrayValue?.compactMap(\.stringValue) ?? [], receivedAt: receivedAt,
+            retryAt: state == .pending && attempts > 0 ? nextAttemptAt : nil, lastError: lastError)
     }
 
     /// The row as `risc queue list`/`show` print it.

@@ -11,25 +11,11 @@ public final class QueueAdmin: QueueAdministration, @unchecked Sendable {  // re
     }
 
     public func counts(now: Double = Date().timeIntervalSince1970) throws -> QueueCounts {
-        var counts = QueueCounts()
-        let statement = try connection.prepare(
-            """
-            SELECT state, attempts > 0, count(*), min(received_at) FROM sets GROUP BY state, attempts > 0
-            """)
-        var oldest: Double?
-        while try statement.step() {
-            let count = Int(statement.int(2))
-            switch (QueueState(rawValue: statement.text(0) ?? ""), statement.int(1) != 0) {
-            case (.pending?, false): counts.pending += count
-            case (.pending?, true): counts.scheduledRetry += count
-            case (.done?, _): counts.done += count
-            case (.dead?, _): counts.dead += count
-            case (nil, _): continue
-            }
-            if statement.text(0) == QueueState.pending.rawValue { oldest = min(oldest ?? .infinity, statement.double(3)) }
-        }
+        let statement = try connection.prepare("SELECT state, attempts > 0, count(*), min(received_at) FROM sets GROUP BY state, attempts > 0")
+        var groups: [(state: String, retried: Bool, count: Int, firstReceived: Double?)] = []
+        while try statement.step() { groups.append((statement.text(0) ?? "", statement.int(1) != 0, Int(statement.int(2)), statement.double(3))) }
         statement.reset()
-        counts.oldestPendingAge = oldest.map { (now - $0).rounded() }
+        var counts = QueueCounts(groups: groups, now: now)
         counts.lastRetryError = try failure(QueueCounts.lastRetryErrorSQL)
         counts.lastDeadError = try failure(QueueCounts.lastDeadErrorSQL)
         return counts
@@ -45,13 +31,10 @@ public final class QueueAdmin: QueueAdministration, @unchecked Sendable {  // re
     static let rowColumns = "id, jti, iss, state, attempts, deliveries, event_types, received_at, next_attempt_at, last_error"
 
     static func row(from statement: SQLiteStatement) -> QueueRow {
-        let state = QueueState(rawValue: statement.text(3) ?? "") ?? .pending
-        let attempts = Int(statement.int(4))
-        let types = (try? JSONParser.parse(statement.text(6) ?? "[]"))?.arrayValue?.compactMap(\.stringValue) ?? []
-        return QueueRow(
-            id: statement.int(0), jti: statement.text(1) ?? "", issuer: statement.text(2) ?? "", state: state, attempts: attempts,
-            deliveries: Int(statement.int(5)), eventTypes: types, receivedAt: statement.double(7),
-            retryAt: state == .pending && attempts > 0 ? statement.double(8) : nil, lastError: statement.text(9))
+        QueueRow(
+            id: statement.int(0), jti: statement.text(1) ?? "", issuer: statement.text(2) ?? "", stateText: statement.text(3) ?? "",
+            attempts: Int(statement.int(4)), deliveries: Int(statement.int(5)), eventTypesJSON: statement.text(6) ?? "[]",
+            receivedAt: statement.double(7), nextAttemptAt: statement.double(8), lastError: statement.text(9))
     }
 
     public func list(state: QueueState?, limit: Int) throws -> [QueueRow] {

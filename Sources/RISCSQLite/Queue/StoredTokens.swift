@@ -3,21 +3,35 @@ public import RISCCore
 
 extension QueueAdmin {
     public func tokens(_ selection: StoredSETSelection) throws -> [(jti: String, token: String)] {
-        let (jti, since, until, deadOnly, limit) = (selection.jti, selection.since, selection.until, selection.deadOnly, selection.limit)
-        let statement = try connectionForReads.prepare(
-            """
-            SELECT jti, token FROM sets
-            WHERE (?1 IS NULL OR jti = ?1) AND (?2 IS NULL OR received_at >= ?2) AND (?3 = 0 OR state = 'dead')
-              AND (?5 IS NULL OR received_at <= ?5) AND pruned_at IS NULL
-            ORDER BY id LIMIT ?4
-            """)
-        try statement.bind([
-            .optional(jti), since.map { .double($0) } ?? .null, .int(deadOnly ? 1 : 0), .int(Int64(limit)), until.map { .double($0) } ?? .null,
-        ])
+        let statement = try selecting("jti, token", selection, limit: Int64(selection.limit))
         var result: [(String, String)] = []
         while try statement.step() { result.append((statement.text(0) ?? "", statement.text(1) ?? "")) }
         statement.reset()
         return result
+    }
+
+    public func ids(_ selection: StoredSETSelection) throws -> [Int64] {
+        let statement = try selecting("id", selection, limit: -1)  // -1: no limit
+        var result: [Int64] = []
+        while try statement.step() { result.append(statement.int(0)) }
+        statement.reset()
+        return result
+    }
+
+    /// `columns` of the chosen stored SETs, in arrival order, at most `limit`.
+    private func selecting(_ columns: String, _ selection: StoredSETSelection, limit: Int64) throws -> SQLiteStatement {
+        let statement = try connectionForReads.prepare(
+            """
+            SELECT \(columns) FROM sets
+            WHERE (?1 IS NULL OR jti = ?1) AND (?2 IS NULL OR received_at >= ?2) AND (?3 IS NULL OR received_at <= ?3)
+              AND (?4 = 0 OR state = 'dead') AND pruned_at IS NULL
+            ORDER BY id LIMIT ?5
+            """)
+        try statement.bind([
+            .optional(selection.jti), selection.since.map { .double($0) } ?? .null, selection.until.map { .double($0) } ?? .null,
+            .int(selection.deadOnly ? 1 : 0), .int(limit),
+        ])
+        return statement
     }
 }
 
@@ -40,21 +54,5 @@ extension QueueAdmin {
             }
         }
         return ids
-    }
-
-    public func ids(_ selection: StoredSETSelection) throws -> [Int64] {
-        let (jti, since, until, deadOnly) = (selection.jti, selection.since, selection.until, selection.deadOnly)
-        let statement = try connectionForReads.prepare(
-            """
-            SELECT id FROM sets
-            WHERE (?1 IS NULL OR jti = ?1) AND (?2 IS NULL OR received_at >= ?2) AND (?3 = 0 OR state = 'dead')
-              AND (?4 IS NULL OR received_at <= ?4) AND pruned_at IS NULL
-            ORDER BY id
-            """)
-        try statement.bind([.optional(jti), since.map { .double($0) } ?? .null, .int(deadOnly ? 1 : 0), until.map { .double($0) } ?? .null])
-        var result: [Int64] = []
-        while try statement.step() { result.append(statement.int(0)) }
-        statement.reset()
-        return result
     }
 }
