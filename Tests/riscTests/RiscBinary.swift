@@ -11,6 +11,14 @@ enum RiscBinary {
 
     static let repository = KeyDirectory.repositoryRoot()
 
+    /// The size of the repository's own `./data/events.log` (0 when there is none): a command run
+    /// without a data directory writes its event-log lines there, where the README's receiver
+    /// keeps its own. A test that runs commands on a shared store compares it before and after.
+    static func repositoryEventLogSize() -> Int {
+        let path = repository.appendingPathComponent("data/events.log").path
+        return ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
+    }
+
     struct Result {
         let status: Int32
         let stdout: String

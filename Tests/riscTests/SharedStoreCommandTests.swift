@@ -56,7 +56,10 @@ struct SharedStoreCommandTests {
             #expect(try await cluster.psql("SELECT count(*) FROM sets") == "2")
 
             let key = data + "/token-key"
-            let shared = ["--store-url", cluster.url]
+            // The event log of the commands on the shared store goes to a data directory of the
+            // test's; without one they wrote into the repository's ./data (checked at the end).
+            let repositoryLog = RiscBinary.repositoryEventLogSize()
+            let shared = ["--store-url", cluster.url, "--data-dir", data + "-shared"]
             result = try await run(["accounts", "show", "42", "--token-key-file", key] + shared)
             #expect(result.status == 0 && result.stdout.contains(#""flagged_for_review": true"#), "\(result.stdout) \(result.stderr)")
             // The account commands need the shared key; another is refused.
@@ -81,6 +84,7 @@ struct SharedStoreCommandTests {
             // A store URL with a password in it is refused with a clear message, never echoed.
             result = try await run(["queue", "status", "--store-url", "postgres://risc:hunter2@localhost/risc"])
             #expect(result.status != 0 && !result.stderr.contains("hunter2") && result.stderr.contains("password"), "\(result.stderr)")
+            #expect(RiscBinary.repositoryEventLogSize() == repositoryLog, "a command wrote into the repository's ./data/events.log")
         }
     }
 

@@ -65,10 +65,13 @@ struct SharedStoreToolTests {
             let keyFile = data + "-token-key"
             try PrivateFiles.writeAtomically(keyFile, [UInt8](repeating: 9, count: 32))
             defer { try? FileManager.default.removeItem(atPath: keyFile) }
+            // Its event log in a data directory of the test's, not the repository's ./data.
+            let repositoryLog = RiscBinary.repositoryEventLogSize()
             let replay = try await RiscBinary.run(
-                ["replay", "-", "--local", "--store-url", cluster.url, "--token-key-file", keyFile],
+                ["replay", "-", "--local", "--store-url", cluster.url, "--token-key-file", keyFile, "--data-dir", data],
                 stdin: #"{"type":"sessions-revoked","subject":"1","jti":"in-use"}"#)
             try #require(replay.status == 0, "\(replay.stdout) \(replay.stderr)")
+            #expect(RiscBinary.repositoryEventLogSize() == repositoryLog, "replay wrote into the repository's ./data/events.log")
             let config = data + ".json"
             try Data(#"{"audiences": ["a"], "store": {"url": "\#(cluster.url)"}, "accounts": {"token_key_file": "\#(keyFile)"}}"#.utf8).write(
                 to: URL(fileURLWithPath: config))
