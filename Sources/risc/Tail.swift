@@ -85,11 +85,17 @@ extension RiscCommand {
             }
             let color = isatty(STDOUT_FILENO) == 1 && ProcessInfo.processInfo.environment["NO_COLOR"] == nil
             guard let handle = FileHandle(forReadingAtPath: path) else { throw ValidationError("cannot read \(path)") }
-            let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
             var chain = ChainCheck(file: path, on: verify)
-            for line in text.split(separator: "\n", omittingEmptySubsequences: false).dropLast() { chain.check(line) }
-            var shown = Array(text.split(separator: "\n").compactMap { render($0, color: color) })
-            if lines > 0 { shown = Array(shown.suffix(lines)) }
+            let shown: [String]
+            if lines > 0 && !verify {
+                // The last lines only: read back from the end, never the whole log.
+                shown = try Self.lastLines(lines, of: handle) { render($0, color: color) }
+            } else {
+                let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+                for line in text.split(separator: "\n", omittingEmptySubsequences: false).dropLast() { chain.check(line) }
+                let all = text.split(separator: "\n").compactMap { render($0, color: color) }
+                shown = lines > 0 ? Array(all.suffix(lines)) : all
+            }
             if verify { print(chain.status) }
             for line in shown { print(line) }
             guard follow else { return }
@@ -146,6 +152,41 @@ extension RiscCommand {
                 guard let first = summary.firstSeq, let last = summary.lastSeq else { return "hash chain: no chained line yet" }
                 return "hash chain: whole from seq \(first) to \(last) (\(summary.torn.count) torn); `risc log verify` checks it against the signed checkpoints"
             }
+        }
+
+        /// The last `count` lines of the file that `render` shows, in file order, read backwards in
+        /// chunks from its end (a log of hundreds of megabytes is not read whole to show 20 lines).
+        /// A run of more than `longest` bytes without a newline (zeros a crash left, a file that is
+        /// no log) is no line of the log's: it is passed over, not gathered. Leaves the handle at
+        /// the end of the file, where `--follow` goes on.
+        static func lastLines(
+            _ count: Int, of handle: FileHandle, chunk: Int = 1 << 16, longest: Int = 1 << 20, render: (Substring) -> String?
+        ) throws -> [String] {
+            let end = try handle.seekToEnd()
+            var position = end
+            var carry: [UInt8] = []  // the end of the earliest line seen, whose start is further back
+            var skipping = false  // inside a run longer than `longest`
+            var found: [String] = []
+            while found.count < count && position > 0 {
+                let start = position - min(position, UInt64(chunk))
+                try handle.seek(toOffset: start)
+                var bytes = [UInt8](try handle.read(upToCount: Int(position - start)) ?? Data())
+                position = start
+                if !skipping { bytes += carry }
+                var pieces = bytes.split(separator: 10, omittingEmptySubsequences: false)
+                if skipping {
+                    pieces.removeLast()  // more of the over-long run
+                    if pieces.isEmpty { continue }
+                    skipping = false
+                }
+                carry = position > 0 ? Array(pieces.removeFirst()) : []
+                if carry.count > longest { (carry, skipping) = ([], true) }
+                for piece in pieces.reversed() where found.count < count {
+                    if let text = render(Substring(String(decoding: piece, as: UTF8.self))) { found.append(text) }
+                }
+            }
+            try handle.seek(toOffset: end)
+            return found.reversed()
         }
 
         static func inode(_ path: String) -> UInt64 {

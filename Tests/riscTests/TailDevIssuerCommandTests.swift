@@ -6,6 +6,38 @@ import Testing
 
 @Suite("risc tail and risc dev-issuer (the built binary)")
 struct TailDevIssuerCommandTests {
+    /// `risc tail` read the whole log to show its last lines: a log of gigabytes was read into
+    /// memory (under a 2 GB address-space limit the command crashed). It reads back from the end.
+    @Test("tail -n reads the log back from its end: a 3 GB log (sparse) shows its last lines within a 2 GB address-space limit")
+    func tailReadsTheEnd() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("risc-tail-big-\(UUID().uuidString).log").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try #require(FileManager.default.createFile(atPath: path, contents: nil))
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        try handle.truncate(atOffset: 3 << 30)  // a hole: takes no disk
+        try handle.seekToEnd()
+        // A line longer than the chunk tail reads back at a time, between two short ones, and a
+        // last line still being written (no newline yet).
+        let lines = [
+            #"{"v":1,"step":"received","outcome":"accepted","jti":"first","subject":"s1"}"#,
+            #"{"v":1,"step":"received","outcome":"accepted","jti":"long","subject":"s2","pad":""# + String(repeating: "x", count: 150_000) + #""}"#,
+            #"{"v":1,"step":"applied","outcome":"applied","jti":"after","subject":"s1"}"#,
+            #"{"v":1,"step":"received","outcome":"rejected","err":"invalid_audience"}"#,
+        ]
+        try handle.write(contentsOf: Data(("\n" + lines.joined(separator: "\n")).utf8))
+        try handle.close()
+        func tail(_ options: String) async throws -> RiscBinary.Result {
+            try await RiscBinary.run(
+                ["-c", "ulimit -v 2000000; exec \(RiscBinary.url.path) tail --file \(path) --json \(options)"], executable: URL(fileURLWithPath: "/bin/sh"))
+        }
+        // Compared as a whole, reported short (one line is 150 kB).
+        for (options, expected) in [("-n 3", Array(lines[1...])), ("-n 2 --subject s1", [lines[0], lines[2]]), ("-n 1 --outcome rejected", [lines[3]])] {
+            let result = try await tail(options)
+            let shown = result.stdout == expected.joined(separator: "\n") + "\n"
+            #expect(result.status == 0 && shown, "tail \(options): status \(result.status), \(result.stdout.utf8.count) bytes: \(result.stdout.prefix(120)) \(result.stderr.prefix(300))")
+        }
+    }
+
     @Test("tail filters by jti, subject and outcome; plain when piped; --json passes lines through")
     func tail() async throws {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-tail-\(UUID().uuidString)")
