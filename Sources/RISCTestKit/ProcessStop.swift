@@ -17,15 +17,16 @@ extension Process {
     ) -> Bool {
         if let signal, isRunning { kill(processIdentifier, signal) }
         let deadline = clock() + seconds
+        // `isRunning` turns false once Foundation has reaped the child and set its status; no
+        // `waitUntilExit()` here, which another thread may be in for the same process (RiscBinary).
         while isRunning {
             guard clock() < deadline else {
                 kill(processIdentifier, SIGKILL)
-                waitUntilExit()
+                while isRunning { usleep(1_000) }
                 return false
             }
             pause()
         }
-        waitUntilExit()
         return true
     }
 
