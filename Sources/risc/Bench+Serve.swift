@@ -171,9 +171,7 @@ extension RiscCommand.Bench {
                 .map { String(decoding: $0.body, as: UTF8.self) } ?? ""
             let peakRSS = Self.peakRSS(pid: server.processIdentifier)
             let serverAfter = Self.threadCPU(pid: server.processIdentifier), wrkAfter = Self.childrenCPU()
-            guard await server.stop(within: ChildServer.stopWithin) else {
-                throw ValidationError("risc serve did not stop within \(Int(ChildServer.stopWithin)) s of SIGTERM (killed): no figure from a receiver that cannot be stopped")
-            }
+            try await ChildServer.stopMeasured(server)
             try? FileManager.default.removeItem(at: data)
 
             let requests = fields["requests"] ?? 0, seconds = (fields["duration_us"] ?? 1) / 1e6

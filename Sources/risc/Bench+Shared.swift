@@ -129,9 +129,7 @@ extension RiscCommand.Bench.ServeBench {
         guard window < Double(duration) * 1.5 + 2 else {
             throw ValidationError("the load generators ran one after the other (\(String(format: "%.1f", window)) s for \(duration) s runs): no figure")
         }
-        for server in servers where !(await server.stop(within: ChildServer.stopWithin)) {
-            throw ValidationError("a receiver did not stop within \(Int(ChildServer.stopWithin)) s of SIGTERM (killed): no figure from a receiver that cannot be stopped")
-        }
+        for server in servers { try await ChildServer.stopMeasured(server) }
         let figures = Figures(setsPerSecond: requests / seconds, p50: p50, p99: p99, peakRSS: peak)
         print(
             String(

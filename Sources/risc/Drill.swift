@@ -65,6 +65,14 @@ final class ChildServer: @unchecked Sendable {  // reason: `process` is replaced
 
     /// How long a receiver may take to stop after SIGTERM: its default drain (20 s) and ten more.
     static let stopWithin: Double = 30
+
+    /// Stops a receiver the bench measured (SIGTERM, `stopWithin`); one that had to be killed
+    /// gives no figure.
+    static func stopMeasured(_ server: Process) async throws {
+        guard await server.stop(within: stopWithin) else {
+            throw ValidationError("risc serve did not stop within \(Int(stopWithin)) s of SIGTERM (killed): no figure from a receiver that cannot be stopped")
+        }
+    }
 }
 
 /// Posts SETs from several tasks until stopped, remembering which `jti`s were answered 202.
