@@ -87,7 +87,8 @@ public final class Receiver: Sendable {
             factory: metricsFactory, version: configuration.build.version, commit: configuration.build.commit, actionTarget: actionTarget)
         let log: any EventLog = eventLog
         let noticeKeys = try ReceiverStorage.noticeKeys(configuration: configuration, logger: logger)
-        storage = try ReceiverStorage.open(configuration: configuration, log: log, metrics: metrics, logger: logger, noticeKeys: noticeKeys)
+        storage = try ReceiverStorage.open(
+            configuration: configuration, log: log, metrics: metrics, logger: logger, noticeKeys: noticeKeys, journal: true)
         let transmitters = try Self.transmitters(configuration, logger: logger)
         keys = transmitters[0].1.provider
         keySource = transmitters.count == 1 ? transmitters[0].1.source : .combined(transmitters.map { ($0.0.name, $0.1.source) })

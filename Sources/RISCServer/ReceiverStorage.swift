@@ -19,9 +19,10 @@ public struct ReceiverStorage: Sendable {
     /// Opens the store `configuration` names; a shared one is only opened here (`prepare` talks
     /// to the server). `noticeKeys`: the receiver's unlink-notice keys, which its public listener
     /// also publishes (read from the configuration when not given).
+    /// `journal`: the receiver's own store, whose pushed SETs go through the embedded store's journal.
     public static func open(
         configuration: ReceiverConfiguration, log: any EventLog, metrics: (any WorkMetrics)? = nil, logger: Logger,
-        noticeKeys: TransmitterKeyCache? = nil
+        noticeKeys: TransmitterKeyCache? = nil, journal: Bool = false
     ) throws -> ReceiverStorage {
         let sink = try makeSink(configuration: configuration)
         let publisher = try makePublisher(configuration: configuration, keys: noticeKeys)
@@ -37,6 +38,7 @@ public struct ReceiverStorage: Sendable {
             // actions are applied in the transaction that stores it (one whose row names the
             // webhook is left to the workers).
             if configuration.appliesToAccounts { try store.enableInlineActions(table: configuration.actionTable, log: log) }
+            if journal { try store.openJournal(log: log) }
             return ReceiverStorage(store: store, events: events, accounts: accounts, tokenKey: tokenKey, workers: workers)
         } catch {
             store.close()

@@ -126,6 +126,13 @@ public final class Storage: Sendable {
         }
     }
 
+    /// The embedded store's journal for pushed SETs (`SETJournal`), opened after indexing what a
+    /// previous run journaled and did not index (the receiver only: it holds the data directory).
+    /// Nothing on a shared store: every receiver there commits to the server before its 202.
+    public func openJournal(log: any EventLog) throws {
+        if case .embedded(let store) = driver { try store.events().openJournal(log: log) }
+    }
+
     /// A reloaded action table (SIGHUP) for the SETs stored from now on, when actions are inline.
     public func updateInlineTable(_ table: ActionTable) throws {
         switch driver {
@@ -189,6 +196,8 @@ public final class Storage: Sendable {
             object["data_dir"] = .string(store.directory)
             object["serving_pid"] = DataDirectoryLock.holder(directory: store.directory).map { .string($0) } ?? .null
             if let moved = MovedMarker.refusal(in: store.directory) { object["moved"] = .string(moved.description) }
+            // Acknowledged SETs a crash left in the journal only: the next risc serve indexes them first.
+            object["journaled_not_indexed"] = .number(Double(try SQLiteEventStore.journaledNotIndexed(directory: store.directory)))
         case .shared(let store):
             object["backend"] = "postgresql"
             object["url"] = .string("\(store.database.url)")

@@ -15,6 +15,11 @@ extension Storage {
         let lock: DataDirectoryLock
         do { lock = try DataDirectoryLock(directory: directory) } catch { throw StoreError(.refused, "\(error)") }
         defer { lock.release() }
+        let journaled = try SQLiteEventStore.journaledNotIndexed(directory: directory)
+        guard journaled == 0 else {
+            throw StoreError(
+                .refused, "\(journaled) acknowledged SETs are in the journal of \(directory), not yet in its store: start risc serve on it once (it indexes them first), stop it, then copy")
+        }
         let source = try StoreExport(directory: directory)
         try await shared.database.migrate()
         let target = PostgresImport(database: shared.database)

@@ -261,6 +261,7 @@ extension RiscCommand {
                     switch try await intake.receive(.init(body: Array(token.utf8), remoteAddress: "local", contentType: nil)) {
                     case .accepted(let id): result.ids.append(id)
                     case .duplicate: result.duplicates += 1
+                    case .journaled: break  // only the push endpoint journals
                     }
                 } catch let error as SETError {
                     result.refused += 1

@@ -250,6 +250,7 @@ struct ServerHardeningTests {
         shutdown(fd, Int32(SHUT_WR))
         let answer = Self.readAll(fd)
         #expect(answer.hasPrefix("HTTP/1.1 202"), "\(answer)")
+        await harness.indexed()
         #expect(harness.eventLogLines.contains { $0["jti"] == "half-closed" && $0["outcome"] == "accepted" })
         try await harness.stop()
     }

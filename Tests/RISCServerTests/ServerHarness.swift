@@ -6,6 +6,7 @@ import RISCCore
 import RISCLocal
 import RISCSQLite
 import RISCServer
+import RISCStorage
 import RISCTestKit
 
 /// A real `Receiver` on 127.0.0.1 (ports picked by the OS) with a loopback issuer and the test keys.
@@ -91,8 +92,18 @@ final class ServerHarness: @unchecked Sendable {
         var headers: [(name: String, value: String)] = [("Accept", "application/json")] + extra
         if let contentType { headers.append(("Content-Type", contentType)) }
         if let forwardedFor { headers.append(("X-Forwarded-For", forwardedFor)) }
-        return try await client.perform(
+        let response = try await client.perform(
             HTTPRequest(method: "POST", url: publicURL + (path ?? configuration.eventsPath), headers: headers, body: Array(body.utf8)))
+        if response.status == 202 { await indexed() }
+        return response
+    }
+
+    /// Waits until the embedded store's index holds what its journal acknowledged (a 202 goes
+    /// once a SET is durable in the journal; its row, actions and log lines come just after), so
+    /// a test reads them as soon as `post` returns.
+    func indexed() async {
+        guard let events = try? receiver.storage.store.embedded?.events() else { return }
+        _ = await waitWhile(every: 0.002) { events.isBusy }
     }
 
     /// A keep-alive POST of a fresh valid SET, as bytes for a raw connection.
@@ -122,7 +133,12 @@ final class ServerHarness: @unchecked Sendable {
         try await client.perform(HTTPRequest(url: url))
     }
 
+    /// The event log's lines, once the store's index holds what was acknowledged (its lines come
+    /// just after a journaled SET's 202; a raw connection's answer does not wait for them).
     var eventLogLines: [JSONObject] {
+        if let events = try? receiver.storage.store.embedded?.events() {
+            for _ in 0..<5_000 where events.isBusy { usleep(2_000) }
+        }
         receiver.eventLog.flush()
         let text = (try? String(contentsOfFile: dataDirectory + "/events.log", encoding: .utf8)) ?? ""
         return text.split(separator: "\n").compactMap { try? JSONParser.parseObject(Array($0.utf8)) }

@@ -193,18 +193,29 @@ public struct Intake: Sendable {
     ) {
         let verified = clock()
         var record = received
-        record["jti"] = .string(validated.tokenID)
-        record["iss"] = .string(validated.issuer)
-        record["events"] = .array(validated.events.map { .string($0.type.shortName) })
-        let subjects = validated.events.compactMap { $0.subject?.googleSubject?.subject }
-        if let first = subjects.first { record["subject"] = .string(first) }
+        Self.describe(&record, validated.token, jti: validated.tokenID, iss: validated.issuer)
         if !validated.warnings.isEmpty { record["warnings"] = .array(validated.warnings.map { .string($0) }) }
-        // SSF's correlation of SETs from one happening, and when it happened (CAEP), when sent.
-        if let txn = validated.token.transactionID { record["txn"] = .string(Printable.safe(txn, maxBytes: 200)) }
-        if let time = validated.events.lazy.compactMap(\.eventTimestamp).first { record["event_time"] = .string(Timestamp.iso8601(time)) }
         let stored = SETRecord(
             validated: validated, token: String(decoding: delivery.body[SETVerifier.trimmedRange(delivery.body)], as: UTF8.self),
             receivedAt: start, remoteAddress: delivery.remoteAddress, contentType: delivery.contentType)
+        // The embedded store's journal: durable on this event loop, answered at once, indexed behind.
+        if let hop, let journal = store as? any JournalingStore,
+            journal.journal(
+                stored, hop: hop,
+                durable: { [record] result in
+                    guard case .failure(let error) = result else { return completion(.success(.journaled)) }
+                    var record = record
+                    fail(&record, error, start: start, verifySeconds: verified - start)
+                    completion(.failure(error))
+                },
+                indexed: { [record] result in
+                    // Its answer went when it was durable; a failure here is logged (the record
+                    // stays in the journal, indexed at the next start).
+                    report(result, record, start: start, verified: verified) { _ in }
+                })
+        {
+            return
+        }
         store.appendReporting(stored) { [record] result in
             guard let hop else { return report(result, record, start: start, verified: verified, completion: completion) }
             hop { report(result, record, start: start, verified: verified, completion: completion) }
@@ -234,6 +245,19 @@ public struct Intake: Sendable {
                 commitSeconds: end - verified)
             completion(.success(outcome))
         }
+    }
+
+    /// The fields of a stored SET's `received` line (also written for one the embedded store
+    /// recovers from its journal at a start).
+    public static func describe(_ record: inout EventLogRecord, _ token: SecurityEventToken, jti: String, iss: String) {
+        record["jti"] = .string(jti)
+        record["iss"] = .string(iss)
+        record["events"] = .array(token.events.map { .string($0.type.shortName) })
+        let subjects = token.events.compactMap { $0.subject?.googleSubject?.subject }
+        if let first = subjects.first { record["subject"] = .string(first) }
+        // SSF's correlation of SETs from one happening, and when it happened (CAEP), when sent.
+        if let txn = token.transactionID { record["txn"] = .string(Printable.safe(txn, maxBytes: 200)) }
+        if let time = token.events.lazy.compactMap(\.eventTimestamp).first { record["event_time"] = .string(Timestamp.iso8601(time)) }
     }
 
     private func fail(_ record: inout EventLogRecord, _ error: any Error, start: Double, verifySeconds: Double?) {

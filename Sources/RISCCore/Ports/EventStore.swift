@@ -25,8 +25,9 @@ public struct SETRecord: Sendable {
             claims: validated.token)
     }
 
-    /// Event types and subjects are taken from `claims`.
-    init(
+    /// Event types and subjects are taken from `claims` (verified before: a record read back from
+    /// the embedded store's journal).
+    public init(
         issuer: String, claimedIssuer: String, tokenID: String, issuedAt: Double, receivedAt: Double, remoteAddress: String?,
         contentType: String?, token: String, claims: SecurityEventToken
     ) {
@@ -50,6 +51,9 @@ public enum AppendOutcome: Sendable, Equatable {
     case accepted(id: Int64)
     /// Seen before (same issuer and `jti`): not stored again; `deliveries` counts this one too.
     case duplicate(id: Int64, deliveries: Int64)
+    /// Durable in the embedded store's journal, answered before it is indexed (whether it repeats
+    /// a stored SET is known then: `JournalingStore`).
+    case journaled
 }
 
 /// Durable storage of received SETs. `append` returns only once the record is on disk
@@ -66,6 +70,20 @@ public protocol EventStore: Sendable {
     /// As `appendReporting`, calling `completion` (on a thread of the store's) instead of resuming
     /// a task: the push endpoint's path, with no hop through the concurrency pool.
     func appendReporting(_ record: SETRecord, completion: @escaping @Sendable (StoreResult) -> Void)
+}
+
+/// A store that can make a pushed SET durable on the event loop that read it (the embedded
+/// store's journal), so the 202 goes without a hop to another thread, and stores it in its index
+/// behind.
+public protocol JournalingStore: EventStore {
+    /// Takes `record` into the journal of the calling event loop's current pass (flushed through
+    /// `hop`): `durable` once it is on disk (answer then), `indexed` once the index holds it, with
+    /// what `appendReporting` reports. False: not taken (no journal, or the index is behind or
+    /// failing): store it the ordinary way.
+    func journal(
+        _ record: SETRecord, hop: @escaping Intake.Hop, durable: @escaping @Sendable (Result<Void, StoreError>) -> Void,
+        indexed: @escaping @Sendable (StoreResult) -> Void
+    ) -> Bool
 }
 
 /// What `EventStore.appendReporting(_:completion:)` reports.

@@ -28,6 +28,7 @@ extension SQLiteEventStore {
             let failedBefore = syncFailure
             condition.unlock()
             if let failedBefore {  // committed after a failed fsync: never reported stored
+                journalLost(batches)
                 Committed.fail(batches, failedBefore)
                 continue
             }
@@ -39,14 +40,23 @@ extension SQLiteEventStore {
                     queued += batch.queued
                 }
                 if queued > 0 { afterCommit?() }
+                if let mark = batches.lazy.compactMap(\.mark).max() { condition.withLock { journal }?.indexed(upTo: mark) }
             } catch {
                 condition.lock()
                 if syncFailure == nil { syncFailure = StoreError(error.code, "an fsync of the WAL failed (restart to recover): \(error)", driverCode: error.driverCode) }
                 condition.unlock()
                 logger.critical("fsync of the WAL failed: refusing writes until restart", metadata: ["risc.error": "\(error)"])
+                condition.withLock { journal }?.refuse(error)
+                journalLost(batches)
                 Committed.fail(batches, error)
             }
         }
+    }
+
+    /// Batches with journaled records that are not known stored: the journal keeps its segments.
+    func journalLost(_ batches: [Committed]) {
+        guard batches.contains(where: { $0.mark != nil }) else { return }
+        condition.withLock { journalIndexed = false }
     }
 
     /// fdatasync of the WAL file, through a descriptor of our own (any descriptor of a file

@@ -32,7 +32,8 @@ extension SQLiteEventStore {
             pending.removeFirst(batch.count)
             if let syncFailure {  // waiting since before an fsync failed: refused like later ones
                 condition.unlock()
-                for (_, completion) in batch { completion(.failure(syncFailure)) }
+                journalGaveUp(batch)
+                for waiting in batch { waiting.completion(.failure(syncFailure)) }
                 continue
             }
             committing = true
@@ -46,7 +47,7 @@ extension SQLiteEventStore {
     }
 
     func commit(
-        _ batch: [(SETRecord, @Sendable (StoreResult) -> Void)],
+        _ batch: [Waiting],
         inline: (applier: EmbeddedActionApplier, table: ActionTable, log: any EventLog)?
     ) {
         writer.writeLock.lock()
@@ -55,32 +56,52 @@ extension SQLiteEventStore {
         var queued = 0
         do {
             do {
-                results = try write(batch.map(\.0), inline: inline, guarded: false, queued: &queued)
+                results = try write(batch, inline: inline, guarded: false, queued: &queued)
             } catch is InlineActions.Unguarded {
                 // One SET's actions failed: write the batch again with each SET's actions in a
                 // savepoint of its own, so that only that SET is stored pending, for the worker.
                 try? writer.execute("ROLLBACK")
                 queued = 0
-                results = try write(batch.map(\.0), inline: inline, guarded: true, queued: &queued)
+                results = try write(batch, inline: inline, guarded: true, queued: &queued)
             }
             condition.lock()
             commits += 1
             rowsWritten += batch.count
-            lastReceived = max(lastReceived ?? 0, batch.map(\.0.receivedAt).max() ?? 0)
+            lastReceived = max(lastReceived ?? 0, batch.map(\.record.receivedAt).max() ?? 0)
+            indexFailure = nil
             condition.unlock()
         } catch {
             upsert.reset()
             redelivery.reset()
             try? writer.execute("ROLLBACK")
             logger.error("store commit failed", metadata: ["risc.error": "\(error)", "risc.batch": "\(batch.count)"])
-            for (_, completion) in batch { completion(.failure(error)) }
+            for waiting in batch where waiting.position == nil { waiting.completion(.failure(error)) }
+            retryJournaled(batch.filter { $0.position != nil }, after: error)
+            return
+        }
+        var mark = batch.lazy.compactMap(\.position).max()
+        if mark != nil, batch.allSatisfy({ $0.position != nil }) {
+            // Journaled only: durable already, in the journal. Reported now; the WAL is synced only
+            // before a journal segment goes (or at close), not for every batch.
+            for (waiting, result) in zip(batch, results) { waiting.completion(.success(result)) }
+            if queued > 0 { afterCommit?() }
+            let journal = condition.withLock {
+                unsyncedMark = max(unsyncedMark ?? mark!, mark!)
+                return self.journal
+            }
+            guard journal?.hasOlderSegments ?? false else { return }
+            syncCondition.lock()
+            unsynced.append(Committed(completions: [], results: [], queued: 0, mark: condition.withLock { unsyncedMark }))
+            syncCondition.signal()
+            syncCondition.unlock()
             return
         }
         condition.lock()
         awaitingSync = true
+        if let unsyncedMark { mark = max(mark ?? unsyncedMark, unsyncedMark) }
         condition.unlock()
         syncCondition.lock()
-        unsynced.append(Committed(completions: batch.map(\.1), results: results, queued: queued))
+        unsynced.append(Committed(completions: batch.map(\.completion), results: results, queued: queued, mark: mark))
         syncCondition.signal()
         syncCondition.unlock()
     }
@@ -88,14 +109,14 @@ extension SQLiteEventStore {
     /// One transaction: every record stored (and, inline, applied: `InlineActions`), then COMMIT,
     /// one fsync.
     func write(
-        _ records: [SETRecord], inline: (applier: EmbeddedActionApplier, table: ActionTable, log: any EventLog)?, guarded: Bool,
+        _ batch: [Waiting], inline: (applier: EmbeddedActionApplier, table: ActionTable, log: any EventLog)?, guarded: Bool,
         queued: inout Int
     ) throws -> [(outcome: AppendOutcome, followUp: [EventLogRecord])] {
         var results: [(outcome: AppendOutcome, followUp: [EventLogRecord])] = []
-        results.reserveCapacity(records.count)
+        results.reserveCapacity(batch.count)
         try begin.run()
         let transaction = inline.map { Inline(store: self, applier: $0.applier) }
-        for record in records {
+        for record in batch.lazy.map(\.record) {
             let now = Date().timeIntervalSince1970
             let outcome = try store(record, done: inline == nil ? nil : now)
             var lines: [EventLogRecord] = []
@@ -111,8 +132,36 @@ extension SQLiteEventStore {
             }
             results.append((outcome, lines))
         }
+        // Journal order is writer order: the last journaled record's end marks all before it stored.
+        if let mark = batch.lazy.compactMap(\.position).max() { try markStatement.run([.int(mark.segment), .int(mark.offset)]) }
         try commitStatement.run()
         return results
+    }
+
+    /// Journaled records the writer could not index (their 202 went): back to the front of the
+    /// queue, tried again after a pause, and new SETs go the ordinary way meanwhile (answered only
+    /// once stored, or 503). At close they stay in the journal, indexed at the next start.
+    func retryJournaled(_ journaled: [Waiting], after error: any Error) {
+        guard !journaled.isEmpty else { return }
+        condition.lock()
+        indexFailure = StoreError(.failed, "the journal's records cannot be indexed: \(error)")
+        if stopping {
+            condition.unlock()
+            journalGaveUp(journaled)
+            for waiting in journaled { waiting.completion(.failure(error)) }
+            return
+        }
+        pending.insert(contentsOf: journaled, at: 0)
+        _ = condition.wait(until: Date().addingTimeInterval(1))
+        condition.unlock()
+    }
+
+    /// Journaled records left unindexed: the journal keeps its segments for the next start.
+    func journalGaveUp(_ batch: [Waiting]) {
+        guard batch.contains(where: { $0.position != nil }) else { return }
+        condition.lock()
+        journalIndexed = false
+        condition.unlock()
     }
 
     /// Inserts `record` (as done at `done`, or pending), or counts a redelivery.

@@ -20,12 +20,30 @@ public import RISCCore
 /// fsync ever fails, the page cache can no longer be trusted: that batch is answered with an
 /// error and the store refuses every later write (503) until the process restarts and SQLite
 /// recovers from what is on disk.
-public final class SQLiteEventStore: EventStore, StoreHealth, @unchecked Sendable {  // reason: state under `condition`/`syncCondition`; each connection on its own thread or lock
+public final class SQLiteEventStore: EventStore, JournalingStore, StoreHealth, @unchecked Sendable {  // reason: state under `condition`/`syncCondition`; each connection on its own thread or lock
     public let path: String
     let logger: Logger
     let maxBatch: Int
     let condition = NSCondition()
-    var pending: [(SETRecord, @Sendable (StoreResult) -> Void)] = []
+    /// A record waiting for the writer, with where it ends in the journal when it came that way.
+    struct Waiting {
+        let record: SETRecord
+        let position: SETJournal.Position?
+        let completion: @Sendable (StoreResult) -> Void
+    }
+    var pending: [Waiting] = []
+    /// The pushed SETs' durability point, once `openJournal` ran (the receiver's store only).
+    var journal: SETJournal?
+    /// Journaled records waiting for the writer beyond which new ones go the ordinary way (their
+    /// answer then waits for the index: the journal never runs away from it).
+    let journalBacklog: Int
+    /// Set while the writer cannot index journaled records (they are retried); cleared by a commit.
+    var indexFailure: StoreError?
+    /// The last journal mark committed and reported without a WAL sync (journaled batches).
+    var unsyncedMark: SETJournal.Position?
+    /// Whether every journaled record was indexed (else the segments stay for the next start).
+    var journalIndexed = true
+    let markStatement: SQLiteStatement
     var stopping = false
     var writerDone = false
     let readLock = NSLock()
@@ -55,6 +73,8 @@ public final class SQLiteEventStore: EventStore, StoreHealth, @unchecked Sendabl
         var completions: [@Sendable (StoreResult) -> Void]
         var results: [(outcome: AppendOutcome, followUp: [EventLogRecord])]
         var queued: Int
+        /// The journal position this batch's commit recorded, if it held journaled records.
+        var mark: SETJournal.Position?
 
         static func fail(_ batches: [Committed], _ error: any Error) {
             for batch in batches { for completion in batch.completions { completion(.failure(error)) } }
@@ -99,6 +119,7 @@ public final class SQLiteEventStore: EventStore, StoreHealth, @unchecked Sendabl
 
     /// Opens (creating if needed) `directory/risc.sqlite3`.
     public init(directory: String, logger: Logger, maxBatch: Int = 512) throws {
+        journalBacklog = maxBatch * 8
         try PrivateFiles.makeDirectory(directory)
         path = (directory as NSString).appendingPathComponent("risc.sqlite3")
         walPath = path + "-wal"
@@ -122,6 +143,8 @@ public final class SQLiteEventStore: EventStore, StoreHealth, @unchecked Sendabl
             UPDATE sets SET deliveries = deliveries + 1, last_received_at = ?3 WHERE issuer = ?1 AND jti = ?2
             RETURNING id, deliveries
             """)
+        markStatement = try writer.prepare(
+            "INSERT INTO journal_mark (id, segment, offset) VALUES (1, ?1, ?2) ON CONFLICT (id) DO UPDATE SET segment = ?1, offset = ?2")
         begin = try writer.prepare("BEGIN IMMEDIATE")
         commitStatement = try writer.prepare("COMMIT")
         savepoint = try writer.prepare("SAVEPOINT inline")
@@ -234,9 +257,32 @@ public final class SQLiteEventStore: EventStore, StoreHealth, @unchecked Sendabl
         // The writer waits for work only while no batch of its own awaits an fsync (the syncer
         // wakes it when that one is taken): a signal for every request woke it to sleep again.
         let wake = pending.isEmpty && !awaitingSync
-        pending.append((record, completion))
+        pending.append(Waiting(record: record, position: nil, completion: completion))
         if wake { condition.signal() }
         condition.unlock()
+    }
+
+    public func journal(
+        _ record: SETRecord, hop: @escaping Intake.Hop, durable: @escaping @Sendable (Result<Void, StoreError>) -> Void,
+        indexed: @escaping @Sendable (StoreResult) -> Void
+    ) -> Bool {
+        condition.lock()
+        let journal = pending.count < journalBacklog && indexFailure == nil && syncFailure == nil && !stopping ? self.journal : nil
+        condition.unlock()
+        guard let journal else { return false }
+        journal.append(record, hop: hop, durable: durable, indexed: indexed) { [unowned self] records in self.enqueue(records) }
+        return true
+    }
+
+    /// Hands journaled records to the writer, in journal order (under the journal's lock).
+    func enqueue(_ records: [(SETRecord, SETJournal.Position, @Sendable (StoreResult) -> Void)]) -> StoreError? {
+        condition.lock()
+        defer { condition.unlock() }
+        if stopping || syncFailure != nil { return syncFailure ?? StoreError(.closed, "the store is closed") }
+        let wake = pending.isEmpty && !awaitingSync
+        pending += records.map { Waiting(record: $0.0, position: $0.1, completion: $0.2) }
+        if wake { condition.signal() }
+        return nil
     }
 
     /// Whether acknowledgements are waiting on the writer right now (the action worker yields to them).
@@ -249,11 +295,21 @@ public final class SQLiteEventStore: EventStore, StoreHealth, @unchecked Sendabl
     /// Finishes every waiting append, then stops the writer. Idempotent.
     public func close() {
         condition.lock()
+        let journal = self.journal
+        condition.unlock()
+        // No journal write after this; what was written is in `pending`, indexed below.
+        journal?.refuse(StoreError(.closed, "the store is closed"))
+        condition.lock()
         stopping = true
         condition.broadcast()
         checkpointTimer.broadcast()
         while writerStarted && !(writerDone && checkpointerDone && syncerDone) { condition.wait() }
+        let indexed = journalIndexed && syncFailure == nil
+        self.journal = nil
         condition.unlock()
+        // The last journaled batches were committed without a sync of the WAL: synced before the
+        // segments holding them go.
+        if indexed, let journal, (try? fdatasyncWAL()) != nil { journal.removeAll() }
         if walDescriptor >= 0 {
             Glibc.close(walDescriptor)
             walDescriptor = -1

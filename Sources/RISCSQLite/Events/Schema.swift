@@ -7,7 +7,7 @@ import RISCCore
 /// `sets` is both the audit record and the work queue: a row is `pending` from the moment it is
 /// acknowledged until the action workers (issue 4) finish it; `id` gives arrival order.
 enum Schema {
-    static let version: Int64 = 7
+    static let version: Int64 = 8
 
     /// What every requeue sets (`risc queue retry`, replay): pending, no attempts, due now, and a
     /// new retry window from now.
@@ -119,6 +119,15 @@ enum Schema {
         // SET (`risc queue retry`, replay), NULL meaning from its receipt.
         7: """
         ALTER TABLE sets ADD COLUMN retry_since REAL;
+        """,
+        // The journal (`SETJournal`): the end of the last journaled record the index holds,
+        // written in the transaction that stores it.
+        8: """
+        CREATE TABLE journal_mark (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            segment INTEGER NOT NULL,
+            offset INTEGER NOT NULL
+        );
         """,
     ]
 

@@ -1,0 +1,319 @@
+import Foundation
+import RISCCore
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The embedded store's durability point for pushed SETs: an append-only journal in
+/// `DATA_DIR/journal/`, written and fdatasynced by the event loop that read the requests, which
+/// answers 202 itself once its fdatasync returns. SQLite is filled behind it (the store's writer,
+/// in large batches, `indexed`), and a segment is removed once SQLite holds all of it durably.
+///
+/// A record is `length (u32 LE) · CRC-32 of the payload (u32 LE) · payload`. Records are
+/// written in one order under one lock and handed to the writer in that order, so the writer's
+/// mark (`journal_mark`: the end of the last record it committed) says exactly which records
+/// SQLite holds. At the next start, records after the mark are indexed before anything else; a
+/// record cut short or failing its CRC ends the segment: its fdatasync never returned, so it was
+/// never acknowledged (and nothing after it was: an fdatasync covers every byte written before).
+final class SETJournal: Sendable {
+    /// Where a record ends: its segment and the offset just past it.
+    struct Position: Comparable, Sendable {
+        var segment: Int64
+        var offset: Int64
+        static func < (a: Position, b: Position) -> Bool { (a.segment, a.offset) < (b.segment, b.offset) }
+    }
+
+    /// One open segment file; its descriptor closes when the last flush holding it is done.
+    final class Segment: Sendable {
+        let number: Int64
+        let descriptor: Int32
+        init(number: Int64, descriptor: Int32) {
+            self.number = number
+            self.descriptor = descriptor
+        }
+        deinit { Glibc.close(descriptor) }
+    }
+
+    /// A journaled record's two reports: `durable` once its fdatasync returned (on the event
+    /// loop: answer now), `indexed` once the writer stored it in SQLite (the log line).
+    typealias Durable = @Sendable (Result<Void, StoreError>) -> Void
+
+    private struct Writing {
+        var segment: Segment
+        var offset: Int64
+        /// Segments written before `segment`, not yet removed.
+        var older: [Int64]
+        /// Set when a write or an fdatasync failed, or at close: every later append is refused.
+        var failure: StoreError?
+        /// The next segment, made ready (zeroed and synced) off the event loops once this one is
+        /// half full, so a rotation is a swap and an fdatasync in it never changes the file's size.
+        var spare: Segment?
+        var preparingSpare = false
+    }
+
+    private struct Batch {
+        var bytes: [UInt8] = []
+        var records: [(record: SETRecord, end: Int, durable: Durable, indexed: @Sendable (StoreResult) -> Void)] = []
+    }
+
+    let directory: String
+    let segmentBytes: Int64
+    private let writing: Mutex<Writing>
+    /// Each event loop's records of its current pass, by thread.
+    private let batches = Mutex<[UInt: Batch]>([:])
+
+    /// Opens a new segment numbered after `after` (and after any file already there).
+    init(directory: String, after: Int64, segmentBytes: Int64 = 64 << 20) throws(StoreError) {
+        self.directory = directory
+        self.segmentBytes = segmentBytes
+        do { try PrivateFiles.makeDirectory(directory) } catch { throw StoreError(.failed, "\(error)") }
+        let existing = Self.segments(in: directory)
+        let segment = try Self.create(directory: directory, number: max(after, existing.last ?? 0) + 1)
+        writing = Mutex(Writing(segment: segment, offset: 0, older: existing))
+    }
+
+    static func fileName(_ number: Int64) -> String { String(format: "segment-%012lld", number) }
+
+    /// The segment numbers in `directory`, in order.
+    static func segments(in directory: String) -> [Int64] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        return names.compactMap { $0.hasPrefix("segment-") ? Int64($0.dropFirst("segment-".count)) : nil }.sorted()
+    }
+
+    /// Creates segment `number`; `zeroed`: written full of zeros first and synced (a record's
+    /// fdatasync then writes its data only, never the file's size).
+    private static func create(directory: String, number: Int64, zeroed: Int64 = 0) throws(StoreError) -> Segment {
+        let path = (directory as NSString).appendingPathComponent(fileName(number))
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw StoreError(.failed, "cannot create the journal segment \(path): \(String(cString: strerror(errno)))") }
+        if zeroed > 0 {
+            let zeros = [UInt8](repeating: 0, count: 1 << 20)
+            var at: Int64 = 0
+            while at < zeroed {
+                let count = zeros.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, Int(min(Int64($0.count), zeroed - at)), off_t(at)) }
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else { break }  // a full disk: the segment grows as it is written instead
+                at += Int64(count)
+            }
+            _ = fdatasync(descriptor)
+        }
+        // The new file's name must be on disk before any record in it is acknowledged.
+        let directoryDescriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        defer { if directoryDescriptor >= 0 { Glibc.close(directoryDescriptor) } }
+        guard directoryDescriptor >= 0, fsync(directoryDescriptor) == 0 else {
+            Glibc.close(descriptor)
+            throw StoreError(.failed, "cannot sync the journal directory \(directory): \(String(cString: strerror(errno)))")
+        }
+        return Segment(number: number, descriptor: descriptor)
+    }
+
+    // MARK: Appending
+
+    /// Adds `record` to this event loop's batch; the first of a pass queues the batch's flush
+    /// through `hop` (it runs after the loop has read what was ready).
+    func append(
+        _ record: SETRecord, hop: Intake.Hop, durable: @escaping Durable, indexed: @escaping @Sendable (StoreResult) -> Void,
+        enqueue: @escaping @Sendable ([(SETRecord, Position, @Sendable (StoreResult) -> Void)]) -> StoreError?
+    ) {
+        let thread = UInt(pthread_self())
+        let payload = Self.encode(record)
+        let first = batches.withLock { batches in
+            var batch = batches.removeValue(forKey: thread) ?? Batch()
+            let first = batch.records.isEmpty
+            batch.bytes.reserveCapacity(batch.bytes.count + payload.count + 8)
+            Self.appendUInt32(UInt32(payload.count), to: &batch.bytes)
+            Self.appendUInt32(CRC32.checksum(payload), to: &batch.bytes)
+            batch.bytes += payload
+            batch.records.append((record, batch.bytes.count, durable, indexed))
+            batches[thread] = batch
+            return first
+        }
+        if first { hop { self.flush(thread, enqueue: enqueue) } }
+    }
+
+    /// Writes the loop's batch, hands its records to the writer (in file order, under the same
+    /// lock), fdatasyncs, and reports each record durable.
+    private func flush(_ thread: UInt, enqueue: @Sendable ([(SETRecord, Position, @Sendable (StoreResult) -> Void)]) -> StoreError?) {
+        guard let batch = batches.withLock({ $0.removeValue(forKey: thread) }) else { return }
+        let written: Result<Segment, StoreError> = writing.withLock { state in
+            if let failure = state.failure { return .failure(failure) }
+            let segment = state.segment, start = state.offset
+            var done = 0
+            while done < batch.bytes.count {
+                let count = batch.bytes[done...].withUnsafeBytes { pwrite(segment.descriptor, $0.baseAddress, $0.count, off_t(start) + off_t(done)) }
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else {
+                    let reason = errno == ENOSPC ? "the disk is full" : String(cString: strerror(errno))
+                    _ = ftruncate(segment.descriptor, off_t(start))  // a partial record would hide every later one
+                    return .failure(StoreError(.failed, "cannot write the journal: \(reason)"))
+                }
+                done += count
+            }
+            let handed = batch.records.map { ($0.record, Position(segment: segment.number, offset: start + Int64($0.end)), $0.indexed) }
+            if let refused = enqueue(handed) {
+                _ = ftruncate(segment.descriptor, off_t(start))
+                return .failure(refused)
+            }
+            state.offset = start + Int64(batch.bytes.count)
+            if state.offset >= segmentBytes, let next = state.spare ?? (try? Self.create(directory: directory, number: segment.number + 1)) {
+                state.older.append(segment.number)
+                state.segment = next
+                state.offset = 0
+                state.spare = nil
+            } else if state.offset >= segmentBytes / 2 && state.spare == nil && !state.preparingSpare {
+                state.preparingSpare = true
+                let (directory, number, size) = (directory, segment.number + 1, segmentBytes)
+                DispatchQueue.global().async {
+                    let spare = try? Self.create(directory: directory, number: number, zeroed: size)
+                    let kept = self.writing.withLock { state in
+                        state.preparingSpare = false
+                        guard state.segment.number == number - 1, state.failure == nil else { return false }
+                        state.spare = spare
+                        return true
+                    }
+                    // Closed (or rotated without it) meanwhile: not left behind as a segment.
+                    if !kept, spare != nil { unlink((directory as NSString).appendingPathComponent(Self.fileName(number))) }
+                }
+            }
+            return .success(segment)
+        }
+        switch written {
+        case .failure(let error):
+            for entry in batch.records { entry.durable(.failure(error)) }
+        case .success(let segment):
+            if fdatasync(segment.descriptor) == 0 {
+                for entry in batch.records { entry.durable(.success(())) }
+            } else {
+                let error = StoreError(.failed, "fdatasync of the journal failed (restart to recover): \(String(cString: strerror(errno)))")
+                writing.withLock { if $0.failure == nil { $0.failure = error } }
+                for entry in batch.records { entry.durable(.failure(error)) }
+            }
+        }
+    }
+
+    /// Refuses every later append (the store is closing, or its index failed).
+    func refuse(_ error: StoreError) { writing.withLock { if $0.failure == nil { $0.failure = error } } }
+
+    /// Whether full segments wait for the index to be synced before they go.
+    var hasOlderSegments: Bool { writing.withLock { !$0.older.isEmpty } }
+
+    /// SQLite now holds everything up to `position` durably: the segments before its own go.
+    func indexed(upTo position: Position) {
+        let removable = writing.withLock { state in
+            let gone = state.older.filter { $0 < position.segment }
+            state.older.removeAll { $0 < position.segment }
+            return gone
+        }
+        for number in removable { unlink((directory as NSString).appendingPathComponent(Self.fileName(number))) }
+    }
+
+    /// At a clean close, with everything indexed: every segment goes.
+    func removeAll() {
+        let numbers = writing.withLock { $0.older + [$0.segment.number] + ($0.spare.map { [$0.number] } ?? []) }
+        for number in numbers { unlink((directory as NSString).appendingPathComponent(Self.fileName(number))) }
+        writing.withLock { $0.older = [] }
+    }
+
+    // MARK: Records
+
+    static func appendUInt32(_ value: UInt32, to bytes: inout [UInt8]) {
+        withUnsafeBytes(of: value.littleEndian) { bytes += $0 }
+    }
+
+    static func appendString(_ text: String?, to bytes: inout [UInt8]) {
+        guard let text else { return appendUInt32(UInt32.max, to: &bytes) }
+        let utf8 = text.utf8
+        appendUInt32(UInt32(utf8.count), to: &bytes)
+        bytes += utf8
+    }
+
+    static func appendDouble(_ value: Double, to bytes: inout [UInt8]) {
+        withUnsafeBytes(of: value.bitPattern.littleEndian) { bytes += $0 }
+    }
+
+    /// The record's fields; its claims are read again from the token when it is recovered.
+    static func encode(_ record: SETRecord) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(record.token.utf8.count + record.issuer.utf8.count * 2 + record.tokenID.utf8.count + 80)
+        appendString(record.issuer, to: &bytes)
+        appendString(record.claimedIssuer, to: &bytes)
+        appendString(record.tokenID, to: &bytes)
+        appendDouble(record.issuedAt, to: &bytes)
+        appendDouble(record.receivedAt, to: &bytes)
+        appendString(record.remoteAddress, to: &bytes)
+        appendString(record.contentType, to: &bytes)
+        appendString(record.token, to: &bytes)
+        return bytes
+    }
+
+    /// Reads fields back in `encode`'s order.
+    struct Reader {
+        let bytes: ArraySlice<UInt8>
+        var at: Int
+
+        mutating func uint32() throws(StoreError) -> UInt32 {
+            guard at + 4 <= bytes.endIndex else { throw StoreError(.failed, "a journal record ends early") }
+            defer { at += 4 }
+            return bytes[at..<at + 4].reversed().reduce(0) { $0 << 8 | UInt32($1) }
+        }
+        mutating func double() throws(StoreError) -> Double {
+            let low = UInt64(try uint32()), high = UInt64(try uint32())
+            return Double(bitPattern: high << 32 | low)
+        }
+        mutating func string() throws(StoreError) -> String? {
+            let count = try uint32()
+            if count == UInt32.max { return nil }
+            guard at + Int(count) <= bytes.endIndex else { throw StoreError(.failed, "a journal record ends early") }
+            defer { at += Int(count) }
+            return String(decoding: bytes[at..<at + Int(count)], as: UTF8.self)
+        }
+        mutating func required() throws(StoreError) -> String {
+            guard let text = try string() else { throw StoreError(.failed, "a journal record lacks a field") }
+            return text
+        }
+    }
+
+    static func decode(_ payload: ArraySlice<UInt8>) throws -> SETRecord {
+        var reader = Reader(bytes: payload, at: payload.startIndex)
+        let issuer = try reader.required(), claimedIssuer = try reader.required(), tokenID = try reader.required()
+        let issuedAt = try reader.double(), receivedAt = try reader.double()
+        let remote = try reader.string(), contentType = try reader.string(), token = try reader.required()
+        return SETRecord(
+            issuer: issuer, claimedIssuer: claimedIssuer, tokenID: tokenID, issuedAt: issuedAt, receivedAt: receivedAt, remoteAddress: remote,
+            contentType: contentType, token: token, claims: try SecurityEventToken(payload: CompactJWS(token).payload))
+    }
+
+    /// The whole records of segment file `bytes`, each with the offset just past it; stops at the
+    /// first record cut short or failing its CRC (`torn`: bytes left after the last whole one).
+    static func records(in bytes: [UInt8]) -> (records: [(payload: ArraySlice<UInt8>, end: Int64)], torn: Int) {
+        var records: [(payload: ArraySlice<UInt8>, end: Int64)] = []
+        var at = 0
+        while at + 8 <= bytes.count {
+            var header = Reader(bytes: bytes[at..<at + 8], at: at)
+            guard let length = try? header.uint32(), let crc = try? header.uint32(), length > 0 else { break }
+            let end = at + 8 + Int(length)
+            guard end <= bytes.count, CRC32.checksum(bytes[(at + 8)..<end]) == crc else { break }
+            records.append((bytes[(at + 8)..<end], Int64(end)))
+            at = end
+        }
+        // A zeroed segment's unwritten rest is not a torn record.
+        return (records, bytes[at...].contains { $0 != 0 } ? bytes.count - at : 0)
+    }
+}
+
+/// CRC-32 (IEEE 802.3, as zlib's `crc32`).
+enum CRC32 {
+    static let table: [UInt32] = (0..<256).map { index in
+        (0..<8).reduce(UInt32(index)) { crc, _ in crc & 1 == 1 ? 0xEDB8_8320 ^ (crc >> 1) : crc >> 1 }
+    }
+
+    static func checksum<Bytes: Sequence<UInt8>>(_ bytes: Bytes) -> UInt32 {
+        var crc: UInt32 = 0xFFFF_FFFF
+        table.withUnsafeBufferPointer { table in
+            for byte in bytes { crc = table[Int((crc ^ UInt32(byte)) & 0xFF)] ^ (crc >> 8) }
+        }
+        return ~crc
+    }
+}

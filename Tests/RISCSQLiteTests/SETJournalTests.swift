@@ -1,0 +1,153 @@
+import Foundation
+import Logging
+import RISCCore
+import RISCTestKit
+import Synchronization
+import Testing
+
+@testable import RISCSQLite
+
+/// The embedded store's journal (issue 30): pushed SETs are durable in it before their 202, and
+/// SQLite is filled behind; a start indexes what a previous run left in it.
+@Suite("SET journal")
+struct SETJournalTests {
+    static func records(_ count: Int, prefix: String = "j") async throws -> [SETRecord] {
+        try await (0..<count).asyncMap { try await SQLiteEventStoreTests.record(jti: "\(prefix)\($0)") }
+    }
+
+    /// Journals `records` through `store` as the push endpoint does (one loop pass, its flush run
+    /// here), returning once each is durable, and each indexed result when it comes.
+    static func journal(_ records: [SETRecord], into store: SQLiteEventStore) async throws -> Indexed {
+        let hops = Mutex<[@Sendable () -> Void]>([])
+        let indexed = Indexed()
+        let durable = Mutex<[Result<Void, StoreError>]>([])
+        for record in records {
+            let taken = store.journal(
+                record, hop: { work in hops.withLock { $0.append(work) } }, durable: { result in durable.withLock { $0.append(result) } },
+                indexed: { result in indexed.results.withLock { $0.append(result) } })
+            #expect(taken)
+        }
+        for work in hops.withLock({ $0 }) { work() }
+        let results = durable.withLock { $0 }
+        #expect(results.count == records.count)
+        for result in results { try result.get() }
+        return indexed
+    }
+
+    /// The indexed reports of journaled records, as they come.
+    final class Indexed: Sendable {
+        let results = Mutex<[StoreResult]>([])
+        var count: Int { results.withLock { $0.count } }
+    }
+
+    @Test("a record reads back as written; a record cut short or failing its CRC ends the segment, zeros are no record")
+    func recordFormat() async throws {
+        let records = try await Self.records(3)
+        var bytes: [UInt8] = []
+        for record in records {
+            let payload = SETJournal.encode(record)
+            SETJournal.appendUInt32(UInt32(payload.count), to: &bytes)
+            SETJournal.appendUInt32(CRC32.checksum(payload), to: &bytes)
+            bytes += payload
+        }
+        let whole = SETJournal.records(in: bytes)
+        #expect(whole.records.count == 3 && whole.torn == 0)
+        let back = try SETJournal.decode(whole.records[1].payload)
+        #expect(back.tokenID == "j1" && back.token == records[1].token && back.issuer == records[1].issuer)
+        #expect(back.receivedAt == records[1].receivedAt && back.eventTypes == records[1].eventTypes && back.subjectsJSON == records[1].subjectsJSON)
+        // Cut inside the last record: two whole records, the rest torn.
+        let cut = SETJournal.records(in: Array(bytes.dropLast(5)))
+        #expect(cut.records.count == 2 && cut.torn > 0)
+        // One bit flipped in the second record's payload: it and everything after it are dropped.
+        var flipped = bytes
+        flipped[Int(whole.records[0].end) + 20] ^= 0x01
+        #expect(SETJournal.records(in: flipped).records.count == 1)
+        // A zeroed segment's unwritten rest.
+        let zeroed = SETJournal.records(in: bytes + [UInt8](repeating: 0, count: 4096))
+        #expect(zeroed.records.count == 3 && zeroed.torn == 0)
+        #expect(CRC32.checksum(Array("123456789".utf8)) == 0xCBF4_3926)  // the check value of CRC-32/IEEE
+    }
+
+    @Test("journaled SETs are answered durable, then indexed with their outcome; a clean close leaves no segment")
+    func journaledThenIndexed() async throws {
+        let directory = SQLiteEventStoreTests.directory()
+        let store = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        #expect(store.journal(try await SQLiteEventStoreTests.record(jti: "early"), hop: { $0() }, durable: { _ in }, indexed: { _ in }) == false)
+        try store.openJournal(log: nil)
+        let records = try await Self.records(20)
+        let indexed = try await Self.journal(records + [records[0]], into: store)
+        #expect(!SETJournal.segments(in: store.journalDirectory).isEmpty)
+        #expect(await waitWhile { !(indexed.count == 21) })
+        let outcomes = try indexed.results.withLock { try $0.map { try $0.get().outcome } }
+        #expect(outcomes.filter { if case .accepted = $0 { true } else { false } }.count == 20)
+        #expect(outcomes.last == .duplicate(id: 1, deliveries: 2))
+        #expect(try store.count() == 20)
+        store.close()
+        #expect(SETJournal.segments(in: store.journalDirectory).isEmpty)
+        #expect(try SQLiteEventStore.journaledNotIndexed(directory: directory) == 0)
+    }
+
+    /// What a kill leaves: records in the journal that the index does not hold (written here by
+    /// a journal whose records never reach a writer), some the index holds (by its mark), and a
+    /// record cut short at the end.
+    @Test("a start indexes the records a previous run journaled beyond the index's mark, once each, and logs them recovered")
+    func recovery() async throws {
+        let directory = SQLiteEventStoreTests.directory()
+        let records = try await Self.records(30)
+        // Run 1: the first ten are journaled and indexed (the mark passes them); the segment is kept aside.
+        let first = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        try first.openJournal(log: nil)
+        let indexed = try await Self.journal(Array(records[0..<10]), into: first)
+        #expect(await waitWhile { !(indexed.count == 10) })
+        let journalDirectory = first.journalDirectory
+        let kept = try SETJournal.segments(in: journalDirectory).map {
+            ($0, try Data(contentsOf: URL(fileURLWithPath: journalDirectory + "/" + SETJournal.fileName($0))))
+        }
+        first.close()
+        // The same segment again with twenty more records that never reached an index, and half a record.
+        var bytes = Array(kept.last!.1)
+        for record in records[10...] {
+            let payload = SETJournal.encode(record)
+            SETJournal.appendUInt32(UInt32(payload.count), to: &bytes)
+            SETJournal.appendUInt32(CRC32.checksum(payload), to: &bytes)
+            bytes += payload
+        }
+        bytes += [200, 1, 0, 0, 1, 2, 3]
+        try Data(bytes).write(to: URL(fileURLWithPath: journalDirectory + "/" + SETJournal.fileName(kept.last!.0)))
+        #expect(try SQLiteEventStore.journaledNotIndexed(directory: directory) == 20)
+
+        let log = MemoryEventLog()
+        let second = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        #expect(try second.openJournal(log: log) == 20)
+        #expect(try second.count() == 30)
+        // Each once: the ten the index held were not counted as redeliveries.
+        #expect(try second.record(issuer: records[0].issuer, jti: "j0")?.deliveries == 1)
+        #expect(try second.record(issuer: records[0].issuer, jti: "j29")?.deliveries == 1)
+        let lines = log.records("received")
+        #expect(lines.count == 20 && lines.allSatisfy { $0["recovered"] == true && $0["outcome"] == "accepted" })
+        #expect(lines.first?["jti"] == "j10")
+        // The old segment is gone; a new one, numbered after it, takes the next SETs.
+        let now = SETJournal.segments(in: journalDirectory)
+        #expect(now.count == 1 && now[0] > kept.last!.0)
+        let more = try await Self.journal([records[5]], into: second)
+        #expect(await waitWhile { !(more.count == 1) })
+        #expect(try more.results.withLock { try $0[0].get().outcome } == .duplicate(id: 6, deliveries: 2))
+        second.close()
+    }
+
+    @Test("a full segment rotates to the next; the old one goes once the index holds what it has")
+    func rotation() async throws {
+        let directory = SQLiteEventStoreTests.directory()
+        let store = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        try store.openJournal(log: nil, segmentBytes: 4096)
+        let records = try await Self.records(40)
+        for chunk in stride(from: 0, to: 40, by: 4) {
+            let indexed = try await Self.journal(Array(records[chunk..<chunk + 4]), into: store)
+            #expect(await waitWhile { !(indexed.count == 4) })
+        }
+        #expect(await waitWhile { !(SETJournal.segments(in: store.journalDirectory).count <= 3) })
+        #expect(try store.count() == 40)
+        store.close()
+        #expect(SETJournal.segments(in: store.journalDirectory).isEmpty)
+    }
+}
