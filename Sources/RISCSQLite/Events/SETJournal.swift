@@ -47,8 +47,8 @@ final class SETJournal: Sendable {
         var older: [Int64]
         /// Set when a write or an fdatasync failed, or at close: every later append is refused.
         var failure: StoreError?
-        /// The next segment, made ready (zeroed and synced) off the event loops once this one is
-        /// half full, so a rotation is a swap and an fdatasync in it never changes the file's size.
+        /// The next segment, created (its directory synced) off the event loops once this one is
+        /// half full, so a rotation is a swap.
         var spare: Segment?
         var preparingSpare = false
     }
@@ -65,7 +65,7 @@ final class SETJournal: Sendable {
     private let batches = Mutex<[UInt: Batch]>([:])
 
     /// Opens a new segment numbered after `after` (and after any file already there).
-    init(directory: String, after: Int64, segmentBytes: Int64 = 64 << 20) throws(StoreError) {
+    init(directory: String, after: Int64, segmentBytes: Int64 = 8 << 20) throws(StoreError) {
         self.directory = directory
         self.segmentBytes = segmentBytes
         do { try PrivateFiles.makeDirectory(directory) } catch { throw StoreError(.failed, "\(error)") }
@@ -82,23 +82,11 @@ final class SETJournal: Sendable {
         return names.compactMap { $0.hasPrefix("segment-") ? Int64($0.dropFirst("segment-".count)) : nil }.sorted()
     }
 
-    /// Creates segment `number`; `zeroed`: written full of zeros first and synced (a record's
-    /// fdatasync then writes its data only, never the file's size).
-    private static func create(directory: String, number: Int64, zeroed: Int64 = 0) throws(StoreError) -> Segment {
+    /// Creates segment `number` (and syncs its directory).
+    private static func create(directory: String, number: Int64) throws(StoreError) -> Segment {
         let path = (directory as NSString).appendingPathComponent(fileName(number))
         let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw StoreError(.failed, "cannot create the journal segment \(path): \(String(cString: strerror(errno)))") }
-        if zeroed > 0 {
-            let zeros = [UInt8](repeating: 0, count: 1 << 20)
-            var at: Int64 = 0
-            while at < zeroed {
-                let count = zeros.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, Int(min(Int64($0.count), zeroed - at)), off_t(at)) }
-                if count < 0 && errno == EINTR { continue }
-                guard count > 0 else { break }  // a full disk: the segment grows as it is written instead
-                at += Int64(count)
-            }
-            _ = fdatasync(descriptor)
-        }
         // The new file's name must be on disk before any record in it is acknowledged.
         let directoryDescriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         defer { if directoryDescriptor >= 0 { Glibc.close(directoryDescriptor) } }
@@ -164,9 +152,9 @@ final class SETJournal: Sendable {
                 state.spare = nil
             } else if state.offset >= segmentBytes / 2 && state.spare == nil && !state.preparingSpare {
                 state.preparingSpare = true
-                let (directory, number, size) = (directory, segment.number + 1, segmentBytes)
+                let (directory, number) = (directory, segment.number + 1)
                 DispatchQueue.global().async {
-                    let spare = try? Self.create(directory: directory, number: number, zeroed: size)
+                    let spare = try? Self.create(directory: directory, number: number)
                     let kept = self.writing.withLock { state in
                         state.preparingSpare = false
                         guard state.segment.number == number - 1, state.failure == nil else { return false }
@@ -298,21 +286,50 @@ final class SETJournal: Sendable {
             records.append((bytes[(at + 8)..<end], Int64(end)))
             at = end
         }
-        // A zeroed segment's unwritten rest is not a torn record.
+        // Zeros after the last record (a file system may leave them after a crash) are no torn record.
         return (records, bytes[at...].contains { $0 != 0 } ? bytes.count - at : 0)
     }
 }
 
-/// CRC-32 (IEEE 802.3, as zlib's `crc32`).
+/// CRC-32 (IEEE 802.3, as zlib's `crc32`), eight bytes a step ("slicing-by-8": a byte at a time
+/// through a generic sequence was 2 % of the receiver's time under load).
 enum CRC32 {
-    static let table: [UInt32] = (0..<256).map { index in
-        (0..<8).reduce(UInt32(index)) { crc, _ in crc & 1 == 1 ? 0xEDB8_8320 ^ (crc >> 1) : crc >> 1 }
-    }
+    /// `tables[k][b]`: the CRC of byte `b` followed by `k` zero bytes.
+    static let tables: [UInt32] = {
+        var tables = [UInt32](repeating: 0, count: 8 * 256)
+        for index in 0..<256 {
+            tables[index] = (0..<8).reduce(UInt32(index)) { crc, _ in crc & 1 == 1 ? 0xEDB8_8320 ^ (crc >> 1) : crc >> 1 }
+        }
+        for k in 1..<8 {
+            for index in 0..<256 {
+                let previous = tables[(k - 1) * 256 + index]
+                tables[k * 256 + index] = (previous >> 8) ^ tables[Int(previous & 0xFF)]
+            }
+        }
+        return tables
+    }()
 
-    static func checksum<Bytes: Sequence<UInt8>>(_ bytes: Bytes) -> UInt32 {
+    static func checksum(_ bytes: [UInt8]) -> UInt32 { bytes.withUnsafeBytes { checksum($0) } }
+    static func checksum(_ bytes: ArraySlice<UInt8>) -> UInt32 { bytes.withUnsafeBytes { checksum($0) } }
+
+    static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
         var crc: UInt32 = 0xFFFF_FFFF
-        table.withUnsafeBufferPointer { table in
-            for byte in bytes { crc = table[Int((crc ^ UInt32(byte)) & 0xFF)] ^ (crc >> 8) }
+        tables.withUnsafeBufferPointer { t in
+            var at = 0
+            let count = bytes.count
+            while at + 8 <= count {
+                let low = bytes.loadUnaligned(fromByteOffset: at, as: UInt32.self).littleEndian ^ crc
+                let high = bytes.loadUnaligned(fromByteOffset: at + 4, as: UInt32.self).littleEndian
+                crc =
+                    t[7 * 256 + Int(low & 0xFF)] ^ t[6 * 256 + Int((low >> 8) & 0xFF)] ^ t[5 * 256 + Int((low >> 16) & 0xFF)]
+                    ^ t[4 * 256 + Int(low >> 24)] ^ t[3 * 256 + Int(high & 0xFF)] ^ t[2 * 256 + Int((high >> 8) & 0xFF)]
+                    ^ t[256 + Int((high >> 16) & 0xFF)] ^ t[Int(high >> 24)]
+                at += 8
+            }
+            while at < count {
+                crc = t[Int((crc ^ UInt32(bytes[at])) & 0xFF)] ^ (crc >> 8)
+                at += 1
+            }
         }
         return ~crc
     }

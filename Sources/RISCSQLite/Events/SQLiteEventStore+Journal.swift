@@ -14,7 +14,7 @@ extension SQLiteEventStore {
     /// the old segments, and opens a new one: pushed SETs are journaled from now on. Call after
     /// `enableInlineActions`, before the listeners start. Returns how many records it indexed.
     @discardableResult
-    public func openJournal(log: (any EventLog)?, segmentBytes: Int64 = 64 << 20) throws -> Int {
+    public func openJournal(log: (any EventLog)?, segmentBytes: Int64 = 8 << 20) throws -> Int {
         let directory = journalDirectory
         let mark = try read { try Self.markRead($0) }
         let segments = SETJournal.segments(in: directory)

@@ -85,11 +85,17 @@ extension SQLiteEventStore {
             // before a journal segment goes (or at close), not for every batch.
             for (waiting, result) in zip(batch, results) { waiting.completion(.success(result)) }
             if queued > 0 { afterCommit?() }
-            let journal = condition.withLock {
+            let (journal, due) = condition.withLock {
                 unsyncedMark = max(unsyncedMark ?? mark!, mark!)
-                return self.journal
+                unsyncedRows += batch.count
+                let due = unsyncedRows >= Self.journalSyncRows
+                if due { unsyncedRows = 0 }
+                return (self.journal, due)
             }
-            guard journal?.hasOlderSegments ?? false else { return }
+            // A sync of the WAL every few hundred SETs keeps each one small (one sync of all of a
+            // segment's WAL at once would hold the file system's journal, and so the event loops'
+            // fdatasyncs, for as long as it takes).
+            guard due || journal?.hasOlderSegments ?? false else { return }
             syncCondition.lock()
             unsynced.append(Committed(completions: [], results: [], queued: 0, mark: condition.withLock { unsyncedMark }))
             syncCondition.signal()

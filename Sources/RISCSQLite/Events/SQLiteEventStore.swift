@@ -41,6 +41,9 @@ public final class SQLiteEventStore: EventStore, JournalingStore, StoreHealth, @
     var indexFailure: StoreError?
     /// The last journal mark committed and reported without a WAL sync (journaled batches).
     var unsyncedMark: SETJournal.Position?
+    /// Journaled SETs committed since the WAL was last handed to the syncer.
+    var unsyncedRows = 0
+    static let journalSyncRows = 256
     /// Whether every journaled record was indexed (else the segments stay for the next start).
     var journalIndexed = true
     let markStatement: SQLiteStatement
