@@ -15,22 +15,24 @@ struct SETJournalTests {
         try await (0..<count).asyncMap { try await SQLiteEventStoreTests.record(jti: "\(prefix)\($0)") }
     }
 
-    /// Journals `records` through `store` as the push endpoint does (one loop pass, its flush run
-    /// here), returning once each is durable, and each indexed result when it comes.
+    /// Journals `records` through `store` as the push endpoint does (one pass of an "event loop",
+    /// a serial queue here, which runs the flush and gets the answers), returning once each is
+    /// durable, and each indexed result when it comes.
     static func journal(_ records: [SETRecord], into store: SQLiteEventStore) async throws -> Indexed {
-        let hops = Mutex<[@Sendable () -> Void]>([])
+        let loop = DispatchQueue(label: "journal-test-loop")
         let indexed = Indexed()
         let durable = Mutex<[Result<Void, StoreError>]>([])
+        let paused = DispatchSemaphore(value: 0)
+        loop.async { paused.wait() }  // the loop reads the whole pass before its flush runs
         for record in records {
             let taken = store.journal(
-                record, hop: { work in hops.withLock { $0.append(work) } }, durable: { result in durable.withLock { $0.append(result) } },
+                record, hop: { work in loop.async(execute: work) }, durable: { result in durable.withLock { $0.append(result) } },
                 indexed: { result in indexed.results.withLock { $0.append(result) } })
             #expect(taken)
         }
-        for work in hops.withLock({ $0 }) { work() }
-        let results = durable.withLock { $0 }
-        #expect(results.count == records.count)
-        for result in results { try result.get() }
+        paused.signal()
+        #expect(await waitWhile { durable.withLock { $0.count } < records.count })
+        for result in durable.withLock({ $0 }) { try result.get() }
         return indexed
     }
 
@@ -96,6 +98,25 @@ struct SETJournalTests {
         #expect(try store.count() == 20)
         store.close()
         #expect(SETJournal.segments(in: store.journalDirectory).isEmpty)
+        #expect(try SQLiteEventStore.journaledNotIndexed(directory: directory) == 0)
+    }
+
+    @Test("a journal whose fdatasync failed takes no more SETs: they go the ordinary way (answered once stored, or 503)")
+    func refusingJournal() async throws {
+        let directory = SQLiteEventStoreTests.directory()
+        let store = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        try store.openJournal(log: nil)
+        let record = try await SQLiteEventStoreTests.record(jti: "after-failure")
+        // As the sync thread marks it when an fdatasync fails.
+        let syncer = try #require(store.condition.withLock { store.journal }?.syncer)
+        syncer.condition.withLock { syncer.failure = StoreError(.failed, "injected fdatasync failure") }
+        #expect(store.journal(record, hop: { $0() }, durable: { _ in }, indexed: { _ in }) == false)
+        guard case .accepted = try await store.append(record) else {
+            Issue.record("not stored the ordinary way")
+            return
+        }
+        store.close()
+        // Everything journaled before the failure was indexed: nothing is left for the next start.
         #expect(try SQLiteEventStore.journaledNotIndexed(directory: directory) == 0)
     }
 

@@ -198,7 +198,7 @@ public struct Intake: Sendable {
         let stored = SETRecord(
             validated: validated, token: String(decoding: delivery.body[SETVerifier.trimmedRange(delivery.body)], as: UTF8.self),
             receivedAt: start, remoteAddress: delivery.remoteAddress, contentType: delivery.contentType)
-        // The embedded store's journal: durable on this event loop, answered at once, indexed behind.
+        // The embedded store's journal: written on this event loop, answered on it once synced, indexed behind.
         if let hop, let journal = store as? any JournalingStore,
             journal.journal(
                 stored, hop: hop,

@@ -7,8 +7,8 @@ import Glibc
 #endif
 
 /// The embedded store's durability point for pushed SETs: an append-only journal in
-/// `DATA_DIR/journal/`, written and fdatasynced by the event loop that read the requests, which
-/// answers 202 itself once its fdatasync returns. SQLite is filled behind it (the store's writer,
+/// `DATA_DIR/journal/`, written by the event loop that read the requests and fdatasynced by the
+/// journal's sync thread (`Syncer`), after which the loop answers 202. SQLite is filled behind it (the store's writer,
 /// in large batches, `indexed`), and a segment is removed once SQLite holds all of it durably.
 ///
 /// A record is `length (u32 LE) · CRC-32 of the payload (u32 LE) · payload`. Records are
@@ -36,7 +36,7 @@ final class SETJournal: Sendable {
         deinit { Glibc.close(descriptor) }
     }
 
-    /// A journaled record's two reports: `durable` once its fdatasync returned (on the event
+    /// A journaled record's two reports: `durable` once its fdatasync returned (on its event
     /// loop: answer now), `indexed` once the writer stored it in SQLite (the log line).
     typealias Durable = @Sendable (Result<Void, StoreError>) -> Void
 
@@ -63,6 +63,7 @@ final class SETJournal: Sendable {
     private let writing: Mutex<Writing>
     /// Each event loop's records of its current pass, by thread.
     private let batches = Mutex<[UInt: Batch]>([:])
+    let syncer: Syncer
 
     /// Opens a new segment numbered after `after` (and after any file already there).
     init(directory: String, after: Int64, segmentBytes: Int64 = 8 << 20) throws(StoreError) {
@@ -72,6 +73,7 @@ final class SETJournal: Sendable {
         let existing = Self.segments(in: directory)
         let segment = try Self.create(directory: directory, number: max(after, existing.last ?? 0) + 1)
         writing = Mutex(Writing(segment: segment, offset: 0, older: existing))
+        syncer = Syncer()
     }
 
     static func fileName(_ number: Int64) -> String { String(format: "segment-%012lld", number) }
@@ -102,7 +104,7 @@ final class SETJournal: Sendable {
     /// Adds `record` to this event loop's batch; the first of a pass queues the batch's flush
     /// through `hop` (it runs after the loop has read what was ready).
     func append(
-        _ record: SETRecord, hop: Intake.Hop, durable: @escaping Durable, indexed: @escaping @Sendable (StoreResult) -> Void,
+        _ record: SETRecord, hop: @escaping Intake.Hop, durable: @escaping Durable, indexed: @escaping @Sendable (StoreResult) -> Void,
         enqueue: @escaping @Sendable ([(SETRecord, Position, @Sendable (StoreResult) -> Void)]) -> StoreError?
     ) {
         let thread = UInt(pthread_self())
@@ -118,12 +120,14 @@ final class SETJournal: Sendable {
             batches[thread] = batch
             return first
         }
-        if first { hop { self.flush(thread, enqueue: enqueue) } }
+        if first { hop { self.flush(thread, hop: hop, enqueue: enqueue) } }
     }
 
-    /// Writes the loop's batch, hands its records to the writer (in file order, under the same
-    /// lock), fdatasyncs, and reports each record durable.
-    private func flush(_ thread: UInt, enqueue: @Sendable ([(SETRecord, Position, @Sendable (StoreResult) -> Void)]) -> StoreError?) {
+    /// Writes the loop's batch and hands its records to the writer (in file order, under the same
+    /// lock); the sync thread fdatasyncs and reports each record durable on the loop (`hop`).
+    private func flush(
+        _ thread: UInt, hop: @escaping Intake.Hop, enqueue: @Sendable ([(SETRecord, Position, @Sendable (StoreResult) -> Void)]) -> StoreError?
+    ) {
         guard let batch = batches.withLock({ $0.removeValue(forKey: thread) }) else { return }
         let written: Result<Segment, StoreError> = writing.withLock { state in
             if let failure = state.failure { return .failure(failure) }
@@ -171,18 +175,87 @@ final class SETJournal: Sendable {
         case .failure(let error):
             for entry in batch.records { entry.durable(.failure(error)) }
         case .success(let segment):
-            if fdatasync(segment.descriptor) == 0 {
-                for entry in batch.records { entry.durable(.success(())) }
-            } else {
-                let error = StoreError(.failed, "fdatasync of the journal failed (restart to recover): \(String(cString: strerror(errno)))")
-                writing.withLock { if $0.failure == nil { $0.failure = error } }
-                for entry in batch.records { entry.durable(.failure(error)) }
+            syncer.add(Syncer.Written(segment: segment, durable: batch.records.map(\.durable), hop: hop))
+        }
+    }
+
+    /// Fdatasyncs what the event loops wrote, on a thread of its own, so a loop goes on reading and
+    /// verifying while its batch is synced (a loop that synced its own batch held every
+    /// connection it serves for as long as the sync took); one sync covers every batch written
+    /// before it began, and each batch is answered on its loop with one hop.
+    final class Syncer: @unchecked Sendable {  // reason: `waiting`, `stopping`, `done` and `failure` under `condition`
+        struct Written {
+            let segment: Segment
+            let durable: [Durable]
+            let hop: Intake.Hop
+        }
+        let condition = NSCondition()
+        var waiting: [Written] = []
+        var stopping = false
+        var done = false
+        /// Set once an fdatasync failed: every later batch is answered with it.
+        var failure: StoreError?
+
+        init() { OSThread.start(name: "risc.journal") { [self] in run() } }
+
+        var hasFailed: Bool { condition.withLock { failure != nil } }
+
+        func add(_ written: Written) {
+            condition.lock()
+            let wake = waiting.isEmpty
+            waiting.append(written)
+            if wake { condition.signal() }
+            condition.unlock()
+        }
+
+        /// Syncs what waits, then ends the thread.
+        func stop() {
+            condition.lock()
+            stopping = true
+            condition.broadcast()
+            while !done { condition.wait() }
+            condition.unlock()
+        }
+
+        private func run() {
+            while true {
+                condition.lock()
+                while waiting.isEmpty && !stopping { condition.wait() }
+                if waiting.isEmpty {
+                    done = true
+                    condition.broadcast()
+                    condition.unlock()
+                    return
+                }
+                let batches = waiting
+                waiting = []
+                var failure = self.failure
+                condition.unlock()
+                // Each segment written to once (a batch written before a turn is in the old one).
+                var synced: Set<Int64> = []
+                for batch in batches where failure == nil && synced.insert(batch.segment.number).inserted {
+                    if fdatasync(batch.segment.descriptor) != 0 {
+                        failure = StoreError(.failed, "fdatasync of the journal failed (restart to recover): \(String(cString: strerror(errno)))")
+                        condition.withLock { self.failure = failure }
+                    }
+                }
+                let result: Result<Void, StoreError> = failure.map { .failure($0) } ?? .success(())
+                for batch in batches {
+                    let durable = batch.durable
+                    batch.hop { for report in durable { report(result) } }
+                }
             }
         }
     }
 
+    /// Ends the sync thread once what waits is synced and answered.
+    func stop() { syncer.stop() }
+
     /// Refuses every later append (the store is closing, or its index failed).
     func refuse(_ error: StoreError) { writing.withLock { if $0.failure == nil { $0.failure = error } } }
+
+    /// Whether an fdatasync failed (or the journal closed): SETs then go the ordinary way.
+    var isRefusing: Bool { writing.withLock { $0.failure != nil } || syncer.hasFailed }
 
     /// Whether full segments wait for the index to be synced before they go.
     var hasOlderSegments: Bool { writing.withLock { !$0.older.isEmpty } }

@@ -272,7 +272,7 @@ public final class SQLiteEventStore: EventStore, JournalingStore, StoreHealth, @
         condition.lock()
         let journal = pending.count < journalBacklog && indexFailure == nil && syncFailure == nil && !stopping ? self.journal : nil
         condition.unlock()
-        guard let journal else { return false }
+        guard let journal, !journal.isRefusing else { return false }
         journal.append(record, hop: hop, durable: durable, indexed: indexed) { [unowned self] records in self.enqueue(records) }
         return true
     }
@@ -302,6 +302,7 @@ public final class SQLiteEventStore: EventStore, JournalingStore, StoreHealth, @
         condition.unlock()
         // No journal write after this; what was written is in `pending`, indexed below.
         journal?.refuse(StoreError(.closed, "the store is closed"))
+        journal?.stop()
         condition.lock()
         stopping = true
         condition.broadcast()
