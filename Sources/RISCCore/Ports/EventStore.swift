@@ -72,9 +72,9 @@ public protocol EventStore: Sendable {
     func appendReporting(_ record: SETRecord, completion: @escaping @Sendable (StoreResult) -> Void)
 }
 
-/// A store that can make a pushed SET durable on the event loop that read it (the embedded
-/// store's journal), so the 202 goes without a hop to another thread, and stores it in its index
-/// behind.
+/// A store that can make a pushed SET durable before it stores it in its index (the embedded
+/// store's journal: written by the event loop that read it, synced for every loop at once, and
+/// answered with one hop a batch instead of one a SET), indexing it behind.
 public protocol JournalingStore: EventStore {
     /// Takes `record` into the journal of the calling event loop's current pass (flushed through
     /// `hop`): `durable` once it is on disk (answer then), `indexed` once the index holds it, with

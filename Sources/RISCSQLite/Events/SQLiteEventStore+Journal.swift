@@ -19,20 +19,13 @@ extension SQLiteEventStore {
         let mark = try read { try Self.markRead($0) }
         let segments = SETJournal.segments(in: directory)
         var recovered = 0
-        for number in segments {
-            let bytes = try Array(Data(contentsOf: URL(fileURLWithPath: (directory as NSString).appendingPathComponent(SETJournal.fileName(number)))))
-            let (records, torn) = SETJournal.records(in: bytes)
-            if torn > 0 {
+        for segment in try Self.beyond(mark, in: directory, segments: segments) {
+            if segment.torn > 0 {
                 logger.notice(
                     "journal segment ends in a record cut short (never acknowledged)",
-                    metadata: ["risc.segment": "\(number)", "risc.bytes": "\(torn)"])
+                    metadata: ["risc.segment": "\(segment.number)", "risc.bytes": "\(segment.torn)"])
             }
-            var entries: [(SETRecord, SETJournal.Position)] = []
-            for (payload, end) in records {
-                let position = SETJournal.Position(segment: number, offset: end)
-                if let mark, position <= mark { continue }
-                entries.append((try SETJournal.decode(payload), position))
-            }
+            let entries = try segment.records.map { (try SETJournal.decode($0.payload), $0.position) }
             for ((record, _), result) in zip(entries, index(entries)) {
                 let (outcome, followUp) = try result.get()
                 var line = EventLogRecord(step: .received, outcome: .accepted, time: Date().timeIntervalSince1970)
@@ -83,14 +76,20 @@ extension SQLiteEventStore {
         let segments = SETJournal.segments(in: journal)
         guard !segments.isEmpty else { return 0 }
         let connection = try SQLiteConnection(path: (directory as NSString).appendingPathComponent("risc.sqlite3"))
-        let mark: SETJournal.Position? = try markRead(connection)
-        var count = 0
-        for number in segments {
-            let path = (journal as NSString).appendingPathComponent(SETJournal.fileName(number))
-            guard let bytes = FileManager.default.contents(atPath: path) else { continue }
-            count += SETJournal.records(in: Array(bytes)).records.filter { record in mark.map { SETJournal.Position(segment: number, offset: record.end) > $0 } ?? true }.count
+        return try beyond(try markRead(connection), in: journal, segments: segments).reduce(0) { $0 + $1.records.count }
+    }
+
+    /// The whole records of each of `segments` in `directory` that end after `mark`, and how many
+    /// bytes each segment has after its last whole record.
+    static func beyond(_ mark: SETJournal.Position?, in directory: String, segments: [Int64]) throws
+        -> [(number: Int64, records: [(payload: ArraySlice<UInt8>, position: SETJournal.Position)], torn: Int)]
+    {
+        try segments.map { number in
+            let bytes = try Array(Data(contentsOf: URL(fileURLWithPath: (directory as NSString).appendingPathComponent(SETJournal.fileName(number)))))
+            let (records, torn) = SETJournal.records(in: bytes)
+            let kept = records.map { ($0.payload, SETJournal.Position(segment: number, offset: $0.end)) }.filter { record in mark.map { record.1 > $0 } ?? true }
+            return (number, kept, torn)
         }
-        return count
     }
 
     /// The index's journal mark (none before the first journaled SET, or on a store older than it).

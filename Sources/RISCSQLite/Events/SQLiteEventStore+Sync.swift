@@ -28,7 +28,7 @@ extension SQLiteEventStore {
             let failedBefore = syncFailure
             condition.unlock()
             if let failedBefore {  // committed after a failed fsync: never reported stored
-                journalLost(batches)
+                if batches.contains(where: { $0.mark != nil }) { keepJournal() }
                 Committed.fail(batches, failedBefore)
                 continue
             }
@@ -47,16 +47,10 @@ extension SQLiteEventStore {
                 condition.unlock()
                 logger.critical("fsync of the WAL failed: refusing writes until restart", metadata: ["risc.error": "\(error)"])
                 condition.withLock { journal }?.refuse(error)
-                journalLost(batches)
+                if batches.contains(where: { $0.mark != nil }) { keepJournal() }
                 Committed.fail(batches, error)
             }
         }
-    }
-
-    /// Batches with journaled records that are not known stored: the journal keeps its segments.
-    func journalLost(_ batches: [Committed]) {
-        guard batches.contains(where: { $0.mark != nil }) else { return }
-        condition.withLock { journalIndexed = false }
     }
 
     /// fdatasync of the WAL file, through a descriptor of our own (any descriptor of a file

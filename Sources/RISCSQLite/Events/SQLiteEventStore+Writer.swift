@@ -32,7 +32,7 @@ extension SQLiteEventStore {
             pending.removeFirst(batch.count)
             if let syncFailure {  // waiting since before an fsync failed: refused like later ones
                 condition.unlock()
-                journalGaveUp(batch)
+                if batch.contains(where: { $0.position != nil }) { keepJournal() }
                 for waiting in batch { waiting.completion(.failure(syncFailure)) }
                 continue
             }
@@ -80,13 +80,13 @@ extension SQLiteEventStore {
             return
         }
         var mark = batch.lazy.compactMap(\.position).max()
-        if mark != nil, batch.allSatisfy({ $0.position != nil }) {
+        if let journaled = mark, batch.allSatisfy({ $0.position != nil }) {
             // Journaled only: durable already, in the journal. Reported now; the WAL is synced only
             // before a journal segment goes (or at close), not for every batch.
             for (waiting, result) in zip(batch, results) { waiting.completion(.success(result)) }
             if queued > 0 { afterCommit?() }
             let (journal, due) = condition.withLock {
-                unsyncedMark = max(unsyncedMark ?? mark!, mark!)
+                unsyncedMark = max(unsyncedMark ?? journaled, journaled)
                 unsyncedRows += batch.count
                 let due = unsyncedRows >= Self.journalSyncRows
                 if due { unsyncedRows = 0 }
@@ -153,7 +153,7 @@ extension SQLiteEventStore {
         indexFailure = StoreError(.failed, "the journal's records cannot be indexed: \(error)")
         if stopping {
             condition.unlock()
-            journalGaveUp(journaled)
+            keepJournal()
             for waiting in journaled { waiting.completion(.failure(error)) }
             return
         }
@@ -162,13 +162,9 @@ extension SQLiteEventStore {
         condition.unlock()
     }
 
-    /// Journaled records left unindexed: the journal keeps its segments for the next start.
-    func journalGaveUp(_ batch: [Waiting]) {
-        guard batch.contains(where: { $0.position != nil }) else { return }
-        condition.lock()
-        journalIndexed = false
-        condition.unlock()
-    }
+    /// Journaled records are left unindexed (or not known stored): the journal keeps its
+    /// segments for the next start.
+    func keepJournal() { condition.withLock { journalIndexed = false } }
 
     /// Inserts `record` (as done at `done`, or pending), or counts a redelivery.
     func store(_ record: SETRecord, done: Double?) throws -> AppendOutcome {
