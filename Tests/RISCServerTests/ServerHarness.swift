@@ -137,7 +137,11 @@ final class ServerHarness: @unchecked Sendable {
     /// just after a journaled SET's 202; a raw connection's answer does not wait for them).
     var eventLogLines: [JSONObject] {
         if let events = try? receiver.storage.store.embedded?.events() {
-            for _ in 0..<5_000 where events.isBusy { usleep(2_000) }
+            var waited = 0
+            while events.isBusy && waited < 5_000 {
+                usleep(2_000)
+                waited += 1
+            }
         }
         receiver.eventLog.flush()
         let text = (try? String(contentsOfFile: dataDirectory + "/events.log", encoding: .utf8)) ?? ""
