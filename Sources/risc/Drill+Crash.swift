@@ -96,7 +96,7 @@ extension RiscCommand.Drill {
             let acknowledged = load.acknowledged.withLock { $0 }
             let audit = try await admin.audit(acknowledged: acknowledged)
             let eventLog = (data as NSString).appendingPathComponent("events.log")
-            let appliedLines = try Self.appliedLines(eventLog: eventLog)
+            let (appliedLines, recovered) = try Self.logCounts(eventLog: eventLog)
             let chain = try EventLogVerifier.verify(files: EventLogVerifier.files(of: eventLog))
             let doubled = appliedLines.values.filter { $0 > 1 }.count
             let logged = acknowledged.filter { appliedLines[$0] != nil }.count
@@ -108,6 +108,9 @@ extension RiscCommand.Drill {
             print("  lost                     \(audit.lost)")
             print("  applied (store)          \(audit.applied), done \(audit.done), not applied \(audit.notApplied)")
             print("  applied (event log)      \(logged) with an 'applied' line, \(doubled) applied twice, \(audit.acknowledged - logged) lines lost with the process")
+            if scratchStore.storage.embedded != nil {
+                print("  recovered at a start     \(recovered) (answered from the journal, stored by the next start: docs/storage.md)")
+            }
             print("  integrity_check          \(audit.integrity ?? "n/a (PostgreSQL: the server's own)")")
             print(
                 "  exit statuses            \(Dictionary(grouping: exitStatuses, by: { $0 }).mapValues(\.count).sorted { $0.key < $1.key }.map { "\($0.key)×\($0.value)" }.joined(separator: " ")); final SIGTERM → \(finalStatus)"
@@ -126,17 +129,19 @@ extension RiscCommand.Drill {
             print("PASSED: every acknowledged SET stored and applied, none twice; the event log's chain whole")
         }
 
-        /// How many `applied` lines the event log has per jti.
-        static func appliedLines(eventLog path: String) throws -> [String: Int] {
-            guard let data = FileManager.default.contents(atPath: path) else { return [:] }
+        /// How many `applied` lines the event log has per jti, and how many SETs a start recovered
+        /// from the embedded store's journal.
+        static func logCounts(eventLog path: String) throws -> (applied: [String: Int], recovered: Int) {
+            guard let data = FileManager.default.contents(atPath: path) else { return ([:], 0) }
             var counts: [String: Int] = [:]
+            var recovered = 0
             for line in data.split(separator: UInt8(ascii: "\n")) {
-                guard let record = try? JSONParser.parseObject(Array(line)), record["step"] == "applied", record["outcome"] == "applied",
-                    let jti = record["jti"]?.stringValue
-                else { continue }
+                guard let record = try? JSONParser.parseObject(Array(line)) else { continue }
+                if record["step"] == "received" && record["recovered"] == true { recovered += 1 }
+                guard record["step"] == "applied", record["outcome"] == "applied", let jti = record["jti"]?.stringValue else { continue }
                 counts[jti, default: 0] += 1
             }
-            return counts
+            return (counts, recovered)
         }
     }
 }

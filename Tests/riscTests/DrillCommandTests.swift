@@ -30,6 +30,7 @@ struct DrillCommandTests {
         #expect(result.stdout.contains("0 applied twice"))
         #expect(result.stdout.contains("integrity_check          ok"))
         #expect(result.stdout.contains("event log chain          whole"))
+        #expect(result.stdout.contains("recovered at a start"))
         #expect(result.stdout.contains("PASSED"))
     }
 
@@ -38,6 +39,8 @@ struct DrillCommandTests {
         let result = try await RiscBinary.run(["drill", "crash", "--cycles", "2", "--signal", "TERM", "--concurrency", "4", "--port", try port()])
         #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
         #expect(result.stdout.contains("exit statuses            0×2; final SIGTERM → 0"))
+        // A graceful stop stores everything its journal holds: nothing is left for the next start.
+        #expect(result.stdout.contains("recovered at a start     0 "), "\(result.stdout)")
     }
 
     @Test("junk: an unknown-kid flood costs at most one key-set fetch per cooldown")
