@@ -171,7 +171,9 @@ let package = Package(
         ),
         .testTarget(
             name: "riscTests",
-            dependencies: ["RISCTestKit", "RISCCore", "RISCClient", "RISCLocal", "RISCStorage", "RISCPostgres", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "RISCTestKit", "RISCCore", "RISCClient", "RISCLocal", "RISCStorage", "RISCPostgres", "RISCSQLite", .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
     ]

@@ -3,6 +3,8 @@ import RISCCore
 import RISCTestKit
 import Testing
 
+@testable import RISCSQLite
+
 /// Issue 14 §4: the operator's commands on the shared store, and moving an embedded store into it.
 @Suite("risc store, accounts, queue, replay on PostgreSQL (the built binary)", .serialized)
 struct SharedStoreCommandTests {
@@ -31,6 +33,24 @@ struct SharedStoreCommandTests {
             var status = try JSONParser.parseObject(Array(result.stdout.utf8))
             #expect(status["backend"] == "embedded" && status["serving_pid"] == .null, "\(result.stdout)")
             #expect(status["schema"]?.objectValue?["state"] == "current" && status["queue"]?.objectValue?["done"] == 2, "\(result.stdout)")
+
+            // Issue 30: a SET a killed receiver acknowledged from its journal, not yet in the store:
+            // shown by the status, and the copy refused (it would be left behind).
+            let keys = try KeyDirectory.repositoryTestKeys()
+            let factory = SETFactory(signer: keys.entry(for: .rs256)!.signer)
+            let record = try await factory.storedRecord(type: .sessionsRevoked, subject: factory.accountSubject("42"), jti: "copy-journaled", keys: try keys.jwks)
+            let payload = SETJournal.encode(record)
+            var segment: [UInt8] = []
+            SETJournal.appendUInt32(UInt32(payload.count), to: &segment)
+            SETJournal.appendUInt32(CRC32.checksum(payload), to: &segment)
+            try PrivateFiles.makeDirectory(data + "/journal")
+            let segmentPath = data + "/journal/" + SETJournal.fileName(1)
+            try Data(segment + payload).write(to: URL(fileURLWithPath: segmentPath))
+            result = try await run(["store", "status", "--data-dir", data])
+            #expect(try JSONParser.parseObject(Array(result.stdout.utf8))["journaled_not_indexed"] == 1, "\(result.stdout) \(result.stderr)")
+            result = try await run(["store", "copy", "--from", data, "--to", cluster.url])
+            #expect(result.status != 0 && result.stderr.contains("1 acknowledged SETs are in the journal"), "\(result.stdout) \(result.stderr)")
+            try FileManager.default.removeItem(atPath: segmentPath)
 
             let copied = try await run(["store", "copy", "--from", data, "--to", cluster.url])
             #expect(copied.status == 0, "\(copied.stdout) \(copied.stderr)")
