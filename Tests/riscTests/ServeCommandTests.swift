@@ -307,6 +307,10 @@ extension ServeCommandTests {
         }
         #expect(try await post(trusting: first) == 202)
         let log = data.appendingPathComponent("events.log"), rotated = data.appendingPathComponent("events.log.1")
+        // Its `received` line is written once the store holds it, just after the 202 (the journal).
+        for _ in 0..<100 where !((try? String(contentsOf: log, encoding: .utf8)) ?? "").contains(#""outcome":"accepted""#) {
+            try await Task.sleep(for: .milliseconds(50))
+        }
         try FileManager.default.moveItem(at: log, to: rotated)
         try renewed.install(certificateAt: cert, keyAt: key)
         kill(process.processIdentifier, SIGHUP)
