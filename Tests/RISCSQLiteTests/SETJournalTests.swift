@@ -45,13 +45,7 @@ struct SETJournalTests {
     @Test("a record reads back as written; a record cut short or failing its CRC ends the segment, zeros are no record")
     func recordFormat() async throws {
         let records = try await Self.records(3)
-        var bytes: [UInt8] = []
-        for record in records {
-            let payload = SETJournal.encode(record)
-            SETJournal.appendUInt32(UInt32(payload.count), to: &bytes)
-            SETJournal.appendUInt32(CRC32.checksum(payload), to: &bytes)
-            bytes += payload
-        }
+        let bytes = records.flatMap(SETJournal.frame)
         let whole = SETJournal.records(in: bytes)
         #expect(whole.records.count == 3 && whole.torn == 0)
         let back = try SETJournal.decode(whole.records[1].payload)
@@ -139,12 +133,7 @@ struct SETJournalTests {
         first.close()
         // The same segment again with twenty more records that never reached an index, and half a record.
         var bytes = Array(kept.last!.1)
-        for record in records[10...] {
-            let payload = SETJournal.encode(record)
-            SETJournal.appendUInt32(UInt32(payload.count), to: &bytes)
-            SETJournal.appendUInt32(CRC32.checksum(payload), to: &bytes)
-            bytes += payload
-        }
+        bytes += records[10...].flatMap(SETJournal.frame)
         bytes += [200, 1, 0, 0, 1, 2, 3]
         try Data(bytes).write(to: URL(fileURLWithPath: journalDirectory + "/" + SETJournal.fileName(kept.last!.0)))
         #expect(try SQLiteEventStore.journaledNotIndexed(directory: directory) == 20)

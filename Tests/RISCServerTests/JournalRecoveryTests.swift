@@ -24,12 +24,7 @@ struct JournalRecoveryTests {
             claims: try SecurityEventToken(payload: CompactJWS(token).payload))
         let journal = harness.dataDirectory + "/journal"
         try PrivateFiles.makeDirectory(journal)
-        let payload = SETJournal.encode(record)
-        var bytes: [UInt8] = []
-        SETJournal.appendUInt32(UInt32(payload.count), to: &bytes)
-        SETJournal.appendUInt32(CRC32.checksum(payload), to: &bytes)
-        bytes += payload
-        try Data(bytes).write(to: URL(fileURLWithPath: journal + "/" + SETJournal.fileName(1)))
+        try Data(SETJournal.frame(record)).write(to: URL(fileURLWithPath: journal + "/" + SETJournal.fileName(1)))
 
         try await harness.start()
         let events = try harness.receiver.storage.store.embedded!.events()

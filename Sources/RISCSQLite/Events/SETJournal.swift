@@ -25,7 +25,7 @@ final class SETJournal: Sendable {
         static func < (a: Position, b: Position) -> Bool { (a.segment, a.offset) < (b.segment, b.offset) }
     }
 
-    /// One open segment file; its descriptor closes when the last flush holding it is done.
+    /// One open segment file; its descriptor closes when the last batch holding it is synced.
     final class Segment: Sendable {
         let number: Int64
         let descriptor: Int32
@@ -45,7 +45,8 @@ final class SETJournal: Sendable {
         var offset: Int64
         /// Segments written before `segment`, not yet removed.
         var older: [Int64]
-        /// Set when a write or an fdatasync failed, or at close: every later append is refused.
+        /// Set at close, or after the WAL's fsync failed (`refuse`): every later append is refused.
+        /// (A failed write refuses only its batch; a failed fdatasync is the `Syncer`'s.)
         var failure: StoreError?
         /// The next segment, created (its directory synced) off the event loops once this one is
         /// half full, so a rotation is a swap.
@@ -108,14 +109,11 @@ final class SETJournal: Sendable {
         enqueue: @escaping @Sendable ([(SETRecord, Position, @Sendable (StoreResult) -> Void)]) -> StoreError?
     ) {
         let thread = UInt(pthread_self())
-        let payload = Self.encode(record)
+        let framed = Self.frame(record)
         let first = batches.withLock { batches in
             var batch = batches.removeValue(forKey: thread) ?? Batch()
             let first = batch.records.isEmpty
-            batch.bytes.reserveCapacity(batch.bytes.count + payload.count + 8)
-            Self.appendUInt32(UInt32(payload.count), to: &batch.bytes)
-            Self.appendUInt32(CRC32.checksum(payload), to: &batch.bytes)
-            batch.bytes += payload
+            batch.bytes += framed
             batch.records.append((record, batch.bytes.count, durable, indexed))
             batches[thread] = batch
             return first
@@ -251,7 +249,7 @@ final class SETJournal: Sendable {
     /// Ends the sync thread once what waits is synced and answered.
     func stop() { syncer.stop() }
 
-    /// Refuses every later append (the store is closing, or its index failed).
+    /// Refuses every later append (the store is closing, or its WAL's fsync failed).
     func refuse(_ error: StoreError) { writing.withLock { if $0.failure == nil { $0.failure = error } } }
 
     /// Whether an fdatasync failed (or the journal closed): SETs then go the ordinary way.
@@ -292,6 +290,16 @@ final class SETJournal: Sendable {
 
     static func appendDouble(_ value: Double, to bytes: inout [UInt8]) {
         withUnsafeBytes(of: value.bitPattern.littleEndian) { bytes += $0 }
+    }
+
+    /// `record` as it is written to a segment: length, CRC-32 of the payload, payload (`encode`).
+    static func frame(_ record: SETRecord) -> [UInt8] {
+        let payload = encode(record)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(payload.count + 8)
+        appendUInt32(UInt32(payload.count), to: &bytes)
+        appendUInt32(CRC32.checksum(payload), to: &bytes)
+        return bytes + payload
     }
 
     /// The record's fields; its claims are read again from the token when it is recovered.
