@@ -108,38 +108,118 @@ public final class PostgresEventStore: EventStore, Sendable {
         state.withLock { if $0.committing[committer] != nil { $0.committing[committer]?.task = task } }
     }
 
-    /// One of the `pipeline` committers: commits batches until nobody waits, or until the watch
-    /// gave up on its batch (it then ends; the watch started another if SETs wait).
+    /// One of the `pipeline` committers: leases a connection and commits batches on it until
+    /// nobody waits, or until the watch gave up on its SETs (it then ends; the watch started
+    /// another if SETs wait). After a batch failed, its connection goes back to the pool and the
+    /// next batch leases one.
     private func commitWhileWaiting(_ committer: Int) async {
-        while true {
-            let batch = state.withLock { state -> [Waiting]? in
-                guard state.committing[committer] != nil else { return nil }
-                guard !state.waiting.isEmpty else {
-                    state.running -= 1
-                    state.committing[committer] = nil
-                    return nil
+        var next = nextBatch(committer, unproved: [])
+        while let batch = next {
+            do {
+                next = try await database.client.withConnection { connection in
+                    await commitBatches(on: connection, committer, first: batch)
                 }
-                let batch = Array(state.waiting.prefix(maxBatch))
-                state.waiting.removeFirst(batch.count)
-                state.committing[committer]?.batch = batch
-                return batch
-            }
-            guard let batch else { return }
-            let result: Result<[Appended], any Error>
-            do { result = .success(try await commit(batch.map(\.record))) } catch { result = .failure(error) }
-            // Answered by the watch already (the deadline passed): a SET whose COMMIT did land
-            // meanwhile is a duplicate when Google retries it, answered 202.
-            let mine = state.withLock { state -> Bool in
-                guard state.committing[committer] != nil else { return false }
-                state.committing[committer]?.batch = []
-                return true
-            }
-            guard mine else { return }
-            switch result {
-            case .success(let results): for (waiting, result) in zip(batch, results) { waiting.completion(.success(result)) }
-            case .failure(let error): for waiting in batch { waiting.completion(.failure(error)) }
+            } catch {  // no connection
+                guard answer(committer, batch, .failure(error)) else { return }
+                next = nextBatch(committer, unproved: [])
             }
         }
+    }
+
+    /// Commits batches on one connection while SETs keep coming. A batch stored by the
+    /// one-statement path commits at the protocol's Sync, after its rows came back, and the
+    /// connection runs its next query only once that COMMIT has returned (with
+    /// `synchronous_commit` on: the WAL is on disk). So a batch is answered as soon as the next
+    /// batch's first statement on the same connection has answered, and only the last one before
+    /// a pause pays a round trip of its own (`SELECT 1`). Returns the batch to commit on another
+    /// connection after this one failed one; nil when nobody waits or the watch took over.
+    private func commitBatches(on connection: PostgresConnection, _ committer: Int, first: [Waiting]) async -> [Waiting]? {
+        var batch = first
+        var unconfirmed: (batch: [Waiting], results: [Appended])?
+        var abandoned = false
+        while true {
+            do {
+                let (results, committed) = try await commit(batch.map(\.record), on: connection) {
+                    // This batch's first statement ran: the one before it had committed.
+                    guard let (earlier, earlierResults) = unconfirmed else { return }
+                    unconfirmed = nil
+                    abandoned = !answer(committer, earlier, .success(earlierResults))
+                }
+                if abandoned { return nil }
+                if committed {
+                    guard answer(committer, batch, .success(results)) else { return nil }
+                } else {
+                    unconfirmed = (batch, results)
+                }
+            } catch {
+                if abandoned { return nil }
+                if let (earlier, earlierResults) = unconfirmed {
+                    let confirmed: Result<[Appended], any Error> = await confirm(earlierResults, on: connection)
+                    guard answer(committer, earlier, confirmed) else { return nil }
+                }
+                guard answer(committer, batch, .failure(error)) else { return nil }
+                return nextBatch(committer, unproved: [])
+            }
+            while true {
+                if let next = nextBatch(committer, unproved: unconfirmed?.batch ?? []) {
+                    batch = next
+                    break
+                }
+                // Nobody waits: the last batch's COMMIT is confirmed by a round trip of its own.
+                guard let (earlier, earlierResults) = unconfirmed else { return nil }
+                let confirmed = await confirm(earlierResults, on: connection)
+                guard answer(committer, earlier, confirmed) else { return nil }
+                unconfirmed = nil
+                if case .failure = confirmed { return nextBatch(committer, unproved: []) }
+            }
+        }
+    }
+
+    /// `results` once a query on `connection` ran after their batch's Sync; its error if not.
+    private func confirm(_ results: [Appended], on connection: PostgresConnection) async -> Result<[Appended], any Error> {
+        do {
+            try await connection.query("SELECT 1", logger: database.logger)
+            return .success(results)
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// The next batch for `committer`, registered (with the `unproved` one before it) as its
+    /// SETs in flight, for the watch. Nil when nobody waits (the committer ends, unless
+    /// `unproved` still waits for its confirmation) or when the watch took the committer's SETs.
+    private func nextBatch(_ committer: Int, unproved: [Waiting]) -> [Waiting]? {
+        state.withLock { state -> [Waiting]? in
+            guard state.committing[committer] != nil else { return nil }
+            guard !state.waiting.isEmpty else {
+                if unproved.isEmpty {
+                    state.running -= 1
+                    state.committing[committer] = nil
+                }
+                return nil
+            }
+            let batch = Array(state.waiting.prefix(maxBatch))
+            state.waiting.removeFirst(batch.count)
+            state.committing[committer]?.batch = unproved + batch
+            return batch
+        }
+    }
+
+    /// Answers `batch`, the oldest of `committer`'s SETs in flight; false when the watch answered
+    /// them already (the deadline passed: a SET whose COMMIT did land meanwhile is a duplicate
+    /// when Google retries it, answered 202), and the committer ends.
+    private func answer(_ committer: Int, _ batch: [Waiting], _ result: Result<[Appended], any Error>) -> Bool {
+        let mine = state.withLock { state -> Bool in
+            guard let inFlight = state.committing[committer]?.batch.count else { return false }
+            state.committing[committer]?.batch.removeFirst(min(batch.count, inFlight))
+            return true
+        }
+        guard mine else { return false }
+        switch result {
+        case .success(let results): for (waiting, result) in zip(batch, results) { waiting.completion(.success(result)) }
+        case .failure(let error): for waiting in batch { waiting.completion(.failure(error)) }
+        }
+        return true
     }
 
     /// While SETs wait: answers those past their deadline with `StoreError.timeout`, waiting or in
@@ -183,29 +263,37 @@ public final class PostgresEventStore: EventStore, Sendable {
     /// about an account the store holds (or its actions go to a webhook), the SETs, their
     /// `applied_actions` rows and the wake-up notification are written by one statement in its
     /// own transaction. Otherwise the batch is a transaction in which each SET's actions are
-    /// applied (see `applyInTransaction`).
-    func commit(_ records: [SETRecord]) async throws -> [Appended] {
+    /// applied (see `applyInTransaction`). `started` is called once the batch's first statement
+    /// has answered; `committed`: whether the COMMIT is known done (else the next query on
+    /// `connection` confirms it: `commitBatches`).
+    func commit(
+        _ records: [SETRecord], on connection: PostgresConnection, started: () -> Void
+    ) async throws -> (results: [Appended], committed: Bool) {
         let inline = self.inline.withLock { $0 }
         let now = Date().timeIntervalSince1970
-        let results: [Appended], queued: Int
+        let results: [Appended], queued: Int, committed: Bool
         if let inline {
             let plans = records.map { ActionPlan.plan(for: $0.claims, table: inline.table) }
-            if let fast = try await storeWithoutAccounts(records, plans: plans, now: now) {
-                (results, queued) = (fast, 0)
+            if let fast = try await storeWithoutAccounts(records, plans: plans, now: now, on: connection, started: started) {
+                (results, queued, committed) = (fast.results, 0, fast.committed)
             } else {
                 do {
-                    (results, queued) = try await applyInTransaction(records, plans: plans, tokenKey: inline.tokenKey, guarded: false, now: now)
+                    (results, queued) = try await applyInTransaction(
+                        records, plans: plans, tokenKey: inline.tokenKey, guarded: false, now: now, on: connection, started: started)
                 } catch let error as PostgresTransactionError where error.closureError is InlineActions.Unguarded {
-                    (results, queued) = try await applyInTransaction(records, plans: plans, tokenKey: inline.tokenKey, guarded: true, now: now)
+                    (results, queued) = try await applyInTransaction(
+                        records, plans: plans, tokenKey: inline.tokenKey, guarded: true, now: now, on: connection, started: started)
                 }
+                committed = true
             }
         } else {
             // Actions go to a webhook: stored pending, for the workers. Without plans there is no
             // account to look for, so the statement never stops.
-            guard let stored = try await storeWithoutAccounts(records, plans: nil, now: now) else {
+            guard let stored = try await storeWithoutAccounts(records, plans: nil, now: now, on: connection, started: started) else {
                 preconditionFailure("the one-statement path stopped without accounts to look for")
             }
-            (results, queued) = (stored, stored.filter { if case .accepted = $0.outcome { true } else { false } }.count)
+            (results, committed) = stored
+            queued = results.filter { if case .accepted = $0.outcome { true } else { false } }.count
         }
         counts.withLock {
             $0.commits += 1
@@ -213,7 +301,7 @@ public final class PostgresEventStore: EventStore, Sendable {
         }
         database.noteSuccess()
         if queued > 0 { afterCommit.withLock { $0 }?() }
-        return results
+        return (results, committed)
     }
 
     /// The one-statement path. With `plans` (inline actions), only if none of the batch's
@@ -221,8 +309,11 @@ public final class PostgresEventStore: EventStore, Sendable {
     /// (token subjects, verification events): then every action's result is known without the
     /// database (`accountFree`, or `unknownSubject`), and the SETs are stored done with their
     /// `applied_actions`. The statement checks for such accounts itself and stores nothing if it
-    /// finds one; nil then (and without trying, for a batch that needs lookups).
-    private func storeWithoutAccounts(_ records: [SETRecord], plans: [ActionPlan]?, now: Double) async throws -> [Appended]? {
+    /// finds one; nil then (and without trying, for a batch that needs lookups). `committed`:
+    /// whether a query ran after the statement's own COMMIT (counting redeliveries).
+    private func storeWithoutAccounts(
+        _ records: [SETRecord], plans: [ActionPlan]?, now: Double, on connection: PostgresConnection, started: () -> Void
+    ) async throws -> (results: [Appended], committed: Bool)? {
         var scopes: [String] = [], subjects: [String] = [], emails: [String] = []
         var applied: [(issuer: String, jti: String, event: Int, action: String, result: String)] = []
         var applies: [Int: (plan: ActionPlan, outcomes: [ActionOutcome])] = [:]
@@ -250,34 +341,28 @@ public final class PostgresEventStore: EventStore, Sendable {
         }
         let logger = database.logger
         let inline = plans != nil
-        let outcomes = try await database.client.withConnection { connection -> [AppendOutcome]? in
-            let sorted = Self.sorted(records)
-            let rows = try await connection.execute(
-                StoreBatch(records: sorted.records, done: inline ? now : nil, accounts: (scopes, subjects, emails), applied: applied, notify: !inline),
-                logger: logger)
-            var ids: [String: Int64] = [:]
-            var known = false
-            for try await (kind, id, issuer, jti) in rows {
-                if kind == "known" { known = true }
-                if kind == "set", let id, let issuer, let jti { ids[Self.key(issuer, jti)] = id }
-            }
-            if known { return nil }
-            // The statement's own transaction commits at the protocol's Sync, after its rows:
-            // the next query on the connection runs only once that COMMIT has returned (and, with
-            // synchronous_commit on, the WAL is on disk). Counting redeliveries is that query;
-            // without any, a trivial one.
-            let outcomes = try await Self.outcomes(sorted, ids: ids, connection: connection, logger: logger)
-            if outcomes.allSatisfy({ if case .accepted = $0 { true } else { false } }) {
-                try await connection.query("SELECT 1", logger: logger)
-            }
-            return outcomes
+        let sorted = Self.sorted(records)
+        let rows = try await connection.execute(
+            StoreBatch(records: sorted.records, done: inline ? now : nil, accounts: (scopes, subjects, emails), applied: applied, notify: !inline),
+            logger: logger)
+        started()
+        var ids: [String: Int64] = [:]
+        var known = false
+        for try await (kind, id, issuer, jti) in rows {
+            if kind == "known" { known = true }
+            if kind == "set", let id, let issuer, let jti { ids[Self.key(issuer, jti)] = id }
         }
-        guard let outcomes else { return nil }
+        if known { return nil }
+        // The statement's own transaction commits at the protocol's Sync, after its rows: the
+        // next query on the connection runs only once that COMMIT has returned. Counting
+        // redeliveries is such a query; without any, the caller's next one.
+        let outcomes = try await Self.outcomes(sorted, ids: ids, connection: connection, logger: logger)
         let end = Date().timeIntervalSince1970
-        return outcomes.enumerated().map { index, outcome in
+        let results = outcomes.enumerated().map { index, outcome -> Appended in
             guard case .accepted = outcome, let (plan, results) = applies[index] else { return (outcome, []) }
             return (outcome, [InlineActions.line(records[index], plan, now: now, outcomes: results, end: end)])
         }
+        return (results, !outcomes.allSatisfy { if case .accepted = $0 { true } else { false } })
     }
 
     /// A batch about accounts of the store's: one transaction in which each new SET's actions are
@@ -285,10 +370,12 @@ public final class PostgresEventStore: EventStore, Sendable {
     /// SET's actions in a savepoint, and only the failing SET is stored pending, for the worker to
     /// retry with backoff. Returns the results and how many SETs were left pending.
     private func applyInTransaction(
-        _ records: [SETRecord], plans: [ActionPlan], tokenKey: [UInt8], guarded: Bool, now: Double
+        _ records: [SETRecord], plans: [ActionPlan], tokenKey: [UInt8], guarded: Bool, now: Double, on connection: PostgresConnection,
+        started: () -> Void
     ) async throws -> (results: [Appended], queued: Int) {
         let logger = database.logger
-        return try await database.client.withTransaction(logger: logger) { connection -> ([Appended], Int) in
+        return try await connection.withTransaction(logger: logger) { connection -> ([Appended], Int) in
+            started()  // after BEGIN
             let sorted = Self.sorted(records)
             var ids: [String: Int64] = [:]
             let rows = try await connection.execute(

@@ -265,6 +265,38 @@ struct PostgresEventStoreTests {
         try await cluster.stop()
     }
 
+    @Test("batches that follow one another share a connection: each is confirmed by the next one's statement, one SELECT 1 after the last")
+    func batchesConfirmEachOther() async throws {
+        try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
+        let cluster = try await PostgresCluster.make()
+        let url = try PostgresStoreURL(cluster.url)
+        let database = PostgresDatabase(url: url, password: nil, logger: PostgresFoundationTests.logger)
+        try await database.migrate()
+        // Every statement the server runs goes to its log from here on.
+        _ = try await cluster.psql("ALTER SYSTEM SET log_statement = 'all'")
+        _ = try await cluster.psql("SELECT pg_reload_conf()")
+        let store = PostgresEventStore(database: database, maxBatch: 1, commitDeadline: 60)  // a loaded test machine
+        let factory = SETFactory(signer: Self.keys.entry(for: .eddsa)!.signer)
+        let jwks = try Self.keys.jwks
+        var records: [SETRecord] = []
+        for index in 0..<20 {
+            records.append(try await factory.storedRecord(type: .sessionsRevoked, subject: factory.accountSubject("\(index)"), jti: "follow-\(index)", keys: jwks))
+        }
+        let outcomes = try await withThrowingTaskGroup(of: AppendOutcome.self) { group in
+            for record in records { group.addTask { try await store.append(record) } }
+            return try await group.reduce(into: [AppendOutcome]()) { $0.append($1) }
+        }
+        #expect(outcomes.filter { if case .accepted = $0 { true } else { false } }.count == 20)
+        #expect(try await cluster.psql("SELECT count(*) FROM sets WHERE jti LIKE 'follow-%'") == "20")
+        #expect(store.writeCounts.commits == 20, "one SET a batch")
+        let log = try String(contentsOfFile: cluster.directory + "/server.log", encoding: .utf8)
+        let confirmations = log.split(separator: "\n").filter { $0.hasSuffix(": SELECT 1") }.count
+        // Twenty batches back to back: without sharing, twenty confirmations; each pause costs one.
+        #expect(confirmations >= 1 && confirmations <= 5, "\(confirmations) round trips of SELECT 1 for 20 batches")
+        database.close()
+        try await cluster.stop()
+    }
+
     @Test("a SET held up by a stuck transaction is answered at its deadline on the store's clock; the store then stores again")
     func commitDeadline() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
