@@ -95,6 +95,31 @@ struct SETJournalTests {
         #expect(try SQLiteEventStore.journaledNotIndexed(directory: directory) == 0)
     }
 
+    @Test("journaled SETs the writer could not index are tried again a second later on the store's clock, not the wall clock's")
+    func indexRetryOnStoreClock() async throws {
+        let directory = SQLiteEventStoreTests.directory()
+        let clock = TestClock()
+        let store = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"), clock: clock.function)
+        try store.openJournal(log: nil)
+        // Every insert fails, as on a full disk, until the trigger goes.
+        let other = try SQLiteConnection(path: store.path)
+        try other.execute("CREATE TRIGGER full_disk BEFORE INSERT ON sets BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+        let indexed = try await Self.journal(try await Self.records(3, prefix: "retry"), into: store)
+        #expect(await waitWhile { store.condition.withLock { store.indexFailure } == nil })
+        try other.execute("DROP TRIGGER full_disk")
+        // More than a second of real time, none on the store's clock: not tried again yet.
+        try await Task.sleep(for: .milliseconds(1_500))
+        let stored = try store.count()
+        #expect(indexed.count == 0 && stored == 0, "tried again by the wall clock")
+        clock.advance(SQLiteEventStore.journalRetrySeconds)
+        #expect(await waitWhile { indexed.count < 3 })
+        let outcomes = try indexed.results.withLock { try $0.map { try $0.get().outcome } }
+        #expect(outcomes.allSatisfy { if case .accepted = $0 { true } else { false } })
+        #expect(store.condition.withLock { store.indexFailure } == nil)
+        store.close()
+        #expect(try SQLiteEventStore.journaledNotIndexed(directory: directory) == 0)
+    }
+
     @Test("a journal whose fdatasync failed takes no more SETs: they go the ordinary way (answered once stored, or 503)")
     func refusingJournal() async throws {
         let directory = SQLiteEventStoreTests.directory()

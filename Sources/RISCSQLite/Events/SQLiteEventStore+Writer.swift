@@ -145,8 +145,9 @@ extension SQLiteEventStore {
     }
 
     /// Journaled records the writer could not index (their 202 went): back to the front of the
-    /// queue, tried again after a pause, and new SETs go the ordinary way meanwhile (answered only
-    /// once stored, or 503). At close they stay in the journal, indexed at the next start.
+    /// queue, tried again after a second on the store's clock (looked at every 20 ms), and new
+    /// SETs go the ordinary way meanwhile (answered only once stored, or 503). At close they stay
+    /// in the journal, indexed at the next start.
     func retryJournaled(_ journaled: [Waiting], after error: any Error) {
         guard !journaled.isEmpty else { return }
         condition.lock()
@@ -158,9 +159,12 @@ extension SQLiteEventStore {
             return
         }
         pending.insert(contentsOf: journaled, at: 0)
-        _ = condition.wait(until: Date().addingTimeInterval(1))
+        let retry = clock() + Self.journalRetrySeconds
+        while clock() < retry && !stopping { _ = condition.wait(until: Date().addingTimeInterval(0.02)) }
         condition.unlock()
     }
+
+    static let journalRetrySeconds = 1.0
 
     /// Journaled records are left unindexed (or not known stored): the journal keeps its
     /// segments for the next start.

@@ -39,6 +39,9 @@ public final class SQLiteEventStore: EventStore, JournalingStore, StoreHealth, @
     let journalBacklog: Int
     /// Set while the writer cannot index journaled records (they are retried); cleared by a commit.
     var indexFailure: StoreError?
+    /// Now, in seconds (monotonic by default): when the writer tries journaled records again after
+    /// a failure (tests drive it).
+    let clock: @Sendable () -> Double
     /// The last journal mark committed and reported without a WAL sync (journaled batches).
     var unsyncedMark: SETJournal.Position?
     /// Journaled SETs committed since the WAL was last handed to the syncer.
@@ -121,8 +124,11 @@ public final class SQLiteEventStore: EventStore, JournalingStore, StoreHealth, @
     }
 
     /// Opens (creating if needed) `directory/risc.sqlite3`.
-    public init(directory: String, logger: Logger, maxBatch: Int = 512) throws {
+    public init(
+        directory: String, logger: Logger, maxBatch: Int = 512, clock: (@Sendable () -> Double)? = nil
+    ) throws {
         journalBacklog = maxBatch * 8
+        self.clock = clock ?? { ProcessInfo.processInfo.systemUptime }
         try PrivateFiles.makeDirectory(directory)
         path = (directory as NSString).appendingPathComponent("risc.sqlite3")
         walPath = path + "-wal"
