@@ -62,7 +62,7 @@ extension PushEndpoint {
     /// a minute, is reported in the event log and the server log with how many there were.
     func refused(_ channel: any Channel, _ refusal: Refusal, peer: String?) {
         metrics?.connectionRefused(refusal)
-        let now = Date().timeIntervalSince1970
+        let now = self.now()
         let count = refusals.withLock { refusals -> Int? in
             var entry = refusals[refusal] ?? (0, 0)
             entry.unreported += 1

@@ -20,7 +20,7 @@ extension PushEndpoint {
             return current != reason
         }
         if started {
-            var record = EventLogRecord(step: .outage, outcome: .started, time: Date().timeIntervalSince1970)
+            var record = EventLogRecord(step: .outage, outcome: .started, time: now())
             record["reason"] = .string(reason)
             intake.log.record(record)
         }
@@ -35,7 +35,7 @@ extension PushEndpoint {
             return current
         }
         if let ended {
-            var record = EventLogRecord(step: .outage, outcome: .ended, time: Date().timeIntervalSince1970)
+            var record = EventLogRecord(step: .outage, outcome: .ended, time: now())
             record["reason"] = .string(ended)
             intake.log.record(record)
         }
@@ -44,21 +44,21 @@ extension PushEndpoint {
 
     /// Writes one line per address whose refusals were held back from the event log.
     func writeSuppressedSummaries() {
-        for record in rejections.summaries(now: Date().timeIntervalSince1970) { intake.log.record(record) }
+        for record in rejections.summaries(now: now()) { intake.log.record(record) }
     }
 
     /// Counts a refused request in the metrics (`risc_sets_total` unless it is no SET's) and writes
     /// its event-log line, sampled.
     func reject(_ record: EventLogRecord, outcome: String, countedAsSET: Bool = true) {
         if countedAsSET { intake.metrics?.observe(outcome: outcome, err: nil, verifySeconds: nil, commitSeconds: nil) }
-        if rejections.admit(record["remote"]?.stringValue, outcome: outcome, now: Date().timeIntervalSince1970) {
+        if rejections.admit(record["remote"]?.stringValue, outcome: outcome, now: now()) {
             intake.log.record(record)
         }
     }
 
     /// The event-log line of a request refused before any SET was read from it.
     func rejectedRecord(status: HTTPResponseStatus, remote: String?) -> EventLogRecord {
-        var record = EventLogRecord(step: .received, outcome: .rejected, time: Date().timeIntervalSince1970)
+        var record = EventLogRecord(step: .received, outcome: .rejected, time: now())
         record["http_status"] = .number(Double(status.code))
         if let remote { record["remote"] = .string(remote) }
         return record
@@ -85,10 +85,10 @@ extension PushEndpoint {
     /// A client closed for having more pipelined requests waiting than its bound (it does not
     /// read its answers): counted, and logged (sampled).
     func overflowed(remote: String?) {
-        var record = EventLogRecord(step: .connection, outcome: .closed, time: Date().timeIntervalSince1970)
+        var record = EventLogRecord(step: .connection, outcome: .closed, time: now())
         record["reason"] = "pipelined_requests_over_limit"
         if let remote { record["remote"] = .string(remote) }
         metrics?.connectionOverflowed()
-        if rejections.admit(remote, outcome: "overflow", now: Date().timeIntervalSince1970) { intake.log.record(record) }
+        if rejections.admit(remote, outcome: "overflow", now: now()) { intake.log.record(record) }
     }
 }

@@ -85,11 +85,16 @@ final class PushEndpoint: Service, Sendable {
     /// Why SETs are being answered 503 (nil: they are not), so the first 503 of an outage and the
     /// first 202 after it are logged at the default level, not every one in between.
     let unavailability = Mutex<String?>(nil)
+    /// Now, in seconds since the epoch: the invalid-request limiter's and the refused lines'
+    /// sampling windows, and those lines' times (tests drive it).
+    let now: @Sendable () -> Double
 
     init(
         settings: Settings, intake: Intake, revocation: RevocationIntake? = nil, documents: NoticeDocuments? = nil, limiter: InvalidRequestLimiter?, tls: ServerTLS?,
-        logger: Logger, metrics: ReceiverMetrics? = nil, onRunning: @escaping @Sendable (Int) -> Void
+        logger: Logger, metrics: ReceiverMetrics? = nil, clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 },
+        onRunning: @escaping @Sendable (Int) -> Void
     ) {
+        self.now = clock
         self.settings = settings
         self.live = Mutex((settings.limits, limiter))
         self.revocation = revocation

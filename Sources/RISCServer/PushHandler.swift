@@ -131,7 +131,7 @@ final class PushHandler: ChannelDuplexHandler {
         var record = endpoint.rejectedRecord(status: .payloadTooLarge, remote: remote)
         record["description"] = .string("body larger than \(endpoint.limits.maxBodyBytes) bytes")
         endpoint.reject(record, outcome: "too_large")
-        if let limiter = endpoint.limiter, let remote { limiter.recordInvalid(remote, now: Date().timeIntervalSince1970) }
+        if let limiter = endpoint.limiter, let remote { limiter.recordInvalid(remote, now: endpoint.now()) }
     }
 
     /// A whole request to its route: the revocation endpoint, a notice document, or the intake.
@@ -175,7 +175,7 @@ final class PushHandler: ChannelDuplexHandler {
                 let (handler, context) = bound.value
                 if let refusal = answer.refusal {
                     handler.endpoint.reject(refusal, outcome: "rejected")
-                    if let limiter = handler.endpoint.limiter, let remote { limiter.recordInvalid(remote, now: Date().timeIntervalSince1970) }
+                    if let limiter = handler.endpoint.limiter, let remote { limiter.recordInvalid(remote, now: handler.endpoint.now()) }
                 }
                 handler.answer(
                     context, PushConnection.Answer(status: HTTPResponseStatus(statusCode: answer.status), headers: answer.headers, body: answer.body))
@@ -185,9 +185,9 @@ final class PushHandler: ChannelDuplexHandler {
 
     /// The 429 when the invalid-request limiter holds `remote` back; nil when it does not.
     private func limited(_ remote: String?) -> PushConnection.Answer? {
-        guard let limiter = endpoint.limiter, let remote, let limited = limiter.check(remote, now: Date().timeIntervalSince1970) else { return nil }
+        guard let limiter = endpoint.limiter, let remote, let limited = limiter.check(remote, now: endpoint.now()) else { return nil }
         if let count = limited.log {
-            var record = EventLogRecord(step: .received, outcome: .limited, time: Date().timeIntervalSince1970)
+            var record = EventLogRecord(step: .received, outcome: .limited, time: endpoint.now())
             record["remote"] = .string(remote)
             record["http_status"] = 429
             record["count"] = .number(Double(count))
@@ -207,7 +207,7 @@ final class PushHandler: ChannelDuplexHandler {
             answer(context, PushConnection.Answer(status: .accepted))
         case .failure(let error as SETError):
             endpoint.logger.debug("SET rejected", metadata: ["risc.err": "\(error.code)"])
-            if let limiter = endpoint.limiter, let remote { limiter.recordInvalid(remote, now: Date().timeIntervalSince1970) }
+            if let limiter = endpoint.limiter, let remote { limiter.recordInvalid(remote, now: endpoint.now()) }
             var headers = [("Content-Type", "application/json"), ("Content-Language", "en")]
             if let challenge = error.challenge { headers.append(("WWW-Authenticate", challenge)) }
             answer(context, PushConnection.Answer(status: HTTPResponseStatus(statusCode: error.status), headers: headers, body: error.responseBody))

@@ -61,11 +61,14 @@ public final class Receiver: Sendable {
     /// renders. With another backend `/metrics` answers 404 and the store and key-set gauges are
     /// sampled every `healthSampleInterval` seconds (so are they for `/readyz`).
     /// `source`: where SIGHUP reads the configuration again (nil: it only reopens the event log and
-    /// reloads TLS); `logLevel`: the level `logger`'s handler reads, which a reload sets.
+    /// reloads TLS); `logLevel`: the level `logger`'s handler reads, which a reload sets; `clock`:
+    /// now, in seconds since the epoch, for the intake's times and the invalid-request limiter's
+    /// and the refused lines' sampling windows (tests drive it; the wall clock by default).
     public init(
         configuration: ReceiverConfiguration, logger: Logger, metricsFactory: (any MetricsFactory)? = nil,
-        source: ConfigurationSource? = nil, logLevel: LogLevelSetting? = nil
+        source: ConfigurationSource? = nil, logLevel: LogLevelSetting? = nil, clock: (@Sendable () -> Double)? = nil
     ) throws {
+        let clock = clock ?? { Date().timeIntervalSince1970 }
         self.configuration = configuration
         self.logger = logger
         let problems = configuration.problems + Self.preflight(configuration)
@@ -95,7 +98,7 @@ public final class Receiver: Sendable {
         caches = transmitters.compactMap(\.1.cache)
         var intake = Intake(
             transmitters: Transmitters(transmitters.map(\.0), sharedPath: configuration.eventsPath), store: storage.events, log: log, metrics: metrics,
-            clock: { Date().timeIntervalSince1970 })
+            clock: clock)
         // SSF verification events are matched against the requests risc made (only SSF
         // transmitters' are refused `invalid_state`; Google's are logged as before).
         if transmitters.contains(where: { $0.0.dialect == .ssf }) {
@@ -150,14 +153,14 @@ public final class Receiver: Sendable {
             revocation = RevocationIntake(
                 policy: RevocationPolicy(clientID: clientID, clientSecret: secret, tokenTypes: Set(configuration.linkingRevocationTokenTypes)),
                 store: storage.events, log: log, metrics: metrics, signingKey: LocalSET.signingKey(tokenKey: storage.tokenKey),
-                clock: { Date().timeIntervalSince1970 })
+                clock: clock)
         }
         let push = PushEndpoint(
             settings: Self.pushSettings(configuration, logger: logger),
             intake: intake, revocation: revocation,
             documents: configuration.noticeIssuer.flatMap { issuer in noticeKeys.map { NoticeDocuments(issuer: issuer, keys: $0) } },
             limiter: configuration.invalidPerMinute > 0 ? InvalidRequestLimiter(perMinute: configuration.invalidPerMinute) : nil,
-            tls: tls, logger: logger, metrics: metrics, onRunning: { publicPort.yield($0) })
+            tls: tls, logger: logger, metrics: metrics, clock: clock, onRunning: { publicPort.yield($0) })
         func adminApplication(_ router: Router<RISCRequestContext>, host: String, port: Int, ports: AsyncStream<Int>.Continuation) -> some Service {
             return Application(
                 router: router,

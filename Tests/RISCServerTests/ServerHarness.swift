@@ -31,6 +31,9 @@ final class ServerHarness: @unchecked Sendable {
     /// level its logger's handler shares.
     var source: ConfigurationSource?
     var logLevel: LogLevelSetting?
+    /// The receiver's clock (its intake's times, the limiter's and the refused lines' windows),
+    /// when a test drives it; the wall clock otherwise.
+    var clock: TestClock?
 
     init(dataDirectory: String? = nil, issuer: LocalIssuer? = nil, edit: (inout ReceiverConfiguration) -> Void = { _ in }) throws {
         self.issuer = try issuer ?? LocalIssuer(jwks: String(decoding: Self.keys.jwksData, as: UTF8.self))
@@ -61,7 +64,8 @@ final class ServerHarness: @unchecked Sendable {
     func makeReceiver() throws -> Receiver {
         var logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
         logger.logLevel = .critical
-        return try Receiver(configuration: configuration, logger: logger, metricsFactory: metricsFactory, source: source, logLevel: logLevel)
+        return try Receiver(
+            configuration: configuration, logger: logger, metricsFactory: metricsFactory, source: source, logLevel: logLevel, clock: clock?.function)
     }
 
     func start() async throws {
