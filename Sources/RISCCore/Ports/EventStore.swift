@@ -1,22 +1,53 @@
 /// A verified SET as it is kept: the raw token for audit plus what the queue and operators need.
 public struct SETRecord: Sendable {
+    /// The fields, in one object: a record is handed from the event loop to the store's writer
+    /// and copied into batches and completions on the way, and a copy is then one reference
+    /// count, not one for each string, array and claim.
+    private final class Fields: Sendable {
+        let issuer: String, claimedIssuer: String, tokenID: String
+        let issuedAt: Double, receivedAt: Double
+        let remoteAddress: String?, contentType: String?
+        let eventTypes: [String]
+        let subjectsJSON: String
+        let token: String
+        let claims: SecurityEventToken
+
+        init(
+            issuer: String, claimedIssuer: String, tokenID: String, issuedAt: Double, receivedAt: Double, remoteAddress: String?,
+            contentType: String?, token: String, claims: SecurityEventToken
+        ) {
+            self.issuer = issuer
+            self.claimedIssuer = claimedIssuer
+            self.tokenID = tokenID
+            self.issuedAt = issuedAt
+            self.receivedAt = receivedAt
+            self.remoteAddress = remoteAddress
+            self.contentType = contentType
+            eventTypes = claims.events.map(\.type.uri)
+            subjectsJSON = JSONValue.array(claims.events.map { $0.subject?.json ?? .null }).serialized
+            self.token = token
+            self.claims = claims
+        }
+    }
+    private let fields: Fields
+
     /// The de-duplication scope: the key set's issuer, without a trailing `/`.
-    public let issuer: String
+    public var issuer: String { fields.issuer }
     /// `iss` exactly as the token says.
-    public let claimedIssuer: String
-    public let tokenID: String
-    public let issuedAt: Double
-    public let receivedAt: Double
-    public let remoteAddress: String?
-    public let contentType: String?
+    public var claimedIssuer: String { fields.claimedIssuer }
+    public var tokenID: String { fields.tokenID }
+    public var issuedAt: Double { fields.issuedAt }
+    public var receivedAt: Double { fields.receivedAt }
+    public var remoteAddress: String? { fields.remoteAddress }
+    public var contentType: String? { fields.contentType }
     /// Event type URIs, in token order.
-    public let eventTypes: [String]
+    public var eventTypes: [String] { fields.eventTypes }
     /// The subjects, as JSON (`Subject.json`), one per event.
-    public let subjectsJSON: String
+    public var subjectsJSON: String { fields.subjectsJSON }
     /// The compact JWS as received (stored for audit; never logged).
-    public let token: String
+    public var token: String { fields.token }
     /// The verified claims, so the store can plan actions without parsing the token again.
-    public let claims: SecurityEventToken
+    public var claims: SecurityEventToken { fields.claims }
 
     public init(validated: ValidatedSET, token: String, receivedAt: Double, remoteAddress: String?, contentType: String?) {
         self.init(
@@ -31,17 +62,9 @@ public struct SETRecord: Sendable {
         issuer: String, claimedIssuer: String, tokenID: String, issuedAt: Double, receivedAt: Double, remoteAddress: String?,
         contentType: String?, token: String, claims: SecurityEventToken
     ) {
-        self.issuer = issuer
-        self.claimedIssuer = claimedIssuer
-        self.tokenID = tokenID
-        self.issuedAt = issuedAt
-        self.receivedAt = receivedAt
-        self.remoteAddress = remoteAddress
-        self.contentType = contentType
-        eventTypes = claims.events.map(\.type.uri)
-        subjectsJSON = JSONValue.array(claims.events.map { $0.subject?.json ?? .null }).serialized
-        self.token = token
-        self.claims = claims
+        fields = Fields(
+            issuer: issuer, claimedIssuer: claimedIssuer, tokenID: tokenID, issuedAt: issuedAt, receivedAt: receivedAt,
+            remoteAddress: remoteAddress, contentType: contentType, token: token, claims: claims)
     }
 }
 
