@@ -13,7 +13,8 @@ extension Receiver {
     }
 
     static func keys(
-        jwksFile: String?, issuer: String, jwks: JWKSConfiguration, cacheFile: String, configuration: ReceiverConfiguration, logger: Logger, setting: String
+        jwksFile: String?, issuer: String, jwks: JWKSConfiguration, cacheFile: String, configuration: ReceiverConfiguration, logger: Logger, setting: String,
+        clock: @escaping @Sendable () -> Double
     ) throws -> TransmitterKeys {
         if let file = jwksFile {
             guard let data = FileManager.default.contents(atPath: file) else { throw ConfigurationError(problems: ["\(setting): cannot read \(file)"]) }
@@ -22,7 +23,7 @@ extension Receiver {
         }
         var jwks = jwks
         jwks.persistencePath = (configuration.dataDirectory as NSString).appendingPathComponent(cacheFile)
-        let cache = JWKSCache(configuration: jwks, logger: logger)
+        let cache = JWKSCache(configuration: jwks, logger: logger, now: clock)
         return TransmitterKeys(provider: cache, source: .cache(cache), cache: cache)
     }
 
@@ -54,13 +55,16 @@ extension Receiver {
 
     /// Google (from the top-level settings, unless only other transmitters are configured) and
     /// each configured transmitter, with their keys, in the configuration's order.
-    static func transmitters(_ configuration: ReceiverConfiguration, logger: Logger) throws -> [(Transmitter, TransmitterKeys)] {
+    /// Each transmitter with its keys; `clock` is the key caches' (their TTLs and staleness).
+    static func transmitters(
+        _ configuration: ReceiverConfiguration, logger: Logger, clock: @escaping @Sendable () -> Double
+    ) throws -> [(Transmitter, TransmitterKeys)] {
         var built: [(Transmitter, TransmitterKeys)] = []
         if configuration.hasGoogle {
             let issuer = configuration.issuer ?? DiscoveryDocument.googleIssuer
             let keys = try keys(
                 jwksFile: configuration.jwksFile, issuer: issuer, jwks: configuration.jwksConfiguration, cacheFile: "jwks-cache.json", configuration: configuration,
-                logger: logger, setting: "jwks_file")
+                logger: logger, setting: "jwks_file", clock: clock)
             let google = Transmitter(
                 name: "google", dialect: .google, issuer: configuration.issuer ?? configuration.jwksConfiguration.expectedIssuer,
                 verifier: SETVerifier(policy: configuration.policy, keys: keys.provider))
@@ -74,7 +78,7 @@ extension Receiver {
             (jwks.maximumStaleness, jwks.failureRetryInterval) = (timings.maximumStaleness, timings.failureRetryInterval)
             let keys = try keys(
                 jwksFile: settings.jwksFile, issuer: settings.issuer, jwks: jwks, cacheFile: "jwks-cache-\(settings.name).json", configuration: configuration,
-                logger: logger, setting: "transmitters.\(settings.name).jwks_file")
+                logger: logger, setting: "transmitters.\(settings.name).jwks_file", clock: clock)
             var policy = settings.policy
             policy.clockSkew = configuration.clockSkew
             let authorization: [String]?

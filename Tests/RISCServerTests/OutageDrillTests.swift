@@ -35,18 +35,22 @@ struct OutageDrillTests {
     @Test("issuer unreachable for longer than the maximum staleness: 503 (not 400), then recovery")
     func staleBeyondLimit() async throws {
         let harness = try ServerHarness {
-            // Margins wide enough for a loaded CI machine: the stale post must land within 4 s of the fetch.
             $0.jwksMinimumTTL = 1
             $0.jwksMaximumTTL = 1
             $0.jwksMaximumStaleness = 3
         }
+        // The key cache's TTL and staleness on the receiver's clock, which the test moves: a slow
+        // machine's requests take none of the allowance (the stale post came too late once in CI).
+        let clock = TestClock(Date().timeIntervalSince1970)
+        harness.clock = clock
         harness.issuer.update { $0.maxAge = 0 }
         try await harness.start()
         #expect(try await harness.post(try harness.token(jti: "fresh")).status == 202)
         harness.issuer.update { $0.failWith = 503 }
-        // Within the staleness allowance the expired set still serves.
+        // Expired (TTL 1 s), within the staleness allowance (3 s): the set still serves.
+        clock.advance(2)
         let stale = try await harness.post(try harness.token(jti: "stale-but-allowed"))
-        try await Task.sleep(for: .seconds(5))
+        clock.advance(3)
         let beyond = try await harness.post(try harness.token(jti: "too-stale"))
         #expect(stale.status == 202)
         #expect(beyond.status == 503 && beyond.header("retry-after") == "7")
