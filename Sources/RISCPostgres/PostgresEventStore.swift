@@ -113,7 +113,7 @@ public final class PostgresEventStore: EventStore, Sendable {
     /// another if SETs wait). After a batch failed, its connection goes back to the pool and the
     /// next batch leases one.
     private func commitWhileWaiting(_ committer: Int) async {
-        var next = nextBatch(committer, unproved: [])
+        var next = nextBatch(committer, unconfirmed: [])
         while let batch = next {
             do {
                 next = try await database.client.withConnection { connection in
@@ -121,7 +121,7 @@ public final class PostgresEventStore: EventStore, Sendable {
                 }
             } catch {  // no connection
                 guard answer(committer, batch, .failure(error)) else { return }
-                next = nextBatch(committer, unproved: [])
+                next = nextBatch(committer, unconfirmed: [])
             }
         }
     }
@@ -158,10 +158,10 @@ public final class PostgresEventStore: EventStore, Sendable {
                     guard answer(committer, earlier, confirmed) else { return nil }
                 }
                 guard answer(committer, batch, .failure(error)) else { return nil }
-                return nextBatch(committer, unproved: [])
+                return nextBatch(committer, unconfirmed: [])
             }
             while true {
-                if let next = nextBatch(committer, unproved: unconfirmed?.batch ?? []) {
+                if let next = nextBatch(committer, unconfirmed: unconfirmed?.batch ?? []) {
                     batch = next
                     break
                 }
@@ -170,7 +170,7 @@ public final class PostgresEventStore: EventStore, Sendable {
                 let confirmed = await confirm(earlierResults, on: connection)
                 guard answer(committer, earlier, confirmed) else { return nil }
                 unconfirmed = nil
-                if case .failure = confirmed { return nextBatch(committer, unproved: []) }
+                if case .failure = confirmed { return nextBatch(committer, unconfirmed: []) }
             }
         }
     }
@@ -185,14 +185,14 @@ public final class PostgresEventStore: EventStore, Sendable {
         }
     }
 
-    /// The next batch for `committer`, registered (with the `unproved` one before it) as its
+    /// The next batch for `committer`, registered (with the `unconfirmed` one before it) as its
     /// SETs in flight, for the watch. Nil when nobody waits (the committer ends, unless
-    /// `unproved` still waits for its confirmation) or when the watch took the committer's SETs.
-    private func nextBatch(_ committer: Int, unproved: [Waiting]) -> [Waiting]? {
+    /// `unconfirmed` still waits for its confirmation) or when the watch took the committer's SETs.
+    private func nextBatch(_ committer: Int, unconfirmed: [Waiting]) -> [Waiting]? {
         state.withLock { state -> [Waiting]? in
             guard state.committing[committer] != nil else { return nil }
             guard !state.waiting.isEmpty else {
-                if unproved.isEmpty {
+                if unconfirmed.isEmpty {
                     state.running -= 1
                     state.committing[committer] = nil
                 }
@@ -200,7 +200,7 @@ public final class PostgresEventStore: EventStore, Sendable {
             }
             let batch = Array(state.waiting.prefix(maxBatch))
             state.waiting.removeFirst(batch.count)
-            state.committing[committer]?.batch = unproved + batch
+            state.committing[committer]?.batch = unconfirmed + batch
             return batch
         }
     }
