@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 public import Logging
 import NIOCore
 import NIOPosix
@@ -22,16 +22,24 @@ public final class PostgresDatabase: Sendable {
     private let pool: Mutex<(client: PostgresClient, runner: Task<Void, Never>)>
     private let configuration: PostgresClient.Configuration
     let logger: Logger
-    /// When a query last succeeded (monotonic seconds), for `renewIfQuiet`.
-    private let lastSuccess = Mutex(ProcessInfo.processInfo.systemUptime)
+    /// Now, in seconds (monotonic by default; tests move it): the deadlines of the queue's and the
+    /// health checks' calls, and how long the server has been quiet.
+    public let clock: @Sendable () -> Double
+    /// When a query last succeeded (on `clock`), for `renewIfQuiet`.
+    private let lastSuccess: Mutex<Double>
 
     /// How to open one connection, apart from the pool (`probe`); the refusal when the TLS
     /// settings cannot be made into a context (then no connection is tried, never one without TLS).
     private let connection: Result<PostgresConnection.Configuration, StoreError>
 
     /// Opens a pool (it connects lazily). `password`: the contents of `store.password_file`.
-    public init(url: PostgresStoreURL, password: String?, caFile: String? = nil, logger: Logger) {
+    public init(
+        url: PostgresStoreURL, password: String?, caFile: String? = nil, logger: Logger,
+        clock: @escaping @Sendable () -> Double = { ProcessInfo.processInfo.systemUptime }
+    ) {
         self.url = url
+        self.clock = clock
+        lastSuccess = Mutex(clock())
         // PostgresNIO's trace lines carry the wire messages, the SASL exchange among them (the
         // client's proof): never below debug for it, whatever risc's own level.
         var logger = logger
@@ -78,7 +86,7 @@ public final class PostgresDatabase: Sendable {
     }
 
     /// Records that the server answered a query (the store's commits and health checks).
-    func noteSuccess() { lastSuccess.withLock { $0 = ProcessInfo.processInfo.systemUptime } }
+    func noteSuccess() { lastSuccess.withLock { $0 = clock() } }
 
     /// After an outage the pool tries the server again only when its backoff ends, which grows
     /// while the server is away (to a minute: a receiver came back 38 s after a 10-minute outage).
@@ -86,7 +94,7 @@ public final class PostgresDatabase: Sendable {
     /// seconds, a new pool takes the old one's place at once, and the old one is stopped `grace`
     /// seconds later (what it still runs finishes or fails there). Returns whether it renewed.
     private func renewIfQuiet(quietFor: Double = 2, grace: Double = 30) -> Bool {
-        guard ProcessInfo.processInfo.systemUptime - lastSuccess.withLock({ $0 }) >= quietFor else { return false }
+        guard clock() - lastSuccess.withLock({ $0 }) >= quietFor else { return false }
         let old = pool.withLock { pool in
             let old = pool
             pool = Self.startPool(configuration, logger: logger)

@@ -59,7 +59,7 @@ extension PostgresEventStore: StoreHealth {
         do {
             // Unstructured (`withDeadline`): a queued connection request that ignores cancellation
             // does not hold the answer past the deadline.
-            try await withDeadline(seconds, "write check") {
+            try await withDeadline(seconds, "write check", clock: clock) {
                 _ = try await database.client.withTransaction(logger: database.logger) { connection in
                     try await connection.query("SELECT txid_current()", logger: database.logger)
                 }
@@ -70,7 +70,7 @@ extension PostgresEventStore: StoreHealth {
             // The cause, from a connection of our own; if the server answers it while the pool is
             // waiting out its backoff, the next check runs on a new pool (`diagnose`). Within the
             // same bound: a server that drops packets holds a connection attempt 5 s.
-            let verdict = try? await withDeadline(seconds, "finding the cause") { await database.diagnose(error).description }
+            let verdict = try? await withDeadline(seconds, "finding the cause", clock: clock) { await database.diagnose(error).description }
             return (false, verdict ?? "PostgreSQL did not take a write within \(String(format: "%g", seconds)) s, nor a connection")
         }
     }
@@ -91,7 +91,7 @@ extension PostgresEventStore: StoreHealth {
     // Health reads give up after 2 s: `/readyz` and `/metrics` answer while the server is away.
     private func count(_ condition: String) async throws -> Int {
         let database = self.database
-        return try await withDeadline(2, "health") {
+        return try await withDeadline(2, "health", clock: database.clock) {
             let rows = try await database.client.query(PostgresQuery(unsafeSQL: "SELECT count(*) FROM sets WHERE \(condition)"), logger: database.logger)
             for try await value in rows.decode(Int64.self) { return Int(value) }
             return 0
@@ -100,7 +100,7 @@ extension PostgresEventStore: StoreHealth {
 
     private func optionalDouble(_ sql: String) async throws -> Double? {
         let database = self.database
-        return try await withDeadline(2, "health") {
+        return try await withDeadline(2, "health", clock: database.clock) {
             let rows = try await database.client.query(PostgresQuery(unsafeSQL: sql), logger: database.logger)
             for try await value in rows.decode(Double?.self) { return value }
             return nil

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 import Logging
 import PostgresNIO
 public import RISCCore
@@ -55,13 +55,13 @@ public final class PostgresEventStore: EventStore, Sendable {
 
     public init(
         database: PostgresDatabase, maxBatch: Int = 512, pipeline: Int = 1, commitDeadline: Double = 5,
-        clock: @escaping @Sendable () -> Double = { ProcessInfo.processInfo.systemUptime }, watchInterval: Double = 0.05
+        clock: (@Sendable () -> Double)? = nil, watchInterval: Double = 0.05
     ) {
         self.database = database
         self.maxBatch = maxBatch
         self.pipeline = max(1, pipeline)
         self.commitDeadline = commitDeadline
-        self.clock = clock
+        self.clock = clock ?? database.clock
         self.watchInterval = watchInterval
     }
 

@@ -31,7 +31,7 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
     static let deadline: Double = 30
 
     public func claim(owner: String, limit: Int, lease: Double, now: Double, scope: ClaimScope) async throws -> [ClaimedSET] {
-        try await withDeadline(Self.deadline, "claiming queued SETs") {
+        try await withDeadline(Self.deadline, "claiming queued SETs", clock: database.clock) {
             try await self.claimNow(owner: owner, limit: limit, lease: lease, now: now, scope: scope)
         }
     }
@@ -61,7 +61,7 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
 
     public func finish(_ items: [FinishItem], applyToAccounts: Bool, now: Double) async throws -> [FinishReport?] {
         guard !items.isEmpty else { return [] }
-        return try await withDeadline(Self.deadline, "finishing \(items.count) SET(s)") {
+        return try await withDeadline(Self.deadline, "finishing \(items.count) SET(s)", clock: database.clock) {
             try await self.finishNow(items, applyToAccounts: applyToAccounts, now: now)
         }
     }
@@ -124,7 +124,7 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
     public func tokensToRevoke(_ plan: ActionPlan, keyIssuer: String) async throws -> [TokenToRevoke] {
         guard plan.steps.contains(where: { TokenToRevoke.wanted(by: $0) != (false, false) }) else { return [] }
         let (logger, tokenKey) = (self.logger, self.tokenKey)
-        return try await withDeadline(Self.deadline, "looking up tokens to revoke") {
+        return try await withDeadline(Self.deadline, "looking up tokens to revoke", clock: database.clock) {
             try await self.database.client.withConnection { connection in
                 try await PostgresActionApplier(connection: connection, tokenKey: tokenKey, logger: logger).tokensToRevoke(plan, keyIssuer: keyIssuer)
             }
@@ -132,7 +132,7 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
     }
 
     public func fail(_ claim: ClaimedSET, error: String, retryAt: Double?, now: Double) async throws -> Bool {
-        try await withDeadline(Self.deadline, "recording a failure") { try await self.failNow(claim, error: error, retryAt: retryAt, now: now) }
+        try await withDeadline(Self.deadline, "recording a failure", clock: database.clock) { try await self.failNow(claim, error: error, retryAt: retryAt, now: now) }
     }
 
     private func failNow(_ claim: ClaimedSET, error: String, retryAt: Double?, now: Double) async throws -> Bool {
@@ -150,7 +150,7 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
     }
 
     public func rescueExpiredLeases(now: Double) async throws -> [String] {
-        try await withDeadline(Self.deadline, "rescuing leases") { try await self.rescueNow(now: now) }
+        try await withDeadline(Self.deadline, "rescuing leases", clock: database.clock) { try await self.rescueNow(now: now) }
     }
 
     private func rescueNow(now: Double) async throws -> [String] {

@@ -174,7 +174,7 @@ final class StoreSampler: Sendable {
     /// The store's answer, nil when it gave none within the deadline (for an optional answer,
     /// `.some(nil)` is "none", nil still "unknown").
     private func answer<T: Sendable>(_ what: String, _ question: @escaping @Sendable () async throws -> T) async -> T? {
-        do { return try await withDeadline(deadline, what, question) } catch { return nil }
+        do { return try await withDeadline(deadline, what, clock: clock, question) } catch { return nil }
     }
 }
 

@@ -312,16 +312,7 @@ struct PostgresEventStoreTests {
             try await factory.storedRecord(type: .sessionsRevoked, subject: factory.accountSubject("1"), jti: jti, keys: try Self.keys.jwks)
         }
         // Another session holds the table until told to let go.
-        let (released, release) = AsyncStream<Void>.makeStream()
-        let (locked, lockedSignal) = AsyncStream<Void>.makeStream()
-        let holder = Task {
-            try await locker.client.withTransaction(logger: PostgresFoundationTests.logger) { connection in
-                try await connection.query("LOCK TABLE sets IN ACCESS EXCLUSIVE MODE", logger: PostgresFoundationTests.logger)
-                lockedSignal.yield()
-                for await _ in released { break }
-            }
-        }
-        for await _ in locked { break }
+        let (release, holder) = await Self.lockSets(locker)
         let first = try await record("stuck-1")
         let answered = Mutex(false)
         let answer = Task {
@@ -342,7 +333,7 @@ struct PostgresEventStoreTests {
         } else {
             Issue.record("a SET behind a locked table was not answered with a timeout")
         }
-        release.yield()
+        release()
         _ = try await holder.value
         // The same SET again (Google's retry) and a new one are stored: the stuck batch held up nothing after it.
         _ = try await store.append(first)
@@ -352,6 +343,64 @@ struct PostgresEventStoreTests {
         database.close()
         locker.close()
         try await cluster.stop()
+    }
+
+    @Test("the queue's and the health checks' calls behind a locked table give up at their deadlines on the database's clock")
+    func callDeadlinesOnTheClock() async throws {
+        try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
+        let cluster = try await PostgresCluster.make()
+        let url = try PostgresStoreURL(cluster.url)
+        let clock = TestClock()
+        let database = PostgresDatabase(url: url, password: nil, logger: PostgresFoundationTests.logger, clock: clock.function)
+        let locker = PostgresDatabase(url: url, password: nil, logger: PostgresFoundationTests.logger)
+        try await database.migrate()
+        let (release, holder) = await Self.lockSets(locker)
+        let queue = PostgresWorkQueue(database: database, tokenKey: [])
+        let store = PostgresEventStore(database: database)
+        let claimEnded = Mutex<(any Error)??>(nil), depthEnded = Mutex<(any Error)??>(nil)
+        let claim = Task {
+            do {
+                _ = try await queue.claim(owner: "w", limit: 10, lease: 60, now: 1_000, scope: .all)
+                claimEnded.withLock { $0 = .some(nil) }
+            } catch { claimEnded.withLock { $0 = error } }
+        }
+        let depth = Task {
+            do {
+                _ = try await store.queueDepth()
+                depthEnded.withLock { $0 = .some(nil) }
+            } catch { depthEnded.withLock { $0 = error } }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(claimEnded.withLock { $0 == nil } && depthEnded.withLock { $0 == nil }, "a call behind the lock answered")
+        // The health read's 2 s pass on the clock: it gives up; the queue's 30 s have not.
+        clock.advance(2.1)
+        _ = await waitWhile(upTo: 10) { depthEnded.withLock { $0 == nil } }
+        #expect((depthEnded.withLock { $0 } as? StoreError)?.code == .timeout, "the health read did not give up at 2 s on the clock")
+        #expect(claimEnded.withLock { $0 == nil }, "the claim gave up before its 30 s")
+        clock.advance(28)
+        _ = await waitWhile(upTo: 10) { claimEnded.withLock { $0 == nil } }
+        #expect((claimEnded.withLock { $0 } as? StoreError)?.code == .timeout, "the claim did not give up at 30 s on the clock")
+        release()
+        _ = try await holder.value
+        _ = await (claim.value, depth.value)
+        database.close()
+        locker.close()
+        try await cluster.stop()
+    }
+
+    /// Holds `sets` locked from another session until `release` is called (`holder` then ends).
+    static func lockSets(_ locker: PostgresDatabase) async -> (release: @Sendable () -> Void, holder: Task<Void, any Error>) {
+        let (released, release) = AsyncStream<Void>.makeStream()
+        let (locked, lockedSignal) = AsyncStream<Void>.makeStream()
+        let holder = Task {
+            try await locker.client.withTransaction(logger: PostgresFoundationTests.logger) { connection in
+                try await connection.query("LOCK TABLE sets IN ACCESS EXCLUSIVE MODE", logger: PostgresFoundationTests.logger)
+                lockedSignal.yield()
+                for await _ in released { break }
+            }
+        }
+        for await _ in locked { break }
+        return ({ release.yield() }, holder)
     }
 
     @Test("a CA file that cannot make a TLS context refuses the diagnosing connection; it never connects without TLS instead")

@@ -14,12 +14,21 @@ extension StoreError {
 /// Google's patience with one request. Unstructured on purpose: a call that does not heed
 /// cancellation (a queued connection request) is cancelled and left to finish on its own, the
 /// caller answered at the deadline all the same.
-public func withDeadline<T: Sendable>(_ seconds: Double, _ what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+///
+/// The deadline is read from `clock` (seconds; tests move it), looked at every `tick` seconds
+/// of real time while the call runs, so the answer comes at most that much after it.
+public func withDeadline<T: Sendable>(
+    _ seconds: Double, _ what: String, clock: @escaping @Sendable () -> Double, tick: Double = 0.05,
+    _ body: @escaping @Sendable () async throws -> T
+) async throws -> T {
     let race = DeadlineRace<T>()
+    let end = clock() + seconds
     return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
         race.begin(continuation)
         let timer = Task {
-            try? await Task.sleep(for: .seconds(seconds))
+            while !Task.isCancelled, case let left = end - clock(), left > 0 {
+                try? await Task.sleep(for: .seconds(min(left, tick)))
+            }
             if !Task.isCancelled, race.settle(.failure(StoreError.timeout(seconds: seconds, what: what))) { race.cancelWork() }
         }
         race.setWork(

@@ -1,0 +1,54 @@
+import RISCCore
+import RISCTestKit
+import Synchronization
+import Testing
+
+/// `withDeadline` (every PostgreSQL call of the queue and the health checks, `/readyz`'s
+/// questions) gives up on the clock it is given, not on the wall clock.
+@Suite("Deadlines on an injected clock")
+struct DeadlineTests {
+    @Test("a call that does not answer is given up when the injected clock passes its deadline, not before")
+    func givesUpOnTheClock() async throws {
+        let clock = TestClock()
+        let answered = Mutex<Result<Int, any Error>?>(nil)
+        let call = Task {
+            let result: Result<Int, any Error>
+            do {
+                result = .success(try await withDeadline(30, "a question", clock: clock.function, tick: 0.01) { try await Self.never() })
+            } catch {
+                result = .failure(error)
+            }
+            answered.withLock { $0 = result }
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        clock.advance(29.9)
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(answered.withLock { $0 == nil }, "given up before its deadline on the clock")
+        clock.advance(0.2)
+        // Real time: a moment, where the wall clock would have waited 30 s.
+        _ = await waitWhile(upTo: 10) { answered.withLock { $0 == nil } }
+        guard case .failure(let error as StoreError) = answered.withLock({ $0 }) else {
+            Issue.record("not given up within 10 s of real time after its deadline on the injected clock")
+            call.cancel()
+            return
+        }
+        #expect(error.code == .timeout)
+        #expect(error.description.contains("within 30.0 s (a question)"))
+    }
+
+    @Test("a call that answers in time gives its answer, and its error as it is")
+    func answersInTime() async throws {
+        let clock = TestClock()
+        #expect(try await withDeadline(1, "a question", clock: clock.function) { 42 } == 42)
+        let error = await #expect(throws: StoreError.self) {
+            try await withDeadline(1, "a question", clock: clock.function) { () async throws -> Int in throw StoreError(.refused, "no") }
+        }
+        #expect(error?.code == .refused)
+    }
+
+    /// Waits until cancelled, as a query to a server that went away does.
+    static func never() async throws -> Int {
+        try await Task.sleep(for: .seconds(3600))
+        return 0
+    }
+}
