@@ -42,7 +42,7 @@ struct SETJournalTests {
         var count: Int { results.withLock { $0.count } }
     }
 
-    @Test("a record reads back as written; a record cut short or failing its CRC ends the segment, zeros are no record")
+    @Test("a record reads back as written; the end cut short is torn, a damaged record before whole ones is skipped, zeros are no record")
     func recordFormat() async throws {
         let records = try await Self.records(3)
         let bytes = records.flatMap(SETJournal.frame)
@@ -54,10 +54,18 @@ struct SETJournalTests {
         // Cut inside the last record: two whole records, the rest torn.
         let cut = SETJournal.records(in: Array(bytes.dropLast(5)))
         #expect(cut.records.count == 2 && cut.torn > 0)
-        // One bit flipped in the second record's payload: it and everything after it are dropped.
+        // One bit flipped in the second record's payload: damage done after it was written (records
+        // follow it). It alone is unreadable; the third, acknowledged as well, is read past it.
         var flipped = bytes
         flipped[Int(whole.records[0].end) + 20] ^= 0x01
-        #expect(SETJournal.records(in: flipped).records.count == 1)
+        let damaged = SETJournal.records(in: flipped)
+        #expect(damaged.records.map(\.end) == [whole.records[0].end, whole.records[2].end] && damaged.torn == 0)
+        #expect(damaged.damaged == [Int(whole.records[0].end)..<Int(whole.records[1].end)])
+        // The same in the last record: no whole record after it, so a write cut short (torn), as after a crash.
+        var lastFlipped = bytes
+        lastFlipped[Int(whole.records[1].end) + 20] ^= 0x01
+        let cutLast = SETJournal.records(in: lastFlipped)
+        #expect(cutLast.records.count == 2 && cutLast.damaged.isEmpty && cutLast.torn == bytes.count - Int(whole.records[1].end))
         // A zeroed segment's unwritten rest.
         let zeroed = SETJournal.records(in: bytes + [UInt8](repeating: 0, count: 4096))
         #expect(zeroed.records.count == 3 && zeroed.torn == 0)
@@ -180,6 +188,50 @@ struct SETJournalTests {
         #expect(await waitWhile { !(more.count == 1) })
         #expect(try more.results.withLock { try $0[0].get().outcome } == .duplicate(id: 6, deliveries: 2))
         second.close()
+    }
+
+    @Test("a start indexes every readable record of a segment damaged since it was written, and keeps the segment aside with an error")
+    func damagedSegment() async throws {
+        let directory = SQLiteEventStoreTests.directory()
+        let records = try await Self.records(6, prefix: "d")
+        let first = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        try first.openJournal(log: nil)
+        let journalDirectory = first.journalDirectory
+        first.close()
+        // Six acknowledged records never indexed (a kill -9), the third damaged since (a bit flipped).
+        var bytes = records.flatMap(SETJournal.frame)
+        let frames = records.map { SETJournal.frame($0).count }
+        let damagedAt = frames[0] + frames[1]
+        bytes[damagedAt + 30] ^= 0x40
+        // And a whole record (its CRC right) that is no SET record: written by no risc, undecodable.
+        let foreign = Array("not a SET record".utf8)
+        SETJournal.appendUInt32(UInt32(foreign.count), to: &bytes)
+        SETJournal.appendUInt32(CRC32.checksum(foreign), to: &bytes)
+        bytes += foreign
+        let segment = SETJournal.segments(in: journalDirectory).last.map { $0 + 1 } ?? 1
+        try Data(bytes).write(to: URL(fileURLWithPath: journalDirectory + "/" + SETJournal.fileName(segment)))
+        #expect(try SQLiteEventStore.journaledNotIndexed(directory: directory) == 6)
+
+        let log = MemoryEventLog()
+        let second = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        #expect(try second.openJournal(log: log) == 5)
+        // The three after the damage are indexed, not dropped with it.
+        #expect(try second.count() == 5)
+        for jti in ["d0", "d1", "d3", "d4", "d5"] { #expect(try second.record(issuer: records[0].issuer, jti: jti) != nil, "\(jti) not indexed") }
+        // The segment is kept as it was, aside; the error says where and what.
+        let kept = journalDirectory + "/damaged/" + SETJournal.fileName(segment)
+        #expect(FileManager.default.contents(atPath: kept) == Data(bytes))
+        #expect(!SETJournal.segments(in: journalDirectory).contains(segment))
+        let failed = log.records("received").filter { $0["outcome"] == "failed" }
+        #expect(failed.count == 1 && failed.first?["recovered"] == true && failed.first?["damaged_bytes"] == .number(Double(frames[2] + 8 + foreign.count)))
+        let said = failed.first?["error"]?.stringValue ?? ""
+        #expect(said.contains("\(frames[2]) bytes at offset \(damagedAt), \(8 + foreign.count) bytes at offset \(frames.reduce(0, +))"), "\(said)")
+        // The next start finds nothing more to index; new SETs are journaled after it.
+        second.close()
+        let third = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        #expect(try third.openJournal(log: MemoryEventLog()) == 0)
+        #expect(try third.count() == 5)
+        third.close()
     }
 
     @Test("a full segment rotates to the next; the old one goes once the index holds what it has")

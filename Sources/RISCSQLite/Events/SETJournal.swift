@@ -354,21 +354,45 @@ final class SETJournal: Sendable {
             contentType: contentType, token: token, claims: try SecurityEventToken(payload: CompactJWS(token).payload))
     }
 
-    /// The whole records of segment file `bytes`, each with the offset just past it; stops at the
-    /// first record cut short or failing its CRC (`torn`: bytes left after the last whole one).
-    static func records(in bytes: [UInt8]) -> (records: [(payload: ArraySlice<UInt8>, end: Int64)], torn: Int) {
+    /// The largest record a segment is read for: far above any SET risc takes (`push.max_body_bytes`
+    /// is at most 1 MiB), so a damaged length cannot send the reader past it.
+    static let maxRecordBytes = 2 << 20
+
+    /// The record at `at` in `bytes` when one is whole there (its length plausible, its CRC right).
+    private static func record(at start: Int, in bytes: [UInt8]) -> (payload: ArraySlice<UInt8>, end: Int)? {
+        guard start + 8 <= bytes.count else { return nil }
+        var header = Reader(bytes: bytes[start..<start + 8], at: start)
+        guard let length = try? header.uint32(), let crc = try? header.uint32(), length > 0, length <= maxRecordBytes else { return nil }
+        let end = start + 8 + Int(length)
+        guard end <= bytes.count, CRC32.checksum(bytes[(start + 8)..<end]) == crc else { return nil }
+        return (bytes[(start + 8)..<end], end)
+    }
+
+    /// The whole records of segment file `bytes`, each with the offset just past it. After a crash
+    /// only the end can be unreadable (a record is acknowledged once it and all before it are
+    /// synced): `torn` counts the bytes after the last whole record. Unreadable bytes *followed*
+    /// by whole records are damage done after they were written (the disk, a hand): `damaged`
+    /// gives their ranges, and the reader goes on from the next whole record rather than drop
+    /// every acknowledged record after them.
+    static func records(in bytes: [UInt8]) -> (records: [(payload: ArraySlice<UInt8>, end: Int64)], damaged: [Range<Int>], torn: Int) {
         var records: [(payload: ArraySlice<UInt8>, end: Int64)] = []
+        var damaged: [Range<Int>] = []
         var at = 0
+        var unreadableFrom: Int?
         while at + 8 <= bytes.count {
-            var header = Reader(bytes: bytes[at..<at + 8], at: at)
-            guard let length = try? header.uint32(), let crc = try? header.uint32(), length > 0 else { break }
-            let end = at + 8 + Int(length)
-            guard end <= bytes.count, CRC32.checksum(bytes[(at + 8)..<end]) == crc else { break }
-            records.append((bytes[(at + 8)..<end], Int64(end)))
+            guard let (payload, end) = record(at: at, in: bytes) else {
+                if unreadableFrom == nil { unreadableFrom = at }
+                at += 1
+                continue
+            }
+            if let from = unreadableFrom { damaged.append(from..<at) }
+            unreadableFrom = nil
+            records.append((payload, Int64(end)))
             at = end
         }
         // Zeros after the last record (a file system may leave them after a crash) are no torn record.
-        return (records, bytes[at...].contains { $0 != 0 } ? bytes.count - at : 0)
+        let rest = unreadableFrom ?? at
+        return (records, damaged, bytes[rest...].contains { $0 != 0 } ? bytes.count - rest : 0)
     }
 }
 

@@ -19,13 +19,21 @@ extension SQLiteEventStore {
         let mark = try read { try Self.markRead($0) }
         let segments = SETJournal.segments(in: directory)
         var recovered = 0
-        for segment in try Self.beyond(mark, in: directory, segments: segments) {
+        var keptAside: Set<Int64> = []
+        for var segment in try Self.beyond(mark, in: directory, segments: segments) {
             if segment.torn > 0 {
                 logger.notice(
                     "journal segment ends in a record cut short (never acknowledged)",
                     metadata: ["risc.segment": "\(segment.number)", "risc.bytes": "\(segment.torn)"])
             }
-            let entries = try segment.records.map { (try SETJournal.decode($0.payload), $0.position) }
+            var entries: [(SETRecord, SETJournal.Position)] = []
+            for (payload, position) in segment.records {
+                do {
+                    entries.append((try SETJournal.decode(payload), position))
+                } catch {
+                    segment.damaged.append((payload.startIndex - 8)..<Int(position.offset))
+                }
+            }
             for ((record, _), result) in zip(entries, index(entries)) {
                 let (outcome, followUp) = try result.get()
                 var line = EventLogRecord(step: .received, outcome: .accepted, time: Date().timeIntervalSince1970)
@@ -39,13 +47,48 @@ extension SQLiteEventStore {
                 log?.record(followUp, metrics: nil)
                 recovered += 1
             }
+            if !segment.damaged.isEmpty {
+                try keepDamaged(segment, log: log)
+                keptAside.insert(segment.number)
+            }
         }
         if recovered > 0 { logger.notice("indexed SETs the last run had journaled", metadata: ["risc.count": "\(recovered)"]) }
         // All of it is in the index, durably (each append above waited for its fsync).
-        for number in segments { unlink((directory as NSString).appendingPathComponent(SETJournal.fileName(number))) }
+        for number in segments where !keptAside.contains(number) {
+            unlink((directory as NSString).appendingPathComponent(SETJournal.fileName(number)))
+        }
         let journal = try SETJournal(directory: directory, after: max(mark?.segment ?? 0, segments.last ?? 0), segmentBytes: segmentBytes)
         condition.withLock { self.journal = journal }
         return recovered
+    }
+
+    /// A segment with bytes beyond the index's mark that cannot be read, though records after
+    /// them could: SETs acknowledged once and now lost to damage done since. What could be read
+    /// is indexed; the file is moved to `journal/damaged/` as it is (never deleted), and an error
+    /// says where, on the diagnostic log and as a `received` line with outcome `failed`.
+    private func keepDamaged(_ segment: JournalSegment, log: (any EventLog)?) throws {
+        let directory = journalDirectory
+        let aside = (directory as NSString).appendingPathComponent("damaged")
+        let name = SETJournal.fileName(segment.number)
+        let destination = (aside as NSString).appendingPathComponent(name)
+        do {
+            try PrivateFiles.makeDirectory(aside)
+            guard rename((directory as NSString).appendingPathComponent(name), destination) == 0 else {
+                throw StoreError(.failed, String(cString: strerror(errno)))
+            }
+        } catch {
+            throw StoreError(.failed, "journal segment \(segment.number) has damaged records and cannot be kept aside in \(aside): \(error)")
+        }
+        let ranges = segment.damaged.map { "\($0.count) bytes at offset \($0.lowerBound)" }.joined(separator: ", ")
+        let bytes = segment.damaged.reduce(0) { $0 + $1.count }
+        logger.error(
+            "journal segment has damaged records: the SETs in them were acknowledged and cannot be indexed; the file is kept aside",
+            metadata: ["risc.segment": "\(segment.number)", "risc.damaged": "\(ranges)", "risc.kept": "\(destination)"])
+        var line = EventLogRecord(step: .received, outcome: .failed, time: Date().timeIntervalSince1970)
+        line["recovered"] = true
+        line["error"] = .string("journal segment \(segment.number): \(ranges) cannot be read (damaged since written); kept in \(destination)")
+        line["damaged_bytes"] = .number(Double(bytes))
+        log?.record(line)
     }
 
     /// Hands `entries` to the writer together (in order) and waits until each is stored and synced
@@ -81,15 +124,25 @@ extension SQLiteEventStore {
 
     /// The whole records of each of `segments` in `directory` that end after `mark`, and how many
     /// bytes each segment has after its last whole record.
-    static func beyond(_ mark: SETJournal.Position?, in directory: String, segments: [Int64]) throws
-        -> [(number: Int64, records: [(payload: ArraySlice<UInt8>, position: SETJournal.Position)], torn: Int)]
-    {
+    static func beyond(_ mark: SETJournal.Position?, in directory: String, segments: [Int64]) throws -> [JournalSegment] {
         try segments.map { number in
             let bytes = try Array(Data(contentsOf: URL(fileURLWithPath: (directory as NSString).appendingPathComponent(SETJournal.fileName(number)))))
-            let (records, torn) = SETJournal.records(in: bytes)
-            let kept = records.map { ($0.payload, SETJournal.Position(segment: number, offset: $0.end)) }.filter { record in mark.map { record.1 > $0 } ?? true }
-            return (number, kept, torn)
+            let (records, damaged, torn) = SETJournal.records(in: bytes)
+            // What the index holds was stored from memory when it was written: damage there loses nothing.
+            func beyondMark(_ end: Int) -> Bool { mark.map { SETJournal.Position(segment: number, offset: Int64(end)) > $0 } ?? true }
+            let kept = records.map { ($0.payload, SETJournal.Position(segment: number, offset: $0.end)) }.filter { beyondMark(Int($0.1.offset)) }
+            return JournalSegment(number: number, records: kept, damaged: damaged.filter { beyondMark($0.upperBound) }, torn: torn)
         }
+    }
+
+    /// One segment's records beyond the index's mark, and what of it cannot be read.
+    struct JournalSegment {
+        let number: Int64
+        let records: [(payload: ArraySlice<UInt8>, position: SETJournal.Position)]
+        /// Byte ranges beyond the mark that no record can be read from, followed by records that can.
+        var damaged: [Range<Int>]
+        /// Bytes after the last whole record: a write a crash cut short, never acknowledged.
+        let torn: Int
     }
 
     /// The index's journal mark (none before the first journaled SET, or on a store older than it).
