@@ -54,7 +54,6 @@ public final class ReceiverMetrics: IntakeMetrics, Sendable {
     static let intakeBounds: [Double] = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1]
 
     static let setOutcomes = ["accepted", "duplicate", "failed", "limited", "malformed", "too_large"]
-    static let actionOutcomes = EventLogRecord.Outcome.actionOutcomes.map(\.rawValue)
     static let noticeOutcomes = ["published", "failed", "dead_lettered", "refused"]
     static let requestRefusals = ["not_found", "method_not_allowed"]
 
@@ -85,6 +84,10 @@ public final class ReceiverMetrics: IntakeMetrics, Sendable {
     private let overflowed: CoreMetrics.Counter
     /// Where actions go (`accounts` or `webhook`): the `target` label of the action series.
     let actionTarget: String
+    /// `risc_actions_total` by outcome and `risc_action_duration_seconds` for `actionTarget`, made
+    /// once: the store's writer counts every SET's actions (a general lookup built five strings).
+    private let actionCounters: [(outcome: EventLogRecord.Outcome, counter: CoreMetrics.Counter)]
+    private let actionTimer: CoreMetrics.Timer
     /// Each HTTPS listener's (`public`, `admin`) certificate's notAfter, seconds since the epoch
     /// (also for `/readyz`).
     let certificateExpiries = Mutex<[String: Double]>([:])
@@ -106,10 +109,20 @@ public final class ReceiverMetrics: IntakeMetrics, Sendable {
         commitTimer = CoreMetrics.Timer(label: "risc_commit_duration_seconds", factory: self.factory)
         openConnections = CoreMetrics.Meter(label: "risc_push_connections", factory: self.factory)
         overflowed = CoreMetrics.Counter(label: "risc_push_connections_overflowed_total", factory: self.factory)
+        let factory = self.factory
+        let actionCounters = EventLogRecord.Outcome.actionOutcomes.map { outcome in
+            (outcome, CoreMetrics.Counter(label: "risc_actions_total", dimensions: Self.actionDimensions(actionTarget, outcome), factory: factory))
+        }
+        self.actionCounters = actionCounters
+        actionTimer = CoreMetrics.Timer(label: "risc_action_duration_seconds", dimensions: [("target", actionTarget)], factory: factory)
         for outcome in Self.setOutcomes { _ = setCounter(SetKey(outcome: outcome, err: nil)) }
         for code in SETError.Code.all { _ = setCounter(SetKey(outcome: "rejected", err: code.rawValue)) }
-        for outcome in Self.actionOutcomes { _ = counter("risc_actions_total", [("target", actionTarget), ("outcome", outcome)]) }
-        _ = timer("risc_action_duration_seconds", [("target", actionTarget)])
+        instruments.withLock { instruments in
+            for (outcome, counter) in actionCounters {
+                instruments.counters[Self.key("risc_actions_total", Self.actionDimensions(actionTarget, outcome))] = counter
+            }
+            instruments.timers[Self.key("risc_action_duration_seconds", [("target", actionTarget)])] = actionTimer
+        }
         for outcome in Self.noticeOutcomes { _ = counter("risc_notices_total", [("outcome", outcome)]) }
         for reason in PushEndpoint.Refusal.allCases { _ = counter("risc_push_connections_refused_total", [("reason", reason.rawValue)]) }
         for reason in Self.requestRefusals { _ = counter("risc_push_requests_refused_total", [("reason", reason)]) }
@@ -133,8 +146,13 @@ public final class ReceiverMetrics: IntakeMetrics, Sendable {
 
     /// One action attempt (a SET's actions applied, or its webhook delivery), as its worker or store decided it.
     public func observeAction(outcome: EventLogRecord.Outcome, seconds: Double?) {
-        counter("risc_actions_total", [("target", actionTarget), ("outcome", outcome.rawValue)]).increment()
-        if let seconds { timer("risc_action_duration_seconds", [("target", actionTarget)]).recordSeconds(seconds) }
+        let made = actionCounters.first { $0.outcome == outcome }?.counter
+        (made ?? counter("risc_actions_total", Self.actionDimensions(actionTarget, outcome))).increment()
+        if let seconds { actionTimer.recordSeconds(seconds) }
+    }
+
+    private static func actionDimensions(_ target: String, _ outcome: EventLogRecord.Outcome) -> [(String, String)] {
+        [("target", target), ("outcome", outcome.rawValue)]
     }
 
     /// One unlink-notice publish attempt (`refused`: a queued row risc did not make, dead-lettered).

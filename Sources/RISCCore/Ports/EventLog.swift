@@ -66,7 +66,7 @@ public struct EventLogRecord: Sendable {
     public init(step: Step, outcome: Outcome, time: Double) {
         self.step = step
         self.outcome = outcome
-        fields = JSONObject()
+        fields = JSONObject(reservingCapacity: 16)  // a SET's lines have 9 to 15 fields: grown once, not four times
         fields["v"] = 1
         fields["ts"] = .string(Timestamp.iso8601(time))
         fields["step"] = .string(step.rawValue)

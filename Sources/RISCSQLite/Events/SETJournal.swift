@@ -294,18 +294,20 @@ final class SETJournal: Sendable {
 
     /// `record` as it is written to a segment: length, CRC-32 of the payload, payload (`encode`).
     static func frame(_ record: SETRecord) -> [UInt8] {
-        let payload = encode(record)
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(payload.count + 8)
-        appendUInt32(UInt32(payload.count), to: &bytes)
-        appendUInt32(CRC32.checksum(payload), to: &bytes)
-        return bytes + payload
+        // One buffer: the header's eight bytes, filled in once the payload behind them is written.
+        var bytes: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 0]
+        bytes.reserveCapacity(record.token.utf8.count + record.issuer.utf8.count * 2 + record.tokenID.utf8.count + 88)
+        encode(record, into: &bytes)
+        let length = UInt32(bytes.count - 8), crc = CRC32.checksum(bytes[8...])
+        bytes.withUnsafeMutableBytes { header in
+            header.storeBytes(of: length.littleEndian, toByteOffset: 0, as: UInt32.self)
+            header.storeBytes(of: crc.littleEndian, toByteOffset: 4, as: UInt32.self)
+        }
+        return bytes
     }
 
-    /// The record's fields; its claims are read again from the token when it is recovered.
-    static func encode(_ record: SETRecord) -> [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(record.token.utf8.count + record.issuer.utf8.count * 2 + record.tokenID.utf8.count + 80)
+    /// The record's fields, appended to `bytes`; its claims are read again from the token when it is recovered.
+    static func encode(_ record: SETRecord, into bytes: inout [UInt8]) {
         appendString(record.issuer, to: &bytes)
         appendString(record.claimedIssuer, to: &bytes)
         appendString(record.tokenID, to: &bytes)
@@ -314,7 +316,6 @@ final class SETJournal: Sendable {
         appendString(record.remoteAddress, to: &bytes)
         appendString(record.contentType, to: &bytes)
         appendString(record.token, to: &bytes)
-        return bytes
     }
 
     /// Reads fields back in `encode`'s order.
