@@ -36,6 +36,13 @@ struct SETJournalTests {
         return indexed
     }
 
+    /// A store in a new directory, on `clock`, its journal open.
+    static func journaledStore(clock: TestClock) throws -> SQLiteEventStore {
+        let store = try SQLiteEventStore(directory: SQLiteEventStoreTests.directory(), logger: Logger(label: "t"), clock: clock.function)
+        try store.openJournal(log: nil)
+        return store
+    }
+
     /// The indexed reports of journaled records, as they come.
     final class Indexed: Sendable {
         let results = Mutex<[StoreResult]>([])
@@ -105,10 +112,9 @@ struct SETJournalTests {
 
     @Test("journaled SETs the writer could not index are tried again a second later on the store's clock, not the wall clock's")
     func indexRetryOnStoreClock() async throws {
-        let directory = SQLiteEventStoreTests.directory()
         let clock = TestClock()
-        let store = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"), clock: clock.function)
-        try store.openJournal(log: nil)
+        let store = try Self.journaledStore(clock: clock)
+        let directory = (store.path as NSString).deletingLastPathComponent
         // Every insert fails, as on a full disk, until the trigger goes.
         let other = try SQLiteConnection(path: store.path)
         try other.execute("CREATE TRIGGER full_disk BEFORE INSERT ON sets BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
@@ -126,6 +132,54 @@ struct SETJournalTests {
         #expect(store.condition.withLock { store.indexFailure } == nil)
         store.close()
         #expect(try SQLiteEventStore.journaledNotIndexed(directory: directory) == 0)
+    }
+
+    @Test("the writer holds the database's write lock for its transactions only: not while it reports a journaled batch, nor while it waits to retry one")
+    func writeLockForTransactionsOnly() async throws {
+        let clock = TestClock()
+        let store = try Self.journaledStore(clock: clock)
+        let directory = (store.path as NSString).deletingLastPathComponent
+        let accounts = try AccountStore(directory: directory, tokenKey: [UInt8](repeating: 1, count: 32))
+        /// Whether an account write (the admin API's, under the same write lock) gets through
+        /// within 10 s; then the writer is let go (`release`).
+        func accountWriteGoesThrough(_ subject: String, then release: () throws -> Void) async throws -> Bool {
+            let done = Mutex(false)
+            let write = Task {
+                _ = try await accounts.link(AccountLink(subject: subject, userID: "u-\(subject)"), now: 1_000)
+                done.withLock { $0 = true }
+            }
+            let through = await waitWhile(upTo: 10) { !done.withLock { $0 } }
+            try release()
+            _ = try await write.value
+            return through
+        }
+        // A report that takes its time (a slow sink behind the event log or the metrics): held until released.
+        let loop = DispatchQueue(label: "journal-test-loop")
+        let reporting = Mutex(false)
+        let held = DispatchSemaphore(value: 0)
+        let record = try await SQLiteEventStoreTests.record(jti: "slow-report")
+        let taken = store.journal(
+            record, hop: { work in loop.async(execute: work) }, durable: { _ in },
+            indexed: { _ in
+                reporting.withLock { $0 = true }
+                held.wait()
+            })
+        #expect(taken)
+        #expect(await waitWhile { !reporting.withLock { $0 } })
+        #expect(try await accountWriteGoesThrough("while-reporting") { held.signal() }, "an account write waited for the writer's reports")
+        // A batch that cannot be indexed waits a second of the store's clock (not moved here) to be tried again.
+        let other = try SQLiteConnection(path: store.path)
+        try other.execute("CREATE TRIGGER full_disk BEFORE INSERT ON sets BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+        let indexed = try await Self.journal(try await Self.records(1, prefix: "lock"), into: store)
+        #expect(await waitWhile { store.condition.withLock { store.indexFailure } == nil })
+        #expect(
+            try await accountWriteGoesThrough("while-retrying") {
+                try other.execute("DROP TRIGGER full_disk")
+                clock.advance(SQLiteEventStore.journalRetrySeconds)
+            }, "an account write waited for the writer's retry")
+        #expect(await waitWhile { indexed.count < 1 })
+        #expect(try store.count() == 2)
+        store.close()
     }
 
     @Test("a journal whose fdatasync failed takes no more SETs: they go the ordinary way (answered once stored, or 503)")

@@ -50,8 +50,10 @@ extension SQLiteEventStore {
         _ batch: [Waiting],
         inline: (applier: EmbeddedActionApplier, table: ActionTable, log: any EventLog)?
     ) {
+        // The database's write lock (other writers: the accounts, the queue's worker, retention)
+        // is held for the transaction only: not while its SETs are reported, nor while a failed
+        // batch waits to be tried again.
         writer.writeLock.lock()
-        defer { writer.writeLock.unlock() }
         let results: [(outcome: AppendOutcome, followUp: [EventLogRecord])]
         var queued = 0
         do {
@@ -64,6 +66,7 @@ extension SQLiteEventStore {
                 queued = 0
                 results = try write(batch, inline: inline, guarded: true, queued: &queued)
             }
+            writer.writeLock.unlock()
             condition.lock()
             commits += 1
             rowsWritten += batch.count
@@ -74,6 +77,7 @@ extension SQLiteEventStore {
             upsert.reset()
             redelivery.reset()
             try? writer.execute("ROLLBACK")
+            writer.writeLock.unlock()
             logger.error("store commit failed", metadata: ["risc.error": "\(error)", "risc.batch": "\(batch.count)"])
             for waiting in batch where waiting.position == nil { waiting.completion(.failure(error)) }
             retryJournaled(batch.filter { $0.position != nil }, after: error)
