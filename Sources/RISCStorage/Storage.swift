@@ -198,6 +198,8 @@ public final class Storage: Sendable {
             if let moved = MovedMarker.refusal(in: store.directory) { object["moved"] = .string(moved.description) }
             // Acknowledged SETs a crash left in the journal only: the next risc serve indexes them first.
             object["journaled_not_indexed"] = .number(Double(try SQLiteEventStore.journaledNotIndexed(directory: store.directory)))
+            // Segments a start found damaged and kept aside, with SETs that could not be indexed.
+            object["journal_damaged"] = .array(SQLiteEventStore.damagedJournalSegments(directory: store.directory).map { .string("journal/damaged/" + $0) })
         case .shared(let store):
             object["backend"] = "postgresql"
             object["url"] = .string("\(store.database.url)")

@@ -276,6 +276,7 @@ struct SETJournalTests {
         let kept = journalDirectory + "/damaged/" + SETJournal.fileName(segment)
         #expect(FileManager.default.contents(atPath: kept) == Data(bytes))
         #expect(!SETJournal.segments(in: journalDirectory).contains(segment))
+        #expect(SQLiteEventStore.damagedJournalSegments(directory: directory) == [SETJournal.fileName(segment)])
         let failed = log.records("received").filter { $0["outcome"] == "failed" }
         #expect(failed.count == 1 && failed.first?["recovered"] == true && failed.first?["damaged_bytes"] == .number(Double(frames[2] + 8 + foreign.count)))
         let said = failed.first?["error"]?.stringValue ?? ""

@@ -122,6 +122,12 @@ extension SQLiteEventStore {
         return try beyond(try markRead(connection), in: journal, segments: segments).reduce(0) { $0 + $1.records.count }
     }
 
+    /// The segments a start kept aside in `journal/damaged/` (records in them could not be read), by name.
+    public static func damagedJournalSegments(directory: String) -> [String] {
+        let aside = ((directory as NSString).appendingPathComponent("journal") as NSString).appendingPathComponent("damaged")
+        return ((try? FileManager.default.contentsOfDirectory(atPath: aside)) ?? []).filter { $0.hasPrefix("segment-") }.sorted()
+    }
+
     /// The whole records of each of `segments` in `directory` that end after `mark`, and how many
     /// bytes each segment has after its last whole record.
     static func beyond(_ mark: SETJournal.Position?, in directory: String, segments: [Int64]) throws -> [JournalSegment] {
