@@ -4,14 +4,26 @@ import NIOHTTP1
 import RISCCore
 
 extension PushEndpoint {
-    /// The client's address: the peer's (`IP` or `[IPv6]`), or, when the peer is a trusted proxy,
-    /// the last address in its `X-Forwarded-For` (the one the proxy itself saw).
-    func clientAddress(peer: SocketAddress?, headers: HTTPHeaders) -> String? {
-        let peer = peer?.ipAddress
-        guard let peer, limits.trustedProxies.contains(peer),
+    /// A connection's peer: its address as the trusted proxies are listed (`ip`) and as the log
+    /// writes it (`IP` or `[IPv6]`). Made once a connection (it cannot change there): formatting
+    /// the address was 1 % of the event loops' time when done for every request.
+    struct Peer {
+        let ip: String?
+        let written: String?
+
+        init(_ address: SocketAddress?) {
+            ip = address?.ipAddress
+            written = ip.map { $0.utf8.contains(UInt8(ascii: ":")) ? "[\($0)]" : $0 }
+        }
+    }
+
+    /// The client's address: the peer's, or, when the peer is a trusted proxy, the last address
+    /// in its `X-Forwarded-For` (the one the proxy itself saw).
+    func clientAddress(_ peer: Peer, headers: HTTPHeaders) -> String? {
+        guard let ip = peer.ip, case let proxies = limits.trustedProxies, !proxies.isEmpty, proxies.contains(ip),
             let forwarded = headers.first(name: "X-Forwarded-For"),
             let last = forwarded.split(separator: ",").last?.trimmingCharacters(in: .whitespaces), !last.isEmpty
-        else { return peer.map { $0.utf8.contains(UInt8(ascii: ":")) ? "[\($0)]" : $0 } }
+        else { return peer.written }
         return Printable.safe(last, maxBytes: 64)
     }
 }

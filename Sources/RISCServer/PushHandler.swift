@@ -19,10 +19,19 @@ final class PushHandler: ChannelDuplexHandler {
     private var connection: PushConnection
     /// The connection's one timer for `requestTimeout`.
     private var deadline: Scheduled<Void>?
+    /// The connection's peer, once read.
+    private var knownPeer: PushEndpoint.Peer?
 
     init(endpoint: PushEndpoint) {
         self.endpoint = endpoint
         self.connection = PushConnection(limits: PushConnection.Limits(endpoint.limits), now: .now())
+    }
+
+    private func peer(_ context: ChannelHandlerContext) -> PushEndpoint.Peer {
+        if let knownPeer { return knownPeer }
+        let peer = PushEndpoint.Peer(context.channel.remoteAddress)
+        if peer.ip != nil { knownPeer = peer }
+        return peer
     }
 
     private func channel(_ context: ChannelHandlerContext) -> PushConnection.Channel {
@@ -40,9 +49,9 @@ final class PushHandler: ChannelDuplexHandler {
             case .dispatch(let head, let body): dispatch(context, head, body)
             case .write(let head, let body, let closeAfter): write(context, head, body: body, closeAfter: closeAfter)
             case .refused(let head, let status):
-                endpoint.refused(status, path: head.uri, remote: endpoint.clientAddress(peer: context.channel.remoteAddress, headers: head.headers))
+                endpoint.refused(status, path: head.uri, remote: endpoint.clientAddress(peer(context), headers: head.headers))
             case .tooLarge(let head): tooLarge(context, head)
-            case .overflowed: endpoint.overflowed(remote: endpoint.clientAddress(peer: context.channel.remoteAddress, headers: [:]))
+            case .overflowed: endpoint.overflowed(remote: endpoint.clientAddress(peer(context), headers: [:]))
             case .schedule(let time): schedule(context, at: time)
             }
         }
@@ -114,7 +123,7 @@ final class PushHandler: ChannelDuplexHandler {
             return
         }
         let problem = SETError(.invalidRequest, "malformed HTTP request: \(Printable.safe(String(describing: error), maxBytes: 80))")
-        endpoint.malformedRequest(problem, remote: endpoint.clientAddress(peer: context.channel.remoteAddress, headers: [:]))
+        endpoint.malformedRequest(problem, remote: endpoint.clientAddress(peer(context), headers: [:]))
         run(connection.malformed(problem, channel(context)), context)
     }
 
@@ -127,7 +136,7 @@ final class PushHandler: ChannelDuplexHandler {
 
     /// Reports a body over the limit (its 413 is the state machine's).
     private func tooLarge(_ context: ChannelHandlerContext, _ head: HTTPRequestHead) {
-        let remote = endpoint.clientAddress(peer: context.channel.remoteAddress, headers: head.headers)
+        let remote = endpoint.clientAddress(peer(context), headers: head.headers)
         var record = endpoint.rejectedRecord(status: .payloadTooLarge, remote: remote)
         record["description"] = .string("body larger than \(endpoint.limits.maxBodyBytes) bytes")
         endpoint.reject(record, outcome: "too_large")
@@ -136,7 +145,7 @@ final class PushHandler: ChannelDuplexHandler {
 
     /// A whole request to its route: the revocation endpoint, a notice document, or the intake.
     private func dispatch(_ context: ChannelHandlerContext, _ head: HTTPRequestHead, _ body: ByteBuffer) {
-        let remote = endpoint.clientAddress(peer: context.channel.remoteAddress, headers: head.headers)
+        let remote = endpoint.clientAddress(peer(context), headers: head.headers)
         if let limited = limited(remote) { return answer(context, limited) }
         let path: String?
         switch endpoint.route(head) {

@@ -7,6 +7,8 @@ public struct Intake: Sendable {
     /// Whom it receives from, by path.
     public let transmitters: Transmitters
     public let store: any EventStore
+    /// `store` when it journals pushed SETs (the embedded store): cast once, not for every SET.
+    let journaling: (any JournalingStore)?
     public let log: any EventLog
     public let metrics: (any IntakeMetrics)?
     /// When set, the log lines of refused requests (400) and of requests we could not take (503)
@@ -35,6 +37,7 @@ public struct Intake: Sendable {
     ) {
         self.transmitters = transmitters
         self.store = store
+        journaling = store as? any JournalingStore
         self.log = log
         self.metrics = metrics
         self.clock = clock
@@ -199,7 +202,7 @@ public struct Intake: Sendable {
             validated: validated, token: String(decoding: delivery.body[SETVerifier.trimmedRange(delivery.body)], as: UTF8.self),
             receivedAt: start, remoteAddress: delivery.remoteAddress, contentType: delivery.contentType)
         // The embedded store's journal: written on this event loop, answered on it once synced, indexed behind.
-        if let hop, let journal = store as? any JournalingStore,
+        if let hop, let journal = journaling,
             journal.journal(
                 stored, hop: hop,
                 durable: { [record] result in
