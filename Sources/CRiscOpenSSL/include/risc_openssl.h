@@ -18,6 +18,12 @@
 #include <openssl/core_names.h>
 #include <openssl/rsa.h>
 
+/// SHA-256 of `prefix` then `data` into `out` (32 bytes), with no allocation (risc_sha256.c).
+void risc_ossl_sha256(const uint8_t *prefix, size_t prefix_len, const void *data, size_t len, uint8_t *out);
+/// SHA-256, SHA-384 or SHA-512 (`bits`) of `data` into `out` (room for 64 bytes); returns the
+/// digest's length, 0 for another `bits`.
+int risc_ossl_sha2(int bits, const void *data, size_t len, uint8_t *out);
+
 /// RSA public key from big-endian modulus and exponent. NULL on failure.
 EVP_PKEY *risc_ossl_rsa_public(const uint8_t *n, size_t n_len, const uint8_t *e, size_t e_len);
 

@@ -45,10 +45,17 @@ public enum SHA512 {
     }
 }
 
-/// SHA-256, for webhook idempotency keys.
+/// SHA-256 (webhook idempotency keys, the event log's chain and checkpoints), hashed on the
+/// stack: no context allocated for each hash.
 public enum SHA256 {
     public static func hash(_ bytes: some Collection<UInt8>) -> [UInt8] {
-        Array(bytes).withUnsafeBytes { OpenSSLDigests.digest(OpenSSLDigests.shared.sha256, $0) }
+        let hash = { (input: UnsafeRawBufferPointer) in
+            [UInt8](unsafeUninitializedCapacity: 32) { output, initialized in
+                risc_ossl_sha256(nil, 0, input.baseAddress, input.count, output.baseAddress)
+                initialized = 32
+            }
+        }
+        return bytes.withContiguousStorageIfAvailable { hash(UnsafeRawBufferPointer($0)) } ?? Array(bytes).withUnsafeBytes(hash)
     }
 
     /// The digest in lower-case hex.
@@ -57,25 +64,15 @@ public enum SHA256 {
     }
 }
 
-/// One SHA-256 context used again and again, for many short inputs in a row (the event log's
-/// chain hashes every line): no context made and freed, no copy of the input, per hash. One
-/// owner at a time.
-public final class SHA256Stream: @unchecked Sendable {  // reason: used by one owner at a time (the event log's writer, under its lock)
-    private let context: OpaquePointer
-
-    public init() { context = EVP_MD_CTX_new()! }
-
-    deinit { EVP_MD_CTX_free(context) }
+/// SHA-256 of many short inputs in a row, each behind a one-byte prefix (the event log's chain
+/// hashes every line): no copy of the input, no allocation, per hash.
+public final class SHA256Stream: Sendable {
+    public init() {}
 
     /// `SHA-256(prefix ‖ bytes)` written into `output` (32 bytes).
     public func hash(prefix: UInt8, _ bytes: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) {
         precondition(output.count >= 32)
         var prefix = prefix
-        var length: UInt32 = 0
-        let ok =
-            EVP_DigestInit_ex(context, OpenSSLDigests.shared.sha256, nil) == 1 && EVP_DigestUpdate(context, &prefix, 1) == 1
-            && EVP_DigestUpdate(context, bytes.baseAddress, bytes.count) == 1
-            && EVP_DigestFinal_ex(context, output.baseAddress?.assumingMemoryBound(to: UInt8.self), &length) == 1
-        precondition(ok && length == 32, "SHA-256 failed")
+        risc_ossl_sha256(&prefix, 1, bytes.baseAddress, bytes.count, output.baseAddress?.assumingMemoryBound(to: UInt8.self))
     }
 }

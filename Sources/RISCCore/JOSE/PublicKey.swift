@@ -28,15 +28,10 @@ public final class PublicKey: @unchecked Sendable {  // reason: the EVP_PKEY is 
     public let kind: Kind
     private let pool = Mutex<[JWSAlgorithm: [Context]]>([:])
 
-    /// A prepared `EVP_PKEY_CTX` and a digest context, used by one thread at a time (taken from
-    /// and returned to the pool).
+    /// A prepared `EVP_PKEY_CTX`, used by one thread at a time (taken from and returned to the pool).
     private struct Context: @unchecked Sendable {  // reason: owned by one thread at a time, between taking and returning it
         let pointer: OpaquePointer
-        let digest: OpaquePointer
-        func free() {
-            EVP_PKEY_CTX_free(pointer)
-            EVP_MD_CTX_free(digest)
-        }
+        func free() { EVP_PKEY_CTX_free(pointer) }
     }
 
     /// Takes ownership of an `EVP_PKEY`.
@@ -120,19 +115,19 @@ public final class PublicKey: @unchecked Sendable {  // reason: the EVP_PKEY is 
         case .rsaPKCS1, .rsaPSS:
             guard let context = takeContext(for: algorithm, family: family) else { return false }
             defer { returnContext(context, for: algorithm) }
-            let md = OpenSSLDigests.shared.named(family.digest ?? .sha256)
+            let bits: Int32 =
+                switch family.digest ?? .sha256 {
+                case .sha256: 256
+                case .sha384: 384
+                case .sha512: 512
+                }
             var digest: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
             return withUnsafeMutableBytes(of: &digest) { digestBuffer in
-                var length: UInt32 = 0
-                let hashed = message.withUnsafeBytes { bytes in
-                    EVP_DigestInit_ex2(context.digest, md, nil) == 1
-                        && EVP_DigestUpdate(context.digest, bytes.baseAddress, bytes.count) == 1
-                        && EVP_DigestFinal_ex(context.digest, digestBuffer.baseAddress, &length) == 1
+                // Hashed on the stack (an EVP digest context allocates at every init in OpenSSL 3.0).
+                let length = message.withUnsafeBytes { bytes in
+                    risc_ossl_sha2(bits, bytes.baseAddress, bytes.count, digestBuffer.baseAddress?.assumingMemoryBound(to: UInt8.self))
                 }
-                guard hashed else {
-                    ERR_clear_error()
-                    return false
-                }
+                guard length > 0 else { return false }
                 let result = EVP_PKEY_verify(context.pointer, signature, signature.count, digestBuffer.baseAddress, Int(length))
                 if result != 1 { ERR_clear_error() }
                 return result == 1
@@ -153,12 +148,14 @@ public final class PublicKey: @unchecked Sendable {  // reason: the EVP_PKEY is 
     }
 
     private func takeContext(for algorithm: JWSAlgorithm, family: JWSAlgorithm.Family) -> Context? {
-        if let context = pool.withLock({ $0[algorithm]?.popLast() }) { return context }
-        guard let digest = EVP_MD_CTX_new() else { return nil }
-        guard let context = EVP_PKEY_CTX_new_from_pkey(nil, pointer, nil) else {
-            EVP_MD_CTX_free(digest)
-            return nil
+        // Through `values[index]`: `$0[algorithm]?.popLast()` moved the array out and back in,
+        // two allocations for every verification.
+        let pooled = pool.withLock { pool -> Context? in
+            guard let index = pool.index(forKey: algorithm) else { return nil }
+            return pool.values[index].popLast()
         }
+        if let pooled { return pooled }
+        guard let context = EVP_PKEY_CTX_new_from_pkey(nil, pointer, nil) else { return nil }
         var ok = EVP_PKEY_verify_init(context) == 1
         switch family {
         case .rsaPKCS1:
@@ -174,10 +171,9 @@ public final class PublicKey: @unchecked Sendable {  // reason: the EVP_PKEY is 
         guard ok else {
             ERR_clear_error()
             EVP_PKEY_CTX_free(context)
-            EVP_MD_CTX_free(digest)
             return nil
         }
-        return Context(pointer: context, digest: digest)
+        return Context(pointer: context)
     }
 
     private func returnContext(_ context: Context, for algorithm: JWSAlgorithm) {
