@@ -15,25 +15,22 @@ void risc_ossl_sha256(const uint8_t *prefix, size_t prefix_len, const void *data
     OPENSSL_cleanse(&context, sizeof context);
 }
 
+// SHA-384 and SHA-512 share their context and update; they start and end apart.
+static int sha512_family(int (*init)(SHA512_CTX *), int (*final)(unsigned char *, SHA512_CTX *), const void *data, size_t len,
+                         uint8_t *out, int size) {
+    SHA512_CTX context;
+    init(&context);
+    SHA512_Update(&context, data, len);
+    final(out, &context);
+    OPENSSL_cleanse(&context, sizeof context);
+    return size;
+}
+
 int risc_ossl_sha2(int bits, const void *data, size_t len, uint8_t *out) {
     switch (bits) {
     case 256: risc_ossl_sha256(NULL, 0, data, len, out); return 32;
-    case 384: {
-        SHA512_CTX context;
-        SHA384_Init(&context);
-        SHA384_Update(&context, data, len);
-        SHA384_Final(out, &context);
-        OPENSSL_cleanse(&context, sizeof context);
-        return 48;
-    }
-    case 512: {
-        SHA512_CTX context;
-        SHA512_Init(&context);
-        SHA512_Update(&context, data, len);
-        SHA512_Final(out, &context);
-        OPENSSL_cleanse(&context, sizeof context);
-        return 64;
-    }
+    case 384: return sha512_family(SHA384_Init, SHA384_Final, data, len, out, 48);
+    case 512: return sha512_family(SHA512_Init, SHA512_Final, data, len, out, 64);
     default: return 0;
     }
 }

@@ -123,6 +123,20 @@ final class SQLiteStatement {
     func bind(_ values: [SQLiteValue]) throws(StoreError) {
         sqlite3_reset(handle)
         sqlite3_clear_bindings(handle)
+        try bindAll(values) { index, text in
+            var text = text
+            // With its length: no strlen over long tokens, no C-string bridging.
+            return text.withUTF8 { utf8 in
+                utf8.withMemoryRebound(to: CChar.self) { text in
+                    guard let base = text.baseAddress else { return sqlite3_bind_text(handle, index, "", 0, risc_sqlite_transient()) }
+                    return sqlite3_bind_text(handle, index, base, Int32(text.count), risc_sqlite_transient())
+                }
+            }
+        }
+    }
+
+    /// Binds `values` in order, texts through `bindText` (`bind` and `run` bind them each their way).
+    private func bindAll(_ values: [SQLiteValue], text bindText: (Int32, String) -> Int32) throws(StoreError) {
         for (offset, value) in values.enumerated() {
             let index = Int32(offset + 1)
             let rc: Int32
@@ -130,14 +144,7 @@ final class SQLiteStatement {
             case .null: rc = sqlite3_bind_null(handle, index)
             case .int(let v): rc = sqlite3_bind_int64(handle, index, v)
             case .double(let v): rc = sqlite3_bind_double(handle, index, v)
-            case .text(var v):
-                // With its length: no strlen over long tokens, no C-string bridging.
-                rc = v.withUTF8 { utf8 in
-                    utf8.withMemoryRebound(to: CChar.self) { text in
-                        guard let base = text.baseAddress else { return sqlite3_bind_text(handle, index, "", 0, risc_sqlite_transient()) }
-                        return sqlite3_bind_text(handle, index, base, Int32(text.count), risc_sqlite_transient())
-                    }
-                }
+            case .text(let v): rc = bindText(index, v)
             }
             guard rc == SQLITE_OK else { throw connection.error(rc, "bind") }
         }
@@ -171,24 +178,16 @@ final class SQLiteStatement {
             arena.deallocate()
         }
         var used = 0
-        for (offset, value) in values.enumerated() {
-            let index = Int32(offset + 1)
-            let rc: Int32
-            switch value {
-            case .null: rc = sqlite3_bind_null(handle, index)
-            case .int(let v): rc = sqlite3_bind_int64(handle, index, v)
-            case .double(let v): rc = sqlite3_bind_double(handle, index, v)
-            case .text(var v):
-                let start = used
-                v.withUTF8 { utf8 in
-                    UnsafeMutableRawBufferPointer(rebasing: arena[start..<start + utf8.count]).copyMemory(from: UnsafeRawBufferPointer(utf8))
-                    used += utf8.count
-                }
-                // Never a null pointer, even for "": SQLite would bind NULL.
-                let text = arena.baseAddress!.advanced(by: start).assumingMemoryBound(to: CChar.self)
-                rc = sqlite3_bind_text(handle, index, text, Int32(used - start), nil)
+        try bindAll(values) { index, text in
+            var text = text
+            let start = used
+            text.withUTF8 { utf8 in
+                UnsafeMutableRawBufferPointer(rebasing: arena[start..<start + utf8.count]).copyMemory(from: UnsafeRawBufferPointer(utf8))
+                used += utf8.count
             }
-            guard rc == SQLITE_OK else { throw connection.error(rc, "bind") }
+            // Never a null pointer, even for "": SQLite would bind NULL.
+            let bytes = arena.baseAddress!.advanced(by: start).assumingMemoryBound(to: CChar.self)
+            return sqlite3_bind_text(handle, index, bytes, Int32(used - start), nil)
         }
         while try step() {}
     }
