@@ -43,6 +43,15 @@ struct SETJournalTests {
         return store
     }
 
+    /// A new store's directory and its journal's, the store closed (its journal empty).
+    static func emptyJournal() throws -> (directory: String, journal: String) {
+        let directory = SQLiteEventStoreTests.directory()
+        let store = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        try store.openJournal(log: nil)
+        store.close()
+        return (directory, store.journalDirectory)
+    }
+
     /// The indexed reports of journaled records, as they come.
     final class Indexed: Sendable {
         let results = Mutex<[StoreResult]>([])
@@ -246,12 +255,8 @@ struct SETJournalTests {
 
     @Test("a start indexes every readable record of a segment damaged since it was written, and keeps the segment aside with an error")
     func damagedSegment() async throws {
-        let directory = SQLiteEventStoreTests.directory()
+        let (directory, journalDirectory) = try Self.emptyJournal()
         let records = try await Self.records(6, prefix: "d")
-        let first = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
-        try first.openJournal(log: nil)
-        let journalDirectory = first.journalDirectory
-        first.close()
         // Six acknowledged records never indexed (a kill -9), the third damaged since (a bit flipped).
         var bytes = records.flatMap(SETJournal.frame)
         let frames = records.map { SETJournal.frame($0).count }
@@ -287,6 +292,30 @@ struct SETJournalTests {
         #expect(try third.openJournal(log: MemoryEventLog()) == 0)
         #expect(try third.count() == 5)
         third.close()
+    }
+
+    @Test("a damaged segment is kept aside before any of it is indexed: when it cannot be, the start stops with nothing indexed, and the next one reports it")
+    func damagedKeptAsideFirst() async throws {
+        let (directory, journalDirectory) = try Self.emptyJournal()
+        let records = try await Self.records(3, prefix: "k")
+        var bytes = records.flatMap(SETJournal.frame)
+        bytes[SETJournal.frame(records[0]).count + 30] ^= 0x40  // the second record damaged
+        try Data(bytes).write(to: URL(fileURLWithPath: journalDirectory + "/" + SETJournal.fileName(7)))
+        // Nowhere to keep it: `damaged` is a file.
+        _ = FileManager.default.createFile(atPath: journalDirectory + "/damaged", contents: Data("in the way".utf8))
+        let blocked = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        #expect(throws: StoreError.self) { try blocked.openJournal(log: MemoryEventLog()) }
+        // Nothing indexed (the mark did not pass the damage), the segment where it was.
+        #expect(try blocked.count() == 0)
+        blocked.close()
+        #expect(SETJournal.segments(in: journalDirectory) == [7])
+        try FileManager.default.removeItem(atPath: journalDirectory + "/damaged")
+        let log = MemoryEventLog()
+        let second = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        #expect(try second.openJournal(log: log) == 2)
+        #expect(log.records("received").filter { $0["outcome"] == "failed" }.count == 1)
+        #expect(SQLiteEventStore.damagedJournalSegments(directory: directory) == [SETJournal.fileName(7)])
+        second.close()
     }
 
     @Test("a full segment rotates to the next; the old one goes once the index holds what it has")

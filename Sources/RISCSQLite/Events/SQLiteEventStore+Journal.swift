@@ -19,7 +19,6 @@ extension SQLiteEventStore {
         let mark = try read { try Self.markRead($0) }
         let segments = SETJournal.segments(in: directory)
         var recovered = 0
-        var keptAside: Set<Int64> = []
         for var segment in try Self.beyond(mark, in: directory, segments: segments) {
             if segment.torn > 0 {
                 logger.notice(
@@ -34,6 +33,9 @@ extension SQLiteEventStore {
                     segment.damaged.append((payload.startIndex - 8)..<Int(position.offset))
                 }
             }
+            // Kept aside before anything of it is indexed: indexing moves the mark past the damage,
+            // and a start after a crash here would take damage below the mark for harmless.
+            if !segment.damaged.isEmpty { try keepDamaged(segment, log: log) }
             for ((record, _), result) in zip(entries, index(entries)) {
                 let (outcome, followUp) = try result.get()
                 var line = EventLogRecord(step: .received, outcome: .accepted, time: Date().timeIntervalSince1970)
@@ -47,25 +49,20 @@ extension SQLiteEventStore {
                 log?.record(followUp, metrics: nil)
                 recovered += 1
             }
-            if !segment.damaged.isEmpty {
-                try keepDamaged(segment, log: log)
-                keptAside.insert(segment.number)
-            }
         }
         if recovered > 0 { logger.notice("indexed SETs the last run had journaled", metadata: ["risc.count": "\(recovered)"]) }
         // All of it is in the index, durably (each append above waited for its fsync).
-        for number in segments where !keptAside.contains(number) {
-            unlink((directory as NSString).appendingPathComponent(SETJournal.fileName(number)))
-        }
+        for number in segments { unlink((directory as NSString).appendingPathComponent(SETJournal.fileName(number))) }
         let journal = try SETJournal(directory: directory, after: max(mark?.segment ?? 0, segments.last ?? 0), segmentBytes: segmentBytes)
         condition.withLock { self.journal = journal }
         return recovered
     }
 
     /// A segment with bytes beyond the index's mark that cannot be read, though records after
-    /// them could: SETs acknowledged once and now lost to damage done since. What could be read
-    /// is indexed; the file is moved to `journal/damaged/` as it is (never deleted), and an error
-    /// says where, on the diagnostic log and as a `received` line with outcome `failed`.
+    /// them could: SETs acknowledged once and now lost to damage done since. The file is copied to
+    /// `journal/damaged/` as it is, durably (the copy outlives the segment, which goes with the
+    /// others once what could be read is indexed), and an error says where, on the diagnostic log
+    /// and as a `received` line with outcome `failed`.
     private func keepDamaged(_ segment: JournalSegment, log: (any EventLog)?) throws {
         let directory = journalDirectory
         let aside = (directory as NSString).appendingPathComponent("damaged")
@@ -73,9 +70,8 @@ extension SQLiteEventStore {
         let destination = (aside as NSString).appendingPathComponent(name)
         do {
             try PrivateFiles.makeDirectory(aside)
-            guard rename((directory as NSString).appendingPathComponent(name), destination) == 0 else {
-                throw StoreError(.failed, String(cString: strerror(errno)))
-            }
+            let bytes = try Array(Data(contentsOf: URL(fileURLWithPath: (directory as NSString).appendingPathComponent(name))))
+            try PrivateFiles.writeAtomically(destination, bytes)
         } catch {
             throw StoreError(.failed, "journal segment \(segment.number) has damaged records and cannot be kept aside in \(aside): \(error)")
         }
