@@ -32,8 +32,8 @@ public struct EventLogChain: Sendable, Equatable {
 
     /// Seals a serialized record (`{…}` and its newline, as `EventLogRecord.write` gives it, at
     /// the end of `output` from `start`): its `seq` and `prev` go in before the closing brace, and
-    /// the chain moves on to it. `hasher`: a context to use again (the writer's), else one of its own.
-    public mutating func seal(_ output: inout [UInt8], from start: Int, hasher: SHA256Stream? = nil) {
+    /// the chain moves on to it.
+    public mutating func seal(_ output: inout [UInt8], from start: Int) {
         precondition(output.count >= start + 3 && output[output.count - 1] == 0x0A && output[output.count - 2] == UInt8(ascii: "}"))
         output.removeLast(2)
         if output.count > start + 1 { output.append(UInt8(ascii: ",")) }
@@ -42,9 +42,8 @@ public struct EventLogChain: Sendable, Equatable {
         output.append(contentsOf: #","prev":""#.utf8)
         Self.appendBase64(last, to: &output)
         output.append(contentsOf: #""}"#.utf8)
-        let hasher = hasher ?? SHA256Stream()
         output.withUnsafeBytes { bytes in
-            last.withUnsafeMutableBytes { hasher.hash(prefix: 0x00, UnsafeRawBufferPointer(rebasing: bytes[start...]), into: $0) }
+            last.withUnsafeMutableBytes { SHA256.hash(prefix: 0x00, UnsafeRawBufferPointer(rebasing: bytes[start...]), into: $0) }
         }
         output.append(0x0A)
         next += 1

@@ -34,7 +34,6 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
     private let maxBufferedBytes = 64 * 1024 * 1024
     /// Where the chain stands; nil: lines are not chained (`risc bench log`'s comparison only).
     private var chain: EventLogChain?
-    private let hasher = SHA256Stream()
     /// Signed checkpoints of the chain (nil: none are made).
     private let checkpoints: Checkpoints?
     /// The Merkle tree of every line from the genesis, while checkpoints are made.
@@ -197,7 +196,7 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
 
     private func seal(from start: Int) {
         guard chain != nil else { return }
-        chain!.seal(&buffer, from: start, hasher: hasher)
+        chain!.seal(&buffer, from: start)
         range?.append(leaf: chain!.last)
     }
 

@@ -115,12 +115,7 @@ public final class PublicKey: @unchecked Sendable {  // reason: the EVP_PKEY is 
         case .rsaPKCS1, .rsaPSS:
             guard let context = takeContext(for: algorithm, family: family) else { return false }
             defer { returnContext(context, for: algorithm) }
-            let bits: Int32 =
-                switch family.digest ?? .sha256 {
-                case .sha256: 256
-                case .sha384: 384
-                case .sha512: 512
-                }
+            let bits = (family.digest ?? .sha256).bits
             var digest: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
             return withUnsafeMutableBytes(of: &digest) { digestBuffer in
                 // Hashed on the stack (an EVP digest context allocates at every init in OpenSSL 3.0).
