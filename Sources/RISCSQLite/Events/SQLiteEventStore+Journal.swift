@@ -64,26 +64,22 @@ extension SQLiteEventStore {
     /// others once what could be read is indexed), and an error says where, on the diagnostic log
     /// and as a `received` line with outcome `failed`.
     private func keepDamaged(_ segment: JournalSegment, log: (any EventLog)?) throws {
-        let directory = journalDirectory
-        let aside = (directory as NSString).appendingPathComponent("damaged")
-        let name = SETJournal.fileName(segment.number)
-        let destination = (aside as NSString).appendingPathComponent(name)
+        let aside = Self.damagedDirectory(journal: journalDirectory)
+        let destination = (aside as NSString).appendingPathComponent(SETJournal.fileName(segment.number))
         do {
             try PrivateFiles.makeDirectory(aside)
-            let bytes = try Array(Data(contentsOf: URL(fileURLWithPath: (directory as NSString).appendingPathComponent(name))))
-            try PrivateFiles.writeAtomically(destination, bytes)
+            try PrivateFiles.writeAtomically(destination, segment.bytes)
         } catch {
             throw StoreError(.failed, "journal segment \(segment.number) has damaged records and cannot be kept aside in \(aside): \(error)")
         }
         let ranges = segment.damaged.map { "\($0.count) bytes at offset \($0.lowerBound)" }.joined(separator: ", ")
-        let bytes = segment.damaged.reduce(0) { $0 + $1.count }
         logger.error(
             "journal segment has damaged records: the SETs in them were acknowledged and cannot be indexed; the file is kept aside",
             metadata: ["risc.segment": "\(segment.number)", "risc.damaged": "\(ranges)", "risc.kept": "\(destination)"])
         var line = EventLogRecord(step: .received, outcome: .failed, time: Date().timeIntervalSince1970)
         line["recovered"] = true
         line["error"] = .string("journal segment \(segment.number): \(ranges) cannot be read (damaged since written); kept in \(destination)")
-        line["damaged_bytes"] = .number(Double(bytes))
+        line["damaged_bytes"] = .number(Double(segment.damaged.reduce(0) { $0 + $1.count }))
         log?.record(line)
     }
 
@@ -120,9 +116,12 @@ extension SQLiteEventStore {
 
     /// The segments a start kept aside in `journal/damaged/` (records in them could not be read), by name.
     public static func damagedJournalSegments(directory: String) -> [String] {
-        let aside = ((directory as NSString).appendingPathComponent("journal") as NSString).appendingPathComponent("damaged")
+        let aside = damagedDirectory(journal: (directory as NSString).appendingPathComponent("journal"))
         return ((try? FileManager.default.contentsOfDirectory(atPath: aside)) ?? []).filter { $0.hasPrefix("segment-") }.sorted()
     }
+
+    /// Where damaged segments are kept: `journal/damaged/`.
+    static func damagedDirectory(journal: String) -> String { (journal as NSString).appendingPathComponent("damaged") }
 
     /// The whole records of each of `segments` in `directory` that end after `mark`, and how many
     /// bytes each segment has after its last whole record.
@@ -133,13 +132,15 @@ extension SQLiteEventStore {
             // What the index holds was stored from memory when it was written: damage there loses nothing.
             func beyondMark(_ end: Int) -> Bool { mark.map { SETJournal.Position(segment: number, offset: Int64(end)) > $0 } ?? true }
             let kept = records.map { ($0.payload, SETJournal.Position(segment: number, offset: $0.end)) }.filter { beyondMark(Int($0.1.offset)) }
-            return JournalSegment(number: number, records: kept, damaged: damaged.filter { beyondMark($0.upperBound) }, torn: torn)
+            return JournalSegment(number: number, bytes: bytes, records: kept, damaged: damaged.filter { beyondMark($0.upperBound) }, torn: torn)
         }
     }
 
     /// One segment's records beyond the index's mark, and what of it cannot be read.
     struct JournalSegment {
         let number: Int64
+        /// The file as it was read (kept aside as it is when damaged).
+        let bytes: [UInt8]
         let records: [(payload: ArraySlice<UInt8>, position: SETJournal.Position)]
         /// Byte ranges beyond the mark that no record can be read from, followed by records that can.
         var damaged: [Range<Int>]
