@@ -65,7 +65,6 @@ public final class ReceiverMetrics: IntakeMetrics, Sendable {
     /// observation, not a factory call).
     private struct Instruments {
         var counters: [[String]: CoreMetrics.Counter] = [:]
-        var timers: [[String]: CoreMetrics.Timer] = [:]
         var gauges: [[String]: CoreMetrics.Gauge] = [:]
         /// What cumulative sources (key-set cache, store writes) last reported, for the counters' increments.
         var reported: [[String]: Int] = [:]
@@ -110,19 +109,12 @@ public final class ReceiverMetrics: IntakeMetrics, Sendable {
         openConnections = CoreMetrics.Meter(label: "risc_push_connections", factory: self.factory)
         overflowed = CoreMetrics.Counter(label: "risc_push_connections_overflowed_total", factory: self.factory)
         let factory = self.factory
-        let actionCounters = EventLogRecord.Outcome.actionOutcomes.map { outcome in
+        actionCounters = EventLogRecord.Outcome.actionOutcomes.map { outcome in
             (outcome, CoreMetrics.Counter(label: "risc_actions_total", dimensions: Self.actionDimensions(actionTarget, outcome), factory: factory))
         }
-        self.actionCounters = actionCounters
         actionTimer = CoreMetrics.Timer(label: "risc_action_duration_seconds", dimensions: [("target", actionTarget)], factory: factory)
         for outcome in Self.setOutcomes { _ = setCounter(SetKey(outcome: outcome, err: nil)) }
         for code in SETError.Code.all { _ = setCounter(SetKey(outcome: "rejected", err: code.rawValue)) }
-        instruments.withLock { instruments in
-            for (outcome, counter) in actionCounters {
-                instruments.counters[Self.key("risc_actions_total", Self.actionDimensions(actionTarget, outcome))] = counter
-            }
-            instruments.timers[Self.key("risc_action_duration_seconds", [("target", actionTarget)])] = actionTimer
-        }
         for outcome in Self.noticeOutcomes { _ = counter("risc_notices_total", [("outcome", outcome)]) }
         for reason in PushEndpoint.Refusal.allCases { _ = counter("risc_push_connections_refused_total", [("reason", reason.rawValue)]) }
         for reason in Self.requestRefusals { _ = counter("risc_push_requests_refused_total", [("reason", reason)]) }
@@ -180,10 +172,6 @@ public final class ReceiverMetrics: IntakeMetrics, Sendable {
 
     private func counter(_ label: String, _ dimensions: [(String, String)] = []) -> CoreMetrics.Counter {
         instrument(\.counters, label, dimensions) { CoreMetrics.Counter(label: label, dimensions: dimensions, factory: factory) }
-    }
-
-    private func timer(_ label: String, _ dimensions: [(String, String)]) -> CoreMetrics.Timer {
-        instrument(\.timers, label, dimensions) { CoreMetrics.Timer(label: label, dimensions: dimensions, factory: factory) }
     }
 
     private static func key(_ label: String, _ dimensions: [(String, String)]) -> [String] { [label] + dimensions.flatMap { [$0.0, $0.1] } }
