@@ -15,43 +15,53 @@ struct ServeCommandTests {
 
     /// Starts `risc serve` with the test keys (pinned, unless `pinned` is false and `extra` names a
     /// discovery URL); returns the process, its data directory and ports once ready (asked every
-    /// 100 ms, `seconds` × 10 times). Ports are picked free and then bound by the server; one a
-    /// client of another test took meanwhile (an outbound connection's local port) is picked again.
+    /// 100 ms, `seconds` × 10 times). The server binds port 0 (or `ports`) and its own `risc ready`
+    /// line names the ports it got: a port picked free beforehand could be taken by another
+    /// test's receiver meanwhile, whose `/readyz` then answered for this one (which had exited).
     static func startServe(
-        extra: [String] = [], readyWithin seconds: Int = 60, data: URL? = nil, pinned: Bool = true, stderr: String? = nil
+        extra: [String] = [], readyWithin seconds: Int = 60, data: URL? = nil, pinned: Bool = true, stderr: String? = nil,
+        ports: (port: Int, admin: Int) = (0, 0)
     ) async throws -> (process: Process, data: URL, port: Int, admin: Int) {
         let data = data ?? FileManager.default.temporaryDirectory.appendingPathComponent("risc-serve-\(UUID().uuidString)")
         let errors = stderr ?? FileManager.default.temporaryDirectory.appendingPathComponent("risc-serve-\(UUID().uuidString).err").path
         defer { if stderr == nil { try? FileManager.default.removeItem(atPath: errors) } }
-        for attempt in 1...3 {
-            let port = try Self.freePort(), admin = try Self.freePort()
-            let process = Process()
-            process.executableURL = RiscBinary.url
-            process.currentDirectoryURL = RiscBinary.repository
-            process.arguments =
-                [
-                    "serve", "--audience", SETFactory.defaultAudience, "--issuer",
-                    SETFactory.defaultIssuer, "--host", "127.0.0.1", "--port", "\(port)", "--admin-port", "\(admin)",
-                    "--data-dir", data.path,
-                ] + (pinned ? ["--jwks-file", "keys/test/jwks.json"] : []) + extra
-            FileManager.default.createFile(atPath: errors, contents: nil)
-            process.standardError = FileHandle(forWritingAtPath: errors) ?? FileHandle.nullDevice
-            process.standardOutput = FileHandle.nullDevice
-            try process.run()
-            let client = CurlHTTPClient.patient()
-            var ready = false
-            for _ in 0..<(seconds * 10) where !ready && process.isRunning {
-                ready = (try? await client.perform(HTTPRequest(url: "http://127.0.0.1:\(admin)/readyz")))?.status == 200
-                if !ready { try await Task.sleep(for: .milliseconds(100)) }
-            }
-            if ready { return (process, data, port, admin) }
-            if process.isRunning { process.terminate() }
-            await process.exited()
-            let said = (try? String(contentsOfFile: errors, encoding: .utf8)) ?? ""
-            if attempt < 3 && said.contains("already in use") { continue }
-            throw NotReady(description: "the server did not become ready: \(said.suffix(2_000))")
+        let process = Process()
+        process.executableURL = RiscBinary.url
+        process.currentDirectoryURL = RiscBinary.repository
+        process.arguments =
+            [
+                "serve", "--audience", SETFactory.defaultAudience, "--issuer",
+                SETFactory.defaultIssuer, "--host", "127.0.0.1", "--port", "\(ports.port)", "--admin-port", "\(ports.admin)",
+                "--data-dir", data.path,
+            ] + (pinned ? ["--jwks-file", "keys/test/jwks.json"] : []) + extra
+        _ = FileManager.default.createFile(atPath: errors, contents: nil)
+        process.standardError = FileHandle(forWritingAtPath: errors) ?? FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        let client = CurlHTTPClient.patient()
+        var bound: (port: Int, admin: Int)?
+        var ready = false
+        for _ in 0..<(seconds * 10) where !ready && process.isRunning {
+            if bound == nil { bound = readyPorts((try? String(contentsOfFile: errors, encoding: .utf8)) ?? "") }
+            if let bound { ready = (try? await client.perform(HTTPRequest(url: "http://127.0.0.1:\(bound.admin)/readyz")))?.status == 200 }
+            if !ready { try await Task.sleep(for: .milliseconds(100)) }
         }
-        throw NotReady(description: "no free port pair after three tries")
+        if ready, process.isRunning, let bound { return (process, data, bound.port, bound.admin) }
+        if process.isRunning { process.terminate() }
+        await process.exited()
+        let said = (try? String(contentsOfFile: errors, encoding: .utf8)) ?? ""
+        throw NotReady(description: "the server did not become ready: \(said.suffix(2_000))")
+    }
+
+    /// The ports in a `risc ready` line (text or JSON log format); nil before there is one.
+    static func readyPorts(_ stderr: String) -> (port: Int, admin: Int)? {
+        guard let line = stderr.split(separator: "\n").first(where: { $0.contains("risc ready") }) else { return nil }
+        func number(_ key: String) -> Int? {
+            guard let match = line.range(of: key + #"\"?[=:]\"?[0-9]+"#, options: .regularExpression) else { return nil }
+            return Int(line[match].drop { !$0.isNumber })
+        }
+        guard let port = number("risc.port"), let admin = number("risc.admin_port") else { return nil }
+        return (port, admin)
     }
 
     struct NotReady: Error, CustomStringConvertible { let description: String }
@@ -75,13 +85,23 @@ struct ServeCommandTests {
         #expect(!log.contains(token))
     }
 
+    @Test("the harness's receiver is the one it started: one that cannot bind (another receiver has its admin port) is reported, not taken for the other")
+    func startServeNamesItsOwnReceiver() async throws {
+        let (first, _, _, admin) = try await Self.startServe()
+        defer { first.terminate(); first.waitUntilExit() }
+        await #expect(throws: NotReady.self) {
+            let (second, _, _, _) = try await Self.startServe(ports: (0, admin))
+            second.terminate()
+        }
+    }
+
     @Test("a second risc serve on the same data directory refuses to start, naming the first; the first keeps serving")
     func dataDirectoryLock() async throws {
         let (process, data, port, _) = try await Self.startServe()
         defer { process.terminate(); process.waitUntilExit() }
         let other = try await RiscBinary.run([
             "serve", "--audience", SETFactory.defaultAudience, "--jwks-file", "keys/test/jwks.json", "--issuer", SETFactory.defaultIssuer,
-            "--host", "127.0.0.1", "--port", "\(try Self.freePort())", "--admin-port", "\(try Self.freePort())", "--data-dir", data.path,
+            "--host", "127.0.0.1", "--port", "0", "--admin-port", "0", "--data-dir", data.path,
         ])
         #expect(other.status == 64)
         #expect(other.stderr.contains("in use by another risc serve (pid \(process.processIdentifier))"), "\(other.stderr)")
