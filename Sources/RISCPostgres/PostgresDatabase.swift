@@ -92,7 +92,7 @@ public final class PostgresDatabase: Sendable {
     /// while the server is away (to a minute: a receiver came back 38 s after a 10-minute outage).
     /// Called once a connection of our own succeeded: when no query has succeeded for `quietFor`
     /// seconds, a new pool takes the old one's place at once, and the old one is stopped `grace`
-    /// seconds later (what it still runs finishes or fails there). Returns whether it renewed.
+    /// seconds of the database's clock later (what it still runs finishes or fails there). Returns whether it renewed.
     private func renewIfQuiet(quietFor: Double = 2, grace: Double = 30) -> Bool {
         guard clock() - lastSuccess.withLock({ $0 }) >= quietFor else { return false }
         let old = pool.withLock { pool in
@@ -102,8 +102,8 @@ public final class PostgresDatabase: Sendable {
         }
         noteSuccess()
         logger.notice("PostgreSQL answers again: a new connection pool replaces the one waiting out its backoff", metadata: ["risc.store": "\(url)"])
-        Task {
-            try? await Task.sleep(for: .seconds(grace))
+        Task { [clock] in
+            await waitUntil(clock() + grace, clock: clock)
             old.runner.cancel()
         }
         return true

@@ -166,7 +166,8 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
     }
 
     /// Waits for the event store's commit notifications and calls `wake` for each, reconnecting
-    /// after a failure, until the task is cancelled. Only a hint: workers poll anyway.
+    /// a second of the database's clock after a failure, until the task is cancelled. Only a
+    /// hint: workers poll anyway.
     public func listen(wake: @escaping @Sendable () -> Void) async {
         while !Task.isCancelled {
             do {
@@ -178,7 +179,7 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
             } catch {
                 if Task.isCancelled { return }
             }
-            try? await Task.sleep(for: .seconds(1))
+            await waitUntil(database.clock() + 1, clock: database.clock)
         }
     }
 }

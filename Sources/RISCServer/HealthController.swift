@@ -146,6 +146,9 @@ final class StoreSampler: Sendable {
         self.clock = clock
     }
 
+    /// When the last sample was taken (the next is due an interval after it).
+    var lastSampled: Double? { latest.withLock { $0.at } }
+
     /// The last answers, or unknown when they are too old.
     var current: StoreSample {
         let sample = latest.withLock { $0 }
@@ -178,8 +181,8 @@ final class StoreSampler: Sendable {
     }
 }
 
-/// Samples the store every `interval` seconds (the receiver took the first sample before it
-/// started its services), and for a swift-metrics backend that is not scraped the metrics after
+/// Samples the store `interval` seconds of its clock after the last sample (the receiver took the
+/// first before it started its services), and for a swift-metrics backend that is not scraped the metrics after
 /// it (a scrape samples them itself).
 struct HealthSamplerService: Service {
     let store: StoreSampler
@@ -189,7 +192,8 @@ struct HealthSamplerService: Service {
         await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 await metrics?.sample()
-                try? await Task.sleep(for: .seconds(store.interval))
+                await waitUntil((store.lastSampled ?? store.clock()) + store.interval, clock: store.clock)
+                if Task.isCancelled { return }
                 await store.sample()
             }
         }

@@ -85,13 +85,13 @@ extension PushEndpoint {
     }
 
     /// Asks every connection to close once its current request is answered (idle ones close at
-    /// once), then waits for them, up to `drainTimeout`.
+    /// once), then waits for them, up to `drainTimeout` on the receiver's clock.
     func drain() async {
         for channel in connections.withLock({ Array($0.channels.values) }) {
             channel.eventLoop.execute { channel.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent()) }
         }
-        let deadline = ContinuousClock.now + limits.drainTimeout
-        while !connections.withLock({ $0.channels.isEmpty }), ContinuousClock.now < deadline {
+        let deadline = now() + limits.drainTimeout.seconds
+        while !connections.withLock({ $0.channels.isEmpty }), now() < deadline {
             try? await Task.sleep(for: .milliseconds(10))
         }
         for channel in connections.withLock({ Array($0.channels.values) }) { channel.close(promise: nil) }

@@ -112,7 +112,7 @@ public final class Receiver: Sendable {
         }
         pollers = try Self.pollers(configuration, intake: intake, leases: storage.store.leases(), logger: logger)
         let adminRouter = Router(context: RISCRequestContext.self)
-        let storeSampler = StoreSampler(store: storage.health, interval: configuration.healthSampleInterval)
+        let storeSampler = StoreSampler(store: storage.health, interval: configuration.healthSampleInterval, clock: clock)
         self.storeSampler = storeSampler
         let metricsSampler = MetricsSampler(keys: keySource, store: storeSampler, metrics: metrics, noticeKeys: noticeKeys)
         HealthController(keys: keySource, store: storeSampler, backend: storage.backendName, metrics: metrics, noticeKeys: noticeKeys)
@@ -180,7 +180,8 @@ public final class Receiver: Sendable {
         let adminApp = adminApplication(adminRouter, host: configuration.adminHost, port: configuration.adminPort, ports: adminPort)
 
         let retention = RetentionService(
-            store: try storage.store.retention(), policy: configuration.retention, interval: configuration.retentionInterval, log: log, logger: logger)
+            store: try storage.store.retention(), policy: configuration.retention, interval: configuration.retentionInterval, log: log, logger: logger,
+            clock: clock)
         let storage = self.storage
         let reloader = source.map {
             ConfigurationReloader(

@@ -4,7 +4,7 @@ import RISCCore
 import ServiceLifecycle
 import Synchronization
 
-/// Applies the retention policy every `interval` (the first pass after at most a minute): as many
+/// Applies the retention policy every `interval` of its clock (the first pass after at most a minute): as many
 /// batches as there is work, each a short transaction; one event-log line per pass that did
 /// anything (`"step":"retention"`, `stripped`, `forgotten`). SIGHUP may change the policy
 /// (`update`); while it keeps everything (`retention.done = 0`) a pass does nothing.
@@ -15,10 +15,19 @@ final class RetentionService: Service, Sendable {
     let interval: Double
     let log: any EventLog
     let logger: Logger
+    /// When passes are due and what "now" is to the policy (seconds since 1970; tests move it).
+    let clock: @Sendable () -> Double
+    /// At most a minute after the service was made; each next pass an interval after the last.
+    let firstPass: Double
     static let batch = 1_000
 
-    init(store: any RetentionStore, policy: RetentionPolicy, interval: Double, log: any EventLog, logger: Logger) {
+    init(
+        store: any RetentionStore, policy: RetentionPolicy, interval: Double, log: any EventLog, logger: Logger,
+        clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
+    ) {
         self.store = store
+        self.clock = clock
+        firstPass = clock() + min(interval, 60)
         self.current = Mutex(policy)
         self.interval = interval
         self.log = log
@@ -30,12 +39,13 @@ final class RetentionService: Service, Sendable {
 
     func run() async throws {
         await cancelWhenGracefulShutdown {
-            var delay = min(self.interval, 60)
+            var due = self.firstPass
             while !Task.isCancelled {
-                try? await Task.sleep(for: .seconds(delay))
+                await waitUntil(due, clock: self.clock)
                 if Task.isCancelled { return }
-                await self.pass(now: Date().timeIntervalSince1970)
-                delay = self.interval
+                let now = self.clock()
+                await self.pass(now: now)
+                due = now + self.interval
             }
         }
     }
@@ -58,7 +68,7 @@ final class RetentionService: Service, Sendable {
             logger.error("retention pass failed; retried at the next interval", metadata: ["risc.error": "\(error)"])
         }
         if total != RetentionPass() {
-            var record = EventLogRecord(step: .retention, outcome: .pruned, time: Date().timeIntervalSince1970)
+            var record = EventLogRecord(step: .retention, outcome: .pruned, time: clock())
             record["stripped"] = .number(Double(total.stripped))
             record["forgotten"] = .number(Double(total.forgotten))
             log.record(record)

@@ -102,10 +102,3 @@ extension RiscCommand.Bench {
         }
     }
 }
-
-extension Duration {
-    var seconds: Double {
-        let (s, attoseconds) = components
-        return Double(s) + Double(attoseconds) / 1e18
-    }
-}

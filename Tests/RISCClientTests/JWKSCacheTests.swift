@@ -249,24 +249,35 @@ struct JWKSCacheTests {
         #expect(second.requests(to: "/jwks") == 0)
     }
 
-    @Test("the background refresher renews the set ahead of expiry")
+    @Test("the background refresher renews the set ahead of expiry, when the cache's clock says so")
     func refreshAhead() async throws {
         let issuer = try LocalIssuer(jwks: Fixture.jwks)
         defer { issuer.stop() }
-        issuer.update { $0.maxAge = 1 }
+        issuer.update { $0.maxAge = 7_200 }
         var configuration = Fixture.configuration(issuer)
-        configuration.minimumTTL = 1.5
         configuration.refreshAheadFraction = 0.5
-        let cache = JWKSCache(configuration: configuration, logger: Fixture.logger)
+        let clock = TestClock()
+        // Threads of its own: the shared pool is every test's, and a busy suite held a fetch there for over 30 s.
+        let client = CurlHTTPClient(pool: BlockingPool(name: "test.refresh-ahead", maximumThreads: 2))
+        let cache = JWKSCache(configuration: configuration, client: client, logger: Fixture.logger, now: clock.function)
         await cache.refreshNow()
         let task = Task { await cache.run() }
-        // Refreshes at ~1 s, ~2 s, ~3 s (delays are at least 1 s); allow a loaded machine more time.
-        let start = Date()
-        while issuer.requests(to: "/jwks") < 3, Date().timeIntervalSince(start) < 15 { try await Task.sleep(for: .milliseconds(100)) }
-        task.cancel()
-        await task.value
-        #expect(issuer.requests(to: "/jwks") >= 3)
-        #expect(Date().timeIntervalSince(start) >= 1.5)  // not all at once: each waited for its turn
+        defer { task.cancel() }
+        // Before half its lifetime nothing is fetched, however long it runs.
+        clock.advance(3_500)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(issuer.requests(to: "/jwks") == 1)
+        // Each half lifetime on the clock, one refresh (it slept an hour of real time before).
+        for fetches in 2...4 {
+            clock.advance(3_600)
+            let done = await waitWhile { issuer.requests(to: "/jwks") < fetches }
+            let status = await cache.status()
+            #expect(
+                done,
+                "refresh \(fetches): \(status.lastError ?? "-") \(status.counters) age \(status.age ?? -1) expiresIn \(status.expiresIn ?? -1) disc \(issuer.requests(to: "/.well-known/risc-configuration")) clock \(clock.now)"
+            )
+        }
+        #expect(issuer.requests(to: "/jwks") == 4)
         #expect(await cache.status().usable)
     }
 

@@ -388,6 +388,29 @@ struct PostgresEventStoreTests {
         try await cluster.stop()
     }
 
+    @Test("the workers' LISTEN connection, cut, is made again a second of the database's clock later (it waited a second of real time)")
+    func listenReconnectsOnTheClock() async throws {
+        try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
+        let cluster = try await PostgresCluster.make()
+        let clock = TestClock()
+        let database = PostgresDatabase(url: try PostgresStoreURL(cluster.url), password: nil, logger: PostgresFoundationTests.logger, clock: clock.function)
+        try await database.migrate()
+        let queue = PostgresWorkQueue(database: database, tokenKey: [])
+        let listener = Task { await queue.listen(wake: {}) }
+        let listening = "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN%' AND state = 'idle'"
+        #expect(await waitWhile(upTo: 10) { (try? await cluster.psql(listening)) != "1" }, "no LISTEN session")
+        _ = try await cluster.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'")
+        // While the clock stands still, it does not listen again, however long that is.
+        try await Task.sleep(for: .milliseconds(1_500))
+        #expect(try await cluster.psql(listening) == "0", "listened again before its second on the clock")
+        clock.advance(1)
+        #expect(await waitWhile(upTo: 10) { (try? await cluster.psql(listening)) != "1" }, "did not listen again after its second on the clock")
+        listener.cancel()
+        await listener.value
+        database.close()
+        try await cluster.stop()
+    }
+
     /// Holds `sets` locked from another session until `release` is called (`holder` then ends).
     static func lockSets(_ locker: PostgresDatabase) async -> (release: @Sendable () -> Void, holder: Task<Void, any Error>) {
         let (released, release) = AsyncStream<Void>.makeStream()

@@ -7,6 +7,7 @@ import RISCCore
 import RISCSQLite
 import RISCStorage
 import RISCTestKit
+import Synchronization
 import Testing
 
 @testable import RISCServer
@@ -199,22 +200,33 @@ struct LimitsTests {
         try await harness.stop()
     }
 
-    @Test("issue 26 §4: limits.drain_timeout bounds a stop held up by a stalled client (it waited 30 s, over Docker's 10)")
+    @Test("issue 26 §4: limits.drain_timeout bounds a stop held up by a stalled client (it waited 30 s, over Docker's 10), on the receiver's clock")
     func drainTimeout() async throws {
-        let harness = try ServerHarness {
-            $0.drainTimeout = 1
-            $0.requestTimeout = 120
-        }
+        let clock = TestClock(Date().timeIntervalSince1970)
+        let harness = try ServerHarness { $0.requestTimeout = 120 }  // the default drain_timeout, 20 s
+        harness.clock = clock
         try await harness.start()
         // A request half sent, in flight when the stop begins: the drain waits for it, up to its bound.
         let stalled = try RawConnection.Held(port: harness.publicPort)
         #expect(stalled.feed(Array(try harness.rawRequest("drain-stalled").prefix(200))))
         try await Task.sleep(for: .milliseconds(200))
-        let start = ContinuousClock.now
-        try await harness.stop()
-        let elapsed = ContinuousClock.now - start
-        // The default would hold the stop 20 s; the bound leaves a loaded machine room and tells them apart.
-        #expect(elapsed < .seconds(12), "the stop took \(elapsed) with limits.drain_timeout = 1")
+        let stopped = Atomic<Bool>(false)
+        let stop = Task {
+            try await harness.stop()
+            stopped.store(true, ordering: .relaxed)
+        }
+        // The clock moves a second every 50 ms: the stop ends once 20 s of it have passed since the
+        // drain began (it began a moment after the stop did), not before, and not after 20 s of real time.
+        var advanced = 0.0
+        while !stopped.load(ordering: .relaxed), advanced < 100 {
+            clock.advance(1)
+            advanced += 1
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        // At most 15 s of real time in all: the wall clock's 20 s are not what ends it.
+        #expect(await waitWhile(upTo: 10) { !stopped.load(ordering: .relaxed) }, "the stop waited past limits.drain_timeout on the clock")
+        #expect(advanced >= 20, "the stop ended \(advanced) s of the clock after it began")
+        try await stop.value
         #expect(!stalled.isOpen)
     }
 

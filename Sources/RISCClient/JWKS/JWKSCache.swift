@@ -145,25 +145,30 @@ public actor JWKSCache: KeyProvider {
         await refresh(forced: false, reason: "requested")
     }
 
-    /// Keeps the set fresh in the background: refreshes ahead of expiry, retries after failures.
-    /// Returns when the surrounding task is cancelled.
+    /// Keeps the set fresh in the background: refreshes ahead of expiry, retries after failures,
+    /// each when the cache's clock says so. Returns when the surrounding task is cancelled.
     public func run() async {
         while !Task.isCancelled {
-            let delay = nextRefreshDelay()
-            do { try await Task.sleep(for: .seconds(delay)) } catch { return }
-            if !fetching { await refresh(forced: false, reason: "refresh-ahead") }
+            await waitUntil(nextRefresh(), clock: now)
+            if Task.isCancelled { return }
+            if fetching {
+                await withCheckedContinuation { waiters.append($0) }  // the fetch in flight decides the next time
+            } else {
+                await refresh(forced: false, reason: "refresh-ahead")
+            }
         }
     }
 
-    func nextRefreshDelay() -> Double {
-        let time = now()
-        guard let current = state.current else { return max(1, configuration.failureRetryInterval) }
-        if state.failedRecently(now: time) || current.expiresAt <= time {
-            return max(1, configuration.failureRetryInterval)
-        }
+    /// When the background refresher fetches next, on the cache's clock: after a failed attempt,
+    /// the retry interval (at least a second) after it; after a fetch, at the configured fraction
+    /// of the set's lifetime, at least a second after that fetch. From the attempts' own times, not
+    /// from when it is asked, so a clock that moves meanwhile does not put it later.
+    func nextRefresh() -> Double {
+        let retry = max(1, configuration.failureRetryInterval)
+        if let failed = state.lastFailure { return failed + retry }
+        guard let current = state.current else { return now() + retry }
         let lifetime = current.expiresAt - current.fetchedAt
-        let refreshAt = current.fetchedAt + lifetime * (1 - configuration.refreshAheadFraction)
-        return max(1, refreshAt - time)
+        return max(current.fetchedAt + lifetime * (1 - configuration.refreshAheadFraction), current.fetchedAt + 1)
     }
 
     // MARK: Fetching

@@ -26,9 +26,7 @@ public func withDeadline<T: Sendable>(
     return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
         race.begin(continuation)
         let timer = Task {
-            while !Task.isCancelled, case let left = end - clock(), left > 0 {
-                try? await Task.sleep(for: .seconds(min(left, tick)))
-            }
+            await waitUntil(end, clock: clock, tick: tick)
             if !Task.isCancelled, race.settle(.failure(StoreError.timeout(seconds: seconds, what: what))) { race.cancelWork() }
         }
         race.setWork(
@@ -37,6 +35,23 @@ public func withDeadline<T: Sendable>(
                 do { result = .success(try await body()) } catch { result = .failure(error) }
                 if race.settle(result) { timer.cancel() }
             })
+    }
+}
+
+/// Waits until `clock` reads `end` or later (seconds; tests move it instead of waiting), looking
+/// at it every `tick` seconds of real time; returns early when the task is cancelled. The
+/// periodic services wait their intervals and backoffs this way, as deadlines are kept.
+public func waitUntil(_ end: Double, clock: @Sendable () -> Double, tick: Double = 0.1) async {
+    while !Task.isCancelled, case let left = end - clock(), left > 0 {
+        try? await Task.sleep(for: .seconds(min(left, tick)))
+    }
+}
+
+extension Duration {
+    /// The duration in seconds, for a clock that reads seconds.
+    public var seconds: Double {
+        let (whole, attoseconds) = components
+        return Double(whole) + Double(attoseconds) / 1e18
     }
 }
 

@@ -1,0 +1,71 @@
+import Foundation
+import Logging
+import RISCCore
+import RISCTestKit
+import Synchronization
+import Testing
+
+@testable import RISCServer
+
+/// The receiver's periodic services wait their intervals on the receiver's clock, as its deadlines
+/// do: tests move the clock, and an hour's interval is not an hour of real time.
+@Suite("periodic services on the injected clock")
+struct PeriodicServiceTests {
+    /// Counts the store's answers; its queue depth is how many times it was asked.
+    final class CountingHealth: StoreHealth {
+        let asked = Atomic<Int>(0)
+        func isWritable() async -> Bool { true }
+        func queueDepth() async throws -> Int { asked.add(1, ordering: .relaxed).newValue }
+        func deadLetters() async throws -> Int { 0 }
+        func retrying() async throws -> Int { 0 }
+        func oldestPendingReceivedAt() async throws -> Double? { nil }
+        func lastReceivedAt() async throws -> Double? { nil }
+        var writeCounts: (commits: Int, rows: Int) { (0, 0) }
+    }
+
+    /// Records the time each retention batch was asked to keep to.
+    final class RecordingRetention: RetentionStore {
+        let times = Mutex<[Double]>([])
+        func retain(_ policy: RetentionPolicy, now: Double, batch: Int) async throws -> RetentionPass {
+            times.withLock { $0.append(now) }
+            return RetentionPass(stripped: 1)
+        }
+    }
+
+    @Test("the store's health is sampled every interval of the receiver's clock (an hour's interval slept an hour of real time)")
+    func healthSamplerOnTheClock() async throws {
+        let clock = TestClock(), health = CountingHealth()
+        let sampler = StoreSampler(store: health, interval: 3_600, clock: clock.function)
+        await sampler.sample()
+        let task = Task { try await HealthSamplerService(store: sampler, metrics: nil).run() }
+        defer { task.cancel() }
+        for samples in 2...3 {
+            let last = try #require(sampler.lastSampled)
+            clock.advance(last + 3_000 - clock.now)
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(health.asked.load(ordering: .relaxed) == samples - 1)  // not before its interval
+            clock.advance(600)
+            #expect(await waitWhile { sampler.current.queueDepth != samples }, "sample \(samples)")
+            #expect(sampler.lastSampled == last + 3_600)
+        }
+    }
+
+    @Test("retention passes come every interval of the receiver's clock, the first within a minute, and keep to its time")
+    func retentionOnTheClock() async throws {
+        let clock = TestClock(), store = RecordingRetention(), log = MemoryEventLog()
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let service = RetentionService(store: store, policy: RetentionPolicy(), interval: 86_400, log: log, logger: logger, clock: clock.function)
+        let task = Task { try await service.run() }
+        defer { task.cancel() }
+        clock.advance(60)
+        #expect(await waitWhile { store.times.withLock { $0.count } < 1 })
+        clock.advance(80_000)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(store.times.withLock { $0.count } == 1)  // not before its interval
+        clock.advance(6_400)
+        #expect(await waitWhile { store.times.withLock { $0.count } < 2 })
+        #expect(store.times.withLock { $0 } == [1_800_000_060, 1_800_086_460])
+        #expect(log.records("retention").compactMap { $0["ts"]?.stringValue } == ["2027-01-15T08:01:00.000000Z", "2027-01-16T08:01:00.000000Z"])
+    }
+}
