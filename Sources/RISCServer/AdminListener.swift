@@ -1,9 +1,11 @@
+import Foundation
 import Hummingbird
 import HummingbirdCore
 import Logging
 import NIOCore
 import NIOHTTPTypes
 import NIOSSL
+import ServiceLifecycle
 import Synchronization
 
 /// The admin listener's protection against a client that holds it: at most
@@ -203,6 +205,50 @@ final class AdminRequestDeadline: ChannelDuplexHandler, RemovableChannelHandler 
             schedule(context, at: due)
         } else {
             context.close(promise: nil)
+        }
+    }
+}
+
+/// A listener that cannot take its address, named by the setting that gives it: "address in use"
+/// (another process holds the port; `temporary`, exit 69, as systemd may start it again once the
+/// port is free) or one this machine will not give (no such local address, a port below 1024
+/// without the capability: exit 64 like any configuration problem).
+public struct ListenError: Error, CustomStringConvertible {
+    public let setting: String
+    public let host: String
+    public let port: Int
+    public let errno: Int32
+
+    public var temporary: Bool { errno == EADDRINUSE }
+
+    public var description: String {
+        let cause =
+            switch errno {
+            case EADDRINUSE: "the address is in use (another process listens there)"
+            case EACCES: "permission denied (a port below 1024 needs CAP_NET_BIND_SERVICE)"
+            case EADDRNOTAVAIL: "no such address on this machine"
+            default: String(cString: strerror(errno))
+            }
+        return "cannot listen on \(host):\(port) (\(setting)): \(cause)"
+    }
+
+    /// `error` as a `ListenError` when it is a bind failure, else nil.
+    static func from(_ error: any Error, setting: String, host: String, port: Int) -> ListenError? {
+        guard let error = error as? IOError, [EADDRINUSE, EACCES, EADDRNOTAVAIL].contains(error.errnoCode) else { return nil }
+        return ListenError(setting: setting, host: host, port: port, errno: error.errnoCode)
+    }
+}
+
+/// A listener's service whose failure to bind is said as a `ListenError` naming its setting.
+struct NamedListener<Inner: Service>: Service {
+    let inner: Inner
+    let setting: String
+    let host: String
+    let port: Int
+
+    func run() async throws {
+        do { try await inner.run() } catch {
+            throw ListenError.from(error, setting: setting, host: host, port: port) ?? error
         }
     }
 }

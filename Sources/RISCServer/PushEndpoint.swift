@@ -110,16 +110,10 @@ final class PushEndpoint: Service, Sendable {
     }
 
     func run() async throws {
-        let server = try await ServerBootstrap(group: group)
-            .serverChannelOption(.backlog, value: 256)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-            // A client that half-closes after its request still gets the answer.
-            .childChannelOption(.allowRemoteHalfClosure, value: true)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture { try self.configure(channel) }
-            }
-            .bind(host: settings.host, port: settings.port).get()
+        let server: any Channel
+        do { server = try await bind() } catch {
+            throw ListenError.from(error, setting: "listen.host, listen.port", host: settings.host, port: settings.port) ?? error
+        }
         onRunning(server.localAddress?.port ?? 0)
         let summaries = server.eventLoop.scheduleRepeatedTask(initialDelay: .seconds(10), delay: .seconds(10)) { [self] _ in
             writeSuppressedSummaries()
@@ -129,5 +123,18 @@ final class PushEndpoint: Service, Sendable {
         await drain()
         summaries.cancel()
         writeSuppressedSummaries()
+    }
+
+    private func bind() async throws -> any Channel {
+        try await ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            // A client that half-closes after its request still gets the answer.
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try self.configure(channel) }
+            }
+            .bind(host: settings.host, port: settings.port).get()
     }
 }

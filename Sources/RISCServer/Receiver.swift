@@ -162,8 +162,10 @@ public final class Receiver: Sendable {
             documents: configuration.noticeIssuer.flatMap { issuer in noticeKeys.map { NoticeDocuments(issuer: issuer, keys: $0) } },
             limiter: configuration.invalidPerMinute > 0 ? InvalidRequestLimiter(perMinute: configuration.invalidPerMinute) : nil,
             tls: tls, logger: logger, metrics: metrics, clock: clock, onRunning: { publicPort.yield($0) })
-        func adminApplication(_ router: Router<RISCRequestContext>, host: String, port: Int, ports: AsyncStream<Int>.Continuation) -> some Service {
-            return Application(
+        func adminApplication(
+            _ router: Router<RISCRequestContext>, setting: String, host: String, port: Int, ports: AsyncStream<Int>.Continuation
+        ) -> some Service {
+            let application = Application(
                 router: router,
                 server: AdminListener.server(
                     limits: .init(
@@ -176,8 +178,9 @@ public final class Receiver: Sendable {
                     availableConnectionsDelegate: .maximum(configuration.adminMaxConnections, logger: logger)),
                 onServerRunning: { channel in ports.yield(channel.localAddress?.port ?? 0) },
                 logger: logger)
+            return NamedListener(inner: application, setting: setting, host: host, port: port)
         }
-        let adminApp = adminApplication(adminRouter, host: configuration.adminHost, port: configuration.adminPort, ports: adminPort)
+        let adminApp = adminApplication(adminRouter, setting: "admin.host, admin.port", host: configuration.adminHost, port: configuration.adminPort, ports: adminPort)
 
         let retention = RetentionService(
             store: try storage.store.retention(), policy: configuration.retention, interval: configuration.retentionInterval, log: log, logger: logger,
@@ -197,7 +200,7 @@ public final class Receiver: Sendable {
         services.append(HealthSamplerService(store: storeSampler, metrics: metrics.registry == nil ? metricsSampler : nil))
         services.append(adminApp)
         if let port = configuration.adminAPIPort {
-            services.append(adminApplication(apiRouter, host: configuration.adminAPIHost, port: port, ports: apiPort))
+            services.append(adminApplication(apiRouter, setting: "admin.api.host, admin.api.port", host: configuration.adminAPIHost, port: port, ports: apiPort))
         } else {
             apiPort.finish()
         }

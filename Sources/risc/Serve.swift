@@ -239,7 +239,11 @@ extension RiscCommand {
                 ])
             let lifecycle = Task { await Self.announce(receiver, logger: logger) }
             defer { lifecycle.cancel() }
-            do { try await receiver.run() } catch  where Self.isRefusal(error) {
+            do { try await receiver.run() } catch let error as ListenError {
+                // A port another process holds may be free at the next try (69); anything else is the configuration's (64).
+                FileHandle.standardError.write(Data("risc serve: \(error)\n".utf8))
+                throw ExitCode(error.temporary ? 69 : 64)
+            } catch  where Self.isRefusal(error) {
                 FileHandle.standardError.write(Data("risc serve: \(error)\n".utf8))
                 throw ExitCode(64)
             }

@@ -95,6 +95,29 @@ struct ServeCommandTests {
         }
     }
 
+    @Test("a listener that cannot take its address names its settings: exit 69 for a port in use, 64 for an address not here (NIO's bind error, exit 1, before)")
+    func listenerPortInUse() async throws {
+        let (first, _, port, admin) = try await Self.startServe()
+        defer { first.terminate(); first.waitUntilExit() }
+        let cases = [
+            (["--host", "127.0.0.1", "--port", "\(port)", "--admin-port", "0"], 69, "127.0.0.1:\(port) (listen.host, listen.port): the address is in use"),
+            (["--host", "127.0.0.1", "--port", "0", "--admin-port", "\(admin)"], 69, "127.0.0.1:\(admin) (admin.host, admin.port): the address is in use"),
+            // TEST-NET-1: no such address here, which waiting does not change.
+            (["--host", "192.0.2.1", "--port", "0", "--admin-port", "0"], 64, "192.0.2.1:0 (listen.host, listen.port): no such address on this machine"),
+        ]
+        for (flags, status, said) in cases {
+            let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-inuse-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: data) }
+            let other = try await RiscBinary.run(
+                [
+                    "serve", "--audience", SETFactory.defaultAudience, "--jwks-file", "keys/test/jwks.json", "--issuer", SETFactory.defaultIssuer,
+                    "--data-dir", data.path,
+                ] + flags)
+            #expect(other.status == status, "\(other.stderr)")
+            #expect(other.stderr.contains("risc serve: cannot listen on " + said), "\(other.stderr)")
+        }
+    }
+
     @Test("a second risc serve on the same data directory refuses to start, naming the first; the first keeps serving")
     func dataDirectoryLock() async throws {
         let (process, data, port, _) = try await Self.startServe()
