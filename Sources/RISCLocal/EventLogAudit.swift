@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 /// `risc log verify` whole: the chain across the log's files, then the log against its newest
 /// signed checkpoint and, when given, one kept elsewhere (an auditor's copy, or one sent off the

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import RISCCore
 
 /// The event log's hash chain (issue 28). Every line ends with its `seq` (one more than the line

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import RISCCore
 
 /// The RFC 9162 Merkle tree hash of the event log's lines (its leaves are the lines' leaf hashes,

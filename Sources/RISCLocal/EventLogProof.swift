@@ -1,5 +1,5 @@
-public import Foundation
-public import RISCCore
+import Foundation
+import RISCCore
 
 /// `risc log prove`: one event's lines with RFC 9162 inclusion proofs against a signed checkpoint,
 /// as one JSON document an auditor checks on their own (`risc log check-proof`) with the

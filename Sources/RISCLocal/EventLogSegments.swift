@@ -1,5 +1,5 @@
 public import Foundation
-public import RISCCore
+import RISCCore
 
 /// A closed segment of the event log, as its digest file says (issue 28, after CloudTrail's digest
 /// files): which file, its SHA-256, the `seq` range and times of its lines, where the chain and

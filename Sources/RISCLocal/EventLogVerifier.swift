@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import RISCCore
 
 /// Checks an event log's hash chain (`EventLogChain`) line by line, across its files in order,

@@ -364,7 +364,7 @@ struct PostgresActionApplier {
     private static func bindings(_ values: any PostgresEncodable & Sendable..., then more: [String] = []) throws -> PostgresBindings {
         var binds = PostgresBindings()
         for value in values { try binds.append(value) }
-        for value in more { try binds.append(value) }
+        for value in more { binds.append(value) }
         return binds
     }
 

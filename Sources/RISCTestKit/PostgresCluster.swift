@@ -1,6 +1,6 @@
 import CRiscSpawn
 import Foundation
-public import RISCCore
+import RISCCore
 
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import RISCCore
 
 /// Builds Security Event Tokens shaped like Google's (spec §1.6) and signs them.

@@ -131,7 +131,7 @@ struct PostgresFoundationTests {
         let store = try SharedStore(settings: settings(base), logger: Self.logger)
         // (The pool retries an unreachable server for a minute; three seconds of attempts are enough.)
         let attempt = Task { try await store.prepare() }
-        _ = try await waitWhile { server.state.withLock({ $0.connections }) < 2 }
+        _ = await waitWhile { server.state.withLock({ $0.connections }) < 2 }
         attempt.cancel()
         store.close()
         let result = await attempt.result
@@ -326,7 +326,7 @@ struct PostgresEventStoreTests {
         #expect(!answered.withLock { $0 }, "answered before its deadline")
         clock.advance(0.2)
         // Within seconds of real time: the deadline is read from the store's clock, not waited out.
-        _ = try await waitWhile { !answered.withLock({ $0 }) }
+        _ = await waitWhile { !answered.withLock({ $0 }) }
         #expect(answered.withLock { $0 }, "not answered 30 s after its deadline on the store's clock")
         if case .failure(let error as StoreError) = await answer.result {
             #expect(error.code == .timeout)

@@ -132,7 +132,7 @@ struct PostgresInlineTests {
         #expect(results.allSatisfy { if case .accepted = $0.0 { $0.1.isEmpty } else { false } })
         #expect(try await f.cluster.psql("SELECT count(*) FROM sets WHERE state = 'pending' AND attempts = 0 AND processed_at IS NULL") == "5")
         #expect(try await f.cluster.psql("SELECT count(*) FROM applied_actions") == "0")
-        _ = try await waitWhile { woken.withLock({ $0 }) == 0 }
+        _ = await waitWhile { woken.withLock({ $0 }) == 0 }
         #expect(woken.withLock { $0 } >= 1, "no notification reached the other receiver")
         try await f.close()
     }

@@ -29,7 +29,7 @@ struct TokenKeyTests {
         #expect(other?.code == .refused)
         #expect(other?.description.contains("is not the key") == true)
         try FileManager.default.removeItem(atPath: keyPath)
-        FileManager.default.createFile(atPath: keyPath, contents: Data(first.tokenKey))
+        _ = FileManager.default.createFile(atPath: keyPath, contents: Data(first.tokenKey))
         #expect(try AccountStore(directory: directory).tokenKey == first.tokenKey)
     }
 

@@ -172,7 +172,7 @@ struct OutageDrillTests {
         let audit = try QueueAdmin(directory: data).audit(acknowledged: acknowledged)
         #expect(audit.lost == 0 && audit.integrity == "ok")
         print(
-            "drill disk-full: answers while full \(statuses.sorted { $0.key < $1.key }.map { "\($0.key)×\($0.value)" }.joined(separator: " ")); after space returned → \(recovered); acknowledged \(audit.acknowledged), lost \(audit.lost), integrity \(audit.integrity)"
+            "drill disk-full: answers while full \(statuses.sorted { $0.key < $1.key }.map { "\($0.key)×\($0.value)" }.joined(separator: " ")); after space returned → \(recovered); acknowledged \(audit.acknowledged), lost \(audit.lost), integrity \(audit.integrity ?? "-")"
         )
         harness.issuer.stop()
     }

@@ -173,7 +173,7 @@ struct RevocationEndpointTests {
         // The worker tells the webhook, then marks the linked tokens revoked.
         _ = try await waitWhile { try await f.alice().linkedTokens.active > 0 }
         #expect(try await f.alice().linkedTokens == .init(active: 0, revoked: 2))
-        _ = try await waitWhile { webhook.bodies.count < 3 }
+        _ = await waitWhile { webhook.bodies.count < 3 }
         try await Task.sleep(for: .milliseconds(200))
         for token in linked + [unknown] { #expect(webhook.deliveries(naming: SHA512.doubleHashBase64(token)) == 1) }
         #expect(webhook.bodies.count == 3)

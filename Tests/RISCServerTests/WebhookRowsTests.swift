@@ -61,7 +61,7 @@ struct WebhookRowsTests {
             ])
         }
         #expect(try await harness.post(token).status == 202)
-        let done = try await waitWhile { recorder.bodies.count < 2 || harness.eventLogLines.last { $0["jti"] == "okta-1" }?["outcome"] != "applied" }
+        let done = await waitWhile { recorder.bodies.count < 2 || harness.eventLogLines.last { $0["jti"] == "okta-1" }?["outcome"] != "applied" }
         #expect(done, "\(harness.eventLogLines.filter { $0["jti"] == "okta-1" }.map { JSONValue.object($0).serialized })")
         #expect(try await accounts.accounts(subject: "ada").first?.openSessions == 1)
 

@@ -396,7 +396,7 @@ extension ServeCommandTests {
         func events() -> String { (try? String(contentsOf: data.appendingPathComponent("events.log"), encoding: .utf8)) ?? "" }
         func hangup(until line: String) async throws {
             kill(process.processIdentifier, SIGHUP)
-            _ = try await waitWhile { !events().contains(line) }
+            _ = await waitWhile { !events().contains(line) }
             #expect(events().contains(line), "\(events())")
         }
         #expect(try await post() == 400)
@@ -464,7 +464,7 @@ extension ServeCommandTests {
         let notify = try NotifySocket()
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-lifecycle-\(UUID().uuidString)")
         let stderrFile = data.path + ".stderr"
-        FileManager.default.createFile(atPath: stderrFile, contents: nil)
+        _ = FileManager.default.createFile(atPath: stderrFile, contents: nil)
         defer {
             try? FileManager.default.removeItem(at: data)
             try? FileManager.default.removeItem(atPath: stderrFile)

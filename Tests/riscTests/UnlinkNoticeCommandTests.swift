@@ -58,7 +58,7 @@ struct UnlinkNoticeCommandTests {
         #expect(try await RiscBinary.run(["linking", "revoke", "nobody", "--config", config]).status == 1)
 
         // Google fails them for a while, then the receiver dies without a chance to clean up.
-        _ = try await waitWhile { google.state.withLock({ $0.publishFailures }) < 6 }
+        _ = await waitWhile { google.state.withLock({ $0.publishFailures }) < 6 }
         #expect(google.state.withLock { $0.publishFailures } >= 6)
         kill(serve.process.processIdentifier, SIGKILL)
         await serve.process.exited()
@@ -70,7 +70,7 @@ struct UnlinkNoticeCommandTests {
         google.state.withLock { $0.failPublishes = 0 }
         serve = try await ServeCommandTests.startServe(extra: ["--config", config], data: data)
         google.state.withLock { $0.noticeOrigin = "http://127.0.0.1:\(serve.port)" }
-        _ = try await waitWhile { google.state.withLock({ $0.notices.count }) < 3 }
+        _ = await waitWhile { google.state.withLock({ $0.notices.count }) < 3 }
         let notices = google.state.withLock { $0.notices }
         #expect(notices.count == 3, "refusals: \(google.state.withLock { $0.noticeRefusals })")
         let expected = Set(tokens.map { token in SHA512.hash(SHA512.hash(Array(token.utf8))).map { String(format: "%02x", $0) }.joined() })

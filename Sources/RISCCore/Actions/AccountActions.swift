@@ -182,7 +182,7 @@ public enum AccountActions {
     /// What the event log says of a primitive that changed `changed` rows.
     public static func result(of primitive: Primitive, changed: Int) -> String {
         switch primitive {
-        case .endSessions(_, _, _, _, let sessionID?): changed == 1 ? "ended the named session" : ActionOutcome.sessionNotOpen
+        case .endSessions(_, _, _, _, _?): changed == 1 ? "ended the named session" : ActionOutcome.sessionNotOpen
         case .endSessions: "ended \(changed) session\(changed == 1 ? "" : "s")"
         case .revokeTokens: "revoked \(changed) token\(changed == 1 ? "" : "s")"
         case .revokeToken: changed == 1 ? "revoked the matching token" : "token already revoked"
