@@ -469,13 +469,12 @@ extension ServeCommandTests {
             try? FileManager.default.removeItem(at: data)
             try? FileManager.default.removeItem(atPath: stderrFile)
         }
-        let port = try Self.freePort(), admin = try Self.freePort()
         let process = Process()
         process.executableURL = RiscBinary.url
         process.currentDirectoryURL = RiscBinary.repository
         process.arguments = [
             "serve", "--audience", SETFactory.defaultAudience, "--jwks-file", "keys/test/jwks.json", "--issuer", SETFactory.defaultIssuer,
-            "--host", "127.0.0.1", "--port", "\(port)", "--admin-port", "\(admin)", "--data-dir", data.path, "--set", "log.format=json",
+            "--host", "127.0.0.1", "--port", "0", "--admin-port", "0", "--data-dir", data.path, "--set", "log.format=json",
         ]
         process.environment = ProcessInfo.processInfo.environment.merging(["NOTIFY_SOCKET": notify.path]) { $1 }
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: stderrFile))
@@ -484,6 +483,8 @@ extension ServeCommandTests {
         defer { if process.isRunning { process.terminate() } }
         let ready = notify.receive()
         try #require(ready?.hasPrefix("READY=1") == true, "\(ready ?? "nothing")")
+        // Its `risc ready` line, written before READY=1, names the ports it bound.
+        let (port, admin) = try #require(Self.readyPorts(try String(contentsOfFile: stderrFile, encoding: .utf8)))
         // Ready means listening: a request right away is answered.
         let client = CurlHTTPClient.patient()
         #expect(try await client.perform(HTTPRequest(url: "http://127.0.0.1:\(admin)/healthz")).status == 200)
