@@ -110,23 +110,7 @@ final class PushEndpoint: Service, Sendable {
     }
 
     func run() async throws {
-        let server: any Channel
-        do { server = try await bind() } catch {
-            throw ListenError.from(error, setting: "listen.host, listen.port", host: settings.host, port: settings.port) ?? error
-        }
-        onRunning(server.localAddress?.port ?? 0)
-        let summaries = server.eventLoop.scheduleRepeatedTask(initialDelay: .seconds(10), delay: .seconds(10)) { [self] _ in
-            writeSuppressedSummaries()
-        }
-        try? await gracefulShutdown()
-        try? await server.close()
-        await drain()
-        summaries.cancel()
-        writeSuppressedSummaries()
-    }
-
-    private func bind() async throws -> any Channel {
-        try await ServerBootstrap(group: group)
+        let server = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -136,5 +120,14 @@ final class PushEndpoint: Service, Sendable {
                 channel.eventLoop.makeCompletedFuture { try self.configure(channel) }
             }
             .bind(host: settings.host, port: settings.port).get()
+        onRunning(server.localAddress?.port ?? 0)
+        let summaries = server.eventLoop.scheduleRepeatedTask(initialDelay: .seconds(10), delay: .seconds(10)) { [self] _ in
+            writeSuppressedSummaries()
+        }
+        try? await gracefulShutdown()
+        try? await server.close()
+        await drain()
+        summaries.cancel()
+        writeSuppressedSummaries()
     }
 }

@@ -204,7 +204,7 @@ public final class Receiver: Sendable {
         } else {
             apiPort.finish()
         }
-        services.append(push)
+        services.append(NamedListener(inner: push, setting: "listen.host, listen.port", host: configuration.host, port: configuration.port))
         for poller in pollers { services.append(SSFPollerService(poller: poller)) }
         group = ServiceGroup(
             configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))

@@ -239,13 +239,10 @@ extension RiscCommand {
                 ])
             let lifecycle = Task { await Self.announce(receiver, logger: logger) }
             defer { lifecycle.cancel() }
-            do { try await receiver.run() } catch let error as ListenError {
-                // A port another process holds may be free at the next try (69); anything else is the configuration's (64).
+            do { try await receiver.run() } catch  where error is ListenError || Self.isRefusal(error) {
+                // A port another process holds may be free at the next try (69); the rest is the configuration's (64).
                 FileHandle.standardError.write(Data("risc serve: \(error)\n".utf8))
-                throw ExitCode(error.temporary ? 69 : 64)
-            } catch  where Self.isRefusal(error) {
-                FileHandle.standardError.write(Data("risc serve: \(error)\n".utf8))
-                throw ExitCode(64)
+                throw ExitCode((error as? ListenError)?.temporary == true ? 69 : 64)
             }
             logger.notice("risc stopped: listeners closed, queued work left for the next start, store closed")
         }
