@@ -40,7 +40,7 @@ extension RiscCommand.Bench {
                         for _ in 0..<lines { log.record(record) }
                     }
                     log.close()
-                    let perLine = Double(elapsed.components.attoseconds) / 1e12 / Double(lines) + Double(elapsed.components.seconds) * 1e6 / Double(lines)
+                    let perLine = elapsed.seconds * 1e6 / Double(lines)
                     if chained {
                         best.chained = min(best.chained, perLine)
                         chainedPath = path
@@ -56,7 +56,7 @@ extension RiscCommand.Bench {
             let began = clock.now
             let summary = try EventLogVerifier.verify(files: [chainedPath])
             let verifying = clock.now - began
-            let seconds = Double(verifying.components.seconds) + Double(verifying.components.attoseconds) / 1e18
+            let seconds = verifying.seconds
             print("event log, \(lines) lines a round, best of \(rounds) (one thread recording, the writer's thread writing)")
             print(String(format: "  record, chained          %.2f µs a line", best.chained))
             print(String(format: "  record, plain            %.2f µs a line", best.plain))

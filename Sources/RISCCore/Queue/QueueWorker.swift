@@ -76,10 +76,7 @@ public final class QueueWorker: Sendable {
     /// `host:pid:random`, unique per run, so a restarted receiver never mistakes its old leases
     /// for its own.
     public static func defaultOwner() -> String {
-        var name = [CChar](repeating: 0, count: 256)
-        let host =
-            gethostname(&name, name.count - 1) == 0 ? String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "host"
-        return "\(host):\(getpid()):\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
+        "\(ProcessInfo.processInfo.hostName):\(getpid()):\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
     }
 
     /// Applies a reloaded action table and retry policy from the next batch on.
