@@ -227,6 +227,10 @@ struct StoreBatch: PostgresPreparedStatement {
     typealias Applied = (issuer: String, jti: String, event: Int, action: String, result: String)
     typealias Row = (String, Int64?, String?, String?)
 
+    /// The statement's name on the connection. PostgresNIO's default, `String(reflecting:)` of the
+    /// type, is built again at every execution (a profile of a receiver's tasks: 3.6 %).
+    static let name = "risc_store_batch"
+
     let records: [SETRecord]
     let done: Double?
     let accounts: (scopes: [String], subjects: [String], emails: [String])

@@ -63,8 +63,9 @@ public final class Receiver: Sendable {
     /// `source`: where SIGHUP reads the configuration again (nil: it only reopens the event log and
     /// reloads TLS); `logLevel`: the level `logger`'s handler reads, which a reload sets; `clock`:
     /// now, in seconds since the epoch, for the intake's times, the key caches' TTLs and staleness,
-    /// and the invalid-request limiter's and the refused lines' sampling windows (tests drive it;
-    /// the wall clock by default).
+    /// the invalid-request limiter's and the refused lines' sampling windows, the periodic
+    /// services' intervals and the queue workers' backoff and polls (tests drive it; the wall
+    /// clock by default).
     public init(
         configuration: ReceiverConfiguration, logger: Logger, metricsFactory: (any MetricsFactory)? = nil,
         source: ConfigurationSource? = nil, logLevel: LogLevelSetting? = nil, clock: (@Sendable () -> Double)? = nil
@@ -92,7 +93,7 @@ public final class Receiver: Sendable {
         let log: any EventLog = eventLog
         let noticeKeys = try ReceiverStorage.noticeKeys(configuration: configuration, logger: logger)
         storage = try ReceiverStorage.open(
-            configuration: configuration, log: log, metrics: metrics, logger: logger, noticeKeys: noticeKeys, journal: true)
+            configuration: configuration, log: log, metrics: metrics, logger: logger, noticeKeys: noticeKeys, journal: true, clock: clock)
         let transmitters = try Self.transmitters(configuration, logger: logger, clock: clock)
         keys = transmitters[0].1.provider
         keySource = transmitters.count == 1 ? transmitters[0].1.source : .combined(transmitters.map { ($0.0.name, $0.1.source) })

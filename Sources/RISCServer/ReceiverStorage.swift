@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 public import Logging
 import RISCClient
 public import RISCCore
@@ -20,9 +20,10 @@ public struct ReceiverStorage: Sendable {
     /// to the server). `noticeKeys`: the receiver's unlink-notice keys, which its public listener
     /// also publishes (read from the configuration when not given).
     /// `journal`: the receiver's own store, whose pushed SETs go through the embedded store's journal.
+    /// `clock`: the workers' time (when work is due, their backoff and idle polls; the wall clock by default).
     public static func open(
         configuration: ReceiverConfiguration, log: any EventLog, metrics: (any WorkMetrics)? = nil, logger: Logger,
-        noticeKeys: TransmitterKeyCache? = nil, journal: Bool = false
+        noticeKeys: TransmitterKeyCache? = nil, journal: Bool = false, clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
     ) throws -> ReceiverStorage {
         let sink = try makeSink(configuration: configuration)
         let publisher = try makePublisher(configuration: configuration, keys: noticeKeys)
@@ -33,7 +34,7 @@ public struct ReceiverStorage: Sendable {
             let shape = try store.workerShape(webhook: sink != nil)
             let workers = makeWorkers(
                 queue: queue, tokenKey: tokenKey, shape: shape, configuration: configuration, sink: sink, publisher: publisher, log: log,
-                metrics: metrics, logger: logger)
+                metrics: metrics, logger: logger, clock: clock)
             // Unless the webhook takes every SET, the store's accounts are the sink: each SET's
             // actions are applied in the transaction that stores it (one whose row names the
             // webhook is left to the workers).
@@ -50,7 +51,7 @@ public struct ReceiverStorage: Sendable {
     /// delivering to `sink`; with `publisher`, one more that publishes unlink notices alone.
     static func makeWorkers(
         queue: any WorkQueue, tokenKey: [UInt8], shape: Storage.WorkerShape, configuration: ReceiverConfiguration, sink: (any ActionSink)?,
-        publisher: (any NoticePublisher)?, log: any EventLog, metrics: (any WorkMetrics)?, logger: Logger
+        publisher: (any NoticePublisher)?, log: any EventLog, metrics: (any WorkMetrics)?, logger: Logger, clock: @escaping @Sendable () -> Double
     ) -> [QueueWorker] {
         let batch = shape.batch
         // A webhook claim must outlive its deliveries: a batch of slow answers is not a dead receiver.
@@ -64,7 +65,7 @@ public struct ReceiverStorage: Sendable {
             settings.webhookScope = configuration.webhookScope
             return QueueWorker(
                 queue: queue, settings: settings, table: configuration.actionTable, retry: configuration.retry, sink: sink, log: log,
-                metrics: metrics, logger: logger)
+                metrics: metrics, logger: logger, clock: clock)
         }
         if let publisher {
             // Notices a few per claim, the lease outliving their calls.
@@ -75,7 +76,7 @@ public struct ReceiverStorage: Sendable {
             workers.append(
                 QueueWorker(
                     queue: queue, settings: settings, retry: configuration.retry, notices: NoticeSending(publisher: publisher, tokenKey: tokenKey),
-                    log: log, metrics: metrics, logger: logger))
+                    log: log, metrics: metrics, logger: logger, clock: clock))
         }
         return workers
     }

@@ -49,6 +49,10 @@ public final class MemoryWorkQueue: WorkQueue, Sendable {
 
     /// While set, claims and lease rescues fail as a store that is away does.
     public let unavailable = Mutex(false)
+    /// While set, a claim does not answer (until its task is cancelled), as a store that hangs.
+    public let hanging = Mutex(false)
+    /// Claims asked for so far.
+    public let claims = Atomic<Int>(0)
     private func checkAvailable() throws {
         if unavailable.withLock({ $0 }) { throw StoreError(.unavailable, "the store is away (MemoryWorkQueue.unavailable)") }
     }
@@ -88,6 +92,8 @@ public final class MemoryWorkQueue: WorkQueue, Sendable {
     // MARK: WorkQueue
 
     public func claim(owner: String, limit: Int, lease: Double, now: Double, scope: ClaimScope) async throws -> [ClaimedSET] {
+        claims.add(1, ordering: .relaxed)
+        while hanging.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
         try checkAvailable()
         return state.withLock { state in
             let due = state.rows.indices.filter { index in

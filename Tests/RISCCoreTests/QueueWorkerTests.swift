@@ -106,4 +106,42 @@ struct QueueWorkerTests {
         #expect(queue.account("carol")?.openSessions == 0 && queue.rows[0].attempts == 1)
         #expect(metrics.value == ["action applied": 1])
     }
+
+    @Test("an idle worker looks for due work every poll interval of its clock, not of real time")
+    func idlePollOnTheClock() async throws {
+        let queue = MemoryWorkQueue(), clock = TestClock(3_000)
+        var settings = QueueWorker.Settings(owner: "w")
+        settings.pollInterval = 3_600
+        let worker = QueueWorker(queue: queue, settings: settings, log: MemoryEventLog(), logger: Logger(label: "t") { _ in SwiftLogNoOpLogHandler() }, clock: clock.function)
+        worker.start()
+        #expect(await waitWhile { queue.claims.load(ordering: .relaxed) < 1 })
+        // Queued without waking the worker (as a row another receiver stored whose notification was lost).
+        queue.enqueue(jti: "late", token: try Self.factory.make(type: .sessionsRevoked, subject: Self.factory.accountSubject("nobody"), jti: "late", iat: 2_000), receivedAt: 3_000)
+        // The clock moves in steps, so whenever the worker started its wait, it ends.
+        let polled = await waitWhile(every: 0.05) {
+            clock.advance(600)
+            return queue.rows[0].state != .done
+        }
+        #expect(polled, "the idle worker did not look again when its clock passed the poll interval")
+        await worker.stop()
+    }
+
+    @Test("stopping gives up waiting for a worker stuck in its store after the bound of the worker's clock")
+    func stopBoundOnTheClock() async throws {
+        let queue = MemoryWorkQueue(), clock = TestClock(3_000)
+        queue.hanging.withLock { $0 = true }
+        let worker = QueueWorker(queue: queue, settings: .init(owner: "w"), log: MemoryEventLog(), logger: Logger(label: "t") { _ in SwiftLogNoOpLogHandler() }, clock: clock.function)
+        worker.start()
+        #expect(await waitWhile { queue.claims.load(ordering: .relaxed) < 1 })
+        let stopped = Atomic<Bool>(false)
+        Task {
+            await worker.stop(waitingAtMost: 3_600)
+            stopped.store(true, ordering: .relaxed)
+        }
+        let gaveUp = await waitWhile(every: 0.05) {
+            clock.advance(600)
+            return !stopped.load(ordering: .relaxed)
+        }
+        #expect(gaveUp, "stop waited for real time, not for the worker's clock")
+    }
 }

@@ -17,31 +17,15 @@ struct WebhookRowsTests {
         arguments: Backend.allCases)
     func rowsChooseTheWebhook(_ backend: Backend) async throws {
         let okta = try TransmitterTests.SSFTransmitter()
-        let recorder = WebhookRecorder(failures: 1)
-        let server = try LoopbackHTTPServer { recorder.handle($0) }
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-webhook-rows-\(UUID().uuidString)")
-        try PrivateFiles.makeDirectory(directory.path)
-        let secretFile = directory.appendingPathComponent("webhook-secret").path
-        try PrivateFiles.writeAtomically(secretFile, [UInt8](repeating: 7, count: 32))
-        var cluster: PostgresCluster?
-        if backend == .postgresql {
-            try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
-            cluster = try await PostgresCluster.make()
-            try PrivateFiles.writeAtomically(directory.appendingPathComponent("token-key").path, [UInt8](repeating: 4, count: 32))
-        }
-        let storeURL = try cluster.map { try StoreURL($0.url) }
-        let harness = try ServerHarness(dataDirectory: directory.appendingPathComponent("data").path) {
+        let site = try await WebhookSite(backend, failures: 1)
+        let recorder = site.recorder
+        let harness = try ServerHarness(dataDirectory: site.dataDirectory) {
+            site.configure(&$0)
             $0.transmitters = [okta.settings()]
             $0.actionTable.set(.sessionRevoked, reason: "", actions: [.endSession, .webhook], issuers: [okta.issuer.baseURL])
-            $0.webhookURL = server.baseURL + "/revoke"
-            $0.webhookSecretFile = secretFile
             $0.webhookScope = .rows
             $0.retry.baseDelay = 0.05
             $0.retry.maximumDelay = 0.2
-            if let storeURL {
-                $0.store.url = storeURL
-                $0.tokenKeyFile = directory.appendingPathComponent("token-key").path
-            }
         }
         try await harness.start()
         let accounts = harness.receiver.storage.accounts
@@ -82,11 +66,9 @@ struct WebhookRowsTests {
         #expect(harness.eventLogLines.first { $0["jti"] == "google-1" && $0["step"] == "applied" }?["outcome"] == "applied")
 
         try await harness.stop()
-        server.stop()
         harness.issuer.stop()
         okta.issuer.stop()
-        try await cluster?.stop()
-        try? FileManager.default.removeItem(at: directory)
+        try await site.stop()
     }
 
     @Test("a row naming webhook needs webhook.url and webhook.scope = rows; the configuration says which")
@@ -105,5 +87,49 @@ struct WebhookRowsTests {
         configuration.webhookSecretFile = nil
         configuration.actionTable = .default
         #expect(configuration.problems == ["webhook.scope = rows needs webhook.url"])
+    }
+}
+
+/// A site's webhook on loopback (failing its first `failures` deliveries) and its secret, and the
+/// store a receiver test runs on: a directory of its own, with a PostgreSQL cluster and the token
+/// key a shared store needs when the backend is PostgreSQL.
+struct WebhookSite {
+    let recorder: WebhookRecorder
+    let server: LoopbackHTTPServer
+    let directory: URL
+    let cluster: PostgresCluster?
+    let storeURL: StoreURL?
+    var dataDirectory: String { directory.appendingPathComponent("data").path }
+
+    init(_ backend: StorePortTests.Backend, failures: Int) async throws {
+        recorder = WebhookRecorder(failures: failures)
+        server = try LoopbackHTTPServer { [recorder] in recorder.handle($0) }
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-webhook-\(UUID().uuidString)")
+        try PrivateFiles.makeDirectory(directory.path)
+        try PrivateFiles.writeAtomically(directory.appendingPathComponent("webhook-secret").path, [UInt8](repeating: 7, count: 32))
+        guard backend == .postgresql else {
+            (cluster, storeURL) = (nil, nil)
+            return
+        }
+        try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
+        let cluster = try await PostgresCluster.make()
+        (self.cluster, storeURL) = (cluster, try StoreURL(cluster.url))
+        try PrivateFiles.writeAtomically(directory.appendingPathComponent("token-key").path, [UInt8](repeating: 4, count: 32))
+    }
+
+    /// The webhook and, on PostgreSQL, the store's URL and token key.
+    func configure(_ configuration: inout ReceiverConfiguration) {
+        configuration.webhookURL = server.baseURL + "/revoke"
+        configuration.webhookSecretFile = directory.appendingPathComponent("webhook-secret").path
+        if let storeURL {
+            configuration.store.url = storeURL
+            configuration.tokenKeyFile = directory.appendingPathComponent("token-key").path
+        }
+    }
+
+    func stop() async throws {
+        server.stop()
+        try await cluster?.stop()
+        try? FileManager.default.removeItem(at: directory)
     }
 }

@@ -91,9 +91,9 @@ public final class QueueWorker: Sendable {
         state.withLock { $0.task = task }
     }
 
-    /// Finishes the batch in hand, then stops; gives up waiting after `seconds` (a store that
-    /// does not answer must not keep the process from exiting: the leases expire and any
-    /// receiver rescues the work). Idempotent.
+    /// Finishes the batch in hand, then stops; gives up waiting after `seconds` of the worker's
+    /// clock (a store that does not answer must not keep the process from exiting: the leases
+    /// expire and any receiver rescues the work). Idempotent.
     public func stop(waitingAtMost seconds: Double = 10) async {
         let task = state.withLock { state -> Task<Void, Never>? in
             state.stopping = true
@@ -106,7 +106,7 @@ public final class QueueWorker: Sendable {
             await task.value
             finished.signal()
         }
-        await finished.wait(seconds: seconds)
+        await finished.wait(until: clock() + seconds, clock: clock)
         task.cancel()
     }
 
@@ -137,8 +137,9 @@ public final class QueueWorker: Sendable {
                 processed = 0
             }
             if processed == 0 && !stopping {
-                // Woken by a commit (ours, or another receiver's NOTIFY), or the poll interval.
-                await wakeups.wait(seconds: settings.pollInterval)
+                // Woken by a commit (ours, or another receiver's NOTIFY), or the poll interval
+                // of the worker's clock.
+                await wakeups.wait(until: clock() + settings.pollInterval, clock: clock, tick: 0.5)
             }
         }
     }
@@ -329,25 +330,38 @@ public final class QueueWorker: Sendable {
     }
 }
 
-/// A wake-up that is not lost when it comes before the wait, and a wait that ends after a
-/// timeout without one.
+/// A wake-up that is not lost when it comes before the wait, and a wait that ends at a deadline
+/// without one.
 final class Wakeup: Sendable {
-    private let state = Mutex<(pending: Bool, waiter: CheckedContinuation<Void, Never>?, generation: Int)>((false, nil, 0))
+    private struct State {
+        var pending = false
+        var waiter: CheckedContinuation<Void, Never>?
+        /// The wait in progress, and its deadline's task (cancelled when a signal ends the wait).
+        var generation = 0
+        var timer: Task<Void, Never>?
+    }
+    private let state = Mutex(State())
 
-    func signal() {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            guard let waiter = state.waiter else {
-                state.pending = true
-                return nil
+    func signal() { end(generation: nil) }
+
+    /// Resumes the waiter (the one of `generation`, when given); without one, the next wait
+    /// returns at once, unless this was a deadline whose wait is over.
+    private func end(generation: Int?) {
+        let (waiter, timer) = state.withLock { state -> (CheckedContinuation<Void, Never>?, Task<Void, Never>?) in
+            guard let waiter = state.waiter, generation == nil || generation == state.generation else {
+                if generation == nil { state.pending = true }
+                return (nil, nil)
             }
-            state.waiter = nil
-            return waiter
+            defer { (state.waiter, state.timer) = (nil, nil) }
+            return (waiter, state.timer)
         }
+        if generation == nil { timer?.cancel() }
         waiter?.resume()
     }
 
-    /// Returns at the first signal (or at once if one came since the last wait), or after `seconds`.
-    func wait(seconds: Double) async {
+    /// Returns at the first signal (or at once if one came since the last wait), or once `clock`
+    /// reads `end` (seconds; tests move it), looked at every `tick` seconds of real time.
+    func wait(until end: Double, clock: @escaping @Sendable () -> Double, tick: Double = 0.1) async {
         await withCheckedContinuation { continuation in
             let generation = state.withLock { state -> Int? in
                 if state.pending {
@@ -359,15 +373,17 @@ final class Wakeup: Sendable {
                 return state.generation
             }
             guard let generation else { return continuation.resume() }
-            Task {
-                try? await Task.sleep(for: .seconds(seconds))
-                let waiter = self.state.withLock { state -> CheckedContinuation<Void, Never>? in
-                    guard state.generation == generation, let waiter = state.waiter else { return nil }
-                    state.waiter = nil
-                    return waiter
-                }
-                waiter?.resume()
+            let timer = Task {
+                await waitUntil(end, clock: clock, tick: tick)
+                if !Task.isCancelled { self.end(generation: generation) }
             }
+            // A signal that came before the task was stored had none to cancel: cancel it here.
+            let over = state.withLock { state -> Bool in
+                guard state.waiter != nil, state.generation == generation else { return true }
+                state.timer = timer
+                return false
+            }
+            if over { timer.cancel() }
         }
     }
 }
