@@ -121,7 +121,7 @@ struct HighAvailabilityTests {
             process.currentDirectoryURL = RiscBinary.repository
             process.arguments = [
                 "serve", "--audience", SETFactory.defaultAudience, "--jwks-file", "keys/test/jwks.json", "--issuer", SETFactory.defaultIssuer,
-                "--host", "127.0.0.1", "--port", "\(try ServeCommandTests.freePort())", "--admin-port", "\(try ServeCommandTests.freePort())",
+                "--host", "127.0.0.1", "--port", "0", "--admin-port", "0",
                 "--data-dir", FileManager.default.temporaryDirectory.appendingPathComponent("risc-nodb-\(UUID().uuidString)").path,
                 "--store-url", url, "--set", "accounts.token_key_file=\(site.keyFile)",
             ]
