@@ -82,15 +82,23 @@ struct TailDevIssuerCommandTests {
 
     @Test("dev-issuer serves the test keys so verification through discovery works offline")
     func devIssuer() async throws {
-        let port = try ServeCommandTests.freePort()
+        // Port 0: the issuer says where it listens (a port picked beforehand may be taken meanwhile).
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("risc-dev-issuer-\(UUID().uuidString).out")
+        FileManager.default.createFile(atPath: output.path, contents: nil)
+        defer { try? FileManager.default.removeItem(at: output) }
         let process = Process()
         process.executableURL = RiscBinary.url
         process.currentDirectoryURL = RiscBinary.repository
-        process.arguments = ["dev-issuer", "--port", "\(port)"]
-        process.standardOutput = FileHandle.nullDevice
+        process.arguments = ["dev-issuer", "--port", "0"]
+        process.standardOutput = try FileHandle(forWritingTo: output)
         try process.run()
         defer { process.terminate() }
-        let discovery = "http://127.0.0.1:\(port)/.well-known/risc-configuration"
+        func announced() -> String? {
+            let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
+            return text.split(separator: "\n").first { $0.hasPrefix("discovery: ") }.map { String($0.dropFirst("discovery: ".count)) }
+        }
+        #expect(await waitWhile { announced() == nil && process.isRunning })
+        let discovery = try #require(announced(), "dev-issuer did not say where it listens")
         var up = false
         for _ in 0..<50 where !up {
             up = (try? await CurlHTTPClient.patient().perform(HTTPRequest(url: discovery)))?.status == 200
