@@ -83,7 +83,7 @@ struct LogCommandTests {
         let (process, _, port, _) = try await ServeCommandTests.startServe(extra: ["--config", config], data: data)
         defer { process.terminate() }
         let checkpoint = data.appendingPathComponent("events.checkpoint").path
-        #expect(try await waitWhile { !FileManager.default.fileExists(atPath: checkpoint) })
+        #expect(await waitWhile { !FileManager.default.fileExists(atPath: checkpoint) })
         let signed = try await RiscBinary.run(["sign"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let accepted = try await CurlHTTPClient.patient().perform(
             HTTPRequest(

@@ -84,7 +84,7 @@ struct TailDevIssuerCommandTests {
     func devIssuer() async throws {
         // Port 0: the issuer says where it listens (a port picked beforehand may be taken meanwhile).
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("risc-dev-issuer-\(UUID().uuidString).out")
-        FileManager.default.createFile(atPath: output.path, contents: nil)
+        #expect(FileManager.default.createFile(atPath: output.path, contents: nil))
         defer { try? FileManager.default.removeItem(at: output) }
         let process = Process()
         process.executableURL = RiscBinary.url
