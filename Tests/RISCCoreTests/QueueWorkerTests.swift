@@ -21,11 +21,19 @@ struct QueueWorkerTests {
         var value: [String: Int] { counts.withLock { $0 } }
     }
 
-    static func worker(_ queue: MemoryWorkQueue, owner: String = "w", retry: RetryPolicy = RetryPolicy(), log: MemoryEventLog, metrics: Counted) -> QueueWorker {
+    static let wallClock: @Sendable () -> Double = { Date().timeIntervalSince1970 }
+
+    static func worker(
+        _ queue: MemoryWorkQueue, owner: String = "w", pollInterval: Double? = nil, retry: RetryPolicy = RetryPolicy(), log: MemoryEventLog = MemoryEventLog(),
+        metrics: Counted = Counted(), clock: TestClock? = nil
+    ) -> QueueWorker {
         var retry = retry
         retry.jitter = 0
+        var settings = QueueWorker.Settings(owner: owner)
+        if let pollInterval { settings.pollInterval = pollInterval }
         return QueueWorker(
-            queue: queue, settings: .init(owner: owner), retry: retry, log: log, metrics: metrics, logger: Logger(label: "t") { _ in SwiftLogNoOpLogHandler() })
+            queue: queue, settings: settings, retry: retry, log: log, metrics: metrics, logger: Logger(label: "t") { _ in SwiftLogNoOpLogHandler() },
+            clock: clock?.function ?? wallClock)
     }
 
     @Test("issue 26 §3: an outage is logged when it starts and when it ends, not at every rescue attempt")
@@ -110,9 +118,7 @@ struct QueueWorkerTests {
     @Test("an idle worker looks for due work every poll interval of its clock, not of real time")
     func idlePollOnTheClock() async throws {
         let queue = MemoryWorkQueue(), clock = TestClock(3_000)
-        var settings = QueueWorker.Settings(owner: "w")
-        settings.pollInterval = 3_600
-        let worker = QueueWorker(queue: queue, settings: settings, log: MemoryEventLog(), logger: Logger(label: "t") { _ in SwiftLogNoOpLogHandler() }, clock: clock.function)
+        let worker = Self.worker(queue, pollInterval: 3_600, clock: clock)
         worker.start()
         #expect(await waitWhile { queue.claims.load(ordering: .relaxed) < 1 })
         // Queued without waking the worker (as a row another receiver stored whose notification was lost).
@@ -130,7 +136,7 @@ struct QueueWorkerTests {
     func stopBoundOnTheClock() async throws {
         let queue = MemoryWorkQueue(), clock = TestClock(3_000)
         queue.hanging.withLock { $0 = true }
-        let worker = QueueWorker(queue: queue, settings: .init(owner: "w"), log: MemoryEventLog(), logger: Logger(label: "t") { _ in SwiftLogNoOpLogHandler() }, clock: clock.function)
+        let worker = Self.worker(queue, clock: clock)
         worker.start()
         #expect(await waitWhile { queue.claims.load(ordering: .relaxed) < 1 })
         let stopped = Atomic<Bool>(false)
