@@ -257,15 +257,6 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
         condition.unlock()
     }
 
-    /// Writes everything buffered now; returns when done.
-    public func flush() {
-        condition.lock()
-        let data = buffer
-        buffer.removeAll(keepingCapacity: true)
-        condition.unlock()
-        write(data)
-    }
-
     /// Flushes and stops. Idempotent.
     public func close() {
         condition.lock()

@@ -57,7 +57,7 @@ struct EventLogChainTests {
         try write(2)  // a restart: no second genesis
         let log = try JSONLinesEventLog(path: path, logID: "node-a")
         log.record(EventLogRecord(step: .serve, outcome: .started, time: 1))
-        log.flush()
+        log.settle()
         try FileManager.default.moveItem(atPath: path, toPath: path + ".1")
         log.reopen()  // SIGHUP after logrotate
         log.record(EventLogRecord(step: .serve, outcome: .stopped, time: 2))
@@ -198,5 +198,21 @@ struct EventLogChainTests {
         let first = try JSONLinesEventLog(path: path)
         defer { first.close() }
         #expect(throws: JSONLinesEventLog.Busy.self) { _ = try JSONLinesEventLog(path: path) }
+    }
+
+    @Test("waiting for the lines from many threads while the flusher writes: the lines stay in the chain's order")
+    func waitingKeepsOrder() throws {
+        let log = try JSONLinesEventLog(path: path, flushInterval: 0.001, logID: "node-a")
+        DispatchQueue.concurrentPerform(iterations: 4) { thread in
+            for index in 0..<1_000 {
+                var record = EventLogRecord(step: .received, outcome: .accepted, time: 1_700_000_000)
+                record["jti"] = .string("t\(thread)-\(index)")
+                log.record(record)
+                log.settle()
+            }
+        }
+        log.close()
+        let summary = try verify()
+        #expect(summary.problem == nil && summary.lines == 4_001, "\(String(describing: summary.problem)), \(summary.lines) lines")
     }
 }

@@ -70,7 +70,7 @@ struct EventLogCheckpointTests {
             record["jti"] = .string("jti-\(index)")
             log.record(record)
             if advanceEvery > 0, (index + 1) % advanceEvery == 0 {
-                log.flush()
+                log.settle()
                 let before = FileManager.default.contents(atPath: JSONLinesEventLog.checkpointPath(of: path))
                 clock.advance(61)
                 _ = await waitWhile { FileManager.default.contents(atPath: JSONLinesEventLog.checkpointPath(of: path)) == before }

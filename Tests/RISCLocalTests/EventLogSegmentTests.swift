@@ -52,6 +52,15 @@ struct EventLogSegmentTests {
         return record
     }
 
+    /// Every file of the log's directory and the lines of its log files: what a failure shows.
+    static func listing(_ path: String) -> String {
+        let directory = (path as NSString).deletingLastPathComponent
+        return ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).sorted().map { name in
+            let text = name.hasSuffix(".log") ? (try? String(contentsOfFile: directory + "/" + name, encoding: .utf8)) ?? "(unreadable)" : ""
+            return "\n== \(name)\n\(text)"
+        }.joined()
+    }
+
     func audit() throws -> EventLogAudit {
         try EventLogAudit.run(
             path: path, key: verifier, checkpointNote: String(data: FileManager.default.contents(atPath: directory + "/events.checkpoint")!, encoding: .utf8),
@@ -70,7 +79,7 @@ struct EventLogSegmentTests {
         let found = EventLogSegments.discover(path)
         #expect(found.keys.sorted() == Array(1...5), "\(found.keys.sorted())")
         #expect(found.values.allSatisfy { $0.log != nil && $0.digest != nil })
-        let second = try EventLogSegmentDigest.parse(String(contentsOfFile: found[2]!.digest!, encoding: .utf8), key: verifier)
+        let second = try EventLogSegmentDigest.parse(String(contentsOfFile: try #require(found[2]?.digest), encoding: .utf8), key: verifier)
         #expect(second.number == 2 && second.previous != nil && second.origin == "risc-event-log-segment/node-a")
         let result = try audit()
         #expect(result.result == .verified, "\(String(describing: result.summary.problem)) \(String(describing: result.checkpointProblem))")
@@ -117,49 +126,54 @@ struct EventLogSegmentTests {
         let log = try writer(clock)
         hours(log, clock, 5)
         log.close()
-        let found = EventLogSegments.discover(path)
+        let discovered = EventLogSegments.discover(path)
+        let found = try (1...5).reduce(into: [Int: (log: String, digest: String)]()) { found, number in
+            let files = try #require(discovered[number], "segment \(number) of \(discovered.keys.sorted()); the log: \(Self.listing(path))")
+            found[number] = (try #require(files.log), try #require(files.digest))
+        }
         let keep = directory + "/keep"
         try FileManager.default.createDirectory(atPath: keep, withIntermediateDirectories: true)
         func saved(_ file: String) -> String { keep + "/" + (file as NSString).lastPathComponent }
-        for (_, files) in found { for file in [files.log!, files.digest!] { try FileManager.default.copyItem(atPath: file, toPath: saved(file)) } }
+        for (_, files) in found { for file in [files.log, files.digest] { try FileManager.default.copyItem(atPath: file, toPath: saved(file)) } }
         func restore() throws {
             for (_, files) in found {
-                for file in [files.log!, files.digest!] {
+                for file in [files.log, files.digest] {
                     try? FileManager.default.removeItem(atPath: file)
                     try FileManager.default.copyItem(atPath: saved(file), toPath: file)
                 }
             }
         }
         func reason() throws -> EventLogVerifier.Reason? { try EventLogSegments.verify(path, key: verifier).problem?.reason }
-        #expect(try reason() == nil)
+        let untouched = try EventLogSegments.verify(path, key: verifier).problem
+        #expect(untouched == nil, "\(String(describing: untouched)); the log: \(Self.listing(path))")
 
-        try FileManager.default.removeItem(atPath: found[2]!.log!)
+        try FileManager.default.removeItem(atPath: found[2]!.log)
         #expect(try reason() == .segmentMissing)
         try restore()
 
-        try FileManager.default.removeItem(atPath: found[3]!.digest!)
+        try FileManager.default.removeItem(atPath: found[3]!.digest)
         #expect(try reason() == .digestChainBroken)
         try restore()
 
         // Segment 2 loses its last line: its own chain still holds, but it is not what was hashed.
-        let text = try String(contentsOfFile: found[2]!.log!, encoding: .utf8)
+        let text = try String(contentsOfFile: found[2]!.log, encoding: .utf8)
         var lines = text.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
         lines.removeLast()
-        try (lines.joined(separator: "\n") + "\n").write(toFile: found[2]!.log!, atomically: true, encoding: .utf8)
+        try (lines.joined(separator: "\n") + "\n").write(toFile: found[2]!.log, atomically: true, encoding: .utf8)
         #expect(try reason() == .segmentHashMismatch)
         try restore()
 
         // A digest signed again with another key.
         let other = try CheckpointKey.generate(name: "test-log").key
-        let digest = try EventLogSegmentDigest.parse(String(contentsOfFile: found[4]!.digest!, encoding: .utf8))
-        try digest.text(signedBy: other).write(toFile: found[4]!.digest!, atomically: true, encoding: .utf8)
+        let digest = try EventLogSegmentDigest.parse(String(contentsOfFile: found[4]!.digest, encoding: .utf8))
+        try digest.text(signedBy: other).write(toFile: found[4]!.digest, atomically: true, encoding: .utf8)
         #expect(try reason() == .digestSigInvalid)
         try restore()
 
         // A byte flipped mid-segment: the chain names the line.
-        var bytes = [UInt8](FileManager.default.contents(atPath: found[3]!.log!)!)
+        var bytes = [UInt8](FileManager.default.contents(atPath: found[3]!.log)!)
         bytes[bytes.count / 2] ^= 0x01
-        try Data(bytes).write(to: URL(fileURLWithPath: found[3]!.log!))
+        try Data(bytes).write(to: URL(fileURLWithPath: found[3]!.log))
         #expect(try [.prevMismatch, .badJSON].contains(reason()))
         try restore()
         #expect(try reason() == nil)

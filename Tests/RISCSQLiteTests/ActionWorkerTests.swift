@@ -62,7 +62,7 @@ struct ActionWorkerTests {
         func process() async throws { try await worker.processDue(now: 3_000) }
 
         var logLines: [JSONObject] {
-            log.flush()
+            log.settle()
             let text = (try? String(contentsOfFile: directory + "/events.log", encoding: .utf8)) ?? ""
             return text.split(separator: "\n").compactMap { try? JSONParser.parseObject(Array($0.utf8)) }
         }

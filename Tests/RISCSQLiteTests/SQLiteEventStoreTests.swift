@@ -148,7 +148,7 @@ struct SQLiteEventStoreTests {
         var record = EventLogRecord(step: .received, outcome: .accepted, time: 1_800_000_000)
         record["jti"] = "a"
         log.record(record)
-        log.flush()
+        log.settle()
         try FileManager.default.moveItem(atPath: path, toPath: path + ".1")
         log.reopen()
         Thread.sleep(forTimeInterval: 0.2)

@@ -147,7 +147,7 @@ final class ServerHarness: @unchecked Sendable {
                 waited += 1
             }
         }
-        receiver.eventLog.flush()
+        receiver.eventLog.settle()
         let text = (try? String(contentsOfFile: dataDirectory + "/events.log", encoding: .utf8)) ?? ""
         return text.split(separator: "\n").compactMap { try? JSONParser.parseObject(Array($0.utf8)) }
     }

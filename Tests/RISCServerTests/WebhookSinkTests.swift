@@ -37,7 +37,7 @@ struct WebhookSinkTests {
         try await worker.processDue(now: 3_003.2)  // 204
         #expect(server.requestCount == 3)
         #expect(try store.record(issuer: "https://accounts.google.com", jti: "w1")?.state == "done")
-        log.flush()
+        log.settle()
         let outcomes = try String(contentsOfFile: directory + "/events.log", encoding: .utf8).split(separator: "\n")
             .compactMap { try? JSONParser.parseObject(Array($0.utf8)) }.filter { $0["step"] != "log" }.map { $0["outcome"]?.stringValue ?? "" }
         #expect(outcomes == ["failed", "failed", "applied"])
