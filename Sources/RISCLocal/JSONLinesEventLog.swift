@@ -10,8 +10,9 @@ import Glibc
 /// `record` appends to an in-memory buffer and returns; a flusher thread writes the buffer out
 /// every `flushInterval` or as soon as it passes `flushBytes`. `reopen()` (on SIGHUP) closes and
 /// reopens the file, so `logrotate` can move it away. Records are never dropped: if the file
-/// cannot be written, lines wait in the buffer (bounded by `maxBufferedBytes`, past which the
-/// oldest are counted in `dropped` and a warning line is written when writing works again).
+/// cannot be written or opened again, lines wait in the buffer and the flusher tries again every
+/// `flushInterval` (bounded by `maxBufferedBytes`, past which new lines are counted in `dropped`
+/// and a warning line is written when there is room again).
 ///
 /// Every line is chained (`EventLogChain`): sealed with its `seq` and `prev` as it is appended, in
 /// the order it is written, so the chain costs a hash and no extra write. A log that exists goes
@@ -28,6 +29,8 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
     private var finished = false
     private var reopenRequested = false
     private var dropped = 0
+    /// The last pass could not write all it took (the rest went back to the buffer's front).
+    private var failing = false
     private let flushInterval: Double
     private let lockWait: LockWait
     private let flushBytes = 256 * 1024
@@ -245,7 +248,7 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
             buffer.append(contentsOf: line)
             seal(from: start)
         }
-        if buffer.count >= flushBytes { condition.signal() }
+        if buffer.count >= flushBytes && !failing { condition.signal() }
         condition.unlock()
     }
 
@@ -274,7 +277,7 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
         while true {
             condition.lock()
             let pass = passesAsked
-            if !stopping && buffer.count < flushBytes && !reopenRequested && pass == passesDone {
+            if !stopping && (buffer.count < flushBytes || failing) && !reopenRequested && pass == passesDone {
                 _ = condition.wait(until: Date(timeIntervalSinceNow: flushInterval))
             }
             if dropped > 0 {  // said after the lines that were kept, in the chain's order
@@ -295,14 +298,23 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
                 due = (checkpoints, range.size, range.root, now)
             }
             condition.unlock()
-            write(data)
-            if let (checkpoints, size, root, time) = due { writeCheckpoint(checkpoints, size: size, root: root, time: time) }
-            if let segments, let path, fd >= 0, !stop { rotateIfDue(segments, path: path) }
+            if fd < 0, let path, !data.isEmpty, !reopenNow { openAgain(path) }  // it could not be opened at the last try
+            let written = write(data)
+            let whole = written == data.count
+            if whole, let (checkpoints, size, root, time) = due { writeCheckpoint(checkpoints, size: size, root: root, time: time) }
+            if whole, let segments, let path, fd >= 0, !stop { rotateIfDue(segments, path: path) }
             if reopenNow, let path {
                 if fd >= 0 { Glibc.close(fd) }
-                fd = Self.open(path, wait: lockWait)
+                openAgain(path)
             }
             condition.lock()
+            // What was not written goes back before the lines recorded since, in the chain's
+            // order, to be tried again (the checkpoint that covered it with it).
+            if !whole {
+                buffer.insert(contentsOf: data[written...], at: 0)
+                if due != nil { lastCheckpoint = -Double.infinity }
+            }
+            failing = !whole
             passesDone = pass
             condition.broadcast()
             condition.unlock()
@@ -351,18 +363,30 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
             record["error"] = .string("rotation: \(error)")
             segmentStarted = now  // tried again after another interval or more bytes, not at every write
         }
-        fd = Self.open(path, wait: lockWait)
-        var status = stat()
-        segmentBytes = fd >= 0 && fstat(fd, &status) == 0 ? Int64(status.st_size) : 0
+        openAgain(path)
         condition.lock()
         append(record)
         condition.unlock()
     }
 
-    private func write(_ data: [UInt8]) {
-        guard !data.isEmpty else { return }
-        segmentBytes += Int64(data.count)
-        if fd >= 0 { writeAll(fd, data) }
-        if toStandardOutput { writeAll(STDOUT_FILENO, data) }
+    /// Opens the file at `path` again (after a SIGHUP, a rotation, or a try that failed): -1 while it cannot be.
+    private func openAgain(_ path: String) {
+        fd = Self.open(path, wait: lockWait)
+        var status = stat()
+        segmentBytes = fd >= 0 && fstat(fd, &status) == 0 ? Int64(status.st_size) : 0
+    }
+
+    /// Writes `data` to the file (and what reached it to standard output too); returns how many
+    /// bytes were written: all of them when there is no file.
+    private func write(_ data: [UInt8]) -> Int {
+        guard !data.isEmpty else { return 0 }
+        var written = data.count
+        if path != nil {
+            written = fd >= 0 ? writeAll(fd, data) : 0
+            if written < data.count && errno == EBADF { fd = -1 }  // opened again at the next pass
+            segmentBytes += Int64(written)
+        }
+        if toStandardOutput && written > 0 { writeAll(STDOUT_FILENO, written == data.count ? data : Array(data[..<written])) }
+        return written
     }
 }

@@ -215,4 +215,27 @@ struct EventLogChainTests {
         let summary = try verify()
         #expect(summary.problem == nil && summary.lines == 4_001, "\(String(describing: summary.problem)), \(summary.lines) lines")
     }
+
+    @Test("the file cannot be opened again after logrotate moved it: the lines wait in memory and are written, chained, once it can")
+    func waitsForTheFile() throws {
+        let log = try JSONLinesEventLog(path: path, logID: "node-a")
+        func record(_ jti: String) {
+            var record = EventLogRecord(step: .received, outcome: .accepted, time: 1_700_000_000)
+            record["jti"] = .string(jti)
+            log.record(record)
+            log.settle()
+        }
+        record("before")
+        try FileManager.default.moveItem(atPath: path, toPath: path + ".1")
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)  // in the way: open fails
+        log.reopen()
+        record("while-in-the-way")
+        try FileManager.default.removeItem(atPath: path)
+        record("after")  // the next pass opens the file: no second SIGHUP needed
+        log.close()
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(text.contains(#""jti":"while-in-the-way""#) && text.contains(#""jti":"after""#), "\(text)")
+        let summary = try verify()
+        #expect(summary.problem == nil && summary.lines == 4, "\(String(describing: summary.problem)), \(summary.lines) lines")
+    }
 }
