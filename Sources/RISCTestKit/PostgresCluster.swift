@@ -69,7 +69,7 @@ public final class PostgresCluster: @unchecked Sendable {  // reason: started an
         var template = Array((FileManager.default.temporaryDirectory.path + "/risc-pg-XXXXXX").utf8CString)
         guard let made = mkdtemp(&template) else { throw Failure(description: "mkdtemp failed") }
         directory = String(cString: made)
-        port = try Self.clusterPort()
+        port = try Self.quietPort()
         if geteuid() == 0 {
             try Self.run(["/bin/chown", "postgres:postgres", directory])
         }
@@ -81,7 +81,7 @@ public final class PostgresCluster: @unchecked Sendable {  // reason: started an
             } catch {
                 let log = (try? String(contentsOfFile: directory + "/server.log", encoding: .utf8)) ?? ""
                 guard attempt < 3, Self.portWasTaken(log) else { throw error }
-                port = try Self.clusterPort()
+                port = try Self.quietPort()
             }
         }
         _ = try psqlNow("CREATE DATABASE \(database)", database: "postgres")
@@ -181,8 +181,9 @@ public final class PostgresCluster: @unchecked Sendable {  // reason: started an
     }
 
     /// A free port below the kernel's ephemeral range (32768 up): no outbound connection and no
-    /// `freePort()` of another test takes it while the cluster is stopped and started again.
-    static func clusterPort() throws -> Int {
+    /// `freePort()` of another test takes it between this pick and its use (a cluster stopped and
+    /// started again, a process told its port on the command line).
+    public static func quietPort() throws -> Int {
         for _ in 0..<200 {
             if let (fd, port) = try? boundLoopbackSocket(port: Int.random(in: 20_000..<32_000)) {
                 close(fd)

@@ -3,7 +3,7 @@ import RISCCore
 import RISCTestKit
 import Testing
 
-/// The README's offline walk-through, run as written (ports moved to free ones, the built binary
+/// The README's offline walk-through, run as written (ports moved to free ones below the ephemeral range, the built binary
 /// on PATH): if a command, flag or expected answer in it drifts, this fails.
 @Suite("README walk-through", .serialized)
 struct WalkthroughTests {
@@ -19,7 +19,14 @@ struct WalkthroughTests {
 
     @Test("completes offline in under a minute, and the account ends up revoked")
     func walkthrough() async throws {
-        let issuer = try ServeCommandTests.freePort(), port = try ServeCommandTests.freePort(), admin = try ServeCommandTests.freePort()
+        // Below the ephemeral range: no other test's outbound connection or port-0 server takes one
+        // between this pick and the script's use of it.
+        var picked: [Int] = []
+        while picked.count < 3 {
+            let port = try PostgresCluster.quietPort()
+            if !picked.contains(port) { picked.append(port) }
+        }
+        let (issuer, port, admin) = (picked[0], picked[1], picked[2])
         let script = try Self.block()
             .replacingOccurrences(of: "$PWD/.build/release", with: RiscBinary.url.deletingLastPathComponent().path)
             .replacingOccurrences(of: ":8780", with: ":\(issuer)").replacingOccurrences(of: "--port 8780", with: "--port \(issuer)")
