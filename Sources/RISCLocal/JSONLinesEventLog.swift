@@ -330,8 +330,9 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
         }
     }
 
-    /// Returns once the flusher has written every line recorded before the call, and made the
-    /// checkpoint and rotation that were due (by the injected clocks) with it.
+    /// Returns once the flusher has written every line recorded before the call (or tried to: when
+    /// the file cannot take them they wait in the buffer), and made the checkpoint and rotation that
+    /// were due (by the injected clocks) with it.
     public func settle() {
         condition.lock()
         passesAsked += 1
