@@ -31,6 +31,8 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
     private var dropped = 0
     /// The last pass could not write all it took (the rest went back to the buffer's front).
     private var failing = false
+    /// The file ends inside a line (a write cut short): the rest goes to it before any reopen.
+    private var midLine = false
     private let flushInterval: Double
     private let lockWait: LockWait
     private let flushBytes = 256 * 1024
@@ -277,7 +279,7 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
         while true {
             condition.lock()
             let pass = passesAsked
-            if !stopping && (buffer.count < flushBytes || failing) && !reopenRequested && pass == passesDone {
+            if !stopping && (failing || buffer.count < flushBytes && !reopenRequested) && pass == passesDone {
                 _ = condition.wait(until: Date(timeIntervalSinceNow: flushInterval))
             }
             if dropped > 0 {  // said after the lines that were kept, in the chain's order
@@ -301,13 +303,18 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
             if fd < 0, let path, !data.isEmpty, !reopenNow { openAgain(path) }  // it could not be opened at the last try
             let written = write(data)
             let whole = written == data.count
+            if written > 0 { midLine = data[written - 1] != 0x0A }
             if whole, let (checkpoints, size, root, time) = due { writeCheckpoint(checkpoints, size: size, root: root, time: time) }
             if whole, let segments, let path, fd >= 0, !stop { rotateIfDue(segments, path: path) }
-            if reopenNow, let path {
+            // A line cut short is ended in its own file first: the reopen waits for the rest of it.
+            let reopenWaits = reopenNow && midLine && fd >= 0
+            if reopenNow, !reopenWaits, let path {
                 if fd >= 0 { Glibc.close(fd) }
                 openAgain(path)
+                midLine = false
             }
             condition.lock()
+            if reopenWaits { reopenRequested = true }
             // What was not written goes back before the lines recorded since, in the chain's
             // order, to be tried again (the checkpoint that covered it with it).
             if !whole {

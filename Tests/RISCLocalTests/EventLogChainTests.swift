@@ -240,4 +240,82 @@ struct EventLogChainTests {
         let summary = try verify()
         #expect(summary.problem == nil && summary.lines == 4, "\(String(describing: summary.problem)), \(summary.lines) lines")
     }
+
+    /// Whether this process may mount a tmpfs (root with CAP_SYS_ADMIN, as CI runs here): the
+    /// full-disk tests need a file system of their own to fill.
+    static let canMount: Bool = {
+        guard geteuid() == 0 else { return false }
+        let probe = FileManager.default.temporaryDirectory.appendingPathComponent("risc-mount-\(UUID().uuidString)").path
+        guard (try? FileManager.default.createDirectory(atPath: probe, withIntermediateDirectories: false)) != nil else { return false }
+        defer { rmdir(probe) }
+        guard mount("tmpfs", probe, "tmpfs", 0, "size=4k") == 0 else { return false }
+        umount2(probe, Int32(MNT_DETACH))
+        return true
+    }()
+
+    /// A 64 KiB tmpfs mounted at `directory/full` holding the log: one line written, the rest of
+    /// the file system filled by a filler file, then 40 lines recorded (more than the log's last
+    /// page holds: a write cut short, then none). `body` gets the log, its path and the filler's;
+    /// then the tmpfs is unmounted.
+    func onAFullDisk(_ body: (_ log: JSONLinesEventLog, _ path: String, _ filler: String) throws -> Void) throws {
+        let mountPoint = directory + "/full"
+        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: false)
+        try #require(mount("tmpfs", mountPoint, "tmpfs", 0, "size=64k,mode=0700") == 0, "mount: errno \(errno)")
+        defer { umount2(mountPoint, Int32(MNT_DETACH)) }
+        let (path, filler) = (mountPoint + "/events.log", mountPoint + "/filler")
+        let log = try JSONLinesEventLog(path: path, logID: "node-a")
+        Self.record(log, 1, "before")
+        try fill(filler)
+        Self.record(log, 40, "full")
+        try body(log, path, filler)
+    }
+
+    /// Records `count` lines (jti `prefix-N`) and waits for the flusher's pass.
+    static func record(_ log: JSONLinesEventLog, _ count: Int, _ prefix: String) {
+        for index in 0..<count {
+            var record = EventLogRecord(step: .received, outcome: .accepted, time: 1_700_000_000)
+            record["jti"] = .string("\(prefix)-\(index)")
+            log.record(record)
+        }
+        log.settle()
+    }
+
+    /// Fills the file system of `path` up: the filler takes every page left.
+    func fill(_ path: String) throws {
+        let fd = open(path, O_WRONLY | O_CREAT, 0o600)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        let page = [UInt8](repeating: 0, count: 4_096)
+        while page.withUnsafeBytes({ Glibc.write(fd, $0.baseAddress, $0.count) }) > 0 {}
+        #expect(errno == ENOSPC)
+    }
+
+    @Test("a full disk: the lines wait in memory, and once there is room they are written, whole and in the chain's order", .enabled(if: canMount))
+    func fullDisk() throws {
+        try onAFullDisk { log, path, filler in
+            let held = try String(contentsOfFile: path, encoding: .utf8)
+            #expect(!held.contains(#""jti":"full-39""#))
+            try FileManager.default.removeItem(atPath: filler)
+            Self.record(log, 1, "after")
+            log.close()
+            let summary = try EventLogVerifier.verify(files: [path])
+            #expect(summary.problem == nil && summary.torn.isEmpty && summary.lines == 43, "\(String(describing: summary.problem)), \(summary.lines) lines")
+        }
+    }
+
+    @Test("a full disk cut a line short, then logrotate moved the file: the line is ended in the moved file before the new one starts", .enabled(if: canMount))
+    func fullDiskThenReopen() throws {
+        try onAFullDisk { log, path, filler in
+            let cut = try String(contentsOfFile: path, encoding: .utf8)
+            #expect(!cut.hasSuffix("\n"), "the disk filled up mid-line")
+            try FileManager.default.moveItem(atPath: path, toPath: path + ".1")
+            log.reopen()  // SIGHUP after logrotate, the disk still full
+            log.settle()
+            try FileManager.default.removeItem(atPath: filler)
+            Self.record(log, 1, "after")
+            log.close()
+            let summary = try EventLogVerifier.verify(files: [path + ".1", path])
+            #expect(summary.problem == nil && summary.torn.isEmpty && summary.lines == 43, "\(String(describing: summary.problem)), \(summary.lines) lines")
+        }
+    }
 }
