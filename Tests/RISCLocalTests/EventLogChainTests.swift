@@ -204,12 +204,7 @@ struct EventLogChainTests {
     func waitingKeepsOrder() throws {
         let log = try JSONLinesEventLog(path: path, flushInterval: 0.001, logID: "node-a")
         DispatchQueue.concurrentPerform(iterations: 4) { thread in
-            for index in 0..<1_000 {
-                var record = EventLogRecord(step: .received, outcome: .accepted, time: 1_700_000_000)
-                record["jti"] = .string("t\(thread)-\(index)")
-                log.record(record)
-                log.settle()
-            }
+            for index in 0..<1_000 { Self.record(log, ["t\(thread)-\(index)"]) }
         }
         log.close()
         let summary = try verify()
@@ -219,20 +214,14 @@ struct EventLogChainTests {
     @Test("the file cannot be opened again after logrotate moved it: the lines wait in memory and are written, chained, once it can")
     func waitsForTheFile() throws {
         let log = try JSONLinesEventLog(path: path, logID: "node-a")
-        func record(_ jti: String) {
-            var record = EventLogRecord(step: .received, outcome: .accepted, time: 1_700_000_000)
-            record["jti"] = .string(jti)
-            log.record(record)
-            log.settle()
-        }
-        record("before")
+        Self.record(log, ["before"])
         try FileManager.default.moveItem(atPath: path, toPath: path + ".1")
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)  // in the way: open fails
         log.reopen()
         log.settle()  // the reopen is done (and failed) before the next line: it cannot go to the moved file
-        record("while-in-the-way")
+        Self.record(log, ["while-in-the-way"])
         try FileManager.default.removeItem(atPath: path)
-        record("after")  // the next pass opens the file: no second SIGHUP needed
+        Self.record(log, ["after"])  // the next pass opens the file: no second SIGHUP needed
         log.close()
         let text = try String(contentsOfFile: path, encoding: .utf8)
         #expect(text.contains(#""jti":"while-in-the-way""#) && text.contains(#""jti":"after""#), "\(text)")
@@ -264,17 +253,17 @@ struct EventLogChainTests {
         defer { umount2(mountPoint, Int32(MNT_DETACH)) }
         let (path, filler) = (mountPoint + "/events.log", mountPoint + "/filler")
         let log = try JSONLinesEventLog(path: path, logID: "node-a")
-        Self.record(log, 1, "before")
+        Self.record(log, ["before-0"])
         try fill(filler)
-        Self.record(log, 40, "full")
+        Self.record(log, (0..<40).map { "full-\($0)" })
         try body(log, path, filler)
     }
 
-    /// Records `count` lines (jti `prefix-N`) and waits for the flusher's pass.
-    static func record(_ log: JSONLinesEventLog, _ count: Int, _ prefix: String) {
-        for index in 0..<count {
+    /// Records a line for each of `jtis` and waits for the flusher's pass.
+    static func record(_ log: JSONLinesEventLog, _ jtis: [String]) {
+        for jti in jtis {
             var record = EventLogRecord(step: .received, outcome: .accepted, time: 1_700_000_000)
-            record["jti"] = .string("\(prefix)-\(index)")
+            record["jti"] = .string(jti)
             log.record(record)
         }
         log.settle()
@@ -296,7 +285,7 @@ struct EventLogChainTests {
             let held = try String(contentsOfFile: path, encoding: .utf8)
             #expect(!held.contains(#""jti":"full-39""#))
             try FileManager.default.removeItem(atPath: filler)
-            Self.record(log, 1, "after")
+            Self.record(log, ["after-0"])
             log.close()
             let summary = try EventLogVerifier.verify(files: [path])
             #expect(summary.problem == nil && summary.torn.isEmpty && summary.lines == 43, "\(String(describing: summary.problem)), \(summary.lines) lines")
@@ -312,7 +301,7 @@ struct EventLogChainTests {
             log.reopen()  // SIGHUP after logrotate, the disk still full
             log.settle()
             try FileManager.default.removeItem(atPath: filler)
-            Self.record(log, 1, "after")
+            Self.record(log, ["after-0"])
             log.close()
             let summary = try EventLogVerifier.verify(files: [path + ".1", path])
             #expect(summary.problem == nil && summary.torn.isEmpty && summary.lines == 43, "\(String(describing: summary.problem)), \(summary.lines) lines")
