@@ -15,33 +15,32 @@ extension PostgresEventStore {
     /// about an account the store holds (or its actions go to a webhook), the SETs, their
     /// `applied_actions` rows and the wake-up notification are written by one statement in its
     /// own transaction. Otherwise the batch is a transaction in which each SET's actions are
-    /// applied (see `applyInTransaction`). `started` is called once the batch's first statement
-    /// has answered; `committed`: whether the COMMIT is known done (else the next query on
-    /// `connection` confirms it: `commitBatches`).
+    /// applied (see `applyInTransaction`). `committed`: whether the COMMIT is known done (else
+    /// the next query on `connection` confirms it: `commitBatches`).
     func commit(
-        _ records: [SETRecord], on connection: PostgresConnection, started: () -> Void
+        _ records: [SETRecord], on connection: PostgresConnection
     ) async throws -> (results: [Appended], committed: Bool) {
         let inline = self.inline.withLock { $0 }
         let now = Date().timeIntervalSince1970
         let results: [Appended], queued: Int, committed: Bool
         if let inline {
             let plans = records.map { ActionPlan.plan(for: $0.claims, table: inline.table) }
-            if let fast = try await storeWithoutAccounts(records, plans: plans, now: now, on: connection, started: started) {
+            if let fast = try await storeWithoutAccounts(records, plans: plans, now: now, on: connection) {
                 (results, queued, committed) = (fast.results, 0, fast.committed)
             } else {
                 do {
                     (results, queued) = try await applyInTransaction(
-                        records, plans: plans, tokenKey: inline.tokenKey, guarded: false, now: now, on: connection, started: started)
+                        records, plans: plans, tokenKey: inline.tokenKey, guarded: false, now: now, on: connection)
                 } catch let error as PostgresTransactionError where error.closureError is InlineActions.Unguarded {
                     (results, queued) = try await applyInTransaction(
-                        records, plans: plans, tokenKey: inline.tokenKey, guarded: true, now: now, on: connection, started: started)
+                        records, plans: plans, tokenKey: inline.tokenKey, guarded: true, now: now, on: connection)
                 }
                 committed = true
             }
         } else {
             // Actions go to a webhook: stored pending, for the workers. Without plans there is no
             // account to look for, so the statement never stops.
-            guard let stored = try await storeWithoutAccounts(records, plans: nil, now: now, on: connection, started: started) else {
+            guard let stored = try await storeWithoutAccounts(records, plans: nil, now: now, on: connection) else {
                 preconditionFailure("the one-statement path stopped without accounts to look for")
             }
             (results, committed) = stored
@@ -64,7 +63,7 @@ extension PostgresEventStore {
     /// finds one; nil then (and without trying, for a batch that needs lookups). `committed`:
     /// whether a query ran after the statement's own COMMIT (counting redeliveries).
     private func storeWithoutAccounts(
-        _ records: [SETRecord], plans: [ActionPlan]?, now: Double, on connection: PostgresConnection, started: () -> Void
+        _ records: [SETRecord], plans: [ActionPlan]?, now: Double, on connection: PostgresConnection
     ) async throws -> (results: [Appended], committed: Bool)? {
         var scopes: [String] = [], subjects: [String] = [], emails: [String] = []
         var applied: [(issuer: String, jti: String, event: Int, action: String, result: String)] = []
@@ -97,7 +96,6 @@ extension PostgresEventStore {
         let rows = try await connection.execute(
             StoreBatch(records: sorted.records, done: inline ? now : nil, accounts: (scopes, subjects, emails), applied: applied, notify: !inline),
             logger: logger)
-        started()
         var ids: [String: Int64] = [:]
         var known = false
         for try await (kind, id, issuer, jti) in rows {
@@ -122,12 +120,10 @@ extension PostgresEventStore {
     /// SET's actions in a savepoint, and only the failing SET is stored pending, for the worker to
     /// retry with backoff. Returns the results and how many SETs were left pending.
     private func applyInTransaction(
-        _ records: [SETRecord], plans: [ActionPlan], tokenKey: [UInt8], guarded: Bool, now: Double, on connection: PostgresConnection,
-        started: () -> Void
+        _ records: [SETRecord], plans: [ActionPlan], tokenKey: [UInt8], guarded: Bool, now: Double, on connection: PostgresConnection
     ) async throws -> (results: [Appended], queued: Int) {
         let logger = database.logger
         return try await connection.withTransaction(logger: logger) { connection -> ([Appended], Int) in
-            started()  // after BEGIN
             let sorted = Self.sorted(records)
             var ids: [String: Int64] = [:]
             let rows = try await connection.execute(

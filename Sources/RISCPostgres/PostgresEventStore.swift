@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOCore
 import PostgresNIO
 public import RISCCore
 public import Synchronization
@@ -113,7 +114,7 @@ public final class PostgresEventStore: EventStore, Sendable {
     /// another if SETs wait). After a batch failed, its connection goes back to the pool and the
     /// next batch leases one.
     private func commitWhileWaiting(_ committer: Int) async {
-        var next = nextBatch(committer, unconfirmed: [])
+        var next = nextBatch(committer, confirming: false)
         while let batch = next {
             do {
                 next = try await database.client.withConnection { connection in
@@ -121,7 +122,7 @@ public final class PostgresEventStore: EventStore, Sendable {
                 }
             } catch {  // no connection
                 guard answer(committer, batch, .failure(error)) else { return }
-                next = nextBatch(committer, unconfirmed: [])
+                next = nextBatch(committer, confirming: false)
             }
         }
     }
@@ -129,70 +130,75 @@ public final class PostgresEventStore: EventStore, Sendable {
     /// Commits batches on one connection while SETs keep coming. A batch stored by the
     /// one-statement path commits at the protocol's Sync, after its rows came back, and the
     /// connection runs its next query only once that COMMIT has returned (with
-    /// `synchronous_commit` on: the WAL is on disk). So a batch is answered as soon as the next
-    /// batch's first statement on the same connection has answered, and only the last one before
-    /// a pause pays a round trip of its own (`SELECT 1`). Returns the batch to commit on another
-    /// connection after this one failed one; nil when nobody waits or the watch took over.
+    /// `synchronous_commit` on: the WAL is on disk). So such a batch is confirmed by a `SELECT 1`
+    /// sent at once, and the next batch's statement behind it on the same connection: its SETs
+    /// are answered from the connection's event loop when the `SELECT 1` returns, while the next
+    /// batch is stored (before, they waited for the next batch's statement: one batch longer).
+    /// Returns the batch to commit on another connection after this one failed one; nil when
+    /// nobody waits or the watch took over.
     private func commitBatches(on connection: PostgresConnection, _ committer: Int, first: [Waiting]) async -> [Waiting]? {
         var batch = first
-        var unconfirmed: (batch: [Waiting], results: [Appended])?
-        var abandoned = false
+        var confirming: Confirmation?
         while true {
+            let outcome: Result<(results: [Appended], committed: Bool), any Error>
             do {
-                let (results, committed) = try await commit(batch.map(\.record), on: connection) {
-                    // This batch's first statement ran: the one before it had committed.
-                    guard let (earlier, earlierResults) = unconfirmed else { return }
-                    unconfirmed = nil
-                    abandoned = !answer(committer, earlier, .success(earlierResults))
-                }
-                if abandoned { return nil }
-                if committed {
-                    guard answer(committer, batch, .success(results)) else { return nil }
-                } else {
-                    unconfirmed = (batch, results)
-                }
+                outcome = .success(try await commit(batch.map(\.record), on: connection))
             } catch {
-                if abandoned { return nil }
-                if let (earlier, earlierResults) = unconfirmed {
-                    let confirmed: Result<[Appended], any Error> = await confirm(earlierResults, on: connection)
-                    guard answer(committer, earlier, confirmed) else { return nil }
-                }
+                outcome = .failure(error)
+            }
+            // The batch before was answered first: its `SELECT 1` ran before this batch's statement.
+            if let earlier = confirming, !(await Self.settled(earlier).mine) { return nil }
+            confirming = nil
+            switch outcome {
+            case .failure(let error):
                 guard answer(committer, batch, .failure(error)) else { return nil }
-                return nextBatch(committer, unconfirmed: [])
+                return nextBatch(committer, confirming: false)
+            case .success(let (results, true)):
+                guard answer(committer, batch, .success(results)) else { return nil }
+            case .success(let (results, false)):
+                confirming = confirm(batch, results, committer, on: connection)
             }
-            while true {
-                if let next = nextBatch(committer, unconfirmed: unconfirmed?.batch ?? []) {
-                    batch = next
-                    break
-                }
-                // Nobody waits: the last batch's COMMIT is confirmed by a round trip of its own.
-                guard let (earlier, earlierResults) = unconfirmed else { return nil }
-                let confirmed = await confirm(earlierResults, on: connection)
-                guard answer(committer, earlier, confirmed) else { return nil }
-                unconfirmed = nil
-                if case .failure = confirmed { return nextBatch(committer, unconfirmed: []) }
+            if let next = nextBatch(committer, confirming: confirming != nil) {
+                batch = next
+                continue
             }
+            // Nobody waits: the last batch's confirmation is waited for here.
+            guard let earlier = confirming else { return nil }
+            let (mine, confirmed) = await Self.settled(earlier)
+            confirming = nil
+            guard mine else { return nil }
+            // After a failed confirmation (the connection died), the next batch takes another.
+            guard confirmed else { return nextBatch(committer, confirming: false) }
+            guard let next = nextBatch(committer, confirming: false) else { return nil }
+            batch = next
         }
     }
 
-    /// `results` once a query on `connection` ran after their batch's Sync; its error if not.
-    private func confirm(_ results: [Appended], on connection: PostgresConnection) async -> Result<[Appended], any Error> {
-        do {
-            try await connection.query("SELECT 1", logger: database.logger)
-            return .success(results)
-        } catch {
-            return .failure(error)
-        }
+    /// A batch's confirmation: whether this committer answered it (false: the watch had), and
+    /// whether its COMMIT was confirmed (false: it was answered with the error).
+    private typealias Confirmation = EventLoopFuture<(mine: Bool, confirmed: Bool)>
+
+    /// Sends a `SELECT 1` on `connection` (written now, ahead of anything sent after this call)
+    /// and answers `batch` with `results` when it returns, or with its error.
+    private func confirm(_ batch: [Waiting], _ results: [Appended], _ committer: Int, on connection: PostgresConnection) -> Confirmation {
+        connection.query("SELECT 1", logger: database.logger)
+            .map { _ in (self.answer(committer, batch, .success(results)), true) }
+            .recover { (self.answer(committer, batch, .failure($0)), false) }
     }
 
-    /// The next batch for `committer`, registered (with the `unconfirmed` one before it) as its
-    /// SETs in flight, for the watch. Nil when nobody waits (the committer ends, unless
-    /// `unconfirmed` still waits for its confirmation) or when the watch took the committer's SETs.
-    private func nextBatch(_ committer: Int, unconfirmed: [Waiting]) -> [Waiting]? {
+    /// A confirmation's outcome (it never fails: `confirm` answers the error).
+    private static func settled(_ confirmation: Confirmation) async -> (mine: Bool, confirmed: Bool) {
+        (try? await confirmation.get()) ?? (false, false)
+    }
+
+    /// The next batch for `committer`, added to its SETs in flight (answered oldest first), for
+    /// the watch. Nil when nobody waits (the committer ends, unless a batch of it is still
+    /// `confirming`) or when the watch took the committer's SETs.
+    private func nextBatch(_ committer: Int, confirming: Bool) -> [Waiting]? {
         state.withLock { state -> [Waiting]? in
             guard state.committing[committer] != nil else { return nil }
             guard !state.waiting.isEmpty else {
-                if unconfirmed.isEmpty {
+                if !confirming {
                     state.running -= 1
                     state.committing[committer] = nil
                 }
@@ -200,7 +206,7 @@ public final class PostgresEventStore: EventStore, Sendable {
             }
             let batch = Array(state.waiting.prefix(maxBatch))
             state.waiting.removeFirst(batch.count)
-            state.committing[committer]?.batch = unconfirmed + batch
+            state.committing[committer]?.batch.append(contentsOf: batch)
             return batch
         }
     }
