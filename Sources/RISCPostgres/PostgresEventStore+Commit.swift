@@ -21,7 +21,7 @@ extension PostgresEventStore {
         _ records: [SETRecord], on connection: PostgresConnection
     ) async throws -> (results: [Appended], committed: Bool) {
         let inline = self.inline.withLock { $0 }
-        let now = Date().timeIntervalSince1970
+        let now = wallClock()
         let results: [Appended], queued: Int, committed: Bool
         if let inline {
             let plans = records.map { ActionPlan.plan(for: $0.claims, table: inline.table) }
@@ -107,7 +107,7 @@ extension PostgresEventStore {
         // next query on the connection runs only once that COMMIT has returned. Counting
         // redeliveries is such a query; without any, the caller's next one.
         let outcomes = try await Self.outcomes(sorted, ids: ids, connection: connection, logger: logger)
-        let end = Date().timeIntervalSince1970
+        let end = wallClock()
         let results = outcomes.enumerated().map { index, outcome -> Appended in
             guard case .accepted = outcome, let (plan, results) = applies[index] else { return (outcome, []) }
             return (outcome, [InlineActions.line(records[index], plan, now: now, outcomes: results, end: end)])
@@ -139,7 +139,8 @@ extension PostgresEventStore {
             try await inline.applier.preload(fresh.map { (steps: plans[$0].steps, keyIssuer: records[$0].issuer) })
             for index in fresh {
                 guard case .accepted(let id) = outcomes[index] else { continue }
-                let (lines, applied) = try await InlineActions.apply(plans[index], to: records[index], setID: id, now: now, guarded: guarded, in: &inline)
+                let (lines, applied) = try await InlineActions.apply(
+                    plans[index], to: records[index], setID: id, now: now, guarded: guarded, in: &inline, clock: wallClock)
                 results[index].followUp = lines
                 if !applied { pending += 1 }
             }

@@ -30,6 +30,9 @@ public final class PostgresEventStore: EventStore, Sendable {
     /// anything waits, so a SET is answered at most that much after its deadline.
     let clock: @Sendable () -> Double
     let watchInterval: Double
+    /// The times the store records (`processed_at`, the actions' times and their event-log
+    /// lines): the receiver's clock.
+    let wallClock: @Sendable () -> Double
 
     /// A SET waiting for a transaction: since when, and whom to tell (once).
     private typealias Waiting = (record: SETRecord, since: Double, completion: @Sendable (StoreResult) -> Void)
@@ -56,7 +59,8 @@ public final class PostgresEventStore: EventStore, Sendable {
 
     public init(
         database: PostgresDatabase, maxBatch: Int = 512, pipeline: Int = 1, commitDeadline: Double = 5,
-        clock: (@Sendable () -> Double)? = nil, watchInterval: Double = 0.05
+        clock: (@Sendable () -> Double)? = nil, watchInterval: Double = 0.05,
+        wallClock: (@Sendable () -> Double)? = nil
     ) {
         self.database = database
         self.maxBatch = maxBatch
@@ -64,6 +68,7 @@ public final class PostgresEventStore: EventStore, Sendable {
         self.commitDeadline = commitDeadline
         self.clock = clock ?? database.clock
         self.watchInterval = watchInterval
+        self.wallClock = wallClock ?? { Date().timeIntervalSince1970 }
     }
 
     public func enableInlineActions(table: ActionTable, tokenKey: [UInt8]) { inline.withLock { $0 = (table, tokenKey) } }

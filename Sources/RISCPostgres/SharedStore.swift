@@ -31,6 +31,8 @@ public final class SharedStore: Sendable {
         public var needsTokenKey = true
         /// `store.timeout`: seconds a SET may wait to be committed before it is answered 503.
         public var timeout: Double = 5
+        /// The times the store records (the receiver's wall clock).
+        public var clock: @Sendable () -> Double = { Date().timeIntervalSince1970 }
 
         public init(url: PostgresStoreURL, passwordFile: String? = nil, caFile: String? = nil, tokenKeyFile: String? = nil) {
             self.url = url
@@ -58,7 +60,7 @@ public final class SharedStore: Sendable {
         self.settings = settings
         tokenKey = key
         database = PostgresDatabase(url: url, password: password, caFile: settings.caFile, logger: logger)
-        events = PostgresEventStore(database: database, commitDeadline: settings.timeout)
+        events = PostgresEventStore(database: database, commitDeadline: settings.timeout, wallClock: settings.clock)
         queue = PostgresWorkQueue(database: database, tokenKey: key)
         accounts = PostgresAccounts(database: database, tokenKey: key)
         admin = PostgresQueueAdmin(database: database)

@@ -15,6 +15,7 @@ public final class SQLiteStore: Sendable {
     /// `accounts.token_key_file`, else the data directory's `token-key`.
     public let tokenKeyFile: String?
     let logger: Logger
+    let clock: @Sendable () -> Double
 
     private struct Parts: Sendable {
         var events: SQLiteEventStore?
@@ -27,10 +28,14 @@ public final class SQLiteStore: Sendable {
     }
     private let parts = Mutex(Parts())
 
-    public init(directory: String, tokenKeyFile: String? = nil, logger: Logger) {
+    /// `clock`: the times the store records (the receiver's wall clock).
+    public init(
+        directory: String, tokenKeyFile: String? = nil, logger: Logger, clock: (@Sendable () -> Double)? = nil
+    ) {
         self.directory = directory
         self.tokenKeyFile = tokenKeyFile
         self.logger = logger
+        self.clock = clock ?? { Date().timeIntervalSince1970 }
     }
 
     /// The part at `path`, opened by `open` the first time.
@@ -54,7 +59,7 @@ public final class SQLiteStore: Sendable {
     }
 
     /// The event store (its writer, syncer and checkpointer threads start with it).
-    public func events() throws -> SQLiteEventStore { try part(\.events) { try SQLiteEventStore(directory: directory, logger: logger) } }
+    public func events() throws -> SQLiteEventStore { try part(\.events) { try SQLiteEventStore(directory: directory, logger: logger, wallClock: clock) } }
     /// The token-fingerprint key, loaded and checked against the store once for every part that
     /// needs it (the accounts, the queue, the writer's inline actions).
     public func tokenKey() throws -> [UInt8] {

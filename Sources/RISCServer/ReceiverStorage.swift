@@ -20,7 +20,8 @@ public struct ReceiverStorage: Sendable {
     /// to the server). `noticeKeys`: the receiver's unlink-notice keys, which its public listener
     /// also publishes (read from the configuration when not given).
     /// `journal`: the receiver's own store, whose pushed SETs go through the embedded store's journal.
-    /// `clock`: the workers' time (when work is due, their backoff and idle polls; the wall clock by default).
+    /// `clock`: the workers' time (when work is due, their backoff and idle polls; the wall clock by
+    /// default), and the times the store records.
     public static func open(
         configuration: ReceiverConfiguration, log: any EventLog, metrics: (any WorkMetrics)? = nil, logger: Logger,
         noticeKeys: TransmitterKeyCache? = nil, journal: Bool = false, clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
@@ -28,7 +29,8 @@ public struct ReceiverStorage: Sendable {
         let sink = try makeSink(configuration: configuration)
         let publisher = try makePublisher(configuration: configuration, keys: noticeKeys)
         let store = try Storage(
-            settings: configuration.store, dataDirectory: configuration.dataDirectory, tokenKeyFile: configuration.tokenKeyFile, logger: logger)
+            settings: configuration.store, dataDirectory: configuration.dataDirectory, tokenKeyFile: configuration.tokenKeyFile, logger: logger,
+            clock: clock)
         do {
             let events = try store.events(), accounts = try store.accounts(), queue = try store.queue(), tokenKey = try store.tokenKey()
             let shape = try store.workerShape(webhook: sink != nil)

@@ -30,18 +30,23 @@ public final class Storage: Sendable {
     private let listener = Mutex<Task<Void, Never>?>(nil)
 
     /// `needsTokenKey`: the caller reads or writes accounts (a shared store checks its key file now).
-    public init(settings: StoreSettings, dataDirectory: String, tokenKeyFile: String?, needsTokenKey: Bool = true, logger: Logger) throws {
+    /// `clock`: the times the store records (`processed_at`, when actions were applied): the receiver's.
+    public init(
+        settings: StoreSettings, dataDirectory: String, tokenKeyFile: String?, needsTokenKey: Bool = true, logger: Logger,
+        clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
+    ) throws {
         self.settings = settings
         self.dataDirectory = dataDirectory
         self.tokenKeyFile = tokenKeyFile
         guard let url = settings.url else {
-            driver = .embedded(SQLiteStore(directory: dataDirectory, tokenKeyFile: tokenKeyFile, logger: logger))
+            driver = .embedded(SQLiteStore(directory: dataDirectory, tokenKeyFile: tokenKeyFile, logger: logger, clock: clock))
             return
         }
         var shared = SharedStore.Settings(url: url.postgres, passwordFile: settings.passwordFile, caFile: settings.caFile, tokenKeyFile: tokenKeyFile)
         shared.acceptUnsafeDurability = settings.acceptUnsafeDurability
         shared.timeout = settings.timeout
         shared.needsTokenKey = needsTokenKey
+        shared.clock = clock
         driver = .shared(try SharedStore(settings: shared, logger: logger))
     }
 

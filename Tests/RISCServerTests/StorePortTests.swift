@@ -3,6 +3,7 @@ import Logging
 import RISCClient
 import RISCCore
 import RISCPostgres
+import RISCStorage
 import RISCTestKit
 import Synchronization
 import Testing
@@ -143,6 +144,43 @@ struct StorePortTests {
         #expect(try await f.count("SELECT count(*) FROM sets") == 2)
         #expect(try await f.count("SELECT deliveries FROM sets WHERE jti = 'p-1'") == 2)
         try await f.close()
+    }
+
+    @Test("the times a SET's actions record (processed_at, applied_at, their event-log line) come from the clock the store is opened with", arguments: Backend.allCases)
+    func recordedTimesFromTheClock(_ backend: Backend) async throws {
+        let moment = 1_900_000_000.0
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-clock-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let keyFile = directory + "/token-key"
+        _ = FileManager.default.createFile(atPath: keyFile, contents: Data(repeating: 7, count: 32))
+        var settings = StoreSettings()
+        var cluster: PostgresCluster?
+        if backend == .postgresql {
+            try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
+            cluster = try await PostgresCluster.make()
+            settings = StoreSettings(url: try StoreURL(cluster!.url))
+            settings.timeout = 30  // a loaded test machine
+        }
+        // As the receiver opens it, with its clock.
+        let storage = try Storage(settings: settings, dataDirectory: directory, tokenKeyFile: keyFile, logger: Self.logger, clock: { moment })
+        try await storage.prepare()
+        try storage.enableInlineActions(table: .default, log: MemoryEventLog())
+        let record = try await Self.factory.storedRecord(
+            type: .sessionsRevoked, subject: Self.user("someone"), jti: "clocked", iat: moment - 60, keys: try Self.keys.jwks, receivedAt: moment - 59)
+        let (outcome, followUp) = try await storage.events().appendReporting(record)
+        guard case .accepted = outcome else { throw Failure("not accepted: \(outcome)") }
+        func count(_ sql: String) async throws -> Int {
+            if let cluster { return Int(try await cluster.psql(sql)) ?? -1 }
+            return Int(try SQLiteConnection(path: directory + "/risc.sqlite3").scalar(sql) ?? -1)
+        }
+        #expect(try await count("SELECT count(*) FROM sets WHERE jti = 'clocked' AND state = 'done' AND processed_at = \(moment)") == 1)
+        let applied = try await count("SELECT count(*) FROM applied_actions")
+        let atMoment = try await count("SELECT count(*) FROM applied_actions WHERE applied_at = \(moment)")
+        #expect(applied > 0 && atMoment == applied, "\(atMoment) of \(applied) actions at the clock's time")
+        #expect(!followUp.isEmpty && followUp.allSatisfy { $0["ts"]?.stringValue == Timestamp.iso8601(moment) }, "\(followUp.map { $0["ts"] })")
+        storage.close()
+        try await cluster?.stop()
     }
 
     @Test("account repository: link, add a session and tokens, summaries by subject", arguments: Backend.allCases)

@@ -38,7 +38,7 @@ extension SQLiteEventStore {
             if !segment.damaged.isEmpty { try keepDamaged(segment, log: log) }
             for ((record, _), result) in zip(entries, index(entries)) {
                 let (outcome, followUp) = try result.get()
-                var line = EventLogRecord(step: .received, outcome: .accepted, time: Date().timeIntervalSince1970)
+                var line = EventLogRecord(step: .received, outcome: .accepted, time: wallClock())
                 Intake.describe(&line, record.claims, jti: record.tokenID, iss: record.claimedIssuer)
                 line["recovered"] = true
                 if case .duplicate(_, let deliveries) = outcome {
@@ -76,7 +76,7 @@ extension SQLiteEventStore {
         logger.error(
             "journal segment has damaged records: the SETs in them were acknowledged and cannot be indexed; the file is kept aside",
             metadata: ["risc.segment": "\(segment.number)", "risc.damaged": "\(ranges)", "risc.kept": "\(destination)"])
-        var line = EventLogRecord(step: .received, outcome: .failed, time: Date().timeIntervalSince1970)
+        var line = EventLogRecord(step: .received, outcome: .failed, time: wallClock())
         line["recovered"] = true
         line["error"] = .string("journal segment \(segment.number): \(ranges) cannot be read (damaged since written); kept in \(destination)")
         line["damaged_bytes"] = .number(Double(segment.damaged.reduce(0) { $0 + $1.count }))

@@ -127,14 +127,15 @@ extension SQLiteEventStore {
         try begin.run()
         let transaction = inline.map { Inline(store: self, applier: $0.applier) }
         for record in batch.lazy.map(\.record) {
-            let now = Date().timeIntervalSince1970
+            let now = wallClock()
             let outcome = try store(record, done: inline == nil ? nil : now)
             var lines: [EventLogRecord] = []
             if case .accepted(let id) = outcome {
                 if var transaction, let table = inline?.table {
                     let applied: Bool
                     (lines, applied) = try InlineActions.apply(
-                        ActionPlan.plan(for: record.claims, table: table), to: record, setID: id, now: now, guarded: guarded, in: &transaction)
+                        ActionPlan.plan(for: record.claims, table: table), to: record, setID: id, now: now, guarded: guarded, in: &transaction,
+                        clock: wallClock)
                     if !applied { queued += 1 }
                 } else {
                     queued += 1

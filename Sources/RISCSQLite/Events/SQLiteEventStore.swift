@@ -42,6 +42,7 @@ public final class SQLiteEventStore: EventStore, JournalingStore, StoreHealth, @
     /// Now, in seconds (monotonic by default): when the writer tries journaled records again after
     /// a failure (tests drive it).
     let clock: @Sendable () -> Double
+    let wallClock: @Sendable () -> Double
     /// The last journal mark committed and reported without a WAL sync (journaled batches).
     var unsyncedMark: SETJournal.Position?
     /// Journaled SETs committed since the WAL was last handed to the syncer.
@@ -123,12 +124,16 @@ public final class SQLiteEventStore: EventStore, JournalingStore, StoreHealth, @
         return (commits, rowsWritten)
     }
 
-    /// Opens (creating if needed) `directory/risc.sqlite3`.
+    /// Opens (creating if needed) `directory/risc.sqlite3`. `clock`: its deadlines' time
+    /// (monotonic by default); `wallClock`: the times it records (`processed_at`, the actions'
+    /// times and their event-log lines), the receiver's clock.
     public init(
-        directory: String, logger: Logger, maxBatch: Int = 512, clock: (@Sendable () -> Double)? = nil
+        directory: String, logger: Logger, maxBatch: Int = 512, clock: (@Sendable () -> Double)? = nil,
+        wallClock: (@Sendable () -> Double)? = nil
     ) throws {
         journalBacklog = maxBatch * 8
         self.clock = clock ?? { ProcessInfo.processInfo.systemUptime }
+        self.wallClock = wallClock ?? { Date().timeIntervalSince1970 }
         try PrivateFiles.makeDirectory(directory)
         path = (directory as NSString).appendingPathComponent("risc.sqlite3")
         walPath = path + "-wal"
