@@ -1,5 +1,5 @@
-public import Foundation
-import RISCCore
+import Foundation
+public import RISCCore
 
 /// A closed segment of the event log, as its digest file says (issue 28, after CloudTrail's digest
 /// files): which file, its SHA-256, the `seq` range and times of its lines, where the chain and
@@ -128,7 +128,7 @@ public enum EventLogSegments {
 
         public init(
             maxBytes: Int64 = 0, interval: Double = 0, retention: Double = 0, key: CheckpointKey? = nil,
-            now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
+            now: @escaping @Sendable () -> Double = systemNow
         ) {
             (self.maxBytes, self.interval, self.retention, self.key, self.now) = (maxBytes, interval, retention, key, now)
         }

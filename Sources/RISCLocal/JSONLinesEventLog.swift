@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import RISCCore
 
 #if canImport(Glibc)
@@ -67,7 +67,7 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
         public var publish: @Sendable (String) -> Void
 
         public init(
-            key: CheckpointKey, interval: Double = 60, now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 },
+            key: CheckpointKey, interval: Double = 60, now: @escaping @Sendable () -> Double = systemNow,
             publish: @escaping @Sendable (String) -> Void = { _ in }
         ) {
             (self.key, self.interval, self.now, self.publish) = (key, interval, now, publish)
@@ -116,7 +116,7 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
             throw error
         }
         if chained {
-            let now = Date().timeIntervalSince1970
+            let now = systemNow()
             if tail?.inOtherFile != true, tail?.needsNewline == true || (tail?.tornBytes ?? 0) > 0 { buffer.append(0x0A) }
             if let resumed = tail?.chain {
                 chain = resumed
@@ -283,7 +283,7 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
                 _ = condition.wait(until: Date(timeIntervalSinceNow: flushInterval))
             }
             if dropped > 0 {  // said after the lines that were kept, in the chain's order
-                var warning = EventLogRecord(step: .log, outcome: .dropped, time: Date().timeIntervalSince1970)
+                var warning = EventLogRecord(step: .log, outcome: .dropped, time: systemNow())
                 warning["count"] = .number(Double(dropped))
                 append(warning)
                 dropped = 0

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import RISCCore
 
 /// `DATA_DIR/moved-to`: written by `risc store copy` once an embedded store is copied into
@@ -9,7 +9,7 @@ public enum MovedMarker {
     public static func path(in directory: String) -> String { (directory as NSString).appendingPathComponent("moved-to") }
 
     /// Records that the store in `directory` was copied to `target` (a URL without secrets).
-    public static func write(in directory: String, target: String, now: Double = Date().timeIntervalSince1970) throws {
+    public static func write(in directory: String, target: String, now: Double = systemNow()) throws {
         let text = JSONValue.object(["copied_to": .string(target), "at": .string(Timestamp.iso8601(now))]).serialized + "\n"
         try PrivateFiles.writeAtomically(path(in: directory), Array(text.utf8))
     }

@@ -258,7 +258,7 @@ public struct PostgresVerifications: VerificationRequests {
     ) async throws -> [EventLogRecord] {
         var records: [EventLogRecord] = []
         for state in plan.verificationStates {
-            let now = Date().timeIntervalSince1970
+            let now = systemNow()
             var requestedAt: Double?
             if let state {
                 let header = try? CompactJWS(compact).header

@@ -68,7 +68,7 @@ public final class PostgresEventStore: EventStore, Sendable {
         self.commitDeadline = commitDeadline
         self.clock = clock ?? database.clock
         self.watchInterval = watchInterval
-        self.wallClock = wallClock ?? { Date().timeIntervalSince1970 }
+        self.wallClock = wallClock ?? systemNow
     }
 
     public func enableInlineActions(table: ActionTable, tokenKey: [UInt8]) { inline.withLock { $0 = (table, tokenKey) } }

@@ -32,7 +32,7 @@ public final class SharedStore: Sendable {
         /// `store.timeout`: seconds a SET may wait to be committed before it is answered 503.
         public var timeout: Double = 5
         /// The times the store records (the receiver's wall clock).
-        public var clock: @Sendable () -> Double = { Date().timeIntervalSince1970 }
+        public var clock: @Sendable () -> Double = systemNow
 
         public init(url: PostgresStoreURL, passwordFile: String? = nil, caFile: String? = nil, tokenKeyFile: String? = nil) {
             self.url = url

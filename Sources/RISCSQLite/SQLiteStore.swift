@@ -35,7 +35,7 @@ public final class SQLiteStore: Sendable {
         self.directory = directory
         self.tokenKeyFile = tokenKeyFile
         self.logger = logger
-        self.clock = clock ?? { Date().timeIntervalSince1970 }
+        self.clock = clock ?? systemNow
     }
 
     /// The part at `path`, opened by `open` the first time.

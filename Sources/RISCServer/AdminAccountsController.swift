@@ -41,7 +41,7 @@ struct AdminAccountsController: Sendable {
                 let subject = try Self.subject(context)
                 let issuer = request.uri.queryParameters.get("issuer")
                 if let issuer, issuer.utf8.contains(0) { throw BadRequest(description: "'issuer' must not hold a NUL character") }
-                let now = Date().timeIntervalSince1970
+                let now = systemNow()
                 let (removed, queued) = try await accounts.unlink(subject: subject, issuer: issuer, notices: notices, now: now)
                 guard removed > 0 else { return Responses.json(#"{"error":"not_found"}"#, status: .notFound) }
                 record(.unlinked, subject: subject, now: now, ["notices_queued": .number(Double(queued))])
@@ -142,7 +142,7 @@ struct AdminAccountsController: Sendable {
         if let tokenType, !UnlinkNotices.tokenTypes.contains(tokenType) {
             throw BadRequest(description: "'token_type' is access_token or refresh_token")
         }
-        let now = Date().timeIntervalSince1970
+        let now = systemNow()
         guard
             let result = try await accounts.revokeLinkedTokens(
                 subject: subject, issuer: json["issuer"]?.stringValue, hashes: hashes, tokenType: tokenType, reason: LinkedTokenRevocation.siteReason,
@@ -167,7 +167,7 @@ struct AdminAccountsController: Sendable {
         do { link = try AccountLink(json: try await object(request)) } catch let error as AccountLinkError {
             throw BadRequest(description: error.description)
         }
-        _ = try await accounts.link(link, now: Date().timeIntervalSince1970)
+        _ = try await accounts.link(link, now: systemNow())
         return Responses.json(#"{"status":"linked"}"#, status: .created)
     }
 
@@ -180,7 +180,7 @@ struct AdminAccountsController: Sendable {
             let issuer = json["issuer"]?.stringValue, viaGoogle = json["via_google"]?.boolValue ?? true
             added = try await accounts.add(
                 to: subject, issuer: issuer, session: id, viaGoogle: viaGoogle, token: nil, tokenKind: .googleRefresh,
-                now: Date().timeIntervalSince1970)
+                now: systemNow())
         } else {
             guard let token = json["token"]?.stringValue, !token.isEmpty else { throw BadRequest(description: "'token' is required") }
             guard let kind = TokenKind(rawValue: json["kind"]?.stringValue ?? TokenKind.googleRefresh.rawValue) else {
@@ -188,7 +188,7 @@ struct AdminAccountsController: Sendable {
             }
             let issuer = json["issuer"]?.stringValue
             added = try await accounts.add(
-                to: subject, issuer: issuer, session: nil, viaGoogle: true, token: token, tokenKind: kind, now: Date().timeIntervalSince1970)
+                to: subject, issuer: issuer, session: nil, viaGoogle: true, token: token, tokenKind: kind, now: systemNow())
         }
         return added ? Responses.json(#"{"status":"added"}"#, status: .created) : Responses.json(#"{"error":"not_found"}"#, status: .notFound)
     }

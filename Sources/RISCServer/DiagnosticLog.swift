@@ -70,7 +70,7 @@ public struct DiagnosticLogHandler: LogHandler {
     }
 
     public func log(event: LogEvent) {
-        output.write(Self.line(event, label: label, format: format, metadata: metadata, now: Date().timeIntervalSince1970))
+        output.write(Self.line(event, label: label, format: format, metadata: metadata, now: systemNow()))
     }
 
     static func json(_ value: Logger.Metadata.Value) -> JSONValue {

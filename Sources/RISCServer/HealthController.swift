@@ -139,7 +139,7 @@ final class StoreSampler: Sendable {
     let clock: @Sendable () -> Double
     private let latest = Mutex(StoreSample())
 
-    init(store: any StoreHealth, interval: Double, clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) {
+    init(store: any StoreHealth, interval: Double, clock: @escaping @Sendable () -> Double = systemNow) {
         self.store = store
         self.interval = interval
         deadline = min(max(interval, 0.5), 2)

@@ -91,7 +91,7 @@ final class PushEndpoint: Service, Sendable {
 
     init(
         settings: Settings, intake: Intake, revocation: RevocationIntake? = nil, documents: NoticeDocuments? = nil, limiter: InvalidRequestLimiter?, tls: ServerTLS?,
-        logger: Logger, metrics: ReceiverMetrics? = nil, clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 },
+        logger: Logger, metrics: ReceiverMetrics? = nil, clock: @escaping @Sendable () -> Double = systemNow,
         onRunning: @escaping @Sendable (Int) -> Void
     ) {
         self.now = clock

@@ -70,7 +70,7 @@ public final class Receiver: Sendable {
         configuration: ReceiverConfiguration, logger: Logger, metricsFactory: (any MetricsFactory)? = nil,
         source: ConfigurationSource? = nil, logLevel: LogLevelSetting? = nil, clock: (@Sendable () -> Double)? = nil
     ) throws {
-        let clock = clock ?? { Date().timeIntervalSince1970 }
+        let clock = clock ?? systemNow
         self.configuration = configuration
         self.logger = logger
         let problems = configuration.problems + Self.preflight(configuration)
@@ -218,7 +218,7 @@ public final class Receiver: Sendable {
     /// Runs until SIGTERM/SIGINT (or `shutdown()`), then closes the store and the event log.
     public func run() async throws {
         for cache in caches { await cache.refreshNow() }  // warm the keys before the first request
-        var startup = EventLogRecord(step: .serve, outcome: .started, time: Date().timeIntervalSince1970)
+        var startup = EventLogRecord(step: .serve, outcome: .started, time: systemNow())
         startup["events_path"] = .string(configuration.eventsPath)
         startup["tls"] = .bool(configuration.tlsCertificate != nil)
         if let tls = onHangup.tls { startup["tls_not_after"] = .string(Timestamp.iso8601(tls.notValidAfter)) }
@@ -233,7 +233,7 @@ public final class Receiver: Sendable {
             await storeSampler.sample()  // the first probe after start has the store's answers
             eventLog.record(startup)
             do { result = .success(try await group.run()) } catch { result = .failure(error) }
-            eventLog.record(EventLogRecord(step: .serve, outcome: .stopped, time: Date().timeIntervalSince1970))
+            eventLog.record(EventLogRecord(step: .serve, outcome: .stopped, time: systemNow()))
         } catch {
             result = .failure(error)  // the shared store refused us: nothing was started
             await storage.stop()

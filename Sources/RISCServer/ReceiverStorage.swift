@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import Logging
 import RISCClient
 public import RISCCore
@@ -24,7 +24,7 @@ public struct ReceiverStorage: Sendable {
     /// default), and the times the store records.
     public static func open(
         configuration: ReceiverConfiguration, log: any EventLog, metrics: (any WorkMetrics)? = nil, logger: Logger,
-        noticeKeys: TransmitterKeyCache? = nil, journal: Bool = false, clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
+        noticeKeys: TransmitterKeyCache? = nil, journal: Bool = false, clock: @escaping @Sendable () -> Double = systemNow
     ) throws -> ReceiverStorage {
         let sink = try makeSink(configuration: configuration)
         let publisher = try makePublisher(configuration: configuration, keys: noticeKeys)

@@ -76,7 +76,7 @@ final class ConfigurationReloader: Sendable {
     @discardableResult
     func reload() -> ConfigurationReload {
         var result = ConfigurationReload()
-        var record = EventLogRecord(step: .config, outcome: .reloaded, time: Date().timeIntervalSince1970)
+        var record = EventLogRecord(step: .config, outcome: .reloaded, time: systemNow())
         let old = configuration
         let new: ReceiverConfiguration
         do {
@@ -193,7 +193,7 @@ struct Hangup: Sendable {
     func reloadTLS() -> Bool {
         var reloaded = !listeners.isEmpty
         for (name, tls) in listeners {
-            var record = EventLogRecord(step: .tls, outcome: .reloaded, time: Date().timeIntervalSince1970)
+            var record = EventLogRecord(step: .tls, outcome: .reloaded, time: systemNow())
             record["listener"] = .string(name)
             do {
                 let loaded = try tls.reload()
@@ -217,7 +217,7 @@ struct Hangup: Sendable {
     /// Publishes a listener's certificate expiry and warns when it is near (14 days) or past.
     func noteCertificate(listener: String, notValidAfter: Double) {
         metrics.noteCertificate(listener: listener, notValidAfter: notValidAfter)
-        let left = notValidAfter - Date().timeIntervalSince1970
+        let left = notValidAfter - systemNow()
         let metadata: Logger.Metadata = ["risc.listener": "\(listener)", "risc.not_after": "\(Timestamp.iso8601(notValidAfter))"]
         if left <= 0 {
             logger.error(listener == "public" ? "the TLS certificate has expired: Google cannot deliver" : "the admin listener's TLS certificate has expired", metadata: metadata)

@@ -23,7 +23,7 @@ final class RetentionService: Service, Sendable {
 
     init(
         store: any RetentionStore, policy: RetentionPolicy, interval: Double, log: any EventLog, logger: Logger,
-        clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
+        clock: @escaping @Sendable () -> Double = systemNow
     ) {
         self.store = store
         self.clock = clock

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import Logging
 public import RISCClient
 public import RISCCore
@@ -41,7 +41,7 @@ public final class SSFPoller: Sendable {
 
     public init(
         settings: Settings, client: SSFStreamClient, intake: Intake, leases: any LeaseStore, logger: Logger,
-        clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 },
+        clock: @escaping @Sendable () -> Double = systemNow,
         sleep: @escaping @Sendable (Double) async throws -> Void = { try await Task.sleep(for: .seconds($0)) }
     ) {
         self.settings = settings

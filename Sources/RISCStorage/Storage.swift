@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import Logging
 public import RISCCore
 import RISCLocal
@@ -33,7 +33,7 @@ public final class Storage: Sendable {
     /// `clock`: the times the store records (`processed_at`, when actions were applied): the receiver's.
     public init(
         settings: StoreSettings, dataDirectory: String, tokenKeyFile: String?, needsTokenKey: Bool = true, logger: Logger,
-        clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
+        clock: @escaping @Sendable () -> Double = systemNow
     ) throws {
         self.settings = settings
         self.dataDirectory = dataDirectory
@@ -193,7 +193,7 @@ public final class Storage: Sendable {
     /// `risc store status`: the backend, where it is, its schema version against this binary's,
     /// the queue's counts (when the schema is current: reading them would migrate an older one), and for the
     /// embedded store the pid of the `risc serve` holding its data directory.
-    public func status(now: Double = Date().timeIntervalSince1970) async throws -> JSONObject {
+    public func status(now: Double = systemNow()) async throws -> JSONObject {
         var object = JSONObject()
         switch driver {
         case .embedded(let store):

@@ -115,7 +115,7 @@ public final class FakeRISCAPI: Sendable {
     }
 
     func handle(_ request: LoopbackHTTPServer.Request) -> LoopbackHTTPServer.Response {
-        let now = Date().timeIntervalSince1970
+        let now = systemNow()
         let refusal = refusal(request.header("authorization"), now: now)
         let forced = state.withLock { state -> (Int, String)? in
             state.requests.append("\(request.method) \(request.path)")
@@ -232,7 +232,7 @@ public final class FakeRISCAPI: Sendable {
             guard var claims = try? JSONParser.parseObject(jws.payload) else { throw Refusal("payload is not JSON") }
             guard claims["iss"]?.stringValue == issuer else { throw Refusal("iss is not the site's issuer") }
             guard claims["aud"]?.stringValue == configuration.noticeAudience else { throw Refusal("aud is not \(configuration.noticeAudience)") }
-            guard let iat = claims["iat"]?.numberValue, iat <= Date().timeIntervalSince1970 + 60 else { throw Refusal("iat missing or in the future") }
+            guard let iat = claims["iat"]?.numberValue, iat <= systemNow() + 60 else { throw Refusal("iat missing or in the future") }
             guard let jti = claims["jti"]?.stringValue, !jti.isEmpty else { throw Refusal("no jti") }
             guard claims["exp"] == nil else { throw Refusal("exp present") }
             guard let events = claims["events"]?.objectValue, events.count == 1,

@@ -57,7 +57,7 @@ public enum NegativeTokens {
             signature[signature.count / 2] ^= 0x01
             return "\(parts[0]).\(parts[1]).\(Base64URL.encode(signature))"
         case "id-token-lookalike":
-            let now = Date().timeIntervalSince1970.rounded(.down)
+            let now = systemNow().rounded(.down)
             return try factory.sign(
                 [
                     "iss": .string(factory.issuer), "aud": .string(factory.audience), "sub": "110169484474386276334",

@@ -42,7 +42,7 @@ public struct SETFactory: Sendable {
         var claims = JSONObject()
         claims["iss"] = .string(issuer)
         claims["aud"] = .string(audience)
-        claims["iat"] = .number(iat ?? Date().timeIntervalSince1970.rounded(.down))
+        claims["iat"] = .number(iat ?? systemNow().rounded(.down))
         claims["jti"] = .string(jti ?? UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased())
         claims["events"] = .object(JSONObject([type.uri: .object(event)]))
         return claims

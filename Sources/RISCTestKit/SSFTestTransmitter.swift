@@ -1,5 +1,5 @@
 import Dispatch
-public import Foundation
+import Foundation
 import RISCClient
 public import RISCCore
 import Synchronization
@@ -65,7 +65,7 @@ public final class SSFTestTransmitter: Sendable {
     private let clock: @Sendable () -> Double
 
     public init(
-        audience: String, clients: [Client], port: Int = 0, issuer: String? = nil, clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
+        audience: String, clients: [Client], port: Int = 0, issuer: String? = nil, clock: @escaping @Sendable () -> Double = systemNow
     ) throws {
         let key = try PrivateKey.generate(.ec(curve: "P-256"))
         let jwks = JSONValue.object(["keys": .array([.object(key.publicKey.jwk(keyID: "ssf-test-1", algorithm: .es256))])]).serialized

@@ -37,7 +37,7 @@ extension RiscCommand.Accounts {
                 AccountLink(
                     issuer: issuer, subject: subject, userID: user, email: email, sessions: sessions,
                     refreshTokens: try refreshTokenFiles.map(read), linkedTokens: try linkedTokenFiles.map(read)),
-                now: Date().timeIntervalSince1970)
+                now: systemNow())
             print(
                 "linked \(Printable.safe(subject)) → \(Printable.safe(user)) (\(sessions.count) sessions, \(refreshTokenFiles.count + linkedTokenFiles.count) tokens; tokens kept as fingerprints only)"
             )
@@ -87,7 +87,7 @@ extension RiscCommand.Accounts {
             }
             let opened = try await data.open(accounts: true, create: creation.create)
             defer { opened.close() }
-            _ = try await opened.accounts().link(links, now: Date().timeIntervalSince1970)
+            _ = try await opened.accounts().link(links, now: systemNow())
             print("imported \(links.count) accounts")
         }
     }
@@ -154,7 +154,7 @@ extension RiscCommand.Accounts {
             let store = try await data.open(accounts: true)
             defer { store.close() }
             let (accounts, notices) = try store.accountsAndNotices()
-            let (removed, queued) = try await accounts.unlink(subject: subject, issuer: issuer, notices: notices, now: Date().timeIntervalSince1970)
+            let (removed, queued) = try await accounts.unlink(subject: subject, issuer: issuer, notices: notices, now: systemNow())
             guard removed > 0 else {
                 FileHandle.standardError.write(Data("risc: no account with subject \(Printable.safe(subject))\n".utf8))
                 throw ExitStatus.rejected

@@ -22,7 +22,7 @@ extension RiscCommand.Bench {
             let work = FileManager.default.temporaryDirectory.appendingPathComponent("risc-bench-log-\(UUID().uuidString)").path
             try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(atPath: work) }
-            var record = EventLogRecord(step: .received, outcome: .accepted, time: Date().timeIntervalSince1970)
+            var record = EventLogRecord(step: .received, outcome: .accepted, time: systemNow())
             record["jti"] = "9f3c2e1a-5b7d-4c8e-a1f0-2d4b6c8e0a12"
             record["iss"] = "https://accounts.google.com/"
             record["events"] = ["https://schemas.openid.net/secevent/risc/event-type/sessions-revoked"]

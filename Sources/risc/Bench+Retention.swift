@@ -32,7 +32,7 @@ extension RiscCommand.Bench {
             let log = try JSONLinesEventLog(path: nil)
             defer { log.close() }
             try storage.enableInlineActions(table: .default, log: log)
-            let start = Date().timeIntervalSince1970
+            let start = systemNow()
             // Four types: credential-change events are not part of this mix.
             try await RiscCommand.Bench.appendSignedSETs(
                 to: try storage.events(), count: sets, keys: keys, types: Array(RiscCommand.Bench.seededTypes.prefix(4))

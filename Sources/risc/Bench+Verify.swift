@@ -34,7 +34,7 @@ extension RiscCommand.Bench {
             }
             let provider = StaticKeyProvider(keys: try directory.jwks, issuer: SETFactory.defaultIssuer)
             let policy = SETPolicy(audiences: [SETFactory.defaultAudience])
-            let now = Date().timeIntervalSince1970
+            let now = systemNow()
 
             var failures = 0
             let rate = Self.rate(seconds: seconds, batch: tokens.count) { index in

@@ -47,7 +47,7 @@ extension RiscCommand.Drill {
             let repository = try scratchStore.storage.accounts()
             for index in 0..<accounts {
                 _ = try await repository.link(
-                    AccountLink(subject: "drill-\(index)", userID: "u-\(index)", sessions: ["s-\(index)"]), now: Date().timeIntervalSince1970)
+                    AccountLink(subject: "drill-\(index)", userID: "u-\(index)", sessions: ["s-\(index)"]), now: systemNow())
             }
             let server = ChildServer(
                 arguments: [
@@ -86,7 +86,7 @@ extension RiscCommand.Drill {
             let admin = try scratchStore.storage.admin()
             let drainStart = Date()
             while Date().timeIntervalSince(drainStart) < 60 {
-                let counts = try await admin.counts(now: Date().timeIntervalSince1970)
+                let counts = try await admin.counts(now: systemNow())
                 if counts.pending == 0, counts.scheduledRetry == 0 { break }
                 try await Task.sleep(for: .milliseconds(100))
             }

@@ -109,7 +109,7 @@ extension RiscCommand.Linking {
             guard
                 let result = try await accounts.revokeLinkedTokens(
                     subject: subject, issuer: issuer, hashes: hashes, tokenType: tokenType, reason: LinkedTokenRevocation.siteReason, notices: notices,
-                    now: Date().timeIntervalSince1970)
+                    now: systemNow())
             else {
                 FileHandle.standardError.write(Data("risc: no account with subject \(Printable.safe(subject))\n".utf8))
                 throw ExitStatus.rejected

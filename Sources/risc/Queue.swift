@@ -19,7 +19,7 @@ extension RiscCommand.Queue {
         func run() async throws {
             let store = try await data.open()
             defer { store.close() }
-            print(JSONValue.object(try await store.queue().counts(now: Date().timeIntervalSince1970).json).prettyPrinted)
+            print(JSONValue.object(try await store.queue().counts(now: systemNow()).json).prettyPrinted)
         }
     }
 
@@ -81,7 +81,7 @@ extension RiscCommand.Queue {
         func run() async throws {
             let store = try await data.open()
             defer { store.close() }
-            let count = try await store.queue().purgeDead(olderThan: Self.seconds(olderThan)!, now: Date().timeIntervalSince1970)
+            let count = try await store.queue().purgeDead(olderThan: Self.seconds(olderThan)!, now: systemNow())
             print("purged \(count)")
         }
         static func seconds(_ text: String) -> Double? { durationSeconds(text) }

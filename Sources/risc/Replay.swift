@@ -53,7 +53,7 @@ extension RiscCommand {
         @Option(name: .customLong("audience"), help: "Accepted audiences for --dry-run (default: --aud).") var audiences: [String] = []
 
         /// Seconds since the epoch for "90s" / "2h" (that long ago) or an RFC 3339 time.
-        static func instant(_ text: String?, _ option: String, now: Double = Date().timeIntervalSince1970) throws -> Double? {
+        static func instant(_ text: String?, _ option: String, now: Double = systemNow()) throws -> Double? {
             guard let text else { return nil }
             if let ago = durationSeconds(text) { return now - ago }
             let formatter = ISO8601DateFormatter()
@@ -167,7 +167,7 @@ extension RiscCommand {
                 do {
                     let claims: SecurityEventToken
                     if let verifier {
-                        claims = try await verifier.verify(Array(token.utf8), now: Date().timeIntervalSince1970).token
+                        claims = try await verifier.verify(Array(token.utf8), now: systemNow()).token
                     } else {
                         claims = try SecurityEventToken(payload: CompactJWS(token).payload)
                     }
@@ -229,7 +229,7 @@ extension RiscCommand {
                 ids = try await admin.requeue(ids: admin.ids(try selection()))
                 guard !ids.isEmpty else { throw ValidationError("no stored SET matches") }
                 for row in try await admin.rows(ids: ids) {
-                    var record = EventLogRecord(step: .replayed, outcome: .requeued, time: Date().timeIntervalSince1970)
+                    var record = EventLogRecord(step: .replayed, outcome: .requeued, time: systemNow())
                     let outcome = row.outcomeJSON
                     record["jti"] = outcome["jti"]
                     record["events"] = outcome["events"]
@@ -254,7 +254,7 @@ extension RiscCommand {
             guard !tokens.isEmpty else { throw ValidationError("no SETs to replay") }
             let file = jwksFile ?? configuration.jwksFile ?? (keys as NSString).appendingPathComponent("jwks.json")
             let policy: SETPolicy? = config == nil || !audiences.isEmpty ? nil : configuration.policy
-            let intake = Intake(verifier: try verifier(jwksFile: file, policy: policy), store: store, log: log) { Date().timeIntervalSince1970 }
+            let intake = Intake(verifier: try verifier(jwksFile: file, policy: policy), store: store, log: log, clock: systemNow)
             var result: (ids: [Int64], duplicates: Int, refused: Int) = ([], 0, 0)
             for token in tokens {
                 do {

@@ -138,7 +138,7 @@ extension RiscCommand {
                 guard let pair = configuration.tlsPairs.first(where: { $0.listener == listener }),
                     let until = try? ServerTLS.load(pair).notValidAfter
                 else { return nil }
-                let days = Int(((until - Date().timeIntervalSince1970) / 86_400).rounded(.down))
+                let days = Int(((until - systemNow()) / 86_400).rounded(.down))
                 return "certificate valid until \(Timestamp.iso8601(until)) (\(days < 0 ? "EXPIRED" : "\(days) days left"))"
             }
             print("configuration OK")

@@ -145,7 +145,7 @@ extension RiscCommand.Stream {
             let configuration = try ssf.configuration()
             let stream = try await ssf.perform { try await $0.create(configuration) }
             guard let id = stream["stream_id"]?.stringValue else { throw ValidationError("the transmitter answered without a stream_id") }
-            var record: JSONObject = ["stream_id": .string(id), "issuer": .string(ssf.settings.issuer), "created_at": .string(Timestamp.iso8601(Date().timeIntervalSince1970))]
+            var record: JSONObject = ["stream_id": .string(id), "issuer": .string(ssf.settings.issuer), "created_at": .string(Timestamp.iso8601(systemNow()))]
             // A poll stream's endpoint, for the receiver's poller (unless poll_url names it).
             if let delivery = stream["delivery"]?.objectValue, delivery["method"]?.stringValue == SSFDelivery.poll { record["poll_url"] = delivery["endpoint_url"] }
             try ssf.save(record)

@@ -42,8 +42,8 @@ extension RiscCommand.Stream {
             let opened = haveStore ? try await StoreOption.open(resolved) : nil
             defer { opened?.close() }
             let ledger = try opened?.verifications()
-            let state = self.state ?? "risc-verify-\(Timestamp.iso8601(Date().timeIntervalSince1970))-\(UInt64.random(in: 0...UInt64.max) & 0xFFFF_FFFF_FFFF)"
-            let requestedAt = Date().timeIntervalSince1970
+            let state = self.state ?? "risc-verify-\(Timestamp.iso8601(systemNow()))-\(UInt64.random(in: 0...UInt64.max) & 0xFFFF_FFFF_FFFF)"
+            let requestedAt = systemNow()
             // Recorded before the call: the SET may arrive before Google's answer does.
             if let ssf = try options.ssf(store) {
                 // SSF: the receiver refuses (invalid_state) a state it has no record of, so the record comes first.
@@ -67,7 +67,7 @@ extension RiscCommand.Stream {
                 return
             }
             let deadline = requestedAt + waitSeconds
-            while Date().timeIntervalSince1970 < deadline {
+            while systemNow() < deadline {
                 if let entry = try await ledger.entry(state: state), let matched = entry.matchedAt {
                     report(entry, roundTrip: matched - entry.requestedAt)
                     return

@@ -23,7 +23,7 @@ extension RiscCommand {
             let body = try readInput(file)
             let verifier = SETVerifier(policy: verification.policy, keys: try verification.keyProvider(logger: global.makeLogger()))
             do {
-                let validated = try await verifier.verify(body, now: Date().timeIntervalSince1970)
+                let validated = try await verifier.verify(body, now: systemNow())
                 print(validated.json.prettyPrinted)
             } catch let error as SETError {
                 print(error.responseBody)

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import Logging
 public import RISCCore
 import Synchronization
@@ -34,7 +34,7 @@ public actor JWKSCache: KeyProvider {
 
     public init(
         configuration: JWKSConfiguration, client: CurlHTTPClient = CurlHTTPClient(pool: .receiver), logger: Logger,
-        now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
+        now: @escaping @Sendable () -> Double = systemNow
     ) {
         self.configuration = configuration
         self.client = client

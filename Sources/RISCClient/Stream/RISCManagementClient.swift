@@ -20,7 +20,7 @@ public struct RISCManagementClient: Sendable {
         while base.hasSuffix("/") { base.removeLast() }
         self.base = base
         self.http = http
-        clock = { Date().timeIntervalSince1970 }
+        clock = systemNow
     }
 
     /// `GET /v1beta/stream`: the current configuration.

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import RISCCore
 import Synchronization
 
@@ -75,7 +75,7 @@ public final class SSFStreamClient: Sendable {
 
     public init(
         issuer: String, metadataURL: String, authorization: SSFAuthorization, http: CurlHTTPClient = CurlHTTPClient(),
-        clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
+        clock: @escaping @Sendable () -> Double = systemNow
     ) {
         self.issuer = issuer
         self.metadataURL = metadataURL

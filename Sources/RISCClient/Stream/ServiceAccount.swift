@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import RISCCore
 
 /// A Google service account's JSON key file, as the RISC management API wants it used (spec
@@ -64,7 +64,7 @@ public struct ServiceAccount: Sendable, CustomStringConvertible {
     }
 
     /// A signed bearer token for the RISC management API.
-    public func bearerToken(now: Double = Date().timeIntervalSince1970) throws -> String {
+    public func bearerToken(now: Double = systemNow()) throws -> String {
         try signer.sign(claims: claims(now: now), header: ["typ": "JWT"])
     }
 }

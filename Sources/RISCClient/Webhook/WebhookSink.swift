@@ -28,7 +28,7 @@ public struct WebhookSink: ActionSink {
     public func deliver(_ plan: ActionPlan, tokens: [TokenToRevoke], tokenID: String, issuer: String, idempotencyKey: String, appliedByRISC: Bool = false)
         throws -> [String]
     {
-        let now = Date().timeIntervalSince1970
+        let now = systemNow()
         let body = Array(plan.webhookBody(tokenID: tokenID, issuer: issuer, sentAt: now, tokens: tokens, appliedByRISC: appliedByRISC).serialized.utf8)
         let timestamp = String(Int(now))
         let signature = HMACSHA256.hex(key: secret, data: Array((timestamp + ".").utf8) + body)

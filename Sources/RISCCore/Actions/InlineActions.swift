@@ -1,5 +1,3 @@
-public import Foundation
-
 /// A new SET's actions applied in the transaction that stores it ("inline"), the same on every
 /// store; the store keeps only its statements (a `Transaction`).
 ///
@@ -40,7 +38,7 @@ public enum InlineActions {
     /// to the queue). `now`: when the batch started; `clock` gives the latency's end.
     public static func apply<T: Transaction>(
         _ plan: ActionPlan, to record: SETRecord, setID: Int64, now: Double, guarded: Bool, in transaction: inout T,
-        clock: () -> Double = { Date().timeIntervalSince1970 }
+        clock: () -> Double = systemNow
     ) throws -> (lines: [EventLogRecord], applied: Bool) {
         // A row that names the webhook: the worker delivers it and applies the rest (its line then).
         if plan.deliversToWebhook {
@@ -64,7 +62,7 @@ public enum InlineActions {
     /// `apply`, for a store whose statements are awaited.
     public static func apply<T: AsyncTransaction>(
         _ plan: ActionPlan, to record: SETRecord, setID: Int64, now: Double, guarded: Bool, in transaction: inout T,
-        clock: () -> Double = { Date().timeIntervalSince1970 }
+        clock: () -> Double = systemNow
     ) async throws -> (lines: [EventLogRecord], applied: Bool) {
         if plan.deliversToWebhook {
             try await transaction.deferToQueue(setID: setID)

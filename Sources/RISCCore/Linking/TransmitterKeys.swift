@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 import Synchronization
 
 /// The keys risc signs unlink notices with (`linking.notices.key_dir`), in the layout `risc keys`
@@ -127,7 +127,7 @@ public final class TransmitterKeyCache: Sendable {
     }
 
     /// The current keys.
-    public func current(now: Double = Date().timeIntervalSince1970) throws -> TransmitterKeys {
+    public func current(now: Double = systemNow()) throws -> TransmitterKeys {
         let (due, keys) = state.withLock { state -> (Bool, TransmitterKeys?) in
             let due = now - state.checkedAt >= 1
             if due { state.checkedAt = now }
@@ -165,7 +165,7 @@ public final class TransmitterKeyCache: Sendable {
 
     /// Why the directory does not load now (its last good keys are in use), or nil; reads it
     /// again first when it changed (at most once a second).
-    public func problem(now: Double = Date().timeIntervalSince1970) -> String? {
+    public func problem(now: Double = systemNow()) -> String? {
         _ = try? current(now: now)
         return state.withLock { $0.problem }
     }

@@ -150,7 +150,7 @@ extension AccountRepository {
 
     /// Removes the account without notices. How many accounts went.
     public func unlink(subject: String, issuer: String?) async throws -> Int {
-        try await unlink(subject: subject, issuer: issuer, notices: nil, now: Date().timeIntervalSince1970).accounts
+        try await unlink(subject: subject, issuer: issuer, notices: nil, now: systemNow()).accounts
     }
 }
 

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import Logging
 import Synchronization
 
@@ -60,7 +60,7 @@ public final class QueueWorker: Sendable {
     public init(
         queue: any WorkQueue, settings: Settings, table: ActionTable = .default, retry: RetryPolicy = RetryPolicy(),
         sink: (any ActionSink)? = nil, notices: NoticeSending? = nil, log: any EventLog, metrics: (any WorkMetrics)? = nil, logger: Logger,
-        clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
+        clock: @escaping @Sendable () -> Double = systemNow
     ) {
         self.metrics = metrics
         self.clock = clock

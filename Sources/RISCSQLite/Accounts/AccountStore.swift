@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import RISCCore
 import RISCLocal
 
@@ -58,7 +58,7 @@ public final class AccountStore: AccountRepository, @unchecked Sendable {  // re
     }
 
     /// See `AccountRepository.link`: every account in one transaction, all or none.
-    public func link(_ links: [AccountLink], now: Double = Date().timeIntervalSince1970) async throws -> [Int64] {
+    public func link(_ links: [AccountLink], now: Double = systemNow()) async throws -> [Int64] {
         try await run { [self] _ in try links.map { try insert($0, now: now) } }
     }
 
@@ -94,7 +94,7 @@ public final class AccountStore: AccountRepository, @unchecked Sendable {  // re
     /// See `AccountRepository.add`.
     public func add(
         to subject: String, issuer: String? = nil, session: String? = nil, viaGoogle: Bool = true,
-        token: String? = nil, tokenKind: TokenKind = .googleRefresh, now: Double = Date().timeIntervalSince1970
+        token: String? = nil, tokenKind: TokenKind = .googleRefresh, now: Double = systemNow()
     ) async throws -> Bool {
         try await run { [self] connection in
             guard let id = try accountID(subject: subject, issuer: issuer) else { return false }

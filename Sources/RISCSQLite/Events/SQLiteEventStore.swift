@@ -133,7 +133,7 @@ public final class SQLiteEventStore: EventStore, JournalingStore, StoreHealth, @
     ) throws {
         journalBacklog = maxBatch * 8
         self.clock = clock ?? { ProcessInfo.processInfo.systemUptime }
-        self.wallClock = wallClock ?? { Date().timeIntervalSince1970 }
+        self.wallClock = wallClock ?? systemNow
         try PrivateFiles.makeDirectory(directory)
         path = (directory as NSString).appendingPathComponent("risc.sqlite3")
         walPath = path + "-wal"

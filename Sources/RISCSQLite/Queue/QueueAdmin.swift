@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import RISCCore
 
 /// The embedded store's `QueueAdministration`: what `risc queue` and `risc replay` read and change.
@@ -10,7 +10,7 @@ public final class QueueAdmin: QueueAdministration, @unchecked Sendable {  // re
         connection = try SQLiteDatabase(directory: directory, mustExist: true).connect(.plain)
     }
 
-    public func counts(now: Double = Date().timeIntervalSince1970) throws -> QueueCounts {
+    public func counts(now: Double = systemNow()) throws -> QueueCounts {
         let statement = try connection.prepare("SELECT state, attempts > 0, count(*), min(received_at) FROM sets GROUP BY state, attempts > 0")
         var groups: [(state: String, retried: Bool, count: Int, firstReceived: Double?)] = []
         while try statement.step() { groups.append((statement.text(0) ?? "", statement.int(1) != 0, Int(statement.int(2)), statement.double(3))) }
@@ -95,7 +95,7 @@ public final class QueueAdmin: QueueAdministration, @unchecked Sendable {  // re
         return Int(connection.changes)
     }
 
-    public func purgeDead(olderThan: Double, now: Double = Date().timeIntervalSince1970) throws -> Int {
+    public func purgeDead(olderThan: Double, now: Double = systemNow()) throws -> Int {
         return try connection.immediateTransaction {
             let chosen = "SELECT id FROM sets WHERE state = 'dead' AND received_at < ?1"
             try connection.prepare("DELETE FROM applied_actions WHERE set_id IN (\(chosen))").run([.double(now - olderThan)])

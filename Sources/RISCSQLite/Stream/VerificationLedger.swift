@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import RISCCore
 
 /// The `state` values `risc stream verify` asked Google to send back, and the verification SETs
@@ -15,7 +15,7 @@ public final class VerificationLedger: VerificationRequests, @unchecked Sendable
     }
 
     /// Records that a verification carrying `state` was requested.
-    public func request(state: String, apiBase: String, now: Double = Date().timeIntervalSince1970) throws {
+    public func request(state: String, apiBase: String, now: Double = systemNow()) throws {
         try connection.prepare("INSERT INTO stream_verifications (state, requested_at, api_base) VALUES (?1, ?2, ?3)")
             .run([.text(state), .double(now), .text(apiBase)])
     }
@@ -51,7 +51,7 @@ public final class VerificationLedger: VerificationRequests, @unchecked Sendable
         for plan: ActionPlan, claims: SecurityEventToken, id: Int64, jti: String, compact: String, connection: SQLiteConnection
     ) throws -> [EventLogRecord] {
         try plan.verificationStates.map { state in
-            let now = Date().timeIntervalSince1970
+            let now = systemNow()
             let requested = try state.flatMap { try match(connection, state: $0, setID: id, token: compact, claims: claims, now: now) }
             return ActionPlan.verificationRecord(jti: jti, state: state, requestedAt: requested, now: now)
         }
