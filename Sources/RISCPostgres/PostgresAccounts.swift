@@ -254,11 +254,10 @@ public struct PostgresVerifications: VerificationRequests {
     /// one event-log line each, `matched` (with the round trip), `unrequested` or `no_state`.
     static func records(
         for plan: ActionPlan, claims: SecurityEventToken, id: Int64, jti: String, compact: String, connection: PostgresConnection,
-        logger: Logger
+        logger: Logger, now: Double
     ) async throws -> [EventLogRecord] {
         var records: [EventLogRecord] = []
         for state in plan.verificationStates {
-            let now = systemNow()
             var requestedAt: Double?
             if let state {
                 let header = try? CompactJWS(compact).header

@@ -168,7 +168,7 @@ extension PostgresEventStore {
                 outcomes,
                 try await PostgresVerifications.records(
                     for: plan, claims: record.claims, id: setID, jti: record.tokenID, compact: record.token, connection: connection,
-                    logger: applier.logger)
+                    logger: applier.logger, now: now)
             )
         }
 

@@ -99,7 +99,7 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
                 var report = FinishReport()
                 if let claims = item.claims {
                     report.verifications = try await PostgresVerifications.records(
-                        for: item.plan, claims: claims, id: claim.id, jti: claim.jti, compact: claim.token, connection: connection, logger: logger)
+                        for: item.plan, claims: claims, id: claim.id, jti: claim.jti, compact: claim.token, connection: connection, logger: logger, now: now)
                 }
                 if applyToAccounts {
                     report.outcomes = try await applier.apply(item.plan, setID: claim.id, keyIssuer: claim.issuer, now: now)

@@ -27,6 +27,9 @@ struct AdminAccountsController: Sendable {
     /// Queues unlink notices for linked tokens the site revokes; nil: notices are off.
     var notices: UnlinkNotices? = nil
     var log: (any EventLog)? = nil
+    /// The receiver's clock: the times the API records (accounts, sessions and tokens created,
+    /// unlinks, revocations), which the ordering rule compares with SETs' times.
+    var clock: @Sendable () -> Double = systemNow
 
     func register(on router: Router<RISCRequestContext>) {
         router.post("/admin/accounts") { request, context in try await guarded(request) { try await link(request) } }
@@ -41,7 +44,7 @@ struct AdminAccountsController: Sendable {
                 let subject = try Self.subject(context)
                 let issuer = request.uri.queryParameters.get("issuer")
                 if let issuer, issuer.utf8.contains(0) { throw BadRequest(description: "'issuer' must not hold a NUL character") }
-                let now = systemNow()
+                let now = clock()
                 let (removed, queued) = try await accounts.unlink(subject: subject, issuer: issuer, notices: notices, now: now)
                 guard removed > 0 else { return Responses.json(#"{"error":"not_found"}"#, status: .notFound) }
                 record(.unlinked, subject: subject, now: now, ["notices_queued": .number(Double(queued))])
@@ -142,7 +145,7 @@ struct AdminAccountsController: Sendable {
         if let tokenType, !UnlinkNotices.tokenTypes.contains(tokenType) {
             throw BadRequest(description: "'token_type' is access_token or refresh_token")
         }
-        let now = systemNow()
+        let now = clock()
         guard
             let result = try await accounts.revokeLinkedTokens(
                 subject: subject, issuer: json["issuer"]?.stringValue, hashes: hashes, tokenType: tokenType, reason: LinkedTokenRevocation.siteReason,
@@ -167,7 +170,7 @@ struct AdminAccountsController: Sendable {
         do { link = try AccountLink(json: try await object(request)) } catch let error as AccountLinkError {
             throw BadRequest(description: error.description)
         }
-        _ = try await accounts.link(link, now: systemNow())
+        _ = try await accounts.link(link, now: clock())
         return Responses.json(#"{"status":"linked"}"#, status: .created)
     }
 
@@ -180,7 +183,7 @@ struct AdminAccountsController: Sendable {
             let issuer = json["issuer"]?.stringValue, viaGoogle = json["via_google"]?.boolValue ?? true
             added = try await accounts.add(
                 to: subject, issuer: issuer, session: id, viaGoogle: viaGoogle, token: nil, tokenKind: .googleRefresh,
-                now: systemNow())
+                now: clock())
         } else {
             guard let token = json["token"]?.stringValue, !token.isEmpty else { throw BadRequest(description: "'token' is required") }
             guard let kind = TokenKind(rawValue: json["kind"]?.stringValue ?? TokenKind.googleRefresh.rawValue) else {
@@ -188,7 +191,7 @@ struct AdminAccountsController: Sendable {
             }
             let issuer = json["issuer"]?.stringValue
             added = try await accounts.add(
-                to: subject, issuer: issuer, session: nil, viaGoogle: true, token: token, tokenKind: kind, now: systemNow())
+                to: subject, issuer: issuer, session: nil, viaGoogle: true, token: token, tokenKind: kind, now: clock())
         }
         return added ? Responses.json(#"{"status":"added"}"#, status: .created) : Responses.json(#"{"error":"not_found"}"#, status: .notFound)
     }

@@ -127,7 +127,7 @@ public final class Receiver: Sendable {
                 appFlip: configuration.linkingGoogleClientID.map {
                     AppFlipPolicy(clientID: $0, extraHosts: configuration.linkingAppFlipHosts, extraBundleIDs: configuration.linkingAppFlipBundleIDs)
                 },
-                notices: configuration.unlinkNotices(tokenKey: storage.tokenKey), log: log
+                notices: configuration.unlinkNotices(tokenKey: storage.tokenKey), log: log, clock: clock
             ).register(on: apiRouter)
         }
 
@@ -189,10 +189,12 @@ public final class Receiver: Sendable {
         let storage = self.storage
         let reloader = source.map {
             ConfigurationReloader(
-                source: $0, running: configuration, logLevel: logLevel, push: push, storage: storage, retention: retention, eventLog: log, logger: logger)
+                source: $0, running: configuration, logLevel: logLevel, push: push, storage: storage, retention: retention, eventLog: log, logger: logger,
+                clock: clock)
         }
         self.reloader = reloader
-        onHangup = Hangup(eventLog: eventLog, tls: tls, adminTLS: adminTLS, metrics: metrics, logger: logger, configuration: reloader)
+        onHangup = Hangup(
+            eventLog: eventLog, tls: tls, adminTLS: adminTLS, metrics: metrics, logger: logger, configuration: reloader, clock: clock)
         // Started in this order; on SIGTERM stopped in the reverse one: the public listener drains
         // first, the storage (its workers, then the store) stops last.
         var services: [any Service] = [ReceiverStorage.StorageService(storage: storage), HangupHandler(hangup: onHangup)]
@@ -218,7 +220,7 @@ public final class Receiver: Sendable {
     /// Runs until SIGTERM/SIGINT (or `shutdown()`), then closes the store and the event log.
     public func run() async throws {
         for cache in caches { await cache.refreshNow() }  // warm the keys before the first request
-        var startup = EventLogRecord(step: .serve, outcome: .started, time: systemNow())
+        var startup = EventLogRecord(step: .serve, outcome: .started, time: onHangup.clock())
         startup["events_path"] = .string(configuration.eventsPath)
         startup["tls"] = .bool(configuration.tlsCertificate != nil)
         if let tls = onHangup.tls { startup["tls_not_after"] = .string(Timestamp.iso8601(tls.notValidAfter)) }
@@ -233,7 +235,7 @@ public final class Receiver: Sendable {
             await storeSampler.sample()  // the first probe after start has the store's answers
             eventLog.record(startup)
             do { result = .success(try await group.run()) } catch { result = .failure(error) }
-            eventLog.record(EventLogRecord(step: .serve, outcome: .stopped, time: systemNow()))
+            eventLog.record(EventLogRecord(step: .serve, outcome: .stopped, time: onHangup.clock()))
         } catch {
             result = .failure(error)  // the shared store refused us: nothing was started
             await storage.stop()

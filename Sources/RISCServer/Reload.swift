@@ -55,10 +55,12 @@ final class ConfigurationReloader: Sendable {
     let retention: RetentionService
     let eventLog: any EventLog
     let logger: Logger
+    /// The receiver's clock: the reload line's time.
+    let clock: @Sendable () -> Double
 
     init(
         source: ConfigurationSource, running: ReceiverConfiguration, logLevel: LogLevelSetting?, push: PushEndpoint,
-        storage: ReceiverStorage, retention: RetentionService, eventLog: any EventLog, logger: Logger
+        storage: ReceiverStorage, retention: RetentionService, eventLog: any EventLog, logger: Logger, clock: @escaping @Sendable () -> Double
     ) {
         self.source = source
         self.running = Mutex(running)
@@ -68,6 +70,7 @@ final class ConfigurationReloader: Sendable {
         self.retention = retention
         self.eventLog = eventLog
         self.logger = logger
+        self.clock = clock
     }
 
     /// The configuration in force: the start's, with the reloadable settings of the last reload.
@@ -76,7 +79,7 @@ final class ConfigurationReloader: Sendable {
     @discardableResult
     func reload() -> ConfigurationReload {
         var result = ConfigurationReload()
-        var record = EventLogRecord(step: .config, outcome: .reloaded, time: systemNow())
+        var record = EventLogRecord(step: .config, outcome: .reloaded, time: clock())
         let old = configuration
         let new: ReceiverConfiguration
         do {
@@ -171,6 +174,8 @@ struct Hangup: Sendable {
     let logger: Logger
     /// Reads the configuration again; nil: SIGHUP does not (a receiver built without a source).
     let configuration: ConfigurationReloader?
+    /// The receiver's clock: the reload lines' times and how long a certificate has left.
+    let clock: @Sendable () -> Double
 
     /// Reopens the event log (log rotation), reloads the configuration's reloadable settings and,
     /// when serving HTTPS, the certificates and keys (renewal).
@@ -193,7 +198,7 @@ struct Hangup: Sendable {
     func reloadTLS() -> Bool {
         var reloaded = !listeners.isEmpty
         for (name, tls) in listeners {
-            var record = EventLogRecord(step: .tls, outcome: .reloaded, time: systemNow())
+            var record = EventLogRecord(step: .tls, outcome: .reloaded, time: clock())
             record["listener"] = .string(name)
             do {
                 let loaded = try tls.reload()
@@ -217,7 +222,7 @@ struct Hangup: Sendable {
     /// Publishes a listener's certificate expiry and warns when it is near (14 days) or past.
     func noteCertificate(listener: String, notValidAfter: Double) {
         metrics.noteCertificate(listener: listener, notValidAfter: notValidAfter)
-        let left = notValidAfter - systemNow()
+        let left = notValidAfter - clock()
         let metadata: Logger.Metadata = ["risc.listener": "\(listener)", "risc.not_after": "\(Timestamp.iso8601(notValidAfter))"]
         if left <= 0 {
             logger.error(listener == "public" ? "the TLS certificate has expired: Google cannot deliver" : "the admin listener's TLS certificate has expired", metadata: metadata)

@@ -6,6 +6,7 @@ import RISCSQLite
 import RISCServer
 import RISCStorage
 import RISCTestKit
+import Synchronization
 import Testing
 
 @Suite("risc serve end to end", .serialized)
@@ -271,6 +272,29 @@ struct EndpointTests {
         harness.issuer.stop()
     }
 
+    @Test("the receiver's own lines and its certificate-expiry warning read its clock, not the system's")
+    func lifecycleTimesFromTheClock() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-tls-clock-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let certificate = try TestCertificate(directory: directory)  // valid for a day from now
+        let cert = certificate.certificatePath, key = certificate.keyPath
+        let harness = try ServerHarness {
+            $0.tlsCertificate = cert; $0.tlsKey = key
+        }
+        // Thirty days before now by the receiver's clock, the certificate has a month left: no warning.
+        let clock = TestClock((systemNow() - 30 * 86_400).rounded(.down))
+        harness.clock = clock
+        let log = CapturedLog()
+        harness.log = log
+        try await harness.start()
+        let started = harness.eventLogLines.first { $0["step"] == "serve" && $0["outcome"] == "started" }
+        #expect(started?["ts"]?.stringValue == Timestamp.iso8601(clock.now), "\(String(describing: started))")
+        let warnings = log.lines.withLock { $0 }.filter { $0.contains("expires within 14 days") || $0.contains("has expired") }
+        #expect(warnings.isEmpty, "\(warnings)")
+        try await harness.stop()
+        harness.issuer.stop()
+    }
+
     @Test("a renewed certificate is picked up without a restart (SIGHUP's reload); a broken pair is refused and the one in use stays")
     func tlsReload() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-tls-\(UUID().uuidString)")
@@ -366,6 +390,35 @@ struct AdminAccountAPITests {
         #expect(unlinked.status == 200 && String(decoding: unlinked.body, as: UTF8.self) == #"{"unlinked":1}"#)
         #expect(try await harness.client.perform(HTTPRequest(url: unlinkURL, headers: [auth])).status == 404)
         #expect(try await harness.client.perform(HTTPRequest(method: "DELETE", url: unlinkURL, headers: [auth])).status == 404)
+        try await harness.stop()
+        harness.issuer.stop()
+    }
+
+    @Test("the API records its times by the receiver's clock: a session it opens is ended by a SET issued at that moment by that clock")
+    func apiTimesFromTheClock() async throws {
+        let tokenFile = FileManager.default.temporaryDirectory.appendingPathComponent("risc-admin-\(UUID().uuidString)").path
+        try Data("admin-token-0123456789abcdef\n".utf8).write(to: URL(fileURLWithPath: tokenFile))
+        defer { try? FileManager.default.removeItem(atPath: tokenFile) }
+        // The receiver's clock an hour behind the system's: what the API records must follow it,
+        // or a session opened "now" would look an hour newer than a SET issued at the same moment.
+        let clock = TestClock(systemNow() - 3_600)
+        let harness = try ServerHarness { $0.adminTokenFile = tokenFile }
+        harness.clock = clock
+        try await harness.start()
+        let auth = ("Authorization", "Bearer admin-token-0123456789abcdef")
+        let subject = "110169484474386276334"
+        func post(_ path: String, _ body: String) async throws -> HTTPResponse {
+            try await harness.client.perform(HTTPRequest(method: "POST", url: harness.adminURL + path, headers: [auth], body: Array(body.utf8)))
+        }
+        #expect(try await post("/admin/accounts", #"{"subject":"\#(subject)","user_id":"u-7","issuer":"\#(harness.issuer.baseURL)"}"#).status == 201)
+        #expect(try await post("/admin/accounts/\(subject)/sessions", #"{"session_id":"web-7"}"#).status == 201)
+        let jti = "admin-clock-1"
+        let token = try harness.token(jti: jti, type: .sessionsRevoked) { $0["iat"] = .number(clock.now.rounded(.down)) }
+        #expect(try await harness.post(token).status == 202)
+        #expect(try await waitWhile { !harness.eventLogLines.contains { $0["jti"]?.stringValue == jti && $0["step"] == "applied" } })
+        let shown = try JSONParser.parseObject(
+            try await harness.client.perform(HTTPRequest(url: harness.adminURL + "/admin/accounts/\(subject)", headers: [auth])).body)
+        #expect(shown["sessions"]?.objectValue?["open"] == 0, "the session the API opened at the clock's now outlived a SET issued then: \(shown)")
         try await harness.stop()
         harness.issuer.stop()
     }

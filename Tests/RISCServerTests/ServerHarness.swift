@@ -34,6 +34,8 @@ final class ServerHarness: @unchecked Sendable {
     /// The receiver's clock (its intake's times, the limiter's and the refused lines' windows),
     /// when a test drives it; the wall clock otherwise.
     var clock: TestClock?
+    /// Where the receiver's diagnostic log goes, when a test reads it; nowhere otherwise.
+    var log: CapturedLog?
 
     init(dataDirectory: String? = nil, issuer: LocalIssuer? = nil, edit: (inout ReceiverConfiguration) -> Void = { _ in }) throws {
         self.issuer = try issuer ?? LocalIssuer(jwks: String(decoding: Self.keys.jwksData, as: UTF8.self))
@@ -62,8 +64,8 @@ final class ServerHarness: @unchecked Sendable {
 
     /// A receiver on this harness's configuration, not started.
     func makeReceiver() throws -> Receiver {
-        var logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
-        logger.logLevel = .critical
+        var logger = log?.logger ?? Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        if log == nil { logger.logLevel = .critical }
         return try Receiver(
             configuration: configuration, logger: logger, metricsFactory: metricsFactory, source: source, logLevel: logLevel, clock: clock?.function)
     }

@@ -146,7 +146,7 @@ struct StorePortTests {
         try await f.close()
     }
 
-    @Test("the times a SET's actions record (processed_at, applied_at, their event-log line) come from the clock the store is opened with", arguments: Backend.allCases)
+    @Test("the times a SET's actions record (processed_at, applied_at, a verification's match, their event-log lines) come from the clock the store is opened with", arguments: Backend.allCases)
     func recordedTimesFromTheClock(_ backend: Backend) async throws {
         let moment = 1_900_000_000.0
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-clock-\(UUID().uuidString)").path
@@ -179,6 +179,16 @@ struct StorePortTests {
         let atMoment = try await count("SELECT count(*) FROM applied_actions WHERE applied_at = \(moment)")
         #expect(applied > 0 && atMoment == applied, "\(atMoment) of \(applied) actions at the clock's time")
         #expect(!followUp.isEmpty && followUp.allSatisfy { $0["ts"]?.stringValue == Timestamp.iso8601(moment) }, "\(followUp.map { $0["ts"] })")
+        // A verification event answering a request: matched at the clock's time, its round trip by that clock.
+        try await storage.verifications().request(state: "clocked-state", apiBase: "https://risc.googleapis.com", now: moment - 120)
+        let verification = try await Self.factory.storedRecord(
+            type: .verification, subject: nil, extra: ["state": "clocked-state"], jti: "clocked-verification", iat: moment - 30,
+            keys: try Self.keys.jwks, receivedAt: moment - 29)
+        let (verified, lines) = try await storage.events().appendReporting(verification)
+        guard case .accepted = verified else { throw Failure("not accepted: \(verified)") }
+        let matched = lines.first { $0["step"] == "verification" }
+        #expect(matched?["outcome"] == "matched" && matched?["round_trip_ms"] == 120_000 && matched?["ts"]?.stringValue == Timestamp.iso8601(moment), "\(lines)")
+        #expect(try await storage.verifications().entry(state: "clocked-state")?.matchedAt == moment)
         storage.close()
         try await cluster?.stop()
     }

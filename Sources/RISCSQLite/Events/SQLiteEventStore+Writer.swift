@@ -206,7 +206,7 @@ extension SQLiteEventStore {
             return (
                 outcomes,
                 try VerificationLedger.records(
-                    for: plan, claims: record.claims, id: setID, jti: record.tokenID, compact: record.token, connection: store.writer)
+                    for: plan, claims: record.claims, id: setID, jti: record.tokenID, compact: record.token, connection: store.writer, now: now)
             )
         }
 

@@ -111,7 +111,7 @@ public final class EmbeddedWorkQueue: WorkQueue, Sendable {
                         var report = FinishReport()
                         if let claims = item.claims {
                             report.verifications = try VerificationLedger.records(
-                                for: item.plan, claims: claims, id: claim.id, jti: claim.jti, compact: claim.token, connection: connection)
+                                for: item.plan, claims: claims, id: claim.id, jti: claim.jti, compact: claim.token, connection: connection, now: now)
                         }
                         if applyToAccounts {
                             report.outcomes = try applier.apply(item.plan, setID: claim.id, keyIssuer: claim.issuer, now: now)

@@ -46,12 +46,11 @@ public final class VerificationLedger: VerificationRequests, @unchecked Sendable
 
     /// Verification events: their `state` is matched against the requests `risc stream verify`
     /// recorded, closing the round trip. One event-log line each: `matched` (with the round trip),
-    /// `unrequested` (a state we did not ask for, or already answered), or `no_state`.
+    /// `unrequested` (a state we did not ask for, or already answered), or `no_state`; matched at `now`.
     static func records(
-        for plan: ActionPlan, claims: SecurityEventToken, id: Int64, jti: String, compact: String, connection: SQLiteConnection
+        for plan: ActionPlan, claims: SecurityEventToken, id: Int64, jti: String, compact: String, connection: SQLiteConnection, now: Double
     ) throws -> [EventLogRecord] {
         try plan.verificationStates.map { state in
-            let now = systemNow()
             let requested = try state.flatMap { try match(connection, state: $0, setID: id, token: compact, claims: claims, now: now) }
             return ActionPlan.verificationRecord(jti: jti, state: state, requestedAt: requested, now: now)
         }
