@@ -64,8 +64,9 @@ public final class Receiver: Sendable {
     /// reloads TLS); `logLevel`: the level `logger`'s handler reads, which a reload sets; `clock`:
     /// now, in seconds since the epoch, for the intake's times, the key caches' TTLs and staleness,
     /// the invalid-request limiter's and the refused lines' sampling windows, the periodic
-    /// services' intervals and the queue workers' backoff and polls (tests drive it; the wall
-    /// clock by default).
+    /// services' intervals and the queue workers' backoff and polls, the times the stores and the
+    /// admin API record, the notice key directory's re-reads, the receiver's own event-log lines
+    /// and its certificates' time left (tests drive it; the wall clock by default).
     public init(
         configuration: ReceiverConfiguration, logger: Logger, metricsFactory: (any MetricsFactory)? = nil,
         source: ConfigurationSource? = nil, logLevel: LogLevelSetting? = nil, clock: (@Sendable () -> Double)? = nil
@@ -91,7 +92,7 @@ public final class Receiver: Sendable {
         metrics = ReceiverMetrics(
             factory: metricsFactory, version: configuration.build.version, commit: configuration.build.commit, actionTarget: actionTarget)
         let log: any EventLog = eventLog
-        let noticeKeys = try ReceiverStorage.noticeKeys(configuration: configuration, logger: logger)
+        let noticeKeys = try ReceiverStorage.noticeKeys(configuration: configuration, logger: logger, clock: clock)
         storage = try ReceiverStorage.open(
             configuration: configuration, log: log, metrics: metrics, logger: logger, noticeKeys: noticeKeys, journal: true, clock: clock)
         let transmitters = try Self.transmitters(configuration, logger: logger, clock: clock)

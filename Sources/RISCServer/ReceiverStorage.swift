@@ -94,10 +94,12 @@ public struct ReceiverStorage: Sendable {
     /// unusable directory stops the start.
     /// A directory that breaks later keeps its last good keys, logged once when it breaks and
     /// once when it loads again (and shown by `/readyz` and `risc_notice_keys_ok`).
-    static func noticeKeys(configuration: ReceiverConfiguration, logger: Logger? = nil) throws -> TransmitterKeyCache? {
+    static func noticeKeys(
+        configuration: ReceiverConfiguration, logger: Logger? = nil, clock: @escaping @Sendable () -> Double = systemNow
+    ) throws -> TransmitterKeyCache? {
         guard configuration.noticeIssuer != nil, let directory = configuration.noticeKeyDirectory else { return nil }
         do {
-            return try TransmitterKeyCache(directory: directory) { problem in
+            return try TransmitterKeyCache(directory: directory, clock: clock) { problem in
                 if let problem {
                     logger?.error("the notice key directory does not load; signing with its last good keys", metadata: ["risc.error": "\(problem)"])
                 } else {

@@ -25,7 +25,7 @@ struct UnlinkNoticeTests {
         let google: FakeRISCAPI
         let keyDirectory: String
 
-        init(_ backend: Backend, maxAttempts: Int = 10, webhook: String? = nil) async throws {
+        init(_ backend: Backend, maxAttempts: Int = 10, webhook: String? = nil, clock: TestClock? = nil) async throws {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-notices-\(UUID().uuidString)")
             keyDirectory = directory.appendingPathComponent("notice-keys").path
             try PrivateFiles.makeDirectory(keyDirectory)
@@ -66,6 +66,7 @@ struct UnlinkNoticeTests {
                     $0.tokenKeyFile = directory.appendingPathComponent("token-key").path
                 }
             }
+            harness.clock = clock
             try await harness.start()
             google.state.withLock { $0.noticeOrigin = harness.publicURL }
         }

@@ -106,10 +106,15 @@ public final class TransmitterKeyCache: Sendable {
     /// Told once when the directory stops loading (with why) and once when it loads again (nil),
     /// so a broken key directory is reported, not only survived.
     private let onProblem: @Sendable (String?) -> Void
+    /// Now, in seconds: the directory is looked at again at most once a second by it.
+    private let clock: @Sendable () -> Double
 
     /// Loads the directory now: throws when it has no usable key (a configuration error at start).
-    public init(directory: String, onProblem: @escaping @Sendable (String?) -> Void = { _ in }) throws {
+    public init(
+        directory: String, clock: @escaping @Sendable () -> Double = systemNow, onProblem: @escaping @Sendable (String?) -> Void = { _ in }
+    ) throws {
         self.directory = directory
+        self.clock = clock
         self.onProblem = onProblem
         let keys = try TransmitterKeys(directory: directory)
         let stamp = stamp()
@@ -127,7 +132,8 @@ public final class TransmitterKeyCache: Sendable {
     }
 
     /// The current keys.
-    public func current(now: Double = systemNow()) throws -> TransmitterKeys {
+    public func current() throws -> TransmitterKeys {
+        let now = clock()
         let (due, keys) = state.withLock { state -> (Bool, TransmitterKeys?) in
             let due = now - state.checkedAt >= 1
             if due { state.checkedAt = now }
@@ -165,8 +171,8 @@ public final class TransmitterKeyCache: Sendable {
 
     /// Why the directory does not load now (its last good keys are in use), or nil; reads it
     /// again first when it changed (at most once a second).
-    public func problem(now: Double = systemNow()) -> String? {
-        _ = try? current(now: now)
+    public func problem() -> String? {
+        _ = try? current()
         return state.withLock { $0.problem }
     }
 }
