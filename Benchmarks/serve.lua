@@ -37,6 +37,8 @@ function request()
 end
 
 function done(summary, latency, requests)
-  io.write(string.format("RESULT requests=%d duration_us=%d errors_status=%d p50_us=%d p99_us=%d max_us=%d\n",
-    summary.requests, summary.duration, summary.errors.status, latency:percentile(50), latency:percentile(99), latency.max))
+  local errors = summary.errors
+  io.write(string.format("RESULT requests=%d duration_us=%d errors_status=%d errors_socket=%d p50_us=%d p99_us=%d max_us=%d\n",
+    summary.requests, summary.duration, errors.status, errors.connect + errors.read + errors.write + errors.timeout,
+    latency:percentile(50), latency:percentile(99), latency.max))
 end

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import RISCClient
 import RISCCore
+import RISCServer
 import RISCTestKit
 
 extension RiscCommand.Bench {
@@ -146,6 +147,17 @@ extension RiscCommand.Bench {
             print("target: ≥ 20,000 SETs/s, p99 ≤ 10 ms, RSS ≤ 64 MB (2 cores, load generator included)")
         }
 
+        /// The arguments that let one address hold `connections` (and the junk flood's beside them):
+        /// every connection of the bench comes from 127.0.0.1, and past
+        /// `limits.max_connections_per_address` the extra ones would be closed on accept and wrk
+        /// would measure its reconnections instead of the receiver. None within the default.
+        func addressLimit(connections: Int) -> [String] {
+            // The flood's connections come from the same loopback address as the load's.
+            if junkFlood > 0 { return ["--set", "limits.max_connections_per_address=0"] }
+            guard connections > ReceiverConfiguration().maxConnectionsPerAddress else { return [] }
+            return ["--set", "limits.max_connections_per_address=\(connections)"]
+        }
+
         /// One run: a fresh `risc serve` on `data`, loaded by wrk; prints its figures.
         func measure(issuer: LocalIssuer, certificate: TestCertificate?, tokenFile: URL, data: URL, extra: [String] = []) async throws -> Figures {
             let server = Process()
@@ -157,8 +169,7 @@ extension RiscCommand.Bench {
                     "--data-dir", data.path,
                 ] + extra
             if let certificate { server.arguments! += ["--tls-cert", certificate.certificatePath, "--tls-key", certificate.keyPath] }
-            // The flood's connections come from the same loopback address as the load's.
-            if junkFlood > 0 { server.arguments! += ["--set", "limits.max_connections_per_address=0"] }
+            server.arguments! += addressLimit(connections: connections)
             server.standardOutput = FileHandle.nullDevice
             try server.run()
             defer { if server.isRunning { server.terminate() } }
@@ -188,8 +199,12 @@ extension RiscCommand.Bench {
                     format: "%.0f SETs/s acknowledged (202 after fsync) over %d %@ connections for %.1f s; p50 %.2f ms, p99 %.2f ms, max %.2f ms",
                     figures.setsPerSecond, connections, tls ? "HTTPS" : "HTTP", seconds, figures.p50, figures.p99, (fields["max_us"] ?? 0) / 1000))
             let commits = metric("risc_store_commits_total"), rows = metric("risc_store_rows_total")
+            // Connections closed on accept (over a limit), and what wrk saw of them: a run measuring
+            // reconnections instead of the receiver says so.
+            let refused = metrics.split(separator: "\n").filter { $0.hasPrefix("risc_push_connections_refused_total{") }
+                .compactMap { Int($0.split(separator: " ").last ?? "") }.reduce(0, +)
             print(
-                "server: \(accepted) stored, \(duplicates) duplicates, \(Int(fields["errors_status"] ?? 0)) non-202 answers; peak RSS \(peakRSS / 1024) MB; \(commits) commits, \(String(format: "%.1f", Double(rows) / Double(max(commits, 1)))) rows each"
+                "server: \(accepted) stored, \(duplicates) duplicates, \(Int(fields["errors_status"] ?? 0)) non-202 answers, \(refused) connections refused (wrk: \(Int(fields["errors_socket"] ?? 0)) socket errors); peak RSS \(peakRSS / 1024) MB; \(commits) commits, \(String(format: "%.1f", Double(rows) / Double(max(commits, 1)))) rows each"
             )
             if requests > 0 {
                 // CPU a SET, from the server's per-thread times (/proc) and wrk's (rusage of children).

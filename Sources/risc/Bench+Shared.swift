@@ -79,6 +79,7 @@ extension RiscCommand.Bench.ServeBench {
     /// `receivers` servers on one database, each loaded by its own wrk with its own share of the tokens.
     func measureShared(receivers: Int, url: String, keyFile: String, issuer: LocalIssuer, tokenFile: URL, work: URL, run: Int) async throws -> Figures {
         let lines = try String(contentsOf: tokenFile, encoding: .utf8).split(separator: "\n")
+        let perWrk = max(1, connections / receivers)
         var servers: [Process] = []
         defer { for server in servers where server.isRunning { server.terminate() } }
         var files: [URL] = []
@@ -88,18 +89,19 @@ extension RiscCommand.Bench.ServeBench {
             files.append(file)
             let server = Process()
             server.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-            server.arguments = [
-                "serve", "--audience", SETFactory.defaultAudience, "--discovery-url", issuer.discoveryURL, "--issuer", SETFactory.defaultIssuer,
-                "--host", "127.0.0.1", "--port", "\(port + 2 * index)", "--admin-port", "\(port + 2 * index + 1)",
-                "--data-dir", work.appendingPathComponent("data-\(run)-\(receivers)-\(index)").path, "--store-url", url,
-                "--set", "accounts.token_key_file=\(keyFile)",
-            ]
+            server.arguments =
+                [
+                    "serve", "--audience", SETFactory.defaultAudience, "--discovery-url", issuer.discoveryURL, "--issuer", SETFactory.defaultIssuer,
+                    "--host", "127.0.0.1", "--port", "\(port + 2 * index)", "--admin-port", "\(port + 2 * index + 1)",
+                    "--data-dir", work.appendingPathComponent("data-\(run)-\(receivers)-\(index)").path, "--store-url", url,
+                    "--set", "accounts.token_key_file=\(keyFile)",
+                ] + addressLimit(connections: perWrk)
             server.standardOutput = FileHandle.nullDevice
             try server.run()
             servers.append(server)
             try await Self.waitForReady(port: port + 2 * index + 1)
         }
-        let perWrk = max(1, connections / receivers), wrkThreads = max(1, threads / receivers)
+        let wrkThreads = max(1, threads / receivers)
         // Where the CPU goes (two cores for everything): the receivers' threads, the server's
         // processes, the load generators.
         func serverThreads() -> [String: Double] {

@@ -69,4 +69,12 @@ struct DrillCommandTests {
         #expect(numbers.count == 2 && numbers[0] > 0 && numbers[0] == numbers[1], "\(line)")
         #expect(result.stdout.contains(" 0 non-202 answers"), "\(result.stdout)")
     }
+
+    @Test("bench serve with more connections than one address may hold by default: none refused, the run measures the receiver")
+    func benchBeyondTheAddressLimit() async throws {
+        let result = try await RiscBinary.run(["bench", "serve", "--duration", "1", "--tokens", "2000", "--connections", "40", "--port", try port()])
+        #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
+        let line = try #require(result.stdout.split(separator: "\n").first { $0.hasPrefix("server:") }, "\(result.stdout)")
+        #expect(line.contains(" 0 non-202 answers, 0 connections refused (wrk: 0 socket errors)"), "\(line)")
+    }
 }
