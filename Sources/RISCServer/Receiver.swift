@@ -47,6 +47,8 @@ public final class Receiver: Sendable {
     /// SIGHUP's configuration reload, when the receiver was given a source.
     let reloader: ConfigurationReloader?
     let storeSampler: StoreSampler
+    /// Now, in seconds since the epoch (see `init`): the receiver's own lines' times.
+    let clock: @Sendable () -> Double
     private let publicPort: AsyncStream<Int>.Continuation
     private let adminPort: AsyncStream<Int>.Continuation
     private let apiPort: AsyncStream<Int>.Continuation
@@ -72,6 +74,7 @@ public final class Receiver: Sendable {
         source: ConfigurationSource? = nil, logLevel: LogLevelSetting? = nil, clock: (@Sendable () -> Double)? = nil
     ) throws {
         let clock = clock ?? systemNow
+        self.clock = clock
         self.configuration = configuration
         self.logger = logger
         let problems = configuration.problems + Self.preflight(configuration)
@@ -221,7 +224,7 @@ public final class Receiver: Sendable {
     /// Runs until SIGTERM/SIGINT (or `shutdown()`), then closes the store and the event log.
     public func run() async throws {
         for cache in caches { await cache.refreshNow() }  // warm the keys before the first request
-        var startup = EventLogRecord(step: .serve, outcome: .started, time: onHangup.clock())
+        var startup = EventLogRecord(step: .serve, outcome: .started, time: clock())
         startup["events_path"] = .string(configuration.eventsPath)
         startup["tls"] = .bool(configuration.tlsCertificate != nil)
         if let tls = onHangup.tls { startup["tls_not_after"] = .string(Timestamp.iso8601(tls.notValidAfter)) }
@@ -236,7 +239,7 @@ public final class Receiver: Sendable {
             await storeSampler.sample()  // the first probe after start has the store's answers
             eventLog.record(startup)
             do { result = .success(try await group.run()) } catch { result = .failure(error) }
-            eventLog.record(EventLogRecord(step: .serve, outcome: .stopped, time: onHangup.clock()))
+            eventLog.record(EventLogRecord(step: .serve, outcome: .stopped, time: clock()))
         } catch {
             result = .failure(error)  // the shared store refused us: nothing was started
             await storage.stop()

@@ -186,9 +186,11 @@ extension RiscCommand.Bench {
             try? FileManager.default.removeItem(at: data)
 
             let requests = fields["requests"] ?? 0, seconds = (fields["duration_us"] ?? 1) / 1e6
-            func metric(_ name: String) -> Int {
-                metrics.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0
+            /// The sum of the metric lines `matching` picks (a metric, or one by all its labels).
+            func sum(_ matching: (Substring) -> Bool) -> Int {
+                metrics.split(separator: "\n").filter(matching).compactMap { Int($0.split(separator: " ").last ?? "") }.reduce(0, +)
             }
+            func metric(_ name: String) -> Int { sum { $0.hasPrefix(name + " ") } }
             var figures = Figures(
                 setsPerSecond: requests / seconds, p50: (fields["p50_us"] ?? 0) / 1000, p99: (fields["p99_us"] ?? 0) / 1000, peakRSS: peakRSS)
             let accepted = metric("risc_sets_total{outcome=\"accepted\"}"), duplicates = metric("risc_sets_total{outcome=\"duplicate\"}")
@@ -201,8 +203,7 @@ extension RiscCommand.Bench {
             let commits = metric("risc_store_commits_total"), rows = metric("risc_store_rows_total")
             // Connections closed on accept (over a limit), and what wrk saw of them: a run measuring
             // reconnections instead of the receiver says so.
-            let refused = metrics.split(separator: "\n").filter { $0.hasPrefix("risc_push_connections_refused_total{") }
-                .compactMap { Int($0.split(separator: " ").last ?? "") }.reduce(0, +)
+            let refused = sum { $0.hasPrefix("risc_push_connections_refused_total{") }
             print(
                 "server: \(accepted) stored, \(duplicates) duplicates, \(Int(fields["errors_status"] ?? 0)) non-202 answers, \(refused) connections refused (wrk: \(Int(fields["errors_socket"] ?? 0)) socket errors); peak RSS \(peakRSS / 1024) MB; \(commits) commits, \(String(format: "%.1f", Double(rows) / Double(max(commits, 1)))) rows each"
             )
