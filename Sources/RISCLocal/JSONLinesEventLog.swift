@@ -50,6 +50,9 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
     /// risc's own rotation into segments with digests (nil: the file is only reopened on SIGHUP,
     /// for logrotate).
     private let segments: EventLogSegments.Settings?
+    /// The times of the log's own lines (its genesis, what it could not do at open, lines dropped);
+    /// the receiver's clock, as the checkpoints' and segments' `now`.
+    private let clock: @Sendable () -> Double
     /// Bytes in the file being written, and when it began (the previous segment's closing, or the start).
     private var segmentBytes: Int64 = 0
     private var segmentStarted: Double = 0
@@ -82,8 +85,10 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
     /// `logID`: the genesis line's name for this log (the node's; default the host name).
     public init(
         path: String?, toStandardOutput: Bool = false, flushInterval: Double = 0.02, logID: String? = nil, chained: Bool = true,
-        checkpoints: Checkpoints? = nil, segments: EventLogSegments.Settings? = nil, lockWait: LockWait = LockWait()
+        checkpoints: Checkpoints? = nil, segments: EventLogSegments.Settings? = nil, lockWait: LockWait = LockWait(),
+        clock: @escaping @Sendable () -> Double = systemNow
     ) throws {
+        self.clock = clock
         let logID = logID ?? ProcessInfo.processInfo.hostName
         self.logID = logID
         self.origin = "risc-event-log/" + logID
@@ -116,7 +121,7 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
             throw error
         }
         if chained {
-            let now = systemNow()
+            let now = clock()
             if tail?.inOtherFile != true, tail?.needsNewline == true || (tail?.tornBytes ?? 0) > 0 { buffer.append(0x0A) }
             if let resumed = tail?.chain {
                 chain = resumed
@@ -283,7 +288,7 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
                 _ = condition.wait(until: Date(timeIntervalSinceNow: flushInterval))
             }
             if dropped > 0 {  // said after the lines that were kept, in the chain's order
-                var warning = EventLogRecord(step: .log, outcome: .dropped, time: systemNow())
+                var warning = EventLogRecord(step: .log, outcome: .dropped, time: clock())
                 warning["count"] = .number(Double(dropped))
                 append(warning)
                 dropped = 0

@@ -295,6 +295,23 @@ struct EndpointTests {
         harness.issuer.stop()
     }
 
+    @Test("the event log turns a segment by the receiver's clock (event_log_rotate_interval), not the system's")
+    func rotationByTheClock() async throws {
+        let harness = try ServerHarness { $0.eventLogRotateInterval = 3_600 }
+        let clock = TestClock(systemNow().rounded(.down))
+        harness.clock = clock
+        try await harness.start()
+        #expect(try await harness.post(try harness.token(jti: "segment-1") { $0["iat"] = .number(clock.now) }).status == 202)
+        clock.advance(3_601)
+        #expect(try await harness.post(try harness.token(jti: "segment-2") { $0["iat"] = .number(clock.now) }).status == 202)
+        let rotated = await waitWhile(upTo: 10) { !harness.eventLogLines.contains { $0["step"] == "log" && $0["outcome"] == "rotated" } }
+        #expect(rotated, "no rotation an hour later by the receiver's clock")
+        let line = harness.eventLogLines.first { $0["step"] == "log" && $0["outcome"] == "rotated" }
+        #expect(line?["ts"]?.stringValue == Timestamp.iso8601(clock.now), "\(String(describing: line))")
+        try await harness.stop()
+        harness.issuer.stop()
+    }
+
     @Test("a renewed certificate is picked up without a restart (SIGHUP's reload); a broken pair is refused and the one in use stays")
     func tlsReload() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-tls-\(UUID().uuidString)")
@@ -415,7 +432,7 @@ struct AdminAccountAPITests {
         let jti = "admin-clock-1"
         let token = try harness.token(jti: jti, type: .sessionsRevoked) { $0["iat"] = .number(clock.now.rounded(.down)) }
         #expect(try await harness.post(token).status == 202)
-        #expect(try await waitWhile { !harness.eventLogLines.contains { $0["jti"]?.stringValue == jti && $0["step"] == "applied" } })
+        #expect(await waitWhile { !harness.eventLogLines.contains { $0["jti"]?.stringValue == jti && $0["step"] == "applied" } })
         let shown = try JSONParser.parseObject(
             try await harness.client.perform(HTTPRequest(url: harness.adminURL + "/admin/accounts/\(subject)", headers: [auth])).body)
         #expect(shown["sessions"]?.objectValue?["open"] == 0, "the session the API opened at the clock's now outlived a SET issued then: \(shown)")
