@@ -19,7 +19,10 @@ extension RiscCommand.Bench {
         )
 
         @Option(help: "Seconds of load.") var duration: Int = 5
-        @Option(help: "Keep-alive connections.") var connections: Int = 32
+        @Option(
+            help:
+                "Keep-alive connections (all from 127.0.0.1: past limits.max_connections_per_address the bench raises it for its servers)."
+        ) var connections: Int = 32
         @Option(help: "wrk threads.") var threads: Int = 2
         @Option(help: "Distinct tokens to sign beforehand (default: enough for 25,000/s).") var tokens: Int?
         @Option(help: "Key directory with an RS256 key.") var keys: String = "keys/test"
