@@ -60,7 +60,7 @@ public final class PostgresEventStore: EventStore, Sendable {
     public init(
         database: PostgresDatabase, maxBatch: Int = 512, pipeline: Int = 1, commitDeadline: Double = 5,
         clock: (@Sendable () -> Double)? = nil, watchInterval: Double = 0.05,
-        wallClock: (@Sendable () -> Double)? = nil
+        wallClock: @escaping @Sendable () -> Double = systemNow
     ) {
         self.database = database
         self.maxBatch = maxBatch
@@ -68,7 +68,7 @@ public final class PostgresEventStore: EventStore, Sendable {
         self.commitDeadline = commitDeadline
         self.clock = clock ?? database.clock
         self.watchInterval = watchInterval
-        self.wallClock = wallClock ?? systemNow
+        self.wallClock = wallClock
     }
 
     public func enableInlineActions(table: ActionTable, tokenKey: [UInt8]) { inline.withLock { $0 = (table, tokenKey) } }

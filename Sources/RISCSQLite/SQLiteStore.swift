@@ -1,6 +1,6 @@
 import Foundation
 public import Logging
-import RISCCore
+public import RISCCore
 import Synchronization
 
 /// The embedded driver, whole, shaped like the shared one (`SharedStore`): one owner for the store
@@ -30,12 +30,12 @@ public final class SQLiteStore: Sendable {
 
     /// `clock`: the times the store records (the receiver's wall clock).
     public init(
-        directory: String, tokenKeyFile: String? = nil, logger: Logger, clock: (@Sendable () -> Double)? = nil
+        directory: String, tokenKeyFile: String? = nil, logger: Logger, clock: @escaping @Sendable () -> Double = systemNow
     ) {
         self.directory = directory
         self.tokenKeyFile = tokenKeyFile
         self.logger = logger
-        self.clock = clock ?? systemNow
+        self.clock = clock
     }
 
     /// The part at `path`, opened by `open` the first time.

@@ -129,11 +129,11 @@ public final class SQLiteEventStore: EventStore, JournalingStore, StoreHealth, @
     /// times and their event-log lines), the receiver's clock.
     public init(
         directory: String, logger: Logger, maxBatch: Int = 512, clock: (@Sendable () -> Double)? = nil,
-        wallClock: (@Sendable () -> Double)? = nil
+        wallClock: @escaping @Sendable () -> Double = systemNow
     ) throws {
         journalBacklog = maxBatch * 8
         self.clock = clock ?? { ProcessInfo.processInfo.systemUptime }
-        self.wallClock = wallClock ?? systemNow
+        self.wallClock = wallClock
         try PrivateFiles.makeDirectory(directory)
         path = (directory as NSString).appendingPathComponent("risc.sqlite3")
         walPath = path + "-wal"
