@@ -33,14 +33,15 @@ let package = Package(
         // C helpers over the system's libcrypto (libssl-dev) and libcurl (libcurl4-openssl-dev).
         .target(name: "CRiscOpenSSL", linkerSettings: [.linkedLibrary("crypto")]),
         .target(name: "CRiscCurl", linkerSettings: [.linkedLibrary("curl")]),
-        // fork + closefrom + exec, for tests that start daemons (a throwaway PostgreSQL).
+        // Starting children with every other descriptor closed (`closefrom`): `ChildProcess`, and
+        // the daemons tests start (a throwaway PostgreSQL).
         .target(name: "CRiscSpawn"),
         // The system's SQLite (libsqlite3-dev).
         .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
         // The domain: JOSE on OpenSSL, SET claims and policy, events, subjects, errors. No HTTP, no storage.
         .target(
             name: "RISCCore",
-            dependencies: ["CRiscOpenSSL", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["CRiscOpenSSL", "CRiscSpawn", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         // Outbound HTTP over libcurl: discovery document, JWKS cache.

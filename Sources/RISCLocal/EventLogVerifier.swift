@@ -203,7 +203,7 @@ public struct EventLogVerifier: Sendable {
             guard let data = FileManager.default.contents(atPath: file) else { throw CocoaError(.fileReadNoSuchFile, userInfo: [NSFilePathErrorKey: file]) }
             return [UInt8](data)
         }
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/bin/gzip")
         process.arguments = ["-dc", file]
         let pipe = Pipe()

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import RISCClient
 public import RISCCore
 
@@ -11,7 +11,7 @@ extension BlockingPool {
     public static let waits = BlockingPool(name: "test.waits", maximumThreads: 64)
 }
 
-extension Process {
+extension ChildProcess {
     /// Waits for the process to end, on `BlockingPool.waits`' threads, not on one of Swift
     /// concurrency's; one still running after `seconds` is killed (SIGKILL), so a test whose
     /// child hangs fails on its exit status instead of holding the suite.

@@ -1,7 +1,7 @@
 public import Foundation
-import RISCCore
+public import RISCCore
 
-extension Process {
+extension ChildProcess {
     /// Sends `signal` (none when nil), then waits up to `seconds` for the process to end; a
     /// process still running then is sent SIGKILL and waited for. Returns whether it ended within
     /// the time. Blocks its thread: call it on `BlockingPool.waits`' (`stop(signal:within:)`).

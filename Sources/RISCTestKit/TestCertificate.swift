@@ -13,7 +13,7 @@ public struct TestCertificate: Sendable {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         certificatePath = directory.appendingPathComponent("cert.pem").path
         keyPath = directory.appendingPathComponent("key.pem").path
-        let openssl = Process()
+        let openssl = ChildProcess()
         openssl.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         openssl.arguments = [
             "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1",

@@ -70,7 +70,7 @@ extension RiscCommand.Bench.ServeBench {
     func measurePeer(_ peer: URL, mode: String, certificate: TestCertificate?, tokenFile: URL, data: URL) async throws -> (
         Figures, cpu: Double, stored: Int, acknowledged: Int
     ) {
-        let process = Process()
+        let process = ChildProcess()
         if mode == "python" {
             // Google's sample shape: Flask + PyJWT under gunicorn, two workers.
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")

@@ -163,7 +163,7 @@ extension RiscCommand.Bench {
 
         /// One run: a fresh `risc serve` on `data`, loaded by wrk; prints its figures.
         func measure(issuer: LocalIssuer, certificate: TestCertificate?, tokenFile: URL, data: URL, extra: [String] = []) async throws -> Figures {
-            let server = Process()
+            let server = ChildProcess()
             server.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
             server.arguments =
                 [
@@ -171,8 +171,8 @@ extension RiscCommand.Bench {
                     "--issuer", SETFactory.defaultIssuer, "--host", "127.0.0.1", "--port", "\(port)", "--admin-port", "\(port + 1)",
                     "--data-dir", data.path,
                 ] + extra
-            if let certificate { server.arguments! += ["--tls-cert", certificate.certificatePath, "--tls-key", certificate.keyPath] }
-            server.arguments! += addressLimit(connections: connections)
+            if let certificate { server.arguments += ["--tls-cert", certificate.certificatePath, "--tls-key", certificate.keyPath] }
+            server.arguments += addressLimit(connections: connections)
             server.standardOutput = FileHandle.nullDevice
             try server.run()
             defer { if server.isRunning { server.terminate() } }

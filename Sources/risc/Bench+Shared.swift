@@ -80,14 +80,14 @@ extension RiscCommand.Bench.ServeBench {
     func measureShared(receivers: Int, url: String, keyFile: String, issuer: LocalIssuer, tokenFile: URL, work: URL, run: Int) async throws -> Figures {
         let lines = try String(contentsOf: tokenFile, encoding: .utf8).split(separator: "\n")
         let perWrk = max(1, connections / receivers)
-        var servers: [Process] = []
+        var servers: [ChildProcess] = []
         defer { for server in servers where server.isRunning { server.terminate() } }
         var files: [URL] = []
         for index in 0..<receivers {
             let file = work.appendingPathComponent("tokens-\(receivers)-\(index).txt")
             try Data(lines.enumerated().filter { $0.offset % receivers == index }.map { $0.element + "\n" }.joined().utf8).write(to: file)
             files.append(file)
-            let server = Process()
+            let server = ChildProcess()
             server.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
             server.arguments =
                 [

@@ -19,7 +19,7 @@ extension RiscCommand {
 final class ChildServer: @unchecked Sendable {  // reason: `process` is replaced only by the drill's one task, which also reads it
     let arguments: [String]
     let adminPort: Int
-    private(set) var process: Process?
+    private(set) var process: ChildProcess?
     let errorLog: URL
 
     init(arguments: [String], adminPort: Int, errorLog: URL) {
@@ -32,7 +32,7 @@ final class ChildServer: @unchecked Sendable {  // reason: `process` is replaced
 
     /// Starts the server and waits until `/readyz` answers 200.
     func start() async throws {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = Self.executable
         process.arguments = ["serve"] + arguments + ["--admin-port", "\(adminPort)"]
         process.standardOutput = FileHandle.nullDevice
@@ -68,7 +68,7 @@ final class ChildServer: @unchecked Sendable {  // reason: `process` is replaced
 
     /// Stops a receiver the bench measured (SIGTERM, `stopWithin`); one that had to be killed
     /// gives no figure.
-    static func stopMeasured(_ server: Process) async throws {
+    static func stopMeasured(_ server: ChildProcess) async throws {
         guard await server.stop(within: stopWithin) else {
             throw ValidationError("risc serve did not stop within \(Int(stopWithin)) s of SIGTERM (killed): no figure from a receiver that cannot be stopped")
         }

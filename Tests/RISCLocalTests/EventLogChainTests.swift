@@ -69,7 +69,7 @@ struct EventLogChainTests {
         #expect(summary.problem == nil && summary.lines == 9 && summary.lastSeq == 8, "\(String(describing: summary.problem))")
         #expect(try lines().first.map { try JSONParser.parseObject(Array($0.utf8))["seq"] } == 8)
         // Compressed, as logrotate leaves older files.
-        let gzip = Process()
+        let gzip = ChildProcess()
         gzip.executableURL = URL(fileURLWithPath: "/bin/gzip")
         gzip.arguments = [path + ".2"]
         try gzip.run()

@@ -110,7 +110,7 @@ struct OutageDrillTests {
     static var canMount: Bool { geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/bin/mount") }
 
     static func run(_ arguments: [String]) -> Int32 {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: arguments[0])
         process.arguments = Array(arguments.dropFirst())
         process.standardError = FileHandle.nullDevice

@@ -19,7 +19,7 @@ struct HighAvailabilityTests {
     final class Site: @unchecked Sendable {
         let cluster: PostgresCluster
         let keyFile: String
-        var receivers: [(process: Process, data: URL, port: Int, admin: Int)] = []
+        var receivers: [(process: ChildProcess, data: URL, port: Int, admin: Int)] = []
 
         init() async throws {
             try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
@@ -116,7 +116,7 @@ struct HighAvailabilityTests {
     func missingDatabaseRefused() async throws {
         try await Site.run { site in
             let url = site.cluster.url.replacingOccurrences(of: "/\(site.cluster.database)?", with: "/nosuchdb?")
-            let process = Process()
+            let process = ChildProcess()
             process.executableURL = RiscBinary.url
             process.currentDirectoryURL = RiscBinary.repository
             process.arguments = [

@@ -9,18 +9,23 @@ import Testing
 /// ignored SIGTERM (found with a broken experimental build that never finished its drain).
 @Suite("stopping a child process: bounded, killed when it ignores the signal")
 struct ProcessStopTests {
-    /// A child that sleeps with SIGTERM unblocked (a test process blocks it on its threads, and a
-    /// child inherits the mask: a plain `sleep` would never see the signal) and, when `ignoring`,
-    /// ignored, as such a server did (an ignored signal stays ignored across exec). Perl is in
-    /// Debian's essential set.
-    private func sleeper(ignoring: Bool) throws -> Process {
-        let process = Process()
+    /// A child that sleeps and, when `ignoring`, ignores SIGTERM, as such a server did (an ignored
+    /// signal stays ignored across exec). It says "ready" once set, and is returned only then: a
+    /// `ChildProcess` starts with no signal blocked, so a SIGTERM sent sooner would end it before
+    /// it ignores the signal. Perl is in Debian's essential set.
+    private func sleeper(ignoring: Bool) throws -> ChildProcess {
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/perl")
-        process.arguments = [
-            // Ignored before it is unblocked, so a SIGTERM already pending is discarded, not delivered.
-            "-e", "use POSIX; \(ignoring ? "$SIG{TERM} = 'IGNORE'; " : "")sigprocmask(SIG_UNBLOCK, POSIX::SigSet->new(SIGTERM)); exec 'sleep', '300'",
-        ]
+        process.arguments = ["-e", "\(ignoring ? "$SIG{TERM} = 'IGNORE'; " : "")$| = 1; print \"ready\\n\"; exec 'sleep', '300'"]
+        let out = Pipe()
+        process.standardOutput = out
         try process.run()
+        var said = Data()
+        while !said.contains(UInt8(ascii: "\n")) {
+            let more = out.fileHandleForReading.availableData
+            if more.isEmpty { break }
+            said.append(more)
+        }
         return process
     }
 

@@ -40,7 +40,7 @@ enum RiscBinary {
     private static func runBlocking(
         _ arguments: [String], stdin: String?, executable: URL?, directory: URL?, environment: [String: String]
     ) throws -> Result {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = executable ?? url
         process.arguments = arguments
         process.currentDirectoryURL = directory ?? repository

@@ -21,11 +21,11 @@ struct ServeCommandTests {
     static func startServe(
         extra: [String] = [], readyWithin seconds: Int = 60, data: URL? = nil, pinned: Bool = true, stderr: String? = nil,
         ports: (port: Int, admin: Int) = (0, 0)
-    ) async throws -> (process: Process, data: URL, port: Int, admin: Int) {
+    ) async throws -> (process: ChildProcess, data: URL, port: Int, admin: Int) {
         let data = data ?? FileManager.default.temporaryDirectory.appendingPathComponent("risc-serve-\(UUID().uuidString)")
         let errors = stderr ?? FileManager.default.temporaryDirectory.appendingPathComponent("risc-serve-\(UUID().uuidString).err").path
         defer { if stderr == nil { try? FileManager.default.removeItem(atPath: errors) } }
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = RiscBinary.url
         process.currentDirectoryURL = RiscBinary.repository
         process.arguments =
@@ -141,7 +141,7 @@ struct ServeCommandTests {
             #"{"audiences": ["a"], "listen": {"port": "eighty"}, "jwks": {"min_tll": 5}, "retry_after": 0, "actions": {"table": {"nonsense": {"": ["log_only"]}, "account-disabled": {"hijacking": ["fly"]}}}}"#
                 .utf8
         ).write(to: file)
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = RiscBinary.url
         process.arguments = ["serve", "--config", file.path]
         var environment = ProcessInfo.processInfo.environment
@@ -469,7 +469,7 @@ extension ServeCommandTests {
             try? FileManager.default.removeItem(at: data)
             try? FileManager.default.removeItem(atPath: stderrFile)
         }
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = RiscBinary.url
         process.currentDirectoryURL = RiscBinary.repository
         process.arguments = [

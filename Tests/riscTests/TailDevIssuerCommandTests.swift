@@ -86,7 +86,7 @@ struct TailDevIssuerCommandTests {
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("risc-dev-issuer-\(UUID().uuidString).out")
         #expect(FileManager.default.createFile(atPath: output.path, contents: nil))
         defer { try? FileManager.default.removeItem(at: output) }
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = RiscBinary.url
         process.currentDirectoryURL = RiscBinary.repository
         process.arguments = ["dev-issuer", "--port", "0"]

@@ -32,7 +32,7 @@ struct WalkthroughTests {
             .replacingOccurrences(of: ":8780", with: ":\(issuer)").replacingOccurrences(of: "--port 8780", with: "--port \(issuer)")
             .replacingOccurrences(of: ":8443", with: ":\(port)").replacingOccurrences(of: ":9090", with: ":\(admin)")
         #expect(script.contains("risc serve") && !script.contains("8780") && !script.contains("8443"))
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/timeout")
         // The trap stops what the script left running; `|| true` because when the script's own
         // `kill` has already ended them, `jobs -p` is empty and a bare `kill` exits 2.

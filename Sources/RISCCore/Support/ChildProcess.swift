@@ -1,0 +1,130 @@
+import CRiscSpawn
+public import Foundation
+import Synchronization
+
+/// A child process, started the way Foundation's `Process` starts one (its own process group, an
+/// empty signal mask, every signal's default action, the same members for what risc uses) but
+/// without its look at /proc/self/fd.
+///
+/// On Linux, `Process.run()` lists /proc/self/fd to find the descriptors to close in the child,
+/// and copies each entry's whole 256-byte name out of glibc's 32 KiB directory buffer: with more
+/// than about 1,365 descriptors open the last entries sit near the buffer's end and the copy
+/// reads past it. Valgrind reports it on every such call; it crashed the test process (SIGSEGV)
+/// once the buffer ended a mapping. A receiver holds a descriptor for every connection. Here the
+/// child closes every descriptor from 3 up in one system call (`closefrom`), so the number open
+/// never matters.
+public final class ChildProcess: @unchecked Sendable {  // reason: its settings are set before `run()`, on one thread; the outcome is under `state`
+    public var executableURL: URL?
+    public var arguments: [String] = []
+    /// Nil: this process's environment.
+    public var environment: [String: String]?
+    /// Nil: this process's working directory.
+    public var currentDirectoryURL: URL?
+    /// A `Pipe`, a `FileHandle` (`FileHandle.nullDevice` for /dev/null), or nil to share this
+    /// process's. The child's end of a `Pipe` is closed here once the child has it, as
+    /// Foundation does, so that a read of the other end ends when the child does.
+    public var standardInput: Any?
+    public var standardOutput: Any?
+    public var standardError: Any?
+
+    private struct State {
+        var pid: pid_t = 0
+        /// The raw `waitpid` status once the child has been reaped.
+        var status: Int32?
+    }
+    private let state = Mutex(State())
+
+    public init() {}
+
+    public struct SpawnError: Error, CustomStringConvertible {
+        public let path: String
+        public let code: Int32
+        public var description: String { "cannot start \(path): \(String(cString: strerror(code)))" }
+    }
+
+    public var processIdentifier: Int32 { state.withLock { $0.pid } }
+
+    /// Starts the child. Throws when it cannot be started (no such file, not executable).
+    public func run() throws {
+        guard let path = executableURL?.path else { throw SpawnError(path: "", code: ENOENT) }
+        let input = Self.descriptor(standardInput, fallback: 0)
+        let output = Self.descriptor(standardOutput, fallback: 1)
+        let error = Self.descriptor(standardError, fallback: 2)
+        var argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var envp: [UnsafeMutablePointer<CChar>?]? = environment.map { $0.map { strdup("\($0.key)=\($0.value)") } + [nil] }
+        defer { for pointer in envp ?? [] { free(pointer) } }
+        var pid: pid_t = 0
+        let rc = argv.withUnsafeMutableBufferPointer { argv in
+            if envp != nil {
+                return envp!.withUnsafeMutableBufferPointer { envp in
+                    risc_spawn(&pid, path, argv.baseAddress, envp.baseAddress, currentDirectoryURL?.path, input, output, error)
+                }
+            }
+            return risc_spawn(&pid, path, argv.baseAddress, nil, currentDirectoryURL?.path, input, output, error)
+        }
+        guard rc == 0 else { throw SpawnError(path: path, code: rc) }
+        state.withLock { $0.pid = pid }
+        (standardInput as? Pipe).map { try? $0.fileHandleForReading.close() }
+        (standardOutput as? Pipe).map { try? $0.fileHandleForWriting.close() }
+        (standardError as? Pipe).map { try? $0.fileHandleForWriting.close() }
+    }
+
+    /// The descriptor the child's standard stream `fallback` comes from: -1 for /dev/null.
+    private static func descriptor(_ stream: Any?, fallback: Int32) -> Int32 {
+        switch stream {
+        case let pipe as Pipe: fallback == 0 ? pipe.fileHandleForReading.fileDescriptor : pipe.fileHandleForWriting.fileDescriptor
+        case let handle as FileHandle: handle === FileHandle.nullDevice ? -1 : handle.fileDescriptor
+        default: fallback
+        }
+    }
+
+    /// Reaps the child if it has ended; true while it runs. Never blocks.
+    public var isRunning: Bool {
+        state.withLock { state in
+            guard state.pid > 0, state.status == nil else { return false }
+            var status: Int32 = 0
+            let reaped = waitpid(state.pid, &status, WNOHANG)
+            if reaped == state.pid {
+                state.status = status
+            } else if reaped < 0 && errno == ECHILD {
+                state.status = 0
+            }
+            return state.status == nil
+        }
+    }
+
+    /// Blocks until the child has ended (another thread may be asking `isRunning` meanwhile).
+    public func waitUntilExit() {
+        while isRunning {
+            // Waits without reaping (WNOWAIT), outside the lock; `isRunning` then reaps.
+            var info = siginfo_t()
+            let pid = processIdentifier
+            if waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) < 0 && errno != EINTR && errno != ECHILD { return }
+        }
+    }
+
+    /// The exit status, or the number of the signal that ended the child (as Foundation's).
+    public var terminationStatus: Int32 {
+        let status = state.withLock { $0.status } ?? 0
+        return status & 0x7F == 0 ? (status >> 8) & 0xFF : status & 0x7F
+    }
+
+    public enum TerminationReason: Sendable { case exit, uncaughtSignal }
+
+    /// Whether the child exited or a signal ended it.
+    public var terminationReason: TerminationReason {
+        let status = state.withLock { $0.status } ?? 0
+        return status & 0x7F == 0 ? .exit : .uncaughtSignal
+    }
+
+    /// Sends SIGTERM, if the child has not been reaped yet (its pid could be another's after that).
+    public func terminate() { signal(SIGTERM) }
+
+    /// Sends `signal`, if the child has not been reaped yet.
+    public func signal(_ signal: Int32) {
+        state.withLock { state in
+            if state.pid > 0, state.status == nil { kill(state.pid, signal) }
+        }
+    }
+}

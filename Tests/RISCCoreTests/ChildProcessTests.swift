@@ -1,0 +1,86 @@
+import Foundation
+import RISCCore
+import RISCTestKit
+import Testing
+
+/// The clean-clone CI of 2026-11-28 ended in SIGSEGV: the test process held about 1,400
+/// descriptors (every store a test opens, every server it starts) when a test started a child
+/// through Foundation's `Process`, whose `run()` copies whole 256-byte names out of glibc's
+/// /proc/self/fd directory buffer and read past its end (valgrind, `Process().run()` with 1,500
+/// descriptors open: "Invalid read ... 0 bytes after a block of size 32,816 alloc'd" in
+/// `findMaximumOpenFromProcSelfFD`). A crash only when that buffer ends a mapping, so no test can
+/// make it happen on demand: these check that nothing starts a child that way any more, and that
+/// `ChildProcess` does its work with more descriptors open than the buffer holds.
+@Suite struct ChildProcessTests {
+    @Test("no source or test starts a child through Foundation's Process: ChildProcess does")
+    func noFoundationProcess() throws {
+        let root = KeyDirectory.repositoryRoot()
+        var found: [String] = []
+        for folder in ["Sources", "Tests"] {
+            let base = root.appendingPathComponent(folder)
+            let enumerator = try #require(FileManager.default.enumerator(atPath: base.path))
+            while let path = enumerator.nextObject() as? String {
+                guard path.hasSuffix(".swift") else { continue }
+                let text = try String(contentsOf: base.appendingPathComponent(path), encoding: .utf8)
+                guard text.contains("Process") else { continue }
+                for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() where line.contains("Process") {
+                    let code = line.split(separator: "//", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+                    if code.contains(/(^|[^A-Za-z_])Process\(\)|Foundation\.Process\b/) {
+                        found.append("\(folder)/\(path):\(number + 1)")
+                    }
+                }
+            }
+        }
+        #expect(found.isEmpty, "\(found)")
+    }
+
+    @Test("with 2,000 descriptors open, a child starts, inherits none of them, and its output and status come back")
+    func manyDescriptors() async throws {
+        var held: [Int32] = []
+        defer { for fd in held { close(fd) } }
+        for _ in 0..<2_000 {
+            let fd = open("/dev/null", O_RDONLY)  // without O_CLOEXEC: a child would inherit it
+            try #require(fd >= 0)
+            held.append(fd)
+        }
+        let result = try await BlockingPool.waits.run {
+            Result { () throws -> (Int32, String, String) in
+                let child = ChildProcess()
+                child.executableURL = URL(fileURLWithPath: "/bin/sh")
+                // The child's own descriptors: 0, 1, 2 and the one `ls` reads the folder with.
+                child.arguments = ["-c", "ls /proc/self/fd | wc -l; echo \"$RISC_CHILD_TEST\" >&2; exit 7"]
+                child.environment = ["RISC_CHILD_TEST": "seen", "PATH": "/usr/bin:/bin"]
+                child.currentDirectoryURL = URL(fileURLWithPath: "/")
+                let out = Pipe(), err = Pipe()
+                child.standardOutput = out
+                child.standardError = err
+                child.standardInput = FileHandle.nullDevice
+                try child.run()
+                let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                child.waitUntilExit()
+                return (child.terminationStatus, stdout, stderr)
+            }
+        }.get()
+        #expect(result.0 == 7)
+        #expect(result.1.trimmingCharacters(in: .whitespacesAndNewlines) == "4")
+        #expect(result.2 == "seen\n")
+    }
+
+    @Test("a signal's end is told apart from an exit; a missing program is an error, not a crash")
+    func signalsAndErrors() async throws {
+        let child = ChildProcess()
+        child.executableURL = URL(fileURLWithPath: "/bin/sleep")
+        child.arguments = ["600"]
+        try child.run()
+        #expect(child.isRunning)
+        child.terminate()
+        await BlockingPool.waits.run { child.waitUntilExit() }
+        #expect(!child.isRunning)
+        #expect(child.terminationReason == .uncaughtSignal && child.terminationStatus == SIGTERM)
+
+        let missing = ChildProcess()
+        missing.executableURL = URL(fileURLWithPath: "/nonexistent/risc-child")
+        #expect(throws: ChildProcess.SpawnError.self) { try missing.run() }
+    }
+}
