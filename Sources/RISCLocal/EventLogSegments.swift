@@ -1,5 +1,5 @@
 import Foundation
-public import RISCCore
+import RISCCore
 
 /// A closed segment of the event log, as its digest file says (issue 28, after CloudTrail's digest
 /// files): which file, its SHA-256, the `seq` range and times of its lines, where the chain and
@@ -124,13 +124,9 @@ public enum EventLogSegments {
         public var retention: Double
         /// Signs the digests (the checkpoint key), when risc has one.
         public var key: CheckpointKey?
-        public var now: @Sendable () -> Double
 
-        public init(
-            maxBytes: Int64 = 0, interval: Double = 0, retention: Double = 0, key: CheckpointKey? = nil,
-            now: @escaping @Sendable () -> Double = systemNow
-        ) {
-            (self.maxBytes, self.interval, self.retention, self.key, self.now) = (maxBytes, interval, retention, key, now)
+        public init(maxBytes: Int64 = 0, interval: Double = 0, retention: Double = 0, key: CheckpointKey? = nil) {
+            (self.maxBytes, self.interval, self.retention, self.key) = (maxBytes, interval, retention, key)
         }
 
         public var rotates: Bool { maxBytes > 0 || interval > 0 }
@@ -171,25 +167,25 @@ public enum EventLogSegments {
 
     /// Closes the log file at `path` (its writer has closed it): renames it to the next segment,
     /// then writes that segment's digest and deletes the files of segments past
-    /// `settings.retention` (named in the digest first). Returns the new digest; throws when the
+    /// `settings.retention` (named in the digest first), `now` being the log's clock's time. Returns the new digest; throws when the
     /// file is not a chain that goes on from the previous digest (the file then stays where it is).
-    public static func close(_ path: String, logID: String, settings: Settings) throws -> EventLogSegmentDigest {
+    public static func close(_ path: String, logID: String, settings: Settings, now: Double) throws -> EventLogSegmentDigest {
         let segments = discover(path)
         let previous = try newestDigest(path)
         let number = max(segments.keys.max() ?? 0, previous?.digest.number ?? 0) + 1
         let read = try summarise(path, previous: previous, withRotated: previous == nil)  // a broken chain is not rotated
         let target = file(of: path, number: number, kind: "log")
         guard rename(path, target) == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
-        return try seal(target, number: number, path: path, logID: logID, previous: previous, settings: settings, read: read)
+        return try seal(target, number: number, path: path, logID: logID, previous: previous, settings: settings, now: now, read: read)
     }
 
     /// A rotation cut off between the rename and the digest (a crash): the segment's digest is
     /// written now. Nil when there was none to finish.
-    public static func recover(_ path: String, logID: String, settings: Settings) throws -> EventLogSegmentDigest? {
+    public static func recover(_ path: String, logID: String, settings: Settings, now: Double) throws -> EventLogSegmentDigest? {
         let segments = discover(path)
         guard let newest = segments.keys.max(), let log = segments[newest]?.log, segments[newest]?.digest == nil else { return nil }
         let previous = try newestDigest(path)
-        return try seal(log, number: newest, path: path, logID: logID, previous: previous, settings: settings)
+        return try seal(log, number: newest, path: path, logID: logID, previous: previous, settings: settings, now: now)
     }
 
     /// Reads the segment `file` (and, before the first digest, the log's logrotate files before
@@ -212,9 +208,8 @@ public enum EventLogSegments {
     /// retention let go.
     private static func seal(
         _ target: String, number: Int, path: String, logID: String, previous: (digest: EventLogSegmentDigest, hash: [UInt8])?, settings: Settings,
-        read: (summary: EventLogVerifier.Summary, bytes: [UInt8], last: [UInt8])? = nil
+        now: Double, read: (summary: EventLogVerifier.Summary, bytes: [UInt8], last: [UInt8])? = nil
     ) throws -> EventLogSegmentDigest {
-        let now = settings.now()
         // Read once: `close` read it before the rename; `recover` reads it here.
         let (summary, bytes, lastLine) = try read ?? summarise(target, previous: previous, withRotated: previous == nil, logPath: path)
         let chain = summary.chain!

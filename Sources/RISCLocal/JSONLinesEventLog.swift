@@ -50,8 +50,9 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
     /// risc's own rotation into segments with digests (nil: the file is only reopened on SIGHUP,
     /// for logrotate).
     private let segments: EventLogSegments.Settings?
-    /// The times of the log's own lines (its genesis, what it could not do at open, lines dropped);
-    /// the receiver's clock, as the checkpoints' and segments' `now`.
+    /// The log's one clock (the receiver's): the times of its own lines (its genesis, what it could
+    /// not do at open, lines dropped, rotations), when checkpoints are due and segments turn, and
+    /// the `closed` time of their digests.
     private let clock: @Sendable () -> Double
     /// Bytes in the file being written, and when it began (the previous segment's closing, or the start).
     private var segmentBytes: Int64 = 0
@@ -61,19 +62,15 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
     private var passesDone = 0
 
     /// Where and how often the chain is checkpointed (issue 28): a C2SP signed note of the tree of
-    /// every line so far, made at least every `interval` seconds (by `now`, injected) and at the
+    /// every line so far, made at least every `interval` seconds (by the log's clock) and at the
     /// close, written to `DIRECTORY/events.checkpoint` and given to `publish` (off the box).
     public struct Checkpoints: Sendable {
         public var key: CheckpointKey
         public var interval: Double
-        public var now: @Sendable () -> Double
         public var publish: @Sendable (String) -> Void
 
-        public init(
-            key: CheckpointKey, interval: Double = 60, now: @escaping @Sendable () -> Double = systemNow,
-            publish: @escaping @Sendable (String) -> Void = { _ in }
-        ) {
-            (self.key, self.interval, self.now, self.publish) = (key, interval, now, publish)
+        public init(key: CheckpointKey, interval: Double = 60, publish: @escaping @Sendable (String) -> Void = { _ in }) {
+            (self.key, self.interval, self.publish) = (key, interval, publish)
         }
     }
 
@@ -106,10 +103,10 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
                 throw POSIXError(.init(rawValue: errno) ?? .EIO)
             }
             if let segments = self.segments {
-                _ = try? EventLogSegments.recover(path, logID: logID, settings: segments)  // a rotation a crash cut off
+                _ = try? EventLogSegments.recover(path, logID: logID, settings: segments, now: clock())  // a rotation a crash cut off
                 var status = stat()
                 segmentBytes = fstat(fd, &status) == 0 ? Int64(status.st_size) : 0
-                segmentStarted = (try? EventLogSegments.newestDigest(path))?.map(\.digest.closed) ?? segments.now()
+                segmentStarted = (try? EventLogSegments.newestDigest(path))?.map(\.digest.closed) ?? clock()
             }
         }
         let tail: EventLogChain.Tail?
@@ -300,7 +297,7 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
             let stop = stopping
             // A checkpoint covers exactly the lines taken here, written just below.
             var due: (Checkpoints, UInt64, [UInt8], Double)?
-            if let checkpoints, let range, case let now = checkpoints.now(), stop || now - lastCheckpoint >= checkpoints.interval {
+            if let checkpoints, let range, case let now = clock(), stop || now - lastCheckpoint >= checkpoints.interval {
                 lastCheckpoint = now
                 due = (checkpoints, range.size, range.root, now)
             }
@@ -358,14 +355,14 @@ public final class JSONLinesEventLog: EventLog, @unchecked Sendable {  // reason
     /// a new file; on the flusher's thread, between two writes. A rotation that fails (its reason
     /// is the next line) leaves the file as it was, to be tried again at the next write.
     private func rotateIfDue(_ segments: EventLogSegments.Settings, path: String) {
-        let now = segments.now()
+        let now = clock()
         guard segmentBytes > 0,
             segments.maxBytes > 0 && segmentBytes >= segments.maxBytes || segments.interval > 0 && now - segmentStarted >= segments.interval
         else { return }
         Glibc.close(fd)
         var record: EventLogRecord
         do {
-            let digest = try EventLogSegments.close(path, logID: logID, settings: segments)
+            let digest = try EventLogSegments.close(path, logID: logID, settings: segments, now: now)
             record = EventLogRecord(step: .log, outcome: .rotated, time: now)
             record["segment"] = .number(Double(digest.number))
             record["last_seq"] = .number(Double(digest.lastSeq))

@@ -150,13 +150,11 @@ extension Receiver {
 
     /// The event log's checkpoints, when `event_log_checkpoint_key` is set: each also goes to the
     /// diagnostic log (journald), so a copy leaves the data directory as it is made.
-    static func checkpoints(
-        _ configuration: ReceiverConfiguration, logger: Logger, clock: @escaping @Sendable () -> Double
-    ) throws -> JSONLinesEventLog.Checkpoints? {
+    static func checkpoints(_ configuration: ReceiverConfiguration, logger: Logger) throws -> JSONLinesEventLog.Checkpoints? {
         guard let path = configuration.eventLogCheckpointKey else { return nil }
         let key = try CheckpointKey(file: path)
         return JSONLinesEventLog.Checkpoints(
-            key: key, interval: configuration.eventLogCheckpointInterval, now: clock,
+            key: key, interval: configuration.eventLogCheckpointInterval,
             publish: { note in
                 logger.notice("event log checkpoint", metadata: ["risc.checkpoint": "\(note.replacingOccurrences(of: "\n", with: "\\n"))"])
                 guard let url = configuration.eventLogCheckpointURL else { return }

@@ -83,14 +83,14 @@ public final class Receiver: Sendable {
         // One receiver per data directory (its event log and key cache), whichever the store.
         directoryLock = try DataDirectoryLock(directory: configuration.dataDirectory)
         if configuration.store.url == nil, let moved = MovedMarker.refusal(in: configuration.dataDirectory) { throw moved }
-        let checkpoints = try Self.checkpoints(configuration, logger: logger, clock: clock)
+        let checkpoints = try Self.checkpoints(configuration, logger: logger)
         eventLog = try JSONLinesEventLog(
             path: (configuration.dataDirectory as NSString).appendingPathComponent("events.log"),
             toStandardOutput: configuration.eventLogToStandardOutput, logID: configuration.eventLogID, chained: configuration.eventLogChain,
             checkpoints: checkpoints,
             segments: EventLogSegments.Settings(
                 maxBytes: Int64(configuration.eventLogRotateBytes), interval: configuration.eventLogRotateInterval,
-                retention: configuration.eventLogRetention, key: checkpoints?.key, now: clock),
+                retention: configuration.eventLogRetention, key: checkpoints?.key),
             clock: clock)
         let actionTarget = configuration.webhookURL == nil ? "accounts" : "webhook"
         metrics = ReceiverMetrics(

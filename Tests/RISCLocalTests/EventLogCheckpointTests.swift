@@ -64,7 +64,7 @@ struct EventLogCheckpointTests {
 
     /// A writer with checkpoints on `clock`; `lines` records, then closed.
     func write(_ lines: Int, clock: TestClock, advanceEvery: Int = 0) async throws {
-        let log = try JSONLinesEventLog(path: path, logID: "node-a", checkpoints: .init(key: key, interval: 60, now: clock.function))
+        let log = try JSONLinesEventLog(path: path, logID: "node-a", checkpoints: .init(key: key, interval: 60), clock: clock.function)
         for index in 0..<lines {
             var record = EventLogRecord(step: .received, outcome: .accepted, time: clock.now)
             record["jti"] = .string("jti-\(index)")

@@ -32,8 +32,8 @@ struct EventLogSegmentTests {
     func writer(_ clock: Clock, interval: Double = 3_600, retention: Double = 0, maxBytes: Int64 = 0) throws -> JSONLinesEventLog {
         try JSONLinesEventLog(
             path: path, logID: "node-a",
-            checkpoints: .init(key: key, interval: 60, now: { clock.now }),
-            segments: .init(maxBytes: maxBytes, interval: interval, retention: retention, key: key, now: { clock.now }))
+            checkpoints: .init(key: key, interval: 60), segments: .init(maxBytes: maxBytes, interval: interval, retention: retention, key: key),
+            clock: { clock.now })
     }
 
     /// Writes `count` lines, one settled pass each hour of the clock: a segment an hour.
@@ -193,5 +193,27 @@ struct EventLogSegmentTests {
         log.close()
         #expect(EventLogSegments.discover(path)[3]?.digest != nil)
         #expect(try EventLogSegments.verify(path, key: verifier).problem == nil)
+    }
+
+    /// The log took three clocks: its own (`clock:`), the checkpoints' (`now:`) and the segments'
+    /// (`now:`), each defaulting to the system's. A log given the receiver's clock alone made its
+    /// lines by it but turned segments and made checkpoints by the system's: an hour later by its
+    /// clock, nothing turned. It has one clock now.
+    @Test("given only its clock, the log turns segments, dates their digests and makes checkpoints by it")
+    func oneClock() throws {
+        let clock = Clock()
+        let log = try writer(clock)
+        log.record(Self.record("first", at: clock.now))
+        log.settle()
+        clock.advance(3_600)
+        log.record(Self.record("an-hour-later", at: clock.now))
+        log.settle()
+        log.close()
+        let digest = try #require(try EventLogSegments.newestDigest(path), Comment(rawValue: Self.listing(path)))
+        #expect(digest.digest.closed == clock.now)
+        let rotated = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").first { $0.contains(#""outcome":"rotated""#) }
+        #expect(rotated?.contains(Timestamp.iso8601(clock.now)) == true, "\(rotated ?? "no rotated line")")
+        let note = try String(contentsOfFile: directory + "/events.checkpoint", encoding: .utf8)
+        #expect(try EventLogCheckpoint.parse(note: note).time == clock.now)
     }
 }
