@@ -2,11 +2,20 @@ import Foundation
 
 /// A few dedicated OS threads for blocking calls (`curl_easy_perform`), so they never occupy
 /// Swift concurrency's cooperative threads or libdispatch's workers.
-public final class BlockingPool: @unchecked Sendable {  // reason: jobs and counts are read and written under `condition`
-    private let condition = NSCondition()
-    private var jobs: [@Sendable () -> Void] = []
-    private var idle = 0
-    private var threads = 0
+public final class BlockingPool: Sendable {
+    /// What the pool's threads share: the jobs and counts, under `condition`. The threads hold
+    /// this, not the pool, so that a pool let go (an embedded queue's, its store closed) ends its
+    /// threads: they held the pool itself, and every embedded queue a process ever opened left a
+    /// thread waiting for good.
+    private final class Work: @unchecked Sendable {  // reason: every field is read and written under `condition`
+        let condition = NSCondition()
+        var jobs: [@Sendable () -> Void] = []
+        var idle = 0
+        var threads = 0
+        var closed = false
+    }
+
+    private let work = Work()
     /// The most threads it starts.
     public let maximum: Int
     private let name: String
@@ -32,6 +41,14 @@ public final class BlockingPool: @unchecked Sendable {  // reason: jobs and coun
         self.maximum = maximumThreads
     }
 
+    /// Jobs already handed over still run; then the threads end.
+    deinit {
+        work.condition.lock()
+        work.closed = true
+        work.condition.broadcast()
+        work.condition.unlock()
+    }
+
     /// Runs `body` on a pool thread and returns its result.
     public func run<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
         await withCheckedContinuation { continuation in
@@ -41,29 +58,35 @@ public final class BlockingPool: @unchecked Sendable {  // reason: jobs and coun
 
     /// Hands `job` to a thread: an idle one, or a new one while there are fewer than `maximum`.
     func submit(_ job: @escaping @Sendable () -> Void) {
-        condition.lock()
-        jobs.append(job)
+        let work = self.work
+        work.condition.lock()
+        work.jobs.append(job)
         // Every waiting job needs a thread of its own: an idle thread that has been signalled but
         // not woken yet is still counted in `idle`, so compare with the jobs waiting, not with 0.
-        if jobs.count > idle && threads < maximum {
-            threads += 1
-            OSThread.start(name: name) { [self] in work() }
+        if work.jobs.count > work.idle && work.threads < maximum {
+            work.threads += 1
+            OSThread.start(name: name) { Self.serve(work) }
         } else {
-            condition.signal()
+            work.condition.signal()
         }
-        condition.unlock()
+        work.condition.unlock()
     }
 
-    private func work() {
+    private static func serve(_ work: Work) {
         while true {
-            condition.lock()
-            while jobs.isEmpty {
-                idle += 1
-                condition.wait()
-                idle -= 1
+            work.condition.lock()
+            while work.jobs.isEmpty && !work.closed {
+                work.idle += 1
+                work.condition.wait()
+                work.idle -= 1
             }
-            let job = jobs.removeFirst()
-            condition.unlock()
+            if work.jobs.isEmpty {  // closed, and nothing left to run
+                work.threads -= 1
+                work.condition.unlock()
+                return
+            }
+            let job = work.jobs.removeFirst()
+            work.condition.unlock()
             job()
         }
     }
