@@ -15,13 +15,13 @@ extension ChildProcess {
         signal: Int32? = SIGTERM, within seconds: Double, clock: () -> Double = { ProcessInfo.processInfo.systemUptime },
         pause: () -> Void = { usleep(20_000) }
     ) -> Bool {
-        if let signal, isRunning { kill(processIdentifier, signal) }
+        if let signal, isRunning { self.signal(signal) }
         let deadline = clock() + seconds
         // `isRunning` turns false once Foundation has reaped the child and set its status; no
         // `waitUntilExit()` here, which another thread may be in for the same process (RiscBinary).
         while isRunning {
             guard clock() < deadline else {
-                kill(processIdentifier, SIGKILL)
+                self.signal(SIGKILL)
                 while isRunning { usleep(1_000) }
                 return false
             }

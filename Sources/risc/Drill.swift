@@ -48,7 +48,7 @@ final class ChildServer: @unchecked Sendable {  // reason: `process` is replaced
             try await RiscCommand.Bench.ServeBench.waitForReady(port: adminPort)
         } catch {
             let log = (try? String(contentsOf: errorLog, encoding: .utf8)) ?? ""
-            kill(process.processIdentifier, SIGKILL)
+            process.signal(SIGKILL)
             throw ValidationError("the server did not become ready; its last words:\n" + log.split(separator: "\n").suffix(5).joined(separator: "\n"))
         }
     }

@@ -194,7 +194,7 @@ struct HighAvailabilityTests {
                 }
                 group.addTask {
                     while acknowledged.withLock({ $0.count }) < count / 3 { try await Task.sleep(for: .milliseconds(5)) }
-                    kill(site.receivers[0].process.processIdentifier, SIGKILL)
+                    site.receivers[0].process.signal(SIGKILL)
                     killed.withLock { $0 = true }
                 }
                 try await group.waitForAll()

@@ -89,7 +89,7 @@ struct LogCommandTests {
             HTTPRequest(
                 method: "POST", url: "http://127.0.0.1:\(port)/events", headers: [("Content-Type", "application/secevent+jwt")], body: Array(signed.utf8)))
         #expect(accepted.status == 202)
-        kill(process.processIdentifier, SIGHUP)
+        process.signal(SIGHUP)
         _ = try await CurlHTTPClient.patient().perform(HTTPRequest(method: "POST", url: "http://127.0.0.1:\(port)/events", body: Array("junk".utf8)))
         process.terminate()
         await process.exited()

@@ -32,7 +32,7 @@ struct ProcessStopTests {
     @Test("a child that ignores SIGTERM is killed once the injected clock passes the deadline", .timeLimit(.minutes(1)))
     func killedAfterDeadline() async throws {
         let process = try sleeper(ignoring: true)
-        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        defer { if process.isRunning { process.signal(SIGKILL) } }
         let clock = TestClock(0)
         let looks = Atomic(0)
         let stopped = await BlockingPool.waits.run { [process] in
@@ -52,7 +52,7 @@ struct ProcessStopTests {
     @Test("a child that ends on SIGTERM is waited for, not killed", .timeLimit(.minutes(1)))
     func endsOnSignal() async throws {
         let process = try sleeper(ignoring: false)
-        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        defer { if process.isRunning { process.signal(SIGKILL) } }
         let clock = TestClock(0)
         // The clock never moves: only the child's end can stop the wait.
         let stopped = await BlockingPool.waits.run { [process] in

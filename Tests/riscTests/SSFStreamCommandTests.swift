@@ -93,7 +93,7 @@ struct SSFStreamCommandTests {
         // The push credential rotated: the new value added as a second line, risc serve told (SIGHUP,
         // then either is accepted), the stream replaced with the new one (the last line).
         try PrivateFiles.writeAtomically(directory.appendingPathComponent("push").path, Array("Bearer push-credential-cli\nBearer push-credential-next\n".utf8))
-        kill(serve.processIdentifier, SIGHUP)
+        serve.signal(SIGHUP)
         let log = data.appendingPathComponent("events.log").path
         let reloaded = await waitWhile {
             !((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("transmitters.ssf-test.authorization_file")

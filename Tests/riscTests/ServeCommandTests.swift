@@ -356,7 +356,7 @@ extension ServeCommandTests {
         }
         try FileManager.default.moveItem(at: log, to: rotated)
         try renewed.install(certificateAt: cert, keyAt: key)
-        kill(process.processIdentifier, SIGHUP)
+        process.signal(SIGHUP)
         // Lines written before the reopen stay in the rotated file; the reload's line may be either side.
         func reloadLogged() -> Bool {
             [log, rotated].contains { ((try? String(contentsOf: $0, encoding: .utf8)) ?? "").contains(#""step":"tls","outcome":"reloaded""#) }
@@ -395,7 +395,7 @@ extension ServeCommandTests {
         }
         func events() -> String { (try? String(contentsOf: data.appendingPathComponent("events.log"), encoding: .utf8)) ?? "" }
         func hangup(until line: String) async throws {
-            kill(process.processIdentifier, SIGHUP)
+            process.signal(SIGHUP)
             _ = await waitWhile { !events().contains(line) }
             #expect(events().contains(line), "\(events())")
         }

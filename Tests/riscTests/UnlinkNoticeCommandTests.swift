@@ -60,7 +60,7 @@ struct UnlinkNoticeCommandTests {
         // Google fails them for a while, then the receiver dies without a chance to clean up.
         _ = await waitWhile { google.state.withLock({ $0.publishFailures }) < 6 }
         #expect(google.state.withLock { $0.publishFailures } >= 6)
-        kill(serve.process.processIdentifier, SIGKILL)
+        serve.process.signal(SIGKILL)
         await serve.process.exited()
         let queued = try JSONParser.parseObject(Array(try await RiscBinary.run(["queue", "status", "--config", config]).stdout.utf8))
         #expect((queued["pending"]?.numberValue ?? 0) + (queued["scheduled_retry"]?.numberValue ?? 0) == 3)
