@@ -206,13 +206,9 @@ public struct EventLogVerifier: Sendable {
         let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/bin/gzip")
         process.arguments = ["-dc", file]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw CocoaError(.fileReadCorruptFile, userInfo: [NSFilePathErrorKey: file]) }
-        return [UInt8](data)
+        let finished = try process.runToEnd()
+        guard finished.succeeded else { throw CocoaError(.fileReadCorruptFile, userInfo: [NSFilePathErrorKey: file]) }
+        return [UInt8](finished.output)
     }
 
     /// The files of the log at `path`, oldest first: logrotate's `path.N` (and `.N.gz`), highest

@@ -1,4 +1,3 @@
-import CRiscSpawn
 import Foundation
 import RISCCore
 
@@ -154,30 +153,21 @@ public final class PostgresCluster: @unchecked Sendable {  // reason: started an
         _ = try run(geteuid() == 0 ? ["/usr/sbin/runuser", "-u", "postgres", "--"] + arguments : arguments)
     }
 
-    /// Runs a command to completion. Not through Foundation's `Process`: on Linux it learns of a
-    /// child's exit through a descriptor the child inherits, and the server `pg_ctl start` leaves
-    /// running would inherit it too, so the wait would never end. Here the child gets no
-    /// descriptor of ours (`closefrom`), its output goes to files, and `waitpid` waits.
+    /// Runs a command to its end (`ChildProcess.runToEnd`: the child holds no descriptor of ours
+    /// but its three streams); returns its standard output. The server that `pg_ctl start` leaves
+    /// running holds none of them either: `-l` sends its streams to the log file.
     @discardableResult
     static func run(_ arguments: [String]) throws -> String {
-        let base = FileManager.default.temporaryDirectory.appendingPathComponent("risc-pg-run-\(UUID().uuidString)").path
-        defer {
-            unlink(base + ".out")
-            unlink(base + ".err")
-        }
-        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        let pid = risc_spawn_detached_io(&argv, base + ".out", base + ".err")
-        guard pid > 0 else { throw Failure(description: "cannot start \(arguments[0]): errno \(errno)") }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        let out = (try? String(contentsOfFile: base + ".out", encoding: .utf8)) ?? ""
-        let exited = status & 0x7F == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+        let child = ChildProcess()
+        child.executableURL = URL(fileURLWithPath: arguments[0])
+        child.arguments = Array(arguments.dropFirst())
+        let finished: ChildProcess.Finished
+        do { finished = try child.runToEnd() } catch { throw Failure(description: "cannot start \(arguments[0]): \(error)") }
+        let exited = finished.reason == .exit ? finished.status : 128 + finished.status
         guard exited == 0 else {
-            let err = (try? String(contentsOfFile: base + ".err", encoding: .utf8)) ?? ""
-            throw Failure(description: "\(arguments.joined(separator: " ")) exited \(exited): \(err)")
+            throw Failure(description: "\(arguments.joined(separator: " ")) exited \(exited): \(String(decoding: finished.errorOutput, as: UTF8.self))")
         }
-        return out
+        return String(decoding: finished.output, as: UTF8.self)
     }
 
     /// A free port below the kernel's ephemeral range (32768 up): no outbound connection and no

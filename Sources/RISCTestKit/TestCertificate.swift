@@ -19,10 +19,7 @@ public struct TestCertificate: Sendable {
             "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1",
             "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-keyout", keyPath, "-out", certificatePath,
         ]
-        openssl.standardError = FileHandle.nullDevice
-        try openssl.run()
-        openssl.waitUntilExit()
-        guard openssl.terminationStatus == 0 else { throw Failed() }
+        guard try openssl.runToEnd().succeeded else { throw Failed() }
     }
 
     /// Copies this pair over the files a server is configured with (a renewal, for reload tests);

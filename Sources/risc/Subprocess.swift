@@ -10,14 +10,9 @@ func runWithDefaultSignals(_ arguments: [String]) -> String? {
     let child = ChildProcess()
     child.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     child.arguments = arguments
-    let out = Pipe()
-    child.standardOutput = out
     child.standardError = FileHandle.nullDevice
-    child.standardInput = FileHandle.nullDevice
-    guard (try? child.run()) != nil else { return nil }
-    let output = out.fileHandleForReading.readDataToEndOfFile()
-    child.waitUntilExit()
+    guard let finished = try? child.runToEnd() else { return nil }
     // env's own statuses: the program was not found (127) or could not be run (126).
-    if child.terminationReason == .exit, child.terminationStatus == 126 || child.terminationStatus == 127 { return nil }
-    return String(decoding: output, as: UTF8.self)
+    if finished.reason == .exit, finished.status == 126 || finished.status == 127 { return nil }
+    return String(decoding: finished.output, as: UTF8.self)
 }

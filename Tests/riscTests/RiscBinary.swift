@@ -47,19 +47,13 @@ enum RiscBinary {
         if !environment.isEmpty {
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         }
-        let out = Pipe(), err = Pipe(), input = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = input
-        try process.run()
-        // A command that hangs is killed after ten minutes: the test fails on its status instead
-        // of holding the suite (the reads below end when the process does).
-        Thread.detachNewThread { [process] in process.stopWaiting(signal: nil, within: 600) }
-        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
-        try input.fileHandleForWriting.close()
-        let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return Result(status: process.terminationStatus, stdout: stdout, stderr: stderr)
+        let finished = try process.runToEnd(input: Data((stdin ?? "").utf8)) {
+            // A command that hangs is killed after ten minutes: the test fails on its status
+            // instead of holding the suite (`runToEnd` ends when the process does).
+            Thread.detachNewThread { [process] in process.stopWaiting(signal: nil, within: 600) }
+        }
+        return Result(
+            status: finished.status, stdout: String(decoding: finished.output, as: UTF8.self),
+            stderr: String(decoding: finished.errorOutput, as: UTF8.self))
     }
 }

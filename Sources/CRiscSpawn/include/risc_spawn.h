@@ -2,12 +2,6 @@
 #define RISC_SPAWN_H
 #include <sys/types.h>
 
-/// Starts argv[0] (a path) with argv, standard input from /dev/null, standard output and error
-/// appended to the given files, and every other descriptor of this process closed, so that a
-/// daemon it leaves behind holds nothing of ours (a pipe, a socket). Returns the child's pid, or
-/// -1 with errno set.
-pid_t risc_spawn_detached_io(char *const argv[], const char *out_path, const char *err_path);
-
 /// Starts `path` with `argv` and `envp` (NULL: this process's environment) in `cwd` (NULL: this
 /// process's), in a process group of its own, with an empty signal mask and every signal's default
 /// action, and its standard input, output and error from `in`, `out` and `err` (-1: /dev/null).
