@@ -90,23 +90,25 @@ extension RiscCommand.Bench.ServeBench {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
-        defer { if process.isRunning { process.terminate() } }
+        defer { process.signalGroup(SIGKILL) }
         let client = CurlHTTPClient(caBundlePath: certificate?.certificatePath)
         let statsURL = certificate == nil ? "http://127.0.0.1:\(port)/stats" : "https://localhost:\(port)/stats"
         for _ in 0..<100 {
             if (try? await client.perform(HTTPRequest(url: statsURL)))?.status == 200 { break }
             try await Task.sleep(for: .milliseconds(50))
         }
-        // The process and its children (gunicorn's workers), by their threads' times.
-        let pids = [process.processIdentifier] + Self.children(of: process.processIdentifier)
-        func cpu() -> [String: Double] { pids.map { Self.threadCPU(pid: $0) }.reduce(into: [:]) { $0.merge($1, uniquingKeysWith: +) } }
+        // The process and what it started (gunicorn's workers), by their threads' times, read
+        // anew each time: gunicorn forks its second worker after the first one answers.
+        func cpu() -> [String: Double] {
+            process.groupMembers.map { Self.threadCPU(pid: $0) }.reduce(into: [:]) { $0.merge($1, uniquingKeysWith: +) }
+        }
         let before = cpu()
         let fields = try await load(tokenFile, work: data.deletingLastPathComponent())
         let after = cpu()
         let stats = (try? await client.perform(HTTPRequest(url: statsURL))).flatMap { try? JSONParser.parseObject($0.body) }
-        // SIGKILL, the workers too: this process's blocked signals are inherited, and gunicorn's
-        // master waited for a SIGTERM it could not receive.
-        for pid in pids.reversed() { kill(pid, SIGKILL) }
+        // Its whole process group: a worker left behind (the bench once listed gunicorn's workers
+        // before the second was forked) kept the port, and the next receiver could not listen.
+        process.signalGroup(SIGKILL)
         process.waitUntilExit()
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: data.path + suffix) }
         let requests = fields["requests"] ?? 0, seconds = (fields["duration_us"] ?? 1) / 1e6
@@ -116,17 +118,6 @@ extension RiscCommand.Bench.ServeBench {
         let stored = Int(stats?["stored"]?.numberValue ?? -1)
         print(String(format: "%.0f SETs/s; p50 %.2f ms, p99 %.2f ms; CPU %.0f µs a request; %d stored of %d acknowledged", figures.setsPerSecond, figures.p50, figures.p99, cpu, stored, acknowledged))
         return (figures, cpu, stored, acknowledged)
-    }
-
-    /// The pids whose parent is `pid` (gunicorn's workers).
-    static func children(of pid: Int32) -> [Int32] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { entry in
-            guard let child = Int32(entry), let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
-                let close = stat.lastIndex(of: ")")
-            else { return nil }
-            let fields = stat[stat.index(after: close)...].split(separator: " ")
-            return fields.count > 1 && Int32(fields[1]) == pid ? child : nil
-        }
     }
 
     /// wrk's load from `tokenFile` on the server under test (HTTPS with `--tls`); with

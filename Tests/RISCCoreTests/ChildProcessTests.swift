@@ -83,4 +83,42 @@ import Testing
         missing.executableURL = URL(fileURLWithPath: "/nonexistent/risc-child")
         #expect(throws: ChildProcess.SpawnError.self) { try missing.run() }
     }
+
+    /// `risc bench serve --compare` listed gunicorn's workers once its first answered and killed
+    /// those: the second worker, forked a moment later, outlived the bench's kill and kept the
+    /// port, and the next round's receiver could not listen ("the address is in use").
+    @Test("signalGroup ends what the child started too, wherever it was reparented; groupMembers lists it", .timeLimit(.minutes(1)))
+    func groupSignal() async throws {
+        let child = ChildProcess()
+        child.executableURL = URL(fileURLWithPath: "/bin/sh")
+        // The subshell starts a sleep and exits: the sleep is no child of the shell any more.
+        child.arguments = ["-c", "(sleep 300 &); echo ready; exec sleep 300"]
+        let out = Pipe()
+        child.standardOutput = out
+        child.standardInput = FileHandle.nullDevice
+        child.standardError = FileHandle.nullDevice  // else a sleep left behind holds `swift test`'s pipe
+        try child.run()
+        defer { child.signalGroup(SIGKILL) }
+        var said = Data()
+        while !said.contains(UInt8(ascii: "\n")) {
+            let more = out.fileHandleForReading.availableData
+            if more.isEmpty { break }
+            said.append(more)
+        }
+        let members = child.groupMembers
+        try #require(members.count == 2 && members.first == child.processIdentifier, "\(members)")
+        let grandchild = members[1]
+        // When the test fails: the group outlives its reaped leader while the grandchild runs.
+        defer { if !child.groupMembers.isEmpty { kill(-child.processIdentifier, SIGKILL) } }
+        child.signalGroup(SIGKILL)
+        await BlockingPool.waits.run { child.waitUntilExit() }
+        #expect(child.terminationReason == .uncaughtSignal && child.terminationStatus == SIGKILL)
+        // Gone, or a zombie until whoever adopted it reaps it; signalling the child alone left it sleeping.
+        let ended = await waitWhile(upTo: 30) {
+            guard let stat = try? String(contentsOfFile: "/proc/\(grandchild)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return false }
+            return stat[stat.index(after: close)...].split(separator: " ").first != "Z"
+        }
+        #expect(ended, "the grandchild \(grandchild) still runs")
+        #expect(child.groupMembers.isEmpty)
+    }
 }

@@ -127,4 +127,29 @@ public final class ChildProcess: @unchecked Sendable {  // reason: its settings 
             if state.pid > 0, state.status == nil { kill(state.pid, signal) }
         }
     }
+
+    /// Sends `signal` to the child's process group (it starts in one of its own), if the child has
+    /// not been reaped yet: what it started goes too, whenever it started it (gunicorn forks its
+    /// workers after it answers) and wherever it was reparented to.
+    public func signalGroup(_ signal: Int32) {
+        state.withLock { state in
+            if state.pid > 0, state.status == nil { kill(-state.pid, signal) }
+        }
+    }
+
+    /// The processes of the child's process group still running (not zombies), the child first
+    /// while it runs: what it forked since, read from /proc.
+    public var groupMembers: [Int32] {
+        let group = processIdentifier
+        guard group > 0 else { return [] }
+        let members = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { entry -> Int32? in
+            guard let pid = Int32(entry), let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")")
+            else { return nil }
+            // After the command's name: state, parent, process group.
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            return fields.count > 2 && fields[0] != "Z" && Int32(fields[2]) == group ? pid : nil
+        }
+        return members.sorted { ($0 == group ? 0 : 1, $0) < ($1 == group ? 0 : 1, $1) }
+    }
 }
