@@ -44,7 +44,8 @@ extension RiscCommand.Bench.ServeBench {
                     receivers: receivers, url: url, keyFile: keyFile.path, issuer: issuer, tokenFile: tokenFile, work: work, run: run)
                 results.append(("\(receivers) on PostgreSQL", figures))
                 let stored = try await cluster.psql("SELECT count(*) FROM sets", database: database)
-                let wal = try await cluster.psql("SELECT wal_sync || ' WAL flushes, mean ' || round((wal_sync_time / greatest(wal_sync, 1))::numeric, 2) || ' ms' FROM pg_stat_wal")
+                let wal = try await cluster.psql(
+                    "SELECT wal_sync || ' WAL flushes, mean ' || round((wal_sync_time / greatest(wal_sync, 1))::numeric, 2) || ' ms, ' || round(wal_bytes / 1048576) || ' MiB of WAL' FROM pg_stat_wal")
                 let commits = try await cluster.psql("SELECT xact_commit FROM pg_stat_database WHERE datname = '\(database)'")
                 print("  PostgreSQL holds \(stored) SETs; \(wal); \(commits) transactions committed")
                 try await cluster.psql("DROP DATABASE \(database)")
