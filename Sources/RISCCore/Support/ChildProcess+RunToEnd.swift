@@ -45,15 +45,17 @@ extension ChildProcess {
         if let outPipe { readFDs[outPipe.fileHandleForReading.fileDescriptor] = false }
         if let errPipe { readFDs[errPipe.fileHandleForReading.fileDescriptor] = true }
         // A child that closed its input early makes the write fail with EPIPE; the SIGPIPE that
-        // comes with it is held on this thread and taken back, never delivered to the process.
-        var pipeSignal = sigset_t(), previousMask = sigset_t()
+        // comes with it is held on this thread and taken back (unless one was pending already),
+        // never delivered to the process.
+        var pipeSignal = sigset_t(), previousMask = sigset_t(), pendingBefore = sigset_t()
         sigemptyset(&pipeSignal)
         sigaddset(&pipeSignal, SIGPIPE)
         pthread_sigmask(SIG_BLOCK, &pipeSignal, &previousMask)
+        sigpending(&pendingBefore)
         defer {
-            var waiting = sigset_t()
-            sigpending(&waiting)
-            if sigismember(&waiting, SIGPIPE) == 1, sigismember(&previousMask, SIGPIPE) == 0 {
+            var pendingAfter = sigset_t()
+            sigpending(&pendingAfter)
+            if sigismember(&pendingAfter, SIGPIPE) == 1, sigismember(&pendingBefore, SIGPIPE) == 0 {
                 var zero = timespec()
                 _ = sigtimedwait(&pipeSignal, nil, &zero)
             }
