@@ -1,4 +1,5 @@
 import Foundation
+import RISCCore
 
 #if canImport(Glibc)
 import Glibc
@@ -16,16 +17,10 @@ enum ProcessMetrics {
         }
         let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
         let page = Double(sysconf(Int32(_SC_PAGESIZE)))
-        // /proc/self/stat: fields after the command's closing parenthesis; utime, stime are 14, 15,
-        // starttime 22, vsize 23, rss 24 (1-based, man 5 proc).
-        var fields: [Substring] = []
-        if let stat = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") {
-            fields = stat[stat.index(after: close)...].split(separator: " ")
-        }
-        func field(_ number: Int) -> Double? { fields.count > number - 3 ? Double(fields[number - 3]) : nil }
-        if let user = field(14), let system = field(15), ticks > 0 {
-            metric("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.", (user + system) / ticks)
-        }
+        // /proc/self/stat: starttime is field 22, vsize 23, rss 24 (man 5 proc).
+        let stat = ProcStat(path: "/proc/self/stat")
+        func field(_ number: Int) -> Double? { stat?.number(number) }
+        metric("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.", stat?.cpuSeconds)
         metric("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", field(23))
         metric("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", field(24).map { $0 * page })
         if let start = field(22), ticks > 0, let boot = bootTime() {

@@ -327,19 +327,13 @@ extension RiscCommand.Bench {
 
         /// CPU seconds (user + system) by thread name, event-loop threads counted together.
         static func threadCPU(pid: Int32) -> [String: Double] {
-            let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
             var byName: [String: Double] = [:]
             let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
             for task in tasks {
-                guard let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8),
-                    let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")")
-                else { continue }
-                // Fields after the name: state is field 3, utime 14, stime 15.
-                let fields = stat[stat.index(after: close)...].split(separator: " ")
-                guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { continue }
-                var name = String(stat[stat.index(after: open)..<close])
+                guard let stat = ProcStat(path: "/proc/\(pid)/task/\(task)/stat"), let seconds = stat.cpuSeconds else { continue }
+                var name = stat.name
                 if name.hasPrefix("NIO-") { name = "event loops" } else if name.hasSuffix("default-qos") { name = "tasks" }
-                byName[name, default: 0] += (user + system) / ticks
+                byName[name, default: 0] += seconds
             }
             return byName
         }
@@ -354,16 +348,10 @@ extension RiscCommand.Bench {
 
         /// CPU seconds (user + system) of every process named `name` (PostgreSQL's server and backends).
         static func processCPU(named name: String) -> Double {
-            let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
             var total = 0.0
             for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] where Int32(entry) != nil {
-                guard let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
-                    let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")"),
-                    stat[stat.index(after: open)..<close] == name
-                else { continue }
-                let fields = stat[stat.index(after: close)...].split(separator: " ")
-                guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { continue }
-                total += (user + system) / ticks
+                guard let stat = ProcStat(path: "/proc/\(entry)/stat"), stat.name == name, let seconds = stat.cpuSeconds else { continue }
+                total += seconds
             }
             return total
         }

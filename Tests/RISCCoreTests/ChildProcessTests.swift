@@ -115,10 +115,26 @@ import Testing
         #expect(child.terminationReason == .uncaughtSignal && child.terminationStatus == SIGKILL)
         // Gone, or a zombie until whoever adopted it reaps it; signalling the child alone left it sleeping.
         let ended = await waitWhile(upTo: 30) {
-            guard let stat = try? String(contentsOfFile: "/proc/\(grandchild)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return false }
-            return stat[stat.index(after: close)...].split(separator: " ").first != "Z"
+            guard let stat = ProcStat(path: "/proc/\(grandchild)/stat") else { return false }
+            return stat.state != "Z"
         }
         #expect(ended, "the grandchild \(grandchild) still runs")
         #expect(child.groupMembers.isEmpty)
+    }
+
+    @Test("ProcStat: a name with spaces and parentheses, fields by proc(5)'s numbers; nil for a process gone")
+    func procStat() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("risc-procstat-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+        let fields = (3...24).map { $0 == 3 ? "S" : $0 == 14 ? "\(Int(ticks) * 3)" : $0 == 15 ? "\(Int(ticks))" : "\($0 * 10)" }
+        try Data(("4242 (a (b) c) " + fields.joined(separator: " ") + "\n").utf8).write(to: file)
+        let stat = try #require(ProcStat(path: file.path))
+        #expect(stat.name == "a (b) c")
+        #expect(stat.state == "S" && stat.field(4) == "40" && stat.processGroup == 50 && stat.number(24) == 240)
+        #expect(stat.cpuSeconds == 4)
+        #expect(stat.field(2) == nil && stat.field(25) == nil)
+        #expect(ProcStat(path: "/proc/0/stat") == nil)
+        #expect(ProcStat(path: "/proc/self/stat")?.field(4).flatMap { Int32($0) } == getppid())
     }
 }

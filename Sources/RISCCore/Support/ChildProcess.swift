@@ -143,12 +143,8 @@ public final class ChildProcess: @unchecked Sendable {  // reason: its settings 
         let group = processIdentifier
         guard group > 0 else { return [] }
         let members = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { entry -> Int32? in
-            guard let pid = Int32(entry), let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
-                let close = stat.lastIndex(of: ")")
-            else { return nil }
-            // After the command's name: state, parent, process group.
-            let fields = stat[stat.index(after: close)...].split(separator: " ")
-            return fields.count > 2 && fields[0] != "Z" && Int32(fields[2]) == group ? pid : nil
+            guard let pid = Int32(entry), let stat = ProcStat(path: "/proc/\(entry)/stat") else { return nil }
+            return stat.state != "Z" && stat.processGroup == group ? pid : nil
         }
         return members.sorted { ($0 == group ? 0 : 1, $0) < ($1 == group ? 0 : 1, $1) }
     }
