@@ -15,7 +15,7 @@ enum ProcessMetrics {
             guard let value else { return }
             out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(ReceiverMetrics.format(value))\n"
         }
-        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+        let ticks = ProcStat.ticks
         let page = Double(sysconf(Int32(_SC_PAGESIZE)))
         // /proc/self/stat: starttime is field 22, vsize 23, rss 24 (man 5 proc).
         let stat = ProcStat(path: "/proc/self/stat")

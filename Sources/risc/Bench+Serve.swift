@@ -348,12 +348,7 @@ extension RiscCommand.Bench {
 
         /// CPU seconds (user + system) of every process named `name` (PostgreSQL's server and backends).
         static func processCPU(named name: String) -> Double {
-            var total = 0.0
-            for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] where Int32(entry) != nil {
-                guard let stat = ProcStat(path: "/proc/\(entry)/stat"), stat.name == name, let seconds = stat.cpuSeconds else { continue }
-                total += seconds
-            }
-            return total
+            ProcStat.processes().filter { $0.stat.name == name }.compactMap(\.stat.cpuSeconds).reduce(0, +)
         }
 
         /// CPU seconds of waited-for child processes (wrk, once it has exited).

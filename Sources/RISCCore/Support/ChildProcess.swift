@@ -142,10 +142,7 @@ public final class ChildProcess: @unchecked Sendable {  // reason: its settings 
     public var groupMembers: [Int32] {
         let group = processIdentifier
         guard group > 0 else { return [] }
-        let members = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { entry -> Int32? in
-            guard let pid = Int32(entry), let stat = ProcStat(path: "/proc/\(entry)/stat") else { return nil }
-            return stat.state != "Z" && stat.processGroup == group ? pid : nil
-        }
+        let members = ProcStat.processes().filter { $0.stat.state != "Z" && $0.stat.processGroup == group }.map(\.pid)
         return members.sorted { ($0 == group ? 0 : 1, $0) < ($1 == group ? 0 : 1, $1) }
     }
 }

@@ -32,10 +32,20 @@ public struct ProcStat: Sendable {
     /// Field 5.
     public var processGroup: Int32? { field(5).flatMap { Int32($0) } }
 
+    /// Clock ticks a second, the unit of fields 14, 15 and 22.
+    public static let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+
     /// User and system CPU time (fields 14 and 15), in seconds.
     public var cpuSeconds: Double? {
-        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
-        guard let user = number(14), let system = number(15), ticks > 0 else { return nil }
-        return (user + system) / ticks
+        guard let user = number(14), let system = number(15), Self.ticks > 0 else { return nil }
+        return (user + system) / Self.ticks
+    }
+
+    /// Every process's `/proc/PID/stat` (those that end meanwhile are left out).
+    public static func processes() -> [(pid: Int32, stat: ProcStat)] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { entry in
+            guard let pid = Int32(entry), let stat = ProcStat(path: "/proc/\(entry)/stat") else { return nil }
+            return (pid, stat)
+        }
     }
 }
