@@ -160,8 +160,10 @@ public final class Storage: Sendable {
     public func workerShape(webhook: Bool) throws -> WorkerShape {
         switch driver {
         case .embedded(let store):
+            // Weakly: the store's after-commit hook holds the workers (`wakeOnWork`), so a worker
+            // holding the store kept both, and the queue with its thread, once the receiver stopped.
             let events = try store.events()
-            return WorkerShape(count: 1, batch: 8, deferWhile: { events.isBusy })
+            return WorkerShape(count: 1, batch: 8, deferWhile: { [weak events] in events?.isBusy ?? false })
         case .shared: return WorkerShape(count: 4, batch: webhook ? 8 : 64, deferWhile: nil)
         }
     }

@@ -42,6 +42,14 @@ struct ActionWorkerTests {
             _ = try await accounts.link(.init(subject: "bob", userID: "u-bob", sessions: ["b1"], refreshTokens: ["1//0gbob-token-xyz"]), now: 1_000)
         }
 
+        // The store's and the log's threads hold them until closed: without this, each test left
+        // its store and log open (their threads and files) until the test process ended.
+        deinit {
+            store.close()
+            log.close()
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+
         @discardableResult
         func deliver(_ type: EventType, subject: JSONValue?, extra: JSONObject = [:], iat: Double = 2_000, jti: String = UUID().uuidString) async throws -> AppendOutcome {
             try await store.append(
