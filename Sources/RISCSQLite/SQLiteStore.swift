@@ -84,4 +84,7 @@ public final class SQLiteStore: Sendable {
     /// Closes the event store (after its last commit is synced); the other parts' connections
     /// close when they are released.
     public func close() { parts.withLock { $0.events }?.close() }
+
+    /// A store let go is closed: its event store's threads hold that until it is.
+    deinit { close() }
 }

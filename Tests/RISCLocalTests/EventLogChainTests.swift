@@ -37,6 +37,31 @@ struct EventLogChainTests {
 
     func verify() throws -> EventLogVerifier.Summary { try EventLogVerifier.verify(files: EventLogVerifier.files(of: path)) }
 
+    // Finding: the flusher's thread held the log itself, so a log let go without `close()` was
+    // never deinitialized: its lines stayed in the buffer until the next flush, and its thread,
+    // its file and its lock until the process ended (a second writer on the path was refused,
+    // `Busy`).
+    @Test("a log let go without close() is closed: its lines are written and the next writer takes the file at once")
+    func releasedLogCloses() throws {
+        weak var released: JSONLinesEventLog?
+        do {
+            // A flush interval far past the test's length: only a close writes the lines.
+            let log = try JSONLinesEventLog(path: path, flushInterval: 3_600, logID: "node-a")
+            released = log
+            for jti in ["let-go-1", "let-go-2"] {
+                var record = EventLogRecord(step: .received, outcome: .accepted, time: 1_700_000_000)
+                record["jti"] = .string(jti)
+                log.record(record)
+            }
+        }
+        #expect(released == nil)
+        let next = try JSONLinesEventLog(path: path, logID: "node-a", lockWait: LockWait(attempts: 1))
+        next.close()
+        let written = try lines().filter { $0.contains("let-go-") }
+        #expect(written.count == 2)
+        #expect(try verify().problem == nil)
+    }
+
     @Test("a new log starts with its genesis line; every line carries seq and prev; the chain verifies")
     func genesis() throws {
         try write(5)

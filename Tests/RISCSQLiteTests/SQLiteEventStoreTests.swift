@@ -23,6 +23,25 @@ struct SQLiteEventStoreTests {
         FileManager.default.temporaryDirectory.appendingPathComponent("risc-store-\(UUID().uuidString)").path
     }
 
+    // Finding: the event store's threads held it unowned, so a store let go before they had
+    // started crashed the process ("attempted to read an unowned reference", each of the three
+    // threads; every run of this test did). They hold it now until it is closed, and its owner
+    // closes it when let go.
+    @Test("a store let go right after it opens is closed, not a crash: its threads end, and the next store on the directory takes writes")
+    func releasedAtOnce() async throws {
+        let directory = Self.directory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        weak var released: SQLiteEventStore?
+        for _ in 0..<20 {
+            released = try SQLiteStore(directory: directory, logger: Logger(label: "t")).events()
+        }
+        // Closed by its owner's deinit; let go once its threads have returned, a moment after.
+        #expect(await waitWhile { released != nil })
+        let next = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        defer { next.close() }
+        #expect(try await next.append(try await Self.record(jti: "after-release")) == .accepted(id: 1))
+    }
+
     /// Found running the suite beside a benchmark: every embedded store of a process took one
     /// process-wide write lock, so the many stores of a test process (or of `risc replay` beside
     /// a store of its own) waited for each other's commits. The lock is the database file's.

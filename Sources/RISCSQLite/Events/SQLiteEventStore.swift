@@ -166,14 +166,16 @@ public final class SQLiteEventStore: EventStore, JournalingStore, StoreHealth, @
         rollbackToSavepoint = try writer.prepare("ROLLBACK TO inline")
         reader = try database.connect(.plain)
         checkpointer = try database.connect(.plain)
-        writerStarted = true
-        OSThread.start(name: "risc.store") { [unowned self] in self.writeLoop() }
-        OSThread.start(name: "risc.checkpoint") { [unowned self] in self.checkpointLoop() }
-        OSThread.start(name: "risc.sync") { [unowned self] in self.syncLoop() }
+        // Unowned: the threads below hold the store, so it lives as long as they do.
         syncWAL = { [unowned self] () throws(StoreError) in try self.fdatasyncWAL() }
+        writerStarted = true
+        // The threads hold the store until `close()` ends them: a store must be closed (its
+        // owner, `SQLiteStore`, closes it when let go). They held it unowned, and a store let go
+        // before they had started crashed the process ("attempted to read an unowned reference").
+        OSThread.start(name: "risc.store") { [self] in writeLoop() }
+        OSThread.start(name: "risc.checkpoint") { [self] in checkpointLoop() }
+        OSThread.start(name: "risc.sync") { [self] in syncLoop() }
     }
-
-    deinit { close() }
 
     /// Queues an unlink notice (inside the caller's transaction); nothing when it is queued already.
     static func insert(_ notice: QueuedNotice, connection: SQLiteConnection) throws {
