@@ -42,8 +42,8 @@ struct ActionWorkerTests {
             _ = try await accounts.link(.init(subject: "bob", userID: "u-bob", sessions: ["b1"], refreshTokens: ["1//0gbob-token-xyz"]), now: 1_000)
         }
 
-        // The store's and the log's threads hold them until closed: without this, each test left
-        // its store and log open (their threads and files) until the test process ended.
+        // The store's threads hold it until it is closed: without this, each test left its store
+        // (and the log beside it) open, with their threads and files, until the process ended.
         deinit {
             store.close()
             log.close()
