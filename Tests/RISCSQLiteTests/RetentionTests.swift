@@ -15,6 +15,7 @@ struct RetentionTests {
     func stripThenForget() async throws {
         let directory = SQLiteEventStoreTests.directory()
         let store = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        defer { store.close() }
         for jti in ["done-1", "done-2", "dead-1", "pending-1"] {
             _ = try await store.append(try await SQLiteEventStoreTests.record(jti: jti))
         }

@@ -104,6 +104,7 @@ struct SETJournalTests {
     func journaledThenIndexed() async throws {
         let directory = SQLiteEventStoreTests.directory()
         let store = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        defer { store.close() }
         #expect(store.journal(try await SQLiteEventStoreTests.record(jti: "early"), hop: { $0() }, durable: { _ in }, indexed: { _ in }) == false)
         try store.openJournal(log: nil)
         let records = try await Self.records(20)
@@ -198,6 +199,7 @@ struct SETJournalTests {
     func refusingJournal() async throws {
         let directory = SQLiteEventStoreTests.directory()
         let store = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        defer { store.close() }
         try store.openJournal(log: nil)
         let record = try await SQLiteEventStoreTests.record(jti: "after-failure")
         // As the sync thread marks it when an fdatasync fails.
@@ -222,6 +224,7 @@ struct SETJournalTests {
         let records = try await Self.records(30)
         // Run 1: the first ten are journaled and indexed (the mark passes them); the segment is kept aside.
         let first = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        defer { first.close() }
         try first.openJournal(log: nil)
         let indexed = try await Self.journal(Array(records[0..<10]), into: first)
         #expect(await waitWhile { !(indexed.count == 10) })
@@ -239,6 +242,7 @@ struct SETJournalTests {
 
         let log = MemoryEventLog()
         let second = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        defer { second.close() }
         #expect(try second.openJournal(log: log) == 20)
         #expect(try second.count() == 30)
         // Each once: the ten the index held were not counted as redeliveries.
@@ -276,6 +280,7 @@ struct SETJournalTests {
 
         let log = MemoryEventLog()
         let second = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        defer { second.close() }
         #expect(try second.openJournal(log: log) == 5)
         // The three after the damage are indexed, not dropped with it.
         #expect(try second.count() == 5)
@@ -325,6 +330,7 @@ struct SETJournalTests {
     func rotation() async throws {
         let directory = SQLiteEventStoreTests.directory()
         let store = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        defer { store.close() }
         try store.openJournal(log: nil, segmentBytes: 4096)
         let records = try await Self.records(40)
         for chunk in stride(from: 0, to: 40, by: 4) {

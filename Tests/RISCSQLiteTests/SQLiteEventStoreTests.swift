@@ -72,6 +72,7 @@ struct SQLiteEventStoreTests {
     @Test("concurrent appends share commits; duplicates within and across batches count once each")
     func groupCommit() async throws {
         let store = try SQLiteEventStore(directory: Self.directory(), logger: Logger(label: "t"))
+        defer { store.close() }
         let records = try await (0..<200).asyncMap { try await Self.record(jti: "j\($0 % 150)") }
         let outcomes = try await withThrowingTaskGroup(of: AppendOutcome.self) { group in
             for record in records { group.addTask { try await store.append(record) } }
@@ -237,6 +238,7 @@ struct PipelinedSyncTests {
     @Test("no SET is reported stored before an fsync of the WAL that began after its commit")
     func reportsFollowSync() async throws {
         let store = try SQLiteEventStore(directory: SQLiteEventStoreTests.directory(), logger: Logger(label: "t"))
+        defer { store.close() }
         let ledger = Ledger()
         store.syncWAL = { [unowned store] () throws(StoreError) in
             ledger.synced(rowsCommitted: store.writeCounts.rows)
@@ -254,6 +256,7 @@ struct PipelinedSyncTests {
     func failedSync() async throws {
         let directory = SQLiteEventStoreTests.directory()
         let store = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        defer { store.close() }
         let failing = Mutex(false)
         store.syncWAL = { [unowned store] () throws(StoreError) in
             if failing.withLock({ $0 }) { throw StoreError(sqlite: 10, "injected EIO") }

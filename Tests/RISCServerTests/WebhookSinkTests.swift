@@ -18,6 +18,7 @@ struct WebhookSinkTests {
         let secret = Array("0123456789abcdef0123".utf8)
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-webhook-\(UUID().uuidString)").path
         let store = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        defer { store.close() }
         let log = try JSONLinesEventLog(path: directory + "/events.log")
         var retry = RetryPolicy()
         retry.jitter = 0
@@ -63,6 +64,7 @@ struct WebhookSinkTests {
         defer { server.stop() }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-webhook-dead-\(UUID().uuidString)").path
         let store = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        defer { store.close() }
         let log = try JSONLinesEventLog(path: directory + "/events.log")
         var retry = RetryPolicy()
         retry.maximumAttempts = 2
