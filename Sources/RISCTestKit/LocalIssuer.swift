@@ -77,4 +77,8 @@ public final class LocalIssuer: Sendable {
     public func requests(to path: String) -> Int { state.counts.withLock { $0[path] ?? 0 } }
 
     public func stop() { server.stop() }
+
+    /// An issuer let go stops its server (whose accept thread holds the server, not the issuer):
+    /// each test's issuer left a thread and a listening socket behind for the process's life.
+    deinit { server.stop() }
 }

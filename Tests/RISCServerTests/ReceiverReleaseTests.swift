@@ -6,7 +6,7 @@ import RISCStorage
 import RISCTestKit
 import Testing
 
-@Suite("A stopped receiver lets go of its storage")
+@Suite("What is let go is closed: a stopped receiver's storage, a test issuer")
 struct ReceiverReleaseTests {
     // Finding: every receiver a process started and stopped on the embedded store kept its event
     // store, its queue's worker and the queue (with the queue's thread and its database
@@ -37,5 +37,32 @@ struct ReceiverReleaseTests {
         #expect(await waitWhile { events != nil }, "the event store")
         #expect(await waitWhile { worker != nil }, "the queue's worker")
         #expect(await waitWhile { queue != nil }, "the queue")
+    }
+
+    /// Whether something accepts TCP connections on 127.0.0.1:`port`.
+    static func accepts(port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        } == 0
+    }
+
+    // Finding (the test kit's): a harness's loopback issuer was never stopped unless a test did so
+    // by hand, and its server's accept thread held the server: 23 such threads and their
+    // listening sockets were left at the end of `swift test`.
+    @Test("a loopback issuer let go stops its server: its port refuses connections")
+    func issuerReleased() throws {
+        var port = 0
+        do {
+            let issuer = try LocalIssuer(jwks: #"{"keys":[]}"#)
+            port = Int(issuer.baseURL.split(separator: ":").last ?? "") ?? 0
+            #expect(Self.accepts(port: port))
+        }
+        #expect(!Self.accepts(port: port))
     }
 }
