@@ -80,7 +80,8 @@ public final class LoopbackHTTPServer: Sendable {
     /// Requests answered so far.
     public var requestCount: Int { state.withLock { $0.requests } }
 
-    /// Stops accepting; returns once the accept thread has ended.
+    /// Stops accepting; returns once the accept thread has ended. The accept thread holds the
+    /// server until then, so a server is stopped by hand or by its owner's `deinit` (`LocalIssuer`).
     public func stop() {
         let wasRunning = state.withLock { state -> Bool in
             defer { state.stopped = true }
@@ -94,8 +95,6 @@ public final class LoopbackHTTPServer: Sendable {
         done.wait()
         close(listener)
     }
-
-    deinit { stop() }
 
     private func acceptLoop() {
         while true {
