@@ -75,8 +75,8 @@ public final class JSONLinesEventLog: EventLog, Sendable {
 
 extension JSONLinesEventLog {
     /// The log's state and its flusher. The flusher's thread holds this, not the log, so that a
-    /// log let go without `close()` is closed by its `deinit` (the thread held the log itself, and a
-    /// log never closed kept its thread, its file and its lock until the process ended).
+    /// log let go without `close()` is closed by its `deinit` (the thread held the log unowned, and
+    /// a log let go before the thread's first read of it crashed the process).
     final class Core: @unchecked Sendable {  // reason: every mutable field is read and written under `condition`
         let path: String?
         private let toStandardOutput: Bool
@@ -119,11 +119,11 @@ extension JSONLinesEventLog {
         private var passesAsked = 0
         private var passesDone = 0
 
-        /// `logID`: the genesis line's name for this log (the node's; default the host name).
+        /// As `JSONLinesEventLog.init`, which gives the defaults.
         init(
-            path: String?, toStandardOutput: Bool = false, flushInterval: Double = 0.02, logID: String? = nil, chained: Bool = true,
-            checkpoints: JSONLinesEventLog.Checkpoints? = nil, segments: EventLogSegments.Settings? = nil, lockWait: LockWait = LockWait(),
-            clock: @escaping @Sendable () -> Double = systemNow
+            path: String?, toStandardOutput: Bool, flushInterval: Double, logID: String?, chained: Bool,
+            checkpoints: JSONLinesEventLog.Checkpoints?, segments: EventLogSegments.Settings?, lockWait: LockWait,
+            clock: @escaping @Sendable () -> Double
         ) throws {
             self.clock = clock
             let logID = logID ?? ProcessInfo.processInfo.hostName

@@ -41,15 +41,9 @@ struct ReceiverReleaseTests {
 
     /// Whether something accepts TCP connections on 127.0.0.1:`port`.
     static func accepts(port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        } == 0
+        guard let fd = try? RawConnection.connected(port: port) else { return false }
+        close(fd)
+        return true
     }
 
     // Finding (the test kit's): a harness's loopback issuer was never stopped unless a test did so
