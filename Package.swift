@@ -167,7 +167,7 @@ let package = Package(
         ),
         .testTarget(
             name: "RISCConfigTests",
-            dependencies: ["RISCConfig", "RISCServer", "RISCStorage", "RISCCore"],
+            dependencies: ["RISCConfig", "RISCServer", "RISCStorage", "RISCCore", "RISCTestKit"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

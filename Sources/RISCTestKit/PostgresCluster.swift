@@ -65,7 +65,7 @@ public final class PostgresCluster: @unchecked Sendable {  // reason: started an
     private init() throws {
         guard let bin = Self.binDirectory else { throw Failure(description: "no PostgreSQL server installed: run scripts/bootstrap --tests") }
         self.bin = bin
-        var template = Array((FileManager.default.temporaryDirectory.path + "/risc-pg-XXXXXX").utf8CString)
+        var template = Array((Scratch.root.path + "/risc-pg-XXXXXX").utf8CString)
         guard let made = mkdtemp(&template) else { throw Failure(description: "mkdtemp failed") }
         directory = String(cString: made)
         port = try Self.quietPort()

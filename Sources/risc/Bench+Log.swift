@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import RISCCore
 import RISCLocal
+import RISCTestKit
 
 extension RiscCommand.Bench {
     struct LogBench: ParsableCommand {
@@ -19,7 +20,7 @@ extension RiscCommand.Bench {
         @Option(help: "Rounds of each (chained, plain), alternating.") var rounds: Int = 3
 
         func run() throws {
-            let work = FileManager.default.temporaryDirectory.appendingPathComponent("risc-bench-log-\(UUID().uuidString)").path
+            let work = Scratch.root.appendingPathComponent("risc-bench-log-\(UUID().uuidString)").path
             try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(atPath: work) }
             var record = EventLogRecord(step: .received, outcome: .accepted, time: systemNow())

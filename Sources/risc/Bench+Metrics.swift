@@ -4,6 +4,7 @@ import Logging
 import RISCClient
 import RISCCore
 import RISCServer
+import RISCTestKit
 
 extension RiscCommand.Bench {
     struct MetricsBench: AsyncParsableCommand {
@@ -20,7 +21,7 @@ extension RiscCommand.Bench {
         var jwksFile: String = "keys/test/jwks.json"
 
         func run() async throws {
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-bench-metrics-\(UUID().uuidString)")
+            let directory = Scratch.root.appendingPathComponent("risc-bench-metrics-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: directory) }
             var configuration = ReceiverConfiguration()
             configuration.audiences = ["bench.apps.googleusercontent.com"]

@@ -77,7 +77,7 @@ extension RiscCommand.Bench {
         func run() async throws {
             let directory = try KeyDirectory(url: URL(fileURLWithPath: keys))
             guard let entry = directory.entry(for: .rs256) else { throw ValidationError("no RS256 key in \(keys)") }
-            let work = FileManager.default.temporaryDirectory.appendingPathComponent("risc-bench-\(UUID().uuidString)")
+            let work = Scratch.root.appendingPathComponent("risc-bench-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(at: work) }
 

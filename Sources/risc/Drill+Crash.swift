@@ -38,7 +38,7 @@ extension RiscCommand.Drill {
         }
 
         func run() async throws {
-            let work = FileManager.default.temporaryDirectory.appendingPathComponent("risc-drill-\(UUID().uuidString)")
+            let work = Scratch.root.appendingPathComponent("risc-drill-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: work) }
             let data = work.appendingPathComponent("data").path
             let entry = try KeyDirectory.generate(into: work.appendingPathComponent("keys"), algorithm: .rs256, keyID: "drill")

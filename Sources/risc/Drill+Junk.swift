@@ -26,7 +26,7 @@ extension RiscCommand.Drill {
         @Option(help: "Lua script for wrk.") var script: String = "Benchmarks/serve.lua"
 
         func run() async throws {
-            let work = FileManager.default.temporaryDirectory.appendingPathComponent("risc-junk-\(UUID().uuidString)")
+            let work = Scratch.root.appendingPathComponent("risc-junk-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: work) }
             let keys = work.appendingPathComponent("keys")
             let published = try KeyDirectory.generate(into: keys, algorithm: .rs256, keyID: "published")

@@ -22,7 +22,7 @@ enum Fixture {
     }
 
     static func temporaryDirectory() -> URL {
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("risc-test-\(UUID().uuidString)")
+        let url = Scratch.root.appendingPathComponent("risc-test-\(UUID().uuidString)")
         try! FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
         return url
     }

@@ -2,6 +2,7 @@ import Foundation
 import RISCConfig
 import RISCCore
 import RISCServer
+import RISCTestKit
 import Testing
 
 /// Configuration is a library (issue 27): what every other configuration test checks by running
@@ -9,7 +10,7 @@ import Testing
 @Suite("configuration loading, in process")
 struct ConfigurationLoadingTests {
     static func file(_ text: String, suffix: String = "toml") throws -> String {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("risc-config-\(UUID().uuidString).\(suffix)").path
+        let path = Scratch.root.appendingPathComponent("risc-config-\(UUID().uuidString).\(suffix)").path
         try text.write(toFile: path, atomically: true, encoding: .utf8)
         return path
     }

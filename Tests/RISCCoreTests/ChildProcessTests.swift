@@ -124,7 +124,7 @@ import Testing
 
     @Test("ProcStat: a name with spaces and parentheses, fields by proc(5)'s numbers; nil for a process gone")
     func procStat() throws {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("risc-procstat-\(UUID().uuidString)")
+        let file = Scratch.root.appendingPathComponent("risc-procstat-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: file) }
         let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
         let fields = (3...24).map { $0 == 3 ? "S" : $0 == 14 ? "\(Int(ticks) * 3)" : $0 == 15 ? "\(Int(ticks))" : "\($0 * 10)" }

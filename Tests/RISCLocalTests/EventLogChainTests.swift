@@ -1,5 +1,6 @@
 import Foundation
 import RISCCore
+import RISCTestKit
 import Testing
 
 @testable import RISCLocal
@@ -12,7 +13,7 @@ struct EventLogChainTests {
     var path: String { directory + "/events.log" }
 
     init() throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-chain-\(UUID().uuidString)").path
+        directory = Scratch.root.appendingPathComponent("risc-chain-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     }
 
@@ -262,7 +263,7 @@ struct EventLogChainTests {
     /// full-disk tests need a file system of their own to fill.
     static let canMount: Bool = {
         guard geteuid() == 0 else { return false }
-        let probe = FileManager.default.temporaryDirectory.appendingPathComponent("risc-mount-\(UUID().uuidString)").path
+        let probe = Scratch.root.appendingPathComponent("risc-mount-\(UUID().uuidString)").path
         guard (try? FileManager.default.createDirectory(atPath: probe, withIntermediateDirectories: false)) != nil else { return false }
         defer { rmdir(probe) }
         guard mount("tmpfs", probe, "tmpfs", 0, "size=4k") == 0 else { return false }

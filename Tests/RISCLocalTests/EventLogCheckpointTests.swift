@@ -16,7 +16,7 @@ struct EventLogCheckpointTests {
     var verifier: CheckpointVerifier { get throws { try CheckpointVerifier(key.verifierKey) } }
 
     init() throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-checkpoint-\(UUID().uuidString)").path
+        directory = Scratch.root.appendingPathComponent("risc-checkpoint-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         key = try CheckpointKey.generate(name: "test-log").key
     }

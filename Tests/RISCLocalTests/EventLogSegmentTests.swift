@@ -1,5 +1,6 @@
 import Foundation
 import RISCCore
+import RISCTestKit
 import Synchronization
 import Testing
 
@@ -24,7 +25,7 @@ struct EventLogSegmentTests {
     }
 
     init() throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-segments-\(UUID().uuidString)").path
+        directory = Scratch.root.appendingPathComponent("risc-segments-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         key = try CheckpointKey.generate(name: "test-log").key
     }

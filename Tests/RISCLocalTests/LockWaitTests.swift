@@ -7,6 +7,7 @@ import Testing
 
 #if canImport(Glibc)
 import Glibc
+import RISCTestKit
 #endif
 
 /// CI found a receiver restarted in the same process refused its own data: "the event log … is
@@ -18,7 +19,7 @@ struct LockWaitTests {
     let directory: String
 
     init() throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-lockwait-\(UUID().uuidString)").path
+        directory = Scratch.root.appendingPathComponent("risc-lockwait-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     }
 

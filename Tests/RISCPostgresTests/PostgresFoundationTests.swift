@@ -109,7 +109,7 @@ struct PostgresFoundationTests {
     func passwordOnlyToACheckedServer() async throws {
         let server = try FakeCleartextServer()
         defer { server.stop() }
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-pg-fake-\(UUID().uuidString)")
+        let directory = Scratch.root.appendingPathComponent("risc-pg-fake-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let passwordFile = directory.appendingPathComponent("password").path
@@ -471,7 +471,7 @@ struct PostgresEventStoreTests {
 
     @Test("a CA file that cannot make a TLS context refuses the diagnosing connection; it never connects without TLS instead")
     func probeNeverDropsTLS() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-ca-\(UUID().uuidString)").path
+        let directory = Scratch.root.appendingPathComponent("risc-ca-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let ca = directory + "/ca.pem"
@@ -493,7 +493,7 @@ struct PostgresEventStoreTests {
     func causes() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
         let cluster = try await PostgresCluster.make()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-causes-\(UUID().uuidString)").path
+        let directory = Scratch.root.appendingPathComponent("risc-causes-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         func prepare(_ url: String, password: String? = nil) async throws -> StoreError? {

@@ -19,7 +19,7 @@ struct ActionWorkerTests {
     static let refreshToken = vectors["stored_refresh_token"]!.stringValue!
 
     final class Fixture: @unchecked Sendable {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-actions-\(UUID().uuidString)").path
+        let directory = Scratch.root.appendingPathComponent("risc-actions-\(UUID().uuidString)").path
         let store: SQLiteEventStore
         let accounts: AccountStore
         let worker: QueueWorker

@@ -20,7 +20,7 @@ struct SQLiteEventStoreTests {
     }
 
     static func directory() -> String {
-        FileManager.default.temporaryDirectory.appendingPathComponent("risc-store-\(UUID().uuidString)").path
+        Scratch.root.appendingPathComponent("risc-store-\(UUID().uuidString)").path
     }
 
     // Finding: the event store's threads held it unowned, so a store let go before they had

@@ -1,6 +1,7 @@
 import Foundation
 import RISCCore
 import RISCLocal
+import RISCTestKit
 import Testing
 
 @testable import RISCSQLite
@@ -9,7 +10,7 @@ import Testing
 @Suite("Token key")
 struct TokenKeyTests {
     static func directory() -> String {
-        FileManager.default.temporaryDirectory.appendingPathComponent("risc-token-key-\(UUID().uuidString)").path
+        Scratch.root.appendingPathComponent("risc-token-key-\(UUID().uuidString)").path
     }
 
     @Test("a store made with a key refuses to open without it (a restore that lost token-key) or with another one")
@@ -35,7 +36,7 @@ struct TokenKeyTests {
 
     @Test("accounts.token_key_file: used as given, never made by the store; the same file serves two stores")
     func configuredFile() throws {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("risc-key-\(UUID().uuidString)").path
+        let file = Scratch.root.appendingPathComponent("risc-key-\(UUID().uuidString)").path
         let absent = #expect(throws: StoreError.self) { try AccountStore(directory: Self.directory(), tokenKeyFile: file) }
         #expect(absent?.code == .refused)
         #expect(absent?.description.contains("risc keys token-key --out") == true)

@@ -12,7 +12,7 @@ struct AdminTLSTests {
     static let token = "admin-token-0123456789abcdef"
 
     static func directory() -> URL {
-        FileManager.default.temporaryDirectory.appendingPathComponent("risc-admin-tls-\(UUID().uuidString)")
+        Scratch.root.appendingPathComponent("risc-admin-tls-\(UUID().uuidString)")
     }
 
     static func tokenFile(in directory: URL) throws -> String {

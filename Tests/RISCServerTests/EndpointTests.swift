@@ -248,7 +248,7 @@ struct EndpointTests {
 
     @Test("HTTPS with TLS 1.2+: the endpoint answers over TLS")
     func tls() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-tls-\(UUID().uuidString)")
+        let directory = Scratch.root.appendingPathComponent("risc-tls-\(UUID().uuidString)")
         let certificate = try TestCertificate(directory: directory)
         let cert = certificate.certificatePath, key = certificate.keyPath
         let harness = try ServerHarness {
@@ -274,7 +274,7 @@ struct EndpointTests {
 
     @Test("the receiver's own lines and its certificate-expiry warning read its clock, not the system's")
     func lifecycleTimesFromTheClock() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-tls-clock-\(UUID().uuidString)")
+        let directory = Scratch.root.appendingPathComponent("risc-tls-clock-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let certificate = try TestCertificate(directory: directory)  // valid for a day from now
         let cert = certificate.certificatePath, key = certificate.keyPath
@@ -314,7 +314,7 @@ struct EndpointTests {
 
     @Test("a renewed certificate is picked up without a restart (SIGHUP's reload); a broken pair is refused and the one in use stays")
     func tlsReload() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-tls-\(UUID().uuidString)")
+        let directory = Scratch.root.appendingPathComponent("risc-tls-\(UUID().uuidString)")
         let first = try TestCertificate(directory: directory.appendingPathComponent("first"))
         let renewed = try TestCertificate(directory: directory.appendingPathComponent("renewed"))
         let cert = directory.appendingPathComponent("live-cert.pem").path, key = directory.appendingPathComponent("live-key.pem").path
@@ -368,7 +368,7 @@ struct EndpointTests {
 struct AdminAccountAPITests {
     @Test("register accounts, sessions and tokens over the authenticated API; an event then acts on them")
     func api() async throws {
-        let tokenFile = FileManager.default.temporaryDirectory.appendingPathComponent("risc-admin-\(UUID().uuidString)").path
+        let tokenFile = Scratch.root.appendingPathComponent("risc-admin-\(UUID().uuidString)").path
         try Data("admin-token-0123456789abcdef\n".utf8).write(to: URL(fileURLWithPath: tokenFile))
         let harness = try ServerHarness { $0.adminTokenFile = tokenFile }
         try await harness.start()
@@ -413,7 +413,7 @@ struct AdminAccountAPITests {
 
     @Test("the API records its times by the receiver's clock: a session it opens is ended by a SET issued at that moment by that clock")
     func apiTimesFromTheClock() async throws {
-        let tokenFile = FileManager.default.temporaryDirectory.appendingPathComponent("risc-admin-\(UUID().uuidString)").path
+        let tokenFile = Scratch.root.appendingPathComponent("risc-admin-\(UUID().uuidString)").path
         try Data("admin-token-0123456789abcdef\n".utf8).write(to: URL(fileURLWithPath: tokenFile))
         defer { try? FileManager.default.removeItem(atPath: tokenFile) }
         // The receiver's clock an hour behind the system's: what the API records must follow it,
@@ -442,7 +442,7 @@ struct AdminAccountAPITests {
 
     @Test("issue 15 §4: POST /admin/linking/app-flip checks a link, builds the redirect, and refuses a user whose Google sign-in risc suspended")
     func appFlip() async throws {
-        let tokenFile = FileManager.default.temporaryDirectory.appendingPathComponent("risc-admin-\(UUID().uuidString)").path
+        let tokenFile = Scratch.root.appendingPathComponent("risc-admin-\(UUID().uuidString)").path
         try Data("admin-token-0123456789abcdef\n".utf8).write(to: URL(fileURLWithPath: tokenFile))
         let harness = try ServerHarness {
             $0.adminTokenFile = tokenFile

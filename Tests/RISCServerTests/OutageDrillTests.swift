@@ -81,7 +81,7 @@ struct OutageDrillTests {
             return .init(status: 204)
         }
         defer { sink.stop() }
-        let secretFile = FileManager.default.temporaryDirectory.appendingPathComponent("risc-secret-\(UUID().uuidString)").path
+        let secretFile = Scratch.root.appendingPathComponent("risc-secret-\(UUID().uuidString)").path
         try #require(FileManager.default.createFile(atPath: secretFile, contents: Data("0123456789abcdef-secret".utf8)))
         let harness = try ServerHarness {
             $0.webhookURL = sink.baseURL + "/revoke"
@@ -123,7 +123,7 @@ struct OutageDrillTests {
         "disk full: 503 with Retry-After (never 400), no corruption, and it recovers when space returns",
         .enabled(if: canMount, "needs root to mount a small tmpfs"))
     func diskFull() async throws {
-        let mountPoint = FileManager.default.temporaryDirectory.appendingPathComponent("risc-full-\(UUID().uuidString)").path
+        let mountPoint = Scratch.root.appendingPathComponent("risc-full-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
         try #require(Self.run(["/bin/mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", mountPoint]) == 0)
         defer {

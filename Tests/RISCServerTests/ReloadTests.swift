@@ -104,7 +104,7 @@ struct ReloadTests {
     @Test("a transmitter's push credential rotates on SIGHUP: a second line in authorization_file is accepted beside the first, then the old one is dropped")
     func pushCredentialRotation() async throws {
         let okta = try TransmitterTests.SSFTransmitter()
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("okta-push-\(UUID().uuidString)").path
+        let file = Scratch.root.appendingPathComponent("okta-push-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: file) }
         func write(_ text: String) throws { try PrivateFiles.writeAtomically(file, Array(text.utf8)) }
         try write("Bearer old-credential-0123456789\n")

@@ -23,7 +23,7 @@ struct RevocationEndpointTests {
         let cluster: PostgresCluster?
 
         init(_ backend: Backend, webhook: String?, invalidPerMinute: Int = 1_000) async throws {
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-revoke-\(UUID().uuidString)").path
+            let directory = Scratch.root.appendingPathComponent("risc-revoke-\(UUID().uuidString)").path
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             try Data(RevocationEndpointTests.secret.utf8).write(to: URL(fileURLWithPath: directory + "/client-secret"))
             try Data(repeating: 6, count: 32).write(to: URL(fileURLWithPath: directory + "/webhook-secret"))

@@ -30,7 +30,7 @@ struct SSFConformanceTests {
             let transmitter = try SSFTestTransmitter(
                 audience: SSFConformanceTests.audience, clients: [SSFTestTransmitter.Client(id: "risc-client", secret: "s3cret-client")], clock: now)
             self.transmitter = transmitter
-            secretFile = FileManager.default.temporaryDirectory.appendingPathComponent("ssf-push-\(UUID().uuidString)").path
+            secretFile = Scratch.root.appendingPathComponent("ssf-push-\(UUID().uuidString)").path
             try SSFConformanceTests.pushAuthorization.write(toFile: secretFile, atomically: true, encoding: .utf8)
             try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: secretFile)
             let secretFile = self.secretFile
@@ -371,7 +371,7 @@ struct SSFPollTests {
 
     /// A started receiver polling `pollURL`.
     static func receiver(_ transmitter: SSFTestTransmitter, pollURL: String, edit: @escaping (inout ReceiverConfiguration) -> Void = { _ in }) async throws -> ServerHarness {
-        let secret = FileManager.default.temporaryDirectory.appendingPathComponent("ssf-poll-\(UUID().uuidString)").path
+        let secret = Scratch.root.appendingPathComponent("ssf-poll-\(UUID().uuidString)").path
         try "poll-secret".write(toFile: secret, atomically: true, encoding: .utf8)
         let harness = try ServerHarness {
             var settings = TransmitterSettings(name: "polled")

@@ -41,7 +41,7 @@ final class ServerHarness: @unchecked Sendable {
         self.issuer = try issuer ?? LocalIssuer(jwks: String(decoding: Self.keys.jwksData, as: UTF8.self))
         self.dataDirectory =
             dataDirectory
-            ?? FileManager.default.temporaryDirectory.appendingPathComponent("risc-server-\(UUID().uuidString)").path
+            ?? Scratch.root.appendingPathComponent("risc-server-\(UUID().uuidString)").path
         var configuration = ReceiverConfiguration()
         configuration.audiences = [SETFactory.defaultAudience]
         configuration.discoveryURL = self.issuer.discoveryURL

@@ -69,7 +69,7 @@ struct StorePortTests {
         static func open(_ backend: Backend) async throws -> Fixture {
             switch backend {
             case .embedded:
-                let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-ports-\(UUID().uuidString)").path
+                let directory = Scratch.root.appendingPathComponent("risc-ports-\(UUID().uuidString)").path
                 // The driver through its one owner, as the receiver opens it.
                 let owner = SQLiteStore(directory: directory, logger: StorePortTests.logger)
                 let store = try owner.events()
@@ -149,7 +149,7 @@ struct StorePortTests {
     @Test("the times a SET's actions record (processed_at, applied_at, a verification's match, their event-log lines) come from the clock the store is opened with", arguments: Backend.allCases)
     func recordedTimesFromTheClock(_ backend: Backend) async throws {
         let moment = 1_900_000_000.0
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-clock-\(UUID().uuidString)").path
+        let directory = Scratch.root.appendingPathComponent("risc-clock-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let keyFile = directory + "/token-key"

@@ -96,7 +96,7 @@ struct TransmitterTests {
     @Test("a transmitter on a path of its own must push with the Authorization value risc gave it: else 401")
     func ownPathAndAuthorization() async throws {
         let okta = try SSFTransmitter()
-        let secretFile = FileManager.default.temporaryDirectory.appendingPathComponent("okta-push-\(UUID().uuidString)").path
+        let secretFile = Scratch.root.appendingPathComponent("okta-push-\(UUID().uuidString)").path
         try "Bearer push-credential-0123456789\n".write(toFile: secretFile, atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: secretFile)
         let harness = try ServerHarness {

@@ -26,7 +26,7 @@ struct UnlinkNoticeTests {
         let keyDirectory: String
 
         init(_ backend: Backend, maxAttempts: Int = 10, webhook: String? = nil, clock: TestClock? = nil) async throws {
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-notices-\(UUID().uuidString)")
+            let directory = Scratch.root.appendingPathComponent("risc-notices-\(UUID().uuidString)")
             keyDirectory = directory.appendingPathComponent("notice-keys").path
             try PrivateFiles.makeDirectory(keyDirectory)
             let entry = try KeyDirectory.generate(into: URL(fileURLWithPath: keyDirectory), algorithm: .rs256)

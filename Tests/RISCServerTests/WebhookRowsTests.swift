@@ -104,7 +104,7 @@ struct WebhookSite {
     init(_ backend: StorePortTests.Backend, failures: Int) async throws {
         recorder = WebhookRecorder(failures: failures)
         server = try LoopbackHTTPServer { [recorder] in recorder.handle($0) }
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-webhook-\(UUID().uuidString)")
+        directory = Scratch.root.appendingPathComponent("risc-webhook-\(UUID().uuidString)")
         try PrivateFiles.makeDirectory(directory.path)
         try PrivateFiles.writeAtomically(directory.appendingPathComponent("webhook-secret").path, [UInt8](repeating: 7, count: 32))
         guard backend == .postgresql else {

@@ -16,7 +16,7 @@ struct WebhookSinkTests {
         let server = try LoopbackHTTPServer { recorder.handle($0) }
         defer { server.stop() }
         let secret = Array("0123456789abcdef0123".utf8)
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-webhook-\(UUID().uuidString)").path
+        let directory = Scratch.root.appendingPathComponent("risc-webhook-\(UUID().uuidString)").path
         let store = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
         defer { store.close() }
         let log = try JSONLinesEventLog(path: directory + "/events.log")
@@ -62,7 +62,7 @@ struct WebhookSinkTests {
         let recorder = WebhookRecorder(failures: 3, failureStatus: 500, successStatus: 200)
         let server = try LoopbackHTTPServer { recorder.handle($0) }
         defer { server.stop() }
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-webhook-dead-\(UUID().uuidString)").path
+        let directory = Scratch.root.appendingPathComponent("risc-webhook-dead-\(UUID().uuidString)").path
         let store = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
         defer { store.close() }
         let log = try JSONLinesEventLog(path: directory + "/events.log")

@@ -7,7 +7,7 @@ import Testing
 struct AccountsQueueCommandTests {
     @Test("keys token-key writes a key once; the account commands use it with --token-key-file and refuse without it")
     func tokenKeyFile() async throws {
-        let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-cli-key-\(UUID().uuidString)").path
+        let data = Scratch.root.appendingPathComponent("risc-cli-key-\(UUID().uuidString)").path
         let key = data + "-token-key"
         let made = try await RiscBinary.run(["keys", "token-key", "--out", key])
         #expect(made.status == 0 && FileManager.default.contents(atPath: key)?.count == 32)
@@ -22,7 +22,7 @@ struct AccountsQueueCommandTests {
 
     @Test("link, import, list, show; queue status, list, show, retry and purge on an empty queue")
     func accountsAndQueue() async throws {
-        let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-cli-acc-\(UUID().uuidString)").path
+        let data = Scratch.root.appendingPathComponent("risc-cli-acc-\(UUID().uuidString)").path
         let tokenFile = data + "-token"
         try Data("1//0gexample-refresh-token-for-tests\n".utf8).write(to: URL(fileURLWithPath: tokenFile))
         let link = try await RiscBinary.run([
@@ -65,7 +65,7 @@ struct AccountsQueueCommandTests {
 
     @Test("issue 24 #8: accounts list, show, link and unlink escape subjects and user ids as risc tail does (ESC, OSC, BEL, U+202E never reach the terminal)")
     func humanOutputEscapes() async throws {
-        let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-cli-escape-\(UUID().uuidString)").path
+        let data = Scratch.root.appendingPathComponent("risc-cli-escape-\(UUID().uuidString)").path
         let hostile = "1\u{1B}[2J\u{1B}]0;owned\u{07}\u{202E}gpj.exe"
         let line = JSONValue.object(["subject": .string(hostile), "user_id": .string("u\u{1B}[31mred\u{9B}")]).serialized
         let imported = try await RiscBinary.run(["accounts", "import", "-", "--data-dir", data, "--create"], stdin: line + "\n")
@@ -89,7 +89,7 @@ struct AccountsQueueCommandTests {
     /// status` reported an empty queue while the real one held a dead letter.
     @Test("no command makes a store it was not asked to make; every command finds the receiver's store from --config or RISC_DATA_DIR")
     func oneSourceOfSettings() async throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("risc-cli-where-\(UUID().uuidString)")
+        let root = Scratch.root.appendingPathComponent("risc-cli-where-\(UUID().uuidString)")
         let elsewhere = root.appendingPathComponent("elsewhere"), data = root.appendingPathComponent("var-lib-risc").path
         try FileManager.default.createDirectory(at: elsewhere, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: root) }
@@ -127,7 +127,7 @@ struct AccountsQueueCommandTests {
     /// Issue 16: a bad fifth line committed the first four; misspelt keys and empty subjects passed.
     @Test("accounts import is all or nothing and strict: unknown members, empty subjects, wrong types and repeats refuse the whole file")
     func strictImport() async throws {
-        let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-cli-import-\(UUID().uuidString)").path
+        let data = Scratch.root.appendingPathComponent("risc-cli-import-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: data) }
         let good = (1...4).map { #"{"subject":"s\#($0)","user_id":"u\#($0)"}"# }
         let cases: [(String, String)] = [

@@ -83,7 +83,7 @@ struct ConfigFileCommandTests {
     }
 
     func temporaryDirectory(_ name: String) throws -> URL {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-\(name)-\(UUID().uuidString)")
+        let directory = Scratch.root.appendingPathComponent("risc-\(name)-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         return directory
     }

@@ -24,7 +24,7 @@ struct HighAvailabilityTests {
         init() async throws {
             try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
             cluster = try await PostgresCluster.make()
-            keyFile = FileManager.default.temporaryDirectory.appendingPathComponent("risc-token-key-\(UUID().uuidString)").path
+            keyFile = Scratch.root.appendingPathComponent("risc-token-key-\(UUID().uuidString)").path
             let result = try await RiscBinary.run(["keys", "token-key", "--out", keyFile])
             try #require(result.status == 0, "\(result.stderr)")
         }
@@ -122,7 +122,7 @@ struct HighAvailabilityTests {
             process.arguments = [
                 "serve", "--audience", SETFactory.defaultAudience, "--jwks-file", "keys/test/jwks.json", "--issuer", SETFactory.defaultIssuer,
                 "--host", "127.0.0.1", "--port", "0", "--admin-port", "0",
-                "--data-dir", FileManager.default.temporaryDirectory.appendingPathComponent("risc-nodb-\(UUID().uuidString)").path,
+                "--data-dir", Scratch.root.appendingPathComponent("risc-nodb-\(UUID().uuidString)").path,
                 "--store-url", url, "--set", "accounts.token_key_file=\(site.keyFile)",
             ]
             let err = Pipe()

@@ -22,7 +22,7 @@ struct LinkingCommandTests {
         let denied = try await RiscBinary.run(["linking", "check-url", Self.link(google), "--client-id", "google-client", "--deny"])
         #expect(denied.status == 1 && denied.stdout.contains("?error=access_denied&"), "\(denied.stdout)")
 
-        let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-linking-\(UUID().uuidString)").path
+        let data = Scratch.root.appendingPathComponent("risc-linking-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: data) }
         #expect(try await RiscBinary.run(["accounts", "link", "--create", "--data-dir", data, "--subject", "42", "--user", "u42"]).status == 0)
         let arguments = ["linking", "check-url", Self.link(google), "--client-id", "google-client", "--code", "c-1", "--user", "u42", "--data-dir", data]

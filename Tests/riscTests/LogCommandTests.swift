@@ -11,7 +11,7 @@ import Testing
 struct LogCommandTests {
     @Test("a whole chain: exit 2 (no checkpoint to rule out a cut end), named as whole; an edited line: exit 1 naming the line and why")
     func verify() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-logcmd-\(UUID().uuidString)").path
+        let directory = Scratch.root.appendingPathComponent("risc-logcmd-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = directory + "/events.log"
@@ -53,7 +53,7 @@ struct LogCommandTests {
         "risc serve signs checkpoints with the key `risc keys checkpoint-key` made, at its interval and at shutdown; the chain goes on over SIGHUP; `risc log verify --key` says VERIFIED, `risc log checkpoint` prints the note"
     )
     func serveCheckpoints() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-logserve-\(UUID().uuidString)")
+        let directory = Scratch.root.appendingPathComponent("risc-logserve-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let keyFile = directory.appendingPathComponent("checkpoint.key").path
@@ -126,7 +126,7 @@ struct LogCommandTests {
 
     @Test("risc serve rotating by size: segments with signed digests as it serves; log verify 0; a segment deleted: 1, segment_missing")
     func servesSegments() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-segments-cmd-\(UUID().uuidString)")
+        let directory = Scratch.root.appendingPathComponent("risc-segments-cmd-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let keyFile = directory.appendingPathComponent("checkpoint.key").path

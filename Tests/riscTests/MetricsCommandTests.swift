@@ -68,7 +68,7 @@ struct MetricsCommandTests {
         // The shipped rules and dashboard name only metrics a receiver exports: this one, and one as
         // in production, over HTTPS with keys from a discovery document (the key-set fetch and
         // certificate metrics exist only then).
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-metrics-\(UUID().uuidString)")
+        let directory = Scratch.root.appendingPathComponent("risc-metrics-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let certificate = try TestCertificate(directory: directory)
         let issuer = try LocalIssuer(

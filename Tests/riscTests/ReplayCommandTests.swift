@@ -59,7 +59,7 @@ struct ReplayCommandTests {
 extension ReplayCommandTests {
     @Test("--local stores signed SETs and applies them without HTTP; --from-store re-drives them; refusals fail")
     func local() async throws {
-        let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-local-\(UUID().uuidString)").path
+        let data = Scratch.root.appendingPathComponent("risc-local-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: data) }
         #expect(try await RiscBinary.run(["accounts", "link", "--subject", "77", "--user", "u-77", "--session", "s-1", "--data-dir", data, "--create"]).status == 0)
         let descriptions = [

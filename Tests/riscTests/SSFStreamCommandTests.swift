@@ -10,7 +10,7 @@ import Testing
 struct SSFStreamCommandTests {
     @Test("--check-config names each transmitter, and says there is no Google without audiences")
     func checkConfig() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("risc-ssf-only-\(UUID().uuidString).toml").path
+        let path = Scratch.root.appendingPathComponent("risc-ssf-only-\(UUID().uuidString).toml").path
         defer { try? FileManager.default.removeItem(atPath: path) }
         try "[transmitters.okta]\nissuer = \"https://example.okta.com\"\naudiences = [\"https://risc.example.com/okta\"]\npath = \"/events/okta\"\n"
             .write(toFile: path, atomically: true, encoding: .utf8)
@@ -43,7 +43,7 @@ struct SSFStreamCommandTests {
 
     @Test("create, show, update, replace, status, pause, enable, subjects, verify, status with the last stream-updated, delete; an answer naming another iss stops the stream")
     func lifecycle() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-ssf-stream-\(UUID().uuidString)")
+        let directory = Scratch.root.appendingPathComponent("risc-ssf-stream-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let transmitter = try SSFTestTransmitter(audience: "https://risc.example.com/ssf", clients: [.init(id: "risc-cli", secret: "cli-secret-0123")])

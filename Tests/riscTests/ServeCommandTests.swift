@@ -22,8 +22,8 @@ struct ServeCommandTests {
         extra: [String] = [], readyWithin seconds: Int = 60, data: URL? = nil, pinned: Bool = true, stderr: String? = nil,
         ports: (port: Int, admin: Int) = (0, 0)
     ) async throws -> (process: ChildProcess, data: URL, port: Int, admin: Int) {
-        let data = data ?? FileManager.default.temporaryDirectory.appendingPathComponent("risc-serve-\(UUID().uuidString)")
-        let errors = stderr ?? FileManager.default.temporaryDirectory.appendingPathComponent("risc-serve-\(UUID().uuidString).err").path
+        let data = data ?? Scratch.root.appendingPathComponent("risc-serve-\(UUID().uuidString)")
+        let errors = stderr ?? Scratch.root.appendingPathComponent("risc-serve-\(UUID().uuidString).err").path
         defer { if stderr == nil { try? FileManager.default.removeItem(atPath: errors) } }
         let process = ChildProcess()
         process.executableURL = RiscBinary.url
@@ -106,7 +106,7 @@ struct ServeCommandTests {
             (["--host", "192.0.2.1", "--port", "0", "--admin-port", "0"], 64, "192.0.2.1:0 (listen.host, listen.port): no such address on this machine"),
         ]
         for (flags, status, said) in cases {
-            let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-inuse-\(UUID().uuidString)")
+            let data = Scratch.root.appendingPathComponent("risc-inuse-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: data) }
             let other = try await RiscBinary.run(
                 [
@@ -136,7 +136,7 @@ struct ServeCommandTests {
 
     @Test("every configuration problem is reported at once, naming its source; exit 64")
     func configurationErrors() async throws {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("risc-config-\(UUID().uuidString).json")
+        let file = Scratch.root.appendingPathComponent("risc-config-\(UUID().uuidString).json")
         try Data(
             #"{"audiences": ["a"], "listen": {"port": "eighty"}, "jwks": {"min_tll": 5}, "retry_after": 0, "actions": {"table": {"nonsense": {"": ["log_only"]}, "account-disabled": {"hijacking": ["fly"]}}}}"#
                 .utf8
@@ -168,7 +168,7 @@ struct ServeCommandTests {
     /// 127.0.0.1 with one port passed the check and failed the start.
     @Test("a value's problem names its key and its source; a value where a table belongs says so; listeners that would take one address are refused")
     func problemsNameKeyAndSource() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-sources-\(UUID().uuidString)")
+        let directory = Scratch.root.appendingPathComponent("risc-sources-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let table = directory.appendingPathComponent("table.toml").path, ports = directory.appendingPathComponent("ports.toml").path
@@ -192,7 +192,7 @@ extension ServeCommandTests {
     /// trusted_proxies passed `--check-config`; serve then refused (exit 1) or ran with them.
     @Test("--check-config refuses whatever serve refuses, with the same words; both exit 64")
     func checkConfigParity() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-parity-\(UUID().uuidString)")
+        let directory = Scratch.root.appendingPathComponent("risc-parity-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         func file(_ name: String, _ text: String) throws -> String {
@@ -249,7 +249,7 @@ extension ServeCommandTests {
 
     @Test("issue 24 #6: a data directory that exists is not trusted blindly: links in it, another owner, group or world access refused (exit 64) unless accept_insecure_permissions")
     func dataDirectoryTrust() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-trust-\(UUID().uuidString)")
+        let directory = Scratch.root.appendingPathComponent("risc-trust-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let victim = directory.appendingPathComponent("precious").path
@@ -306,7 +306,7 @@ extension ServeCommandTests {
 
     @Test("--check-config: the example config is valid once its files exist; missing files are each named")
     func checkConfig() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-check-\(UUID().uuidString)")
+        let directory = Scratch.root.appendingPathComponent("risc-check-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let certificate = try TestCertificate(directory: directory)
         let good = try await RiscBinary.run([
@@ -333,7 +333,7 @@ extension ServeCommandTests {
 
     @Test("SIGHUP reopens the event log (rotation) and reloads a renewed TLS certificate, without a restart")
     func hangup() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-hup-\(UUID().uuidString)")
+        let directory = Scratch.root.appendingPathComponent("risc-hup-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let first = try TestCertificate(directory: directory.appendingPathComponent("first"))
         let renewed = try TestCertificate(directory: directory.appendingPathComponent("renewed"))
@@ -380,7 +380,7 @@ extension ServeCommandTests {
     /// were at the start; nothing said what was reloaded.
     @Test("SIGHUP reloads the config file's log level and limits, names what waits for a restart, and refuses a broken file keeping the running settings")
     func reloadsConfiguration() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-reload-\(UUID().uuidString)")
+        let directory = Scratch.root.appendingPathComponent("risc-reload-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let file = directory.appendingPathComponent("risc.toml").path, stderr = directory.appendingPathComponent("stderr").path
@@ -428,7 +428,7 @@ final class NotifySocket {
     private let fd: Int32
 
     init() throws {
-        path = FileManager.default.temporaryDirectory.appendingPathComponent("risc-notify-\(UUID().uuidString.prefix(8))").path
+        path = Scratch.root.appendingPathComponent("risc-notify-\(UUID().uuidString.prefix(8))").path
         fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
@@ -462,7 +462,7 @@ extension ServeCommandTests {
     @Test("JSON diagnostics with microsecond times; start, ready, stopping, stopped at the default level; READY=1 and STOPPING=1; invalid_audience names the aud")
     func lifecycleLogging() async throws {
         let notify = try NotifySocket()
-        let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-lifecycle-\(UUID().uuidString)")
+        let data = Scratch.root.appendingPathComponent("risc-lifecycle-\(UUID().uuidString)")
         let stderrFile = data.path + ".stderr"
         _ = FileManager.default.createFile(atPath: stderrFile, contents: nil)
         defer {
@@ -543,7 +543,7 @@ extension ServeCommandTests {
 extension ServeCommandTests {
     @Test("scripts/man writes the man page with the argument parser's generate-manual: clean mdoc (groff warns of nothing), every command and the configuration keys in it")
     func manPage() async throws {
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("risc-man-\(UUID().uuidString)")
+        let output = Scratch.root.appendingPathComponent("risc-man-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: output) }
         let script = RiscBinary.repository.appendingPathComponent("scripts/man")
         let made = try await RiscBinary.run([RiscBinary.url.path, output.path, "2026-11-24"], executable: script)

@@ -16,7 +16,7 @@ struct SharedStoreCommandTests {
     func copyThenOperate() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
         try await PostgresCluster.with { cluster in
-            let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-copy-\(UUID().uuidString)").path
+            let data = Scratch.root.appendingPathComponent("risc-copy-\(UUID().uuidString)").path
             // An embedded store with an account, SETs applied to it, and a dead letter.
             var result = try await run(["accounts", "link", "--create", "--data-dir", data, "--subject", "42", "--user", "u42", "--session", "s1", "--session", "s2"])
             try #require(result.status == 0, "\(result.stderr)")
@@ -108,7 +108,7 @@ struct SharedStoreCommandTests {
     func checkConfigConnect() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
         try await PostgresCluster.with { cluster in
-            let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-connect-\(UUID().uuidString)").path
+            let data = Scratch.root.appendingPathComponent("risc-connect-\(UUID().uuidString)").path
             let key = data + "-key"
             _ = try await run(["keys", "token-key", "--out", key])
             func check(_ extra: [String]) async throws -> RiscBinary.Result {

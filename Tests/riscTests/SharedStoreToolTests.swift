@@ -11,7 +11,7 @@ struct SharedStoreToolTests {
     func streamVerify() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
         try await PostgresCluster.with { cluster in
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-stream-pg-\(UUID().uuidString)")
+            let directory = Scratch.root.appendingPathComponent("risc-stream-pg-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: directory) }
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             let keyFile = directory.appendingPathComponent("token-key").path
@@ -59,7 +59,7 @@ struct SharedStoreToolTests {
         #expect(result.stdout.contains("PostgreSQL store: applied 300 SETs (50 accounts;"), "\(result.stdout)")
 
         try await PostgresCluster.with { cluster in
-            let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-tool-\(UUID().uuidString)").path
+            let data = Scratch.root.appendingPathComponent("risc-tool-\(UUID().uuidString)").path
             defer { try? FileManager.default.removeItem(atPath: data) }
             // A store in use: one SET in it.
             let keyFile = data + "-token-key"

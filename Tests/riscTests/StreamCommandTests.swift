@@ -23,7 +23,7 @@ struct StreamCommandTests {
 
     @Test("update, show, status, disable/enable, verify --wait round trip to risc serve over HTTPS; diagnosis on timeout")
     func roundTrip() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-stream-\(UUID().uuidString)")
+        let directory = Scratch.root.appendingPathComponent("risc-stream-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let (certificate, account, keys, api) = try Self.fakeGoogle(directory: directory)
         defer { api.stop() }

@@ -10,7 +10,7 @@ struct TailDevIssuerCommandTests {
     /// memory (under a 2 GB address-space limit the command crashed). It reads back from the end.
     @Test("tail -n reads the log back from its end: a 3 GB log (sparse) shows its last lines within a 2 GB address-space limit")
     func tailReadsTheEnd() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("risc-tail-big-\(UUID().uuidString).log").path
+        let path = Scratch.root.appendingPathComponent("risc-tail-big-\(UUID().uuidString).log").path
         defer { try? FileManager.default.removeItem(atPath: path) }
         try #require(FileManager.default.createFile(atPath: path, contents: nil))
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
@@ -40,7 +40,7 @@ struct TailDevIssuerCommandTests {
 
     @Test("tail filters by jti, subject and outcome; plain when piped; --json passes lines through")
     func tail() async throws {
-        let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-tail-\(UUID().uuidString)")
+        let data = Scratch.root.appendingPathComponent("risc-tail-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
         let lines = [
             #"{"v":1,"ts":"2026-01-01T00:00:00.000000Z","step":"received","outcome":"accepted","jti":"a","subject":"s1","events":["sessions-revoked"]}"#,
@@ -67,7 +67,7 @@ struct TailDevIssuerCommandTests {
 
     @Test("tail's human output escapes control characters from what clients sent (no screen clearing, no bidi tricks)")
     func tailEscapesControlCharacters() async throws {
-        let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-tail-\(UUID().uuidString)")
+        let data = Scratch.root.appendingPathComponent("risc-tail-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
         // As risc writes them: JSON escapes in the file, control characters once decoded.
         let line =
@@ -83,7 +83,7 @@ struct TailDevIssuerCommandTests {
     @Test("dev-issuer serves the test keys so verification through discovery works offline")
     func devIssuer() async throws {
         // Port 0: the issuer says where it listens (a port picked beforehand may be taken meanwhile).
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("risc-dev-issuer-\(UUID().uuidString).out")
+        let output = Scratch.root.appendingPathComponent("risc-dev-issuer-\(UUID().uuidString).out")
         #expect(FileManager.default.createFile(atPath: output.path, contents: nil))
         defer { try? FileManager.default.removeItem(at: output) }
         let process = ChildProcess()

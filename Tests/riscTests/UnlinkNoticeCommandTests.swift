@@ -13,7 +13,7 @@ struct UnlinkNoticeCommandTests {
 
     @Test("notices queued by the CLI survive kill -9 while Google fails, and are published once each after the restart")
     func survivesKill() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-notice-cli-\(UUID().uuidString)")
+        let directory = Scratch.root.appendingPathComponent("risc-notice-cli-\(UUID().uuidString)")
         let keyDirectory = directory.appendingPathComponent("notice-keys").path
         let rotated = try await RiscBinary.run(["keys", "rotate", "--dir", keyDirectory])
         try #require(rotated.status == 0, "\(rotated.stderr)")
@@ -135,7 +135,7 @@ struct UnlinkNoticeCommandTests {
 
     @Test("issue 24 #2: keys generate and rotate write private keys 0600 from the first byte (never readable by others while written), in a new directory 0700")
     func privateKeysNeverReadable() async throws {
-        let base = FileManager.default.temporaryDirectory.appendingPathComponent("risc-keymode-\(UUID().uuidString)")
+        let base = Scratch.root.appendingPathComponent("risc-keymode-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: base) }
         // New directories are 0700.
         for command in ["rotate", "generate"] {
@@ -166,7 +166,7 @@ struct UnlinkNoticeCommandTests {
 
     @Test("risc keys rotate, activate, retire: the signing key changes, the active one cannot be retired; bad input exits 64")
     func keys() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-notice-keys-\(UUID().uuidString)").path
+        let directory = Scratch.root.appendingPathComponent("risc-notice-keys-\(UUID().uuidString)").path
         #expect(try await RiscBinary.run(["keys", "rotate", "--dir", directory]).status == 0)
         let first = try TransmitterKeys(directory: directory).signer.keyID ?? ""
         #expect(try await RiscBinary.run(["keys", "rotate", "--dir", directory, "--alg", "ES256"]).status == 0)

@@ -46,7 +46,7 @@ struct VerifyCommandTests {
         defer { issuer.stop() }
         let factory = SETFactory(issuer: issuer.baseURL, signer: keys.entry(for: .rs256)!.signer)
         let token = try factory.make(type: .tokensRevoked, subject: factory.accountSubject("5"))
-        let data = FileManager.default.temporaryDirectory.appendingPathComponent("risc-cli-\(UUID().uuidString)")
+        let data = Scratch.root.appendingPathComponent("risc-cli-\(UUID().uuidString)")
         let arguments = ["verify", "-", "--discovery-url", issuer.discoveryURL, "--audience", Self.audience, "--data-dir", data.path]
         let result = try await RiscBinary.run(arguments, stdin: token)
         #expect(result.status == 0, "\(result.stderr)")
@@ -62,7 +62,7 @@ struct VerifyCommandTests {
 
     @Test("keys generate writes a 0600 private key and a JWKS; sign makes tokens that verify", arguments: ["RS256", "ES256", "Ed25519"])
     func keysAndSign(alg: String) async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-keys-\(UUID().uuidString)")
+        let directory = Scratch.root.appendingPathComponent("risc-keys-\(UUID().uuidString)")
         let generated = try await RiscBinary.run(["keys", "generate", "--dir", directory.path, "--alg", alg, "--kid", "k-\(alg)"])
         #expect(generated.status == 0, "\(generated.stderr)")
         let pem = directory.appendingPathComponent("k-\(alg).pem").path
@@ -84,7 +84,7 @@ struct VerifyCommandTests {
 
     @Test("sign token-revoked puts only the prefix or hash of the refresh token in the SET")
     func tokenRevoked() async throws {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("risc-token-\(UUID().uuidString)")
+        let file = Scratch.root.appendingPathComponent("risc-token-\(UUID().uuidString)")
         let refreshToken = "1//0gexample-refresh-token-for-tests"
         try Data(refreshToken.utf8).write(to: file)
         for (alg, expected) in [("prefix", "1//0gexample-ref"), ("hash", SHA512.doubleHashBase64(refreshToken))] {
