@@ -1,5 +1,6 @@
 import Foundation
 import RISCCore
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -92,6 +93,7 @@ public final class PostgresCluster: @unchecked Sendable {  // reason: started an
         let (running, directory, bin) = (self.running, self.directory, self.bin)
         OSThread.start(name: "test.pg.cleanup") {
             if running { _ = try? Self.runServer(bin: bin, [bin + "/pg_ctl", "-D", directory + "/data", "-m", "immediate", "-w", "stop"]) }
+            _ = Self.started.withLock { $0.remove(directory) }
             try? FileManager.default.removeItem(atPath: directory)
         }
     }
@@ -116,8 +118,23 @@ public final class PostgresCluster: @unchecked Sendable {  // reason: started an
 
     private func startNow() throws {
         let options = "-k \(directory) -p \(port) -c listen_addresses=127.0.0.1 -c fsync=on -c synchronous_commit=on -c max_connections=200"
+        // Counted before the start: a signal while `pg_ctl` waits still stops the server it started.
+        _ = Self.started.withLock { $0.insert(directory) }
         try runServer([bin + "/pg_ctl", "-D", directory + "/data", "-l", directory + "/server.log", "-w", "-t", "60", "-o", options, "start"])
         running = true
+    }
+
+    /// The data directories of the clusters started and not stopped yet (for `stopEveryCluster`).
+    private static let started = Mutex(Set<String>())
+
+    /// Stops every cluster this process started and has not stopped, as a crash would (`immediate`),
+    /// whatever holds them: for a benchmark ended by a signal, whose clusters would run on
+    /// without it (`pg_ctl` leaves the server in a session of its own).
+    public static func stopEveryCluster() {
+        guard let bin = binDirectory else { return }
+        for directory in started.withLock({ $0 }) where FileManager.default.fileExists(atPath: directory + "/data/postmaster.pid") {
+            _ = try? runServer(bin: bin, [bin + "/pg_ctl", "-D", directory + "/data", "-m", "immediate", "-w", "stop"])
+        }
     }
 
     /// `pg_ctl stop -m MODE`: `fast` (clean), or `immediate` (as a crash: recovery on the next start).
@@ -130,6 +147,7 @@ public final class PostgresCluster: @unchecked Sendable {  // reason: started an
     public func stopBlocking(mode: String = "fast") throws {
         try runServer([bin + "/pg_ctl", "-D", directory + "/data", "-m", mode, "-w", "stop"])
         running = false
+        _ = Self.started.withLock { $0.remove(directory) }
     }
 
     /// Runs `sql` with `psql` over the socket; returns its unaligned, tuples-only output.

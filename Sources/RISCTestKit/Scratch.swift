@@ -1,4 +1,6 @@
 public import Foundation
+import RISCCore
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -30,7 +32,10 @@ public enum Scratch {
         try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
         let owner = open(url.appendingPathComponent(ownerFile).path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
         if owner >= 0 { _ = flock(owner, LOCK_EX | LOCK_NB) }  // held until the process ends
-        atexit { Scratch.removeRoot() }
+        atexit {
+            Scratch.awaitCleanUp()
+            Scratch.removeRoot()
+        }
         return url
     }()
 
@@ -54,7 +59,73 @@ public enum Scratch {
         return removed
     }
 
-    private static func removeRoot() {
-        try? FileManager.default.removeItem(at: made)
+    /// Removes the directory; tried again a few times, since threads of the process still running
+    /// at its exit (a receiver's, a command's) may add a file while it goes.
+    fileprivate static func removeRoot() {
+        for _ in 0..<20 {
+            guard (try? FileManager.default.removeItem(at: made)) == nil, FileManager.default.fileExists(atPath: made.path) else { return }
+            usleep(50_000)
+        }
     }
+}
+
+extension Scratch {
+    /// For the benchmarks and drills of `risc`: on SIGINT (a terminal's Ctrl-C), SIGTERM or
+    /// SIGHUP, what the process started is stopped before it ends: its throwaway clusters
+    /// (`immediate`), then its children's process groups (receivers, load generators, peers: each
+    /// in a group of its own, which Ctrl-C does not reach) get SIGTERM and, after `grace` seconds,
+    /// SIGKILL, and no child starts after that; its directory goes. Then the signal ends the
+    /// process as it would have. Without this, a benchmark stopped by Ctrl-C left its receivers
+    /// serving on the bench's ports and its cluster running, and the next benchmark measured the
+    /// old receiver.
+    public static func cleanUpOnSignals(grace: Double = 5) {
+        sources.withLock { sources in
+            guard sources == nil else { return }
+            var made: [any DispatchSourceSignal] = []
+            for number in [SIGINT, SIGTERM, SIGHUP] {
+                signal(number, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+                source.setEventHandler {
+                    cleaning.withLock { $0 = true }
+                    cleanUp(grace: grace)
+                    signal(number, SIG_DFL)
+                    // To the process, not this thread (`raise`): Dispatch's threads block signals.
+                    kill(getpid(), number)
+                }
+                source.resume()
+                made.append(source)
+            }
+            sources = made
+        }
+    }
+
+    /// Stops what the process started and removes its directory (see `cleanUpOnSignals`).
+    public static func cleanUp(grace: Double) {
+        // The clusters first: `pg_ctl` is a child too, and none starts after `stopStarting`.
+        PostgresCluster.stopEveryCluster()
+        ChildProcess.stopStarting(signal: SIGTERM)
+        let clock = ContinuousClock()
+        let deadline = clock.now + .milliseconds(Int64(grace * 1_000))
+        while !ChildProcess.everyGroupMember.isEmpty && clock.now < deadline { usleep(20_000) }
+        ChildProcess.signalEveryGroup(SIGKILL)
+        removeRoot()
+    }
+
+    /// A signal's clean-up is under way: the process ends by that signal once it is done.
+    private static let cleaning = Mutex(false)
+
+    /// Whether a signal is ending the process (its children were stopped on purpose: a load
+    /// generator that printed nothing was not missing).
+    public static var isCleaningUp: Bool { cleaning.withLock { $0 } }
+
+    /// At exit: lets a signal's clean-up finish (it then ends the process by the signal). The
+    /// command's own code sees its children end under it and exits meanwhile, which ended the
+    /// process before its cluster was stopped.
+    fileprivate static func awaitCleanUp() {
+        guard cleaning.withLock({ $0 }) else { return }
+        for _ in 0..<6_000 { usleep(10_000) }  // a minute at most; the signal ends the process first
+    }
+
+    /// The signals' sources, once installed (kept: a source let go stops).
+    private static let sources = Mutex<[any DispatchSourceSignal]?>(nil)
 }

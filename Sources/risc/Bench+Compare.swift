@@ -89,6 +89,7 @@ extension RiscCommand.Bench.ServeBench {
         }
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
+        try Self.requireFree([port])
         try process.run()
         defer { process.signalGroup(SIGKILL) }
         let client = CurlHTTPClient(caBundlePath: certificate?.certificatePath)
@@ -142,7 +143,7 @@ extension RiscCommand.Bench.ServeBench {
                 runWithDefaultSignals([
                     "wrk", "-t\(threads)", "-c\(connections)", "-d\(duration)s", "--latency", "-s", script, url, "--", tokenFile.path, "\(threads)",
                 ]))
-        else { throw ValidationError("wrk did not run: install it (apt-get install wrk)") }
+        else { throw Self.wrkMissing() }
         if let flood, let junk = await flood.value {
             let sent = junk["requests"] ?? 0, seconds = (junk["duration_us"] ?? 1) / 1e6
             print(

@@ -75,6 +75,7 @@ extension RiscCommand.Bench {
         }
 
         func run() async throws {
+            Scratch.cleanUpOnSignals()  // Ctrl-C stops what it started too
             let directory = try KeyDirectory(url: URL(fileURLWithPath: keys))
             guard let entry = directory.entry(for: .rs256) else { throw ValidationError("no RS256 key in \(keys)") }
             let work = Scratch.root.appendingPathComponent("risc-bench-\(UUID().uuidString)")
@@ -174,9 +175,10 @@ extension RiscCommand.Bench {
             if let certificate { server.arguments += ["--tls-cert", certificate.certificatePath, "--tls-key", certificate.keyPath] }
             server.arguments += addressLimit(connections: connections)
             server.standardOutput = FileHandle.nullDevice
+            try Self.requireFree([port, port + 1])
             try server.run()
             defer { if server.isRunning { server.terminate() } }
-            try await Self.waitForReady(port: port + 1)
+            try await Self.waitForReady(port: port + 1, server: server)
 
             let serverBefore = Self.threadCPU(pid: server.processIdentifier), wrkBefore = Self.childrenCPU()
             let fields = try await load(tokenFile, work: data.deletingLastPathComponent())
@@ -313,16 +315,39 @@ extension RiscCommand.Bench {
             print("target: the mix within the run-to-run noise of Google's SETs alone (same hot path; issue 29)")
         }
 
-        static func waitForReady(port: Int) async throws {
+        /// Waits until `server`'s `/readyz` on `port` answers 200. Fails at once if `server` ends
+        /// first: another process answering on the port (a receiver left running by a benchmark
+        /// stopped before its end) must not be measured in its place.
+        static func waitForReady(port: Int, server: ChildProcess) async throws {
             for _ in 0..<100 {
+                guard server.isRunning else {
+                    throw ValidationError("the server under test ended (status \(server.terminationStatus)) before it was ready on port \(port)")
+                }
                 if let response = try? await CurlHTTPClient().perform(HTTPRequest(url: "http://127.0.0.1:\(port)/readyz")),
-                    response.status == 200
+                    response.status == 200, server.isRunning
                 {
                     return
                 }
                 try await Task.sleep(for: .milliseconds(100))
             }
             throw ValidationError("the server did not become ready")
+        }
+
+        /// What to say when wrk printed no result: stopped with the bench by a signal, or not installed.
+        static func wrkMissing() -> ValidationError {
+            ValidationError(Scratch.isCleaningUp ? "stopped by a signal" : "wrk did not run: install it (apt-get install wrk)")
+        }
+
+        /// Refuses ports that another process listens on (or holds), naming them, before a server
+        /// under test is started on them: the bench would measure that process instead.
+        static func requireFree(_ ports: [Int]) throws {
+            for port in ports {
+                guard let (fd, _) = try? PostgresCluster.boundLoopbackSocket(port: port, reuseAddress: true) else {
+                    throw ValidationError(
+                        "port \(port) on 127.0.0.1 is taken (by a receiver that a stopped benchmark left running?): stop that process, or pass --port")
+                }
+                close(fd)
+            }
         }
 
         /// CPU seconds (user + system) by thread name, event-loop threads counted together.

@@ -98,9 +98,10 @@ extension RiscCommand.Bench.ServeBench {
                     "--set", "accounts.token_key_file=\(keyFile)",
                 ] + addressLimit(connections: perWrk)
             server.standardOutput = FileHandle.nullDevice
+            try Self.requireFree([port + 2 * index, port + 2 * index + 1])
             try server.run()
             servers.append(server)
-            try await Self.waitForReady(port: port + 2 * index + 1)
+            try await Self.waitForReady(port: port + 2 * index + 1, server: server)
         }
         let wrkThreads = max(1, threads / receivers)
         // Where the CPU goes (two cores for everything): the receivers' threads, the server's
@@ -122,7 +123,7 @@ extension RiscCommand.Bench.ServeBench {
         }
         var requests = 0.0, seconds = 0.0, p50 = 0.0, p99 = 0.0, errors = 0.0
         for output in outputs {
-            guard let fields = Self.wrkResult(output) else { throw ValidationError("wrk did not run: install it (apt-get install wrk)") }
+            guard let fields = Self.wrkResult(output) else { throw Self.wrkMissing() }
             requests += fields["requests"] ?? 0
             seconds = max(seconds, (fields["duration_us"] ?? 1) / 1e6)
             // Each load generator's percentiles; the worse one is reported.

@@ -26,6 +26,7 @@ extension RiscCommand.Drill {
         @Option(help: "Lua script for wrk.") var script: String = "Benchmarks/serve.lua"
 
         func run() async throws {
+            Scratch.cleanUpOnSignals()  // Ctrl-C stops what it started too
             let work = Scratch.root.appendingPathComponent("risc-junk-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: work) }
             let keys = work.appendingPathComponent("keys")
@@ -56,7 +57,7 @@ extension RiscCommand.Drill {
                     "\(delay)",
                 ])
                 guard let fields = RiscCommand.Bench.ServeBench.wrkResult(output) else {
-                    throw ValidationError("wrk did not run: install it (apt-get install wrk)")
+                    throw RiscCommand.Bench.ServeBench.wrkMissing()
                 }
                 return fields
             }

@@ -45,7 +45,7 @@ final class ChildServer: @unchecked Sendable {  // reason: `process` is replaced
         try process.run()
         self.process = process
         do {
-            try await RiscCommand.Bench.ServeBench.waitForReady(port: adminPort)
+            try await RiscCommand.Bench.ServeBench.waitForReady(port: adminPort, server: process)
         } catch {
             let log = (try? String(contentsOf: errorLog, encoding: .utf8)) ?? ""
             process.signal(SIGKILL)

@@ -2,25 +2,27 @@ import Foundation
 import RISCTestKit
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The drills as built (debug here, so small): they must pass on a sound receiver. Their full-size
 /// figures come from `swift run -c release risc drill …` (README, docs/operations.md).
 @Suite("risc drill (the built binary)", .serialized)
 struct DrillCommandTests {
     /// A port below the ephemeral range (so the drill's thousands of client connections cannot take
-    /// it as their source port while the server is down), with the next one free too.
-    func port() throws -> String {
+    /// it as their source port while the server is down), with the next `count - 1` free too.
+    static func port(count: Int = 2) throws -> String {
         for _ in 0..<50 {
             let candidate = Int.random(in: 20_000..<32_000)
-            if let first = try? LoopbackHTTPServer(port: candidate, handler: { _ in .init() }) {
-                defer { first.stop() }
-                if let second = try? LoopbackHTTPServer(port: candidate + 1, handler: { _ in .init() }) {
-                    second.stop()
-                    return "\(candidate)"
-                }
-            }
+            let bound = (0..<count).map { try? PostgresCluster.boundLoopbackSocket(port: candidate + $0) }
+            for socket in bound { socket.map { _ = close($0.fd) } }
+            if bound.allSatisfy({ $0 != nil }) { return "\(candidate)" }
         }
         throw CocoaError(.featureUnsupported)
     }
+
+    func port() throws -> String { try Self.port() }
 
     @Test("crash: SIGKILL under load, restart; every acknowledged SET stored and applied once")
     func crash() async throws {

@@ -16,7 +16,7 @@ struct ScratchTests {
     let tmp: URL
 
     init() throws {
-        tmp = Scratch.root.appendingPathComponent("risc-tmpdir-\(UUID().uuidString)")
+        tmp = Scratch.root.appendingPathComponent("tmp-\(UUID().uuidString.prefix(8))")  // short: a cluster's socket path must fit in 107 bytes
         try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
     }
 
@@ -83,5 +83,71 @@ struct ScratchTests {
         #expect(owner >= 0)
         defer { close(owner) }
         #expect(flock(owner, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
+    }
+
+    /// The processes whose command line names `text` (a receiver's `--data-dir`, a cluster's `-D`).
+    static func processes(naming text: String) -> [Int32] {
+        let numbers = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { Int32($0) }
+        return numbers.filter { pid in
+            // Read to its end: /proc's files have no size for `contents(atPath:)` to go by.
+            guard let handle = FileHandle(forReadingAtPath: "/proc/\(pid)/cmdline"), let line = try? handle.readToEnd() else { return false }
+            return String(decoding: line.map { $0 == 0 ? 0x20 : $0 }, as: UTF8.self).contains(text)
+        }
+    }
+
+    // Finding: Ctrl-C on `risc bench serve --store-url throwaway` ended the bench at once and left
+    // its receiver serving on the bench's ports (each child runs in a process group of its own,
+    // which a terminal's Ctrl-C does not reach), its PostgreSQL cluster running, and its files;
+    // the next `risc bench serve` then measured that receiver (1,606 SETs/s, "3308 duplicates",
+    // peak RSS 0 MB) and exited 0.
+    @Test(
+        "Ctrl-C on a benchmark stops the receivers, load generator and cluster it started, removes its files, and ends it by SIGINT",
+        .enabled(if: PostgresCluster.isAvailable))
+    func interruptedBenchmarkCleansUp() async throws {
+        defer {
+            for pid in Self.processes(naming: tmp.path) { kill(pid, SIGKILL) }  // what a failure left
+            try? FileManager.default.removeItem(at: tmp)
+        }
+        let output = Scratch.root.appendingPathComponent("risc-interrupted-\(UUID().uuidString).out")
+        defer { try? FileManager.default.removeItem(at: output) }
+        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
+        let bench = ChildProcess()
+        bench.executableURL = RiscBinary.url
+        bench.arguments = [
+            "bench", "serve", "--store-url", "throwaway", "--runs", "1", "--duration", "60", "--tokens", "2000", "--port", try DrillCommandTests.port(count: 4),
+        ]
+        bench.environment = ProcessInfo.processInfo.environment.merging(["TMPDIR": tmp.path]) { $1 }
+        bench.standardOutput = try FileHandle(forWritingTo: output)
+        bench.standardError = bench.standardOutput
+        try bench.run()
+        // Its cluster and its first receiver (the embedded store's) are running.
+        let started = await waitWhile(upTo: 120) {
+            let running = Self.processes(naming: tmp.path)
+            let names = running.compactMap { ProcStat(path: "/proc/\($0)/stat")?.name }
+            return !(names.contains("postgres") && names.contains("risc") && bench.isRunning)
+        }
+        #expect(started, "\((try? String(contentsOf: output, encoding: .utf8)) ?? "")")
+        bench.signal(SIGINT)
+        await BlockingPool.waits.run { bench.waitUntilExit() }
+        #expect(bench.terminationReason == .uncaughtSignal && bench.terminationStatus == SIGINT)
+        #expect(Self.processes(naming: tmp.path) == [])
+        #expect(try left() == [])
+    }
+
+    // Finding: with another process answering on the bench's ports, `risc bench serve` measured it
+    // (its own receiver could not listen and ended; the other answered `/readyz`) and exited 0.
+    @Test("a benchmark refuses ports another process listens on, naming them, instead of measuring that process")
+    func takenPortsRefused() async throws {
+        defer { try? FileManager.default.removeItem(at: tmp) }
+        let port = Int(try DrillCommandTests.port(count: 2))!
+        let other = try LoopbackHTTPServer(port: port) { _ in .init(status: 202) }
+        defer { other.stop() }
+        let otherAdmin = try LoopbackHTTPServer(port: port + 1) { _ in .json(#"{"status":"ready"}"#) }
+        defer { otherAdmin.stop() }
+        let result = try await RiscBinary.run(
+            ["bench", "serve", "--runs", "1", "--duration", "1", "--tokens", "200", "--port", "\(port)"], environment: ["TMPDIR": tmp.path])
+        #expect(result.status != 0, "\(result.stdout)")
+        #expect(result.stderr.contains("port \(port) on 127.0.0.1 is taken"), "\(result.stderr)")
+        #expect(!result.stdout.contains("SETs/s acknowledged"))
     }
 }

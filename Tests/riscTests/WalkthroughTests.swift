@@ -41,6 +41,8 @@ struct WalkthroughTests {
         var environment = ProcessInfo.processInfo.environment
         environment["RISC_LISTEN_PORT"] = "\(port)"
         environment["RISC_ADMIN_PORT"] = "\(admin)"
+        // The block's `mktemp -d` (a reader's fresh folder) goes under this process's scratch.
+        environment["TMPDIR"] = Scratch.root.path
         process.environment = environment
         let out = Pipe()
         process.standardOutput = out

@@ -33,6 +33,10 @@ public final class ChildProcess: @unchecked Sendable {  // reason: its settings 
         var status: Int32?
     }
     private let state = Mutex(State())
+    /// Every child started and not reaped yet, by pid: each leads a process group of its own, which
+    /// a terminal's Ctrl-C does not reach (see `signalEveryGroup`). `refusing`: no child starts
+    /// any more (the process is being stopped: `stopStarting`).
+    private static let registry = Mutex((unreaped: Set<pid_t>(), refusing: false))
 
     public init() {}
 
@@ -55,13 +59,20 @@ public final class ChildProcess: @unchecked Sendable {  // reason: its settings 
         var envp: [UnsafeMutablePointer<CChar>?]? = environment.map { $0.map { strdup("\($0.key)=\($0.value)") } + [nil] }
         defer { for pointer in envp ?? [] { free(pointer) } }
         var pid: pid_t = 0
-        let rc = argv.withUnsafeMutableBufferPointer { argv in
-            if envp != nil {
-                return envp!.withUnsafeMutableBufferPointer { envp in
-                    risc_spawn(&pid, path, argv.baseAddress, envp.baseAddress, currentDirectoryURL?.path, input, output, error)
+        // Started and counted under the registry's lock: `stopStarting` signals every child
+        // started before it, and none starts after it.
+        let rc = Self.registry.withLock { registry -> Int32 in
+            guard !registry.refusing else { return ECANCELED }
+            let rc = argv.withUnsafeMutableBufferPointer { argv in
+                if envp != nil {
+                    return envp!.withUnsafeMutableBufferPointer { envp in
+                        risc_spawn(&pid, path, argv.baseAddress, envp.baseAddress, currentDirectoryURL?.path, input, output, error)
+                    }
                 }
+                return risc_spawn(&pid, path, argv.baseAddress, nil, currentDirectoryURL?.path, input, output, error)
             }
-            return risc_spawn(&pid, path, argv.baseAddress, nil, currentDirectoryURL?.path, input, output, error)
+            if rc == 0 { registry.unreaped.insert(pid) }
+            return rc
         }
         guard rc == 0 else { throw SpawnError(path: path, code: rc) }
         state.withLock { $0.pid = pid }
@@ -90,6 +101,7 @@ public final class ChildProcess: @unchecked Sendable {  // reason: its settings 
             } else if reaped < 0 && errno == ECHILD {
                 state.status = 0
             }
+            if state.status != nil { _ = Self.registry.withLock { $0.unreaped.remove(state.pid) } }
             return state.status == nil
         }
     }
@@ -135,6 +147,32 @@ public final class ChildProcess: @unchecked Sendable {  // reason: its settings 
         state.withLock { state in
             if state.pid > 0, state.status == nil { kill(-state.pid, signal) }
         }
+    }
+
+    /// Sends `signal` to the process group of every child this process started and has not reaped
+    /// (a reaped child's number may be another's). Each child starts in a group of its own, so
+    /// a terminal's Ctrl-C reaches none of them: a benchmark or drill stopped that way passes it on
+    /// with this, or its receivers and load generators run on without it.
+    public static func signalEveryGroup(_ signal: Int32) {
+        registry.withLock { registry in
+            for pid in registry.unreaped { kill(-pid, signal) }
+        }
+    }
+
+    /// `signalEveryGroup(signal)`, and no child starts after it (`run()` throws): for a process
+    /// being stopped, whose own code may still be starting the next one.
+    public static func stopStarting(signal: Int32) {
+        registry.withLock { registry in
+            registry.refusing = true
+            for pid in registry.unreaped { kill(-pid, signal) }
+        }
+    }
+
+    /// The processes still running (not zombies) in the groups of the children not reaped yet.
+    public static var everyGroupMember: [Int32] {
+        let groups = registry.withLock { $0.unreaped }
+        guard !groups.isEmpty else { return [] }
+        return ProcStat.processes().filter { $0.stat.state != "Z" && $0.stat.processGroup.map(groups.contains) == true }.map(\.pid)
     }
 
     /// The processes of the child's process group still running (not zombies), the child first
