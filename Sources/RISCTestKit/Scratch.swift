@@ -83,7 +83,9 @@ extension Scratch {
             guard sources == nil else { return }
             var made: [any DispatchSourceSignal] = []
             for number in [SIGINT, SIGTERM, SIGHUP] {
-                signal(number, SIG_IGN)
+                // One already ignored stays so: `nohup` (SIGHUP), a shell's background job (SIGINT).
+                let previous = signal(number, SIG_IGN)
+                if let previous, unsafeBitCast(previous, to: Int.self) == unsafeBitCast(SIG_IGN, to: Int.self) { continue }
                 let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
                 source.setEventHandler {
                     cleaning.withLock { $0 = true }

@@ -150,4 +150,35 @@ struct ScratchTests {
         #expect(result.stderr.contains("port \(port) on 127.0.0.1 is taken"), "\(result.stderr)")
         #expect(!result.stdout.contains("SETs/s acknowledged"))
     }
+
+    // Finding (in this change's own review): the handlers took SIGHUP even from a bench started
+    // under `nohup`, which a closed terminal then stopped.
+    @Test("under nohup a bench keeps running through SIGHUP; SIGTERM then stops it")
+    func nohupKeepsHangupIgnored() async throws {
+        defer { try? FileManager.default.removeItem(at: tmp) }
+        let bench = ChildProcess()
+        bench.executableURL = URL(fileURLWithPath: "/usr/bin/nohup")
+        bench.arguments = [RiscBinary.url.path, "bench", "verify", "--seconds", "60", "--no-openssl"]
+        bench.currentDirectoryURL = RiscBinary.repository
+        bench.environment = ProcessInfo.processInfo.environment.merging(["TMPDIR": tmp.path]) { $1 }
+        bench.standardOutput = FileHandle.nullDevice
+        bench.standardError = FileHandle.nullDevice
+        try bench.run()
+        defer { bench.signal(SIGKILL) }
+        // Its handlers are in place once SIGTERM is no longer left to its default action.
+        let handled = await waitWhile {
+            let status = (try? String(contentsOfFile: "/proc/\(bench.processIdentifier)/status", encoding: .utf8)) ?? ""
+            let masks = status.split(separator: "\n").filter { $0.hasPrefix("SigIgn:") || $0.hasPrefix("SigCgt:") }
+                .compactMap { UInt64($0.split(separator: "\t").last ?? "", radix: 16) }
+            return !masks.contains { $0 & (1 << UInt64(SIGTERM - 1)) != 0 } && bench.isRunning
+        }
+        #expect(handled && bench.isRunning)
+        bench.signal(SIGHUP)
+        // Still running a while after the hangup (nohup execs risc: the same process).
+        let ended = await waitWhile(upTo: 1) { bench.isRunning }
+        #expect(!ended)
+        bench.signal(SIGTERM)
+        await BlockingPool.waits.run { bench.waitUntilExit() }
+        #expect(bench.terminationReason == .uncaughtSignal && bench.terminationStatus == SIGTERM)
+    }
 }
