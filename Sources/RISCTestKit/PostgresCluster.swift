@@ -69,6 +69,16 @@ public final class PostgresCluster: @unchecked Sendable {  // reason: started an
         var template = Array((Scratch.root.path + "/risc-pg-XXXXXX").utf8CString)
         guard let made = mkdtemp(&template) else { throw Failure(description: "mkdtemp failed") }
         directory = String(cString: made)
+        // The server's socket goes in the directory: a Unix socket's path holds 107 bytes at most,
+        // and past that `pg_ctl start` failed with only "Examine the log output".
+        let socket = directory + "/.s.PGSQL.65535"
+        guard socket.utf8.count <= 107 else {
+            try? FileManager.default.removeItem(atPath: directory)
+            throw Failure(
+                description:
+                    "a throwaway cluster's socket path (\(socket.utf8.count) bytes, as \(socket)) would pass the 107 a Unix socket allows: set TMPDIR to a shorter directory"
+            )
+        }
         port = try Self.quietPort()
         if geteuid() == 0 {
             try Self.run(["/bin/chown", "postgres:postgres", directory])

@@ -181,4 +181,18 @@ struct ScratchTests {
         await BlockingPool.waits.run { bench.waitUntilExit() }
         #expect(bench.terminationReason == .uncaughtSignal && bench.terminationStatus == SIGTERM)
     }
+
+    // Finding: with a long TMPDIR, a throwaway cluster's socket path passed what a Unix socket
+    // holds, and the bench failed with pg_ctl's "Examine the log output" and nothing else.
+    @Test("a throwaway cluster whose socket path would be too long is refused naming TMPDIR", .enabled(if: PostgresCluster.isAvailable))
+    func longTemporaryDirectory() async throws {
+        defer { try? FileManager.default.removeItem(at: tmp) }
+        let long = tmp.appendingPathComponent(String(repeating: "d", count: 70))
+        try FileManager.default.createDirectory(at: long, withIntermediateDirectories: true)
+        let result = try await RiscBinary.run(
+            ["bench", "actions", "--store-url", "throwaway", "--accounts", "10", "--events", "10"], environment: ["TMPDIR": long.path])
+        #expect(result.status != 0)
+        #expect(result.stderr.contains("set TMPDIR to a shorter directory"), "\(result.stderr)")
+        #expect(Self.processes(naming: tmp.path) == [])
+    }
 }
