@@ -102,7 +102,11 @@ public final class PostgresCluster: @unchecked Sendable {  // reason: started an
     deinit {
         let (running, directory, bin) = (self.running, self.directory, self.bin)
         OSThread.start(name: "test.pg.cleanup") {
-            if running { _ = try? Self.runServer(bin: bin, [bin + "/pg_ctl", "-D", directory + "/data", "-m", "immediate", "-w", "stop"]) }
+            // Not stopped (a process being stopped by a signal starts no `pg_ctl`): left counted,
+            // for `stopEveryCluster`.
+            if running, (try? Self.runServer(bin: bin, [bin + "/pg_ctl", "-D", directory + "/data", "-m", "immediate", "-w", "stop"])) == nil {
+                return
+            }
             _ = Self.started.withLock { $0.remove(directory) }
             try? FileManager.default.removeItem(atPath: directory)
         }
@@ -137,13 +141,21 @@ public final class PostgresCluster: @unchecked Sendable {  // reason: started an
     /// The data directories of the clusters started and not stopped yet (for `stopEveryCluster`).
     private static let started = Mutex(Set<String>())
 
-    /// Stops every cluster this process started and has not stopped, as a crash would (`immediate`),
-    /// whatever holds them: for a benchmark ended by a signal, whose clusters would run on
-    /// without it (`pg_ctl` leaves the server in a session of its own).
-    public static func stopEveryCluster() {
-        guard let bin = binDirectory else { return }
-        for directory in started.withLock({ $0 }) where FileManager.default.fileExists(atPath: directory + "/data/postmaster.pid") {
-            _ = try? runServer(bin: bin, [bin + "/pg_ctl", "-D", directory + "/data", "-m", "immediate", "-w", "stop"])
+    /// Stops every cluster this process started and has not stopped, as a crash would (SIGQUIT to
+    /// its postmaster: `pg_ctl stop -m immediate` without starting a child, for a process that
+    /// starts none any more), waiting up to `within` seconds for each, then SIGKILL: for a
+    /// benchmark ended by a signal, whose clusters would run on without it (`pg_ctl` leaves the
+    /// server in a session of its own).
+    public static func stopEveryCluster(within seconds: Double = 5) {
+        for directory in started.withLock({ $0 }) {
+            guard let text = try? String(contentsOfFile: directory + "/data/postmaster.pid", encoding: .utf8),
+                let pid = text.split(separator: "\n").first.flatMap({ pid_t($0) }), pid > 0
+            else { continue }
+            kill(pid, SIGQUIT)
+            let clock = ContinuousClock()
+            let deadline = clock.now + .milliseconds(Int64(seconds * 1_000))
+            while kill(pid, 0) == 0 && clock.now < deadline { usleep(20_000) }
+            if kill(pid, 0) == 0 { kill(pid, SIGKILL) }
         }
     }
 

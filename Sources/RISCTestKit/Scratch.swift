@@ -71,10 +71,10 @@ public enum Scratch {
 
 extension Scratch {
     /// For the benchmarks and drills of `risc`: on SIGINT (a terminal's Ctrl-C), SIGTERM or
-    /// SIGHUP, what the process started is stopped before it ends: its throwaway clusters
-    /// (`immediate`), then its children's process groups (receivers, load generators, peers: each
-    /// in a group of its own, which Ctrl-C does not reach) get SIGTERM and, after `grace` seconds,
-    /// SIGKILL, and no child starts after that; its directory goes. Then the signal ends the
+    /// SIGHUP, what the process started is stopped before it ends: its children's process groups
+    /// (receivers, load generators, peers: each in a group of its own, which Ctrl-C does not
+    /// reach) get SIGTERM and, after `grace` seconds, SIGKILL, and no child starts after that; then
+    /// its throwaway clusters stop (`immediate`) and its directory goes. Then the signal ends the
     /// process as it would have. Without this, a benchmark stopped by Ctrl-C left its receivers
     /// serving on the bench's ports and its cluster running, and the next benchmark measured the
     /// old receiver.
@@ -89,6 +89,11 @@ extension Scratch {
                 let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
                 source.setEventHandler {
                     cleaning.withLock { $0 = true }
+                    // The command's code sees its children end and may call `exit` meanwhile. Exit
+                    // handlers run newest first: this one, registered now, holds that exit before
+                    // any other tears down what threads still use (the drill crashed, SIGSEGV, when
+                    // the wait was in the handler registered at the directory's making).
+                    atexit { Scratch.awaitCleanUp() }
                     cleanUp(grace: grace)
                     signal(number, SIG_DFL)
                     // To the process, not this thread (`raise`): Dispatch's threads block signals.
@@ -103,13 +108,14 @@ extension Scratch {
 
     /// Stops what the process started and removes its directory (see `cleanUpOnSignals`).
     public static func cleanUp(grace: Double) {
-        // The clusters first: `pg_ctl` is a child too, and none starts after `stopStarting`.
-        PostgresCluster.stopEveryCluster()
+        // The receivers before their clusters: a receiver draining against a stopped server waits
+        // out its store's timeout.
         ChildProcess.stopStarting(signal: SIGTERM)
         let clock = ContinuousClock()
         let deadline = clock.now + .milliseconds(Int64(grace * 1_000))
         while !ChildProcess.everyGroupMember.isEmpty && clock.now < deadline { usleep(20_000) }
         ChildProcess.signalEveryGroup(SIGKILL)
+        PostgresCluster.stopEveryCluster(within: grace)
         removeRoot()
     }
 
@@ -122,7 +128,7 @@ extension Scratch {
 
     /// At exit: lets a signal's clean-up finish (it then ends the process by the signal). The
     /// command's own code sees its children end under it and exits meanwhile, which ended the
-    /// process before its cluster was stopped.
+    /// process before its cluster was stopped, or crashed it.
     fileprivate static func awaitCleanUp() {
         guard cleaning.withLock({ $0 }) else { return }
         for _ in 0..<6_000 { usleep(10_000) }  // a minute at most; the signal ends the process first
