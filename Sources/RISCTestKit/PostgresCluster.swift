@@ -151,11 +151,13 @@ public final class PostgresCluster: @unchecked Sendable {  // reason: started an
             guard let text = try? String(contentsOfFile: directory + "/data/postmaster.pid", encoding: .utf8),
                 let pid = text.split(separator: "\n").first.flatMap({ pid_t($0) }), pid > 0
             else { continue }
+            // Running: not gone, nor a zombie that no one reaps (its parent is init, or nobody here).
+            func running() -> Bool { kill(pid, 0) == 0 && ProcStat(path: "/proc/\(pid)/stat")?.state != "Z" }
             kill(pid, SIGQUIT)
             let clock = ContinuousClock()
             let deadline = clock.now + .milliseconds(Int64(seconds * 1_000))
-            while kill(pid, 0) == 0 && clock.now < deadline { usleep(20_000) }
-            if kill(pid, 0) == 0 { kill(pid, SIGKILL) }
+            while running() && clock.now < deadline { usleep(20_000) }
+            if running() { kill(pid, SIGKILL) }
         }
     }
 
