@@ -154,9 +154,7 @@ public final class PostgresCluster: @unchecked Sendable {  // reason: started an
             // Running: not gone, nor a zombie that no one reaps (its parent is init, or nobody here).
             func running() -> Bool { kill(pid, 0) == 0 && ProcStat(path: "/proc/\(pid)/stat")?.state != "Z" }
             kill(pid, SIGQUIT)
-            let clock = ContinuousClock()
-            let deadline = clock.now + .milliseconds(Int64(seconds * 1_000))
-            while running() && clock.now < deadline { usleep(20_000) }
+            Scratch.pollWhile(upTo: seconds, running)
             if running() { kill(pid, SIGKILL) }
         }
     }

@@ -32,10 +32,7 @@ public enum Scratch {
         try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
         let owner = open(url.appendingPathComponent(ownerFile).path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
         if owner >= 0 { _ = flock(owner, LOCK_EX | LOCK_NB) }  // held until the process ends
-        atexit {
-            Scratch.awaitCleanUp()
-            Scratch.removeRoot()
-        }
+        atexit { Scratch.removeRoot() }  // a signal's clean-up holds an exit in a handler of its own
         return url
     }()
 
@@ -111,12 +108,18 @@ extension Scratch {
         // The receivers before their clusters: a receiver draining against a stopped server waits
         // out its store's timeout.
         ChildProcess.stopStarting(signal: SIGTERM)
-        let clock = ContinuousClock()
-        let deadline = clock.now + .milliseconds(Int64(grace * 1_000))
-        while !ChildProcess.everyGroupMember.isEmpty && clock.now < deadline { usleep(20_000) }
+        pollWhile(upTo: grace) { !ChildProcess.everyGroupMember.isEmpty }
         ChildProcess.signalEveryGroup(SIGKILL)
         PostgresCluster.stopEveryCluster(within: grace)
         removeRoot()
+    }
+
+    /// Polls `condition` every 20 ms while it holds, for at most `seconds` (on the way out of a
+    /// process: no clock to inject, no task to suspend).
+    static func pollWhile(upTo seconds: Double, _ condition: () -> Bool) {
+        let clock = ContinuousClock()
+        let deadline = clock.now + .milliseconds(Int64(seconds * 1_000))
+        while condition() && clock.now < deadline { usleep(20_000) }
     }
 
     /// A signal's clean-up is under way: the process ends by that signal once it is done.
@@ -126,11 +129,10 @@ extension Scratch {
     /// generator that printed nothing was not missing).
     public static var isCleaningUp: Bool { cleaning.withLock { $0 } }
 
-    /// At exit: lets a signal's clean-up finish (it then ends the process by the signal). The
-    /// command's own code sees its children end under it and exits meanwhile, which ended the
-    /// process before its cluster was stopped, or crashed it.
+    /// At exit, once a signal's clean-up has begun (registered then): lets it finish (it then ends
+    /// the process by the signal). The command's own code sees its children end under it and exits
+    /// meanwhile, which ended the process before its cluster was stopped, or crashed it.
     fileprivate static func awaitCleanUp() {
-        guard cleaning.withLock({ $0 }) else { return }
         for _ in 0..<6_000 { usleep(10_000) }  // a minute at most; the signal ends the process first
     }
 
