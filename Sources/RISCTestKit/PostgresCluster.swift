@@ -154,7 +154,7 @@ public final class PostgresCluster: @unchecked Sendable {  // reason: started an
             // Running: not gone, nor a zombie that no one reaps (its parent is init, or nobody here).
             func running() -> Bool { kill(pid, 0) == 0 && ProcStat(path: "/proc/\(pid)/stat")?.state != "Z" }
             kill(pid, SIGQUIT)
-            Scratch.pollWhile(upTo: seconds, running)
+            ChildProcess.pollWhile(upTo: seconds, running)
             if running() { kill(pid, SIGKILL) }
         }
     }

@@ -108,18 +108,10 @@ extension Scratch {
         // The receivers before their clusters: a receiver draining against a stopped server waits
         // out its store's timeout.
         ChildProcess.stopStarting(signal: SIGTERM)
-        pollWhile(upTo: grace) { !ChildProcess.everyGroupMember.isEmpty }
+        ChildProcess.pollWhile(upTo: grace) { !ChildProcess.everyGroupMember.isEmpty }
         ChildProcess.signalEveryGroup(SIGKILL)
         PostgresCluster.stopEveryCluster(within: grace)
         removeRoot()
-    }
-
-    /// Polls `condition` every 20 ms while it holds, for at most `seconds` (on the way out of a
-    /// process: no clock to inject, no task to suspend).
-    static func pollWhile(upTo seconds: Double, _ condition: () -> Bool) {
-        let clock = ContinuousClock()
-        let deadline = clock.now + .milliseconds(Int64(seconds * 1_000))
-        while condition() && clock.now < deadline { usleep(20_000) }
     }
 
     /// A signal's clean-up is under way: the process ends by that signal once it is done.

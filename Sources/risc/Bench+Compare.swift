@@ -91,7 +91,7 @@ extension RiscCommand.Bench.ServeBench {
         process.standardError = FileHandle.nullDevice
         try Self.requireFree([port])
         try process.run()
-        defer { process.signalGroup(SIGKILL) }
+        defer { process.killGroupAndWait() }
         let client = CurlHTTPClient(caBundlePath: certificate?.certificatePath)
         let statsURL = certificate == nil ? "http://127.0.0.1:\(port)/stats" : "https://localhost:\(port)/stats"
         for _ in 0..<100 {
@@ -107,10 +107,10 @@ extension RiscCommand.Bench.ServeBench {
         let fields = try await load(tokenFile, work: data.deletingLastPathComponent())
         let after = cpu()
         let stats = (try? await client.perform(HTTPRequest(url: statsURL))).flatMap { try? JSONParser.parseObject($0.body) }
-        // Its whole process group: a worker left behind (the bench once listed gunicorn's workers
-        // before the second was forked) kept the port, and the next receiver could not listen.
-        process.signalGroup(SIGKILL)
-        process.waitUntilExit()
+        // Its whole process group, and until none of it runs: a worker left behind (the bench once
+        // listed gunicorn's workers before the second was forked), or one still freeing its heap
+        // when its parent was reaped, kept the port, and the next receiver could not listen.
+        process.killGroupAndWait()
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: data.path + suffix) }
         let requests = fields["requests"] ?? 0, seconds = (fields["duration_us"] ?? 1) / 1e6
         let acknowledged = Int(requests - (fields["errors_status"] ?? 0))

@@ -122,6 +122,33 @@ import Testing
         #expect(child.groupMembers.isEmpty)
     }
 
+    /// `risc bench serve --compare` killed the Python peer's group and waited for gunicorn's master:
+    /// a worker still freeing its heap held the shared listening socket a few milliseconds more, and
+    /// the next round's receiver found its port taken (round 3 of 3, 2026-11-29).
+    @Test("killGroupAndWait returns once no process of the group runs, a member with a large heap too", .timeLimit(.minutes(1)))
+    func killGroupWaitsForTheGroup() async throws {
+        let child = ChildProcess()
+        child.executableURL = URL(fileURLWithPath: "/bin/sh")
+        // A member with 1 GiB written: its teardown outlasts the shell's by milliseconds.
+        let heap = "import time; b = bytearray(b'x') * (1 << 30); print('ready', flush=True); time.sleep(300)"
+        child.arguments = ["-c", "python3 -c \"\(heap)\" & exec sleep 300"]
+        let out = Pipe()
+        child.standardOutput = out
+        child.standardInput = FileHandle.nullDevice
+        child.standardError = FileHandle.nullDevice
+        try child.run()
+        defer { if !child.groupMembers.isEmpty { kill(-child.processIdentifier, SIGKILL) } }
+        var said = Data()
+        while !said.contains(UInt8(ascii: "\n")) {
+            let more = out.fileHandleForReading.availableData
+            if more.isEmpty { break }
+            said.append(more)
+        }
+        try #require(String(decoding: said, as: UTF8.self).hasPrefix("ready") && child.groupMembers.count == 2, "\(child.groupMembers)")
+        await BlockingPool.waits.run { child.killGroupAndWait() }
+        #expect(child.groupMembers.isEmpty, "still running after killGroupAndWait: \(child.groupMembers)")
+    }
+
     @Test("ProcStat: a name with spaces and parentheses, fields by proc(5)'s numbers; nil for a process gone")
     func procStat() throws {
         let file = Scratch.root.appendingPathComponent("risc-procstat-\(UUID().uuidString)")

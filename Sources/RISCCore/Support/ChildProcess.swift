@@ -149,6 +149,25 @@ public final class ChildProcess: @unchecked Sendable {  // reason: its settings 
         }
     }
 
+    /// SIGKILL to the child's process group; back once the child is reaped and no process of its
+    /// group runs any more, or after `seconds`. A worker the child forked (gunicorn's) shares its
+    /// listening socket and can outlive the child's reaping by its own teardown (a large heap takes
+    /// milliseconds to free): until it ends the port is taken.
+    public func killGroupAndWait(upTo seconds: Double = 5) {
+        signalGroup(SIGKILL)
+        waitUntilExit()
+        Self.pollWhile(upTo: seconds, everyMilliseconds: 2) { !groupMembers.isEmpty }
+    }
+
+    /// Polls `condition` every `interval` while it holds, for at most `seconds`: for waits on other
+    /// processes (a child's group, on the way out of a process) where no clock is injected and no
+    /// task suspends.
+    public static func pollWhile(upTo seconds: Double, everyMilliseconds interval: UInt32 = 20, _ condition: () -> Bool) {
+        let clock = ContinuousClock()
+        let deadline = clock.now + .milliseconds(Int64(seconds * 1_000))
+        while condition() && clock.now < deadline { usleep(interval * 1_000) }
+    }
+
     /// Sends `signal` to the process group of every child this process started and has not reaped
     /// (a reaped child's number may be another's). Each child starts in a group of its own, so
     /// a terminal's Ctrl-C reaches none of them: a benchmark or drill stopped that way passes it on
