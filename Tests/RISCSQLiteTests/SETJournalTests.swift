@@ -326,6 +326,44 @@ struct SETJournalTests {
         second.close()
     }
 
+    /// Each fdatasync of a segment that grew wrote its size and new blocks too: about twice the
+    /// time and CPU of a sync into zeros already on disk (docs/performance.md, 2026-11-29).
+    @Test("segments after a start's first are written full of zeros first: records do not grow them, and a start reads each record of one")
+    func preSizedSegments() async throws {
+        let directory = SQLiteEventStoreTests.directory()
+        let size = 64 << 10
+        let records = try await Self.records(75)
+        let first = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        defer { first.close() }
+        try first.openJournal(log: nil, segmentBytes: Int64(size))
+        for chunk in stride(from: 0, to: 60, by: 4) {
+            let indexed = try await Self.journal(Array(records[chunk..<chunk + 4]), into: first)
+            #expect(await waitWhile { !(indexed.count == 4) })
+        }
+        let journalDirectory = first.journalDirectory
+        func path(_ number: Int64) -> String { journalDirectory + "/" + SETJournal.fileName(number) }
+        func bytes(_ number: Int64) throws -> [UInt8] { Array(try Data(contentsOf: URL(fileURLWithPath: path(number)))) }
+        // The segment the last records went to: past the first, full size, its records whole.
+        let written = try SETJournal.segments(in: journalDirectory).last { !SETJournal.records(in: try bytes($0)).records.isEmpty }
+        let current = try #require(written)
+        var kept = try bytes(current)
+        let read = SETJournal.records(in: kept)
+        #expect(current > 1 && kept.count == size, "segment \(current): \(kept.count) bytes")
+        #expect(read.torn == 0 && read.damaged.isEmpty && read.records.count >= 4)
+        first.close()
+        // As after a crash: five more records in its zeros that never reached the index.
+        let end = Int(read.records.last!.end)
+        let more = records[60..<65].flatMap(SETJournal.frame)
+        kept.replaceSubrange(end..<end + more.count, with: more)
+        try Data(kept).write(to: URL(fileURLWithPath: path(current)))
+        #expect(try SQLiteEventStore.journaledNotIndexed(directory: directory) == 5)
+        let second = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        defer { second.close() }
+        #expect(try second.openJournal(log: nil) == 5)
+        #expect(try second.count() == 65)
+        second.close()
+    }
+
     @Test("a full segment rotates to the next; the old one goes once the index holds what it has")
     func rotation() async throws {
         let directory = SQLiteEventStoreTests.directory()

@@ -29,9 +29,14 @@ final class SETJournal: Sendable {
     final class Segment: Sendable {
         let number: Int64
         let descriptor: Int32
-        init(number: Int64, descriptor: Int32) {
+        /// Written full of zeros and synced before its first record (`create(…, zeroedBytes:)`): a
+        /// record overwrites blocks already on disk, so its fdatasync writes the data and flushes,
+        /// with no size or block allocation of the file's to write too.
+        let preSized: Bool
+        init(number: Int64, descriptor: Int32, preSized: Bool) {
             self.number = number
             self.descriptor = descriptor
+            self.preSized = preSized
         }
         deinit { Glibc.close(descriptor) }
     }
@@ -48,8 +53,10 @@ final class SETJournal: Sendable {
         /// Set at close, or after the WAL's fsync failed (`refuse`): every later append is refused.
         /// (A failed write refuses only its batch; a failed fdatasync is the `Syncer`'s.)
         var failure: StoreError?
-        /// The next segment, created (its directory synced) off the event loops once this one is
-        /// half full, so a rotation is a swap.
+        /// The next segment, created pre-sized (its zeros and directory synced) off the event
+        /// loops once this one holds `spareAfter` bytes, so a rotation is a swap. The first
+        /// segment of a start grows as it is written (a store opened for a few SETs writes no
+        /// megabytes of zeros); it gives way to its spare as soon as that is ready.
         var spare: Segment?
         var preparingSpare = false
     }
@@ -61,6 +68,8 @@ final class SETJournal: Sendable {
 
     let directory: String
     let segmentBytes: Int64
+    /// The bytes a segment holds when its spare is prepared.
+    var spareAfter: Int64 { min(segmentBytes / 2, 256 << 10) }
     private let writing: Mutex<Writing>
     /// Each event loop's records of its current pass, by thread.
     private let batches = Mutex<[UInt: Batch]>([:])
@@ -85,11 +94,36 @@ final class SETJournal: Sendable {
         return names.compactMap { $0.hasPrefix("segment-") ? Int64($0.dropFirst("segment-".count)) : nil }.sorted()
     }
 
-    /// Creates segment `number` (and syncs its directory).
-    private static func create(directory: String, number: Int64) throws(StoreError) -> Segment {
+    /// Creates segment `number` (and syncs its directory); with `zeroedBytes`, writes that many
+    /// zeros first and syncs them a mebibyte at a time (a larger write's flush would hold the
+    /// current segment's fdatasync behind it).
+    ///
+    /// An fdatasync after an append writes the file's new size (ext4: its inode, and the blocks
+    /// allocated since) besides the data: on this project's VM a 6 KB record's append and sync took
+    /// 263–323 µs and 115–127 µs of CPU, the same write into zeros already on disk 122–160 µs and
+    /// 53–72 µs.
+    static func create(directory: String, number: Int64, zeroedBytes: Int64 = 0) throws(StoreError) -> Segment {
         let path = (directory as NSString).appendingPathComponent(fileName(number))
         let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw StoreError(.failed, "cannot create the journal segment \(path): \(String(cString: strerror(errno)))") }
+        if zeroedBytes > 0 {
+            // calloc's zeros, never written here: its fresh pages add nothing to the resident set.
+            let chunkBytes = 1 << 20
+            let chunk = calloc(1, chunkBytes)
+            defer { free(chunk) }
+            var written: Int64 = 0
+            while written < zeroedBytes {
+                let count = pwrite(descriptor, chunk, Int(min(Int64(chunkBytes), zeroedBytes - written)), off_t(written))
+                if count < 0 && errno == EINTR { continue }
+                if count > 0 { written += Int64(count) }
+                guard count > 0, fdatasync(descriptor) == 0 else {
+                    let reason = String(cString: strerror(errno))
+                    Glibc.close(descriptor)
+                    unlink(path)
+                    throw StoreError(.failed, "cannot write the journal segment \(path): \(reason)")
+                }
+            }
+        }
         // The new file's name must be on disk before any record in it is acknowledged.
         let directoryDescriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         defer { if directoryDescriptor >= 0 { Glibc.close(directoryDescriptor) } }
@@ -97,7 +131,7 @@ final class SETJournal: Sendable {
             Glibc.close(descriptor)
             throw StoreError(.failed, "cannot sync the journal directory \(directory): \(String(cString: strerror(errno)))")
         }
-        return Segment(number: number, descriptor: descriptor)
+        return Segment(number: number, descriptor: descriptor, preSized: zeroedBytes > 0)
     }
 
     // MARK: Appending
@@ -147,16 +181,18 @@ final class SETJournal: Sendable {
                 return .failure(refused)
             }
             state.offset = start + Int64(batch.bytes.count)
-            if state.offset >= segmentBytes, let next = state.spare ?? (try? Self.create(directory: directory, number: segment.number + 1)) {
+            if state.offset >= segmentBytes || (!segment.preSized && state.spare != nil),
+                let next = state.spare ?? (try? Self.create(directory: directory, number: segment.number + 1))
+            {
                 state.older.append(segment.number)
                 state.segment = next
                 state.offset = 0
                 state.spare = nil
-            } else if state.offset >= segmentBytes / 2 && state.spare == nil && !state.preparingSpare {
+            } else if state.offset >= spareAfter && state.spare == nil && !state.preparingSpare {
                 state.preparingSpare = true
-                let (directory, number) = (directory, segment.number + 1)
+                let (directory, number, size) = (directory, segment.number + 1, segmentBytes)
                 DispatchQueue.global().async {
-                    let spare = try? Self.create(directory: directory, number: number)
+                    let spare = try? Self.create(directory: directory, number: number, zeroedBytes: size)
                     let kept = self.writing.withLock { state in
                         state.preparingSpare = false
                         guard state.segment.number == number - 1, state.failure == nil else { return false }
@@ -380,7 +416,9 @@ final class SETJournal: Sendable {
         var damaged: [Range<Int>] = []
         var at = 0
         var unreadableFrom: Int?
-        while at + 8 <= bytes.count {
+        // A pre-sized segment's zeros after its last record hold none: not read byte by byte.
+        let filled = (bytes.lastIndex { $0 != 0 } ?? -1) + 1
+        while at + 8 <= bytes.count && at < filled {
             guard let (payload, end) = record(at: at, in: bytes) else {
                 if unreadableFrom == nil { unreadableFrom = at }
                 at += 1
