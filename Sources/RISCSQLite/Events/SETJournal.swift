@@ -107,13 +107,19 @@ final class SETJournal: Sendable {
         let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw StoreError(.failed, "cannot create the journal segment \(path): \(String(cString: strerror(errno)))") }
         if zeroedBytes > 0 {
-            // calloc's zeros, never written here: its fresh pages add nothing to the resident set.
-            let chunkBytes = 1 << 20
-            let chunk = calloc(1, chunkBytes)
-            defer { free(chunk) }
+            // A mebibyte a call from one 64 KiB buffer of zeros, named sixteen times: a buffer
+            // the size of the chunk would add a mebibyte to the resident set while it is written.
+            let zeros = [UInt8](repeating: 0, count: 64 << 10)
             var written: Int64 = 0
             while written < zeroedBytes {
-                let count = pwrite(descriptor, chunk, Int(min(Int64(chunkBytes), zeroedBytes - written)), off_t(written))
+                let count = zeros.withUnsafeBytes { buffer in
+                    let pieces = Int(min(16, (zeroedBytes - written + Int64(buffer.count) - 1) / Int64(buffer.count)))
+                    let last = Int(min(Int64(buffer.count), zeroedBytes - written - Int64(pieces - 1) * Int64(buffer.count)))
+                    var vectors = (0..<pieces).map { index in
+                        iovec(iov_base: UnsafeMutableRawPointer(mutating: buffer.baseAddress), iov_len: index == pieces - 1 ? last : buffer.count)
+                    }
+                    return pwritev(descriptor, &vectors, Int32(pieces), off_t(written))
+                }
                 if count < 0 && errno == EINTR { continue }
                 if count > 0 { written += Int64(count) }
                 guard count > 0, fdatasync(descriptor) == 0 else {
