@@ -331,18 +331,26 @@ struct SETJournalTests {
     @Test("segments after a start's first are written full of zeros first: records do not grow them, and a start reads each record of one")
     func preSizedSegments() async throws {
         let directory = SQLiteEventStoreTests.directory()
-        let size = 64 << 10
-        let records = try await Self.records(75)
+        let size = (80 << 10) + 3  // its zeros in two pieces, the second of 16 KiB and 3 bytes
+        let records = try await Self.records(125)
         let first = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
         defer { first.close() }
         try first.openJournal(log: nil, segmentBytes: Int64(size))
-        for chunk in stride(from: 0, to: 60, by: 4) {
-            let indexed = try await Self.journal(Array(records[chunk..<chunk + 4]), into: first)
-            #expect(await waitWhile { !(indexed.count == 4) })
-        }
         let journalDirectory = first.journalDirectory
         func path(_ number: Int64) -> String { journalDirectory + "/" + SETJournal.fileName(number) }
         func bytes(_ number: Int64) throws -> [UInt8] { Array(try Data(contentsOf: URL(fileURLWithPath: path(number)))) }
+        func fileSize(_ number: Int64) -> Int { ((try? FileManager.default.attributesOfItem(atPath: path(number)))?[.size] as? Int) ?? -1 }
+        var chunk = 0
+        func journalChunk() async throws {
+            let indexed = try await Self.journal(Array(records[chunk..<chunk + 4]), into: first)
+            #expect(await waitWhile { !(indexed.count == 4) })
+            chunk += 4
+        }
+        // Past half the first segment, its spare (segment 2) is prepared off the writing path:
+        // waited for here, so the next records are written after it is ready.
+        while chunk < 80 && SETJournal.segments(in: journalDirectory).count < 2 { try await journalChunk() }
+        #expect(await waitWhile { fileSize(2) != size }, "segment 2: \(fileSize(2)) bytes")
+        while chunk < 120 { try await journalChunk() }
         // The segment the last records went to: past the first, full size, its records whole.
         let written = try SETJournal.segments(in: journalDirectory).last { !SETJournal.records(in: try bytes($0)).records.isEmpty }
         let current = try #require(written)
@@ -353,14 +361,14 @@ struct SETJournalTests {
         first.close()
         // As after a crash: five more records in its zeros that never reached the index.
         let end = Int(read.records.last!.end)
-        let more = records[60..<65].flatMap(SETJournal.frame)
+        let more = records[120..<125].flatMap(SETJournal.frame)
         kept.replaceSubrange(end..<end + more.count, with: more)
         try Data(kept).write(to: URL(fileURLWithPath: path(current)))
         #expect(try SQLiteEventStore.journaledNotIndexed(directory: directory) == 5)
         let second = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
         defer { second.close() }
         #expect(try second.openJournal(log: nil) == 5)
-        #expect(try second.count() == 65)
+        #expect(try second.count() == 125)
         second.close()
     }
 
