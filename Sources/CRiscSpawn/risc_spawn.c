@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <signal.h>
 #include <errno.h>
+#include <stdio.h>
 #include <spawn.h>
 
 extern char **environ;
@@ -40,3 +41,5 @@ int risc_spawn(pid_t *pid, const char *path, char *const argv[], char *const env
     posix_spawn_file_actions_destroy(&actions);
     return rc;
 }
+
+void risc_stdout_by_lines(void) { setvbuf(stdout, NULL, _IOLBF, 0); }

@@ -28,7 +28,7 @@ extension RiscCommand.Bench {
         /// On either store: seeds the accounts, stores the SETs pending (inline actions off), then
         /// times the receiver's workers (as many, with its batch) applying them.
         func run() async throws {
-            Scratch.cleanUpOnSignals()  // Ctrl-C stops what it started too
+            startBenchOrDrill()
             let work = Scratch.root.appendingPathComponent("risc-bench-actions-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: work) }
             let scratchStore = try await scratch.open(data: work.appendingPathComponent("data").path, work: work)

@@ -20,7 +20,7 @@ extension RiscCommand.Bench {
         @Option(help: "Rounds of each (chained, plain), alternating.") var rounds: Int = 3
 
         func run() throws {
-            Scratch.cleanUpOnSignals()  // Ctrl-C stops what it started too
+            startBenchOrDrill()
             let work = Scratch.root.appendingPathComponent("risc-bench-log-\(UUID().uuidString)").path
             try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(atPath: work) }

@@ -21,7 +21,7 @@ extension RiscCommand.Bench {
         var jwksFile: String = "keys/test/jwks.json"
 
         func run() async throws {
-            Scratch.cleanUpOnSignals()  // Ctrl-C stops what it started too
+            startBenchOrDrill()
             let directory = Scratch.root.appendingPathComponent("risc-bench-metrics-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: directory) }
             var configuration = ReceiverConfiguration()

@@ -24,7 +24,7 @@ extension RiscCommand.Bench {
         @OptionGroup var scratch: ScratchStoreOption
 
         func run() async throws {
-            Scratch.cleanUpOnSignals()  // Ctrl-C stops what it started too
+            startBenchOrDrill()
             let work = Scratch.root.appendingPathComponent("risc-bench-retention-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: work) }
             let scratchStore = try await scratch.open(data: work.appendingPathComponent("data").path, work: work)

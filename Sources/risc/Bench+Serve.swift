@@ -75,7 +75,7 @@ extension RiscCommand.Bench {
         }
 
         func run() async throws {
-            Scratch.cleanUpOnSignals()  // Ctrl-C stops what it started too
+            startBenchOrDrill()
             let directory = try KeyDirectory(url: URL(fileURLWithPath: keys))
             guard let entry = directory.entry(for: .rs256) else { throw ValidationError("no RS256 key in \(keys)") }
             let work = Scratch.root.appendingPathComponent("risc-bench-\(UUID().uuidString)")

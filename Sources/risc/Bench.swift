@@ -12,6 +12,16 @@ extension RiscCommand {
     }
 }
 
+/// What every benchmark and drill does first. Ctrl-C (SIGTERM, SIGHUP) stops what it starts
+/// (`Scratch.cleanUpOnSignals`). Its standard output goes out a line at a time: with the output and
+/// its receivers' logs sent to one file (`> out 2>&1`), stdio's blocks put a bench's lines after
+/// every log line of every run, and a block that filled while a receiver logged cut a line (and a
+/// "µs") in two.
+func startBenchOrDrill() {
+    Scratch.cleanUpOnSignals()
+    ChildProcess.standardOutputByLines()
+}
+
 extension RiscCommand.Bench {
     /// The event types the store benchmarks cycle through, with their extra members.
     static let seededTypes: [(EventType, JSONObject)] = [

@@ -38,7 +38,7 @@ extension RiscCommand.Drill {
         }
 
         func run() async throws {
-            Scratch.cleanUpOnSignals()  // Ctrl-C stops what it started too
+            startBenchOrDrill()
             let work = Scratch.root.appendingPathComponent("risc-drill-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: work) }
             let data = work.appendingPathComponent("data").path

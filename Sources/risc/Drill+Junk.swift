@@ -26,7 +26,7 @@ extension RiscCommand.Drill {
         @Option(help: "Lua script for wrk.") var script: String = "Benchmarks/serve.lua"
 
         func run() async throws {
-            Scratch.cleanUpOnSignals()  // Ctrl-C stops what it started too
+            startBenchOrDrill()
             let work = Scratch.root.appendingPathComponent("risc-junk-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: work) }
             let keys = work.appendingPathComponent("keys")

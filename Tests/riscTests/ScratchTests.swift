@@ -158,6 +158,29 @@ struct ScratchTests {
         #expect(!result.stdout.contains("SETs/s acknowledged"))
     }
 
+    // Finding (2026-11-29): with its output and the receivers' logs in one file (`> out 2>&1`), a
+    // bench's lines came after every log line of every run, its stdout written in blocks; one cut
+    // "µs" in two when the block filled while a receiver logged.
+    @Test("a bench's own lines reach a file in step with its receivers' logs, each whole")
+    func outputLineByLine() async throws {
+        defer { try? FileManager.default.removeItem(at: tmp) }
+        try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
+        let file = tmp.appendingPathComponent("bench.out").path
+        let port = try DrillCommandTests.port(count: 2)
+        let result = try await RiscBinary.run(
+            ["-c", "exec \"$0\" bench serve --runs 2 --duration 1 --tokens 200 --port \(port) > \"$1\" 2>&1", RiscBinary.url.path, file],
+            executable: URL(fileURLWithPath: "/bin/sh"), environment: ["TMPDIR": tmp.path])
+        #expect(result.status == 0, "\(result.stderr)")
+        let lines = String(decoding: try Data(contentsOf: URL(fileURLWithPath: file)), as: UTF8.self).split(separator: "\n")
+        let firstFigures = lines.firstIndex { $0.contains("SETs/s acknowledged") }
+        let starts = lines.indices.filter { lines[$0].contains("risc starting") }
+        try #require(firstFigures != nil && starts.count == 2, "\(lines)")
+        #expect(firstFigures! < starts[1], "run 1's figures after run 2's receiver started: \(lines)")
+        // Every line is one writer's: a receiver's log line starts one, never follows a bench's text.
+        let logged = lines.filter { $0.contains("notice risc:") }
+        #expect(logged.count >= 8 && logged.allSatisfy { $0.hasPrefix("20") && $0.components(separatedBy: "notice risc:").count == 2 }, "\(lines)")
+    }
+
     // Finding (in this change's own review): the handlers took SIGHUP even from a bench started
     // under `nohup`, which a closed terminal then stopped.
     @Test("under nohup a bench keeps running through SIGHUP; SIGTERM then stops it")

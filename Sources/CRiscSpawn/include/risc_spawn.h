@@ -11,4 +11,9 @@
 /// or an errno value.
 int risc_spawn(pid_t *pid, const char *path, char *const argv[], char *const envp[], const char *cwd, int in, int out, int err);
 
+/// Makes stdio's standard output line-buffered (Swift 6's strict concurrency refuses C's mutable
+/// global `stdout`): for a process whose children write to the same file, so that its lines and
+/// theirs come out whole and in order.
+void risc_stdout_by_lines(void);
+
 #endif

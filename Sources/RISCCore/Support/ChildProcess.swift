@@ -187,6 +187,11 @@ public final class ChildProcess: @unchecked Sendable {  // reason: its settings 
         }
     }
 
+    /// Writes this process's standard output a line at a time (stdio writes it in blocks when it
+    /// is a file or a pipe): for a process whose children write to the same file, so that its
+    /// lines and theirs come out whole and in the order they were written.
+    public static func standardOutputByLines() { risc_stdout_by_lines() }
+
     /// The processes still running (not zombies) in the groups of the children not reaped yet.
     public static var everyGroupMember: [Int32] {
         let groups = registry.withLock { $0.unreaped }
