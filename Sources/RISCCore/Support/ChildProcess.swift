@@ -181,10 +181,9 @@ public final class ChildProcess: @unchecked Sendable {  // reason: its settings 
     /// `signalEveryGroup(signal)`, and no child starts after it (`run()` throws): for a process
     /// being stopped, whose own code may still be starting the next one.
     public static func stopStarting(signal: Int32) {
-        registry.withLock { registry in
-            registry.refusing = true
-            for pid in registry.unreaped { kill(-pid, signal) }
-        }
+        // Every child started before this is counted; none starts after it.
+        registry.withLock { $0.refusing = true }
+        signalEveryGroup(signal)
     }
 
     /// Writes this process's standard output a line at a time (stdio writes it in blocks when it
