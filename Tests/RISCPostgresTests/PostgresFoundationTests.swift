@@ -558,6 +558,44 @@ struct PostgresEventStoreTests {
         }
     }
 
+    @Test("the health questions every receiver asks each second never scan the SETs table (issue 25: two scans a second of a growing table)")
+    func healthReadsUseIndexes() async throws {
+        try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
+        try await PostgresCluster.with { cluster in
+            let url = try PostgresStoreURL(cluster.url)
+            let setup = PostgresDatabase(url: url, password: nil, logger: PostgresFoundationTests.logger)
+            try await setup.migrate()
+            setup.close()
+            // A store of a day's SETs, all done, with fresh statistics.
+            try await cluster.psql(
+                """
+                INSERT INTO sets (issuer, jti, iss, iat, received_at, last_received_at, event_types, subjects, token, state, processed_at)
+                SELECT 'https://accounts.google.com', 'j' || g, 'https://accounts.google.com', g, g, g, '[]', '[]', md5(g::text), 'done', g
+                FROM generate_series(1, 20000) AS g;
+                ANALYZE sets
+                """)
+            // Every statement of a new session has its plan in the server's log.
+            try await cluster.psql("ALTER DATABASE risc SET session_preload_libraries = 'auto_explain'")
+            try await cluster.psql("ALTER DATABASE risc SET auto_explain.log_min_duration = 0")
+            let database = PostgresDatabase(url: url, password: nil, logger: PostgresFoundationTests.logger)
+            let store = PostgresEventStore(database: database)
+            // What `StoreSampler` asks.
+            #expect(await store.writability(within: 5).writable)
+            #expect(try await store.queueDepth() == 0)
+            #expect(try await store.deadLetters() == 0)
+            #expect(try await store.retrying() == 0)
+            #expect(try await store.oldestPendingReceivedAt() == nil)
+            #expect(try await store.lastReceivedAt() == 20000)
+            database.close()
+            let log = try String(contentsOfFile: cluster.directory + "/server.log", encoding: .utf8)
+            let plans = log.components(separatedBy: "Query Text:").dropFirst()
+            #expect(plans.filter { $0.contains("FROM sets") }.count >= 5, "auto_explain logged no plans of the health reads")
+            for plan in plans where plan.contains("Seq Scan on sets") {
+                Issue.record("a health read scans the table: \(plan.prefix(600))")
+            }
+        }
+    }
+
     @Test("retention and health on PostgreSQL; unwritable while the server is down, writable again when it is back")
     func retentionAndHealth() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
