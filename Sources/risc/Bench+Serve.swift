@@ -66,6 +66,9 @@ extension RiscCommand.Bench {
             var cpuPerSET: Double = 0
             /// SETs the server stored, and the 202s it sent.
             var stored = 0, acknowledged = 0
+            /// The load generator's CPU a request, µs: the same work whatever it loads, so a
+            /// window in which it rose is one in which this machine ran slower.
+            var wrkPerRequest: Double = 0
         }
 
         func validate() throws {
@@ -216,10 +219,11 @@ extension RiscCommand.Bench {
                 // CPU a SET, from the server's per-thread times (/proc) and wrk's (rusage of children).
                 let server = Self.perSET(before: serverBefore, after: serverAfter, requests: requests)
                 figures.cpuPerSET = server.total
+                figures.wrkPerRequest = (wrkAfter - wrkBefore) * 1e6 / requests
                 print(
                     String(
                         format: "CPU a SET: server %.0f µs (%@), wrk %.0f µs with loading its token file; at 20,000/s two cores allow 100 µs in all",
-                        server.total, server.parts, (wrkAfter - wrkBefore) * 1e6 / requests))
+                        server.total, server.parts, figures.wrkPerRequest))
             }
             return figures
         }
