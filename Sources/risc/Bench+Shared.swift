@@ -20,11 +20,13 @@ extension RiscCommand.Bench.ServeBench {
     private func runShared(cluster: PostgresCluster, issuer: LocalIssuer, tokenFile: URL, work: URL) async throws {
         // WAL flush timings, to tell the server's fsyncs apart from the rest of a request's time.
         try await cluster.psql("ALTER SYSTEM SET track_wal_io_timing = on")
-        // What in the server can hold a batch up, in its log: autovacuum and autoanalyze runs, and
-        // waits for a lock past 50 ms (`PostgresLogWindow` counts them for each configuration).
+        // What in the server can hold a batch up, in its log: autovacuum and autoanalyze runs,
+        // waits for a lock and statements past 50 ms (`PostgresLogWindow` counts them for each
+        // configuration).
         try await cluster.psql("ALTER SYSTEM SET log_autovacuum_min_duration = 0")
         try await cluster.psql("ALTER SYSTEM SET log_lock_waits = on")
         try await cluster.psql("ALTER SYSTEM SET deadlock_timeout = '50ms'")
+        try await cluster.psql("ALTER SYSTEM SET log_min_duration_statement = 50")
         try await cluster.psql("SELECT pg_reload_conf()")
         let keyFile = work.appendingPathComponent("token-key")
         _ = try TokenKey.create(at: keyFile.path)
@@ -174,7 +176,8 @@ extension RiscCommand.Bench.ServeBench {
 }
 
 /// What PostgreSQL logged between `init` and `summary()` that can hold a batch up: autovacuum
-/// and autoanalyze runs, checkpoints, waits for a lock past `deadlock_timeout`.
+/// and autoanalyze runs, checkpoints, waits for a lock past `deadlock_timeout`, statements past
+/// `log_min_duration_statement`.
 struct PostgresLogWindow {
     let path: String
     let start: UInt64
@@ -194,6 +197,7 @@ struct PostgresLogWindow {
             ("automatic vacuum of table", "automatic vacuum", "automatic vacuums"),
             ("automatic analyze of table", "automatic analyze", "automatic analyzes"), ("checkpoint complete", "checkpoint", "checkpoints"),
             ("still waiting for", "wait for a lock past 50 ms", "waits for a lock past 50 ms"),
+            ("duration: ", "statement past 50 ms", "statements past 50 ms"),
         ]
         let counts = kinds.compactMap { marker, one, many -> String? in
             let count = lines.filter { $0.contains(marker) }.count
