@@ -575,8 +575,8 @@ struct PostgresEventStoreTests {
                 ANALYZE sets
                 """)
             // Every statement of a new session has its plan in the server's log.
-            try await cluster.psql("ALTER DATABASE risc SET session_preload_libraries = 'auto_explain'")
-            try await cluster.psql("ALTER DATABASE risc SET auto_explain.log_min_duration = 0")
+            try await cluster.psql("ALTER DATABASE \(cluster.database) SET session_preload_libraries = 'auto_explain'")
+            try await cluster.psql("ALTER DATABASE \(cluster.database) SET auto_explain.log_min_duration = 0")
             let database = PostgresDatabase(url: url, password: nil, logger: PostgresFoundationTests.logger)
             let store = PostgresEventStore(database: database)
             // What `StoreSampler` asks.
