@@ -146,7 +146,7 @@ let package = Package(
         ),
         .testTarget(
             name: "RISCSQLiteTests",
-            dependencies: ["RISCSQLite", "RISCLocal", "RISCCore", "RISCTestKit", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["RISCSQLite", "RISCLocal", "RISCCore", "RISCTestKit", "CSQLite", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         .testTarget(

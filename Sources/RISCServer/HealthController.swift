@@ -131,13 +131,25 @@ struct StoreSample: Sendable {
 /// `deadline`, so that `/readyz` and `/metrics` answer at once from the last answers even while a
 /// database is away (probes and scrapes time out after a few seconds and would pile up). An answer
 /// older than three intervals, the deadline and 5 s (a sampler that stopped) counts as unknown.
-/// Time is the injected `clock`.
+/// A count reads every row it counts, so a long queue (or many dead letters) is counted again
+/// only every `longCountInterval`: the queue's depth and retries once it held `longCount` SETs,
+/// the dead letters once there were as many. Time is the injected `clock`.
 final class StoreSampler: Sendable {
     let store: any StoreHealth
     let interval: Double
     let deadline: Double
     let clock: @Sendable () -> Double
     private let latest = Mutex(StoreSample())
+
+    static let longCount = 10_000
+    static let longCountInterval: Double = 30
+
+    /// The counts of a long queue (depth and retrying) or of many dead letters, and when they were asked.
+    private struct LongCount {
+        let at: Double
+        let counts: [Int]
+    }
+    private let longCounts = Mutex<(queue: LongCount?, dead: LongCount?)>((nil, nil))
 
     init(store: any StoreHealth, interval: Double, clock: @escaping @Sendable () -> Double = systemNow) {
         self.store = store
@@ -161,22 +173,32 @@ final class StoreSampler: Sendable {
     /// Asks the questions at once; what has not answered within `deadline` is unknown.
     func sample() async {
         let store = self.store
+        let start = clock()
+        let recent = { (count: LongCount?) in count.flatMap { start - $0.at < Self.longCountInterval ? $0.counts : nil } }
+        let (queue, dead) = longCounts.withLock { (recent($0.queue), recent($0.dead)) }
         async let writability = store.writability(within: deadline)
-        async let depth = answer("queue depth") { try await store.queueDepth() }
-        async let dead = answer("dead letters") { try await store.deadLetters() }
-        async let retrying = answer("retrying") { try await store.retrying() }
+        async let depth = answer("queue depth", known: queue?[0]) { try await store.queueDepth() }
+        async let deadLetters = answer("dead letters", known: dead?[0]) { try await store.deadLetters() }
+        async let retrying = answer("retrying", known: queue?[1]) { try await store.retrying() }
         async let oldest = answer("oldest pending") { try await store.oldestPendingReceivedAt() }
         async let last = answer("last SET") { try await store.lastReceivedAt() }
         let (writable, reason) = await writability
         let sample = StoreSample(
-            at: clock(), writable: writable, reason: reason, queueDepth: await depth, deadLetters: await dead, retrying: await retrying,
-            oldestPendingReceivedAt: await oldest, lastReceivedAt: await last)
+            at: clock(), writable: writable, reason: reason, queueDepth: await depth, deadLetters: await deadLetters,
+            retrying: await retrying, oldestPendingReceivedAt: await oldest, lastReceivedAt: await last)
+        longCounts.withLock { counts in
+            if queue == nil, let depth = sample.queueDepth, let retrying = sample.retrying {
+                counts.queue = depth >= Self.longCount ? LongCount(at: start, counts: [depth, retrying]) : nil
+            }
+            if dead == nil, let dead = sample.deadLetters { counts.dead = dead >= Self.longCount ? LongCount(at: start, counts: [dead]) : nil }
+        }
         latest.withLock { $0 = sample }
     }
 
     /// The store's answer, nil when it gave none within the deadline (for an optional answer,
-    /// `.some(nil)` is "none", nil still "unknown").
-    private func answer<T: Sendable>(_ what: String, _ question: @escaping @Sendable () async throws -> T) async -> T? {
+    /// `.some(nil)` is "none", nil still "unknown"); `known` instead of asking, if not nil.
+    private func answer<T: Sendable>(_ what: String, known: T? = nil, _ question: @escaping @Sendable () async throws -> T) async -> T? {
+        if let known { return known }
         do { return try await withDeadline(deadline, what, clock: clock, question) } catch { return nil }
     }
 }

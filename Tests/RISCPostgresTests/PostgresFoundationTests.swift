@@ -122,13 +122,13 @@ struct PostgresFoundationTests {
         }
         for mode in ["?sslmode=disable", "?sslmode=require"] {
             let refused = #expect(throws: StoreError.self) {
-                _ = try SharedStore(settings: settings(base + mode), logger: Self.logger)
+                _ = try SharedStore(settings: settings(base + mode), logger: PostgresFoundationTests.logger)
             }
             #expect(refused?.code == .refused)
             #expect(refused?.description.contains("verify-full") == true, "\(mode): \(refused?.description ?? "not refused")")
         }
         // The default mode checks the server, which this one cannot pass: no password leaves.
-        let store = try SharedStore(settings: settings(base), logger: Self.logger)
+        let store = try SharedStore(settings: settings(base), logger: PostgresFoundationTests.logger)
         // (The pool retries an unreachable server for a minute; three seconds of attempts are enough.)
         let attempt = Task { try await store.prepare() }
         _ = await waitWhile { server.state.withLock({ $0.connections }) < 2 }
@@ -200,10 +200,10 @@ struct PostgresFoundationTests {
     func durability() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
         let cluster = try await PostgresCluster.make()
-        let database = PostgresDatabase(url: try PostgresStoreURL(cluster.url), password: nil, logger: Self.logger)
+        let database = PostgresDatabase(url: try PostgresStoreURL(cluster.url), password: nil, logger: PostgresFoundationTests.logger)
         try await database.checkDurability()
         try await cluster.psql("ALTER DATABASE risc SET synchronous_commit = off")
-        let fresh = PostgresDatabase(url: try PostgresStoreURL(cluster.url), password: nil, logger: Self.logger)
+        let fresh = PostgresDatabase(url: try PostgresStoreURL(cluster.url), password: nil, logger: PostgresFoundationTests.logger)
         let error = await #expect(throws: StoreError.self) { try await fresh.checkDurability() }
         #expect(error?.code == .refused)
         #expect(error?.description.contains("synchronous_commit is off") == true)
@@ -558,26 +558,35 @@ struct PostgresEventStoreTests {
         }
     }
 
+    /// A migrated store holding what `sets` inserts, with fresh statistics, opened so that every
+    /// statement's plan goes to the server's log (`auto_explain`; with `analyze`, the rows each
+    /// node produced too).
+    static func plansLogged(_ cluster: PostgresCluster, sets: String, analyze: Bool = false) async throws -> PostgresDatabase {
+        let url = try PostgresStoreURL(cluster.url)
+        let setup = PostgresDatabase(url: url, password: nil, logger: PostgresFoundationTests.logger)
+        try await setup.migrate()
+        setup.close()
+        try await cluster.psql(sets)
+        try await cluster.psql("VACUUM ANALYZE sets")
+        // Every statement of a new session.
+        try await cluster.psql("ALTER DATABASE \(cluster.database) SET session_preload_libraries = 'auto_explain'")
+        try await cluster.psql("ALTER DATABASE \(cluster.database) SET auto_explain.log_min_duration = 0")
+        if analyze { try await cluster.psql("ALTER DATABASE \(cluster.database) SET auto_explain.log_analyze = on") }
+        return PostgresDatabase(url: url, password: nil, logger: PostgresFoundationTests.logger)
+    }
+
     @Test("what every receiver asks each second (health) and polls (workers, lease recovery, retention) never scans the SETs table (issue 25)")
     func periodicStatementsUseIndexes() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
         try await PostgresCluster.with { cluster in
-            let url = try PostgresStoreURL(cluster.url)
-            let setup = PostgresDatabase(url: url, password: nil, logger: PostgresFoundationTests.logger)
-            try await setup.migrate()
-            setup.close()
-            // A store of a day's SETs, all done, with fresh statistics.
-            try await cluster.psql(
-                """
-                INSERT INTO sets (issuer, jti, iss, iat, received_at, last_received_at, event_types, subjects, token, state, processed_at)
-                SELECT 'https://accounts.google.com', 'j' || g, 'https://accounts.google.com', g, g, g, '[]', '[]', md5(g::text), 'done', g
-                FROM generate_series(1, 20000) AS g;
-                ANALYZE sets
-                """)
-            // Every statement of a new session has its plan in the server's log.
-            try await cluster.psql("ALTER DATABASE \(cluster.database) SET session_preload_libraries = 'auto_explain'")
-            try await cluster.psql("ALTER DATABASE \(cluster.database) SET auto_explain.log_min_duration = 0")
-            let database = PostgresDatabase(url: url, password: nil, logger: PostgresFoundationTests.logger)
+            // A store of a day's SETs, all done.
+            let database = try await Self.plansLogged(
+                cluster,
+                sets: """
+                    INSERT INTO sets (issuer, jti, iss, iat, received_at, last_received_at, event_types, subjects, token, state, processed_at)
+                    SELECT 'https://accounts.google.com', 'j' || g, 'https://accounts.google.com', g, g, g, '[]', '[]', md5(g::text), 'done', g
+                    FROM generate_series(1, 20000) AS g
+                    """)
             let store = PostgresEventStore(database: database)
             // What `StoreSampler` asks.
             #expect(await store.writability(within: 5).writable)
@@ -600,6 +609,31 @@ struct PostgresEventStoreTests {
             for plan in plans where plan.contains("Seq Scan on sets") {
                 Issue.record("a periodic statement scans the table: \(plan.prefix(800))")
             }
+        }
+    }
+
+    @Test("a long queue: the health sampler finds its oldest SET without reading every pending one")
+    func oldestPendingWithoutReadingTheQueue() async throws {
+        try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
+        try await PostgresCluster.with { cluster in
+            // A webhook away for a while: 20,000 SETs wait, due in arrival order.
+            let database = try await Self.plansLogged(
+                cluster,
+                sets: """
+                    INSERT INTO sets (issuer, jti, iss, iat, received_at, last_received_at, event_types, subjects, token, state, attempts, next_attempt_at)
+                    SELECT 'https://accounts.google.com', 'j' || g, 'https://accounts.google.com', g, 1000 + g, 1000 + g, '[]', '[]', md5(g::text),
+                        'pending', g % 3, 5000 + g
+                    FROM generate_series(1, 20000) AS g
+                    """, analyze: true)
+            let store = PostgresEventStore(database: database)
+            #expect(try await store.oldestPendingReceivedAt() == 1001)
+            database.close()
+            let log = try String(contentsOfFile: cluster.directory + "/server.log", encoding: .utf8)
+            let plans = log.components(separatedBy: "Query Text:").dropFirst().filter { $0.contains("min(received_at)") }
+            try #require(!plans.isEmpty, "auto_explain logged no plan for the oldest pending SET")
+            // Every node of the plan, with the rows it produced: a few, not the queue.
+            let rows = plans[0].matches(of: /actual time=[0-9.]+\.\.[0-9.]+ rows=([0-9]+) loops=([0-9]+)/).map { Int($0.1)! * Int($0.2)! }
+            #expect(!rows.isEmpty && rows.allSatisfy { $0 < 100 }, "the oldest pending SET read the queue: \(plans[0].prefix(1_200))")
         }
     }
 

@@ -1,3 +1,4 @@
+import CSQLite
 import Foundation
 import Logging
 import RISCCore
@@ -121,6 +122,38 @@ struct SQLiteEventStoreTests {
         #expect(
             error?.description.contains("schema is version \(Schema.version + 1), and this risc knows versions up to \(Schema.version)") == true,
             "\(String(describing: error))")
+    }
+
+    @Test("a long queue: the health sampler finds its oldest SET without reading every pending one")
+    func oldestPendingWithoutReadingTheQueue() async throws {
+        let directory = Self.directory()
+        try SQLiteEventStore(directory: directory, logger: Logger(label: "t")).close()
+        // A webhook away for a while: 20,000 SETs wait, due in arrival order.
+        do {
+            let connection = try SQLiteConnection(path: directory + "/risc.sqlite3")
+            try connection.execute(
+                """
+                WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 20000)
+                INSERT INTO sets (issuer, jti, iss, iat, received_at, last_received_at, event_types, subjects, token, state, attempts, next_attempt_at)
+                SELECT 'https://accounts.google.com', 'j' || n, 'https://accounts.google.com', n, 1000 + n, 1000 + n, '[]', '[]', hex(randomblob(300)),
+                    'pending', n % 3, 5000 + n
+                FROM g
+                """)
+        }
+        let store = try SQLiteEventStore(directory: directory, logger: Logger(label: "t"))
+        defer { store.close() }
+        #expect(try store.queueDepth() == 20_000)
+        // The pages the reader's statements touched since the last call.
+        func pagesTouched() -> Int32 {
+            var hit: Int32 = 0, miss: Int32 = 0, highest: Int32 = 0
+            sqlite3_db_status(store.reader.handle, SQLITE_DBSTATUS_CACHE_HIT, &hit, &highest, 1)
+            sqlite3_db_status(store.reader.handle, SQLITE_DBSTATUS_CACHE_MISS, &miss, &highest, 1)
+            return hit + miss
+        }
+        _ = pagesTouched()
+        #expect(try store.oldestPendingReceivedAt() == 1001)
+        let touched = pagesTouched()
+        #expect(touched < 20, "the oldest pending SET read \(touched) pages of the queue")
     }
 
     @Test("schema 4: a version-3 store is upgraded in place; sets.state's CHECK holds everywhere without a temporary table per insert")

@@ -50,6 +50,61 @@ struct PeriodicServiceTests {
         }
     }
 
+    /// A store with a long queue: counts how often each question is asked.
+    final class LongQueueHealth: StoreHealth {
+        let depth: Int, dead: Int
+        let asked = Mutex<[String: Int]>([:])
+        init(depth: Int, dead: Int) { (self.depth, self.dead) = (depth, dead) }
+        private func note(_ question: String) { asked.withLock { $0[question, default: 0] += 1 } }
+        func isWritable() async -> Bool {
+            note("writable")
+            return true
+        }
+        func queueDepth() async throws -> Int {
+            note("depth")
+            return depth
+        }
+        func deadLetters() async throws -> Int {
+            note("dead")
+            return dead
+        }
+        func retrying() async throws -> Int {
+            note("retrying")
+            return 7
+        }
+        func oldestPendingReceivedAt() async throws -> Double? {
+            note("oldest")
+            return 1_700_000_000
+        }
+        func lastReceivedAt() async throws -> Double? {
+            note("last")
+            return 1_800_000_000
+        }
+        var writeCounts: (commits: Int, rows: Int) { (0, 0) }
+    }
+
+    @Test(
+        "a long queue is counted every 30 s, not every second (each count reads every pending SET); writability and the oldest SET's age every second"
+    )
+    func longQueueCountedLessOften() async throws {
+        for (depth, dead) in [(50_000, 3), (40, 20_000)] {
+            let clock = TestClock(), health = LongQueueHealth(depth: depth, dead: dead)
+            let sampler = StoreSampler(store: health, interval: 1, clock: clock.function)
+            for _ in 0..<90 {
+                await sampler.sample()
+                let sample = sampler.current
+                #expect(sample.queueDepth == depth && sample.deadLetters == dead && sample.retrying == 7)
+                clock.advance(1)
+            }
+            let asked = health.asked.withLock { $0 }
+            for question in ["writable", "oldest", "last"] { #expect(asked[question] == 90, "\(question): \(asked)") }
+            // Asked at 0, 30 and 60 s: the queue's counts with a long queue, the dead letters' with many.
+            #expect(asked["depth"] == (depth > 10_000 ? 3 : 90), "\(asked)")
+            #expect(asked["retrying"] == (depth > 10_000 ? 3 : 90), "\(asked)")
+            #expect(asked["dead"] == (dead > 10_000 ? 3 : 90), "\(asked)")
+        }
+    }
+
     @Test("retention passes come every interval of the receiver's clock, the first within a minute, and keep to its time")
     func retentionOnTheClock() async throws {
         let clock = TestClock(), store = RecordingRetention(), log = MemoryEventLog()

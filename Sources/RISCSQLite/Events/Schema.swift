@@ -7,7 +7,7 @@ import RISCCore
 /// `sets` is both the audit record and the work queue: a row is `pending` from the moment it is
 /// acknowledged until the action workers (issue 4) finish it; `id` gives arrival order.
 enum Schema {
-    static let version: Int64 = 8
+    static let version: Int64 = 9
 
     /// What every requeue sets (`risc queue retry`, replay): pending, no attempts, due now, and a
     /// new retry window from now.
@@ -128,6 +128,11 @@ enum Schema {
             segment INTEGER NOT NULL,
             offset INTEGER NOT NULL
         );
+        """,
+        // The oldest pending SET, which the health sampler asks for every second: without it
+        // `min(received_at)` read every pending SET each time (a long webhook outage: all of them).
+        9: """
+        CREATE INDEX sets_pending_received ON sets (received_at) WHERE state = 'pending';
         """,
     ]
 
