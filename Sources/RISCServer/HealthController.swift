@@ -214,7 +214,9 @@ struct HealthSamplerService: Service {
         await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 await metrics?.sample()
-                await waitUntil((store.lastSampled ?? store.clock()) + store.interval, clock: store.clock)
+                // An interval after the last sample, or from now if the clock stepped back since.
+                let now = store.clock()
+                await waitUntil(min(store.lastSampled ?? now, now) + store.interval, since: now, clock: store.clock)
                 if Task.isCancelled { return }
                 await store.sample()
             }

@@ -30,9 +30,11 @@ final class InvalidRequestLimiter: Sendable {
         self.maximumAddresses = maximumAddresses
     }
 
+    /// The bucket refilled for the time since it was last updated; none if the clock stepped back
+    /// (it would have emptied the bucket for as long as the step).
     private func refilled(_ bucket: Bucket, now: Double) -> Bucket {
         var bucket = bucket
-        bucket.tokens = min(capacity, bucket.tokens + (now - bucket.updated) * perSecond)
+        bucket.tokens = min(capacity, bucket.tokens + max(0, now - bucket.updated) * perSecond)
         bucket.updated = now
         return bucket
     }
@@ -50,7 +52,7 @@ final class InvalidRequestLimiter: Sendable {
             }
             bucket.limitedSinceLog += 1
             var log: Int?
-            if now - bucket.lastLogged >= 1 {
+            if now - bucket.lastLogged >= 1 || now < bucket.lastLogged {
                 log = bucket.limitedSinceLog
                 bucket.limitedSinceLog = 0
                 bucket.lastLogged = now

@@ -45,7 +45,8 @@ final class RetentionService: Service, Sendable {
                 if Task.isCancelled { return }
                 let now = self.clock()
                 await self.pass(now: now)
-                due = now + self.interval
+                // From the pass's start; from now if the clock stepped back meanwhile.
+                due = min(now, self.clock()) + self.interval
             }
         }
     }

@@ -36,6 +36,28 @@ struct DeadlineTests {
         #expect(error.description.contains("within 30.0 s (a question)"))
     }
 
+    @Test("the wall clock stepping back an hour mid-call (NTP, a restored VM) does not add an hour to the deadline")
+    func clockSteppedBack() async throws {
+        let clock = TestClock()
+        let answered = Atomic<Bool>(false)
+        let call = Task {
+            _ = try? await withDeadline(30, "a question", clock: clock.function, tick: 0.01) { try await Self.never() }
+            answered.store(true, ordering: .relaxed)
+        }
+        defer { call.cancel() }
+        try await Task.sleep(for: .milliseconds(200))
+        clock.advance(10)
+        try await Task.sleep(for: .milliseconds(100))
+        clock.advance(-3_600)
+        try await Task.sleep(for: .milliseconds(100))
+        clock.advance(19.8)
+        try await Task.sleep(for: .milliseconds(200))
+        let early = answered.load(ordering: .relaxed)
+        #expect(!early, "given up before its 30 s")
+        clock.advance(0.4)
+        #expect(await waitWhile(upTo: 10) { !answered.load(ordering: .relaxed) }, "still waiting an hour after its 30 s")
+    }
+
     @Test("a call that answers in time gives its answer, and its error as it is")
     func answersInTime() async throws {
         let clock = TestClock()

@@ -327,6 +327,18 @@ struct ServerHardeningTests {
         #expect(limiter.check("192.0.2.8", now: 0) == nil)
     }
 
+    @Test("the wall clock stepping back an hour (NTP, a restored VM) does not limit an address that had sent a few invalid requests for that hour")
+    func limiterAfterTheClockSteppedBack() {
+        let limiter = InvalidRequestLimiter(perMinute: 60)
+        limiter.recordInvalid("192.0.2.7", now: 10_000)
+        limiter.recordInvalid("192.0.2.7", now: 10_000)
+        #expect(limiter.check("192.0.2.7", now: 10_000) == nil, "58 of its 60 left")
+        #expect(limiter.check("192.0.2.7", now: 6_400) == nil, "limited after the clock stepped back an hour")
+        // From there it refills as before: its 60 take a minute to spend.
+        for _ in 0..<60 { limiter.recordInvalid("192.0.2.7", now: 6_401) }
+        #expect(limiter.check("192.0.2.7", now: 6_401)?.retryAfter == 1)
+    }
+
     @Test("a correctly signed SET with iat 1e19 gets a 400, and the receiver keeps serving")
     func absurdIssuedAt() async throws {
         let harness = try ServerHarness()

@@ -50,6 +50,20 @@ struct PeriodicServiceTests {
         }
     }
 
+    @Test("the store's health is still sampled every interval after the wall clock stepped back an hour (NTP, a restored VM)")
+    func healthSamplerAfterTheClockSteppedBack() async throws {
+        let clock = TestClock(), health = CountingHealth()
+        let sampler = StoreSampler(store: health, interval: 1, clock: clock.function)
+        await sampler.sample()
+        let task = Task { try await HealthSamplerService(store: sampler, metrics: nil).run() }
+        defer { task.cancel() }
+        try await Task.sleep(for: .milliseconds(300))
+        clock.advance(-3_600)
+        try await Task.sleep(for: .milliseconds(300))
+        clock.advance(1)
+        #expect(await waitWhile(upTo: 10) { sampler.current.queueDepth != 2 }, "no sample for an hour")
+    }
+
     /// A store with a long queue: counts how often each question is asked.
     final class LongQueueHealth: StoreHealth {
         let depth: Int, dead: Int

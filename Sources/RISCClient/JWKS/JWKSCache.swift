@@ -149,7 +149,8 @@ public actor JWKSCache: KeyProvider {
     /// each when the cache's clock says so. Returns when the surrounding task is cancelled.
     public func run() async {
         while !Task.isCancelled {
-            await waitUntil(nextRefresh(), clock: now)
+            let (due, since) = (nextRefresh(), now())
+            await waitUntil(due, since: since, clock: now)
             if Task.isCancelled { return }
             if fetching {
                 await withCheckedContinuation { waiters.append($0) }  // the fetch in flight decides the next time
@@ -164,11 +165,14 @@ public actor JWKSCache: KeyProvider {
     /// of the set's lifetime, at least a second after that fetch. From the attempts' own times, not
     /// from when it is asked, so a clock that moves meanwhile does not put it later.
     func nextRefresh() -> Double {
+        let now = now()
         let retry = max(1, configuration.failureRetryInterval)
-        if let failed = state.lastFailure { return failed + retry }
-        guard let current = state.current else { return now() + retry }
+        // Counted from now if the clock stepped back since (else the wait would grow by the step).
+        if let failed = state.lastFailure { return min(failed, now) + retry }
+        guard let current = state.current else { return now + retry }
         let lifetime = current.expiresAt - current.fetchedAt
-        return max(current.fetchedAt + lifetime * (1 - configuration.refreshAheadFraction), current.fetchedAt + 1)
+        let fetched = min(current.fetchedAt, now)
+        return max(fetched + lifetime * (1 - configuration.refreshAheadFraction), fetched + 1)
     }
 
     // MARK: Fetching

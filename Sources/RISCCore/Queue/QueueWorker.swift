@@ -362,6 +362,7 @@ final class Wakeup: Sendable {
     /// Returns at the first signal (or at once if one came since the last wait), or once `clock`
     /// reads `end` (seconds; tests move it), looked at every `tick` seconds of real time.
     func wait(until end: Double, clock: @escaping @Sendable () -> Double, tick: Double = 0.1) async {
+        let since = clock()
         await withCheckedContinuation { continuation in
             let generation = state.withLock { state -> Int? in
                 if state.pending {
@@ -374,7 +375,7 @@ final class Wakeup: Sendable {
             }
             guard let generation else { return continuation.resume() }
             let timer = Task {
-                await waitUntil(end, clock: clock, tick: tick)
+                await waitUntil(end, since: since, clock: clock, tick: tick)
                 if !Task.isCancelled { self.end(generation: generation) }
             }
             // A signal that came before the task was stored had none to cancel: cancel it here.

@@ -22,11 +22,11 @@ public func withDeadline<T: Sendable>(
     _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T {
     let race = DeadlineRace<T>()
-    let end = clock() + seconds
+    let start = clock()
     return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
         race.begin(continuation)
         let timer = Task {
-            await waitUntil(end, clock: clock, tick: tick)
+            await waitUntil(start + seconds, since: start, clock: clock, tick: tick)
             if !Task.isCancelled, race.settle(.failure(StoreError.timeout(seconds: seconds, what: what))) { race.cancelWork() }
         }
         race.setWork(
@@ -41,9 +41,21 @@ public func withDeadline<T: Sendable>(
 /// Waits until `clock` reads `end` or later (seconds; tests move it instead of waiting), looking
 /// at it every `tick` seconds of real time; returns early when the task is cancelled. The
 /// periodic services wait their intervals and backoffs this way, as deadlines are kept.
-public func waitUntil(_ end: Double, clock: @Sendable () -> Double, tick: Double = 0.1) async {
-    while !Task.isCancelled, case let left = end - clock(), left > 0 {
-        try? await Task.sleep(for: .seconds(min(left, tick)))
+///
+/// A clock that steps back meanwhile (the wall clock, set back by NTP, a restored VM or an
+/// operator) moves `end` back as far: what was left to wait is left still, where it would have
+/// held every deadline, backoff and health sample for as long as the step. A step forward ends
+/// the wait early (a deadline given up or a pass run sooner: nothing held). `since`: the clock's
+/// reading when `end` was set, so that a step between then and this call counts too.
+public func waitUntil(_ end: Double, since: Double? = nil, clock: @Sendable () -> Double, tick: Double = 0.1) async {
+    var end = end
+    var last = since ?? clock()
+    while !Task.isCancelled {
+        let now = clock()
+        if now < last { end -= last - now }
+        last = now
+        guard end > now else { return }
+        try? await Task.sleep(for: .seconds(min(end - now, tick)))
     }
 }
 
