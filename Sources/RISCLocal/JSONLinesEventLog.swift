@@ -329,7 +329,7 @@ extension JSONLinesEventLog {
                 let stop = stopping
                 // A checkpoint covers exactly the lines taken here, written just below.
                 var due: (JSONLinesEventLog.Checkpoints, UInt64, [UInt8], Double)?
-                if let checkpoints, let range, case let now = clock(), stop || now - lastCheckpoint >= checkpoints.interval {
+                if let checkpoints, let range, case let now = clock(), stop || hasPassed(checkpoints.interval, since: lastCheckpoint, now: now) {
                     lastCheckpoint = now
                     due = (checkpoints, range.size, range.root, now)
                 }
@@ -389,7 +389,7 @@ extension JSONLinesEventLog {
         private func rotateIfDue(_ segments: EventLogSegments.Settings, path: String) {
             let now = clock()
             guard segmentBytes > 0,
-                segments.maxBytes > 0 && segmentBytes >= segments.maxBytes || segments.interval > 0 && now - segmentStarted >= segments.interval
+                segments.maxBytes > 0 && segmentBytes >= segments.maxBytes || segments.interval > 0 && hasPassed(segments.interval, since: segmentStarted, now: now)
             else { return }
             Glibc.close(fd)
             var record: EventLogRecord

@@ -94,7 +94,7 @@ public final class PostgresDatabase: Sendable {
     /// seconds, a new pool takes the old one's place at once, and the old one is stopped `grace`
     /// seconds of the database's clock later (what it still runs finishes or fails there). Returns whether it renewed.
     private func renewIfQuiet(quietFor: Double = 2, grace: Double = 30) -> Bool {
-        guard clock() - lastSuccess.withLock({ $0 }) >= quietFor else { return false }
+        guard hasPassed(quietFor, since: lastSuccess.withLock({ $0 }), now: clock()) else { return false }
         let old = pool.withLock { pool in
             let old = pool
             pool = Self.startPool(configuration, logger: logger)

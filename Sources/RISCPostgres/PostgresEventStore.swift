@@ -241,10 +241,10 @@ public final class PostgresEventStore: EventStore, Sendable {
             try? await Task.sleep(for: .seconds(watchInterval))
             let now = clock()
             let (expired, cancelled, replacements, done) = state.withLock { state -> ([Waiting], [Task<Void, Never>], [Int], Bool) in
-                var expired = state.waiting.filter { now - $0.since >= commitDeadline }
-                state.waiting.removeAll { now - $0.since >= commitDeadline }
+                var expired = state.waiting.filter { hasPassed(commitDeadline, since: $0.since, now: now) }
+                state.waiting.removeAll { hasPassed(commitDeadline, since: $0.since, now: now) }
                 var cancelled: [Task<Void, Never>] = []
-                for (committer, running) in state.committing where running.batch.contains(where: { now - $0.since >= commitDeadline }) {
+                for (committer, running) in state.committing where running.batch.contains(where: { hasPassed(commitDeadline, since: $0.since, now: now) }) {
                     expired += running.batch
                     if let task = running.task { cancelled.append(task) }
                     state.committing[committer] = nil

@@ -66,7 +66,7 @@ extension PushEndpoint {
         let count = refusals.withLock { refusals -> Int? in
             var entry = refusals[refusal] ?? (0, 0)
             entry.unreported += 1
-            let due = now - entry.reportedAt >= 60
+            let due = hasPassed(60, since: entry.reportedAt, now: now)
             refusals[refusal] = due ? (0, now) : entry
             return due ? entry.unreported : nil
         }

@@ -153,16 +153,23 @@ struct JWKSCacheTests {
         #expect(counters.fetched == 2)
     }
 
-    @Test("issue 24 #1: a flood of unknown kids while the issuer fails costs no more fetches than the cooldown allows")
-    func outageFloodRespectsCooldown() async throws {
-        let issuer = try LocalIssuer(jwks: Fixture.jwks)
-        defer { issuer.stop() }
+    /// A cache on a test clock with a 60 s unknown-`kid` cooldown and a 10 s failure backoff, its
+    /// key set fetched.
+    static func cooling(_ issuer: LocalIssuer) async throws -> (TestClock, JWKSCache) {
         let clock = TestClock()
         var configuration = Fixture.configuration(issuer)
         configuration.failureRetryInterval = 10
         configuration.unknownKeyCooldown = 60
         let cache = JWKSCache(configuration: configuration, logger: Fixture.logger, now: clock.function)
-        _ = try await cache.key(for: rsKid)
+        _ = try await cache.key(for: Fixture.keys.entry(for: .rs256)!.keyID)
+        return (clock, cache)
+    }
+
+    @Test("issue 24 #1: a flood of unknown kids while the issuer fails costs no more fetches than the cooldown allows")
+    func outageFloodRespectsCooldown() async throws {
+        let issuer = try LocalIssuer(jwks: Fixture.jwks)
+        defer { issuer.stop() }
+        let (clock, cache) = try await Self.cooling(issuer)
         issuer.update { $0.failWith = 503 }
         let before = issuer.requests(to: "/jwks")
         // Two minutes of made-up kids, one every half second.
@@ -176,6 +183,18 @@ struct JWKSCacheTests {
         #expect(fetches >= 1 && fetches <= 3, "\(fetches) key-set fetches for a flood of unknown kids")
         // Known keys are still served from the held set all along.
         _ = try await cache.key(for: rsKid)
+    }
+
+    @Test("the wall clock set back an hour after a forced refetch: a key rotated in meanwhile is fetched for the first SET signed with it, not refused for the hour")
+    func rotationAfterTheClockSteppedBack() async throws {
+        let issuer = try LocalIssuer(jwks: Fixture.jwks)
+        defer { issuer.stop() }
+        let (clock, cache) = try await Self.cooling(issuer)
+        clock.advance(1)
+        await #expect(throws: (any Error).self) { _ = try await cache.key(for: "made-up") }  // a forced refetch: the cooldown starts
+        issuer.update { $0.jwks = Fixture.jwks.replacingOccurrences(of: self.rsKid, with: "rotated") }
+        clock.advance(-3_600)
+        #expect(try await cache.key(for: "rotated").key.keyID == "rotated")
     }
 
     @Test("an empty or invalid key set never replaces a good one", arguments: [#"{"keys":[]}"#, "not json", #"{"keys":[{"kty":"oct","k":"AA"}]}"#])

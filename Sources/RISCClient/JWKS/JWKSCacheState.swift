@@ -45,7 +45,7 @@ struct JWKSCacheState: Sendable {
         guard current.keys.key(for: keyID) != nil else {
             // One forced refetch per cooldown, whether or not the issuer is failing: a flood of
             // made-up kids during an outage costs no more fetches than one without.
-            if let last = lastForcedRefetch, now - last < unknownKeyCooldown {
+            if let last = lastForcedRefetch, !hasPassed(unknownKeyCooldown, since: last, now: now) {
                 // An unknown kid during an issuer outage may be a rotation we cannot see: temporary.
                 return lastFailure == nil && usable ? .rejectUnknownKey : .unavailable
             }
@@ -65,7 +65,7 @@ struct JWKSCacheState: Sendable {
 
     func failedRecently(now: Double) -> Bool {
         guard let lastFailure else { return false }
-        return now - lastFailure < failureRetryInterval
+        return !hasPassed(failureRetryInterval, since: lastFailure, now: now)
     }
 
     /// Whether the held set may still be served: not past expiry by more than the maximum staleness.

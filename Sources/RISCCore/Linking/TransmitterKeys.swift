@@ -135,7 +135,7 @@ public final class TransmitterKeyCache: Sendable {
     public func current() throws -> TransmitterKeys {
         let now = clock()
         let (due, keys) = state.withLock { state -> (Bool, TransmitterKeys?) in
-            let due = now - state.checkedAt >= 1
+            let due = hasPassed(1, since: state.checkedAt, now: now)
             if due { state.checkedAt = now }
             return (due, state.keys)
         }

@@ -117,7 +117,7 @@ public final class QueueWorker: Sendable {
         var claimFailing = false
         while !stopping {
             let now = clock()
-            if now - lastRescue >= settings.rescueInterval {
+            if hasPassed(settings.rescueInterval, since: lastRescue, now: now) {
                 lastRescue = now
                 await rescue(now: now)
             }

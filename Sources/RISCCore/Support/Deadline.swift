@@ -38,6 +38,14 @@ public func withDeadline<T: Sendable>(
     }
 }
 
+/// Whether `interval` seconds have passed since `instant` on a clock that may step back (the wall
+/// clock): an instant ahead of `now` means the clock stepped back since, and counts as long past,
+/// so that a cooldown, a period or a deadline counted from it starts afresh rather than lasting as
+/// long as the step (a step forward ends them sooner: nothing held).
+public func hasPassed(_ interval: Double, since instant: Double, now: Double) -> Bool {
+    now < instant || now - instant >= interval
+}
+
 /// Waits until `clock` reads `end` or later (seconds; tests move it instead of waiting), looking
 /// at it every `tick` seconds of real time; returns early when the task is cancelled. The
 /// periodic services wait their intervals and backoffs this way, as deadlines are kept.
