@@ -191,13 +191,24 @@ public final class PostgresDatabase: Sendable {
         if let error = error as? PSQLError { return String(reflecting: error).prefix(300).description }
         if let error = error as? IOError { return String(cString: strerror(error.errnoCode)) }
         if let error = error as? NIOConnectionError {
-            return error.connectionErrors.map { "\($0.target.ipAddress ?? "\($0.target)"):\($0.target.port ?? 0): \(describe($0.error))" }
-                .joined(separator: "; ")
+            guard error.connectionErrors.isEmpty else {
+                return error.connectionErrors.map { "\(Self.address($0.target)): \(describe($0.error))" }.joined(separator: "; ")
+            }
+            // No address to try: the name did not resolve (both lookups failed, or found nothing).
+            let lookup = [error.dnsAError, error.dnsAAAAError].compactMap { $0 }.first
+            let why = (lookup as? SocketAddressError.UnknownHost)?.errorDescription ?? lookup.map { "\($0)" } ?? "no address"
+            return "cannot resolve \(error.host): \(why)"
         }
         if let error = error as? ChannelError, case .connectTimeout(let amount) = error {
             return "no answer within \(amount.nanoseconds / 1_000_000_000) s"
         }
         return String(describing: error)
+    }
+
+    /// An address as a URL writes it: `127.0.0.1:5432`, `[::1]:5432`.
+    static func address(_ target: SocketAddress) -> String {
+        let ip = target.ipAddress ?? "\(target)"
+        return "\(ip.contains(":") ? "[\(ip)]" : ip):\(target.port ?? 0)"
     }
 
     /// The pool's own event loop: replies from the server are read at once, not behind the

@@ -60,7 +60,8 @@ public struct PostgresStoreURL: Sendable, Equatable, CustomStringConvertible {
         let port = components.port ?? 5432
         guard (1...65_535).contains(port) else { throw Invalid(description: "store.url: port must be 1–65535") }
         self.user = user
-        self.host = host.isEmpty ? "localhost" : host
+        // An IPv6 address comes in brackets (`[::1]`); connecting takes it without them.
+        self.host = host.isEmpty ? "localhost" : host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
         self.port = port
         self.database = database
         self.socketDirectory = socket
@@ -81,6 +82,6 @@ public struct PostgresStoreURL: Sendable, Equatable, CustomStringConvertible {
     public var socketPath: String? { socketDirectory.map { "\($0)/.s.PGSQL.\(port)" } }
 
     public var description: String {
-        "postgres://\(user)@\(host):\(port)/\(database)" + (socketDirectory.map { "?host=\($0)" } ?? "?sslmode=\(tls.rawValue)")
+        "postgres://\(user)@\(host.contains(":") ? "[\(host)]" : host):\(port)/\(database)" + (socketDirectory.map { "?host=\($0)" } ?? "?sslmode=\(tls.rawValue)")
     }
 }

@@ -9,7 +9,7 @@ public struct StoreURL: Sendable, Equatable, CustomStringConvertible {
     public let text: String
 
     public init(_ text: String) throws(StoreURLError) {
-        do { postgres = try PostgresStoreURL(text) } catch { throw StoreURLError(description: "store.url: \(error.description)") }
+        do { postgres = try PostgresStoreURL(text) } catch { throw StoreURLError(description: error.description) }
         self.text = text
     }
 

@@ -31,6 +31,9 @@ struct PostgresFoundationTests {
         let tcp = try PostgresStoreURL("postgresql://risc@db.internal/events?sslmode=verify-full")
         #expect(tcp.host == "db.internal" && tcp.port == 5432 && tcp.tls == .verifyFull && tcp.socketPath == nil)
         #expect(try PostgresStoreURL("postgres://risc@db/events").tls == .verifyFull)  // issue 24 #4: a checked server unless told otherwise
+        // An IPv6 address: connected to without its brackets, shown with them.
+        let v6 = try PostgresStoreURL("postgres://risc@[2001:db8::5]:6432/events")
+        #expect(v6.host == "2001:db8::5" && v6.port == 6432 && v6.description == "postgres://risc@[2001:db8::5]:6432/events?sslmode=verify-full")
         let cases: [(String, String)] = [
             ("postgres://risc:secret@db/events", "password"), ("mysql://risc@db/events", "postgres://"),
             ("postgres://db/events", "no user"), ("postgres://risc@db/", "no database"),

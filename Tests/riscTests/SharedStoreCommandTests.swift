@@ -131,6 +131,16 @@ struct SharedStoreCommandTests {
             #expect(result.status == 64 && result.stderr.contains("\"nosuchdb\" does not exist"), "\(result.status) \(result.stderr)")
             result = try await check(["--store-url", "postgres://risc@127.0.0.1:\(try PostgresCluster.freePort())/risc?sslmode=disable"])
             #expect(result.status == 69 && result.stderr.contains("Connection refused"), "\(result.status) \(result.stderr)")
+            // The cause in the system's words for an IPv6 address and for a name that does not
+            // resolve too (both said nothing after "cannot connect:" before).
+            let port = try PostgresCluster.freePort()
+            result = try await check(["--store-url", "postgres://risc@[::1]:\(port)/risc?sslmode=disable"])
+            #expect(result.status == 69 && result.stderr.contains("[::1]:\(port): Connection refused"), "\(result.status) \(result.stderr)")
+            result = try await check(["--store-url", "postgres://risc@nonexistent.invalid/risc?sslmode=disable"])
+            #expect(result.status == 69 && result.stderr.contains("cannot resolve nonexistent.invalid: "), "\(result.status) \(result.stderr)")
+            // A bad URL is named once.
+            result = try await check(["--store-url", "postgres://risc@127.0.0.1:99999/risc"])
+            #expect(result.status == 64 && result.stderr.contains("- store.url: port must be 1–65535"), "\(result.status) \(result.stderr)")
         }
     }
 }
