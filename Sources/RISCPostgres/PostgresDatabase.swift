@@ -207,8 +207,7 @@ public final class PostgresDatabase: Sendable {
 
     /// An address as a URL writes it: `127.0.0.1:5432`, `[::1]:5432`.
     static func address(_ target: SocketAddress) -> String {
-        let ip = target.ipAddress ?? "\(target)"
-        return "\(ip.contains(":") ? "[\(ip)]" : ip):\(target.port ?? 0)"
+        hostPort(target.ipAddress ?? "\(target)", target.port ?? 0)
     }
 
     /// The pool's own event loop: replies from the server are read at once, not behind the

@@ -1,4 +1,5 @@
 import Foundation
+import RISCCore
 
 /// `store.url`: where the shared PostgreSQL store is.
 ///
@@ -82,6 +83,6 @@ public struct PostgresStoreURL: Sendable, Equatable, CustomStringConvertible {
     public var socketPath: String? { socketDirectory.map { "\($0)/.s.PGSQL.\(port)" } }
 
     public var description: String {
-        "postgres://\(user)@\(host.contains(":") ? "[\(host)]" : host):\(port)/\(database)" + (socketDirectory.map { "?host=\($0)" } ?? "?sslmode=\(tls.rawValue)")
+        "postgres://\(user)@\(hostPort(host, port))/\(database)" + (socketDirectory.map { "?host=\($0)" } ?? "?sslmode=\(tls.rawValue)")
     }
 }

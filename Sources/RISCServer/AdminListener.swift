@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import NIOHTTPTypes
 import NIOSSL
+import RISCCore
 import ServiceLifecycle
 import Synchronization
 
@@ -229,7 +230,7 @@ public struct ListenError: Error, CustomStringConvertible {
             case EADDRNOTAVAIL: "no such address on this machine"
             default: String(cString: strerror(errno))
             }
-        return "cannot listen on \(host):\(port) (\(setting)): \(cause)"
+        return "cannot listen on \(hostPort(host, port)) (\(setting)): \(cause)"
     }
 
     /// `error` as a `ListenError` when it is a bind failure, else nil.

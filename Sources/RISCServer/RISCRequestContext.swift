@@ -1,6 +1,7 @@
 public import Hummingbird
 import Logging
 public import NIOCore
+import RISCCore
 
 /// The request context: Hummingbird's core storage plus the peer address for the event log.
 public struct RISCRequestContext: RequestContext, RemoteAddressRequestContext {
@@ -15,6 +16,6 @@ public struct RISCRequestContext: RequestContext, RemoteAddressRequestContext {
     /// `IP` or `[IPv6]`, without the port.
     var remoteHost: String? {
         guard let address = remoteAddress?.ipAddress else { return nil }
-        return address.contains(":") ? "[\(address)]" : address
+        return bracketed(address)
     }
 }

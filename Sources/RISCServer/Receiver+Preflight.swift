@@ -22,7 +22,7 @@ extension Receiver {
         var admin = [(configuration.adminHost, configuration.adminPort)]
         if let port = configuration.adminAPIPort { admin.append((configuration.adminAPIHost, port)) }
         for (host, port) in admin where configuration.adminTLSCertificate == nil && !URLPolicy.isLoopback(host: host) {
-            warnings.append("the admin listener \(host):\(port) serves plain HTTP on a non-loopback address: set admin.tls.certificate and admin.tls.key")
+            warnings.append("the admin listener \(hostPort(host, port)) serves plain HTTP on a non-loopback address: set admin.tls.certificate and admin.tls.key")
         }
         return warnings
     }

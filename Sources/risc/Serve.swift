@@ -143,12 +143,12 @@ extension RiscCommand {
             }
             print("configuration OK")
             for warning in Receiver.warnings(configuration) { print("  warning   \(warning)") }
-            print("  listen    \(configuration.tlsCertificate == nil ? "http" : "https")://\(configuration.host):\(configuration.port)\(configuration.eventsPath)")
+            print("  listen    \(configuration.tlsCertificate == nil ? "http" : "https")://\(hostPort(configuration.host, configuration.port))\(configuration.eventsPath)")
             if let line = validity("public") { print("  tls       \(line)") }
             let adminScheme = configuration.adminTLSCertificate == nil ? "http" : "https"
             let mutual = configuration.adminTLSClientCA == nil ? "" : ", client certificates required"
-            let api = configuration.adminTokenFile == nil ? "off" : configuration.adminAPIPort.map { "on its own listener \(adminScheme)://\(configuration.adminAPIHost):\($0)" } ?? "on"
-            print("  admin     \(adminScheme)://\(configuration.adminHost):\(configuration.adminPort)\(mutual) (account API \(api))")
+            let api = configuration.adminTokenFile == nil ? "off" : configuration.adminAPIPort.map { "on its own listener \(adminScheme)://\(hostPort(configuration.adminAPIHost, $0))" } ?? "on"
+            print("  admin     \(adminScheme)://\(hostPort(configuration.adminHost, configuration.adminPort))\(mutual) (account API \(api))")
             if let line = validity("admin") { print("  admin tls \(line)") }
             if configuration.hasGoogle {
                 print("  audiences \(configuration.audiences.joined(separator: ", "))")
@@ -232,8 +232,8 @@ extension RiscCommand {
                 "risc starting",
                 metadata: [
                     "risc.version": "\(RiscCommand.version)", "risc.pid": .stringConvertible(Int(getpid())),
-                    "risc.listen": "\(configuration.host):\(configuration.port)\(configuration.eventsPath)",
-                    "risc.admin": "\(configuration.adminHost):\(configuration.adminPort)", "risc.admin_tls": .stringConvertible(configuration.adminTLSCertificate != nil),
+                    "risc.listen": "\(hostPort(configuration.host, configuration.port))\(configuration.eventsPath)",
+                    "risc.admin": "\(hostPort(configuration.adminHost, configuration.adminPort))", "risc.admin_tls": .stringConvertible(configuration.adminTLSCertificate != nil),
                     "risc.data_dir": "\(configuration.dataDirectory)", "risc.tls": .stringConvertible(configuration.tlsCertificate != nil),
                     "risc.store": "\(receiver.storage.backendName)",
                 ])

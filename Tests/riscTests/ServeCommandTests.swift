@@ -185,6 +185,16 @@ struct ServeCommandTests {
         #expect(shared.status == 64)
         #expect(shared.stderr.contains("listen.port and admin.port must differ (listen.port from flag; admin.port from flag)"), "\(shared.stderr)")
     }
+
+    @Test("an IPv6 listen address is shown as URLs write it: http://[::1]:8443/events (an operator copies it into Google's stream registration)")
+    func ipv6AddressesAsURLs() async throws {
+        let checked = try await RiscBinary.run([
+            "serve", "--audience", "a", "--host", "::1", "--port", "8443", "--set", "admin.host=::1", "--admin-port", "9091", "--check-config",
+        ])
+        #expect(checked.status == 0, "\(checked.stderr)")
+        #expect(checked.stdout.contains("listen    http://[::1]:8443/events"), "\(checked.stdout)")
+        #expect(checked.stdout.contains("admin     http://[::1]:9091 "), "\(checked.stdout)")
+    }
 }
 
 extension ServeCommandTests {
