@@ -174,7 +174,7 @@ final class StoreSampler: Sendable {
     func sample() async {
         let store = self.store
         let start = clock()
-        let recent = { (count: LongCount?) in count.flatMap { start - $0.at < Self.longCountInterval ? $0.counts : nil } }
+        let recent = { (count: LongCount?) in count.flatMap { hasPassed(Self.longCountInterval, since: $0.at, now: start) ? nil : $0.counts } }
         let (queue, dead) = longCounts.withLock { (recent($0.queue), recent($0.dead)) }
         async let writability = store.writability(within: deadline)
         async let depth = answer("queue depth", known: queue?[0]) { try await store.queueDepth() }

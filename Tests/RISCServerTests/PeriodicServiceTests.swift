@@ -116,6 +116,10 @@ struct PeriodicServiceTests {
             #expect(asked["depth"] == (depth > 10_000 ? 3 : 90), "\(asked)")
             #expect(asked["retrying"] == (depth > 10_000 ? 3 : 90), "\(asked)")
             #expect(asked["dead"] == (dead > 10_000 ? 3 : 90), "\(asked)")
+            // The clock set back an hour: counted again at once, not an hour later.
+            clock.advance(-3_600)
+            await sampler.sample()
+            #expect(health.asked.withLock { $0["depth"] } == (depth > 10_000 ? 4 : 91))
         }
     }
 
