@@ -57,9 +57,10 @@ struct PeriodicServiceTests {
         await sampler.sample()
         let task = Task { try await HealthSamplerService(store: sampler, metrics: nil).run() }
         defer { task.cancel() }
-        try await Task.sleep(for: .milliseconds(300))
+        // Each move once the sampler is waiting on the clock (on a loaded machine it may start late).
+        await clock.waitForReads(3)
         clock.advance(-3_600)
-        try await Task.sleep(for: .milliseconds(300))
+        await clock.waitForReads(2)
         clock.advance(1)
         #expect(await waitWhile(upTo: 10) { sampler.current.queueDepth != 2 }, "no sample for an hour")
     }
