@@ -59,6 +59,16 @@ struct DeadlineTests {
         #expect(await waitWhile(upTo: 10) { !answered.load(ordering: .relaxed) }, "still waiting an hour after its 30 s")
     }
 
+    @Test("an instant recorded a moment after `now` was read (another thread) is no step back: its period has not passed")
+    func instantJustAfterNow() {
+        // A SET queued just after the commit watch read the clock is not past its deadline.
+        #expect(!hasPassed(5, since: 1_000.000_2, now: 1_000))
+        #expect(!hasPassed(5, since: 1_000.9, now: 1_000))
+        #expect(hasPassed(5, since: 1_005, now: 1_010))
+        // The clock stepped back an hour since the instant: the period starts afresh.
+        #expect(hasPassed(5, since: 4_600, now: 1_000))
+    }
+
     @Test("a call that answers in time gives its answer, and its error as it is")
     func answersInTime() async throws {
         let clock = TestClock()

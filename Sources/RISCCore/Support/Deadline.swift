@@ -39,12 +39,17 @@ public func withDeadline<T: Sendable>(
 }
 
 /// Whether `interval` seconds have passed since `instant` on a clock that may step back (the wall
-/// clock): an instant ahead of `now` means the clock stepped back since, and counts as long past,
-/// so that a cooldown, a period or a deadline counted from it starts afresh rather than lasting as
-/// long as the step (a step forward ends them sooner: nothing held).
+/// clock): an instant more than `clockStepTolerance` ahead of `now` means the clock stepped back
+/// since, and counts as long past, so that a cooldown, a period or a deadline counted from it
+/// starts afresh rather than lasting as long as the step (a step forward ends them sooner: nothing
+/// held). An instant just ahead is another thread's, recorded after `now` was read: not passed.
 public func hasPassed(_ interval: Double, since instant: Double, now: Double) -> Bool {
-    now < instant || now - instant >= interval
+    instant - now > clockStepTolerance || now - instant >= interval
 }
+
+/// How far ahead of a clock reading an instant may be before it means the clock stepped back (a
+/// step smaller than this holds nothing for longer than this).
+public let clockStepTolerance: Double = 1
 
 /// Waits until `clock` reads `end` or later (seconds; tests move it instead of waiting), looking
 /// at it every `tick` seconds of real time; returns early when the task is cancelled. The
