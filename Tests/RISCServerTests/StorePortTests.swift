@@ -126,6 +126,14 @@ struct StorePortTests {
         }
     }
 
+    /// `body`'s answer, asked again (up to ten times) while it gives up at its deadline.
+    static func patiently<T>(_ body: () async throws -> T) async throws -> T {
+        for _ in 1..<10 {
+            do { return try await body() } catch let error as StoreError where error.code == .timeout { continue }
+        }
+        return try await body()
+    }
+
     @Test("event store and health: a SET stored once, a redelivery counted, the queue and the last arrival seen", arguments: Backend.allCases)
     func appendAndHealth(_ backend: Backend) async throws {
         let f = try await Fixture.open(backend)
@@ -133,10 +141,12 @@ struct StorePortTests {
         guard case .accepted(let id) = try await f.append(jti: "p-1", receivedAt: now - 10) else { throw Failure("not accepted") }
         #expect(try await f.append(jti: "p-1", receivedAt: now - 5) == .duplicate(id: id, deliveries: 2))
         _ = try await f.append(jti: "p-2", receivedAt: now - 2)
-        #expect(try await f.health.queueDepth() == 2)
-        #expect(try await f.health.deadLetters() == 0)
-        #expect(try await f.health.oldestPendingReceivedAt() == now - 10)
-        #expect(try await f.health.lastReceivedAt() == now - 2)
+        // Each read gives up after the probe's 2 s, which a loaded machine's server can take (seen
+        // with a bench beside the suite); what this checks is the answer, so a timeout is asked again.
+        #expect(try await Self.patiently { try await f.health.queueDepth() } == 2)
+        #expect(try await Self.patiently { try await f.health.deadLetters() } == 0)
+        #expect(try await Self.patiently { try await f.health.oldestPendingReceivedAt() } == now - 10)
+        #expect(try await Self.patiently { try await f.health.lastReceivedAt() } == now - 2)
         // A commit waits for fsync: with every suite starting clusters beside it, a disk can take
         // longer than the readiness probe's 2 s (seen on CI), which is not what this checks.
         let writability = await f.health.writability(within: 30)
