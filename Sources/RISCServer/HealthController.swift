@@ -144,12 +144,12 @@ final class StoreSampler: Sendable {
     static let longCount = 10_000
     static let longCountInterval: Double = 30
 
-    /// The counts of a long queue (depth and retrying) or of many dead letters, and when they were asked.
-    private struct LongCount {
-        let at: Double
-        let counts: [Int]
+    /// The counts of a long queue or of many dead letters, and when they were asked.
+    private struct LongCounts {
+        var queue: (at: Double, depth: Int, retrying: Int)?
+        var dead: (at: Double, count: Int)?
     }
-    private let longCounts = Mutex<(queue: LongCount?, dead: LongCount?)>((nil, nil))
+    private let longCounts = Mutex(LongCounts())
 
     init(store: any StoreHealth, interval: Double, clock: @escaping @Sendable () -> Double = systemNow) {
         self.store = store
@@ -174,12 +174,12 @@ final class StoreSampler: Sendable {
     func sample() async {
         let store = self.store
         let start = clock()
-        let recent = { (count: LongCount?) in count.flatMap { hasPassed(Self.longCountInterval, since: $0.at, now: start) ? nil : $0.counts } }
-        let (queue, dead) = longCounts.withLock { (recent($0.queue), recent($0.dead)) }
+        let recent = { (at: Double) in !hasPassed(Self.longCountInterval, since: at, now: start) }
+        let (queue, dead) = longCounts.withLock { ($0.queue.flatMap { recent($0.at) ? $0 : nil }, $0.dead.flatMap { recent($0.at) ? $0 : nil }) }
         async let writability = store.writability(within: deadline)
-        async let depth = answer("queue depth", known: queue?[0]) { try await store.queueDepth() }
-        async let deadLetters = answer("dead letters", known: dead?[0]) { try await store.deadLetters() }
-        async let retrying = answer("retrying", known: queue?[1]) { try await store.retrying() }
+        async let depth = answer("queue depth", known: queue?.depth) { try await store.queueDepth() }
+        async let deadLetters = answer("dead letters", known: dead?.count) { try await store.deadLetters() }
+        async let retrying = answer("retrying", known: queue?.retrying) { try await store.retrying() }
         async let oldest = answer("oldest pending") { try await store.oldestPendingReceivedAt() }
         async let last = answer("last SET") { try await store.lastReceivedAt() }
         let (writable, reason) = await writability
@@ -188,9 +188,9 @@ final class StoreSampler: Sendable {
             retrying: await retrying, oldestPendingReceivedAt: await oldest, lastReceivedAt: await last)
         longCounts.withLock { counts in
             if queue == nil, let depth = sample.queueDepth, let retrying = sample.retrying {
-                counts.queue = depth >= Self.longCount ? LongCount(at: start, counts: [depth, retrying]) : nil
+                counts.queue = depth >= Self.longCount ? (start, depth, retrying) : nil
             }
-            if dead == nil, let dead = sample.deadLetters { counts.dead = dead >= Self.longCount ? LongCount(at: start, counts: [dead]) : nil }
+            if dead == nil, let count = sample.deadLetters { counts.dead = count >= Self.longCount ? (start, count) : nil }
         }
         latest.withLock { $0 = sample }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import RISCCore
 import Synchronization
 
 /// An optional per-address limit on invalid requests (`limits.invalid_per_minute`): each address
@@ -52,7 +53,7 @@ final class InvalidRequestLimiter: Sendable {
             }
             bucket.limitedSinceLog += 1
             var log: Int?
-            if now - bucket.lastLogged >= 1 || now < bucket.lastLogged {
+            if hasPassed(1, since: bucket.lastLogged, now: now) {
                 log = bucket.limitedSinceLog
                 bucket.limitedSinceLog = 0
                 bucket.lastLogged = now
