@@ -149,8 +149,8 @@ public actor JWKSCache: KeyProvider {
     /// each when the cache's clock says so. Returns when the surrounding task is cancelled.
     public func run() async {
         while !Task.isCancelled {
-            let (due, since) = (nextRefresh(), now())
-            await waitUntil(due, since: since, clock: now)
+            let reading = now()
+            await waitUntil(nextRefresh(at: reading), since: reading, clock: now)
             if Task.isCancelled { return }
             if fetching {
                 await withCheckedContinuation { waiters.append($0) }  // the fetch in flight decides the next time
@@ -164,8 +164,7 @@ public actor JWKSCache: KeyProvider {
     /// the retry interval (at least a second) after it; after a fetch, at the configured fraction
     /// of the set's lifetime, at least a second after that fetch. From the attempts' own times, not
     /// from when it is asked, so a clock that moves meanwhile does not put it later.
-    func nextRefresh() -> Double {
-        let now = now()
+    func nextRefresh(at now: Double) -> Double {
         let retry = max(1, configuration.failureRetryInterval)
         // Counted from now if the clock stepped back since (else the wait would grow by the step).
         if let failed = state.lastFailure { return min(failed, now) + retry }
