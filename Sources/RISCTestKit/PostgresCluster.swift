@@ -210,17 +210,37 @@ public final class PostgresCluster: @unchecked Sendable {  // reason: started an
         return String(decoding: finished.output, as: UTF8.self)
     }
 
+    /// Where `quietPort()` picks: below the kernel's ephemeral range, above the ports tests give
+    /// the drills and benches they run (`DrillCommandTests.port`), which a cluster must not take
+    /// between their pick and their use.
+    public static let quietPorts = 20_000..<32_000
+
     /// A free port below the kernel's ephemeral range (32768 up): no outbound connection and no
     /// `freePort()` of another test takes it between this pick and its use (a cluster stopped and
     /// started again, a process told its port on the command line).
     public static func quietPort() throws -> Int {
         for _ in 0..<200 {
-            if let (fd, port) = try? boundLoopbackSocket(port: Int.random(in: 20_000..<32_000)) {
+            if let (fd, port) = try? boundLoopbackSocket(port: Int.random(in: quietPorts)) {
                 close(fd)
                 return port
             }
         }
         return try freePort()
+    }
+
+    /// The first of `count` consecutive free ports for a command a test runs and tells where to
+    /// listen (a drill, a bench, the README's walkthrough): below the ephemeral range, so the
+    /// drill's thousands of client connections cannot take one as their source port while its
+    /// server is down; below `quietPorts`, so no cluster another test starts takes one between
+    /// this pick and the command's bind; below the drills' own defaults (18,643 and 18,743).
+    public static func commandPorts(count: Int) throws -> Int {
+        for _ in 0..<50 {
+            let candidate = Int.random(in: 10_000..<(18_000 - count))
+            let bound = (0..<count).map { try? boundLoopbackSocket(port: candidate + $0) }
+            for socket in bound { socket.map { _ = close($0.fd) } }
+            if bound.allSatisfy({ $0 != nil }) { return candidate }
+        }
+        throw Failure(description: "no \(count) consecutive free ports below 18,000")
     }
 
     public static func freePort() throws -> Int {

@@ -2,27 +2,27 @@ import Foundation
 import RISCTestKit
 import Testing
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// The drills as built (debug here, so small): they must pass on a sound receiver. Their full-size
 /// figures come from `swift run -c release risc drill …` (README, docs/operations.md).
 @Suite("risc drill (the built binary)", .serialized)
 struct DrillCommandTests {
-    /// A port below the ephemeral range (so the drill's thousands of client connections cannot take
-    /// it as their source port while the server is down), with the next `count - 1` free too.
-    static func port(count: Int = 2) throws -> String {
-        for _ in 0..<50 {
-            let candidate = Int.random(in: 20_000..<32_000)
-            let bound = (0..<count).map { try? PostgresCluster.boundLoopbackSocket(port: candidate + $0) }
-            for socket in bound { socket.map { _ = close($0.fd) } }
-            if bound.allSatisfy({ $0 != nil }) { return "\(candidate)" }
-        }
-        throw CocoaError(.featureUnsupported)
-    }
+    /// Where each drill and bench is told to listen (`PostgresCluster.commandPorts`).
+    static func port(count: Int = 2) throws -> String { "\(try PostgresCluster.commandPorts(count: count))" }
 
     func port() throws -> String { try Self.port() }
+
+    /// Seen in CI: a bench picked its port, signed its SETs for two seconds, then found the port
+    /// taken: a test's PostgreSQL cluster had picked the same one meanwhile (both drew from
+    /// 20,000–32,000).
+    @Test("the ports given to drills, benches and the walkthrough are never ones a test's PostgreSQL cluster may pick")
+    func portsApart() throws {
+        for _ in 0..<200 {
+            let port = try #require(Int(try Self.port()))
+            #expect(!PostgresCluster.quietPorts.contains(port) && !PostgresCluster.quietPorts.contains(port + 1), "\(port)")
+            let walkthrough = try PostgresCluster.commandPorts(count: 3)
+            #expect(!(walkthrough..<walkthrough + 3).contains { PostgresCluster.quietPorts.contains($0) }, "\(walkthrough)")
+        }
+    }
 
     @Test("crash: SIGKILL under load, restart; every acknowledged SET stored and applied once")
     func crash() async throws {

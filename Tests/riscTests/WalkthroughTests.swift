@@ -19,14 +19,10 @@ struct WalkthroughTests {
 
     @Test("completes offline in under a minute, and the account ends up revoked")
     func walkthrough() async throws {
-        // Below the ephemeral range: no other test's outbound connection or port-0 server takes one
-        // between this pick and the script's use of it.
-        var picked: [Int] = []
-        while picked.count < 3 {
-            let port = try PostgresCluster.quietPort()
-            if !picked.contains(port) { picked.append(port) }
-        }
-        let (issuer, port, admin) = (picked[0], picked[1], picked[2])
+        // Below the ephemeral range and the clusters' ports: no other test's outbound connection,
+        // port-0 server or PostgreSQL takes one between this pick and the script's use of it.
+        let first = try PostgresCluster.commandPorts(count: 3)
+        let (issuer, port, admin) = (first, first + 1, first + 2)
         let script = try Self.block()
             .replacingOccurrences(of: "$PWD/.build/release", with: RiscBinary.url.deletingLastPathComponent().path)
             .replacingOccurrences(of: ":8780", with: ":\(issuer)").replacingOccurrences(of: "--port 8780", with: "--port \(issuer)")
