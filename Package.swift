@@ -151,7 +151,10 @@ let package = Package(
         ),
         .testTarget(
             name: "RISCPostgresTests",
-            dependencies: ["RISCPostgres", "RISCCore", "RISCTestKit", .product(name: "Logging", package: "swift-log"), .product(name: "PostgresNIO", package: "postgres-nio")],
+            dependencies: [
+                "RISCPostgres", "RISCCore", "RISCTestKit", .product(name: "Logging", package: "swift-log"), .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

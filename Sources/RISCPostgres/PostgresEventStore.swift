@@ -45,6 +45,8 @@ public final class PostgresEventStore: EventStore, Sendable {
         var watching = false
     }
     private let state = Mutex(Pending())
+    /// Each pooled connection's commit watch (nil: it could not join), by connection.
+    private let watches = Mutex<[PostgresConnection.ID: CommitWatch?]>([:])
     /// Transactions committed and rows sent, for metrics.
     let counts = Mutex<(commits: Int, rows: Int)>((0, 0))
 
@@ -133,17 +135,17 @@ public final class PostgresEventStore: EventStore, Sendable {
     }
 
     /// Commits batches on one connection while SETs keep coming. A batch stored by the
-    /// one-statement path commits at the protocol's Sync, after its rows came back, and the
-    /// connection runs its next query only once that COMMIT has returned (with
-    /// `synchronous_commit` on: the WAL is on disk). So such a batch is confirmed by a `SELECT 1`
-    /// sent at once, and the next batch's statement behind it on the same connection: its SETs
-    /// are answered from the connection's event loop when the `SELECT 1` returns, while the next
-    /// batch is stored (before, they waited for the next batch's statement: one batch longer).
+    /// one-statement path commits at the protocol's Sync, after its rows came back: its SETs are
+    /// answered from the connection's event loop when the ReadyForQuery after that COMMIT is read
+    /// (`CommitWatch`; with `synchronous_commit` on, the WAL is then on disk), while the next
+    /// batch's statement goes out behind it. Where the watch cannot tell, a `SELECT 1` sent at
+    /// once confirms the COMMIT instead (the connection runs it only once the COMMIT returned).
     /// Returns the batch to commit on another connection after this one failed one; nil when
     /// nobody waits or the watch took over.
     private func commitBatches(on connection: PostgresConnection, _ committer: Int, first: [Waiting]) async -> [Waiting]? {
         var batch = first
         var confirming: Confirmation?
+        let watch = await commitWatch(on: connection)
         while true {
             let outcome: Result<(results: [Appended], committed: Bool), any Error>
             do {
@@ -151,7 +153,7 @@ public final class PostgresEventStore: EventStore, Sendable {
             } catch {
                 outcome = .failure(error)
             }
-            // The batch before was answered first: its `SELECT 1` ran before this batch's statement.
+            // The batch before was answered first: its ReadyForQuery (or `SELECT 1`) came before this batch's rows.
             if let earlier = confirming, !(await Self.settled(earlier).mine) { return nil }
             confirming = nil
             switch outcome {
@@ -161,7 +163,7 @@ public final class PostgresEventStore: EventStore, Sendable {
             case .success(let (results, true)):
                 guard answer(committer, batch, .success(results)) else { return nil }
             case .success(let (results, false)):
-                confirming = confirm(batch, results, committer, on: connection)
+                confirming = confirm(batch, results, committer, on: connection, watch: watch)
             }
             if let next = nextBatch(committer, confirming: confirming != nil) {
                 batch = next
@@ -183,12 +185,40 @@ public final class PostgresEventStore: EventStore, Sendable {
     /// whether its COMMIT was confirmed (false: it was answered with the error).
     private typealias Confirmation = EventLoopFuture<(mine: Bool, confirmed: Bool)>
 
-    /// Sends a `SELECT 1` on `connection` (written now, ahead of anything sent after this call)
-    /// and answers `batch` with `results` when it returns, or with its error.
-    private func confirm(_ batch: [Waiting], _ results: [Appended], _ committer: Int, on connection: PostgresConnection) -> Confirmation {
+    /// Answers `batch` with `results` once its COMMIT is known: by `watch`, or by a `SELECT 1`
+    /// sent now on `connection` (ahead of anything sent after this call) when there is no watch
+    /// or it cannot tell; with the error when the COMMIT failed or the connection closed first.
+    private func confirm(
+        _ batch: [Waiting], _ results: [Appended], _ committer: Int, on connection: PostgresConnection, watch: CommitWatch?
+    ) -> Confirmation {
+        guard let watch else { return confirmByQuery(batch, results, committer, on: connection) }
+        return watch.lastBatch().flatMap { outcome -> Confirmation in
+            switch outcome {
+            case .committed:
+                return connection.eventLoop.makeSucceededFuture((self.answer(committer, batch, .success(results)), true))
+            case .failed:
+                let error = StoreError(.unavailable, "PostgreSQL at \(self.database.url): the batch's COMMIT failed or the connection closed before it returned")
+                return connection.eventLoop.makeSucceededFuture((self.answer(committer, batch, .failure(error)), false))
+            case .unknown:
+                return self.confirmByQuery(batch, results, committer, on: connection)
+            }
+        }
+    }
+
+    private func confirmByQuery(_ batch: [Waiting], _ results: [Appended], _ committer: Int, on connection: PostgresConnection) -> Confirmation {
         connection.query("SELECT 1", logger: database.logger)
             .map { _ in (self.answer(committer, batch, .success(results)), true) }
             .recover { (self.answer(committer, batch, .failure($0)), false) }
+    }
+
+    /// The commit watch of `connection`, joined at its first batch; nil where it cannot join.
+    private func commitWatch(on connection: PostgresConnection) async -> CommitWatch? {
+        let id = connection.id
+        if let known = watches.withLock({ $0[id] }) { return known }
+        let watch = await CommitWatch.install(on: connection)
+        watches.withLock { $0[id] = .some(watch) }
+        connection.closeFuture.whenComplete { _ in _ = self.watches.withLock { $0.removeValue(forKey: id) } }
+        return watch
     }
 
     /// A confirmation's outcome (it never fails: `confirm` answers the error).
