@@ -216,6 +216,7 @@ public final class PostgresEventStore: EventStore, Sendable {
         let id = connection.id
         if let known = watches.withLock({ $0[id] }) { return known }
         let watch = await CommitWatch.install(on: connection)
+        if watch == nil { database.logger.debug("commit watch cannot join connection \(id): its batches are confirmed by a query each") }
         watches.withLock { $0[id] = .some(watch) }
         connection.closeFuture.whenComplete { _ in _ = self.watches.withLock { $0.removeValue(forKey: id) } }
         return watch
