@@ -27,8 +27,13 @@ extension RiscCommand.Queue {
         static let configuration = CommandConfiguration(abstract: "The newest SETs, optionally of one state.")
         @Flag(help: "Only dead letters.") var dead = false
         @Option(help: "Only this state (pending, done, dead).") var state: QueueState?
-        @Option(help: "How many.") var limit: Int = 50
+        @Option(parsing: .unconditional, help: "How many (1 or more).") var limit: Int = 50
         @OptionGroup var data: StoreOption
+        func validate() throws {
+            // Before: `--limit -1` read as a missing value, `--limit=-1` listed every SET of an
+            // embedded store and failed on PostgreSQL with its driver's generic error.
+            guard limit >= 1 else { throw ValidationError("--limit must be 1 or more (it was \(limit))") }
+        }
         func run() async throws {
             let store = try await data.open()
             defer { store.close() }

@@ -61,8 +61,14 @@ extension RiscCommand.Store {
         @Option(help: "The PostgreSQL store: postgres://USER@HOST:PORT/DB.") var to: String
         @Option(help: "File with the PostgreSQL password.") var passwordFile: String?
         @Option(help: "CA bundle verifying the PostgreSQL server.") var caFile: String?
-        @Option(help: "Rows per INSERT.") var batch: Int = 500
-        @Option(help: "SETs compared row by row after the copy.") var sample: Int = 200
+        @Option(parsing: .unconditional, help: "Rows per INSERT.") var batch: Int = 500
+        @Option(parsing: .unconditional, help: "SETs compared row by row after the copy.") var sample: Int = 200
+
+        func validate() throws {
+            guard batch >= 1 else { throw ValidationError("--batch must be 1 or more (it was \(batch))") }
+            // Before: a negative sample crashed the verification after the whole copy.
+            guard sample >= 0 else { throw ValidationError("--sample must be 0 or more (it was \(sample))") }
+        }
 
         func run() async throws {
             let url: StoreURL

@@ -21,12 +21,14 @@ extension RiscCommand {
         @Option(help: "Only lines about this subject.") var subject: String?
         @Option(help: "Only lines with this outcome (accepted, duplicate, rejected, failed, applied, dead_lettered, …).")
         var outcome: String?
-        @Option(name: [.customShort("n"), .customLong("lines")], help: "Show the last N matching lines first (default 20; 0 for all).") var lines: Int = 20
+        @Option(name: [.customShort("n"), .customLong("lines")], parsing: .unconditional, help: "Show the last N matching lines first (default 20; 0 for all).")
+        var lines: Int = 20
         @Flag(help: "Print the JSON lines as they are.") var json = false
         @Flag(help: "Print each record indented.") var pretty = false
         @Flag(help: "Check the hash chain as lines are read: say where it stands first, and at once if a line breaks it.") var verify = false
 
         func validate() throws {
+            guard lines >= 0 else { throw ValidationError("--lines must be 0 (all) or more (it was \(lines))") }
             if let outcome, !EventLogRecord.Outcome.all.contains(.init(rawValue: outcome)) {
                 throw ValidationError("--outcome: no line has the outcome \"\(Printable.safe(outcome, maxBytes: 40))\"; known: \(EventLogRecord.Outcome.all.map(\.rawValue).joined(separator: ", "))")
             }

@@ -87,6 +87,24 @@ struct AccountsQueueCommandTests {
 
     /// Issue 16: run in the wrong directory, `accounts list` made a new empty store and `queue
     /// status` reported an empty queue while the real one held a dead letter.
+    /// Found: `risc store copy --sample -1` copied the whole store, then crashed (signal 4, a
+    /// range the wrong way round) verifying it; `queue list --limit -1` said the value was
+    /// missing, and `--limit=-1` listed every SET of an embedded store but failed on PostgreSQL
+    /// with the driver's generic error; `tail -n -3` likewise said missing.
+    @Test("counts out of range are refused by name before anything is opened or copied (exit 64), however they are written")
+    func countsOutOfRange() async throws {
+        for (command, message) in [
+            (["queue", "list", "--limit", "-1"], "--limit must be 1 or more (it was -1)"),
+            (["queue", "list", "--limit=0"], "--limit must be 1 or more (it was 0)"),
+            (["tail", "-n", "-3"], "--lines must be 0 (all) or more (it was -3)"),
+            (["store", "copy", "--from", "/nonexistent", "--to", "postgres://risc@127.0.0.1:9/risc", "--sample", "-1"], "--sample must be 0 or more (it was -1)"),
+            (["store", "copy", "--from", "/nonexistent", "--to", "postgres://risc@127.0.0.1:9/risc", "--batch=0"], "--batch must be 1 or more (it was 0)"),
+        ] {
+            let result = try await RiscBinary.run(command)
+            #expect(result.status == 64 && result.stderr.contains(message), "\(command): \(result.status) \(result.stderr)")
+        }
+    }
+
     @Test("no command makes a store it was not asked to make; every command finds the receiver's store from --config or RISC_DATA_DIR")
     func oneSourceOfSettings() async throws {
         let root = Scratch.root.appendingPathComponent("risc-cli-where-\(UUID().uuidString)")
