@@ -142,6 +142,19 @@ public final class PostgresDatabase: Sendable {
         return StoreError(.unavailable, "PostgreSQL at \(url) answers a new connection, the pool did not: \(Self.describe(error))")
     }
 
+    /// A driver error that reached a command's top as PostgresNIO threw it, in the store's words:
+    /// the server's message and SQLSTATE (`column "jti" does not exist (SQLSTATE 42703)`), not
+    /// PostgresNIO's "Generic description to prevent accidental leakage"; nil for any other error.
+    public static func explain(_ error: any Error) -> StoreError? {
+        if let error = error as? PostgresTransactionError, let inner = error.closureError ?? error.beginError ?? error.commitError {
+            return explain(inner)
+        }
+        guard let error = error as? PSQLError else { return nil }
+        guard error.code == .server else { return StoreError(.unavailable, "PostgreSQL: \(error.code)") }
+        let message = error.serverInfo?[.message] ?? "an error"
+        return StoreError(.failed, "PostgreSQL said: \(message) (SQLSTATE \(error.serverInfo?[.sqlState] ?? "unknown"))")
+    }
+
     /// A connection's failure as an operator reads it.
     static func classify(_ error: any Error, url: PostgresStoreURL) -> StoreError {
         let at = "PostgreSQL at \(url)"

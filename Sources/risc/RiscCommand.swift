@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import RISCServer
+import RISCStorage
 
 /// `risc`: a receiver for Google Cross-Account Protection (RISC) security events.
 ///
@@ -18,7 +19,8 @@ struct RiscCommand: AsyncParsableCommand {
     )
 
     /// As ArgumentParser's, except that a `SetupProblem` or a `ConfigurationError` (the command
-    /// line was fine, what it names is not) prints its message without the usage text and exits 64.
+    /// line was fine, what it names is not) prints its message without the usage text and exits 64,
+    /// and a driver's error is told in the store's words (`Storage.explain`).
     static func main() async {
         do {
             var command = try parseAsRoot()
@@ -34,7 +36,7 @@ struct RiscCommand: AsyncParsableCommand {
             FileHandle.standardError.write(Data("risc: \(problem)\n".utf8))
             Foundation.exit(64)
         } catch {
-            exit(withError: error)
+            exit(withError: Storage.explain(error))
         }
     }
 }

@@ -104,6 +104,22 @@ struct SharedStoreCommandTests {
         }
     }
 
+    /// Found: a PostgreSQL error in a command after the store opened (here a damaged schema)
+    /// printed only PostgresNIO's "Generic description to prevent accidental leakage of sensitive data".
+    @Test("a server's error in a command reads as the server's message and SQLSTATE, not the driver's generic text")
+    func serverErrorsInItsWords() async throws {
+        try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
+        try await PostgresCluster.with { cluster in
+            var result = try await run(["store", "migrate", "--store-url", cluster.url])
+            try #require(result.status == 0, "\(result.stderr)")
+            try await cluster.psql("ALTER TABLE sets RENAME COLUMN jti TO jti_renamed")
+            result = try await run(["queue", "list", "--store-url", cluster.url])
+            #expect(result.status == 1, "\(result.stderr)")
+            #expect(result.stderr.contains(#"PostgreSQL said: column "jti" does not exist (SQLSTATE 42703)"#), "\(result.stderr)")
+            #expect(!result.stderr.contains("Generic description"), "\(result.stderr)")
+        }
+    }
+
     @Test("issue 26 §5: serve --check-config --connect finds the store as a start would, read only: reachable and current, older, absent (69), refused (64)")
     func checkConfigConnect() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
