@@ -30,8 +30,19 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
     /// (the lease makes any later finish or failure of the same claim a no-op).
     static let deadline: Double = 30
 
+    /// A queue call: given up at `deadline`; a driver's error told in the store's words
+    /// (`PostgresDatabase.explain`: the server's message, not PostgresNIO's generic text), as the
+    /// worker logs it and records it with the SET.
+    private func call<T: Sendable>(_ what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        do {
+            return try await withDeadline(Self.deadline, what, clock: database.clock, body)
+        } catch {
+            throw PostgresDatabase.explain(error) ?? error
+        }
+    }
+
     public func claim(owner: String, limit: Int, lease: Double, now: Double, scope: ClaimScope) async throws -> [ClaimedSET] {
-        try await withDeadline(Self.deadline, "claiming queued SETs", clock: database.clock) {
+        try await call("claiming queued SETs") {
             try await self.claimNow(owner: owner, limit: limit, lease: lease, now: now, scope: scope)
         }
     }
@@ -61,7 +72,7 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
 
     public func finish(_ items: [FinishItem], applyToAccounts: Bool, now: Double) async throws -> [FinishReport?] {
         guard !items.isEmpty else { return [] }
-        return try await withDeadline(Self.deadline, "finishing \(items.count) SET(s)", clock: database.clock) {
+        return try await call("finishing \(items.count) SET(s)") {
             try await self.finishNow(items, applyToAccounts: applyToAccounts, now: now)
         }
     }
@@ -124,7 +135,7 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
     public func tokensToRevoke(_ plan: ActionPlan, keyIssuer: String) async throws -> [TokenToRevoke] {
         guard plan.steps.contains(where: { TokenToRevoke.wanted(by: $0) != (false, false) }) else { return [] }
         let (logger, tokenKey) = (self.logger, self.tokenKey)
-        return try await withDeadline(Self.deadline, "looking up tokens to revoke", clock: database.clock) {
+        return try await call("looking up tokens to revoke") {
             try await self.database.client.withConnection { connection in
                 try await PostgresActionApplier(connection: connection, tokenKey: tokenKey, logger: logger).tokensToRevoke(plan, keyIssuer: keyIssuer)
             }
@@ -132,7 +143,7 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
     }
 
     public func fail(_ claim: ClaimedSET, error: String, retryAt: Double?, now: Double) async throws -> Bool {
-        try await withDeadline(Self.deadline, "recording a failure", clock: database.clock) { try await self.failNow(claim, error: error, retryAt: retryAt, now: now) }
+        try await call("recording a failure") { try await self.failNow(claim, error: error, retryAt: retryAt, now: now) }
     }
 
     private func failNow(_ claim: ClaimedSET, error: String, retryAt: Double?, now: Double) async throws -> Bool {
@@ -150,7 +161,7 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
     }
 
     public func rescueExpiredLeases(now: Double) async throws -> [String] {
-        try await withDeadline(Self.deadline, "rescuing leases", clock: database.clock) { try await self.rescueNow(now: now) }
+        try await call("rescuing leases") { try await self.rescueNow(now: now) }
     }
 
     private func rescueNow(now: Double) async throws -> [String] {

@@ -70,4 +70,22 @@ struct PostgresQueueTests {
         #expect(try await f.stores[0].accounts.accounts(subject: "dave").first?.openSessions == 0)
         try await f.close()
     }
+
+    /// Found: an action that failed on the server was logged as PostgresNIO's "Generic
+    /// description to prevent accidental leakage of sensitive data": nothing an operator tailing
+    /// the log could act on.
+    @Test("an action the server refuses is logged with the server's message and SQLSTATE, not the driver's generic text")
+    func serverErrorsLoggedInItsWords() async throws {
+        let f = try await Fixture(receivers: 1)
+        _ = try await f.stores[0].accounts.link(AccountLink(subject: "erin", userID: "u-erin", sessions: ["e1"]), now: 1_000)
+        try await f.cluster.psql("ALTER TABLE sessions RENAME COLUMN ended_at TO ended_at_renamed")
+        try await f.append(.sessionsRevoked, subject: Self.user("erin"), jti: "refused-by-server")
+        let log = MemoryLog()
+        let worker = QueueWorker(queue: f.stores[0].queue, settings: .init(owner: "w"), log: log, logger: Self.logger)
+        try await worker.processDue()
+        let error = log.lines.withLock { $0 }.compactMap { $0["error"]?.stringValue }.first ?? ""
+        #expect(error.contains(#"PostgreSQL said: column "ended_at" does not exist (SQLSTATE 42703)"#), "\(error)")
+        #expect(!error.contains("Generic description"), "\(error)")
+        try await f.close()
+    }
 }
