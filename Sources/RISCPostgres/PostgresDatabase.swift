@@ -142,9 +142,13 @@ public final class PostgresDatabase: Sendable {
         return StoreError(.unavailable, "PostgreSQL at \(url) answers a new connection, the pool did not: \(Self.describe(error))")
     }
 
-    /// A driver error that reached a command's top as PostgresNIO threw it, in the store's words:
-    /// the server's message and SQLSTATE (`column "jti" does not exist (SQLSTATE 42703)`), not
-    /// PostgresNIO's "Generic description to prevent accidental leakage"; nil for any other error.
+    /// `error` in the store's words where `explain` has them, else as it is.
+    public static func explained(_ error: any Error) -> any Error { explain(error) ?? error }
+
+    /// A driver error as PostgresNIO threw it, in the store's words: the server's message and
+    /// SQLSTATE (`column "jti" does not exist (SQLSTATE 42703)`), not PostgresNIO's "Generic
+    /// description to prevent accidental leakage" (its full text quotes the query's values: never
+    /// shown); nil for any other error.
     public static func explain(_ error: any Error) -> StoreError? {
         if let error = error as? PostgresTransactionError, let inner = error.closureError ?? error.beginError ?? error.commitError {
             return explain(inner)

@@ -163,13 +163,18 @@ extension PostgresEventStore {
         mutating func apply(_ plan: ActionPlan, to record: SETRecord, setID: Int64, now: Double) async throws
             -> (outcomes: [ActionOutcome], followUp: [EventLogRecord])
         {
-            let outcomes = try await applier.apply(plan, setID: setID, keyIssuer: record.issuer, now: now)
-            return (
-                outcomes,
-                try await PostgresVerifications.records(
-                    for: plan, claims: record.claims, id: setID, jti: record.tokenID, compact: record.token, connection: connection,
-                    logger: applier.logger, now: now)
-            )
+            do {
+                let outcomes = try await applier.apply(plan, setID: setID, keyIssuer: record.issuer, now: now)
+                return (
+                    outcomes,
+                    try await PostgresVerifications.records(
+                        for: plan, claims: record.claims, id: setID, jti: record.tokenID, compact: record.token, connection: connection,
+                        logger: applier.logger, now: now)
+                )
+            } catch {
+                // In the server's words for the SET's `deferred` line.
+                throw PostgresDatabase.explained(error)
+            }
         }
 
         mutating func deferToQueue(setID: Int64) async throws {

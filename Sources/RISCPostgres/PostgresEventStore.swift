@@ -259,7 +259,10 @@ public final class PostgresEventStore: EventStore, Sendable {
         guard mine else { return false }
         switch result {
         case .success(let results): for (waiting, result) in zip(batch, results) { waiting.completion(.success(result)) }
-        case .failure(let error): for waiting in batch { waiting.completion(.failure(error)) }
+        case .failure(let error):
+            // In the server's words, for the `failed` line and the 503 (PostgresNIO's own says nothing).
+            let told = PostgresDatabase.explained(error)
+            for waiting in batch { waiting.completion(.failure(told)) }
         }
         return true
     }

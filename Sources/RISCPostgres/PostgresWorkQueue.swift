@@ -37,7 +37,7 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
         do {
             return try await withDeadline(Self.deadline, what, clock: database.clock, body)
         } catch {
-            throw PostgresDatabase.explain(error) ?? error
+            throw PostgresDatabase.explained(error)
         }
     }
 

@@ -52,7 +52,7 @@ public final class Storage: Sendable {
 
     /// An error that reached a command's top as a driver threw it, in the store's words
     /// (`StoreError`; PostgreSQL's own message and SQLSTATE); any other error as it is.
-    public static func explain(_ error: any Error) -> any Error { PostgresDatabase.explain(error) ?? error }
+    public static func explain(_ error: any Error) -> any Error { PostgresDatabase.explained(error) }
 
     /// `embedded` or `postgresql`.
     public var backendName: String { settings.backendName }

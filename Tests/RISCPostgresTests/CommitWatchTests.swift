@@ -206,4 +206,19 @@ struct CommitWatchTests {
             #expect(try await cluster.psql("SELECT string_agg(jti, ',') FROM sets") == "next")
         }
     }
+
+    /// Found with the queue's: a batch the server refused was answered (and its `failed` line
+    /// logged) with PostgresNIO's "Generic description to prevent accidental leakage".
+    @Test("a batch the server refuses is answered with the server's message and SQLSTATE")
+    func refusedInItsWords() async throws {
+        try await Self.withStore(commitDeadline: 30) { cluster, store in
+            try await cluster.psql("ALTER TABLE sets RENAME COLUMN token TO token_renamed")
+            let factory = SETFactory(signer: PostgresEventStoreTests.keys.entry(for: .eddsa)!.signer)
+            let record = try await factory.storedRecord(
+                type: .sessionsRevoked, subject: factory.accountSubject("1"), jti: "renamed", keys: try PostgresEventStoreTests.keys.jwks)
+            let error = await #expect(throws: (any Error).self) { try await store.append(record) }
+            let told = error.map { String(describing: $0) } ?? ""
+            #expect(told.contains("PostgreSQL said:") && told.contains("SQLSTATE 42703") && !told.contains("Generic description"), "\(told)")
+        }
+    }
 }

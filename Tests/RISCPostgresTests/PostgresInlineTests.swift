@@ -42,6 +42,23 @@ struct PostgresInlineTests {
         } ?? []
     }
 
+    /// Found with the queue's: an inline action the server refused was logged (its `deferred`
+    /// line) as PostgresNIO's "Generic description to prevent accidental leakage".
+    @Test("an inline action the server refuses: the SET deferred to the queue, its line in the server's words")
+    func refusedInlineInItsWords() async throws {
+        let f = try await Q.Fixture(receivers: 1)
+        let store = f.stores[0]
+        store.enableInlineActions(table: .default)
+        _ = try await store.accounts.link(AccountLink(subject: "frank", userID: "u-frank", sessions: ["f1"]), now: 1_000)
+        try await f.cluster.psql("ALTER TABLE sessions RENAME COLUMN ended_at TO ended_at_renamed")
+        let results = try await Self.appendAll([try await Self.record(.sessionsRevoked, "frank", jti: "inline-refused")], to: store)
+        let deferred = results.first?.1.first { $0.fields["outcome"]?.stringValue == "deferred" }
+        let error = deferred?.fields["error"]?.stringValue ?? ""
+        #expect(error.contains(#"PostgreSQL said: column "ended_at" does not exist (SQLSTATE 42703)"#), "\(results.map(\.1))")
+        #expect(try await f.cluster.psql("SELECT state FROM sets WHERE jti = 'inline-refused'") == "pending")
+        try await f.close()
+    }
+
     @Test("SETs about strangers, about accounts of the store's, a verification and a duplicate, stored at once: each applied once as it arrives, stored done, nothing queued")
     func inlineMixedBatches() async throws {
         let f = try await Q.Fixture(receivers: 1)
