@@ -25,6 +25,11 @@ extension RiscCommand.Bench {
         @Option(help: "Key directory (its Ed25519 key signs the SETs quickly).") var keys: String = "keys/test"
         @OptionGroup var scratch: ScratchStoreOption
 
+        func validate() throws {
+            try OptionRange.atLeast(1, accounts, "--accounts")
+            try OptionRange.atLeast(1, events, "--events")
+        }
+
         /// On either store: seeds the accounts, stores the SETs pending (inline actions off), then
         /// times the receiver's workers (as many, with its batch) applying them.
         func run() async throws {

@@ -19,6 +19,11 @@ extension RiscCommand.Bench {
         @Option(help: "Lines to write per round (and to verify).") var lines: Int = 1_000_000
         @Option(help: "Rounds of each (chained, plain), alternating.") var rounds: Int = 3
 
+        func validate() throws {
+            try OptionRange.atLeast(1, lines, "--lines")
+            try OptionRange.atLeast(1, rounds, "--rounds")
+        }
+
         func run() throws {
             startBenchOrDrill()
             let work = Scratch.root.appendingPathComponent("risc-bench-log-\(UUID().uuidString)").path

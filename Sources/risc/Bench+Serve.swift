@@ -72,7 +72,13 @@ extension RiscCommand.Bench {
         }
 
         func validate() throws {
-            guard runs >= 1 else { throw ValidationError("--runs must be at least 1") }
+            try OptionRange.atLeast(1, runs, "--runs")
+            try OptionRange.atLeast(1, duration, "--duration")
+            try OptionRange.atLeast(1, threads, "--threads")
+            try OptionRange.atLeast(threads, connections, "--connections (wrk holds at least one a thread)")
+            if let tokens { try OptionRange.atLeast(1, tokens, "--tokens") }
+            // The admin listener, and with --store-url a second receiver and its admin listener.
+            try OptionRange.port(port, following: 3)
             // The PostgreSQL comparison drives its receivers with its own generators: no flood there.
             if junkFlood > 0, storeURL != nil { throw ValidationError("--junk-flood is not measured with --store-url") }
         }
@@ -337,9 +343,13 @@ extension RiscCommand.Bench {
             throw ValidationError("the server did not become ready")
         }
 
-        /// What to say when wrk printed no result: stopped with the bench by a signal, or not installed.
+        /// What to say when wrk printed no result: stopped with the bench by a signal, not
+        /// installed, or installed and refusing what it was given (not "install it" then).
         static func wrkMissing() -> ValidationError {
-            ValidationError(Scratch.isCleaningUp ? "stopped by a signal" : "wrk did not run: install it (apt-get install wrk)")
+            if Scratch.isCleaningUp { return ValidationError("stopped by a signal") }
+            let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+            let installed = path.split(separator: ":").contains { FileManager.default.isExecutableFile(atPath: "\($0)/wrk") }
+            return ValidationError(installed ? "wrk printed no result (it refused its arguments, or was stopped)" : "wrk did not run: install it (apt-get install wrk)")
         }
 
         /// Refuses ports that another process listens on (or holds), naming them, before a server

@@ -18,11 +18,16 @@ extension RiscCommand {
         @Option(help: "Loopback port.") var port: Int = 8780
         @Option(help: "The issuer the discovery document names (and `risc sign --iss` should use).")
         var issuer: String = SETFactory.defaultIssuer
-        @Option(help: "Cache-Control max-age for the JWKS, seconds.") var maxAge: Int = 300
+        @Option(parsing: .unconditional, help: "Cache-Control max-age for the JWKS, seconds.") var maxAge: Int = 300
         @Flag(help: "Serve an SSF 1.0 transmitter instead: metadata, JWKS, a token endpoint, stream management, push and poll.") var ssf = false
         @Option(help: "With --ssf: the aud its SETs carry.") var audience: String = "https://risc.example.com/ssf"
         @Option(help: "With --ssf: the OAuth client id risc authenticates with.") var clientID: String = "risc-dev"
         @Option(help: "With --ssf: the client's secret (client_secret_basic or _post).") var clientSecret: String = "risc-dev-secret"
+
+        func validate() throws {
+            try OptionRange.port(port)
+            try OptionRange.atLeast(0, maxAge, "--max-age")
+        }
 
         func run() async throws {
             if ssf { return try await serveSSF() }

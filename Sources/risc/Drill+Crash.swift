@@ -33,7 +33,13 @@ extension RiscCommand.Drill {
         @OptionGroup var scratch: ScratchStoreOption
 
         func validate() throws {
-            guard cycles >= 1, concurrency >= 1, minUptime > 0, maxUptime >= minUptime else { throw ValidationError("bad cycle settings") }
+            try OptionRange.atLeast(1, cycles, "--cycles")
+            try OptionRange.atLeast(1, concurrency, "--concurrency")
+            try OptionRange.atLeast(1, accounts, "--accounts")
+            try OptionRange.port(port, following: 1)
+            guard minUptime > 0, maxUptime >= minUptime else {
+                throw ValidationError("--min-uptime must be above 0 and --max-uptime at least as long (they were \(minUptime) and \(maxUptime))")
+            }
             guard ["KILL", "TERM"].contains(signal.uppercased()) else { throw ValidationError("--signal: KILL or TERM") }
         }
 

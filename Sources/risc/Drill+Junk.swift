@@ -25,6 +25,14 @@ extension RiscCommand.Drill {
         @Option(help: "Port for the server under test (admin: +1).") var port: Int = 18_743
         @Option(help: "Lua script for wrk.") var script: String = "Benchmarks/serve.lua"
 
+        func validate() throws {
+            try OptionRange.atLeast(1, junkConcurrency, "--junk-concurrency")
+            try OptionRange.port(port, following: 1)
+            guard seconds > 0, validRate > 0, junkRate >= 0, cooldown >= 0 else {
+                throw ValidationError("--seconds and --valid-rate must be above 0, --junk-rate and --cooldown 0 or more")
+            }
+        }
+
         func run() async throws {
             startBenchOrDrill()
             let work = Scratch.root.appendingPathComponent("risc-junk-\(UUID().uuidString)")

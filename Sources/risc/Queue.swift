@@ -32,7 +32,7 @@ extension RiscCommand.Queue {
         func validate() throws {
             // Before: `--limit -1` read as a missing value, `--limit=-1` listed every SET of an
             // embedded store and failed on PostgreSQL with its driver's generic error.
-            guard limit >= 1 else { throw ValidationError("--limit must be 1 or more (it was \(limit))") }
+            try OptionRange.atLeast(1, limit, "--limit")
         }
         func run() async throws {
             let store = try await data.open()

@@ -65,9 +65,9 @@ extension RiscCommand.Store {
         @Option(parsing: .unconditional, help: "SETs compared row by row after the copy.") var sample: Int = 200
 
         func validate() throws {
-            guard batch >= 1 else { throw ValidationError("--batch must be 1 or more (it was \(batch))") }
+            try OptionRange.atLeast(1, batch, "--batch")
             // Before: a negative sample crashed the verification after the whole copy.
-            guard sample >= 0 else { throw ValidationError("--sample must be 0 or more (it was \(sample))") }
+            try OptionRange.atLeast(0, sample, "--sample")
         }
 
         func run() async throws {

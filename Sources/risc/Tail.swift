@@ -28,7 +28,7 @@ extension RiscCommand {
         @Flag(help: "Check the hash chain as lines are read: say where it stands first, and at once if a line breaks it.") var verify = false
 
         func validate() throws {
-            guard lines >= 0 else { throw ValidationError("--lines must be 0 (all) or more (it was \(lines))") }
+            try OptionRange.atLeast(0, lines, "--lines")
             if let outcome, !EventLogRecord.Outcome.all.contains(.init(rawValue: outcome)) {
                 throw ValidationError("--outcome: no line has the outcome \"\(Printable.safe(outcome, maxBytes: 40))\"; known: \(EventLogRecord.Outcome.all.map(\.rawValue).joined(separator: ", "))")
             }

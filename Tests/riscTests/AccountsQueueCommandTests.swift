@@ -96,12 +96,37 @@ struct AccountsQueueCommandTests {
         for (command, message) in [
             (["queue", "list", "--limit", "-1"], "--limit must be 1 or more (it was -1)"),
             (["queue", "list", "--limit=0"], "--limit must be 1 or more (it was 0)"),
-            (["tail", "-n", "-3"], "--lines must be 0 (all) or more (it was -3)"),
+            (["tail", "-n", "-3"], "--lines must be 0 or more (it was -3)"),
             (["store", "copy", "--from", "/nonexistent", "--to", "postgres://risc@127.0.0.1:9/risc", "--sample", "-1"], "--sample must be 0 or more (it was -1)"),
             (["store", "copy", "--from", "/nonexistent", "--to", "postgres://risc@127.0.0.1:9/risc", "--batch=0"], "--batch must be 1 or more (it was 0)"),
         ] {
             let result = try await RiscBinary.run(command)
             #expect(result.status == 64 && result.stderr.contains(message), "\(command): \(result.status) \(result.stderr)")
+        }
+    }
+
+    /// Found: `drill crash --accounts 0`, `bench actions --accounts 0` and `dev-issuer --port 70000`
+    /// crashed (signal 4); `bench serve --connections 0` (or threads, duration, tokens 0) and
+    /// `drill junk --junk-concurrency 0` said wrk was not installed; `bench log --rounds 0` failed
+    /// on a file that does not exist; `dev-issuer --max-age -1` served a negative max-age.
+    @Test("benches, drills and the development issuer refuse counts and ports out of range by name (exit 64), before starting anything")
+    func benchCountsOutOfRange() async throws {
+        for (command, message) in [
+            (["drill", "crash", "--accounts", "0"], "--accounts must be 1 or more (it was 0)"),
+            (["drill", "crash", "--port", "65535"], "--port must be a port from 1 to 65534 (it was 65535)"),
+            (["bench", "actions", "--accounts", "0"], "--accounts must be 1 or more (it was 0)"),
+            (["dev-issuer", "--port", "70000"], "--port must be a port from 1 to 65535 (it was 70000)"),
+            (["dev-issuer", "--max-age", "-1"], "--max-age must be 0 or more (it was -1)"),
+            (["bench", "serve", "--connections", "0"], "--connections (wrk holds at least one a thread) must be 2 or more (it was 0)"),
+            (["bench", "serve", "--threads", "0"], "--threads must be 1 or more (it was 0)"),
+            (["bench", "serve", "--duration", "0"], "--duration must be 1 or more (it was 0)"),
+            (["bench", "serve", "--tokens", "0"], "--tokens must be 1 or more (it was 0)"),
+            (["bench", "serve", "--port", "0"], "--port must be a port from 1 to 65532 (it was 0)"),
+            (["drill", "junk", "--junk-concurrency", "0"], "--junk-concurrency must be 1 or more (it was 0)"),
+            (["bench", "log", "--rounds", "0"], "--rounds must be 1 or more (it was 0)"),
+        ] {
+            let result = try await RiscBinary.run(command)
+            #expect(result.status == 64 && result.stderr.contains(message), "\(command): \(result.status) \(result.stderr.prefix(600))")
         }
     }
 

@@ -1,0 +1,18 @@
+import ArgumentParser
+
+/// Numbers on the command line that must be counts or ports: refused by name, with the value
+/// given, before anything starts (exit 64). Found: a count of 0 or a port past 65,535 crashed a
+/// bench, a drill and the development issuer (signal 4), and zero connections or threads sent
+/// wrk off with arguments it refused, reported as wrk not being installed.
+enum OptionRange {
+    static func atLeast(_ minimum: Int, _ value: Int, _ name: String) throws {
+        guard value >= minimum else { throw ValidationError("\(name) must be \(minimum) or more (it was \(value))") }
+    }
+
+    /// A port to listen on; `following` more ports after it are used too (admin listeners, a
+    /// second receiver).
+    static func port(_ value: Int, _ name: String = "--port", following: Int = 0) throws {
+        let highest = 65_535 - following
+        guard (1...highest).contains(value) else { throw ValidationError("\(name) must be a port from 1 to \(highest) (it was \(value))") }
+    }
+}
