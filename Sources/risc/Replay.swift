@@ -71,7 +71,7 @@ extension RiscCommand {
             if local && (to != nil || dryRun) { throw ValidationError("--local replaces --to and --dry-run") }
             if !dryRun && !local && to == nil { throw ValidationError("give --to URL (or --dry-run, or --local)") }
             if config != nil && !local && !fromStore { throw ValidationError("--config goes with --local or --from-store") }
-            if concurrency < 1 { throw ValidationError("--concurrency must be at least 1") }
+            try OptionRange.atLeast(1, concurrency, "--concurrency")
         }
 
         func run() async throws {
