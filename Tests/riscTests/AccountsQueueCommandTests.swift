@@ -124,6 +124,7 @@ struct AccountsQueueCommandTests {
             (["bench", "serve", "--port", "0"], "--port must be a port from 1 to 65532 (it was 0)"),
             (["drill", "junk", "--junk-concurrency", "0"], "--junk-concurrency must be 1 or more (it was 0)"),
             (["bench", "log", "--rounds", "0"], "--rounds must be 1 or more (it was 0)"),
+            (["replay", "--concurrency", "0", "--to", "http://127.0.0.1:9/events", "-"], "--concurrency must be 1 or more (it was 0)"),
         ] {
             let result = try await RiscBinary.run(command)
             #expect(result.status == 64 && result.stderr.contains(message), "\(command): \(result.status) \(result.stderr.prefix(600))")
