@@ -174,8 +174,12 @@ public final class PostgresEventStore: EventStore, Sendable {
             let (mine, confirmed) = await Self.settled(earlier)
             confirming = nil
             guard mine else { return nil }
-            // After a failed confirmation (the connection died), the next batch takes another.
-            guard confirmed else { return nextBatch(committer, confirming: false) }
+            // After a failed confirmation the next batch takes another connection, once this one
+            // has closed (`confirm` closes it): the pool must not lease it again meanwhile.
+            guard confirmed else {
+                _ = try? await connection.closeFuture.get()
+                return nextBatch(committer, confirming: false)
+            }
             guard let next = nextBatch(committer, confirming: false) else { return nil }
             batch = next
         }
@@ -197,6 +201,7 @@ public final class PostgresEventStore: EventStore, Sendable {
             case .committed:
                 return connection.eventLoop.makeSucceededFuture((self.answer(committer, batch, .success(results)), true))
             case .failed:
+                self.close(connection)
                 let error = StoreError(.unavailable, "PostgreSQL at \(self.database.url): the batch's COMMIT failed or the connection closed before it returned")
                 return connection.eventLoop.makeSucceededFuture((self.answer(committer, batch, .failure(error)), false))
             case .unknown:
@@ -208,8 +213,18 @@ public final class PostgresEventStore: EventStore, Sendable {
     private func confirmByQuery(_ batch: [Waiting], _ results: [Appended], _ committer: Int, on connection: PostgresConnection) -> Confirmation {
         connection.query("SELECT 1", logger: database.logger)
             .map { _ in (self.answer(committer, batch, .success(results)), true) }
-            .recover { (self.answer(committer, batch, .failure($0)), false) }
+            .recover { error in
+                self.close(connection)
+                return (self.answer(committer, batch, .failure(error)), false)
+            }
     }
+
+    /// Closes a connection whose batch was not confirmed. After an error past CommandComplete
+    /// (a COMMIT refused) PostgresNIO leaves whatever is queued on the connection unanswered: the
+    /// confirming `SELECT 1` used to wait out the whole commit deadline, and a batch sent on it
+    /// did in a test on a loaded machine (the pool had leased it again). Closed, what is queued
+    /// fails at once and the pool drops it.
+    private func close(_ connection: PostgresConnection) { connection.close().whenComplete { _ in } }
 
     /// The commit watch of `connection`, joined at its first batch; nil where it cannot join.
     private func commitWatch(on connection: PostgresConnection) async -> CommitWatch? {

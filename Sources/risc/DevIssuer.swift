@@ -15,7 +15,7 @@ extension RiscCommand {
         )
 
         @Option(help: "Key directory (as `risc keys generate` writes it).") var keys: String = "keys/test"
-        @Option(help: "Loopback port.") var port: Int = 8780
+        @Option(help: "Loopback port (0: one the system picks; the discovery line says which).") var port: Int = 8780
         @Option(help: "The issuer the discovery document names (and `risc sign --iss` should use).")
         var issuer: String = SETFactory.defaultIssuer
         @Option(parsing: .unconditional, help: "Cache-Control max-age for the JWKS, seconds.") var maxAge: Int = 300
@@ -25,7 +25,7 @@ extension RiscCommand {
         @Option(help: "With --ssf: the client's secret (client_secret_basic or _post).") var clientSecret: String = "risc-dev-secret"
 
         func validate() throws {
-            try OptionRange.port(port)
+            try OptionRange.port(port, lowest: 0)
             try OptionRange.atLeast(0, maxAge, "--max-age")
         }
 

@@ -10,9 +10,12 @@ enum OptionRange {
     }
 
     /// A port to listen on; `following` more ports after it are used too (admin listeners, a
-    /// second receiver).
-    static func port(_ value: Int, _ name: String = "--port", following: Int = 0) throws {
+    /// second receiver); `lowest` 0 where the system may pick one (a server that says where it
+    /// listens).
+    static func port(_ value: Int, _ name: String = "--port", following: Int = 0, lowest: Int = 1) throws {
         let highest = 65_535 - following
-        guard (1...highest).contains(value) else { throw ValidationError("\(name) must be a port from 1 to \(highest) (it was \(value))") }
+        guard (lowest...highest).contains(value) else {
+            throw ValidationError("\(name) must be a port from \(lowest) to \(highest) (it was \(value))")
+        }
     }
 }

@@ -115,7 +115,7 @@ struct AccountsQueueCommandTests {
             (["drill", "crash", "--accounts", "0"], "--accounts must be 1 or more (it was 0)"),
             (["drill", "crash", "--port", "65535"], "--port must be a port from 1 to 65534 (it was 65535)"),
             (["bench", "actions", "--accounts", "0"], "--accounts must be 1 or more (it was 0)"),
-            (["dev-issuer", "--port", "70000"], "--port must be a port from 1 to 65535 (it was 70000)"),
+            (["dev-issuer", "--port", "70000"], "--port must be a port from 0 to 65535 (it was 70000)"),
             (["dev-issuer", "--max-age", "-1"], "--max-age must be 0 or more (it was -1)"),
             (["bench", "serve", "--connections", "0"], "--connections (wrk holds at least one a thread) must be 2 or more (it was 0)"),
             (["bench", "serve", "--threads", "0"], "--threads must be 1 or more (it was 0)"),
