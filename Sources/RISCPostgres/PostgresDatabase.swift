@@ -231,6 +231,11 @@ public final class PostgresDatabase: Sendable {
     /// receiver's HTTP work (token verification) on the shared loops.
     static let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
 
+    /// That loop as a task executor: the receiver's committers run on it (`PostgresEventStore`), so
+    /// a batch's statement is written, its rows read and its SETs answered on the thread that reads
+    /// the server's replies, without a hop to the cooperative pool and back at every await.
+    static let loopExecutor = LoopTaskExecutor(group.next())
+
     /// Stops the pool.
     public func close() { pool.withLock { $0.runner }.cancel() }
 
@@ -470,5 +475,18 @@ extension PostgresDatabase {
                 (check value \(check.prefix(12))…, the store's \((recorded ?? "").prefix(12))…): give every receiver the same key file
                 """)
         }
+    }
+}
+
+/// Runs a task's jobs on one event loop (`Task(executorPreference:)`): a continuation resumed on
+/// that loop, as PostgresNIO resumes its queries', goes on with the task there, in the same turn
+/// of the loop, instead of waking a thread of the cooperative pool.
+final class LoopTaskExecutor: TaskExecutor {
+    let loop: any EventLoop
+    init(_ loop: any EventLoop) { self.loop = loop }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        loop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 }

@@ -46,9 +46,11 @@ extension PostgresEventStore {
             (results, committed) = stored
             queued = results.filter { if case .accepted = $0.outcome { true } else { false } }.count
         }
+        let offLoop = !connection.eventLoop.inEventLoop
         counts.withLock {
             $0.commits += 1
             $0.rows += records.count
+            if offLoop { $0.offLoop += 1 }
         }
         database.noteSuccess()
         if queued > 0 { afterCommit.withLock { $0 }?() }

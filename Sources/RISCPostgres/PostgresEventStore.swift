@@ -47,8 +47,12 @@ public final class PostgresEventStore: EventStore, Sendable {
     private let state = Mutex(Pending())
     /// Each pooled connection's commit watch (nil: it could not join), by connection.
     private let watches = Mutex<[PostgresConnection.ID: CommitWatch?]>([:])
-    /// Transactions committed and rows sent, for metrics.
-    let counts = Mutex<(commits: Int, rows: Int)>((0, 0))
+    /// Connections being closed after a batch's COMMIT failed on them (`close`): no batch is sent
+    /// on them any more, not even the one a committer took while that batch was being answered.
+    private let closing = Mutex<Set<PostgresConnection.ID>>([])
+    /// Transactions committed and rows sent, for metrics; batches committed off the pool's event
+    /// loop (none: the committers run on it, `PostgresDatabase.loopExecutor`), for tests.
+    let counts = Mutex<(commits: Int, rows: Int, offLoop: Int)>((0, 0, 0))
 
     /// Called after a commit that left work queued (this receiver's worker wakes without waiting
     /// for the notification).
@@ -77,7 +81,9 @@ public final class PostgresEventStore: EventStore, Sendable {
     /// A reloaded action table for the SETs stored from now on (when actions are inline).
     public func updateInlineTable(_ table: ActionTable) { inline.withLock { $0?.table = table } }
 
-    public var writeCounts: (commits: Int, rows: Int) { counts.withLock { $0 } }
+    public var writeCounts: (commits: Int, rows: Int) { counts.withLock { ($0.commits, $0.rows) } }
+    /// Batches committed off the pool's event loop (tests: none).
+    var batchesOffLoop: Int { counts.withLock { $0.offLoop } }
 
     /// Stores `record` (see the type's comment); gives up after `commitDeadline` counted from now,
     /// queueing included, so a request never waits longer than that for its answer.
@@ -112,7 +118,7 @@ public final class PostgresEventStore: EventStore, Sendable {
     }
 
     private func launch(_ committer: Int) {
-        let task = Task { await commitWhileWaiting(committer) }
+        let task = Task(executorPreference: PostgresDatabase.loopExecutor) { await self.commitWhileWaiting(committer) }
         state.withLock { if $0.committing[committer] != nil { $0.committing[committer]?.task = task } }
     }
 
@@ -147,6 +153,13 @@ public final class PostgresEventStore: EventStore, Sendable {
         var confirming: Confirmation?
         let watch = await commitWatch(on: connection)
         while true {
+            // The batch before failed at its COMMIT and this connection is closing (its answer, on
+            // the connection's loop, can come before this committer's next batch): this batch goes
+            // to another connection, once this one has closed (the pool must not lease it again).
+            if connection.isClosed || closing.withLock({ $0.contains(connection.id) }) {
+                _ = try? await connection.closeFuture.get()
+                return batch
+            }
             let outcome: Result<(results: [Appended], committed: Bool), any Error>
             do {
                 outcome = .success(try await commit(batch.map(\.record), on: connection))
@@ -224,7 +237,12 @@ public final class PostgresEventStore: EventStore, Sendable {
     /// confirming `SELECT 1` used to wait out the whole commit deadline, and a batch sent on it
     /// did in a test on a loaded machine (the pool had leased it again). Closed, what is queued
     /// fails at once and the pool drops it.
-    private func close(_ connection: PostgresConnection) { connection.close().whenComplete { _ in } }
+    private func close(_ connection: PostgresConnection) {
+        let id = connection.id
+        closing.withLock { _ = $0.insert(id) }
+        connection.close().whenComplete { _ in }
+        connection.closeFuture.whenComplete { _ in _ = self.closing.withLock { $0.remove(id) } }
+    }
 
     /// The commit watch of `connection`, joined at its first batch; nil where it cannot join.
     private func commitWatch(on connection: PostgresConnection) async -> CommitWatch? {

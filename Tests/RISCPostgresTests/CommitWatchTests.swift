@@ -157,6 +157,16 @@ struct CommitWatchTests {
         }
     }
 
+    @Test("each batch is committed on the pool's event loop, where its replies are read (no hop to the cooperative pool at each await)")
+    func committedOnTheLoop() async throws {
+        try await Self.withStore { cluster, store in
+            let (_, accepted) = try await Self.appendOneByOne(10, to: store, cluster: cluster, prefix: "loop")
+            #expect(accepted == 10 && store.writeCounts.commits == 10)
+            // Before: every batch, on a thread of the cooperative pool.
+            #expect(store.batchesOffLoop == 0)
+        }
+    }
+
     @Test("behind TLS (sslmode=require) the watch reads the decrypted messages: no SELECT 1 either")
     func behindTLS() async throws {
         try await Self.withStore(prepare: { cluster in
