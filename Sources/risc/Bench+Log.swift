@@ -16,8 +16,8 @@ extension RiscCommand.Bench {
                 """
         )
 
-        @Option(help: "Lines to write per round (and to verify).") var lines: Int = 1_000_000
-        @Option(help: "Rounds of each (chained, plain), alternating.") var rounds: Int = 3
+        @Option(parsing: .unconditional, help: "Lines to write per round (and to verify).") var lines: Int = 1_000_000
+        @Option(parsing: .unconditional, help: "Rounds of each (chained, plain), alternating.") var rounds: Int = 3
 
         func validate() throws {
             try OptionRange.atLeast(1, lines, "--lines")

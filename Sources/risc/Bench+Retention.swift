@@ -19,9 +19,11 @@ extension RiscCommand.Bench {
                 """
         )
 
-        @Option(help: "SETs to store (the figures are scaled to a million).") var sets: Int = 200_000
+        @Option(parsing: .unconditional, help: "SETs to store (the figures are scaled to a million).") var sets: Int = 200_000
         @Option(help: "Key directory (its Ed25519 key signs the SETs quickly).") var keys: String = "keys/test"
         @OptionGroup var scratch: ScratchStoreOption
+
+        func validate() throws { try OptionRange.atLeast(1, sets, "--sets") }
 
         func run() async throws {
             startBenchOrDrill()

@@ -18,16 +18,17 @@ extension RiscCommand.Bench {
                 """
         )
 
-        @Option(help: "Seconds of load.") var duration: Int = 5
+        @Option(parsing: .unconditional, help: "Seconds of load.") var duration: Int = 5
         @Option(
+            parsing: .unconditional,
             help:
                 "Keep-alive connections (all from 127.0.0.1: past limits.max_connections_per_address the bench raises it for its servers)."
         ) var connections: Int = 32
-        @Option(help: "wrk threads.") var threads: Int = 2
-        @Option(help: "Distinct tokens to sign beforehand (default: enough for 25,000/s).") var tokens: Int?
+        @Option(parsing: .unconditional, help: "wrk threads.") var threads: Int = 2
+        @Option(parsing: .unconditional, help: "Distinct tokens to sign beforehand (default: enough for 25,000/s).") var tokens: Int?
         @Option(help: "Key directory with an RS256 key.") var keys: String = "keys/test"
         @Option(help: "Lua script for wrk.") var script: String = "Benchmarks/serve.lua"
-        @Option(help: "Port for the server under test.") var port: Int = 18_443
+        @Option(parsing: .unconditional, help: "Port for the server under test.") var port: Int = 18_443
         @Option(help: "Reuse (or create) this file of signed tokens instead of signing afresh.") var tokenFile: String?
         @Flag(help: "Serve HTTPS in process (a fresh self-signed P-256 certificate; TLS 1.2+), as without a proxy in front.")
         var tls = false
@@ -35,7 +36,7 @@ extension RiscCommand.Bench {
         @Option(help: "Also measure PostgreSQL: `throwaway` starts a local cluster and compares the embedded store, one receiver and two on it.")
         var storeURL: String?
 
-        @Option(help: "Runs, each against a fresh server and data directory; with more than one, a summary (median and range) follows.")
+        @Option(parsing: .unconditional, help: "Runs, each against a fresh server and data directory; with more than one, a summary (median and range) follows.")
         var runs: Int = 1
 
         @Flag(help: "Measure each run twice, with the event log's hash chain and without (event_log_chain=false), and print what the chain costs a SET.")

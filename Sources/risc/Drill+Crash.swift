@@ -23,13 +23,13 @@ extension RiscCommand.Drill {
                 """
         )
 
-        @Option(help: "Kill/restart cycles.") var cycles: Int = 20
-        @Option(help: "Concurrent senders.") var concurrency: Int = 16
+        @Option(parsing: .unconditional, help: "Kill/restart cycles.") var cycles: Int = 20
+        @Option(parsing: .unconditional, help: "Concurrent senders.") var concurrency: Int = 16
         @Option(help: "Shortest time under load before a kill, seconds.") var minUptime: Double = 0.2
         @Option(help: "Longest time under load before a kill, seconds.") var maxUptime: Double = 1.2
         @Option(help: "Signal: KILL or TERM.") var signal: String = "KILL"
-        @Option(help: "Linked accounts the SETs are about.") var accounts: Int = 200
-        @Option(help: "Port for the server under test (admin: +1); keep it below the ephemeral range (32768+).") var port: Int = 18_643
+        @Option(parsing: .unconditional, help: "Linked accounts the SETs are about.") var accounts: Int = 200
+        @Option(parsing: .unconditional, help: "Port for the server under test (admin: +1); keep it below the ephemeral range (32768+).") var port: Int = 18_643
         @OptionGroup var scratch: ScratchStoreOption
 
         func validate() throws {

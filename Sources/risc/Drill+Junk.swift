@@ -20,9 +20,9 @@ extension RiscCommand.Drill {
         @Option(help: "Seconds per phase.") var seconds: Double = 5
         @Option(help: "Valid SETs per second (both phases).") var validRate: Double = 300
         @Option(help: "Unknown-kid SETs per second in the flood.") var junkRate: Double = 6_000
-        @Option(help: "Concurrent senders of junk.") var junkConcurrency: Int = 12
+        @Option(parsing: .unconditional, help: "Concurrent senders of junk.") var junkConcurrency: Int = 12
         @Option(help: "Unknown-kid cooldown given to the server, seconds.") var cooldown: Double = 2
-        @Option(help: "Port for the server under test (admin: +1).") var port: Int = 18_743
+        @Option(parsing: .unconditional, help: "Port for the server under test (admin: +1).") var port: Int = 18_743
         @Option(help: "Lua script for wrk.") var script: String = "Benchmarks/serve.lua"
 
         func validate() throws {

@@ -43,7 +43,7 @@ extension RiscCommand {
         @Option(help: "Only stored SETs received since then: a time ago (90s, 30m, 2h, 1d) or an RFC 3339 time.") var since: String?
         @Option(help: "Only stored SETs received until then (same forms as --since).") var until: String?
         @Flag(help: "Only dead letters.") var dead = false
-        @Option(help: "Requests in flight at once.") var concurrency: Int = 4
+        @Option(parsing: .unconditional, help: "Requests in flight at once.") var concurrency: Int = 4
         @Option(help: "At most this many requests per second (0: unlimited).") var rate: Double = 0
         @Option(help: "Key directory for signing descriptions.") var keys: String = "keys/test"
         @Option(help: "Issuer for signed descriptions.") var iss: String = SETFactory.defaultIssuer

@@ -108,7 +108,9 @@ struct AccountsQueueCommandTests {
     /// Found: `drill crash --accounts 0`, `bench actions --accounts 0` and `dev-issuer --port 70000`
     /// crashed (signal 4); `bench serve --connections 0` (or threads, duration, tokens 0) and
     /// `drill junk --junk-concurrency 0` said wrk was not installed; `bench log --rounds 0` failed
-    /// on a file that does not exist; `dev-issuer --max-age -1` served a negative max-age.
+    /// on a file that does not exist; `dev-issuer --max-age -1` served a negative max-age. Then:
+    /// every one of them said `Missing value` for a negative number, and `bench retention --sets 0`
+    /// was not checked.
     @Test("benches, drills and the development issuer refuse counts and ports out of range by name (exit 64), before starting anything")
     func benchCountsOutOfRange() async throws {
         for (command, message) in [
@@ -125,6 +127,17 @@ struct AccountsQueueCommandTests {
             (["drill", "junk", "--junk-concurrency", "0"], "--junk-concurrency must be 1 or more (it was 0)"),
             (["bench", "log", "--rounds", "0"], "--rounds must be 1 or more (it was 0)"),
             (["replay", "--concurrency", "0", "--to", "http://127.0.0.1:9/events", "-"], "--concurrency must be 1 or more (it was 0)"),
+            // Negative values are values, not flags: before, each said `Missing value for '--duration <duration>'`.
+            (["bench", "serve", "--duration", "-1"], "--duration must be 1 or more (it was -1)"),
+            (["bench", "serve", "--connections", "-32"], "--connections (wrk holds at least one a thread) must be 2 or more (it was -32)"),
+            (["bench", "actions", "--events", "-5"], "--events must be 1 or more (it was -5)"),
+            (["bench", "log", "--lines", "-1"], "--lines must be 1 or more (it was -1)"),
+            (["bench", "retention", "--sets", "-1"], "--sets must be 1 or more (it was -1)"),
+            (["bench", "retention", "--sets", "0"], "--sets must be 1 or more (it was 0)"),
+            (["drill", "crash", "--port", "-1"], "--port must be a port from 1 to 65534 (it was -1)"),
+            (["drill", "junk", "--junk-concurrency", "-4"], "--junk-concurrency must be 1 or more (it was -4)"),
+            (["dev-issuer", "--port", "-1"], "--port must be a port from 0 to 65535 (it was -1)"),
+            (["replay", "--concurrency", "-2", "--to", "http://127.0.0.1:9/events", "-"], "--concurrency must be 1 or more (it was -2)"),
         ] {
             let result = try await RiscBinary.run(command)
             #expect(result.status == 64 && result.stderr.contains(message), "\(command): \(result.status) \(result.stderr.prefix(600))")
