@@ -127,7 +127,8 @@ struct StoreSample: Sendable {
     var oldestPendingReceivedAt: Double??, lastReceivedAt: Double??
 }
 
-/// Asks the store its health questions every `interval` seconds, in the background, each within
+/// Asks the store its health questions every `interval` seconds, in the background: the write check
+/// and the figures (one question, `StoreHealth.figures`), each within
 /// `deadline`, so that `/readyz` and `/metrics` answer at once from the last answers even while a
 /// database is away (probes and scrapes time out after a few seconds and would pile up). An answer
 /// older than three intervals, the deadline and 5 s (a sampler that stopped) counts as unknown.
@@ -177,15 +178,15 @@ final class StoreSampler: Sendable {
         let recent = { (at: Double) in !hasPassed(Self.longCountInterval, since: at, now: start) }
         let (queue, dead) = longCounts.withLock { ($0.queue.flatMap { recent($0.at) ? $0 : nil }, $0.dead.flatMap { recent($0.at) ? $0 : nil }) }
         async let writability = store.writability(within: deadline)
-        async let depth = answer("queue depth", known: queue?.depth) { try await store.queueDepth() }
-        async let deadLetters = answer("dead letters", known: dead?.count) { try await store.deadLetters() }
-        async let retrying = answer("retrying", known: queue?.retrying) { try await store.retrying() }
-        async let oldest = answer("oldest pending") { try await store.oldestPendingReceivedAt() }
-        async let last = answer("last SET") { try await store.lastReceivedAt() }
+        // One question for the figures (a database server: one statement on one connection, not
+        // five at once, each taking a connection of the pool while SETs are being committed).
+        async let figures = answer("health figures") { try await store.figures(queueCounts: queue == nil, deadLetters: dead == nil) }
         let (writable, reason) = await writability
+        let read = await figures ?? StoreFigures()
         let sample = StoreSample(
-            at: clock(), writable: writable, reason: reason, queueDepth: await depth, deadLetters: await deadLetters,
-            retrying: await retrying, oldestPendingReceivedAt: await oldest, lastReceivedAt: await last)
+            at: clock(), writable: writable, reason: reason, queueDepth: queue?.depth ?? read.queueDepth,
+            deadLetters: dead?.count ?? read.deadLetters, retrying: queue?.retrying ?? read.retrying,
+            oldestPendingReceivedAt: read.oldestPendingReceivedAt, lastReceivedAt: read.lastReceivedAt)
         longCounts.withLock { counts in
             if queue == nil, let depth = sample.queueDepth, let retrying = sample.retrying {
                 counts.queue = depth >= Self.longCount ? (start, depth, retrying) : nil
@@ -195,10 +196,8 @@ final class StoreSampler: Sendable {
         latest.withLock { $0 = sample }
     }
 
-    /// The store's answer, nil when it gave none within the deadline (for an optional answer,
-    /// `.some(nil)` is "none", nil still "unknown"); `known` instead of asking, if not nil.
-    private func answer<T: Sendable>(_ what: String, known: T? = nil, _ question: @escaping @Sendable () async throws -> T) async -> T? {
-        if let known { return known }
+    /// The store's answer, nil when it gave none within the deadline.
+    private func answer<T: Sendable>(_ what: String, _ question: @escaping @Sendable () async throws -> T) async -> T? {
         do { return try await withDeadline(deadline, what, clock: clock, question) } catch { return nil }
     }
 }

@@ -8,6 +8,7 @@ import RISCTestKit
 import Synchronization
 import Testing
 
+@testable import RISCServer
 @testable import RISCSQLite
 
 /// The storage ports (issue 14 §1), one suite run against every backend: the embedded SQLite
@@ -44,6 +45,8 @@ struct StorePortTests {
         let close: () async throws -> Void
         /// Named leases (`LeaseStore`): the embedded store's in memory, the shared store's table.
         var leases: any LeaseStore = LocalLeases()
+        /// The PostgreSQL server's log (nil: the embedded store).
+        var serverLog: String?
 
         init(
             events: any EventStore, health: any StoreHealth, accounts: any AccountRepository, admin: any QueueAdministration,
@@ -114,6 +117,7 @@ struct StorePortTests {
                         try await cluster.stop()
                     })
                 fixture.leases = shared.leases
+                fixture.serverLog = cluster.directory + "/server.log"
                 return fixture
             }
         }
@@ -153,6 +157,36 @@ struct StorePortTests {
         #expect(writability.writable, "\(writability.reason ?? "")")
         #expect(try await f.count("SELECT count(*) FROM sets") == 2)
         #expect(try await f.count("SELECT deliveries FROM sets WHERE jti = 'p-1'") == 2)
+        // The same answers asked at once, as a health sample does; the counts left out when asked to.
+        let all = StoreFigures(queueDepth: 2, deadLetters: 0, retrying: 0, oldestPendingReceivedAt: .some(now - 10), lastReceivedAt: .some(now - 2))
+        #expect(try await Self.patiently { try await f.health.figures(queueCounts: true, deadLetters: true) } == all)
+        var some = all
+        (some.queueDepth, some.retrying) = (nil, nil)
+        #expect(try await Self.patiently { try await f.health.figures(queueCounts: false, deadLetters: true) } == some)
+        some.deadLetters = nil
+        #expect(try await Self.patiently { try await f.health.figures(queueCounts: false, deadLetters: false) } == some)
+        try await f.close()
+    }
+
+    @Test("a health sample asks PostgreSQL two statements (the write check and the figures), not eight on six connections")
+    func healthSampleStatements() async throws {
+        let f = try await Fixture.open(.postgresql)
+        let now = Date().timeIntervalSince1970
+        _ = try await f.append(jti: "h-1", receivedAt: now - 3)
+        let log = try #require(f.serverLog)
+        try await f.execute("ALTER SYSTEM SET log_statement = 'all'")
+        try await f.execute("SELECT pg_reload_conf()")
+        let from = try Data(contentsOf: URL(fileURLWithPath: log)).count
+        let sampler = StoreSampler(store: f.health, interval: 1)
+        await sampler.sample()
+        let logged = String(decoding: try Data(contentsOf: URL(fileURLWithPath: log)).dropFirst(from), as: UTF8.self)
+        // What the pool's own keep-alive may send is not the sample's.
+        let statements = logged.split(separator: "\n").filter { $0.contains("LOG:  execute ") && !$0.hasSuffix(": SELECT 1;") }
+        // Before: BEGIN, SELECT txid_current(), COMMIT and five reads at once (each on a connection of its own).
+        #expect(statements.count == 2, "\(statements.joined(separator: "\n"))")
+        let sample = sampler.current
+        #expect(sample.writable == true && sample.queueDepth == 1 && sample.deadLetters == 0 && sample.retrying == 0)
+        #expect(sample.oldestPendingReceivedAt == .some(now - 3) && sample.lastReceivedAt == .some(now - 3))
         try await f.close()
     }
 

@@ -19,6 +19,26 @@ public protocol StoreHealth: Sendable {
     func lastReceivedAt() async throws -> Double?
     /// Transactions committed and rows written since start (group commit).
     var writeCounts: (commits: Int, rows: Int) { get }
+    /// The five questions above at once, as a health sample asks them; `queueCounts: false` and
+    /// `deadLetters: false` leave those counts out (nil: a long queue is counted less often). A
+    /// database server answers them in one statement on one connection; the default asks each
+    /// question, an unanswered one nil.
+    func figures(queueCounts: Bool, deadLetters: Bool) async throws -> StoreFigures
+}
+
+/// What a health sample reads from the store. nil: not asked, or no answer; for the two times,
+/// `.some(nil)` is "none".
+public struct StoreFigures: Sendable, Equatable {
+    public var queueDepth: Int?, deadLetters: Int?, retrying: Int?
+    public var oldestPendingReceivedAt: Double??, lastReceivedAt: Double??
+
+    public init(
+        queueDepth: Int? = nil, deadLetters: Int? = nil, retrying: Int? = nil, oldestPendingReceivedAt: Double?? = nil,
+        lastReceivedAt: Double?? = nil
+    ) {
+        (self.queueDepth, self.deadLetters, self.retrying) = (queueDepth, deadLetters, retrying)
+        (self.oldestPendingReceivedAt, self.lastReceivedAt) = (oldestPendingReceivedAt, lastReceivedAt)
+    }
 }
 
 extension StoreHealth {
@@ -27,5 +47,18 @@ extension StoreHealth {
 
     public func writability(within seconds: Double) async -> (writable: Bool, reason: String?) {
         await isWritable() ? (true, nil) : (false, "the store refuses writes (see the log)")
+    }
+
+    public func figures(queueCounts: Bool, deadLetters: Bool) async throws -> StoreFigures {
+        var figures = StoreFigures()
+        if queueCounts {
+            figures.queueDepth = try? await queueDepth()
+            figures.retrying = try? await retrying()
+        }
+        if deadLetters { figures.deadLetters = try? await self.deadLetters() }
+        // Not `try?`, which would flatten "none" into "no answer".
+        do { figures.oldestPendingReceivedAt = .some(try await oldestPendingReceivedAt()) } catch {}
+        do { figures.lastReceivedAt = .some(try await lastReceivedAt()) } catch {}
+        return figures
     }
 }
