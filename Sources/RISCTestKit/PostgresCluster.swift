@@ -172,6 +172,26 @@ public final class PostgresCluster: @unchecked Sendable {  // reason: started an
         _ = Self.started.withLock { $0.remove(directory) }
     }
 
+    /// Makes the cluster write as one in service does: a new cluster creates each 16 MiB WAL
+    /// segment the first time it fills one, zero-filled and fsynced while every COMMIT waits (17 ms
+    /// a segment here, one a second under a bench's load); afterwards checkpoints recycle them.
+    /// Writes `megabytes` of WAL once and checkpoints, with `min_wal_size` keeping that much for
+    /// reuse. Benchmarks call it before they measure.
+    public func prepareWAL(megabytes: Int) async throws {
+        try await psql("ALTER SYSTEM SET min_wal_size = '\(megabytes)MB'")
+        try await psql("ALTER SYSTEM SET max_wal_size = '\(max(megabytes * 4, 1024))MB'")
+        try await psql("SELECT pg_reload_conf()")
+        // About 1.1 KB of WAL a row.
+        try await psql("CREATE TABLE risc_wal_warmup AS SELECT repeat('x', 1000) AS x FROM generate_series(1, \(megabytes * 900))")
+        try await psql("DROP TABLE risc_wal_warmup")
+        try await psql("CHECKPOINT")
+    }
+
+    /// WAL segment files in the cluster's `pg_wal` (the current one and those kept for reuse).
+    public func walSegments() async throws -> Int {
+        Int(try await psql("SELECT count(*) FROM pg_ls_waldir() WHERE name ~ '^[0-9A-F]{24}$'")) ?? 0
+    }
+
     /// Runs `sql` with `psql` over the socket; returns its unaligned, tuples-only output.
     @discardableResult
     public func psql(_ sql: String, database: String? = nil) async throws -> String {

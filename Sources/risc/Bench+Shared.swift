@@ -27,7 +27,14 @@ extension RiscCommand.Bench.ServeBench {
         try await cluster.psql("ALTER SYSTEM SET log_lock_waits = on")
         try await cluster.psql("ALTER SYSTEM SET deadlock_timeout = '50ms'")
         try await cluster.psql("ALTER SYSTEM SET log_min_duration_statement = 50")
+        // Sessions opened under load: a new backend plans its first statements with cold caches.
+        try await cluster.psql("ALTER SYSTEM SET log_connections = on")
         try await cluster.psql("SELECT pg_reload_conf()")
+        // WAL segments made once, before anything is measured, and recycled from then on (a new
+        // cluster's first configuration made one a second under load, each fsynced while every
+        // COMMIT waited): a cluster in service, not a new one. 256 MB: what a run writes between
+        // the checkpoints of its DROP DATABASEs, twice over.
+        try await cluster.prepareWAL(megabytes: 256)
         let keyFile = work.appendingPathComponent("token-key")
         _ = try TokenKey.create(at: keyFile.path)
         // `--runs N`: the configurations N times over, each on a fresh store; the target must hold
@@ -47,10 +54,9 @@ extension RiscCommand.Bench.ServeBench {
                 let url = cluster.url.replacingOccurrences(of: "/\(cluster.database)?", with: "/\(database)?")
                 print("PostgreSQL, \(receivers) receiver\(receivers == 1 ? "" : "s"):")
                 try await cluster.psql("SELECT pg_stat_reset_shared('wal')")
-                let log = PostgresLogWindow(path: cluster.directory + "/server.log")
                 let figures = try await measureShared(
-                    receivers: receivers, url: url, keyFile: keyFile.path, issuer: issuer, tokenFile: tokenFile, work: work, run: run)
-                if let events = log.summary() { print("  PostgreSQL's log meanwhile: \(events)") }
+                    receivers: receivers, url: url, keyFile: keyFile.path, issuer: issuer, tokenFile: tokenFile, work: work, run: run,
+                    serverLog: cluster.directory + "/server.log")
                 results.append(("\(receivers) on PostgreSQL", figures))
                 let stored = try await cluster.psql("SELECT count(*) FROM sets", database: database)
                 let wal = try await cluster.psql(
@@ -95,7 +101,9 @@ extension RiscCommand.Bench.ServeBench {
     }
 
     /// `receivers` servers on one database, each loaded by its own wrk with its own share of the tokens.
-    func measureShared(receivers: Int, url: String, keyFile: String, issuer: LocalIssuer, tokenFile: URL, work: URL, run: Int) async throws -> Figures {
+    func measureShared(
+        receivers: Int, url: String, keyFile: String, issuer: LocalIssuer, tokenFile: URL, work: URL, run: Int, serverLog: String
+    ) async throws -> Figures {
         let lines = try String(contentsOf: tokenFile, encoding: .utf8).split(separator: "\n")
         let perWrk = max(1, connections / receivers)
         var servers: [ChildProcess] = []
@@ -128,6 +136,7 @@ extension RiscCommand.Bench.ServeBench {
         }
         let (serversBefore, postgresBefore, wrkBefore) = (serverThreads(), Self.processCPU(named: "postgres"), Self.childrenCPU())
         let windowStart = ProcessInfo.processInfo.systemUptime
+        let log = PostgresLogWindow(path: serverLog)
         let outputs = await withTaskGroup(of: String?.self) { group in
             for (index, file) in files.enumerated() {
                 let arguments = [
@@ -151,6 +160,7 @@ extension RiscCommand.Bench.ServeBench {
         let peak = servers.map { Self.peakRSS(pid: $0.processIdentifier) }.max() ?? 0
         let (serversAfter, postgresAfter, wrkAfter) = (serverThreads(), Self.processCPU(named: "postgres"), Self.childrenCPU())
         let window = ProcessInfo.processInfo.systemUptime - windowStart
+        if let events = log.summary() { print("  PostgreSQL's log under load: \(events)") }
         // The receivers are measured under load together: a window much longer than one run means
         // the generators ran one after the other, and their sum is no rate.
         guard window < Double(duration) * 1.5 + 2 else {
@@ -177,7 +187,8 @@ extension RiscCommand.Bench.ServeBench {
 
 /// What PostgreSQL logged between `init` and `summary()` that can hold a batch up: autovacuum
 /// and autoanalyze runs, checkpoints, waits for a lock past `deadlock_timeout`, statements past
-/// `log_min_duration_statement`.
+/// `log_min_duration_statement`, sessions opened (a new backend plans its first statements with
+/// cold caches; `log_connections`).
 struct PostgresLogWindow {
     let path: String
     let start: UInt64
@@ -198,6 +209,7 @@ struct PostgresLogWindow {
             ("automatic analyze of table", "automatic analyze", "automatic analyzes"), ("checkpoint complete", "checkpoint", "checkpoints"),
             ("still waiting for", "wait for a lock past 50 ms", "waits for a lock past 50 ms"),
             ("duration: ", "statement past 50 ms", "statements past 50 ms"),
+            ("connection authorized", "session opened", "sessions opened"),
         ]
         let counts = kinds.compactMap { marker, one, many -> String? in
             let count = lines.filter { $0.contains(marker) }.count

@@ -23,6 +23,22 @@ struct PostgresFoundationTests {
         return (cluster, PostgresDatabase(url: url, password: nil, logger: logger), PostgresDatabase(url: url, password: nil, logger: logger))
     }
 
+    @Test("a bench's cluster is prepared as one in service: 40 MB written after prepareWAL create no WAL segment (a new cluster makes them as it goes, each fsynced while COMMITs wait)")
+    func walPreparedForBenches() async throws {
+        try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
+        for prepared in [false, true] {
+            let cluster = try await PostgresCluster.make()
+            if prepared { try await cluster.prepareWAL(megabytes: 96) }
+            let before = try await cluster.walSegments()
+            try await cluster.psql("CREATE TABLE written AS SELECT repeat('x', 1000) AS x FROM generate_series(1, 36000)")
+            let created = try await cluster.walSegments() - before
+            try await cluster.stop()
+            // Unprepared: the segments are made as the WAL reaches them (what a bench's first
+            // configuration paid, about one a second).
+            #expect(prepared ? created == 0 : created >= 2, "prepared: \(prepared), \(created) segments created")
+        }
+    }
+
     @Test("store.url: user, host, port, database, socket directory and sslmode; never a password; bad ones named")
     func storeURL() throws {
         let socket = try PostgresStoreURL("postgres://risc@localhost:6543/events?host=/run/pg")
