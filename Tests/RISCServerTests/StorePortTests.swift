@@ -8,8 +8,8 @@ import RISCTestKit
 import Synchronization
 import Testing
 
-@testable import RISCServer
 @testable import RISCSQLite
+@testable import RISCServer
 
 /// The storage ports (issue 14 §1), one suite run against every backend: the embedded SQLite
 /// store and the shared PostgreSQL store answer the same calls the same way, the work queue with
