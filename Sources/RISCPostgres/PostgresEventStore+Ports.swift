@@ -76,29 +76,29 @@ extension PostgresEventStore: StoreHealth {
         }
     }
 
-    public func queueDepth() async throws -> Int { try await count("state = 'pending'") }
-    public func deadLetters() async throws -> Int { try await count("state = 'dead'") }
-
-    public func retrying() async throws -> Int { try await count("state = 'pending' AND attempts > 0") }
-
-    public func oldestPendingReceivedAt() async throws -> Double? {
-        try await optionalDouble("SELECT min(received_at) FROM sets WHERE state = 'pending'")
+    /// Each health question's SQL, asked alone (`queueDepth`, …) or together (`figures`).
+    private enum HealthSQL {
+        static let depth = "SELECT count(*) FROM sets WHERE state = 'pending'"
+        static let retrying = "SELECT count(*) FROM sets WHERE state = 'pending' AND attempts > 0"
+        static let dead = "SELECT count(*) FROM sets WHERE state = 'dead'"
+        static let oldest = "SELECT min(received_at) FROM sets WHERE state = 'pending'"
+        static let last = "SELECT max(last_received_at) FROM sets"
     }
 
-    public func lastReceivedAt() async throws -> Double? {
-        try await optionalDouble("SELECT max(last_received_at) FROM sets")
-    }
+    public func queueDepth() async throws -> Int { try await count(HealthSQL.depth) }
+    public func deadLetters() async throws -> Int { try await count(HealthSQL.dead) }
+    public func retrying() async throws -> Int { try await count(HealthSQL.retrying) }
+    public func oldestPendingReceivedAt() async throws -> Double? { try await optionalDouble(HealthSQL.oldest) }
+    public func lastReceivedAt() async throws -> Double? { try await optionalDouble(HealthSQL.last) }
 
     /// The figures in one statement, on one connection: five questions at once took five of the
     /// pool's connections each second while the committer held another (and opened new ones,
     /// whose first statements plan with cold caches, under load).
     public func figures(queueCounts: Bool, deadLetters: Bool) async throws -> StoreFigures {
-        let pending = queueCounts ? "(SELECT count(*) FROM sets WHERE state = 'pending')" : "NULL::int8"
-        let retrying = queueCounts ? "(SELECT count(*) FROM sets WHERE state = 'pending' AND attempts > 0)" : "NULL::int8"
-        let dead = deadLetters ? "(SELECT count(*) FROM sets WHERE state = 'dead')" : "NULL::int8"
+        func asked(_ sql: String, _ ask: Bool) -> String { ask ? "(\(sql))" : "NULL::int8" }
         let sql = """
-            SELECT \(pending), \(retrying), \(dead), (SELECT min(received_at) FROM sets WHERE state = 'pending'),
-                   (SELECT max(last_received_at) FROM sets)
+            SELECT \(asked(HealthSQL.depth, queueCounts)), \(asked(HealthSQL.retrying, queueCounts)), \(asked(HealthSQL.dead, deadLetters)),
+                   (\(HealthSQL.oldest)), (\(HealthSQL.last))
             """
         let database = self.database
         return try await withDeadline(2, "health", clock: database.clock) {
@@ -113,10 +113,10 @@ extension PostgresEventStore: StoreHealth {
     }
 
     // Health reads give up after 2 s: `/readyz` and `/metrics` answer while the server is away.
-    private func count(_ condition: String) async throws -> Int {
+    private func count(_ sql: String) async throws -> Int {
         let database = self.database
         return try await withDeadline(2, "health", clock: database.clock) {
-            let rows = try await database.client.query(PostgresQuery(unsafeSQL: "SELECT count(*) FROM sets WHERE \(condition)"), logger: database.logger)
+            let rows = try await database.client.query(PostgresQuery(unsafeSQL: sql), logger: database.logger)
             for try await value in rows.decode(Int64.self) { return Int(value) }
             return 0
         }

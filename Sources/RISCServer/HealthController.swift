@@ -127,11 +127,11 @@ struct StoreSample: Sendable {
     var oldestPendingReceivedAt: Double??, lastReceivedAt: Double??
 }
 
-/// Asks the store its health questions every `interval` seconds, in the background: the write check
-/// and the figures (one question, `StoreHealth.figures`), each within
-/// `deadline`, so that `/readyz` and `/metrics` answer at once from the last answers even while a
-/// database is away (probes and scrapes time out after a few seconds and would pile up). An answer
-/// older than three intervals, the deadline and 5 s (a sampler that stopped) counts as unknown.
+/// Asks the store its health questions every `interval` seconds, in the background: the write
+/// check and the figures (one question, `StoreHealth.figures`), each within `deadline`, so that
+/// `/readyz` and `/metrics` answer at once from the last answers even while a database is away
+/// (probes and scrapes time out after a few seconds and would pile up). An answer older than
+/// three intervals, the deadline and 5 s (a sampler that stopped) counts as unknown.
 /// A count reads every row it counts, so a long queue (or many dead letters) is counted again
 /// only every `longCountInterval`: the queue's depth and retries once it held `longCount` SETs,
 /// the dead letters once there were as many. Time is the injected `clock`.
