@@ -14,6 +14,10 @@ extension RiscCommand.Bench.ServeBench {
             throw ValidationError("--store-url: only `throwaway` (a local PostgreSQL started for the run) is measured, so that each configuration starts empty")
         }
         guard PostgresCluster.isAvailable else { throw ValidationError("PostgreSQL is not installed (scripts/bootstrap --tests installs it)") }
+        // Before anything starts: the receivers, load generators and the cluster are born in it.
+        let scope = SchedulingScope.enter()
+        defer { scope.leave() }
+        print("scheduling: \(scope.summary)")
         try await PostgresCluster.with { cluster in try await runShared(cluster: cluster, issuer: issuer, tokenFile: tokenFile, work: work) }
     }
 

@@ -39,6 +39,56 @@ struct PostgresFoundationTests {
         }
     }
 
+    @Test(
+        "a bench's PostgreSQL is weighed with its receivers: with autogroup on, a backend (each calls setsid) is a scheduling group of its own, as heavy as the whole bench; in the bench's SchedulingScope it shares the bench's group"
+    )
+    func backendsScheduledWithTheBench() async throws {
+        try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
+        let plan = SchedulingScope.plan(
+            autogroup: try? String(contentsOfFile: "/proc/sys/kernel/sched_autogroup_enabled", encoding: .utf8),
+            cgroup: try String(contentsOfFile: "/proc/self/cgroup", encoding: .utf8),
+            mountinfo: try String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8))
+        var creates = false
+        if case .create = plan { creates = true }
+        for scoped in [false, true] {
+            let scope = scoped ? SchedulingScope.enter() : nil
+            let cluster = try await PostgresCluster.make()
+            let walWriter = try await cluster.psql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'")
+            let theirs = Int32(walWriter).flatMap(SchedulingScope.group(of:))
+            let ours = SchedulingScope.group(of: getpid())
+            try await cluster.stop()
+            scope?.leave()
+            #expect(theirs != nil && ours != nil, "walwriter \(walWriter)")
+            if !creates {
+                // Autogroup off, or already in a CPU cgroup: weighed together without a scope.
+                #expect(theirs == ours, "\(plan): \(theirs ?? "?") against \(ours ?? "?")")
+            } else {
+                // Outside the scope each backend is a session, and so a group, of its own.
+                #expect(
+                    (theirs == ours) == scoped,
+                    "scoped: \(scoped), the walwriter in \(theirs ?? "?"), the bench in \(ours ?? "?"); \(scope?.summary ?? "")")
+            }
+        }
+        // What the kernel's files say, decided.
+        let v1 = "36 25 0:31 / /sys/fs/cgroup/cpu rw,relatime shared:12 - cgroup cgroup rw,cpu\n37 25 0:32 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw"
+        #expect(SchedulingScope.plan(autogroup: "1\n", cgroup: "2:cpuacct:/\n1:cpu:/\n0::/", mountinfo: v1) == .create(root: "/sys/fs/cgroup/cpu", unified: false))
+        #expect(
+            SchedulingScope.plan(autogroup: "1", cgroup: "1:cpu,cpuacct:/", mountinfo: v1.replacingOccurrences(of: "rw,cpu", with: "rw,cpu,cpuacct"))
+                == .create(root: "/sys/fs/cgroup/cpu", unified: false))
+        #expect(SchedulingScope.plan(autogroup: "1", cgroup: "0::/", mountinfo: "30 1 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw") == .create(root: "/sys/fs/cgroup", unified: true))
+        for (autogroup, cgroup, said) in [
+            ("0", "1:cpu:/", "autogroup off"), ("1", "1:cpu:/system.slice/risc.service", "in CPU cgroup /system.slice/risc.service"), ("1", "0::/user.slice", "in CPU cgroup /user.slice"),
+        ] {
+            guard case .none(let why) = SchedulingScope.plan(autogroup: autogroup, cgroup: cgroup, mountinfo: v1) else {
+                Issue.record("\(cgroup): a cgroup would be made")
+                continue
+            }
+            #expect(why.contains(said), "\(why)")
+        }
+        #expect(SchedulingScope.plan(autogroup: nil, cgroup: "1:cpu:/", mountinfo: v1) != .create(root: "/sys/fs/cgroup/cpu", unified: false))
+        #expect(SchedulingScope.plan(autogroup: "1", cgroup: "1:cpu:/", mountinfo: "") != .create(root: "/sys/fs/cgroup/cpu", unified: false))
+    }
+
     @Test("store.url: user, host, port, database, socket directory and sslmode; never a password; bad ones named")
     func storeURL() throws {
         let socket = try PostgresStoreURL("postgres://risc@localhost:6543/events?host=/run/pg")
