@@ -11,8 +11,8 @@ import Glibc
 /// bench in the root CPU cgroup, the scheduler shares the cores between *sessions* first: every
 /// PostgreSQL backend calls `setsid()` at its start, so each weighed as much as the bench's whole
 /// session (both receivers, their event loops and both load generators together). Two receivers'
-/// p99 over 20 ms in 5 of 20 runs that way, median 12.5 ms; with every thread weighed alike (one
-/// cgroup, or autogroup off) 1 of 15 and 2 of 20, median 7.8 and 7.6 (docs/performance.md,
+/// p99 over 20 ms in 5 of 20 runs that way, median 12.5 ms; with every thread weighed alike, in
+/// 6 of 40 in one cgroup and 2 of 20 with autogroup off, median 8.2 and 8.0 (docs/performance.md,
 /// 2026-12-01). Inside a CPU cgroup other than the root autogroup does not apply, so `enter()`
 /// makes one for the process (`risc-bench-PID` under the cpu controller's root) and moves the
 /// process into it; its children, and PostgreSQL's backends forked by them, are born there.
