@@ -176,6 +176,13 @@ struct StorePortTests {
         let log = try #require(f.serverLog)
         try await f.execute("ALTER SYSTEM SET log_statement = 'all'")
         try await f.execute("SELECT pg_reload_conf()")
+        // The reload reaches the backends after pg_reload_conf() returns (the postmaster re-reads
+        // and then signals them): a sample right away was logged by one of its two backends only
+        // (CI, 1 of 2). Once a pooled connection sees the setting, every backend has been
+        // signalled and applies it before its next statement.
+        for _ in 0..<200 where try await f.count("SELECT (current_setting('log_statement') = 'all')::int") != 1 {
+            try await Task.sleep(for: .milliseconds(50))
+        }
         let from = try Data(contentsOf: URL(fileURLWithPath: log)).count
         let sampler = StoreSampler(store: f.health, interval: 1)
         await sampler.sample()
