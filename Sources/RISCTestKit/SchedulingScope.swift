@@ -7,7 +7,7 @@ import Glibc
 /// A bench's processes (receivers, load generators, its throwaway PostgreSQL) weighed by the
 /// kernel's scheduler thread by thread, as one group, whatever sessions they run in.
 ///
-/// With the kernel's autogroup on (`kernel.sched_autogroup_enabled`, Debian's default) and the
+/// With the kernel's autogroup on (`kernel.sched_autogroup_enabled = 1`, as on this VM) and the
 /// bench in the root CPU cgroup, the scheduler shares the cores between *sessions* first: every
 /// PostgreSQL backend calls `setsid()` at its start, so each weighed as much as the bench's whole
 /// session (both receivers, their event loops and both load generators together). Two receivers'
