@@ -112,11 +112,13 @@ public final class SchedulingScope: Sendable {
             made: (directory, root + "/cgroup.procs"))
     }
 
-    /// Moves the process back where it was and removes the cgroup (left for the next bench's
-    /// `enter()` to remove if a child still ends in it).
+    /// Moves the process back where it was, with any child still in the cgroup (a test's scope
+    /// also holds what other tests of the process started meanwhile: CI left one such cgroup),
+    /// and removes the cgroup (else the next bench's `enter()` does, once it is empty).
     public func leave() {
         guard let made else { return }
-        _ = Self.write("\(getpid())", to: made.home)
+        let members = (try? String(contentsOfFile: made.directory + "/cgroup.procs", encoding: .utf8)) ?? ""
+        for pid in Set(members.split(separator: "\n").map(String.init) + ["\(getpid())"]) { _ = Self.write(pid, to: made.home) }
         rmdir(made.directory)
     }
 

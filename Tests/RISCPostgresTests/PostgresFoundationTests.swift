@@ -56,8 +56,21 @@ struct PostgresFoundationTests {
             let walWriter = try await cluster.psql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'")
             let theirs = Int32(walWriter).flatMap(SchedulingScope.group(of:))
             let ours = SchedulingScope.group(of: getpid())
+            // A child still running in the scope at its end goes back with the process.
+            let child = scoped ? ChildProcess() : nil
+            if let child {
+                child.executableURL = URL(fileURLWithPath: "/bin/sleep")
+                child.arguments = ["30"]
+                try child.run()
+            }
             try await cluster.stop()
             scope?.leave()
+            if let child, let directory = scope?.directory {
+                #expect(!FileManager.default.fileExists(atPath: directory), "\(directory) left behind")
+                #expect(SchedulingScope.group(of: child.processIdentifier) == SchedulingScope.group(of: getpid()))
+                child.terminate()
+                await child.exited(within: 10)
+            }
             #expect(theirs != nil && ours != nil, "walwriter \(walWriter)")
             if !creates {
                 // Autogroup off, or already in a CPU cgroup: weighed together without a scope.
