@@ -117,9 +117,13 @@ public final class SchedulingScope: Sendable {
     /// and removes the cgroup (else the next bench's `enter()` does, once it is empty).
     public func leave() {
         guard let made else { return }
-        let members = (try? String(contentsOfFile: made.directory + "/cgroup.procs", encoding: .utf8)) ?? ""
-        for pid in Set(members.split(separator: "\n").map(String.init) + ["\(getpid())"]) { _ = Self.write(pid, to: made.home) }
-        rmdir(made.directory)
+        // Again while a member forks or exits under the move (rmdir fails while any is there).
+        for _ in 0..<20 {
+            let members = (try? String(contentsOfFile: made.directory + "/cgroup.procs", encoding: .utf8)) ?? ""
+            for pid in Set(members.split(separator: "\n").map(String.init) + ["\(getpid())"]) { _ = Self.write(pid, to: made.home) }
+            if rmdir(made.directory) == 0 || errno == ENOENT { return }
+            usleep(10_000)
+        }
     }
 
     /// The scheduling group a process is weighed in: its CPU cgroup, or in the root one with

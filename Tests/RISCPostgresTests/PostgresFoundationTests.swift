@@ -65,8 +65,9 @@ struct PostgresFoundationTests {
             }
             try await cluster.stop()
             scope?.leave()
-            if let child, let directory = scope?.directory {
-                #expect(!FileManager.default.fileExists(atPath: directory), "\(directory) left behind")
+            if let child {
+                // (The cgroup itself may outlive `leave()` while other tests' processes fork in it:
+                // the next `enter()` removes it.)
                 #expect(SchedulingScope.group(of: child.processIdentifier) == SchedulingScope.group(of: getpid()))
                 child.terminate()
                 await child.exited(within: 10)
