@@ -146,10 +146,19 @@ struct ScratchTests {
     @Test("a benchmark refuses ports another process listens on, naming them, instead of measuring that process")
     func takenPortsRefused() async throws {
         defer { try? FileManager.default.removeItem(at: tmp) }
-        let port = Int(try DrillCommandTests.port(count: 2))!
-        let other = try LoopbackHTTPServer(port: port) { _ in .init(status: 202) }
+        // Picked free, then bound: another test may take the port in between (CI, once), so again.
+        var bound: (port: Int, server: LoopbackHTTPServer, admin: LoopbackHTTPServer)?
+        for _ in 0..<5 where bound == nil {
+            let port = Int(try DrillCommandTests.port(count: 2))!
+            guard let server = try? LoopbackHTTPServer(port: port, handler: { _ in .init(status: 202) }) else { continue }
+            guard let admin = try? LoopbackHTTPServer(port: port + 1, handler: { _ in .json(#"{"status":"ready"}"#) }) else {
+                server.stop()
+                continue
+            }
+            bound = (port, server, admin)
+        }
+        let (port, other, otherAdmin) = try #require(bound)
         defer { other.stop() }
-        let otherAdmin = try LoopbackHTTPServer(port: port + 1) { _ in .json(#"{"status":"ready"}"#) }
         defer { otherAdmin.stop() }
         let result = try await RiscBinary.run(
             ["bench", "serve", "--runs", "1", "--duration", "1", "--tokens", "200", "--port", "\(port)"], environment: ["TMPDIR": tmp.path])
