@@ -138,8 +138,9 @@ public final class Storage: Sendable {
     /// The embedded store's journal for pushed SETs (`SETJournal`), opened after indexing what a
     /// previous run journaled and did not index (the receiver only: it holds the data directory).
     /// Nothing on a shared store: every receiver there commits to the server before its 202.
+    /// Journaled SETs gather for `SQLiteEventStore.receiverIndexLinger` before they are indexed.
     public func openJournal(log: any EventLog) throws {
-        if case .embedded(let store) = driver { try store.events().openJournal(log: log) }
+        if case .embedded(let store) = driver { try store.events().openJournal(log: log, indexLinger: SQLiteEventStore.receiverIndexLinger) }
     }
 
     /// A reloaded action table (SIGHUP) for the SETs stored from now on, when actions are inline.

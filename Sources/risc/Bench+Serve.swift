@@ -192,19 +192,17 @@ extension RiscCommand.Bench {
 
             let serverBefore = Self.threadCPU(pid: server.processIdentifier), wrkBefore = Self.childrenCPU()
             let fields = try await load(tokenFile, work: data.deletingLastPathComponent())
-            let metrics =
-                (try? await CurlHTTPClient().perform(HTTPRequest(url: "http://127.0.0.1:\(port + 1)/metrics")))
-                .map { String(decoding: $0.body, as: UTF8.self) } ?? ""
+            // The metrics count a SET once it is indexed, which follows its 202 by up to the
+            // writer's linger (SQLiteEventStore.indexLinger): read until they hold every answer.
+            let answered = Int((fields["requests"] ?? 0) - (fields["errors_status"] ?? 0))
+            let metrics = await Self.metricsOnceIndexed(port: port + 1, answered: answered)
             let peakRSS = Self.peakRSS(pid: server.processIdentifier)
             let serverAfter = Self.threadCPU(pid: server.processIdentifier), wrkAfter = Self.childrenCPU()
             try await ChildServer.stopMeasured(server)
             try? FileManager.default.removeItem(at: data)
 
             let requests = fields["requests"] ?? 0, seconds = (fields["duration_us"] ?? 1) / 1e6
-            /// The sum of the metric lines `matching` picks (a metric, or one by all its labels).
-            func sum(_ matching: (Substring) -> Bool) -> Int {
-                metrics.split(separator: "\n").filter(matching).compactMap { Int($0.split(separator: " ").last ?? "") }.reduce(0, +)
-            }
+            func sum(_ matching: (Substring) -> Bool) -> Int { Self.sum(metrics, matching) }
             func metric(_ name: String) -> Int { sum { $0.hasPrefix(name + " ") } }
             var figures = Figures(
                 setsPerSecond: requests / seconds, p50: (fields["p50_us"] ?? 0) / 1000, p99: (fields["p99_us"] ?? 0) / 1000, peakRSS: peakRSS)
@@ -324,6 +322,27 @@ extension RiscCommand.Bench {
                         figures.map(\.cpuPerSET).min()!, figures.map(\.cpuPerSET).max()!))
             }
             print("target: the mix within the run-to-run noise of Google's SETs alone (same hot path; issue 29)")
+        }
+
+        /// The sum of the lines of Prometheus text `metrics` that `matching` picks (a metric, or one by all its labels).
+        static func sum(_ metrics: String, _ matching: (Substring) -> Bool) -> Int {
+            metrics.split(separator: "\n").filter(matching).compactMap { Int($0.split(separator: " ").last ?? "") }.reduce(0, +)
+        }
+
+        /// The admin listener's `/metrics` on `port` once the SETs it counts stored (accepted and
+        /// duplicate) reach `answered`, or as they are after two seconds (then the bench's stored
+        /// count says what is missing).
+        static func metricsOnceIndexed(port: Int, answered: Int) async -> String {
+            var metrics = ""
+            for _ in 0..<40 {
+                metrics =
+                    (try? await CurlHTTPClient().perform(HTTPRequest(url: "http://127.0.0.1:\(port)/metrics")))
+                    .map { String(decoding: $0.body, as: UTF8.self) } ?? ""
+                let stored = sum(metrics) { $0.hasPrefix("risc_sets_total{outcome=\"accepted\"} ") || $0.hasPrefix("risc_sets_total{outcome=\"duplicate\"} ") }
+                if stored >= answered { break }
+                try? await Task.sleep(for: .milliseconds(50))
+            }
+            return metrics
         }
 
         /// Waits until `server`'s `/readyz` on `port` answers 200. Fails at once if `server` ends

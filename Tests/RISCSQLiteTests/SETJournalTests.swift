@@ -144,6 +144,41 @@ struct SETJournalTests {
         #expect(try SQLiteEventStore.journaledNotIndexed(directory: directory) == 0)
     }
 
+    @Test("journaled SETs gather on the store's clock before the writer indexes them; enough of them, an ordinary append or a close end the wait at once")
+    func indexLingerOnStoreClock() async throws {
+        let clock = TestClock()
+        let store = try SQLiteEventStore(directory: SQLiteEventStoreTests.directory(), logger: Logger(label: "t"), clock: clock.function)
+        defer { store.close() }
+        try store.openJournal(log: nil, indexLinger: 5)
+        let first = try await Self.journal(try await Self.records(3, prefix: "linger"), into: store)
+        // Durable and answered; real time passes, none of the store's: not indexed yet.
+        try await Task.sleep(for: .milliseconds(300))
+        let stored = try store.count()
+        #expect(first.count == 0 && stored == 0, "indexed before the linger ended")
+        clock.advance(5)
+        #expect(await waitWhile { first.count < 3 })
+        // An ordinary append is answered once committed: it does not wait for a linger, and the
+        // journaled records waiting are committed with it.
+        let second = try await Self.journal(try await Self.records(2, prefix: "waiting"), into: store)
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(second.count == 0)
+        let ordinary = Task { try await store.appendReporting(try await SQLiteEventStoreTests.record(jti: "ordinary")) }
+        #expect(await waitWhile { second.count < 2 })
+        _ = try await ordinary.value
+        // `indexBatchRows` of them end it at once.
+        let many = try await Self.journal(try await Self.records(store.indexBatchRows, prefix: "many"), into: store)
+        #expect(await waitWhile { many.count < store.indexBatchRows })
+        let all = try store.count()
+        #expect(all == 3 + 2 + 1 + store.indexBatchRows)
+        // A close indexes what waits.
+        let last = try await Self.journal(try await Self.records(2, prefix: "last"), into: store)
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(last.count == 0)
+        store.close()
+        #expect(last.count == 2)
+        #expect(try SQLiteEventStore.journaledNotIndexed(directory: (store.path as NSString).deletingLastPathComponent) == 0)
+    }
+
     @Test("the writer holds the database's write lock for its transactions only: not while it reports a journaled batch, nor while it waits to retry one")
     func writeLockForTransactionsOnly() async throws {
         let clock = TestClock()

@@ -13,8 +13,10 @@ extension SQLiteEventStore {
     /// `received` line it would have had, marked `recovered`, and its actions as usual), removes
     /// the old segments, and opens a new one: pushed SETs are journaled from now on. Call after
     /// `enableInlineActions`, before the listeners start. Returns how many records it indexed.
+    /// `indexLinger`: seconds on the store's clock that journaled records gather before the
+    /// writer indexes them (see `indexLinger`).
     @discardableResult
-    public func openJournal(log: (any EventLog)?, segmentBytes: Int64 = 8 << 20) throws -> Int {
+    public func openJournal(log: (any EventLog)?, segmentBytes: Int64 = 8 << 20, indexLinger: Double = 0) throws -> Int {
         let directory = journalDirectory
         let mark = try read { try Self.markRead($0) }
         let segments = SETJournal.segments(in: directory)
@@ -54,7 +56,10 @@ extension SQLiteEventStore {
         // All of it is in the index, durably (each append above waited for its fsync).
         for number in segments { unlink((directory as NSString).appendingPathComponent(SETJournal.fileName(number))) }
         let journal = try SETJournal(directory: directory, after: max(mark?.segment ?? 0, segments.last ?? 0), segmentBytes: segmentBytes)
-        condition.withLock { self.journal = journal }
+        condition.withLock {
+            self.journal = journal
+            self.indexLinger = indexLinger
+        }
         return recovered
     }
 

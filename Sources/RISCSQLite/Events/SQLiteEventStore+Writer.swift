@@ -28,6 +28,13 @@ extension SQLiteEventStore {
                 syncCondition.unlock()
                 return
             }
+            if lingerApplies {
+                linger()
+                if finishCheckpoint || (pending.isEmpty && stopping) {
+                    condition.unlock()
+                    continue
+                }
+            }
             let batch = Array(pending.prefix(maxBatch))
             pending.removeFirst(batch.count)
             if let syncFailure {  // waiting since before an fsync failed: refused like later ones
@@ -45,6 +52,31 @@ extension SQLiteEventStore {
             condition.unlock()
         }
     }
+
+    /// Whether the writer lets journaled records gather before it indexes them (`indexLinger`):
+    /// all that waits was journaled (answered already; an ordinary append waits for its own
+    /// commit), fewer than `indexBatchRows` of them. Under `condition`.
+    var lingerApplies: Bool {
+        indexLinger > 0 && journal != nil && !stopping && !finishCheckpoint && pending.count < indexBatchRows
+            && pending.allSatisfy { $0.position != nil }
+    }
+
+    /// Waits, under `condition`, until `indexLinger` has passed on the store's clock, `indexBatchRows`
+    /// journaled records wait, an ordinary append or a checkpoint's finish needs the writer, or the
+    /// store closes (each of them signals). On a test's clock, in steps of `lingerStep` of real
+    /// time, so that the clock is looked at again.
+    func linger() {
+        lingering = true
+        defer { lingering = false }
+        let deadline = clock() + indexLinger
+        while lingerApplies {
+            let left = deadline - clock()
+            guard left > 0 else { return }
+            _ = condition.wait(until: Date().addingTimeInterval(clockInjected ? min(left, Self.lingerStep) : left))
+        }
+    }
+
+    static let lingerStep = 0.002
 
     func commit(
         _ batch: [Waiting],
