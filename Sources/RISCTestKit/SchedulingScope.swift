@@ -79,16 +79,23 @@ public final class SchedulingScope: Sendable {
         return nil
     }
 
+    /// The kernel's autogroup setting: nil when this kernel has none.
+    static var autogroupSetting: String? { try? String(contentsOfFile: "/proc/sys/kernel/sched_autogroup_enabled", encoding: .utf8) }
+
+    /// `plan(autogroup:cgroup:mountinfo:)` from this process's files, as `enter()` decides.
+    public static func currentPlan() -> Plan {
+        plan(
+            autogroup: autogroupSetting, cgroup: (try? String(contentsOfFile: "/proc/self/cgroup", encoding: .utf8)) ?? "",
+            mountinfo: (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? "")
+    }
+
     /// Moves this process into a CPU cgroup of its own when autogroup would otherwise weigh each
     /// session alike (see the type); `leave()` moves it back.
     public static func enter() -> SchedulingScope {
-        let plan = plan(
-            autogroup: try? String(contentsOfFile: "/proc/sys/kernel/sched_autogroup_enabled", encoding: .utf8),
-            cgroup: (try? String(contentsOfFile: "/proc/self/cgroup", encoding: .utf8)) ?? "",
-            mountinfo: (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? "")
-        guard case .create(let root, let unified) = plan else {
-            if case .none(let why) = plan { return SchedulingScope(summary: why, made: nil) }
-            return SchedulingScope(summary: "", made: nil)
+        let root: String, unified: Bool
+        switch currentPlan() {
+        case .none(let why): return SchedulingScope(summary: why, made: nil)
+        case .create(let found, let isUnified): (root, unified) = (found, isUnified)
         }
         if unified {
             let controllers = (try? String(contentsOfFile: root + "/cgroup.subtree_control", encoding: .utf8)) ?? ""
@@ -128,10 +135,10 @@ public final class SchedulingScope: Sendable {
 
     /// The scheduling group a process is weighed in: its CPU cgroup, or in the root one with
     /// autogroup on, its autogroup (`/proc/PID/autogroup`). Nil if the process is gone.
-    public static func group(of pid: Int32) -> String? {
+    /// `autogroup`: whether autogroup is on (read from the kernel when not given).
+    public static func group(of pid: Int32, autogroup: Bool? = nil) -> String? {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8), let (path, _) = cpuCgroup(text) else { return nil }
-        let autogroup = (try? String(contentsOfFile: "/proc/sys/kernel/sched_autogroup_enabled", encoding: .utf8))?.hasPrefix("1") ?? false
-        guard path == "/" && autogroup else { return "cgroup \(path)" }
+        guard path == "/" && (autogroup ?? autogroupSetting?.hasPrefix("1") ?? false) else { return "cgroup \(path)" }
         guard let own = try? String(contentsOfFile: "/proc/\(pid)/autogroup", encoding: .utf8) else { return nil }
         return String(own.split(separator: " ").first ?? "")
     }

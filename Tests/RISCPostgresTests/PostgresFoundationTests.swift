@@ -44,17 +44,14 @@ struct PostgresFoundationTests {
     )
     func backendsScheduledWithTheBench() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
-        let plan = SchedulingScope.plan(
-            autogroup: try? String(contentsOfFile: "/proc/sys/kernel/sched_autogroup_enabled", encoding: .utf8),
-            cgroup: try String(contentsOfFile: "/proc/self/cgroup", encoding: .utf8),
-            mountinfo: try String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8))
+        let plan = SchedulingScope.currentPlan()
         var creates = false
         if case .create = plan { creates = true }
         for scoped in [false, true] {
             let scope = scoped ? SchedulingScope.enter() : nil
             let cluster = try await PostgresCluster.make()
             let walWriter = try await cluster.psql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'")
-            let theirs = Int32(walWriter).flatMap(SchedulingScope.group(of:))
+            let theirs = Int32(walWriter).flatMap { SchedulingScope.group(of: $0) }
             let ours = SchedulingScope.group(of: getpid())
             // A child still running in the scope at its end goes back with the process.
             let child = scoped ? ChildProcess() : nil
