@@ -4,9 +4,10 @@
 /// tests that wait for a real process or socket to catch up; time rules themselves are tested on
 /// an injected clock (`TestClock`).
 ///
-/// The bound counts polls (`seconds / interval` of them), not the time between them: a stall of
-/// the whole test process (CI saw one of 30–40 s, every test in it held at once) made a wait on
-/// the wall clock give up on its first look after it, before the work it waited for had run again.
+/// The bound counts polls (`seconds / interval` of them), not the time between them: when every
+/// suite starts at once, two cores' cooperative threads are shared by hundreds of tests for the
+/// first half-minute (a test of milliseconds then finishes 28–35 s after it started), and a wait on
+/// the wall clock gave up on its first look after such a wait, before the work it waited for had run.
 public func waitWhile(upTo seconds: Double = 30, every interval: Double = 0.02, _ condition: () async throws -> Bool) async rethrows -> Bool {
     let polls = max(1, Int((seconds / interval).rounded(.up)))
     for _ in 0..<polls {
