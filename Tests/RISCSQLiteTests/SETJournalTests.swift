@@ -144,7 +144,7 @@ struct SETJournalTests {
         #expect(try SQLiteEventStore.journaledNotIndexed(directory: directory) == 0)
     }
 
-    @Test("journaled SETs gather on the store's clock before the writer indexes them; enough of them, an ordinary append or a close end the wait at once")
+    @Test("journaled SETs gather on the store's clock before the writer indexes them, holding no worker back; enough of them, an ordinary append or a close end the wait at once")
     func indexLingerOnStoreClock() async throws {
         let clock = TestClock()
         let store = try SQLiteEventStore(directory: SQLiteEventStoreTests.directory(), logger: Logger(label: "t"), clock: clock.function)
@@ -155,6 +155,8 @@ struct SETJournalTests {
         try await Task.sleep(for: .milliseconds(300))
         let stored = try store.count()
         #expect(first.count == 0 && stored == 0, "indexed before the linger ended")
+        // They were answered: the action worker, which yields while answers wait on the writer, need not.
+        #expect(!store.isBusy, "journaled SETs waiting for the index held the worker back")
         clock.advance(5)
         #expect(await waitWhile { first.count < 3 })
         // An ordinary append is answered once committed: it does not wait for a linger, and the

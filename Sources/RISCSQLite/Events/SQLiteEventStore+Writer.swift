@@ -37,18 +37,20 @@ extension SQLiteEventStore {
             }
             let batch = Array(pending.prefix(maxBatch))
             pending.removeFirst(batch.count)
+            let answers = batch.lazy.filter { $0.position == nil }.count
+            answersWaiting -= answers
             if let syncFailure {  // waiting since before an fsync failed: refused like later ones
                 condition.unlock()
                 if batch.contains(where: { $0.position != nil }) { keepJournal() }
                 for waiting in batch { waiting.completion(.failure(syncFailure)) }
                 continue
             }
-            committing = true
+            committingAnswers = answers > 0
             let inline = self.inline
             condition.unlock()
             commit(batch, inline: inline)
             condition.lock()
-            committing = false
+            committingAnswers = false
             condition.unlock()
         }
     }

@@ -118,7 +118,10 @@ public final class SQLiteEventStore: EventStore, JournalingStore, StoreHealth, @
     var commits = 0
     var rowsWritten = 0
     var lastReceived: Double?
-    var committing = false
+    /// Ordinary appends in `pending` (their answer waits for the commit), and whether the batch
+    /// being committed holds any (`isBusy`).
+    var answersWaiting = 0
+    var committingAnswers = false
     /// Called on the syncer thread once a synced batch left work for the queue's worker (SETs
     /// stored pending), to wake it.
     public var afterCommit: (@Sendable () -> Void)? {
@@ -289,6 +292,7 @@ public final class SQLiteEventStore: EventStore, JournalingStore, StoreHealth, @
         // wakes it when that one is taken): a signal for every request woke it to sleep again.
         let wake = (pending.isEmpty && !awaitingSync) || lingering
         pending.append(Waiting(record: record, position: nil, completion: completion))
+        answersWaiting += 1
         if wake { condition.signal() }
         condition.unlock()
     }
@@ -317,11 +321,13 @@ public final class SQLiteEventStore: EventStore, JournalingStore, StoreHealth, @
         return nil
     }
 
-    /// Whether acknowledgements are waiting on the writer right now (the action worker yields to them).
+    /// Whether acknowledgements are waiting on the writer right now (the action worker yields to
+    /// them): an ordinary append waiting or being committed. Journaled SETs were answered already:
+    /// a writer lingering over them (`indexLinger`) keeps nobody waiting.
     public var isBusy: Bool {
         condition.lock()
         defer { condition.unlock() }
-        return !pending.isEmpty || committing
+        return answersWaiting > 0 || committingAnswers
     }
 
     /// Finishes every waiting append, then stops the writer. Idempotent.
