@@ -40,13 +40,14 @@ public final class SQLiteEventStore: EventStore, JournalingStore, StoreHealth, @
     /// How long the writer lets journaled records gather before it indexes them, on `clock`
     /// (`openJournal`; 0: at once). They are durable and answered already; a larger batch writes
     /// each shared page of the index once for all of them and wakes the writer less often (on this
-    /// project's 2-core VM 10 ms raised a loaded receiver's rate by a tenth). Their actions and
-    /// event-log lines come that much later.
+    /// project's 2-core VM the writer's CPU a SET fell by a sixth, docs/performance.md, 2026-12-02).
+    /// Their actions and event-log lines come that much later.
     var indexLinger = 0.0
     /// The receiver's `indexLinger`.
     public static let receiverIndexLinger = 0.010
-    /// Journaled records that end a linger at once (a batch that large gains little more).
-    let indexBatchRows = 256
+    /// Journaled records that end a linger at once: 64 saved the writer as much CPU as 256 did,
+    /// and 256 (a commit of ~8 ms on one of two cores) raised the receiver's p99 by about 1 ms.
+    let indexBatchRows = 64
     /// Set while the writer lingers (`linger()`), so that an append that needs it wakes it.
     var lingering = false
     /// Set while the writer cannot index journaled records (they are retried); cleared by a commit.
