@@ -157,6 +157,7 @@ struct SETJournalTests {
         #expect(first.count == 0 && stored == 0, "indexed before the linger ended")
         // They were answered: the action worker, which yields while answers wait on the writer, need not.
         #expect(!store.isBusy, "journaled SETs waiting for the index held the worker back")
+        #expect(store.isIndexing)
         clock.advance(5)
         #expect(await waitWhile { first.count < 3 })
         // An ordinary append is answered once committed: it does not wait for a linger, and the

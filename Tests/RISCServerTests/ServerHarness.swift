@@ -109,7 +109,7 @@ final class ServerHarness: @unchecked Sendable {
     /// a test reads them as soon as `post` returns.
     func indexed() async {
         guard let events = try? receiver.storage.store.embedded?.events() else { return }
-        _ = await waitWhile(every: 0.002) { events.isBusy }
+        _ = await waitWhile(every: 0.002) { events.isIndexing }
     }
 
     /// A keep-alive POST of a fresh valid SET, as bytes for a raw connection.
@@ -144,7 +144,7 @@ final class ServerHarness: @unchecked Sendable {
     var eventLogLines: [JSONObject] {
         if let events = try? receiver.storage.store.embedded?.events() {
             var waited = 0
-            while events.isBusy && waited < 5_000 {
+            while events.isIndexing && waited < 5_000 {
                 usleep(2_000)
                 waited += 1
             }

@@ -46,11 +46,13 @@ extension SQLiteEventStore {
                 continue
             }
             committingAnswers = answers > 0
+            committing = true
             let inline = self.inline
             condition.unlock()
             commit(batch, inline: inline)
             condition.lock()
             committingAnswers = false
+            committing = false
             condition.unlock()
         }
     }

@@ -123,6 +123,8 @@ public final class SQLiteEventStore: EventStore, JournalingStore, StoreHealth, @
     /// being committed holds any (`isBusy`).
     var answersWaiting = 0
     var committingAnswers = false
+    /// A batch is being committed and reported (`isIndexing`).
+    var committing = false
     /// Called on the syncer thread once a synced batch left work for the queue's worker (SETs
     /// stored pending), to wake it.
     public var afterCommit: (@Sendable () -> Void)? {
@@ -329,6 +331,15 @@ public final class SQLiteEventStore: EventStore, JournalingStore, StoreHealth, @
         condition.lock()
         defer { condition.unlock() }
         return answersWaiting > 0 || committingAnswers
+    }
+
+    /// Whether the writer holds records not yet stored and reported: waiting (journaled ones
+    /// lingering too) or in the batch being committed. Tests wait for it before they read what
+    /// the writer logs.
+    public var isIndexing: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return !pending.isEmpty || committing
     }
 
     /// Finishes every waiting append, then stops the writer. Idempotent.
