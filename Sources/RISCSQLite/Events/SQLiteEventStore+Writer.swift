@@ -30,7 +30,8 @@ extension SQLiteEventStore {
             }
             if lingerApplies {
                 linger()
-                if finishCheckpoint || (pending.isEmpty && stopping) {
+                // What waits is still there (only the writer takes it); a close commits it now.
+                if finishCheckpoint {
                     condition.unlock()
                     continue
                 }
@@ -61,8 +62,7 @@ extension SQLiteEventStore {
     /// all that waits was journaled (answered already; an ordinary append waits for its own
     /// commit), fewer than `indexBatchRows` of them. Under `condition`.
     var lingerApplies: Bool {
-        indexLinger > 0 && journal != nil && !stopping && !finishCheckpoint && pending.count < indexBatchRows
-            && pending.allSatisfy { $0.position != nil }
+        indexLinger > 0 && journal != nil && !stopping && !finishCheckpoint && pending.count < indexBatchRows && answersWaiting == 0
     }
 
     /// Waits, under `condition`, until `indexLinger` has passed on the store's clock, `indexBatchRows`
