@@ -70,6 +70,31 @@ extension RiscCommand.Bench {
             /// The load generator's CPU a request, µs: the same work whatever it loads, so a
             /// window in which it rose is one in which this machine ran slower.
             var wrkPerRequest: Double = 0
+            /// The longest small write the disk took to make durable beside the load, ms
+            /// (`DiskSyncProbe`): every 202 waits for an fsync, so no p99 is below its stalls.
+            var longestSync: Double = 0
+        }
+
+        /// One measured window: first the disk is let go quiet (what the bench itself wrote or
+        /// deleted before it, a removed data directory's discards, PostgreSQL's checkpoint at DROP
+        /// DATABASE, reaches the device otherwise inside the window, and every fsync of the
+        /// receivers' waits behind it), then `body` runs with a `DiskSyncProbe` beside it. Prints
+        /// both, indented by `indent`.
+        static func diskWindow<T>(in directory: URL, indent: String = "", _ body: () async throws -> T) async throws -> (T, longestSync: Double) {
+            let quiet = await DiskSettle.afterSync()
+            let probe = DiskSyncProbe(directory: directory)
+            let result: T
+            do { result = try await body() } catch {
+                _ = await BlockingPool.shared.run { probe.stop() }
+                throw error
+            }
+            let disk = await BlockingPool.shared.run { probe.stop() }
+            print(
+                indent
+                    + String(
+                        format: "disk: %@ %.1f s before the load; beside it %d small syncs, longest %.1f ms, %d past %.0f ms",
+                        quiet.settled ? "quiet after" : "still busy after", quiet.waited, disk.syncs, disk.longest, disk.slow, DiskSyncProbe.slow * 1_000))
+            return (result, disk.longest)
         }
 
         func validate() throws {
@@ -190,8 +215,10 @@ extension RiscCommand.Bench {
             defer { if server.isRunning { server.terminate() } }
             try await Self.waitForReady(port: port + 1, server: server)
 
-            let serverBefore = Self.threadCPU(pid: server.processIdentifier), wrkBefore = Self.childrenCPU()
-            let fields = try await load(tokenFile, work: data.deletingLastPathComponent())
+            let ((fields, serverBefore, wrkBefore), longestSync) = try await Self.diskWindow(in: data.deletingLastPathComponent()) {
+                let serverBefore = Self.threadCPU(pid: server.processIdentifier), wrkBefore = Self.childrenCPU()
+                return (try await load(tokenFile, work: data.deletingLastPathComponent()), serverBefore, wrkBefore)
+            }
             // The metrics count a SET once it is indexed, which follows its 202 by up to the
             // writer's linger (SQLiteEventStore.indexLinger): read until they hold every answer.
             let answered = Int((fields["requests"] ?? 0) - (fields["errors_status"] ?? 0))
@@ -199,13 +226,15 @@ extension RiscCommand.Bench {
             let peakRSS = Self.peakRSS(pid: server.processIdentifier)
             let serverAfter = Self.threadCPU(pid: server.processIdentifier), wrkAfter = Self.childrenCPU()
             try await ChildServer.stopMeasured(server)
-            try? FileManager.default.removeItem(at: data)
+            // The data directory stays until the bench ends (its work directory goes then): removed
+            // here, its blocks' discards reached the device as the next window began.
 
             let requests = fields["requests"] ?? 0, seconds = (fields["duration_us"] ?? 1) / 1e6
             func sum(_ matching: (Substring) -> Bool) -> Int { Self.sum(metrics, matching) }
             func metric(_ name: String) -> Int { sum { $0.hasPrefix(name + " ") } }
             var figures = Figures(
                 setsPerSecond: requests / seconds, p50: (fields["p50_us"] ?? 0) / 1000, p99: (fields["p99_us"] ?? 0) / 1000, peakRSS: peakRSS)
+            figures.longestSync = longestSync
             let accepted = metric("risc_sets_total{outcome=\"accepted\"}"), duplicates = metric("risc_sets_total{outcome=\"duplicate\"}")
             figures.stored = accepted
             figures.acknowledged = Int(requests - (fields["errors_status"] ?? 0))

@@ -37,15 +37,16 @@ extension RiscCommand.Bench.ServeBench {
         // WAL segments made once, before anything is measured, and recycled from then on (a new
         // cluster's first configuration made one a second under load, each fsynced while every
         // COMMIT waited): a cluster in service, not a new one. 256 MB: what a run writes between
-        // the checkpoints of its DROP DATABASEs, twice over.
+        // the checkpoints after its windows, twice over.
         try await cluster.prepareWAL(megabytes: 256)
         let keyFile = work.appendingPathComponent("token-key")
         _ = try TokenKey.create(at: keyFile.path)
+        let shares = try Self.tokenShares(tokenFile, count: 2, in: work)
         // `--runs N`: the configurations N times over, each on a fresh store; the target must hold
         // in every run, not in the median. The embedded store is measured before and after the
         // PostgreSQL ones and they are compared with the mean of the two: this VM's speed drifts
         // within a minute, and one reference before would count the drift against the later runs.
-        var ratios: [Double] = [], tails: [Double] = [], single: [Double] = [], slowdowns: [Double] = []
+        var ratios: [Double] = [], tails: [Double] = [], single: [Double] = [], slowdowns: [Double] = [], syncs: [Double] = []
         // The embedded store's own p99s, before and after: a window of this VM's that misses the
         // tail there too is the machine's, not PostgreSQL's.
         var embeddedTails: [Double] = []
@@ -61,16 +62,24 @@ extension RiscCommand.Bench.ServeBench {
                 let url = cluster.url.replacingOccurrences(of: "/\(cluster.database)?", with: "/\(database)?")
                 print("PostgreSQL, \(receivers) receiver\(receivers == 1 ? "" : "s"):")
                 try await cluster.psql("SELECT pg_stat_reset_shared('wal')")
+                try await cluster.psql("SELECT pg_stat_reset_shared('bgwriter')")
                 let figures = try await measureShared(
-                    receivers: receivers, url: url, keyFile: keyFile.path, issuer: issuer, tokenFile: tokenFile, work: work, run: run,
+                    files: receivers == 1 ? [tokenFile] : shares, url: url, keyFile: keyFile.path, issuer: issuer, work: work, run: run,
                     serverLog: cluster.directory + "/server.log")
                 results.append(("\(receivers) on PostgreSQL", figures))
                 let stored = try await cluster.psql("SELECT count(*) FROM sets", database: database)
                 let wal = try await cluster.psql(
                     "SELECT wal_sync || ' WAL flushes, mean ' || round((wal_sync_time / greatest(wal_sync, 1))::numeric, 2) || ' ms, ' || round(wal_bytes / 1048576) || ' MiB of WAL' FROM pg_stat_wal")
                 let commits = try await cluster.psql("SELECT xact_commit FROM pg_stat_database WHERE datname = '\(database)'")
-                print("  PostgreSQL holds \(stored) SETs; \(wal); \(commits) transactions committed")
-                try await cluster.psql("DROP DATABASE \(database)")
+                // Data pages written out during the window (before the checkpoint below): each went
+                // to the device beside the WAL's fsyncs.
+                let pages = try await cluster.psql(
+                    "SELECT buffers_backend || ' data pages written by backends, ' || buffers_clean || ' by the background writer, ' || buffers_checkpoint || ' by checkpoints' FROM pg_stat_bgwriter")
+                print("  PostgreSQL holds \(stored) SETs; \(wal); \(commits) transactions committed; \(pages)")
+                // Kept until the cluster goes: a DROP DATABASE here unlinked its files, and their
+                // discards reached the device inside the next window. A checkpoint instead writes
+                // what the window left dirty before the next one (DROP DATABASE made one too).
+                try await cluster.psql("CHECKPOINT")
             }
             print("embedded store, again:")
             let after = try await measure(
@@ -90,14 +99,20 @@ extension RiscCommand.Bench.ServeBench {
             single.append(results[1].1.setsPerSecond / max(reference, 1))
             ratios.append(results[2].1.setsPerSecond / max(reference, 1))
             tails.append(results[2].1.p99)
+            syncs.append(results[2].1.longestSync)
             slowdowns.append(results[2].1.wrkPerRequest / max((embedded.wrkPerRequest + after.wrkPerRequest) / 2, 1))
             embeddedTails += [embedded.p99, after.p99]
         }
         if runs > 1 {
             // Three decimals, and the runs that missed by name: a table's 0.50 may be 0.4996.
-            // With how much more CPU wrk took a request in that window than beside the embedded store.
+            // With how much more CPU wrk took a request in that window than beside the embedded store,
+            // and how long the disk took to make a small write durable there.
             let missed = ratios.indices.filter { !(ratios[$0] >= 0.5 && tails[$0] <= 20) }
-                .map { String(format: "run %d at %.3f×, p99 %.2f ms, wrk at %.2f× its CPU a request beside the embedded store", $0 + 1, ratios[$0], tails[$0], slowdowns[$0]) }
+                .map {
+                    String(
+                        format: "run %d at %.3f×, p99 %.2f ms, wrk at %.2f× its CPU a request beside the embedded store, the disk's longest small sync %.1f ms",
+                        $0 + 1, ratios[$0], tails[$0], slowdowns[$0], syncs[$0])
+                }
             print(
                 String(
                     format: "two receivers on PostgreSQL over %d runs: %.3f–%.3f× the embedded rate, p99 %.2f–%.2f ms; target met in %d of %d runs",
@@ -109,19 +124,27 @@ extension RiscCommand.Bench.ServeBench {
         print("target: two receivers on PostgreSQL ≥ half the embedded rate, p99 ≤ 20 ms in every run (2 cores, PostgreSQL and the load generator included)")
     }
 
-    /// `receivers` servers on one database, each loaded by its own wrk with its own share of the tokens.
-    func measureShared(
-        receivers: Int, url: String, keyFile: String, issuer: LocalIssuer, tokenFile: URL, work: URL, run: Int, serverLog: String
-    ) async throws -> Figures {
+    /// The tokens dealt into `count` files, one a receiver, written once before anything is
+    /// measured: a fresh copy for each window (100 MB with the default tokens) reached the disk
+    /// inside the window, beside the receivers' fsyncs, and its overwritten blocks' discards after it.
+    static func tokenShares(_ tokenFile: URL, count: Int, in work: URL) throws -> [URL] {
         let lines = try String(contentsOf: tokenFile, encoding: .utf8).split(separator: "\n")
+        return try (0..<count).map { index in
+            let file = work.appendingPathComponent("tokens-\(count)-\(index).txt")
+            try Data(lines.enumerated().filter { $0.offset % count == index }.map { $0.element + "\n" }.joined().utf8).write(to: file)
+            return file
+        }
+    }
+
+    /// One server for each of `files` on one database, each loaded by its own wrk with that file's tokens.
+    func measureShared(
+        files: [URL], url: String, keyFile: String, issuer: LocalIssuer, work: URL, run: Int, serverLog: String
+    ) async throws -> Figures {
+        let receivers = files.count
         let perWrk = max(1, connections / receivers)
         var servers: [ChildProcess] = []
         defer { for server in servers where server.isRunning { server.terminate() } }
-        var files: [URL] = []
         for index in 0..<receivers {
-            let file = work.appendingPathComponent("tokens-\(receivers)-\(index).txt")
-            try Data(lines.enumerated().filter { $0.offset % receivers == index }.map { $0.element + "\n" }.joined().utf8).write(to: file)
-            files.append(file)
             let server = ChildProcess()
             server.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
             server.arguments =
@@ -143,18 +166,21 @@ extension RiscCommand.Bench.ServeBench {
         func serverThreads() -> [String: Double] {
             servers.map { Self.threadCPU(pid: $0.processIdentifier) }.reduce(into: [:]) { $0.merge($1, uniquingKeysWith: +) }
         }
-        let (serversBefore, postgresBefore, wrkBefore) = (serverThreads(), Self.processCPU(named: "postgres"), Self.childrenCPU())
-        let windowStart = ProcessInfo.processInfo.systemUptime
-        let log = PostgresLogWindow(path: serverLog)
-        let outputs = await withTaskGroup(of: String?.self) { group in
-            for (index, file) in files.enumerated() {
-                let arguments = [
-                    "wrk", "-t\(wrkThreads)", "-c\(perWrk)", "-d\(duration)s", "--latency", "-s", script,
-                    "http://127.0.0.1:\(port + 2 * index)", "--", file.path, "\(wrkThreads)",
-                ]
-                group.addTask { await BlockingPool.shared.run { runWithDefaultSignals(arguments) } }
+        let ((outputs, serversBefore, postgresBefore, wrkBefore, windowStart, log), longestSync) = try await Self.diskWindow(in: work, indent: "  ") {
+            let (serversBefore, postgresBefore, wrkBefore) = (serverThreads(), Self.processCPU(named: "postgres"), Self.childrenCPU())
+            let windowStart = ProcessInfo.processInfo.systemUptime
+            let log = PostgresLogWindow(path: serverLog)
+            let outputs = await withTaskGroup(of: String?.self) { group in
+                for (index, file) in files.enumerated() {
+                    let arguments = [
+                        "wrk", "-t\(wrkThreads)", "-c\(perWrk)", "-d\(duration)s", "--latency", "-s", script,
+                        "http://127.0.0.1:\(port + 2 * index)", "--", file.path, "\(wrkThreads)",
+                    ]
+                    group.addTask { await BlockingPool.shared.run { runWithDefaultSignals(arguments) } }
+                }
+                return await group.reduce(into: [String?]()) { $0.append($1) }
             }
-            return await group.reduce(into: [String?]()) { $0.append($1) }
+            return (outputs, serversBefore, postgresBefore, wrkBefore, windowStart, log)
         }
         var requests = 0.0, seconds = 0.0, p50 = 0.0, p99 = 0.0, errors = 0.0
         for output in outputs {
@@ -177,6 +203,7 @@ extension RiscCommand.Bench.ServeBench {
         }
         for server in servers { try await ChildServer.stopMeasured(server) }
         var figures = Figures(setsPerSecond: requests / seconds, p50: p50, p99: p99, peakRSS: peak)
+        figures.longestSync = longestSync
         print(
             String(
                 format: "  %.0f SETs/s acknowledged (202 after COMMIT) over %d connections in all for %.1f s; p50 %.2f ms, p99 %.2f ms (worse of the generators); %.0f non-202; peak RSS %d MB",
