@@ -75,11 +75,10 @@ extension RiscCommand.Bench {
             var longestSync: Double = 0
         }
 
-        /// One measured window: first the disk is let go quiet (what the bench itself wrote or
-        /// deleted before it, a removed data directory's discards, PostgreSQL's checkpoint at DROP
-        /// DATABASE, reaches the device otherwise inside the window, and every fsync of the
-        /// receivers' waits behind it), then `body` runs with a `DiskSyncProbe` beside it. Prints
-        /// both, indented by `indent`.
+        /// One measured window: first the disk is let go quiet (what the bench wrote before it,
+        /// PostgreSQL's checkpoint after the last window, a server's new store, reaches the device
+        /// otherwise inside the window, and every fsync of the receivers' waits behind it), then
+        /// `body` runs with a `DiskSyncProbe` beside it. Prints both, indented by `indent`.
         static func diskWindow<T>(in directory: URL, indent: String = "", _ body: () async throws -> T) async throws -> (T, longestSync: Double) {
             let quiet = await DiskSettle.afterSync()
             let probe = DiskSyncProbe(directory: directory)
