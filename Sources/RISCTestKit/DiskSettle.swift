@@ -158,3 +158,32 @@ public final class DiskSyncProbe: Sendable {
         }
     }
 }
+
+/// The machine's CPU time from `/proc/stat`'s first line, in clock ticks: all of it, and what the
+/// hypervisor ran elsewhere while this VM's CPUs wanted to run (`steal`). A window in which the
+/// host took much of it ran slower for every receiver alike.
+public struct CPUTimes: Equatable, Sendable {
+    public var total: UInt64 = 0
+    public var steal: UInt64 = 0
+
+    public init(total: UInt64 = 0, steal: UInt64 = 0) { (self.total, self.steal) = (total, steal) }
+
+    /// The `cpu` line's user, nice, system, idle, iowait, irq, softirq and steal fields (guest time
+    /// is counted in user already); nil without such a line.
+    public init?(stat text: String) {
+        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("cpu ") }) else { return nil }
+        let fields = line.split(separator: " ").dropFirst().prefix(8).compactMap { UInt64($0) }
+        guard fields.count == 8 else { return nil }
+        (total, steal) = (fields.reduce(0, +), fields[7])
+    }
+
+    public static func current() -> CPUTimes? {
+        (try? String(contentsOfFile: "/proc/stat", encoding: .utf8)).flatMap(CPUTimes.init(stat:))
+    }
+
+    /// The share of the CPU time from `earlier` to this one that the host took, 0...1.
+    public func stolen(since earlier: CPUTimes) -> Double {
+        guard total > earlier.total else { return 0 }
+        return Double(steal &- earlier.steal) / Double(total - earlier.total)
+    }
+}

@@ -73,27 +73,33 @@ extension RiscCommand.Bench {
             /// The longest small write the disk took to make durable beside the load, ms
             /// (`DiskSyncProbe`): every 202 waits for an fsync, so no p99 is below its stalls.
             var longestSync: Double = 0
+            /// The share of the machine's CPU time the hypervisor took during the window (`CPUTimes`).
+            var stolen: Double = 0
         }
 
-        /// One measured window: first the disk is let go quiet (what the bench wrote before it,
-        /// PostgreSQL's checkpoint after the last window, a server's new store, reaches the device
-        /// otherwise inside the window, and every fsync of the receivers' waits behind it), then
-        /// `body` runs with a `DiskSyncProbe` beside it. Prints both, indented by `indent`.
-        static func diskWindow<T>(in directory: URL, indent: String = "", _ body: () async throws -> T) async throws -> (T, longestSync: Double) {
+        /// One measured window: first the disk is let go quiet (what the bench did before it, the
+        /// last window's data removed, PostgreSQL's checkpoint at DROP DATABASE, a server's new
+        /// store, reaches the device otherwise inside the window, and every fsync of the receivers'
+        /// waits behind it), then `body` runs with a `DiskSyncProbe` beside it. Prints both,
+        /// indented by `indent`.
+        static func diskWindow<T>(in directory: URL, indent: String = "", _ body: () async throws -> T) async throws -> (T, longestSync: Double, stolen: Double) {
             let quiet = await DiskSettle.afterSync()
             let probe = DiskSyncProbe(directory: directory)
+            let cpuBefore = CPUTimes.current()
             let result: T
             do { result = try await body() } catch {
                 _ = await BlockingPool.shared.run { probe.stop() }
                 throw error
             }
             let disk = await BlockingPool.shared.run { probe.stop() }
+            let stolen = cpuBefore.flatMap { before in CPUTimes.current()?.stolen(since: before) } ?? 0
             print(
                 indent
                     + String(
-                        format: "disk: %@ %.1f s before the load; beside it %d small syncs, longest %.1f ms, %d past %.0f ms",
-                        quiet.settled ? "quiet after" : "still busy after", quiet.waited, disk.syncs, disk.longest, disk.slow, DiskSyncProbe.slow * 1_000))
-            return (result, disk.longest)
+                        format: "disk: %@ %.1f s before the load; beside it %d small syncs, longest %.1f ms, %d past %.0f ms; the host took %.1f %% of the CPU (steal)",
+                        quiet.settled ? "quiet after" : "still busy after", quiet.waited, disk.syncs, disk.longest, disk.slow, DiskSyncProbe.slow * 1_000,
+                        stolen * 100))
+            return (result, disk.longest, stolen)
         }
 
         func validate() throws {
@@ -214,7 +220,7 @@ extension RiscCommand.Bench {
             defer { if server.isRunning { server.terminate() } }
             try await Self.waitForReady(port: port + 1, server: server)
 
-            let ((fields, serverBefore, wrkBefore), longestSync) = try await Self.diskWindow(in: data.deletingLastPathComponent()) {
+            let ((fields, serverBefore, wrkBefore), longestSync, stolen) = try await Self.diskWindow(in: data.deletingLastPathComponent()) {
                 let serverBefore = Self.threadCPU(pid: server.processIdentifier), wrkBefore = Self.childrenCPU()
                 return (try await load(tokenFile, work: data.deletingLastPathComponent()), serverBefore, wrkBefore)
             }
@@ -225,15 +231,16 @@ extension RiscCommand.Bench {
             let peakRSS = Self.peakRSS(pid: server.processIdentifier)
             let serverAfter = Self.threadCPU(pid: server.processIdentifier), wrkAfter = Self.childrenCPU()
             try await ChildServer.stopMeasured(server)
-            // The data directory stays until the bench ends (its work directory goes then): removed
-            // here, its blocks' discards reached the device as the next window began.
+            // Its blocks' discards (the filesystem may be mounted `discard`) reach the device before
+            // the next window: `diskWindow` waits for them.
+            try? FileManager.default.removeItem(at: data)
 
             let requests = fields["requests"] ?? 0, seconds = (fields["duration_us"] ?? 1) / 1e6
             func sum(_ matching: (Substring) -> Bool) -> Int { Self.sum(metrics, matching) }
             func metric(_ name: String) -> Int { sum { $0.hasPrefix(name + " ") } }
             var figures = Figures(
                 setsPerSecond: requests / seconds, p50: (fields["p50_us"] ?? 0) / 1000, p99: (fields["p99_us"] ?? 0) / 1000, peakRSS: peakRSS)
-            figures.longestSync = longestSync
+            (figures.longestSync, figures.stolen) = (longestSync, stolen)
             let accepted = metric("risc_sets_total{outcome=\"accepted\"}"), duplicates = metric("risc_sets_total{outcome=\"duplicate\"}")
             figures.stored = accepted
             figures.acknowledged = Int(requests - (fields["errors_status"] ?? 0))

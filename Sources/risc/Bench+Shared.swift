@@ -37,7 +37,7 @@ extension RiscCommand.Bench.ServeBench {
         // WAL segments made once, before anything is measured, and recycled from then on (a new
         // cluster's first configuration made one a second under load, each fsynced while every
         // COMMIT waited): a cluster in service, not a new one. 256 MB: what a run writes between
-        // the checkpoints after its windows, twice over.
+        // the checkpoints of its DROP DATABASEs, twice over.
         try await cluster.prepareWAL(megabytes: 256)
         let keyFile = work.appendingPathComponent("token-key")
         _ = try TokenKey.create(at: keyFile.path)
@@ -46,7 +46,7 @@ extension RiscCommand.Bench.ServeBench {
         // in every run, not in the median. The embedded store is measured before and after the
         // PostgreSQL ones and they are compared with the mean of the two: this VM's speed drifts
         // within a minute, and one reference before would count the drift against the later runs.
-        var ratios: [Double] = [], tails: [Double] = [], single: [Double] = [], slowdowns: [Double] = [], syncs: [Double] = []
+        var ratios: [Double] = [], tails: [Double] = [], single: [Double] = [], slowdowns: [Double] = [], syncs: [Double] = [], steals: [Double] = []
         // The embedded store's own p99s, before and after: a window of this VM's that misses the
         // tail there too is the machine's, not PostgreSQL's.
         var embeddedTails: [Double] = []
@@ -76,10 +76,9 @@ extension RiscCommand.Bench.ServeBench {
                 let pages = try await cluster.psql(
                     "SELECT buffers_backend || ' data pages written by backends, ' || buffers_clean || ' by the background writer, ' || buffers_checkpoint || ' by checkpoints' FROM pg_stat_bgwriter")
                 print("  PostgreSQL holds \(stored) SETs; \(wal); \(commits) transactions committed; \(pages)")
-                // Kept until the cluster goes: a DROP DATABASE here unlinked its files, and their
-                // discards reached the device inside the next window. A checkpoint instead writes
-                // what the window left dirty before the next one (DROP DATABASE made one too).
-                try await cluster.psql("CHECKPOINT")
+                // Its checkpoint and its files' discards reach the device before the next window:
+                // `diskWindow` waits for them.
+                try await cluster.psql("DROP DATABASE \(database)")
             }
             print("embedded store, again:")
             let after = try await measure(
@@ -100,18 +99,21 @@ extension RiscCommand.Bench.ServeBench {
             ratios.append(results[2].1.setsPerSecond / max(reference, 1))
             tails.append(results[2].1.p99)
             syncs.append(results[2].1.longestSync)
+            steals.append(results[2].1.stolen)
             slowdowns.append(results[2].1.wrkPerRequest / max((embedded.wrkPerRequest + after.wrkPerRequest) / 2, 1))
             embeddedTails += [embedded.p99, after.p99]
         }
         if runs > 1 {
             // Three decimals, and the runs that missed by name: a table's 0.50 may be 0.4996.
             // With how much more CPU wrk took a request in that window than beside the embedded store,
-            // and how long the disk took to make a small write durable there.
+            // how long the disk took to make a small write durable there and how much of the CPU
+            // the hypervisor took.
             let missed = ratios.indices.filter { !(ratios[$0] >= 0.5 && tails[$0] <= 20) }
                 .map {
                     String(
-                        format: "run %d at %.3f×, p99 %.2f ms, wrk at %.2f× its CPU a request beside the embedded store, the disk's longest small sync %.1f ms",
-                        $0 + 1, ratios[$0], tails[$0], slowdowns[$0], syncs[$0])
+                        format:
+                            "run %d at %.3f×, p99 %.2f ms, wrk at %.2f× its CPU a request beside the embedded store, the disk's longest small sync %.1f ms, the host's steal %.1f %%",
+                        $0 + 1, ratios[$0], tails[$0], slowdowns[$0], syncs[$0], steals[$0] * 100)
                 }
             print(
                 String(
@@ -166,7 +168,7 @@ extension RiscCommand.Bench.ServeBench {
         func serverThreads() -> [String: Double] {
             servers.map { Self.threadCPU(pid: $0.processIdentifier) }.reduce(into: [:]) { $0.merge($1, uniquingKeysWith: +) }
         }
-        let ((outputs, serversBefore, postgresBefore, wrkBefore, windowStart, log), longestSync) = try await Self.diskWindow(in: work, indent: "  ") {
+        let ((outputs, serversBefore, postgresBefore, wrkBefore, windowStart, log), longestSync, stolen) = try await Self.diskWindow(in: work, indent: "  ") {
             let (serversBefore, postgresBefore, wrkBefore) = (serverThreads(), Self.processCPU(named: "postgres"), Self.childrenCPU())
             let windowStart = ProcessInfo.processInfo.systemUptime
             let log = PostgresLogWindow(path: serverLog)
@@ -203,7 +205,7 @@ extension RiscCommand.Bench.ServeBench {
         }
         for server in servers { try await ChildServer.stopMeasured(server) }
         var figures = Figures(setsPerSecond: requests / seconds, p50: p50, p99: p99, peakRSS: peak)
-        figures.longestSync = longestSync
+        (figures.longestSync, figures.stolen) = (longestSync, stolen)
         print(
             String(
                 format: "  %.0f SETs/s acknowledged (202 after COMMIT) over %d connections in all for %.1f s; p50 %.2f ms, p99 %.2f ms (worse of the generators); %.0f non-202; peak RSS %d MB",

@@ -20,6 +20,18 @@ struct DiskSettleTests {
         #expect(DiskCounters.current() != nil)
     }
 
+    @Test("/proc/stat's cpu line: all the time and the host's steal, and the share stolen between two readings")
+    func stolenTime() throws {
+        let before = try #require(CPUTimes(stat: "cpu  100 0 50 800 20 0 10 20 0 0\ncpu0 50 0 25 400 10 0 5 10 0 0\n"))
+        #expect(before == CPUTimes(total: 1_000, steal: 20))
+        let after = try #require(CPUTimes(stat: "cpu  150 0 80 900 20 0 10 40 0 0\n"))
+        #expect(after.stolen(since: before) == 0.1)
+        #expect(before.stolen(since: before) == 0)
+        #expect(CPUTimes(stat: "intr 1 2 3\n") == nil)
+        #expect(CPUTimes(stat: "cpu  1 2 3\n") == nil)
+        #expect(CPUTimes.current() != nil)
+    }
+
     /// What keeps a disk busy in `settle`.
     private enum Busy { case writes, discards, inFlight }
 
