@@ -55,16 +55,9 @@ struct SQLiteEventStoreTests {
         #expect(WriteLock.lock(path: a + "/risc.sqlite3") === WriteLock.lock(path: a + "/./risc.sqlite3"))
         #expect(WriteLock.lock(path: a + "/risc.sqlite3") !== WriteLock.lock(path: b + "/risc.sqlite3"))
         // The first store's writer is held (by a thread of its own); the second stores and answers meanwhile.
-        let (held, release) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
         let lock = first.writer.writeLock
-        Thread.detachNewThread {
-            lock.lock()
-            held.signal()
-            release.wait()
-            lock.unlock()
-        }
-        await BlockingPool.shared.run { held.wait() }
-        defer { release.signal() }
+        let held = await HeldOnThread(lock: { lock.lock() }, unlock: { lock.unlock() })
+        defer { held.release() }
         let record = try await Self.record(jti: "elsewhere")
         let outcome = try await withDeadline(20, "storing beside a held writer", clock: { ProcessInfo.processInfo.systemUptime }) { try await second.append(record) }
         guard case .accepted = outcome else { Issue.record("not stored: \(outcome)"); return }

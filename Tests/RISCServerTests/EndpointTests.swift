@@ -2,12 +2,13 @@ import Foundation
 import Logging
 import RISCClient
 import RISCCore
-import RISCSQLite
 import RISCServer
 import RISCStorage
 import RISCTestKit
 import Synchronization
 import Testing
+
+@testable import RISCSQLite
 
 @Suite("risc serve end to end", .serialized)
 struct EndpointTests {
@@ -436,6 +437,36 @@ struct AdminAccountAPITests {
         let shown = try JSONParser.parseObject(
             try await harness.client.perform(HTTPRequest(url: harness.adminURL + "/admin/accounts/\(subject)", headers: [auth])).body)
         #expect(shown["sessions"]?.objectValue?["open"] == 0, "the session the API opened at the clock's now outlived a SET issued then: \(shown)")
+        try await harness.stop()
+        harness.issuer.stop()
+    }
+
+    @Test("a journaled SET's commit time and its received line's latency end when it was durable, not when the index took it (the writer's linger)")
+    func commitTimedToDurability() async throws {
+        let clock = TestClock(systemNow().rounded(.down))
+        let harness = try ServerHarness()
+        harness.clock = clock
+        try await harness.start()
+        let jti = "durable-time-1"
+        // The writer is held (its database's write lock, by a thread of the test's) while the SET is
+        // made durable and answered; the receiver's clock moves on before the index takes it.
+        let events = try #require(try harness.receiver.storage.store.embedded?.events())
+        let lock = events.writer.writeLock
+        let writer = await HeldOnThread(lock: { lock.lock() }, unlock: { lock.unlock() })
+        // Not `harness.post`: it waits for the index after a 202, which the held writer holds back.
+        let answer = try await harness.client.perform(
+            HTTPRequest(
+                method: "POST", url: harness.publicURL + harness.configuration.eventsPath, headers: [("Content-Type", "application/secevent+jwt")],
+                body: Array(try harness.token(jti: jti).utf8)))
+        #expect(answer.status == 202)
+        clock.advance(1)
+        writer.release()
+        await harness.indexed()
+        let metrics = String(decoding: try await harness.get(harness.adminURL + "/metrics").body, as: UTF8.self)
+        #expect(ServerHarness.value(metrics, "risc_commit_duration_seconds_count") == 1)
+        #expect(ServerHarness.value(metrics, "risc_commit_duration_seconds_sum") == 0, "the commit time ran on to the index")
+        let received = try #require(harness.eventLogLines.first { $0["jti"]?.stringValue == jti && $0["step"] == "received" })
+        #expect(received["latency_us"] == 0, "\(received)")
         try await harness.stop()
         harness.issuer.stop()
     }

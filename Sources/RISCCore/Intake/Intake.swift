@@ -1,3 +1,5 @@
+import Synchronization
+
 /// What the push endpoint does with one POSTed body: verify, store durably, report.
 ///
 /// RFC 8935 §2: "the SET Recipient … SHALL validate" then, on success, respond 202 — risc answers
@@ -201,12 +203,18 @@ public struct Intake: Sendable {
         let stored = SETRecord(
             validated: validated, token: String(decoding: delivery.body[SETVerifier.trimmedRange(delivery.body)], as: UTF8.self),
             receivedAt: start, remoteAddress: delivery.remoteAddress, contentType: delivery.contentType)
-        // The embedded store's journal: written on this event loop, answered on it once synced, indexed behind.
-        if let hop, let journal = journaling,
-            journal.journal(
+        // The embedded store's journal: written on this event loop, answered on it once synced, indexed
+        // behind. The SET's commit time and its line's latency end when it was durable, not when the
+        // index took it (up to the writer's linger later).
+        if let hop, let journal = journaling {
+            let durableAt = DurableTime()
+            let taken = journal.journal(
                 stored, hop: hop,
                 durable: { [record] result in
-                    guard case .failure(let error) = result else { return completion(.success(.journaled)) }
+                    guard case .failure(let error) = result else {
+                        durableAt.set(clock())
+                        return completion(.success(.journaled))
+                    }
                     var record = record
                     fail(&record, error, start: start, verifySeconds: verified - start)
                     completion(.failure(error))
@@ -214,10 +222,9 @@ public struct Intake: Sendable {
                 indexed: { [record] result in
                     // Its answer went when it was durable; a failure here is logged (the record
                     // stays in the journal, indexed at the next start).
-                    report(result, record, start: start, verified: verified) { _ in }
+                    report(result, record, start: start, verified: verified, durable: durableAt.value) { _ in }
                 })
-        {
-            return
+            if taken { return }
         }
         store.appendReporting(stored) { [record] result in
             guard let hop else { return report(result, record, start: start, verified: verified, completion: completion) }
@@ -225,8 +232,10 @@ public struct Intake: Sendable {
         }
     }
 
+    /// `durable`: when the SET was on disk, if that came before its index held it (the journal);
+    /// its commit time and its line's latency end there.
     private func report(
-        _ result: StoreResult, _ received: EventLogRecord, start: Double, verified: Double,
+        _ result: StoreResult, _ received: EventLogRecord, start: Double, verified: Double, durable: Double? = nil,
         completion: @Sendable (Result<AppendOutcome, any Error>) -> Void
     ) {
         var record = received
@@ -235,7 +244,7 @@ public struct Intake: Sendable {
             fail(&record, error, start: start, verifySeconds: verified - start)
             completion(.failure(error))
         case .success(let (outcome, followUp)):
-            let end = clock()
+            let end = durable ?? clock()
             if case .duplicate(_, let deliveries) = outcome {
                 record.outcome = .duplicate
                 record["deliveries"] = .number(Double(deliveries))
@@ -274,4 +283,18 @@ public struct Intake: Sendable {
         metrics?.observe(outcome: "failed", err: nil, verifySeconds: verifySeconds, commitSeconds: nil)
     }
 
+}
+
+/// When a journaled SET became durable: set by the journal's `durable` callback, read by its
+/// `indexed` one, which follows it (one a SET).
+private final class DurableTime: Sendable {
+    /// A NaN's bit pattern until `set`: no clock reads one.
+    private static let unset = UInt64.max
+    private let bits = Atomic<UInt64>(DurableTime.unset)
+    func set(_ time: Double) { bits.store(time.bitPattern, ordering: .releasing) }
+    /// Nil until `set`.
+    var value: Double? {
+        let bits = bits.load(ordering: .acquiring)
+        return bits == Self.unset ? nil : Double(bitPattern: bits)
+    }
 }
