@@ -102,7 +102,8 @@ public final class DiskSyncProbe: Sendable {
     private let path: String
     private let interval: Double
     private let state = Mutex<(summary: Summary, running: Bool)>((Summary(), true))
-    private let finished = Atomic<Bool>(false)
+    /// Signalled once by the thread as it ends.
+    private let finished = DispatchSemaphore(value: 0)
 
     public init(directory: URL, interval: Double = 0.02) {
         path = directory.appendingPathComponent("disk-probe-\(UUID().uuidString)").path
@@ -120,21 +121,21 @@ public final class DiskSyncProbe: Sendable {
         }
     }
 
-    /// Ends the thread and removes its file; returns what it saw since the last `take()`. Blocks
+    /// Ends the thread and removes its file (call it once); returns what it saw since the last `take()`. Blocks
     /// until the thread has finished its last sync (from async code: on a `BlockingPool`).
     public func stop() -> Summary {
         let summary = state.withLock { state in
             state.running = false
             return state.summary
         }
-        while !finished.load(ordering: .acquiring) { usleep(1_000) }
+        finished.wait()
         return summary
     }
 
     private func run() {
         defer {
             unlink(path)
-            finished.store(true, ordering: .releasing)
+            finished.signal()
         }
         let descriptor = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { return }
