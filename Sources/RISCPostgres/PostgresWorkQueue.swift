@@ -41,20 +41,24 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
         }
     }
 
-    public func claim(owner: String, limit: Int, lease: Double, now: Double, scope: ClaimScope) async throws -> [ClaimedSET] {
+    public func claim(owner: String, limit: Int, lease: Double, now: Double, horizon: Double, scope: ClaimScope) async throws -> [ClaimedSET] {
         try await call("claiming queued SETs") {
-            try await self.claimNow(owner: owner, limit: limit, lease: lease, now: now, scope: scope)
+            try await self.claimNow(owner: owner, limit: limit, lease: lease, now: now, horizon: horizon, scope: scope)
         }
     }
 
-    private func claimNow(owner: String, limit: Int, lease: Double, now: Double, scope: ClaimScope) async throws -> [ClaimedSET] {
+    private func claimNow(owner: String, limit: Int, lease: Double, now: Double, horizon: Double, scope: ClaimScope) async throws -> [ClaimedSET] {
         let expires = now + lease
+        // Past the horizon: written before the clock stepped back (`QueueTime`). Infinity is a
+        // double PostgreSQL compares like any other.
+        let beyond = now + horizon
         let any = scope == .all, notices = scope == .notices
         let rows = try await database.client.query(
             """
             UPDATE sets SET lease_owner = \(owner), lease_expires_at = \(expires)
             WHERE id IN (SELECT id FROM sets
-                         WHERE state = 'pending' AND next_attempt_at <= \(now) AND (lease_expires_at IS NULL OR lease_expires_at < \(now))
+                         WHERE state = 'pending' AND (next_attempt_at <= \(now) OR next_attempt_at > \(beyond))
+                           AND (lease_expires_at IS NULL OR lease_expires_at < \(now) OR lease_expires_at > \(beyond))
                            AND (\(any) OR (issuer = \(UnlinkNotices.queueIssuer)) = \(notices))
                          ORDER BY next_attempt_at, id LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED)
             RETURNING id, issuer, jti, token, attempts, next_attempt_at, coalesce(retry_since, received_at)
@@ -160,15 +164,17 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
         return changed
     }
 
-    public func rescueExpiredLeases(now: Double) async throws -> [String] {
-        try await call("rescuing leases") { try await self.rescueNow(now: now) }
+    public func rescueExpiredLeases(now: Double, horizon: Double) async throws -> [String] {
+        try await call("rescuing leases") { try await self.rescueNow(now: now, horizon: horizon) }
     }
 
-    private func rescueNow(now: Double) async throws -> [String] {
+    private func rescueNow(now: Double, horizon: Double) async throws -> [String] {
+        let beyond = now + horizon
         let rows = try await database.client.query(
             """
             UPDATE sets SET lease_owner = NULL, lease_expires_at = NULL
-            WHERE id IN (SELECT id FROM sets WHERE state = 'pending' AND lease_expires_at < \(now) LIMIT 1000 FOR UPDATE SKIP LOCKED)
+            WHERE id IN (SELECT id FROM sets WHERE state = 'pending' AND (lease_expires_at < \(now) OR lease_expires_at > \(beyond))
+                         LIMIT 1000 FOR UPDATE SKIP LOCKED)
             RETURNING jti
             """, logger: logger)
         var rescued: [String] = []

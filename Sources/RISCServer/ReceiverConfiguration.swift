@@ -309,7 +309,7 @@ public struct ReceiverConfiguration: Sendable {
             }
         }
         if !(1...120).contains(store.timeout) { problems.append("store.timeout must be 1–120 seconds, got \(store.timeout)") }
-        if !(5...3_600).contains(queueLease) { problems.append("store.lease must be 5–3600 seconds, got \(queueLease)") }
+        if !(5...QueueWorker.longestLease).contains(queueLease) { problems.append("store.lease must be 5–3600 seconds, got \(queueLease)") }
         return problems
     }
 }

@@ -91,14 +91,15 @@ public final class MemoryWorkQueue: WorkQueue, Sendable {
 
     // MARK: WorkQueue
 
-    public func claim(owner: String, limit: Int, lease: Double, now: Double, scope: ClaimScope) async throws -> [ClaimedSET] {
+    public func claim(owner: String, limit: Int, lease: Double, now: Double, horizon: Double, scope: ClaimScope) async throws -> [ClaimedSET] {
         claims.add(1, ordering: .relaxed)
         while hanging.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
         try checkAvailable()
         return state.withLock { state in
             let due = state.rows.indices.filter { index in
                 let row = state.rows[index]
-                return row.state == .pending && row.nextAttemptAt <= now && (row.lease.map { $0.expiresAt < now } ?? true)
+                return row.state == .pending && QueueTime.isDue(row.nextAttemptAt, now: now, horizon: horizon)
+                    && (row.lease.map { QueueTime.hasExpired($0.expiresAt, now: now, horizon: horizon) } ?? true)
                     && scope.includes(issuer: row.issuer)
             }
             .sorted { (state.rows[$0].nextAttemptAt, state.rows[$0].id) < (state.rows[$1].nextAttemptAt, state.rows[$1].id) }
@@ -144,11 +145,13 @@ public final class MemoryWorkQueue: WorkQueue, Sendable {
         }
     }
 
-    public func rescueExpiredLeases(now: Double) async throws -> [String] {
+    public func rescueExpiredLeases(now: Double, horizon: Double) async throws -> [String] {
         try checkAvailable()
         return state.withLock { state in
             state.rows.indices.compactMap { index in
-                guard state.rows[index].state == .pending, let lease = state.rows[index].lease, lease.expiresAt < now else { return nil }
+                guard state.rows[index].state == .pending, let lease = state.rows[index].lease,
+                    QueueTime.hasExpired(lease.expiresAt, now: now, horizon: horizon)
+                else { return nil }
                 state.rows[index].lease = nil
                 return state.rows[index].jti
             }

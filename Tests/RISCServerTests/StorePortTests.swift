@@ -406,6 +406,45 @@ struct StorePortTests {
         try await f.close()
     }
 
+    @Test(
+        "work queue: after the wall clock steps back, a retry and a lease written before the step are due at once, not a day later; those written after it keep their wait",
+        arguments: Backend.allCases)
+    func queueAfterTheClockSteppedBack(_ backend: Backend) async throws {
+        let f = try await Fixture.open(backend)
+        let now = Date().timeIntervalSince1970, back = now - 86_400
+        var retry = RetryPolicy()
+        (retry.baseDelay, retry.maximumDelay, retry.jitter) = (60, 600, 0)
+        let log = MemoryEventLog()
+        let worker = QueueWorker(queue: f.queue, settings: .init(owner: "w"), retry: retry, log: log, logger: Self.logger)
+        #expect(worker.horizon == 3_660, "the longest backoff is shorter than the longest lease any worker holds")
+
+        _ = try await f.append(.sessionsRevoked, sub: "nobody", jti: "broken", receivedAt: now)
+        try await f.execute("UPDATE sets SET token = 'not a token' WHERE jti = 'broken'")
+        #expect(try await worker.processDue(now: now) == 1)  // failed: next attempt at now + 60
+        #expect(try await worker.processDue(now: now + 30) == 0, "retried before its backoff")
+        #expect(try await worker.processDue(now: back) == 1, "a retry scheduled before the clock stepped back a day waited for the day")
+        #expect(try await worker.processDue(now: back + 60) == 0, "a retry scheduled after the step did not wait its backoff (120 s)")
+        #expect(try await worker.processDue(now: back + 121) == 1)
+        #expect(log.outcomes("applied") == ["failed", "failed", "failed"])
+        try await f.execute("UPDATE sets SET state = 'dead' WHERE jti = 'broken'")
+
+        _ = try await f.append(.sessionsRevoked, sub: "nobody", jti: "leased", receivedAt: now)
+        #expect(try await f.queue.claim(owner: "stalled", limit: 10, lease: 30, now: now).map(\.jti) == ["leased"])
+        let survivor = QueueWorker(queue: f.otherQueue, settings: .init(owner: "survivor"), retry: retry, log: log, logger: Self.logger)
+        #expect(try await survivor.processDue(now: now + 10) == 0, "a live lease was taken")
+        await survivor.rescue(now: back)
+        #expect(log.outcomes("lease") == ["rescued"], "a lease taken before the clock stepped back held for the day")
+        #expect(try await survivor.processDue(now: back) == 1)
+
+        _ = try await f.append(.sessionsRevoked, sub: "nobody", jti: "leased-after", receivedAt: back)
+        // Held as long as a notice worker's lease (longer than this worker's own, or its backoff).
+        #expect(try await f.queue.claim(owner: "notices", limit: 10, lease: 3_000, now: back).map(\.jti) == ["leased-after"])
+        await survivor.rescue(now: back + 10)
+        #expect(try await survivor.processDue(now: back + 10) == 0, "a lease taken after the step was taken from its holder")
+        #expect(log.outcomes("lease") == ["rescued"])
+        try await f.close()
+    }
+
     @Test("issue 15 §1: with a webhook, a hijacking names each active linked token by fingerprint (never the token) and they are marked revoked once it answers", arguments: Backend.allCases)
     func linkedTokensThroughWebhook(_ backend: Backend) async throws {
         let f = try await Fixture.open(backend)

@@ -101,8 +101,11 @@ public struct FinishItem: Sendable {
 /// `applied_actions`, so each is applied exactly once whoever finishes it.
 public protocol WorkQueue: Sendable {
     /// Claims up to `limit` due SETs (pending, next attempt due, no live lease) for `owner` until
-    /// `now + lease`, oldest due first, skipping the ones other workers are claiming.
-    func claim(owner: String, limit: Int, lease: Double, now: Double, scope: ClaimScope) async throws -> [ClaimedSET]
+    /// `now + lease`, oldest due first, skipping the ones other workers are claiming. A next
+    /// attempt or a lease's end more than `horizon` seconds after `now` was written before the
+    /// wall clock stepped back (no backoff or lease is that long: `QueueWorker.horizon`): due, or
+    /// expired, now, instead of waiting out the step.
+    func claim(owner: String, limit: Int, lease: Double, now: Double, horizon: Double, scope: ClaimScope) async throws -> [ClaimedSET]
 
     /// Finishes each item's claim: with `applyToAccounts`, applies its plan to the store's
     /// accounts (each action once: one already in `applied_actions` is reported, not applied
@@ -121,16 +124,32 @@ public protocol WorkQueue: Sendable {
     /// `retryAt` is nil. False when `claim` no longer holds its lease (nothing changed).
     func fail(_ claim: ClaimedSET, error: String, retryAt: Double?, now: Double) async throws -> Bool
 
-    /// Releases leases that expired before `now` (their holders died or stalled), so any worker
-    /// claims that work next. Returns the jtis released.
-    func rescueExpiredLeases(now: Double) async throws -> [String]
+    /// Releases leases that expired before `now` (their holders died or stalled), or that end more
+    /// than `horizon` after it (written before the clock stepped back), so any worker claims that
+    /// work next. Returns the jtis released.
+    func rescueExpiredLeases(now: Double, horizon: Double) async throws -> [String]
+}
+
+/// How a queue tells, by the wall clock of the moment, whether a stored time has come: a due
+/// time or a lease's end is past when it is before `now`, and also when it lies further ahead
+/// than any backoff or lease could put it (`horizon`): it was written before the clock stepped
+/// back, and would otherwise hold the work for as long as the step.
+public enum QueueTime {
+    /// Whether a next attempt at `due` may be tried at `now`.
+    public static func isDue(_ due: Double, now: Double, horizon: Double) -> Bool { due <= now || due > now + horizon }
+
+    /// Whether a lease ending at `end` no longer holds at `now`.
+    public static func hasExpired(_ end: Double, now: Double, horizon: Double) -> Bool { end < now || end > now + horizon }
 }
 
 extension WorkQueue {
-    /// Claims any due row (see `claim(owner:limit:lease:now:scope:)`).
-    public func claim(owner: String, limit: Int, lease: Double, now: Double) async throws -> [ClaimedSET] {
-        try await claim(owner: owner, limit: limit, lease: lease, now: now, scope: .all)
+    /// Claims any due row (see `claim(owner:limit:lease:now:horizon:scope:)`), with no horizon.
+    public func claim(owner: String, limit: Int, lease: Double, now: Double, scope: ClaimScope = .all) async throws -> [ClaimedSET] {
+        try await claim(owner: owner, limit: limit, lease: lease, now: now, horizon: .infinity, scope: scope)
     }
+
+    /// Releases leases that expired before `now`, with no horizon (see `rescueExpiredLeases(now:horizon:)`).
+    public func rescueExpiredLeases(now: Double) async throws -> [String] { try await rescueExpiredLeases(now: now, horizon: .infinity) }
 
     /// Finishes one claim (see `finish(_:applyToAccounts:now:)`); nil when it lost its lease.
     public func finish(_ claim: ClaimedSET, plan: ActionPlan, claims: SecurityEventToken, applyToAccounts: Bool, now: Double) async throws

@@ -79,6 +79,25 @@ public final class QueueWorker: Sendable {
         "\(ProcessInfo.processInfo.hostName):\(getpid()):\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
     }
 
+    /// How far ahead of now a stored next attempt or lease end can lie while the wall clock only
+    /// goes forward: the longest backoff (with its jitter) or the longest lease any worker may
+    /// hold (`longestLease`: not this worker's own, since a notice worker's is longer and
+    /// another receiver's may be), and a minute for the clocks of receivers sharing a store to
+    /// differ. Beyond it, the time was written before the clock stepped back, and the work is due
+    /// now (`QueueTime`) instead of after the step. (A receiver with a shorter backoff than
+    /// another's may retry the other's SET early; a live lease is never taken.)
+    public var horizon: Double {
+        let retry = self.retry
+        return max(retry.maximumDelay * (1 + retry.jitter), settings.lease, Self.longestLease) + Self.clockSpread
+    }
+
+    /// The longest lease a worker holds: `store.lease` and the notice workers' are at most an hour
+    /// (the configuration's bounds).
+    public static let longestLease: Double = 3_600
+
+    /// How far apart the clocks of receivers sharing a store may be.
+    public static let clockSpread: Double = 60
+
     /// Applies a reloaded action table and retry policy from the next batch on.
     public func update(table: ActionTable, retry: RetryPolicy) { rules.withLock { $0 = (table, retry) } }
 
@@ -148,7 +167,7 @@ public final class QueueWorker: Sendable {
     /// the recovery once, not at every attempt of an outage.
     public func rescue(now: Double) async {
         do {
-            for jti in try await queue.rescueExpiredLeases(now: now) {
+            for jti in try await queue.rescueExpiredLeases(now: now, horizon: horizon) {
                 var record = EventLogRecord(step: .lease, outcome: .rescued, time: now)
                 record["jti"] = .string(jti)
                 record["worker"] = .string(settings.owner)
@@ -175,7 +194,8 @@ public final class QueueWorker: Sendable {
     @discardableResult
     public func processDue(now: Double? = nil) async throws -> Int {
         let clock = now.map { fixed in { @Sendable in fixed } } ?? self.clock
-        let claimed = try await queue.claim(owner: settings.owner, limit: settings.batch, lease: settings.lease, now: clock(), scope: settings.scope)
+        let claimed = try await queue.claim(
+            owner: settings.owner, limit: settings.batch, lease: settings.lease, now: clock(), horizon: horizon, scope: settings.scope)
         var ready: [Prepared] = []
         for claim in claimed {
             if stopping && sink != nil { break }  // an undelivered claim is rescued after its lease

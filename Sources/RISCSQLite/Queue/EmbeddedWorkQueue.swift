@@ -52,28 +52,32 @@ public final class EmbeddedWorkQueue: WorkQueue, Sendable {
     /// The token-fingerprint key the queue matches tokens with (unlink notices are MACed with it).
     public let tokenKey: [UInt8]
 
-    public func claim(owner: String, limit: Int, lease: Double, now: Double, scope: ClaimScope) async throws -> [ClaimedSET] {
+    public func claim(owner: String, limit: Int, lease: Double, now: Double, horizon: Double, scope: ClaimScope) async throws -> [ClaimedSET] {
         // On the queue's one thread, so two claims never race for the same rows.
         try await database.run { connection, _ in
             // Rows another worker holds are skipped: ask for that many more.
-            let held = self.leases.withLock { leases in leases.values.count { $0.expiresAt >= now } }
+            let held = self.leases.withLock { leases in leases.values.count { !QueueTime.hasExpired($0.expiresAt, now: now, horizon: horizon) } }
             // In the queue index's order (due time, then arrival): with a bound LIMIT the planner
             // would otherwise scan the whole table in rowid order, reading every page when nothing is due.
+            // Then the rows due beyond the horizon (`QueueTime`): a second range of the same index.
             let due = try connection.cached(
                 """
-                SELECT id, issuer, jti, token, attempts, coalesce(retry_since, received_at) FROM sets INDEXED BY sets_queue
-                WHERE state = 'pending' AND next_attempt_at <= ?1 AND (?3 OR (issuer = ?4) = ?5) ORDER BY next_attempt_at, id LIMIT ?2
+                SELECT * FROM (SELECT id, issuer, jti, token, attempts, coalesce(retry_since, received_at) FROM sets INDEXED BY sets_queue
+                               WHERE state = 'pending' AND next_attempt_at <= ?1 AND (?3 OR (issuer = ?4) = ?5) ORDER BY next_attempt_at, id LIMIT ?2)
+                UNION ALL
+                SELECT * FROM (SELECT id, issuer, jti, token, attempts, coalesce(retry_since, received_at) FROM sets INDEXED BY sets_queue
+                               WHERE state = 'pending' AND next_attempt_at > ?6 AND (?3 OR (issuer = ?4) = ?5) ORDER BY next_attempt_at, id LIMIT ?2)
                 """)
             try due.bind([
                 .double(now), .int(Int64(limit + held)), .int(scope == .all ? 1 : 0), .text(UnlinkNotices.queueIssuer),
-                .int(scope == .notices ? 1 : 0),
+                .int(scope == .notices ? 1 : 0), .double(now + horizon),
             ])
             defer { due.reset() }
             var claimed: [ClaimedSET] = []
             while claimed.count < limit, try due.step() {
                 let id = due.int(0)
                 let taken = self.leases.withLock { leases in
-                    if let current = leases[id], current.expiresAt >= now { return true }
+                    if let current = leases[id], !QueueTime.hasExpired(current.expiresAt, now: now, horizon: horizon) { return true }
                     leases[id] = Lease(owner: owner, expiresAt: now + lease, jti: due.text(2) ?? "")
                     return false
                 }
@@ -154,9 +158,9 @@ public final class EmbeddedWorkQueue: WorkQueue, Sendable {
         return changed
     }
 
-    public func rescueExpiredLeases(now: Double) async throws -> [String] {
+    public func rescueExpiredLeases(now: Double, horizon: Double) async throws -> [String] {
         leases.withLock { leases in
-            let expired = leases.filter { $0.value.expiresAt < now }
+            let expired = leases.filter { QueueTime.hasExpired($0.value.expiresAt, now: now, horizon: horizon) }
             for id in expired.keys { leases.removeValue(forKey: id) }
             return expired.sorted { $0.key < $1.key }.map(\.value.jti)
         }
