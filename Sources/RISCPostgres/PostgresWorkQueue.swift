@@ -48,16 +48,27 @@ public final class PostgresWorkQueue: WorkQueue, Sendable {
     }
 
     private func claimNow(owner: String, limit: Int, lease: Double, now: Double, horizon: Double, scope: ClaimScope) async throws -> [ClaimedSET] {
-        let expires = now + lease
-        // Past the horizon: written before the clock stepped back (`QueueTime`). Infinity is a
-        // double PostgreSQL compares like any other.
-        let beyond = now + horizon
+        // The rows due, then (only when they do not fill the batch) those due past the horizon,
+        // written before the clock stepped back (`QueueTime`): each a range of the queue index,
+        // not a scan of every row scheduled in between.
+        let due = try await claimRange(after: -.infinity, upTo: now, owner: owner, limit: limit, lease: lease, now: now, horizon: horizon, scope: scope)
+        guard due.count < limit, horizon.isFinite else { return due }
+        return due
+            + (try await claimRange(
+                after: now + horizon, upTo: .infinity, owner: owner, limit: limit - due.count, lease: lease, now: now, horizon: horizon, scope: scope))
+    }
+
+    /// Claims due rows whose next attempt is in `(after, upTo]`, in the index's order.
+    private func claimRange(
+        after: Double, upTo: Double, owner: String, limit: Int, lease: Double, now: Double, horizon: Double, scope: ClaimScope
+    ) async throws -> [ClaimedSET] {
+        let expires = now + lease, beyond = now + horizon
         let any = scope == .all, notices = scope == .notices
         let rows = try await database.client.query(
             """
             UPDATE sets SET lease_owner = \(owner), lease_expires_at = \(expires)
             WHERE id IN (SELECT id FROM sets
-                         WHERE state = 'pending' AND (next_attempt_at <= \(now) OR next_attempt_at > \(beyond))
+                         WHERE state = 'pending' AND next_attempt_at > \(after) AND next_attempt_at <= \(upTo)
                            AND (lease_expires_at IS NULL OR lease_expires_at < \(now) OR lease_expires_at > \(beyond))
                            AND (\(any) OR (issuer = \(UnlinkNotices.queueIssuer)) = \(notices))
                          ORDER BY next_attempt_at, id LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED)
