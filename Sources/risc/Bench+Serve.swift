@@ -128,6 +128,8 @@ extension RiscCommand.Bench {
                 let signStart = Date()
                 try await Self.signTokens(count: count, signer: entry.signer, into: tokenFile)
                 print("signed \(count) distinct RS256 SETs in \(String(format: "%.1f", Date().timeIntervalSince(signStart))) s")
+            } else if let note = Self.sequentialJTINote(tokenFile) {
+                print(note)
             }
 
             // Keys come the way they do in production: discovery document, then JWKS, through the cache.
@@ -277,6 +279,19 @@ extension RiscCommand.Bench {
                 if pair.count == 2 { fields[String(pair[0])] = Double(pair[1]) }
             }
             return fields
+        }
+
+        /// A note when a reused token file was signed by a bench before 2026-12-04, whose SETs had the
+        /// jtis `bench-0`, `bench-1`, … (cheaper to index than a receiver's random ones).
+        static func sequentialJTINote(_ file: URL) -> String? {
+            guard let handle = try? FileHandle(forReadingFrom: file) else { return nil }
+            defer { try? handle.close() }
+            let head = (try? handle.read(upToCount: 64 << 10)) ?? Data()
+            guard let line = head.split(separator: UInt8(ascii: "\n")).first, let jws = try? CompactJWS(String(decoding: line, as: UTF8.self)),
+                let jti = (try? SecurityEventToken(payload: jws.payload))?.tokenID, jti.hasPrefix("bench-")
+            else { return nil }
+            return "note: \(file.path) holds SETs with sequential jtis (bench-0, bench-1, …) from an older bench; they cost the store less "
+                + "to index than Google's random ones, so its figures are not comparable with today's: remove the file to sign anew"
         }
 
         /// Signs `count` distinct SETs into `file`, a line each: Google-shaped sessions-revoked by

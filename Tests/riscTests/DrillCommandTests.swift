@@ -73,6 +73,24 @@ struct DrillCommandTests {
         #expect(result.stdout.contains(" 0 non-202 answers"), "\(result.stdout)")
     }
 
+    /// A token file kept from an older bench (`--token-file /tmp/tokens.bin`, as docs/performance.md
+    /// reproduces it) still holds `bench-N` jtis: reused without a word, it gave figures that look
+    /// like today's and are not.
+    @Test("bench serve reusing a token file of sequential bench-N jtis says so; one of random jtis says nothing")
+    func benchNamesAnOldTokenFile() async throws {
+        let directory = try KeyDirectory(url: RiscBinary.repository.appendingPathComponent("keys/test"))
+        let factory = SETFactory(signer: try #require(directory.entry(for: .rs256)).signer)
+        for (name, jti) in [("old", { (index: Int) in "bench-\(index)" }), ("new", { (_: Int) in nil as String? })] {
+            let tokens = Scratch.root.appendingPathComponent("risc-bench-\(name)-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: tokens) }
+            let lines = try (0..<400).map { try factory.make(type: .sessionsRevoked, subject: factory.accountSubject("\(100_000_000 + $0)"), jti: jti($0)) }
+            try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: tokens)
+            let result = try await RiscBinary.run(["bench", "serve", "--duration", "1", "--connections", "4", "--port", try port(), "--token-file", tokens.path])
+            #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
+            #expect(result.stdout.contains("sequential jtis") == (name == "old"), "\(name): \(result.stdout)")
+        }
+    }
+
     /// Found: the bench's SETs had the jtis `bench-0`, `bench-1`, … in the order they were sent,
     /// which fill the (issuer, jti) index's pages one after the other; Google's jtis are random,
     /// and random ones cost the embedded store ~10 µs more a SET (twice the bytes written a SET).
