@@ -28,8 +28,7 @@ extension RiscCommand.Accounts {
 
         func run() async throws {
             func read(_ path: String) throws -> String {
-                guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw ValidationError("cannot read \(path)") }
-                return text.trimmingCharacters(in: .whitespacesAndNewlines)
+                String(decoding: try readInput(path), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
             }
             let store = try await data.open(accounts: true, create: creation.create)
             defer { store.close() }

@@ -153,10 +153,10 @@ extension RiscCommand {
 
         /// A verifier over a pinned JWK Set file, for `--dry-run` and `--local`.
         func verifier(jwksFile file: String, policy: SETPolicy? = nil) throws -> SETVerifier {
-            guard let data = FileManager.default.contents(atPath: file) else { throw ValidationError("cannot read \(file)") }
+            let data = try readInput(file, what: "--jwks-file")
             return SETVerifier(
                 policy: policy ?? SETPolicy(audiences: Set(audiences.isEmpty ? [aud] : audiences)),
-                keys: StaticKeyProvider(keys: try JWKSet(json: Array(data)), issuer: iss))
+                keys: StaticKeyProvider(keys: try JWKSet(json: data), issuer: iss))
         }
 
         func dryRun(_ tokens: [String]) async throws {

@@ -46,10 +46,8 @@ struct VerificationOptions: ParsableArguments {
     /// A pinned key set from `--jwks-file`, or a cache over the discovery document.
     func keyProvider(logger: Logger) throws -> any KeyProvider {
         if let jwksFile {
-            guard let data = FileManager.default.contents(atPath: jwksFile) else {
-                throw ValidationError("cannot read --jwks-file \(jwksFile)")
-            }
-            return StaticKeyProvider(keys: try JWKSet(json: Array(data)), issuer: issuer ?? DiscoveryDocument.googleIssuer)
+            let data = try readInput(jwksFile, what: "--jwks-file")
+            return StaticKeyProvider(keys: try JWKSet(json: data), issuer: issuer ?? DiscoveryDocument.googleIssuer)
         }
         var configuration = JWKSConfiguration(discoveryURL: discoveryURL, expectedIssuer: issuer)
         if let dataDir {

@@ -2,6 +2,10 @@ import ArgumentParser
 import Foundation
 import RISCCore
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 extension RiscCommand {
     struct Verify: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -36,9 +40,24 @@ extension RiscCommand {
     }
 }
 
-/// Reads a whole file, or standard input for "-".
-func readInput(_ path: String) throws -> [UInt8] {
+/// Reads a whole file, or standard input for "-". Whatever can be read will do: a pipe
+/// (`/dev/stdin`, a shell's `<(…)`) or a device as well as a file. One that cannot is named with
+/// the reason, after `what` (an option's name) when given.
+func readInput(_ path: String, what: String? = nil) throws -> [UInt8] {
     if path == "-" { return Array(FileHandle.standardInput.readDataToEndOfFile()) }
-    guard let data = FileManager.default.contents(atPath: path) else { throw ValidationError("cannot read \(path)") }
-    return Array(data)
+    func failure() -> ValidationError {
+        ValidationError("cannot read \(what.map { $0 + " " } ?? "")\(path): \(String(cString: strerror(errno)))")
+    }
+    let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+    guard descriptor >= 0 else { throw failure() }
+    defer { close(descriptor) }
+    var bytes: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 64 << 10)
+    while true {
+        let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+        if count < 0 && errno == EINTR { continue }
+        guard count >= 0 else { throw failure() }
+        if count == 0 { return bytes }
+        bytes += buffer[0..<count]
+    }
 }

@@ -30,6 +30,35 @@ struct VerifyCommandTests {
         #expect(!result.stdout.contains(token.prefix(30)))
     }
 
+    /// Found: `risc verify <(…)`, `risc replay <(risc sign …)` and `--jwks-file <(curl …)` said
+    /// "cannot read /dev/fd/63": a pipe, `/dev/stdin` or a device was read as if it had to be a
+    /// regular file; and a file that could not be read was named without the reason.
+    @Test("a token file, a token list or --jwks-file may be a pipe (/dev/stdin, <(…)); one that cannot be read is named with the reason")
+    func pipesAndReasons() async throws {
+        let token = try String(contentsOf: RiscBinary.repository.appendingPathComponent("keys/test/sample-account-disabled.jwt"), encoding: .utf8)
+        let jwks = try String(contentsOf: RiscBinary.repository.appendingPathComponent("keys/test/jwks.json"), encoding: .utf8)
+        let verified = try await RiscBinary.run(
+            ["verify", "/dev/stdin", "--jwks-file", "keys/test/jwks.json", "--audience", Self.audience], stdin: token)
+        #expect(verified.status == 0, "\(verified.stderr)")
+        let keysPiped = try await RiscBinary.run(
+            ["verify", "keys/test/sample-account-disabled.jwt", "--jwks-file", "/dev/stdin", "--audience", Self.audience], stdin: jwks)
+        #expect(keysPiped.status == 0, "\(keysPiped.stderr)")
+        let replayed = try await RiscBinary.run(["replay", "/dev/stdin", "--dry-run", "--jwks-file", "keys/test/jwks.json", "--aud", Self.audience], stdin: token)
+        #expect(replayed.status == 0, "\(replayed.stdout) \(replayed.stderr)")
+        let replayKeys = try await RiscBinary.run(
+            ["replay", "keys/test/sample-account-disabled.jwt", "--dry-run", "--jwks-file", "/dev/stdin", "--aud", Self.audience], stdin: jwks)
+        #expect(replayKeys.status == 0, "\(replayKeys.stdout) \(replayKeys.stderr)")
+
+        let missing = try await RiscBinary.run(["verify", "/nonexistent/token.jwt", "--jwks-file", "keys/test/jwks.json", "--audience", Self.audience])
+        #expect(missing.status == 64)
+        #expect(missing.stderr.contains("cannot read /nonexistent/token.jwt: No such file or directory"), "\(missing.stderr)")
+        let directory = try await RiscBinary.run(["verify", "keys/test", "--jwks-file", "keys/test/jwks.json", "--audience", Self.audience])
+        #expect(directory.status == 64)
+        #expect(directory.stderr.contains("cannot read keys/test: Is a directory"), "\(directory.stderr)")
+        let keysMissing = try await RiscBinary.run(["verify", "keys/test/sample-account-disabled.jwt", "--jwks-file", "/nonexistent/jwks.json", "--audience", Self.audience])
+        #expect(keysMissing.stderr.contains("cannot read --jwks-file /nonexistent/jwks.json: No such file or directory"), "\(keysMissing.stderr)")
+    }
+
     @Test("usage errors exit 64 with a message")
     func usage() async throws {
         let result = try await RiscBinary.run(["verify", "keys/test/sample-account-disabled.jwt", "--jwks-file", "keys/test/jwks.json"])
