@@ -26,6 +26,11 @@ extension RiscCommand.Accounts {
         @OptionGroup var data: StoreOption
         @OptionGroup var creation: CreateOption
 
+        func validate() throws {
+            let given = [("--subject", subject), ("--user", user), ("--issuer", issuer)] + (email.map { [("--email", $0)] } ?? [])
+            do { for (name, text) in given { try AccountLink.check(text, named: name) } } catch { throw ValidationError(error.description) }
+        }
+
         func run() async throws {
             func read(_ path: String) throws -> String {
                 String(decoding: try readInput(path), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)

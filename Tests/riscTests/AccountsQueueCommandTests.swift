@@ -181,6 +181,34 @@ struct AccountsQueueCommandTests {
         #expect(typo.status == 64 && typo.stderr.contains("RISC_DATADIR"), "\(typo.stderr)")
     }
 
+    /// Found: `accounts link --subject ''` linked an account with no subject, `--user ''` one with no
+    /// user, and a subject pasted with a space (` 1101…`) was kept as given: no SET names such a
+    /// subject, so the account stayed unprotected without a word. Import kept the space too.
+    @Test("accounts link and import refuse an empty subject or user, and white space around a subject, user, email or issuer (exit 64, nothing stored)")
+    func blankIdentifiersRefused() async throws {
+        let data = Scratch.root.appendingPathComponent("risc-cli-blank-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let cases: [([String], String)] = [
+            (["--subject", "", "--user", "u"], "--subject must not be empty"),
+            (["--subject", " 110169484474386276334", "--user", "u"], "--subject must not begin or end with white space"),
+            (["--subject", "110169484474386276334\n", "--user", "u"], "--subject must not begin or end with white space"),
+            (["--subject", "110169484474386276334", "--user", ""], "--user must not be empty"),
+            (["--subject", "110169484474386276334", "--user", "alice "], "--user must not begin or end with white space"),
+            (["--subject", "110169484474386276334", "--user", "alice", "--email", " alice@example.com"], "--email must not begin or end with white space"),
+            (["--subject", "110169484474386276334", "--user", "alice", "--issuer", "https://accounts.google.com "], "--issuer must not begin or end with white space"),
+        ]
+        for (arguments, why) in cases {
+            let result = try await RiscBinary.run(["accounts", "link"] + arguments + ["--data-dir", data, "--create"])
+            #expect(result.status == 64 && result.stderr.contains(why), "\(arguments): \(result.status) \(result.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: data + "/risc.sqlite3"), "nothing, not even a store, for \(arguments)")
+        }
+        let imported = try await RiscBinary.run(
+            ["accounts", "import", "-", "--data-dir", data, "--create"], stdin: #"{"subject":" 110169484474386276334","user_id":"alice"}"# + "\n")
+        #expect(imported.status == 64 && imported.stderr.contains("line 1: 'subject' must not begin or end with white space"), "\(imported.stderr)")
+        let linked = try await RiscBinary.run(["accounts", "link", "--subject", "110169484474386276334", "--user", "alice", "--data-dir", data, "--create"])
+        #expect(linked.status == 0, "\(linked.stderr)")
+    }
+
     /// Issue 16: a bad fifth line committed the first four; misspelt keys and empty subjects passed.
     @Test("accounts import is all or nothing and strict: unknown members, empty subjects, wrong types and repeats refuse the whole file")
     func strictImport() async throws {

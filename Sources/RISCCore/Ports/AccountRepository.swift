@@ -200,6 +200,16 @@ extension AccountLink {
     /// The members an account's JSON description may have (`accounts import`, `POST /admin/accounts`).
     public static let jsonMembers: Set<String> = ["subject", "user_id", "email", "issuer", "sessions", "refresh_tokens", "linked_tokens"]
 
+    /// A subject, user ID, email or issuer as given (a JSON member, `risc accounts link`'s option):
+    /// not empty, no NUL, no white space before or after. A subject pasted with a space or a
+    /// newline would be kept as given, and no SET names it: the account would go unprotected.
+    public static func check(_ text: String, named name: String) throws(AccountLinkError) {
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !trimmed.isEmpty else { throw AccountLinkError("\(name) must not be empty") }
+        guard !text.utf8.contains(0) else { throw AccountLinkError("\(name) must not hold a NUL character") }
+        guard trimmed == text else { throw AccountLinkError("\(name) must not begin or end with white space") }
+    }
+
     /// An account from its JSON description, strictly: `subject` and `user_id` non-empty strings,
     /// `email` and `issuer` non-empty strings when present, the lists arrays of non-empty strings,
     /// and no other member (a misspelt key must not silently drop data).
@@ -213,8 +223,7 @@ extension AccountLink {
                 return nil
             }
             guard let text = value.stringValue else { throw AccountLinkError("'\(name)' must be a string") }
-            guard !text.trimmingCharacters(in: .whitespaces).isEmpty else { throw AccountLinkError("'\(name)' must not be empty") }
-            guard !text.utf8.contains(0) else { throw AccountLinkError("'\(name)' must not hold a NUL character") }
+            try Self.check(text, named: "'\(name)'")
             return text
         }
         func list(_ name: String) throws(AccountLinkError) -> [String] {
