@@ -24,14 +24,15 @@ public struct ConfigLayers {
         self.flags = flags
         self.filePath = filePath
         if let filePath {
-            if let data = FileManager.default.contents(atPath: filePath) {
+            do {
+                let bytes = try FileContents.read(filePath, regularFile: true)
                 do {
-                    Self.flatten(try ConfigFile.parse(path: filePath, bytes: Array(data)), prefix: "", into: &file)
+                    Self.flatten(try ConfigFile.parse(path: filePath, bytes: bytes), prefix: "", into: &file)
                 } catch {
                     problems.append("\(filePath): \(error)")
                 }
-            } else {
-                problems.append("\(filePath): cannot read the config file")
+            } catch {
+                problems.append("\(filePath): cannot read the config file: \(error.reason)")
             }
         }
         for key in file.keys.sorted() where !knownKeys.contains(key) {

@@ -2,10 +2,6 @@ import ArgumentParser
 import Foundation
 import RISCCore
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 extension RiscCommand {
     struct Verify: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -45,19 +41,5 @@ extension RiscCommand {
 /// the reason, after `what` (an option's name) when given.
 func readInput(_ path: String, what: String? = nil) throws -> [UInt8] {
     if path == "-" { return Array(FileHandle.standardInput.readDataToEndOfFile()) }
-    func failure() -> ValidationError {
-        ValidationError("cannot read \(what.map { $0 + " " } ?? "")\(path): \(String(cString: strerror(errno)))")
-    }
-    let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-    guard descriptor >= 0 else { throw failure() }
-    defer { close(descriptor) }
-    var bytes: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 64 << 10)
-    while true {
-        let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-        if count < 0 && errno == EINTR { continue }
-        guard count >= 0 else { throw failure() }
-        if count == 0 { return bytes }
-        bytes += buffer[0..<count]
-    }
+    do { return try FileContents.read(path) } catch { throw ValidationError((what.map { "cannot read \($0) " } ?? "cannot read ") + "\(path): \(error.reason)") }
 }

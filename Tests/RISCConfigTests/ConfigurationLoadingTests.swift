@@ -31,6 +31,24 @@ struct ConfigurationLoadingTests {
         #expect(loaded.origins["admin.port"] == nil)
     }
 
+    /// Found: a missing config file, a directory and `/dev/null` were all "cannot read the config
+    /// file", whatever the cause; a pipe would have been read once and hung the SIGHUP reload.
+    @Test("a config file that cannot be read is named with the reason; only a regular file is read, without waiting on a pipe")
+    func unreadableConfigFile() throws {
+        let directory = Scratch.root.appendingPathComponent("risc-config-dir-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let fifo = directory + "/risc.toml"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        for (path, reason) in [
+            (directory + "/missing.toml", "No such file or directory"), (directory, "Is a directory"), (fifo, "not a regular file"),
+            ("/dev/null", "not a regular file"),
+        ] {
+            let error = #expect(throws: ConfigurationError.self) { try ReceiverConfiguration.loadWithOrigins(file: path, flags: [:], environment: [:]) }
+            #expect(error?.problems.contains("\(path): cannot read the config file: \(reason)") == true, "\(error?.problems ?? [])")
+        }
+    }
+
     @Test("every problem at once, each naming its key and where its value came from")
     func problems() throws {
         let path = try Self.file("audiences = [\"a\"]\nlisten = 8443\nretry_after = 0\n")

@@ -1,0 +1,42 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Reading a whole file given by a person (a command's argument, a configuration file), with the
+/// reason when it cannot be read, as the system gives it.
+public enum FileContents {
+    /// Why `path` could not be read: `cannot read PATH: REASON`.
+    public struct Unreadable: Error, CustomStringConvertible {
+        public let path: String
+        public let reason: String
+        public var description: String { "cannot read \(path): \(reason)" }
+    }
+
+    /// The bytes of `path`. Anything that can be read will do (a pipe such as `/dev/stdin` or a
+    /// shell's `<(…)`, a device), unless `regularFile`: then only a regular file, found without
+    /// waiting for a pipe's writer (a file read again on SIGHUP cannot be a pipe).
+    public static func read(_ path: String, regularFile: Bool = false) throws(Unreadable) -> [UInt8] {
+        func failure(_ reason: String = String(cString: strerror(errno))) -> Unreadable { Unreadable(path: path, reason: reason) }
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | (regularFile ? O_NONBLOCK : 0))
+        guard descriptor >= 0 else { throw failure() }
+        defer { close(descriptor) }
+        if regularFile {
+            var status = stat()
+            guard fstat(descriptor, &status) == 0 else { throw failure() }
+            switch status.st_mode & S_IFMT {
+            case S_IFREG: break
+            case S_IFDIR: throw failure(String(cString: strerror(EISDIR)))
+            default: throw failure("not a regular file")
+            }
+        }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 64 << 10)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else { throw failure() }
+            if count == 0 { return bytes }
+            bytes += buffer[0..<count]
+        }
+    }
+}
