@@ -70,8 +70,17 @@ extension RiscCommand {
             if fromStore == (source != nil) { throw ValidationError("give a SOURCE file, or --from-store") }
             if local && (to != nil || dryRun) { throw ValidationError("--local replaces --to and --dry-run") }
             if !dryRun && !local && to == nil { throw ValidationError("give --to URL (or --dry-run, or --local)") }
+            if let to, !Self.isReceiverURL(to) {
+                throw ValidationError("--to must be an http:// or https:// URL such as http://127.0.0.1:8443/events, got '\(Printable.safe(to, maxBytes: 200))'")
+            }
             if config != nil && !local && !fromStore { throw ValidationError("--config goes with --local or --from-store") }
             try OptionRange.atLeast(1, concurrency, "--concurrency")
+        }
+
+        /// An http or https URL with a host: what a receiver's push endpoint can be.
+        static func isReceiverURL(_ text: String) -> Bool {
+            guard let url = URLComponents(string: text), let scheme = url.scheme?.lowercased(), let host = url.host else { return false }
+            return ["http", "https"].contains(scheme) && !host.isEmpty
         }
 
         func run() async throws {
@@ -299,6 +308,8 @@ extension RiscCommand {
             var byError: [String: Int] = [:]
             var serverErrors = 0
             var transport = 0
+            /// What the first transport error was (the receiver not listening, a name that does not resolve, TLS).
+            var firstTransportError: String?
             var latencies: [Double] = []
 
             var failures: Int { sent - accepted }
@@ -314,7 +325,11 @@ extension RiscCommand {
                 rows.append(("5xx", "\(serverErrors)"))
                 rows.append(("transport errors", "\(transport)"))
                 rows.append(("latency p50 / p95 / p99", "\(percentile(0.5)) / \(percentile(0.95)) / \(percentile(0.99))"))
-                return rows.map { $0.0.padded(26) + $0.1 }.joined(separator: "\n")
+                var lines = rows.map { $0.0.padded(26) + $0.1 }
+                if let firstTransportError {
+                    lines.insert("  first: " + Printable.safe(firstTransportError, maxBytes: 300), at: lines.count - 1)
+                }
+                return lines.joined(separator: "\n")
             }
         }
 
@@ -339,11 +354,17 @@ extension RiscCommand {
                                 if due > 0 { try await Task.sleep(for: .seconds(due)) }
                             }
                             let began = Date()
-                            let response = try? await client.perform(
-                                HTTPRequest(
-                                    method: "POST", url: url,
-                                    headers: [("Content-Type", "application/secevent+jwt"), ("Accept", "application/json")],
-                                    body: Array(tokens[index].utf8)))
+                            var transportError: (any Error)?
+                            let response: HTTPResponse?
+                            do {
+                                response = try await client.perform(
+                                    HTTPRequest(
+                                        method: "POST", url: url,
+                                        headers: [("Content-Type", "application/secevent+jwt"), ("Accept", "application/json")],
+                                        body: Array(tokens[index].utf8)))
+                            } catch {
+                                (response, transportError) = (nil, error)
+                            }
                             let elapsed = Date().timeIntervalSince(began)
                             let done = shared.summary.withLock { summary -> Int in
                                 summary.sent += 1
@@ -354,7 +375,9 @@ extension RiscCommand {
                                     let code = (try? JSONParser.parseObject(response!.body))?["err"]?.stringValue ?? "?"
                                     summary.byError[code, default: 0] += 1
                                 case let status? where status >= 500: summary.serverErrors += 1
-                                case nil: summary.transport += 1
+                                case nil:
+                                    summary.transport += 1
+                                    if summary.firstTransportError == nil { summary.firstTransportError = transportError.map { "\($0)" } }
                                 default: summary.byError["http \(response!.status)", default: 0] += 1
                                 }
                                 return summary.sent

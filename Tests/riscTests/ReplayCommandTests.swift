@@ -57,6 +57,24 @@ struct ReplayCommandTests {
 }
 
 extension ReplayCommandTests {
+    /// Found: `--to notaurl` or `--to ftp://…` was taken, and every SET then counted as a
+    /// "transport error" with nothing to say which: a mistyped URL or a receiver not listening
+    /// looked the same, and neither was named.
+    @Test("--to must be an http or https URL with a host (exit 64); a transport error is counted with what it was")
+    func targetURL() async throws {
+        let sample = "keys/test/sample-account-disabled.jwt"
+        for bad in ["notaurl", "ftp://127.0.0.1/events", "http:///events", "127.0.0.1:8443/events"] {
+            let result = try await RiscBinary.run(["replay", sample, "--to", bad])
+            #expect(result.status == 64 && result.stderr.contains("--to must be an http:// or https:// URL"), "\(bad): \(result.stderr)")
+        }
+        let port = try PostgresCluster.freePort()  // nothing listens there
+        let refused = try await RiscBinary.run(["replay", sample, "--to", "http://127.0.0.1:\(port)/events"])
+        #expect(refused.status == 1)
+        #expect(row(refused.stdout, "transport errors") == "1", "\(refused.stdout)")
+        let reason = refused.stdout.split(separator: "\n").first { $0.hasPrefix("  first: ") }
+        #expect(reason?.lowercased().contains("connect") == true, "\(refused.stdout)")
+    }
+
     @Test("--local stores signed SETs and applies them without HTTP; --from-store re-drives them; refusals fail")
     func local() async throws {
         let data = Scratch.root.appendingPathComponent("risc-local-\(UUID().uuidString)").path
