@@ -49,7 +49,8 @@ public final class SharedStore: Sendable {
         var password: String?
         if let file = settings.passwordFile {
             if let problem = url.passwordProblem { throw StoreError(.refused, problem) }
-            guard let data = FileManager.default.contents(atPath: file) else { throw StoreError(.refused, "store.password_file: cannot read \(file)") }
+            let data: [UInt8]
+            do { data = try FileContents.read(file) } catch { throw StoreError(.refused, "store.password_file: \(error)") }
             password = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .newlines)
         }
         if let ca = settings.caFile, !FileManager.default.isReadableFile(atPath: ca) {

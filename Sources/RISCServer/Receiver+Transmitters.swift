@@ -17,8 +17,9 @@ extension Receiver {
         clock: @escaping @Sendable () -> Double
     ) throws -> TransmitterKeys {
         if let file = jwksFile {
-            guard let data = FileManager.default.contents(atPath: file) else { throw ConfigurationError(problems: ["\(setting): cannot read \(file)"]) }
-            let provider = StaticKeyProvider(keys: try JWKSet(json: Array(data)), issuer: issuer)
+            let data: [UInt8]
+            do { data = try FileContents.read(file) } catch { throw ConfigurationError(problems: ["\(setting): \(error)"]) }
+            let provider = StaticKeyProvider(keys: try JWKSet(json: data), issuer: issuer)
             return TransmitterKeys(provider: provider, source: .pinned(provider), cache: nil)
         }
         var jwks = jwks

@@ -154,7 +154,8 @@ extension TransmitterSettings {
 
     /// A file's content, trimmed (a secret or key risc reads by path); `member` names it in the error.
     public static func secret(_ file: String, _ member: String, of name: String) throws -> String {
-        guard let data = FileManager.default.contents(atPath: file) else { throw FileError(description: "transmitters.\(name).\(member): cannot read \(file)") }
+        let data: [UInt8]
+        do { data = try FileContents.read(file) } catch { throw FileError(description: "transmitters.\(name).\(member): \(error)") }
         return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 

@@ -52,6 +52,13 @@ struct TransmitterTests {
         (try? JSONParser.parseObject(response.body))?["err"]?.stringValue
     }
 
+    /// Found: a transmitter's secret file that could not be read was only "cannot read FILE".
+    @Test("a transmitter's file that cannot be read is named with its setting and the reason")
+    func unreadableSecret() throws {
+        let error = #expect(throws: TransmitterSettings.FileError.self) { try TransmitterSettings.secret("/nonexistent/okta-auth", "authorization_file", of: "okta") }
+        #expect(error?.description == "transmitters.okta.authorization_file: cannot read /nonexistent/okta-auth: No such file or directory")
+    }
+
     @Test("on the shared path each SET is verified by the transmitter its iss names; SSF requires typ")
     func sharedPath() async throws {
         let okta = try SSFTransmitter()

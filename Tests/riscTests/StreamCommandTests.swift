@@ -85,7 +85,8 @@ struct StreamCommandTests {
         #expect(refused.stdout.contains(#""status":403"#) && refused.stdout.contains("authorized domains"))
         api.state.withLock { $0.forcedError = nil }
         #expect(try await stream(["update", "--url", url, "--events", "nonsense"]).status == 64)
-        #expect(try await RiscBinary.run(["stream", "show", "--credentials", "/nonexistent", "--api-base", api.baseURL]).status == 64)
+        let unreadable = try await RiscBinary.run(["stream", "show", "--credentials", "/nonexistent", "--api-base", api.baseURL])
+        #expect(unreadable.status == 64 && unreadable.stderr.contains("/nonexistent: cannot read it: No such file or directory"), "\(unreadable.stderr)")
         #expect(try await RiscBinary.run(["stream", "show", "--credentials", account.path, "--api-base", "http://example.com"]).status == 64)
         // The key file is never echoed.
         #expect(!(missing.stderr + update.stdout + verified.stdout + timedOut.stdout).contains("PRIVATE KEY"))

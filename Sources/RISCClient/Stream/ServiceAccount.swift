@@ -27,9 +27,10 @@ public struct ServiceAccount: Sendable, CustomStringConvertible {
 
     /// Reads `path` (the JSON key downloaded from the Cloud console).
     public init(keyFile path: String) throws {
-        guard let data = FileManager.default.contents(atPath: path) else { throw KeyFileError(path, "cannot read it") }
+        let data: [UInt8]
+        do { data = try FileContents.read(path) } catch { throw KeyFileError(path, "cannot read it: \(error.reason)") }
         let object: JSONObject
-        do { object = try JSONParser.parseObject(Array(data)) } catch { throw KeyFileError(path, "not a JSON object") }
+        do { object = try JSONParser.parseObject(data) } catch { throw KeyFileError(path, "not a JSON object") }
         try self.init(json: object, path: path)
     }
 
