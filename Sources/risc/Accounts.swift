@@ -29,6 +29,7 @@ extension RiscCommand.Accounts {
         func validate() throws {
             let given = [("--subject", subject), ("--user", user), ("--issuer", issuer)] + (email.map { [("--email", $0)] } ?? [])
             do { for (name, text) in given { try AccountLink.check(text, named: name) } } catch { throw ValidationError(error.description) }
+            if sessions.contains(where: \.isEmpty) { throw ValidationError("--session must not be empty") }
         }
 
         func run() async throws {

@@ -196,6 +196,7 @@ struct AccountsQueueCommandTests {
             (["--subject", "110169484474386276334", "--user", "alice "], "--user must not begin or end with white space"),
             (["--subject", "110169484474386276334", "--user", "alice", "--email", " alice@example.com"], "--email must not begin or end with white space"),
             (["--subject", "110169484474386276334", "--user", "alice", "--issuer", "https://accounts.google.com "], "--issuer must not begin or end with white space"),
+            (["--subject", "110169484474386276334", "--user", "alice", "--session", ""], "--session must not be empty"),
         ]
         for (arguments, why) in cases {
             let result = try await RiscBinary.run(["accounts", "link"] + arguments + ["--data-dir", data, "--create"])
