@@ -73,6 +73,8 @@ extension ReplayCommandTests {
         #expect(row(refused.stdout, "transport errors") == "1", "\(refused.stdout)")
         let reason = refused.stdout.split(separator: "\n").first { $0.hasPrefix("  first: ") }
         #expect(reason?.lowercased().contains("connect") == true, "\(refused.stdout)")
+        // libcurl's own account: which address and port could not be reached.
+        #expect(reason?.contains("127.0.0.1 port \(port)") == true, "\(refused.stdout)")
     }
 
     @Test("--local stores signed SETs and applies them without HTTP; --from-store re-drives them; refusals fail")

@@ -84,6 +84,11 @@ public struct CurlHTTPClient: Sendable {
             body.deallocate()
             headerLines.deallocate()
         }
+        // libcurl's own account of a failure ("Failed to connect to 127.0.0.1 port 1 after 0 ms: …"),
+        // more than the error code's text alone.
+        let detail = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
+        detail.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
+        defer { detail.deallocate() }
         var list: UnsafeMutablePointer<curl_slist>? = nil
         defer { curl_slist_free_all(list) }
         for (name, value) in request.headers { list = curl_slist_append(list, "\(name): \(value)") }
@@ -97,6 +102,7 @@ public struct CurlHTTPClient: Sendable {
         apply(risc_curl_set_string(curl, CURLOPT_PROTOCOLS_STR, scheme))
         apply(risc_curl_set_long(curl, CURLOPT_SSLVERSION, Int(CURL_SSLVERSION_TLSv1_2)))
         apply(risc_curl_set_long(curl, CURLOPT_NOSIGNAL, 1))
+        apply(risc_curl_set_string(curl, CURLOPT_ERRORBUFFER, detail))
         apply(risc_curl_set_long(curl, CURLOPT_FOLLOWLOCATION, 0))
         apply(risc_curl_set_long(curl, CURLOPT_TIMEOUT_MS, Int((request.timeout ?? defaultTimeout) * 1000)))
         apply(risc_curl_set_long(curl, CURLOPT_CONNECTTIMEOUT_MS, Int((request.connectTimeout ?? defaultConnectTimeout) * 1000)))
@@ -124,7 +130,7 @@ public struct CurlHTTPClient: Sendable {
         if body.pointee.overflow != 0 {
             throw FetchError(url: request.url, "response larger than \(request.maxResponseBytes) bytes")
         }
-        guard result == CURLE_OK else { throw FetchError(url: request.url, Self.message(result)) }
+        guard result == CURLE_OK else { throw FetchError(url: request.url, Self.message(result, detail: detail)) }
 
         let status = risc_curl_response_code(curl)
         let location = risc_curl_redirect_url(curl).map { String(cString: $0) }
@@ -150,7 +156,12 @@ public struct CurlHTTPClient: Sendable {
         return fields
     }
 
-    static func message(_ code: CURLcode) -> String {
-        String(cString: curl_easy_strerror(code))
+    /// The error code's text, and libcurl's account of this failure when it says more.
+    static func message(_ code: CURLcode, detail: UnsafePointer<CChar>? = nil) -> String {
+        let general = String(cString: curl_easy_strerror(code))
+        guard let detail, detail.pointee != 0 else { return general }
+        let specific = Printable.safe(String(String(cString: detail).trimmingSpaces), maxBytes: 200)
+        if specific.isEmpty { return general }
+        return specific.contains(general) ? specific : "\(general) (\(specific))"
     }
 }
