@@ -25,6 +25,11 @@ public struct KeyDirectory: Sendable {
         public let description: String
     }
 
+    /// `generate` was asked for a key ID the directory already has.
+    public struct KeyExists: Error, CustomStringConvertible {
+        public let description: String
+    }
+
     /// Loads every key named in `jwks.json` whose `<kid>.pem` is present.
     public init(url: URL) throws {
         self.url = url
@@ -76,13 +81,17 @@ public struct KeyDirectory: Sendable {
         // A new directory is 0700 and the key 0600 from its first byte (never written, then chmod-ed).
         try PrivateFiles.makeDirectory(directory.path)
         let pemURL = directory.appendingPathComponent("\(kid).pem")
-        try PrivateFiles.writeAtomically(pemURL.path, Array(try key.pemRepresentation.utf8))
         let jwksURL = directory.appendingPathComponent("jwks.json")
         var keys: [JSONValue] = []
         if let data = FileManager.default.contents(atPath: jwksURL.path) {
             keys = (try JSONParser.parseObject(Array(data)))["keys"]?.arrayValue ?? []
-            keys.removeAll { $0.objectValue?["kid"]?.stringValue == kid }
         }
+        // Never over a key: it may sign (a notice key directory's active key), and whoever
+        // verifies it may hold its public key.
+        if FileManager.default.fileExists(atPath: pemURL.path) || keys.contains(where: { $0.objectValue?["kid"]?.stringValue == kid }) {
+            throw KeyExists(description: "key \(kid) exists in \(directory.path) already: a key is never overwritten; choose another --kid, or retire it first")
+        }
+        try PrivateFiles.writeAtomically(pemURL.path, Array(try key.pemRepresentation.utf8))
         keys.append(.object(key.publicKey.jwk(keyID: kid, algorithm: algorithm)))
         let document = JSONValue.object(JSONObject(["keys": .array(keys)]))
         try PrivateFiles.writeAtomically(jwksURL.path, Array((document.prettyPrinted + "\n").utf8))

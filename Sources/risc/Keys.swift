@@ -46,7 +46,10 @@ extension RiscCommand.Keys {
         func run() async throws {
             let algorithm = JWSAlgorithm(rawValue: alg == "Ed25519" ? "EdDSA" : alg)
             let directory = URL(fileURLWithPath: dir)
-            let entry = try KeyDirectory.generate(into: directory, algorithm: algorithm, keyID: kid)
+            let entry: KeyDirectory.Entry
+            do { entry = try KeyDirectory.generate(into: directory, algorithm: algorithm, keyID: kid) } catch let error as KeyDirectory.KeyExists {
+                throw ValidationError(error.description)
+            }
             print("wrote \(directory.appendingPathComponent("\(entry.keyID).pem").path) (private, mode 0600)")
             print("updated \(directory.appendingPathComponent("jwks.json").path) (kid \(entry.keyID), alg \(algorithm))")
         }

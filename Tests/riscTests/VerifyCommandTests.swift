@@ -111,6 +111,28 @@ struct VerifyCommandTests {
         #expect(verified.stdout.contains("bulk-account"))
     }
 
+    /// Found: `keys generate --kid K` into a directory that already had K wrote a new private key
+    /// over it and swapped its public key in jwks.json, without a word. In a notice key directory
+    /// (docs/linking.md) K may be the signing key, whose old public key Google holds: every notice
+    /// after it would be refused.
+    @Test("keys generate never overwrites a key: a --kid already in the directory is refused (exit 64), the files untouched")
+    func generateNeverOverwrites() async throws {
+        let directory = Scratch.root.appendingPathComponent("risc-keys-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        #expect(try await RiscBinary.run(["keys", "generate", "--dir", directory.path, "--kid", "k1"]).status == 0)
+        let pem = directory.appendingPathComponent("k1.pem"), jwks = directory.appendingPathComponent("jwks.json")
+        let (pemBefore, jwksBefore) = (try Data(contentsOf: pem), try Data(contentsOf: jwks))
+        let again = try await RiscBinary.run(["keys", "generate", "--dir", directory.path, "--kid", "k1", "--alg", "ES256"])
+        #expect(again.status == 64 && again.stderr.contains("key k1 exists in \(directory.path) already"), "\(again.stderr)")
+        #expect(try Data(contentsOf: pem) == pemBefore && Data(contentsOf: jwks) == jwksBefore)
+        // Published without its private key (retired elsewhere, or copied in): refused too.
+        try FileManager.default.removeItem(at: pem)
+        let published = try await RiscBinary.run(["keys", "generate", "--dir", directory.path, "--kid", "k1"])
+        #expect(published.status == 64 && published.stderr.contains("key k1 exists"), "\(published.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: pem.path))
+        #expect(try await RiscBinary.run(["keys", "generate", "--dir", directory.path, "--kid", "k2"]).status == 0)
+    }
+
     @Test("sign token-revoked puts only the prefix or hash of the refresh token in the SET")
     func tokenRevoked() async throws {
         let file = Scratch.root.appendingPathComponent("risc-token-\(UUID().uuidString)")
