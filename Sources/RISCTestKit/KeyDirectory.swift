@@ -84,7 +84,9 @@ public struct KeyDirectory: Sendable {
         let jwksURL = directory.appendingPathComponent("jwks.json")
         var keys: [JSONValue] = []
         if let data = FileManager.default.contents(atPath: jwksURL.path) {
-            keys = (try JSONParser.parseObject(Array(data)))["keys"]?.arrayValue ?? []
+            do { keys = (try JSONParser.parseObject(Array(data)))["keys"]?.arrayValue ?? [] } catch {
+                throw LoadError(description: "\(jwksURL.path) is not a JSON key set (\(error)); nothing was written")
+            }
         }
         // Never over a key: it may sign (a notice key directory's active key), and whoever
         // verifies it may hold its public key.

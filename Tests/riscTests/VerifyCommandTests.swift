@@ -131,6 +131,11 @@ struct VerifyCommandTests {
         #expect(published.status == 64 && published.stderr.contains("key k1 exists"), "\(published.stderr)")
         #expect(!FileManager.default.fileExists(atPath: pem.path))
         #expect(try await RiscBinary.run(["keys", "generate", "--dir", directory.path, "--kid", "k2"]).status == 0)
+        // A damaged jwks.json is named, and nothing is written beside it.
+        try Data("[".utf8).write(to: jwks)
+        let damaged = try await RiscBinary.run(["keys", "generate", "--dir", directory.path, "--kid", "k3"])
+        #expect(damaged.status != 0 && damaged.stderr.contains("\(jwks.path) is not a JSON key set"), "\(damaged.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("k3.pem").path))
     }
 
     @Test("sign token-revoked puts only the prefix or hash of the refresh token in the SET")
