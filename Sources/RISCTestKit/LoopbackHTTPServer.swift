@@ -45,6 +45,16 @@ public final class LoopbackHTTPServer: Sendable {
     private let state = Mutex<(stopped: Bool, requests: Int)>((false, 0))
     private let done = DispatchSemaphore(value: 0)
 
+    /// The port could not be listened on: which, and why.
+    public struct ListenError: Error, CustomStringConvertible {
+        public let port: Int
+        public let errno: Int32
+        public var description: String {
+            let cause = errno == EADDRINUSE ? "the port is in use (another process listens there)" : String(cString: strerror(errno))
+            return "cannot listen on 127.0.0.1:\(port): \(cause)"
+        }
+    }
+
     /// Starts listening on 127.0.0.1 (`port` 0 picks a free one).
     public init(port: Int = 0, handler: @escaping Handler) throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -61,7 +71,7 @@ public final class LoopbackHTTPServer: Sendable {
         guard bound == 0, listen(fd, 512) == 0 else {
             let code = errno
             close(fd)
-            throw POSIXError(.init(rawValue: code) ?? .EIO)
+            throw ListenError(port: port, errno: code)
         }
         var actual = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)

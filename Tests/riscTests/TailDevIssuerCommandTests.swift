@@ -80,6 +80,18 @@ struct TailDevIssuerCommandTests {
         #expect(shown.stdout.contains("\\u{202e}"))
     }
 
+    /// Found: a port another process held gave `Error Domain=NSPOSIXErrorDomain Code=98 "Address
+    /// already in use"`, naming neither the port nor what to do.
+    @Test("dev-issuer on a port another process holds says which port and why, and exits non-zero")
+    func devIssuerPortTaken() async throws {
+        let (fd, port) = try PostgresCluster.boundLoopbackSocket()
+        defer { close(fd) }
+        #expect(listen(fd, 4) == 0)
+        let result = try await RiscBinary.run(["dev-issuer", "--keys", "keys/test", "--port", "\(port)"])
+        #expect(result.status != 0)
+        #expect(result.stderr.contains("cannot listen on 127.0.0.1:\(port): the port is in use (another process listens there)"), "\(result.stderr)")
+    }
+
     @Test("dev-issuer serves the test keys so verification through discovery works offline")
     func devIssuer() async throws {
         // Port 0: the issuer says where it listens (a port picked beforehand may be taken meanwhile).
