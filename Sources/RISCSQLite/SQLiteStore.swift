@@ -51,6 +51,12 @@ public final class SQLiteStore: Sendable {
         }
     }
 
+    /// Throws (naming the file looked for) when `directory` holds no embedded store: for what reads
+    /// a store that must be there, before it takes the directory's lock (which would make it).
+    public static func requireStore(in directory: String) throws {
+        _ = try SQLiteDatabase(directory: directory, mustExist: true)
+    }
+
     /// The schema version of the store on disk, read without migrating it; nil without a store.
     public func schemaVersion() throws -> (found: Int64, known: Int64)? {
         let path = try SQLiteDatabase(directory: directory).path

@@ -12,6 +12,7 @@ extension Storage {
     /// a target that is not empty, another token key, a mismatch) is a `StoreError` `refused`.
     public func copy(embeddedStoreIn directory: String, batch: Int, sample: Int, say: (String) -> Void) async throws {
         guard case .shared(let shared) = driver else { throw StoreError(.refused, "the target of a copy is a PostgreSQL store") }
+        try SQLiteStore.requireStore(in: directory)
         let lock: DataDirectoryLock
         do { lock = try DataDirectoryLock(directory: directory) } catch { throw StoreError(.refused, "\(error)") }
         defer { lock.release() }

@@ -219,7 +219,11 @@ extension RiscCommand {
 
 extension CheckpointVerifier {
     /// `--key`: the verifier key itself, or a file holding it (`risc keys checkpoint-key`'s FILE.pub).
+    /// A verifier key is `name+hexID+base64`: an argument without two `+` is a file, and one that
+    /// cannot be read says why rather than "not a verifier key".
     init(argument: String) throws {
-        try self.init(FileManager.default.contents(atPath: argument).map { String(decoding: $0, as: UTF8.self) } ?? argument)
+        let looksLikeKey = argument.split(separator: "+", omittingEmptySubsequences: false).count >= 3
+        let text = looksLikeKey && !FileManager.default.fileExists(atPath: argument) ? argument : String(decoding: try FileContents.read(argument), as: UTF8.self)
+        try self.init(text)
     }
 }

@@ -87,6 +87,17 @@ struct AccountsQueueCommandTests {
 
     /// Issue 16: run in the wrong directory, `accounts list` made a new empty store and `queue
     /// status` reported an empty queue while the real one held a dead letter.
+    /// Found: `risc store copy --from` a directory that does not exist made it, and left a
+    /// `risc.lock` in it, before saying there was no store there.
+    @Test("store copy from a directory without a store says so and makes nothing there")
+    func copyFromNowhere() async throws {
+        let missing = Scratch.root.appendingPathComponent("risc-cli-nowhere-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: missing) }
+        let result = try await RiscBinary.run(["store", "copy", "--from", missing, "--to", "postgres://risc@127.0.0.1:9/risc"])
+        #expect(result.status != 0 && result.stderr.contains("no store at \(missing)/risc.sqlite3"), "\(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: missing), "made \((try? FileManager.default.contentsOfDirectory(atPath: missing)) ?? [])")
+    }
+
     /// Found: `risc store copy --sample -1` copied the whole store, then crashed (signal 4, a
     /// range the wrong way round) verifying it; `queue list --limit -1` said the value was
     /// missing, and `--limit=-1` listed every SET of an embedded store but failed on PostgreSQL
