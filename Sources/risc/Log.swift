@@ -169,7 +169,8 @@ extension RiscCommand {
         func run() throws {
             let path = try location.eventLog()
             let file = checkpoint ?? JSONLinesEventLog.checkpointPath(of: path)
-            guard let data = FileManager.default.contents(atPath: file) else { throw SetupProblem("no checkpoint at \(file)") }
+            let data: [UInt8]
+            do { data = try FileContents.read(file) } catch { throw SetupProblem(checkpoint == nil ? "no checkpoint at \(file)" : "\(error)") }
             let note = String(decoding: data, as: UTF8.self)
             let proof: EventLogProof
             do {
@@ -198,7 +199,10 @@ extension RiscCommand {
         @Option(help: "The verifier key (name+id+key), or a file holding it.") var key: String
 
         func run() throws {
-            guard let data = FileManager.default.contents(atPath: file) else { throw SetupProblem("cannot read \(file)") }
+            let data: [UInt8]
+            do { data = try file == "-" ? Array(FileHandle.standardInput.readDataToEndOfFile()) : FileContents.read(file) } catch {
+                throw SetupProblem("\(error)")
+            }
             let verifier: CheckpointVerifier
             do {
                 verifier = try CheckpointVerifier(argument: key)

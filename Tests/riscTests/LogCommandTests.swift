@@ -119,6 +119,14 @@ struct LogCommandTests {
         try proof.stdout.write(toFile: proofFile, atomically: true, encoding: .utf8)
         let proved = try await RiscBinary.run(["log", "check-proof", proofFile, "--key", keyFile + ".pub"])
         #expect(proved.status == 0 && proved.stdout.hasPrefix("PROVED: "), "\(proved.stdout)")
+        // Found: a proof piped in (`/dev/stdin`) was "cannot read", and a key file that could not be
+        // read was "not a verifier key"; each now reads, or says why it cannot.
+        let piped = try await RiscBinary.run(["log", "check-proof", "/dev/stdin", "--key", keyFile + ".pub"], stdin: proof.stdout)
+        #expect(piped.status == 0 && piped.stdout.hasPrefix("PROVED: "), "\(piped.stdout) \(piped.stderr)")
+        let noKey = try await RiscBinary.run(["log", "check-proof", proofFile, "--key", directory.path + "/missing.pub"])
+        #expect(noKey.stderr.contains("cannot read \(directory.path)/missing.pub: No such file or directory"), "\(noKey.stderr)")
+        let noProof = try await RiscBinary.run(["log", "check-proof", directory.path + "/missing.json", "--key", keyFile + ".pub"])
+        #expect(noProof.stderr.contains("cannot read \(directory.path)/missing.json: No such file or directory"), "\(noProof.stderr)")
         try proof.stdout.replacingOccurrences(of: "received", with: "rejected").write(toFile: proofFile, atomically: true, encoding: .utf8)
         let forged = try await RiscBinary.run(["log", "check-proof", proofFile, "--key", keyFile + ".pub"])
         #expect(forged.status == 1 && forged.stdout.hasPrefix("NOT PROVED: "), "\(forged.stdout)")
