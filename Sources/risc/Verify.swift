@@ -16,11 +16,14 @@ extension RiscCommand {
         @Argument(help: "File holding the compact token, or - for standard input.")
         var file: String = "-"
 
+        /// One token: far above any SET (a receiver takes at most 1 MiB, `push.max_body_bytes`).
+        static let maxTokenBytes = 16 << 20
+
         @OptionGroup var verification: VerificationOptions
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let body = try readInput(file)
+            let body = try readInput(file, limit: Self.maxTokenBytes)
             let verifier = SETVerifier(policy: verification.policy, keys: try verification.keyProvider(logger: global.makeLogger()))
             do {
                 let validated = try await verifier.verify(body, now: systemNow())
@@ -39,7 +42,8 @@ extension RiscCommand {
 /// Reads a whole file, or standard input for "-". Whatever can be read will do: a pipe
 /// (`/dev/stdin`, a shell's `<(…)`) or a device as well as a file. One that cannot is named with
 /// the reason, after `what` (an option's name) when given.
-func readInput(_ path: String, what: String? = nil) throws -> [UInt8] {
-    if path == "-" { return Array(FileHandle.standardInput.readDataToEndOfFile()) }
-    do { return try FileContents.read(path) } catch { throw ValidationError((what.map { "cannot read \($0) " } ?? "cannot read ") + "\(path): \(error.reason)") }
+func readInput(_ path: String, what: String? = nil, limit: Int = FileContents.defaultLimit) throws -> [UInt8] {
+    do { return try path == "-" ? FileContents.readStandardInput(limit: limit) : FileContents.read(path, limit: limit) } catch {
+        throw ValidationError((what.map { "cannot read \($0) " } ?? "cannot read ") + "\(error.path): \(error.reason)")
+    }
 }

@@ -49,6 +49,9 @@ struct VerifyCommandTests {
             ["replay", "keys/test/sample-account-disabled.jwt", "--dry-run", "--jwks-file", "/dev/stdin", "--aud", Self.audience], stdin: jwks)
         #expect(replayKeys.status == 0, "\(replayKeys.stdout) \(replayKeys.stderr)")
 
+        // A device that never ends is read only so far (it read until memory ran out).
+        let endless = try await RiscBinary.run(["verify", "/dev/zero", "--jwks-file", "keys/test/jwks.json", "--audience", Self.audience])
+        #expect(endless.status == 64 && endless.stderr.contains("cannot read /dev/zero: larger than 16 MiB"), "\(endless.stderr)")
         let missing = try await RiscBinary.run(["verify", "/nonexistent/token.jwt", "--jwks-file", "keys/test/jwks.json", "--audience", Self.audience])
         #expect(missing.status == 64)
         #expect(missing.stderr.contains("cannot read /nonexistent/token.jwt: No such file or directory"), "\(missing.stderr)")

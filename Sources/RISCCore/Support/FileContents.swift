@@ -12,10 +12,14 @@ public enum FileContents {
         public var description: String { "cannot read \(path): \(reason)" }
     }
 
+    /// What is read at most unless a caller says otherwise: a device such as `/dev/zero` never ends.
+    public static let defaultLimit = 256 << 20
+
     /// The bytes of `path`. Anything that can be read will do (a pipe such as `/dev/stdin` or a
     /// shell's `<(…)`, a device), unless `regularFile`: then only a regular file, found without
-    /// waiting for a pipe's writer (a file read again on SIGHUP cannot be a pipe).
-    public static func read(_ path: String, regularFile: Bool = false) throws(Unreadable) -> [UInt8] {
+    /// waiting for a pipe's writer (a file read again on SIGHUP cannot be a pipe). More than `limit`
+    /// bytes is refused.
+    public static func read(_ path: String, regularFile: Bool = false, limit: Int = defaultLimit) throws(Unreadable) -> [UInt8] {
         func failure(_ reason: String = String(cString: strerror(errno))) -> Unreadable { Unreadable(path: path, reason: reason) }
         let descriptor = open(path, O_RDONLY | O_CLOEXEC | (regularFile ? O_NONBLOCK : 0))
         guard descriptor >= 0 else { throw failure() }
@@ -29,13 +33,23 @@ public enum FileContents {
             default: throw failure("not a regular file")
             }
         }
+        return try read(descriptor: descriptor, limit: limit, failure: failure)
+    }
+
+    /// Standard input to its end, bounded like `read`.
+    public static func readStandardInput(limit: Int = defaultLimit) throws(Unreadable) -> [UInt8] {
+        try read(descriptor: STDIN_FILENO, limit: limit) { Unreadable(path: "standard input", reason: $0) }
+    }
+
+    private static func read(descriptor: Int32, limit: Int, failure: (String) -> Unreadable) throws(Unreadable) -> [UInt8] {
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 64 << 10)
         while true {
             let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
             if count < 0 && errno == EINTR { continue }
-            guard count >= 0 else { throw failure() }
+            guard count >= 0 else { throw failure(String(cString: strerror(errno))) }
             if count == 0 { return bytes }
+            guard bytes.count + count <= limit else { throw failure("larger than \(limit >> 20) MiB") }
             bytes += buffer[0..<count]
         }
     }
