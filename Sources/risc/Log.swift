@@ -200,7 +200,7 @@ extension RiscCommand {
 
         func run() throws {
             let data: [UInt8]
-            do { data = try file == "-" ? Array(FileHandle.standardInput.readDataToEndOfFile()) : FileContents.read(file) } catch {
+            do { data = try file == "-" ? FileContents.readStandardInput() : FileContents.read(file) } catch {
                 throw SetupProblem("\(error)")
             }
             let verifier: CheckpointVerifier
