@@ -177,21 +177,27 @@ public struct ConfigLayers {
         switch raw(key) {
         case nil: return nil
         case .text(let text, let source), .json(.string(let text), let source):
-            guard let seconds = durationSeconds(text) else {
+            guard let seconds = unboundedDurationSeconds(text) else {
                 problems.append("\(source): expected a duration such as 30d, 12h, 90m or 3600 (seconds), got '\(text)'")
                 return nil
             }
-            return seconds
+            return bounded(seconds, source: source, as: "'\(text)'")
         case .json(.number(let value), let source):
-            guard value >= 0, value.isFinite else {
+            guard value >= 0, !value.isNaN else {
                 problems.append("\(source): expected a duration, got \(value)")
                 return nil
             }
-            return value
+            return bounded(value, source: source, as: JSONValue.number(value).serialized)
         case .json(let other, let source):
             problems.append("\(source): expected a duration such as 30d, got \(other.serialized)")
             return nil
         }
+    }
+
+    private mutating func bounded(_ seconds: Double, source: String, as written: String) -> Double? {
+        guard seconds > longestDuration else { return seconds }
+        problems.append("\(source): a duration is at most 36500d (100 years), got \(written)")
+        return nil
     }
 
     mutating func int(_ key: String) -> Int? {
@@ -222,8 +228,17 @@ public struct ConfigLayers {
     }
 }
 
-/// A duration written as a number with `s`, `m`, `h` or `d` (or bare seconds): 30d, 90m, 2.5s.
+/// The longest duration a setting or option takes: 100 years (`36500d`). Anything longer is a slip
+/// (a unit, a stray digit), and past it a moment no longer fits the arithmetic of times.
+public let longestDuration: Double = 36_500 * 86_400
+
+/// A duration written as a number with `s`, `m`, `h` or `d` (or bare seconds): 30d, 90m, 2.5s;
+/// nil for anything else, and for one that is not finite or longer than `longestDuration`.
 public func durationSeconds(_ text: String) -> Double? {
+    unboundedDurationSeconds(text).flatMap { $0 <= longestDuration ? $0 : nil }
+}
+
+func unboundedDurationSeconds(_ text: String) -> Double? {
     guard let unit = text.last, let value = Double(text.dropLast()), value >= 0 else { return Double(text).flatMap { $0 >= 0 ? $0 : nil } }
     switch unit {
     case "s": return value

@@ -38,9 +38,11 @@ extension JSONValue {
     public static func strings(_ items: [String]) -> JSONValue { .array(items.map { .string($0) }) }
     public static func optional(_ text: String?) -> JSONValue { text.map { .string($0) } ?? .null }
 
-    /// Seconds as the largest whole unit (`5d`, `12h`, `90m`), else a number of seconds.
+    /// Seconds as the largest whole unit (`5d`, `12h`, `90m`), else a number of seconds (also when
+    /// too long for a setting to take, as code may set it: printed, never a trap).
     static func duration(_ seconds: Double) -> JSONValue {
-        for (unit, size) in [("d", 86_400.0), ("h", 3_600), ("m", 60)] where seconds > 0 && (seconds / size).rounded() == seconds / size {
+        for (unit, size) in [("d", 86_400.0), ("h", 3_600), ("m", 60)]
+        where seconds > 0 && seconds <= longestDuration && (seconds / size).rounded() == seconds / size {
             return .string("\(Int64(seconds / size))\(unit)")
         }
         return .number(seconds)

@@ -262,7 +262,15 @@ public struct ReceiverConfiguration: Sendable {
         problems += TrustedProxies.problems(trustedProxies)
         if (webhookURL == nil) != (webhookSecretFile == nil) { problems.append("webhook.url and webhook.secret_file go together") }
         if let url = webhookURL, let refusal = URLPolicy().refusal(for: url) { problems.append("webhook.url: \(refusal)") }
-        if webhookTimeout <= 0 { problems.append("webhook.timeout must be positive") }
+        if !(webhookTimeout > 0 && webhookTimeout <= 3_600) {
+            problems.append("webhook.timeout must be more than 0 and at most 3600 seconds, got \(webhookTimeout)")
+        }
+        for (key, seconds) in [
+            ("jwks.min_ttl", jwksMinimumTTL), ("jwks.max_ttl", jwksMaximumTTL), ("jwks.unknown_kid_cooldown", jwksUnknownKeyCooldown),
+            ("jwks.max_staleness", jwksMaximumStaleness), ("jwks.failure_retry", jwksFailureRetryInterval),
+        ] where !(seconds <= 30 * 86_400) {
+            problems.append("\(key) must be at most 30 days (2592000 seconds), got \(seconds)")
+        }
         if webhookURL == nil, webhookScope == .rows { problems.append("webhook.scope = rows needs webhook.url") }
         if webhookURL == nil, actionTable.namesWebhook {
             problems.append("a row of the action table names the action webhook, but webhook.url is not set")

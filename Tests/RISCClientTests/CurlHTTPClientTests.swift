@@ -37,6 +37,18 @@ struct CurlHTTPClientTests {
         }
     }
 
+    /// Found: libcurl takes milliseconds as an integer, and a timeout of 1e300 seconds trapped
+    /// converting to one (a configured webhook timeout reached it on the first delivery).
+    @Test("a timeout of any size is taken (as the longest libcurl holds), never a trap")
+    func hugeTimeouts() async throws {
+        let server = try LoopbackHTTPServer { _ in .json("{}") }
+        defer { server.stop() }
+        for timeout in [1e300, .infinity, 9e15] {
+            let response = try await CurlHTTPClient().perform(HTTPRequest(url: server.baseURL + "/x", timeout: timeout, connectTimeout: timeout))
+            #expect(response.status == 200)
+        }
+    }
+
     @Test("plain HTTP is refused for anything but loopback; malformed URLs are refused")
     func urlPolicy() async {
         let client = CurlHTTPClient()

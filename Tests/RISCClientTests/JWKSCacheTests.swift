@@ -1,6 +1,7 @@
 import Foundation
 import RISCCore
 import RISCTestKit
+import Synchronization
 import Testing
 
 @testable import RISCClient
@@ -71,6 +72,21 @@ struct JWKSCacheTests {
         #expect(issuer.requests(to: "/jwks") == 1)
         let status = await cache.status()
         #expect((status.expiresIn ?? 0) > 29 && (status.expiresIn ?? 0) <= 30)
+    }
+
+    /// Found: a lifetime bound too large for an `Int` (set in code, or once by `jwks.min_ttl`)
+    /// crashed the process in the fetch's log line.
+    @Test("a lifetime of any size fetches and logs, never traps")
+    func hugeLifetime() async throws {
+        let issuer = try LocalIssuer(jwks: Fixture.jwks)
+        defer { issuer.stop() }
+        var configuration = Fixture.configuration(issuer)
+        (configuration.minimumTTL, configuration.maximumTTL) = (1e300, 1e300)
+        let log = CapturedLog()
+        let cache = JWKSCache(configuration: configuration, logger: log.logger)
+        _ = try await cache.key(for: rsKid)
+        #expect(await cache.counters.fetched == 1)
+        #expect(log.lines.withLock { $0 }.contains { $0.contains("key set fetched") && $0.contains("risc.jwks.ttl=1e+300") })
     }
 
     @Test("1,000 concurrent lookups of unknown kids cost one forced refetch")

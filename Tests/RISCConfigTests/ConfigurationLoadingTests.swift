@@ -62,6 +62,54 @@ struct ConfigurationLoadingTests {
         #expect(problems.contains { $0.hasPrefix("retry_after must be at least 1 second") && $0.hasSuffix("(retry_after from file \(path))") }, "\(problems)")
     }
 
+    /// Found: a duration written as text was taken whatever its size: `infs` and `1e300d` loaded,
+    /// and `risc serve --print-config` then crashed turning them into whole days (an `Int64` out of
+    /// range). A number in a JSON file was already refused when not finite, but not when absurd.
+    @Test("a duration that is not finite or past 100 years is a problem, named; every duration loaded prints and loads back")
+    func absurdDurations() throws {
+        for (key, value) in [
+            ("actions.retry_window", JSONValue.string("infs")), ("actions.retry_window", .string("1e300d")),
+            ("retention.duplicates", .string("36501d")), ("event_log_rotate_interval", .number(1e300)),
+        ] {
+            let error = #expect(throws: ConfigurationError.self, "\(key) = \(value.serialized)") {
+                try ReceiverConfiguration.loadWithOrigins(file: nil, flags: ["audiences": .strings(["a"]), key: value], environment: [:])
+            }
+            #expect(error?.problems.contains { $0.contains(key) && $0.contains("at most 36500d") } == true, "\(error?.problems ?? [])")
+        }
+        #expect(durationSeconds("infs") == nil && durationSeconds("1e300d") == nil && durationSeconds("36500d") == 36_500 * 86_400)
+        let longest = try ReceiverConfiguration.loadWithOrigins(
+            file: nil, flags: ["audiences": .strings(["a"]), "actions.retry_window": .string("36500d")], environment: [:])
+        let printed = try Self.file(longest.configuration.printed(sources: longest.origins, format: .toml, version: "test"))
+        defer { try? FileManager.default.removeItem(atPath: printed) }
+        #expect(try ReceiverConfiguration.load(file: printed, flags: [:], environment: [:]).retry.window == 36_500 * 86_400)
+        // What code (not a file) sets is printed as seconds rather than crash the printer.
+        var set = ReceiverConfiguration()
+        (set.retry.window, set.retention.duplicates) = (.infinity, 1e300)
+        let text = set.printed(sources: [:], format: .toml, version: "test")
+        #expect(text.contains("retry_window = inf") || text.contains("retry_window = \"inf"), "\(text)")
+    }
+
+    /// Found: `jwks.min_ttl = 1e300` (with `max_ttl`) loaded, and the receiver crashed at its first
+    /// key fetch (an `Int` out of range in the fetch's log line); `webhook.timeout = 1e300` would
+    /// have crashed the first delivery the same way (libcurl takes milliseconds as an integer).
+    @Test("the key set's timings and the webhook's timeout must be finite and sensible, each a problem named")
+    func absurdSeconds() throws {
+        for (key, value, expected) in [
+            ("jwks.max_ttl", 1e300, "jwks.max_ttl must be at most 30 days"), ("jwks.min_ttl", .infinity, "jwks.min_ttl must be at most 30 days"),
+            ("jwks.max_staleness", 1e300, "jwks.max_staleness must be at most 30 days"),
+            ("jwks.unknown_kid_cooldown", 1e300, "jwks.unknown_kid_cooldown must be at most 30 days"),
+            ("jwks.failure_retry", 1e300, "jwks.failure_retry must be at most 30 days"),
+            ("webhook.timeout", 1e300, "webhook.timeout must be more than 0 and at most 3600 seconds"),
+        ] {
+            var flags: [String: JSONValue] = ["audiences": .strings(["a"]), key: .number(value)]
+            if key == "jwks.min_ttl" { flags["jwks.max_ttl"] = .number(value) }
+            let error = #expect(throws: ConfigurationError.self, "\(key)") {
+                try ReceiverConfiguration.loadWithOrigins(file: nil, flags: flags, environment: [:])
+            }
+            #expect(error?.problems.contains { $0.contains(expected) } == true, "\(error?.problems ?? [])")
+        }
+    }
+
     @Test("issue 28: the event log's rotation, retention and chain settings that cannot work are problems, named")
     func eventLogSegmentProblems() throws {
         var configuration = ReceiverConfiguration()

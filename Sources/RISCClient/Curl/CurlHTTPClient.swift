@@ -11,6 +11,13 @@ public import RISCCore
 /// - The blocking `curl_easy_perform` runs on `BlockingPool`'s own threads, never on Swift's
 ///   cooperative pool.
 public struct CurlHTTPClient: Sendable {
+    /// Seconds as libcurl's integer milliseconds: anything past about 24 days (infinity and NaN
+    /// too) is that longest wait, never a trap converting it.
+    static func milliseconds(_ seconds: Double) -> Int {
+        let milliseconds = seconds * 1000
+        return milliseconds < Double(Int32.max) ? Int(max(0, milliseconds)) : Int(Int32.max)
+    }
+
     public var policy: URLPolicy
     public var userAgent: String
     /// A CA bundle to trust instead of the system's (for tests with their own CA).
@@ -104,8 +111,8 @@ public struct CurlHTTPClient: Sendable {
         apply(risc_curl_set_long(curl, CURLOPT_NOSIGNAL, 1))
         apply(risc_curl_set_string(curl, CURLOPT_ERRORBUFFER, detail))
         apply(risc_curl_set_long(curl, CURLOPT_FOLLOWLOCATION, 0))
-        apply(risc_curl_set_long(curl, CURLOPT_TIMEOUT_MS, Int((request.timeout ?? defaultTimeout) * 1000)))
-        apply(risc_curl_set_long(curl, CURLOPT_CONNECTTIMEOUT_MS, Int((request.connectTimeout ?? defaultConnectTimeout) * 1000)))
+        apply(risc_curl_set_long(curl, CURLOPT_TIMEOUT_MS, Self.milliseconds(request.timeout ?? defaultTimeout)))
+        apply(risc_curl_set_long(curl, CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(request.connectTimeout ?? defaultConnectTimeout)))
         apply(risc_curl_set_string(curl, CURLOPT_USERAGENT, userAgent))
         apply(risc_curl_set_string(curl, CURLOPT_ACCEPT_ENCODING, ""))
         if let caBundlePath { apply(risc_curl_set_string(curl, CURLOPT_CAINFO, caBundlePath)) }

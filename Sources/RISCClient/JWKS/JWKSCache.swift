@@ -256,7 +256,7 @@ public actor JWKSCache: KeyProvider {
             state.current = current
             publishFresh()
             counters.revalidated += 1
-            logger.debug("key set revalidated (304)", metadata: ["risc.jwks.ttl": "\(Int(ttl))"])
+            logger.debug("key set revalidated (304)", metadata: ["risc.jwks.ttl": "\(JSONValue.number(ttl).serialized)"])
             persist(current, document: document)
             return
         }
@@ -271,7 +271,7 @@ public actor JWKSCache: KeyProvider {
         logger.info(
             "key set fetched",
             metadata: [
-                "risc.jwks.kids": "\(keys.keyIDs.joined(separator: ","))", "risc.jwks.ttl": "\(Int(ttl))",
+                "risc.jwks.kids": "\(keys.keyIDs.joined(separator: ","))", "risc.jwks.ttl": "\(JSONValue.number(ttl).serialized)",
                 "risc.jwks.skipped": "\(keys.skipped.count)",
             ])
         persist(keySet, document: document)
