@@ -59,17 +59,14 @@ struct AdminAccountsController: Sendable {
         if let appFlip {
             router.post("/admin/linking/app-flip") { request, context in
                 try await guarded(request) {
-                    let body = try await request.body.collect(upTo: 16_384)
-                    guard let object = try? JSONParser.parseObject(Array(buffer: body)), let url = object["url"]?.stringValue else {
-                        throw BadRequest(description: "expected {\"url\": …}")
-                    }
-                    let outcomeName = object["outcome"]?.stringValue ?? "approve"
-                    guard let outcome = AppFlipOutcome(rawValue: outcomeName) else {
+                    let body = try await Body(request, known: ["url", "outcome", "code", "user_id"], upTo: 16_384)
+                    guard let url = try body.string("url") else { throw BadRequest(description: "expected {\"url\": …}") }
+                    guard let outcome = AppFlipOutcome(rawValue: try body.string("outcome") ?? "approve") else {
                         throw BadRequest(description: "outcome: approve, deny or cancel")
                     }
                     var suspended = false
-                    if let user = object["user_id"]?.stringValue { suspended = try await accounts.googleSignInSuspended(userID: user) }
-                    let verdict = AppFlip.check(url, policy: appFlip, outcome: outcome, code: object["code"]?.stringValue, accountSuspended: suspended)
+                    if let user = try body.string("user_id") { suspended = try await accounts.googleSignInSuspended(userID: user) }
+                    let verdict = AppFlip.check(url, policy: appFlip, outcome: outcome, code: try body.string("code"), accountSuspended: suspended)
                     return Responses.json(verdict.json.serialized, status: .ok)
                 }
             }
@@ -114,18 +111,48 @@ struct AdminAccountsController: Sendable {
 
     struct BadRequest: Error, CustomStringConvertible { let description: String }
 
-    private func object(_ request: Request) async throws -> JSONObject {
-        let body = try await request.body.collect(upTo: 256 * 1024)
-        let object: JSONObject
-        do { object = try JSONParser.parseObject(Array(buffer: body)) } catch { throw BadRequest(description: "body is not a JSON object") }
-        guard !JSONValue.object(object).containsNUL else { throw BadRequest(description: "the body must not hold a NUL character") }
-        return object
-    }
+    /// A request's JSON object, read as strictly as linking reads one (`AccountLink(json:)`): a member
+    /// it does not know, or one of the wrong type, is a 400, never passed over (a misspelt `tokens`
+    /// would otherwise revoke all of an account's linked tokens, as a body naming neither list does).
+    struct Body {
+        let json: JSONObject
 
-    /// The site revoked linked tokens of an account on its own side.
-    private func revokeLinked(_ request: Request, _ context: RISCRequestContext) async throws -> Response {
-        let json = try await object(request)
-        let subject = try Self.subject(context)
+        init(_ request: Request, known: Set<String>, upTo limit: Int = 256 * 1024) async throws {
+            let bytes = try await request.body.collect(upTo: limit)
+            do { json = try JSONParser.parseObject(Array(buffer: bytes)) } catch { throw BadRequest(description: "body is not a JSON object") }
+            guard !JSONValue.object(json).containsNUL else { throw BadRequest(description: "the body must not hold a NUL character") }
+            if let unknown = json.keys.filter({ !known.contains($0) }).sorted().first {
+                throw BadRequest(description: "unknown member '\(Printable.safe(unknown, maxBytes: 64))' (known: \(known.sorted().joined(separator: ", ")))")
+            }
+        }
+
+        /// A string member; nil when absent or null.
+        func string(_ name: String) throws -> String? {
+            guard let value = json[name], value != .null else { return nil }
+            guard let text = value.stringValue else { throw BadRequest(description: "'\(name)' must be a string") }
+            return text
+        }
+
+        /// A string member that must be there and not empty.
+        func required(_ name: String) throws -> String {
+            guard let text = try string(name), !text.isEmpty else { throw BadRequest(description: "'\(name)' is required") }
+            return text
+        }
+
+        /// `issuer`, checked as linking checks it (not empty, no white space around it).
+        func issuer() throws -> String? {
+            guard let issuer = try string("issuer") else { return nil }
+            do { try AccountLink.check(issuer, named: "'issuer'") } catch { throw BadRequest(description: error.description) }
+            return issuer
+        }
+
+        func bool(_ name: String) throws -> Bool? {
+            guard let value = json[name], value != .null else { return nil }
+            guard let flag = value.boolValue else { throw BadRequest(description: "'\(name)' must be true or false") }
+            return flag
+        }
+
+        /// An array of non-empty strings; nil when absent.
         func strings(_ name: String) throws -> [String]? {
             guard let value = json[name] else { return nil }
             let strings = value.arrayValue?.compactMap(\.stringValue)
@@ -134,21 +161,27 @@ struct AdminAccountsController: Sendable {
             }
             return strings
         }
+    }
+
+    /// The site revoked linked tokens of an account on its own side.
+    private func revokeLinked(_ request: Request, _ context: RISCRequestContext) async throws -> Response {
+        let body = try await Body(request, known: ["tokens", "token_hashes", "token_type", "issuer"])
+        let subject = try Self.subject(context)
         var hashes: [String]?
-        if let tokens = try strings("tokens") { hashes = tokens.map(SHA512.doubleHashBase64) }
-        if let given = try strings("token_hashes") {
+        if let tokens = try body.strings("tokens") { hashes = tokens.map(SHA512.doubleHashBase64) }
+        if let given = try body.strings("token_hashes") {
             let normalized = given.map(TokenFingerprint.normalizedHash)
             guard !normalized.contains(nil) else { throw BadRequest(description: "'token_hashes' must be base64 SHA-512 fingerprints") }
             hashes = (hashes ?? []) + normalized.compactMap { $0 }
         }
-        let tokenType = json["token_type"]?.stringValue
+        let tokenType = try body.string("token_type")
         if let tokenType, !UnlinkNotices.tokenTypes.contains(tokenType) {
             throw BadRequest(description: "'token_type' is access_token or refresh_token")
         }
         let now = clock()
         guard
             let result = try await accounts.revokeLinkedTokens(
-                subject: subject, issuer: json["issuer"]?.stringValue, hashes: hashes, tokenType: tokenType, reason: LinkedTokenRevocation.siteReason,
+                subject: subject, issuer: try body.issuer(), hashes: hashes, tokenType: tokenType, reason: LinkedTokenRevocation.siteReason,
                 notices: notices, now: now)
         else { return Responses.json(#"{"error":"not_found"}"#, status: .notFound) }
         record(.linkedTokensRevoked, subject: subject, now: now, result.json.objectValue ?? [:])
@@ -167,7 +200,7 @@ struct AdminAccountsController: Sendable {
 
     private func link(_ request: Request) async throws -> Response {
         let link: AccountLink
-        do { link = try AccountLink(json: try await object(request)) } catch let error as AccountLinkError {
+        do { link = try AccountLink(json: try await Body(request, known: AccountLink.jsonMembers).json) } catch let error as AccountLinkError {
             throw BadRequest(description: error.description)
         }
         _ = try await accounts.link(link, now: clock())
@@ -175,21 +208,21 @@ struct AdminAccountsController: Sendable {
     }
 
     private func add(_ request: Request, _ context: RISCRequestContext, session: Bool) async throws -> Response {
-        let json = try await object(request)
+        let body = try await Body(request, known: session ? ["session_id", "via_google", "issuer"] : ["token", "kind", "issuer"])
         let subject = try Self.subject(context)
         let added: Bool
         if session {
-            guard let id = json["session_id"]?.stringValue, !id.isEmpty else { throw BadRequest(description: "'session_id' is required") }
-            let issuer = json["issuer"]?.stringValue, viaGoogle = json["via_google"]?.boolValue ?? true
+            let id = try body.required("session_id")
+            let issuer = try body.issuer(), viaGoogle = try body.bool("via_google") ?? true
             added = try await accounts.add(
                 to: subject, issuer: issuer, session: id, viaGoogle: viaGoogle, token: nil, tokenKind: .googleRefresh,
                 now: clock())
         } else {
-            guard let token = json["token"]?.stringValue, !token.isEmpty else { throw BadRequest(description: "'token' is required") }
-            guard let kind = TokenKind(rawValue: json["kind"]?.stringValue ?? TokenKind.googleRefresh.rawValue) else {
+            let token = try body.required("token")
+            guard let kind = TokenKind(rawValue: try body.string("kind") ?? TokenKind.googleRefresh.rawValue) else {
                 throw BadRequest(description: "'kind' is google_refresh or linked")
             }
-            let issuer = json["issuer"]?.stringValue
+            let issuer = try body.issuer()
             added = try await accounts.add(
                 to: subject, issuer: issuer, session: nil, viaGoogle: true, token: token, tokenKind: kind, now: clock())
         }

@@ -412,6 +412,59 @@ struct AdminAccountAPITests {
         harness.issuer.stop()
     }
 
+    /// Found: only `POST /admin/accounts` checked its body. The other three took what they knew and
+    /// dropped the rest: `{"tokenz": [...]}` (a typo of `tokens`) revoked **every** linked token of
+    /// the account and queued an unlink notice to Google for each, as a body naming neither list
+    /// does; `"kind": 5` stored a linked token as a Google refresh token; `"via_google": "false"` and
+    /// a misspelt `via_gogle` left a session one a `tokens-revoked` event ends; `"issuer": 5` went to
+    /// the Google account of that subject.
+    @Test("the sessions, tokens and linked-token endpoints refuse unknown members and wrong types, as linking does; nothing is changed")
+    func strictBodies() async throws {
+        let tokenFile = Scratch.root.appendingPathComponent("risc-admin-\(UUID().uuidString)").path
+        try Data("admin-token-0123456789abcdef\n".utf8).write(to: URL(fileURLWithPath: tokenFile))
+        defer { try? FileManager.default.removeItem(atPath: tokenFile) }
+        let harness = try ServerHarness { $0.adminTokenFile = tokenFile }
+        try await harness.start()
+        let auth = ("Authorization", "Bearer admin-token-0123456789abcdef")
+        func call(_ path: String, _ body: String) async throws -> (status: Int, text: String) {
+            let response = try await harness.client.perform(
+                HTTPRequest(method: "POST", url: harness.adminURL + path, headers: [auth], body: Array(body.utf8)))
+            return (response.status, String(decoding: response.body, as: UTF8.self))
+        }
+        let subject = "110169484474386276334", base = "/admin/accounts/110169484474386276334"
+        let link = #"{"subject":"\#(subject)","user_id":"u-1","linked_tokens":["lt-1","lt-2"]}"#
+        #expect(try await call("/admin/accounts", link).status == 201)
+        for (path, body, expected) in [
+            ("/linked-tokens/revoke", #"{"tokenz":["lt-1"]}"#, "unknown member 'tokenz' (known: issuer, token_hashes, token_type, tokens)"),
+            ("/linked-tokens/revoke", #"{"tokens":["lt-1"],"issuer":5}"#, "'issuer' must be a string"),
+            ("/linked-tokens/revoke", #"{"tokens":["lt-1"],"token_type":1}"#, "'token_type' must be a string"),
+            ("/tokens", #"{"token":"rt-1","kind":5}"#, "'kind' must be a string"),
+            ("/tokens", #"{"token":"rt-1","kind":"linked","via_google":true}"#, "unknown member 'via_google' (known: issuer, kind, token)"),
+            ("/tokens", #"{"token":7}"#, "'token' must be a string"),
+            ("/sessions", #"{"session_id":"web-1","via_google":"false"}"#, "'via_google' must be true or false"),
+            ("/sessions", #"{"session_id":"web-1","via_gogle":false}"#, "unknown member 'via_gogle' (known: issuer, session_id, via_google)"),
+            ("/sessions", #"{"session_id":"web-1","issuer":5}"#, "'issuer' must be a string"),
+            ("/sessions", #"{"session_id":"web-1","issuer":" https://accounts.google.com"}"#, "'issuer' must not begin or end with white space"),
+            ("/sessions", #"{"session_id":3}"#, "'session_id' must be a string"),
+        ] {
+            let answer = try await call(base + path, body)
+            #expect(answer.status == 400 && answer.text.contains(expected), "\(path) \(body): \(answer.status) \(answer.text)")
+        }
+        // Nothing was changed by any of them.
+        let shown = try JSONParser.parseObject(
+            try await harness.client.perform(HTTPRequest(url: harness.adminURL + base, headers: [auth])).body)
+        #expect(shown["sessions"]?.objectValue?["open"] == 0, "\(shown)")
+        #expect(shown["tokens"]?.objectValue?["linked"]?.objectValue?["active"] == 2, "\(shown)")
+        #expect(shown["tokens"]?.objectValue?["google_refresh"]?.objectValue?["active"] == 0, "\(shown)")
+        // What is right still works.
+        #expect(try await call(base + "/sessions", #"{"session_id":"web-1","via_google":false}"#).status == 201)
+        #expect(try await call(base + "/tokens", #"{"token":"rt-1","kind":"google_refresh"}"#).status == 201)
+        let revoked = try await call(base + "/linked-tokens/revoke", #"{"tokens":["lt-1"]}"#)
+        #expect(revoked.status == 200 && revoked.text.contains(#""revoked":1"#), "\(revoked)")
+        try await harness.stop()
+        harness.issuer.stop()
+    }
+
     @Test("the API records its times by the receiver's clock: a session it opens is ended by a SET issued at that moment by that clock")
     func apiTimesFromTheClock() async throws {
         let tokenFile = Scratch.root.appendingPathComponent("risc-admin-\(UUID().uuidString)").path
@@ -501,6 +554,16 @@ struct AdminAccountAPITests {
         _ = try await waitWhile { try await harness.receiver.storage.accounts.googleSignInSuspended(userID: "u-1") == false }
         verdict = try await check(["url": .string(link), "code": "abc", "user_id": "u-1"])
         #expect(verdict["acceptable"] == false && verdict["error"] == "unrecoverable")
+        // Found: a user ID that was not a string (or a misspelt member) was passed over, and the
+        // suspended user's link came back acceptable. Refused now, as every admin body is read.
+        for (body, expected) in [
+            (#"{"url":"\#(link)","code":"abc","user_id":1}"#, "'user_id' must be a string"),
+            (#"{"url":"\#(link)","code":"abc","userid":"u-1"}"#, "unknown member 'userid' (known: code, outcome, url, user_id)"),
+        ] {
+            let refused = try await harness.client.perform(
+                HTTPRequest(method: "POST", url: harness.adminURL + "/admin/linking/app-flip", headers: [auth], body: Array(body.utf8)))
+            #expect(refused.status == 400 && String(decoding: refused.body, as: UTF8.self).contains(expected), "\(body)")
+        }
         let evil = AppFlipLink.make(redirect: redirect + ".evil.example", state: "s1")
         verdict = try await check(["url": .string(evil), "code": "abc"])
         #expect(verdict["error"] == "invalid_request" && verdict["redirect"] == .null)
