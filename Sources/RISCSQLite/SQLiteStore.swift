@@ -61,7 +61,9 @@ public final class SQLiteStore: Sendable {
     public func schemaVersion() throws -> (found: Int64, known: Int64)? {
         let path = try SQLiteDatabase(directory: directory).path
         guard FileManager.default.fileExists(atPath: path) else { return nil }
-        return (try SQLiteConnection(path: path).scalar("PRAGMA user_version") ?? 0, Schema.version)
+        let version: Int64
+        do { version = try SQLiteConnection(path: path).scalar("PRAGMA user_version") ?? 0 } catch { throw error.opening(path) }
+        return (version, Schema.version)
     }
 
     /// The event store (its writer, syncer and checkpointer threads start with it).

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import RISCCore
 import RISCServer
 import RISCStorage
 
@@ -20,7 +21,8 @@ struct RiscCommand: AsyncParsableCommand {
 
     /// As ArgumentParser's, except that a `SetupProblem` or a `ConfigurationError` (the command
     /// line was fine, what it names is not) prints its message without the usage text and exits 64,
-    /// and a driver's error is told in the store's words (`Storage.explain`).
+    /// as does a store that refuses (`StoreError.refused`); a driver's error is told in the store's
+    /// words (`Storage.explain`).
     static func main() async {
         do {
             var command = try parseAsRoot()
@@ -36,7 +38,12 @@ struct RiscCommand: AsyncParsableCommand {
             FileHandle.standardError.write(Data("risc: \(problem)\n".utf8))
             Foundation.exit(64)
         } catch {
-            exit(withError: Storage.explain(error))
+            // A store that refuses (damaged, a newer schema, a wrong password): 64, as the man page
+            // says, so nothing retries what a retry cannot mend.
+            let explained = Storage.explain(error)
+            guard StoreError.isRefusal(explained) else { exit(withError: explained) }
+            FileHandle.standardError.write(Data("risc: \(explained)\n".utf8))
+            Foundation.exit(64)
         }
     }
 }

@@ -115,8 +115,10 @@ extension SQLiteEventStore {
         let journal = (directory as NSString).appendingPathComponent("journal")
         let segments = SETJournal.segments(in: journal)
         guard !segments.isEmpty else { return 0 }
-        let connection = try SQLiteConnection(path: (directory as NSString).appendingPathComponent("risc.sqlite3"))
-        return try beyond(try markRead(connection), in: journal, segments: segments).reduce(0) { $0 + $1.records.count }
+        let path = (directory as NSString).appendingPathComponent("risc.sqlite3")
+        let mark: SETJournal.Position?
+        do { mark = try markRead(try SQLiteConnection(path: path)) } catch let error as StoreError { throw error.opening(path) } catch { throw error }
+        return try beyond(mark, in: journal, segments: segments).reduce(0) { $0 + $1.records.count }
     }
 
     /// The segments a start kept aside in `journal/damaged/` (records in them could not be read), by name.

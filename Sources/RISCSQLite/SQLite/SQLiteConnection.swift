@@ -14,6 +14,19 @@ extension StoreError {
             }
         self.init(code, description, driverCode: rc)
     }
+
+    /// What a failure at the opening of the store's file means. A file that is not a database, or
+    /// a damaged one, is a refusal (exit 64, not restarted): no retry mends it, and the operator is
+    /// told which file and what to do. Anything else is left as it was.
+    func opening(_ path: String) -> StoreError {
+        guard code != .refused, let rc = driverCode, [SQLITE_NOTADB, SQLITE_CORRUPT].contains(rc & 0xFF) else { return self }
+        return StoreError(
+            .refused,
+            """
+            \(path) is not a readable risc store (\(description)): it is damaged, or another file is in its place. Stop every risc \
+            that uses it, move it aside (with any -wal and -shm file beside it) and restore the last backup (docs/operations.md, backups)
+            """, driverCode: rc)
+    }
 }
 
 /// One SQLite connection. Not thread-safe: each is used by one thread at a time.
@@ -33,9 +46,13 @@ final class SQLiteConnection {
         let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW
         let rc = sqlite3_open_v2(path, &handle, flags, nil)
         guard rc == SQLITE_OK, let handle else {
-            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            var message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            let systemError = handle.map { sqlite3_system_errno($0) } ?? 0
+            if systemError != 0 { message += " (\(String(cString: strerror(systemError))))" }
             if let handle { sqlite3_close_v2(handle) }
-            throw StoreError(sqlite: rc, "cannot open \(path): \(message)")
+            // A directory in the file's place, or no permission: a restart would fail the same way.
+            let lasting = [EISDIR, EACCES, EPERM, ENOTDIR, ELOOP, EROFS].contains(systemError)
+            throw lasting ? StoreError(.refused, "cannot open \(path): \(message)", driverCode: rc) : StoreError(sqlite: rc, "cannot open \(path): \(message)")
         }
         self.handle = handle
         writeLock = WriteLock.lock(path: path)

@@ -32,6 +32,10 @@ struct SQLiteDatabase: Sendable {
     }
 
     func connect(_ role: Role) throws(StoreError) -> SQLiteConnection {
+        do { return try connectAndMigrate(role) } catch { throw error.opening(path) }
+    }
+
+    private func connectAndMigrate(_ role: Role) throws(StoreError) -> SQLiteConnection {
         let connection = try SQLiteConnection(path: path)
         switch role {
         case .groupCommit:
