@@ -61,6 +61,7 @@ extension Receiver {
                 problems.append("data_dir: \(configuration.dataDirectory) cannot be created (\(parent) is not a writable directory)")
             }
         }
+        problems += entryProblems(configuration)
         problems += trustProblems(configuration)
         let named: [(String, String?)] = [
             ("tls.certificate", configuration.tlsCertificate), ("tls.key", configuration.tlsKey), ("jwks_file", configuration.jwksFile),
@@ -113,6 +114,24 @@ extension Receiver {
             } catch {
                 problems.append("linking.notices: \(error)")
             }
+        }
+        return problems
+    }
+
+    /// What risc keeps in the data directory, each where it must be of its kind: a directory in the
+    /// event log's or the token key's place, or a file in the journal's, stopped a start with the
+    /// system's bare words (`Code=21 "Is a directory"`) or was taken for a key file to chmod.
+    static func entryProblems(_ configuration: ReceiverConfiguration) -> [String] {
+        var entries: [(name: String, isDirectory: Bool, what: String)] = [("journal", true, "the journal"), ("jwks-cache.json", false, "the last good key set")]
+        if !configuration.eventLogToStandardOutput { entries.append(("events.log", false, "the event log")) }
+        if configuration.tokenKeyFile == nil { entries.append(("token-key", false, "the token key")) }
+        var problems: [String] = []
+        for entry in entries {
+            let path = (configuration.dataDirectory as NSString).appendingPathComponent(entry.name)
+            guard let type = (try? FileManager.default.attributesOfItem(atPath: path))?[.type] as? FileAttributeType,
+                (type == .typeDirectory) != entry.isDirectory
+            else { continue }
+            problems.append("data_dir: \(path) is \(entry.isDirectory ? "not a directory" : "a directory"), where risc keeps \(entry.what): move it away")
         }
         return problems
     }

@@ -52,4 +52,34 @@ struct DamagedStoreTests {
         var isDirectory: ObjCBool = false
         #expect(FileManager.default.fileExists(atPath: store, isDirectory: &isDirectory) && isDirectory.boolValue == (kind == .directory))
     }
+
+    /// Found the same way: an `events.log` that was a directory stopped `risc serve` with `Error:
+    /// Error Domain=NSPOSIXErrorDomain Code=21 "Is a directory"` (exit 1, no path), a `journal` that
+    /// was a file with exit 1, and a `token-key` that was a directory was called a key file of mode
+    /// 755 to chmod.
+    @Test("what risc keeps in the data directory, of the wrong kind, stops serve and --check-config (exit 64), named with what it is for")
+    func wrongKinds() async throws {
+        for (name, makeDirectory, expected) in [
+            ("events.log", true, "is a directory, where risc keeps the event log: move it away"),
+            ("journal", false, "is not a directory, where risc keeps the journal: move it away"),
+            ("token-key", true, "is a directory, where risc keeps the token key: move it away"),
+        ] {
+            let data = Scratch.root.appendingPathComponent("risc-kinds-\(UUID().uuidString)").path
+            defer { try? FileManager.default.removeItem(atPath: data) }
+            try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            let path = data + "/" + name
+            if makeDirectory {
+                try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+            } else {
+                try Data("x".utf8).write(to: URL(fileURLWithPath: path))
+            }
+            let serve = ["serve", "--audience", "a", "--host", "127.0.0.1", "--port", "0", "--admin-port", "0", "--jwks-file", "keys/test/jwks.json"]
+            for command in [serve, ["serve", "--audience", "a", "--check-config"]] {
+                let result = try await RiscBinary.run(command + ["--data-dir", data])
+                #expect(
+                    result.status == 64 && result.stderr.contains("\(path) \(expected)") && !result.stderr.contains("chmod"),
+                    "\(name): \(command.count > 4 ? "serve" : "--check-config"): \(result.status) \(result.stderr)")
+            }
+        }
+    }
 }

@@ -132,7 +132,8 @@ extension PrivateFiles {
     /// another user, or readable or writable by group or others. nil when fine or absent.
     public static func keyFileProblem(_ path: String, setting: String) -> String? {
         var status = stat()
-        guard stat(path, &status) == 0 else { return nil }
+        // Not a file (a directory): named as such by what reads it, not taken for a key to chmod.
+        guard stat(path, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { return nil }
         return ownershipProblem(status, path: path, kind: "key file", forbidden: 0o077).map { "\(setting): \($0)" }
     }
 
