@@ -49,6 +49,8 @@ extension RiscCommand.Keys {
             let entry: KeyDirectory.Entry
             do { entry = try KeyDirectory.generate(into: directory, algorithm: algorithm, keyID: kid) } catch let error as KeyDirectory.KeyExists {
                 throw ValidationError(error.description)
+            } catch let error as KeyDirectory.LoadError {
+                throw ValidationError(error.description)
             }
             print("wrote \(directory.appendingPathComponent("\(entry.keyID).pem").path) (private, mode 0600)")
             print("updated \(directory.appendingPathComponent("jwks.json").path) (kid \(entry.keyID), alg \(algorithm))")

@@ -19,18 +19,25 @@ struct RiscCommand: AsyncParsableCommand {
         ]
     )
 
-    /// As ArgumentParser's, except that a `SetupProblem` or a `ConfigurationError` (the command
+    /// As ArgumentParser's, except that a `ValidationError` thrown while running, a `SetupProblem` or a `ConfigurationError` (the command
     /// line was fine, what it names is not) prints its message without the usage text and exits 64,
     /// as does a store that refuses (`StoreError.refused`); a driver's error is told in the store's
     /// words (`Storage.explain`).
     static func main() async {
+        // The arguments' own errors (and `validate()`'s) are ArgumentParser's, with the command's usage.
+        var command: any ParsableCommand
+        do { command = try parseAsRoot() } catch { exit(withError: error) }
         do {
-            var command = try parseAsRoot()
             if var command = command as? any AsyncParsableCommand {
                 try await command.run()
             } else {
                 try command.run()
             }
+        } catch let problem as ValidationError {
+            // Found while running: what the arguments name is wrong, not their syntax. The usage
+            // text would be the whole program's (`Usage: risc <subcommand>`), which says nothing of it.
+            FileHandle.standardError.write(Data("Error: \(problem.message)\n".utf8))
+            Foundation.exit(64)
         } catch let problem as SetupProblem {
             FileHandle.standardError.write(Data("risc: \(problem.message)\n".utf8))
             Foundation.exit(64)

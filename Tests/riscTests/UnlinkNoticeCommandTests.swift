@@ -183,6 +183,31 @@ struct UnlinkNoticeCommandTests {
         #expect(try await RiscBinary.run(["linking", "revoke", "x", "--token-hash", "zz"]).status == 64)
     }
 
+    /// Found: a problem a command finds as it runs (the key it names is not there) printed the
+    /// whole program's usage line, `Usage: risc <subcommand>`, which says nothing of it; and `keys
+    /// generate --kid ../evil` exited 1, not 64. A problem with the arguments' own syntax still
+    /// shows the command's usage.
+    @Test("a problem found while a command runs is told without usage text, exit 64; the arguments' own errors keep their usage")
+    func runProblemsWithoutUsage() async throws {
+        let directory = Scratch.root.appendingPathComponent("risc-notice-keys-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        #expect(try await RiscBinary.run(["keys", "rotate", "--dir", directory]).status == 0)
+        let signing = try TransmitterKeys(directory: directory).signer.keyID ?? ""
+        for (arguments, expected) in [
+            (["keys", "activate", "--dir", directory, "--kid", "nope"], "no published key nope"),
+            (["keys", "retire", "--dir", directory, "--kid", signing], "\(signing) is the signing key; activate another first"),
+            (["keys", "generate", "--dir", directory, "--kid", "../evil"], "a key ID must be non-empty, without '/' and not start with '.'"),
+            (["keys", "generate", "--dir", directory, "--kid", signing], "already"),
+        ] {
+            let result = try await RiscBinary.run(arguments)
+            #expect(
+                result.status == 64 && result.stderr.contains(expected) && !result.stderr.contains("Usage:"),
+                "\(arguments.prefix(2)): \(result.status) \(result.stderr)")
+        }
+        let syntax = try await RiscBinary.run(["keys", "generate", "--dir", directory, "--alg", "HS999"])
+        #expect(syntax.status == 64 && syntax.stderr.contains("Usage: risc keys generate"), "\(syntax.stderr)")
+    }
+
     @Test("serve --check-config refuses notices without keys or service account, and a bad issuer")
     func configuration() async throws {
         let missing = try await RiscBinary.run([
