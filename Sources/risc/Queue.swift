@@ -69,7 +69,18 @@ extension RiscCommand.Queue {
         func run() async throws {
             let store = try await data.open()
             defer { store.close() }
-            let count = try await store.queue().retry(jti: dead ? nil : jti)
+            let queue = try await store.queue()
+            let count = try await queue.retry(jti: dead ? nil : jti)
+            // One jti and nothing requeued: say why rather than look as if it worked.
+            if let jti, !dead, count == 0 {
+                let row = try await queue.show(jti: jti)
+                let why =
+                    row == nil
+                    ? "no SET with jti \(jti)"
+                    : "\(jti) is done (its actions were applied): nothing to requeue; to apply it again: risc replay --from-store --local --jti \(jti)"
+                FileHandle.standardError.write(Data("risc: \(why)\n".utf8))
+                throw ExitStatus.rejected
+            }
             print("requeued \(count)")
         }
     }

@@ -63,6 +63,26 @@ struct AccountsQueueCommandTests {
         #expect(try await RiscBinary.run(["queue", "status", "--data-dir", data + "-missing"]).status != 0)
     }
 
+    /// Found: `risc queue retry JTI` with a mistyped jti, or the jti of a SET that is done, printed
+    /// `requeued 0` and exited 0: the operator was told it worked. Now each says why nothing was
+    /// requeued (no such SET; a done SET is re-driven with replay), exit 1.
+    @Test("queue retry JTI of no SET, or of a done one, says why nothing was requeued, exit 1")
+    func retryNothing() async throws {
+        let data = Scratch.root.appendingPathComponent("risc-cli-retry-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let linked = try await RiscBinary.run(["accounts", "link", "--create", "--data-dir", data, "--subject", "42", "--user", "u42"])
+        try #require(linked.status == 0, "\(linked.stderr)")
+        let replayed = try await RiscBinary.run(
+            ["replay", "-", "--local", "--data-dir", data], stdin: #"{"type":"sessions-revoked","subject":"42","jti":"done-1"}"# + "\n")
+        try #require(replayed.status == 0, "\(replayed.stdout) \(replayed.stderr)")
+        let unknown = try await RiscBinary.run(["queue", "retry", "nope", "--data-dir", data])
+        #expect(unknown.status == 1 && unknown.stderr.contains("no SET with jti nope"), "\(unknown.status) \(unknown.stdout) \(unknown.stderr)")
+        let done = try await RiscBinary.run(["queue", "retry", "done-1", "--data-dir", data])
+        #expect(
+            done.status == 1 && done.stderr.contains("done-1 is done") && done.stderr.contains("risc replay --from-store --local --jti done-1"),
+            "\(done.status) \(done.stdout) \(done.stderr)")
+    }
+
     @Test("issue 24 #8: accounts list, show, link and unlink escape subjects and user ids as risc tail does (ESC, OSC, BEL, U+202E never reach the terminal)")
     func humanOutputEscapes() async throws {
         let data = Scratch.root.appendingPathComponent("risc-cli-escape-\(UUID().uuidString)").path
