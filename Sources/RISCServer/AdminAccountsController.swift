@@ -229,8 +229,3 @@ struct AdminAccountsController: Sendable {
         return added ? Responses.json(#"{"status":"added"}"#, status: .created) : Responses.json(#"{"error":"not_found"}"#, status: .notFound)
     }
 }
-
-extension EventLogRecord.Outcome {
-    /// What the site changed through the account API (`step: site`).
-    static let unlinked = Self(rawValue: "unlinked"), linkedTokensRevoked = Self(rawValue: "linked_tokens_revoked")
-}

@@ -408,6 +408,14 @@ struct AdminAccountAPITests {
         #expect(unlinked.status == 200 && String(decoding: unlinked.body, as: UTF8.self) == #"{"unlinked":1}"#)
         #expect(try await harness.client.perform(HTTPRequest(url: unlinkURL, headers: [auth])).status == 404)
         #expect(try await harness.client.perform(HTTPRequest(method: "DELETE", url: unlinkURL, headers: [auth])).status == 404)
+        // Found: the lines the API writes had outcomes (`unlinked`, `linked_tokens_revoked`) that
+        // `risc tail --outcome` refused as unknown. Every line written has an outcome it knows.
+        #expect(try await post("/admin/accounts", link, headers: [auth]).status == 201)
+        #expect(try await post("/admin/accounts/110169484474386276334/linked-tokens/revoke", "{}", headers: [auth]).status == 200)
+        let outcomes = Set(harness.eventLogLines.compactMap { $0["outcome"]?.stringValue })
+        #expect(outcomes.isSuperset(of: ["unlinked", "linked_tokens_revoked"]), "\(outcomes)")
+        let unknown = outcomes.filter { !EventLogRecord.Outcome.all.contains(.init(rawValue: $0)) }
+        #expect(unknown.isEmpty, "outcomes risc tail --outcome refuses: \(unknown)")
         try await harness.stop()
         harness.issuer.stop()
     }

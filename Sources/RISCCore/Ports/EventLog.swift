@@ -40,12 +40,14 @@ public struct EventLogRecord: Sendable {
         public static let reloaded = Self(rawValue: "reloaded")
         // log: the chain's first line, the line after a torn one, a segment closed
         public static let genesis = Self(rawValue: "genesis"), torn = Self(rawValue: "torn"), rotated = Self(rawValue: "rotated")
+        // site: what the site changed through the admin API
+        public static let unlinked = Self(rawValue: "unlinked"), linkedTokensRevoked = Self(rawValue: "linked_tokens_revoked")
 
         /// Every outcome the event log carries (`risc tail --outcome` refuses another).
         public static let all: [Outcome] = [
             .accepted, .duplicate, .rejected, .failed, .limited, .suppressed, .malformed, .tooLarge, .overflow, .notFound, .methodNotAllowed,
             .applied, .deferred, .deadLettered, .leaseLost, .published, .matched, .unrequested, .noState, .rescued, .closed, .refused,
-            .started, .ended, .stopped, .dropped, .requeued, .pruned, .reloaded, .genesis, .torn, .rotated,
+            .started, .ended, .stopped, .dropped, .requeued, .pruned, .reloaded, .genesis, .torn, .rotated, .unlinked, .linkedTokensRevoked,
         ]
 
         /// An action attempt's outcomes, in the order metrics list them.
