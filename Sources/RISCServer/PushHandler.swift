@@ -158,7 +158,7 @@ final class PushHandler: ChannelDuplexHandler {
         }
         let delivery = Intake.Delivery(
             body: Array(buffer: body), remoteAddress: remote, contentType: head.headers.first(name: "content-type"), path: path,
-            authorization: head.headers.first(name: "authorization"))
+            authorization: head.headers.first(name: "authorization"), contentEncoding: head.headers.first(name: "content-encoding"))
         let eventLoop = context.eventLoop
         let bound = NIOLoopBound((handler: self, context: context), eventLoop: eventLoop)
         endpoint.intake.receive(delivery, hop: { eventLoop.execute($0) }) { result in

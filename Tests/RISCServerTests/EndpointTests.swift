@@ -168,6 +168,15 @@ struct EndpointTests {
         #expect(lines.contains { $0["http_status"] == 413 })
         #expect(lines.first { $0["jti"] == "ct" }?["content_type"] == "text/plain")
         #expect(try await harness.post(try harness.token(), path: "/other").status == 404)
+        // Found: a body with a Content-Encoding was read as the SET itself: a gzipped SET was
+        // answered 400 "not a compact JWS", which tells a transmitter the SET is invalid and not to
+        // send it again (RFC 8935 §2.3): the event was lost for a header risc did not read. A coding
+        // risc does not decode is a 415 (RFC 9110 §15.5.16) naming it; identity is no coding.
+        let gzip = try await harness.post(try harness.token(jti: "gz"), headers: [("Content-Encoding", "gzip")])
+        #expect(gzip.status == 415, "\(gzip.status)")
+        #expect(String(decoding: gzip.body, as: UTF8.self).contains("Content-Encoding gzip is not supported"), "\(String(decoding: gzip.body, as: UTF8.self))")
+        #expect(try await harness.post(try harness.token(jti: "identity"), headers: [("Content-Encoding", "identity")]).status == 202)
+        #expect(harness.eventLogLines.contains { $0["http_status"] == 415 && $0["err"] == "invalid_request" })
         try await harness.stop()
         harness.issuer.stop()
     }

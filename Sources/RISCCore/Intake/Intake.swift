@@ -56,13 +56,29 @@ public struct Intake: Sendable {
         public let authorization: String?
         /// Fetched by risc's poller (RFC 8936) over an authenticated call: no push credential to check.
         public let polled: Bool
-        public init(body: [UInt8], remoteAddress: String?, contentType: String?, path: String? = nil, authorization: String? = nil, polled: Bool = false) {
+        /// Its `Content-Encoding` header: risc decodes none, so any but `identity` is refused (415).
+        public let contentEncoding: String?
+        public init(
+            body: [UInt8], remoteAddress: String?, contentType: String?, path: String? = nil, authorization: String? = nil, polled: Bool = false,
+            contentEncoding: String? = nil
+        ) {
             self.body = body
             self.remoteAddress = remoteAddress
             self.contentType = contentType
             self.path = path
             self.authorization = authorization
             self.polled = polled
+            self.contentEncoding = contentEncoding
+        }
+
+        /// A body in a content coding risc does not decode: not an invalid SET (a 400 would tell
+        /// the transmitter not to send it again, RFC 8935 §2.3) but a 415 naming the coding.
+        func checkEncoding() throws(SETError) {
+            guard let coding = contentEncoding.map({ Substring($0).trimmingSpaces.lowercased() }), !coding.isEmpty, coding != "identity" else { return }
+            var error = SETError.invalidRequest("Content-Encoding \(coding) is not supported: send the SET as it is, with no content coding")
+            error.status = 415
+            error.logFields["http_status"] = 415
+            throw error
         }
     }
 
@@ -113,6 +129,7 @@ public struct Intake: Sendable {
         let parsed: CompactJWS
         let transmitter: Transmitter
         do {
+            try delivery.checkEncoding()
             let (admitted, jws) = try admit(delivery)
             transmitter = admitted
             if transmitters.all.count > 1 { record["transmitter"] = .string(transmitter.name) }
