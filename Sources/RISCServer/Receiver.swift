@@ -136,6 +136,10 @@ public final class Receiver: Sendable {
             ).register(on: apiRouter)
         }
 
+        // The admin listeners start once the public one is bound (`AfterPublicListener`): one signal each.
+        let (adminGate, adminGateOpen) = AsyncStream.makeStream(of: Void.self)
+        let (apiGate, apiGateOpen) = AsyncStream.makeStream(of: Void.self)
+        let publicBound = [adminGateOpen, apiGateOpen]
         let (publicPorts, publicPort) = AsyncStream.makeStream(of: Int.self)
         let (adminPorts, adminPort) = AsyncStream.makeStream(of: Int.self)
         let (apiPorts, apiPort) = AsyncStream.makeStream(of: Int.self)
@@ -167,9 +171,14 @@ public final class Receiver: Sendable {
             intake: intake, revocation: revocation,
             documents: configuration.noticeIssuer.flatMap { issuer in noticeKeys.map { NoticeDocuments(issuer: issuer, keys: $0) } },
             limiter: configuration.invalidPerMinute > 0 ? InvalidRequestLimiter(perMinute: configuration.invalidPerMinute) : nil,
-            tls: tls, logger: logger, metrics: metrics, clock: clock, onRunning: { publicPort.yield($0) })
+            tls: tls, logger: logger, metrics: metrics, clock: clock,
+            onRunning: { port in
+                publicPort.yield(port)
+                for bound in publicBound { bound.yield() }
+            })
         func adminApplication(
-            _ router: Router<RISCRequestContext>, setting: String, host: String, port: Int, ports: AsyncStream<Int>.Continuation
+            _ router: Router<RISCRequestContext>, setting: String, host: String, port: Int, ports: AsyncStream<Int>.Continuation,
+            after gate: AsyncStream<Void>
         ) -> some Service {
             let application = Application(
                 router: router,
@@ -184,9 +193,10 @@ public final class Receiver: Sendable {
                     availableConnectionsDelegate: .maximum(configuration.adminMaxConnections, logger: logger)),
                 onServerRunning: { channel in ports.yield(channel.localAddress?.port ?? 0) },
                 logger: logger)
-            return NamedListener(inner: application, setting: setting, host: host, port: port)
+            return AfterPublicListener(bound: gate, inner: NamedListener(inner: application, setting: setting, host: host, port: port))
         }
-        let adminApp = adminApplication(adminRouter, setting: "admin.host, admin.port", host: configuration.adminHost, port: configuration.adminPort, ports: adminPort)
+        let adminApp = adminApplication(
+            adminRouter, setting: "admin.host, admin.port", host: configuration.adminHost, port: configuration.adminPort, ports: adminPort, after: adminGate)
 
         let retention = RetentionService(
             store: try storage.store.retention(), policy: configuration.retention, interval: configuration.retentionInterval, log: log, logger: logger,
@@ -208,7 +218,8 @@ public final class Receiver: Sendable {
         services.append(HealthSamplerService(store: storeSampler, metrics: metrics.registry == nil ? metricsSampler : nil))
         services.append(adminApp)
         if let port = configuration.adminAPIPort {
-            services.append(adminApplication(apiRouter, setting: "admin.api.host, admin.api.port", host: configuration.adminAPIHost, port: port, ports: apiPort))
+            services.append(
+                adminApplication(apiRouter, setting: "admin.api.host, admin.api.port", host: configuration.adminAPIHost, port: port, ports: apiPort, after: apiGate))
         } else {
             apiPort.finish()
         }
@@ -272,6 +283,25 @@ public final class Receiver: Sendable {
 
     /// Starts a graceful shutdown, as SIGTERM does.
     public func shutdown() async { await group.triggerGracefulShutdown() }
+}
+
+/// Runs `inner` (an admin listener) once the public listener is bound. A public address that
+/// cannot be taken then stops the start before the admin listener begins: started beside it, the
+/// admin listener was cancelled mid-start and logged errors of its own (`Waiting on child channel:
+/// CancellationError()`) above the one line that said what was wrong.
+struct AfterPublicListener<Inner: Service>: Service {
+    let bound: AsyncStream<Void>
+    let inner: Inner
+
+    func run() async throws {
+        let bound = self.bound
+        let open = await cancelWhenGracefulShutdown { () async -> Bool in
+            for await _ in bound { return true }
+            return false
+        }
+        guard open, !Task.isCancelled else { return }
+        try await inner.run()
+    }
 }
 
 /// Keeps the issuer's key set fresh until shutdown.
