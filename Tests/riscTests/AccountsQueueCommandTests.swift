@@ -83,6 +83,36 @@ struct AccountsQueueCommandTests {
             "\(done.status) \(done.stdout) \(done.stderr)")
     }
 
+    /// Found: the admin API writes a `step: site` line when the site unlinks an account or revokes
+    /// its linked tokens (and queues notices to Google), but the same changes made with `risc
+    /// accounts unlink` and `risc linking revoke` left nothing in the event log: `risc tail` could
+    /// not show who unlinked what.
+    @Test("accounts unlink and linking revoke write the event-log line the admin API writes for the same change (source cli)")
+    func siteLinesFromTheCommandLine() async throws {
+        let data = Scratch.root.appendingPathComponent("risc-cli-site-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let tokenFile = data + "-linked-token"
+        try Data("linked-token-0123456789\n".utf8).write(to: URL(fileURLWithPath: tokenFile))
+        defer { try? FileManager.default.removeItem(atPath: tokenFile) }
+        for subject in ["42", "43"] {
+            let linked = try await RiscBinary.run(
+                ["accounts", "link", "--create", "--data-dir", data, "--subject", subject, "--user", "u" + subject, "--linked-token-file", tokenFile])
+            try #require(linked.status == 0, "\(linked.stderr)")
+        }
+        let revoked = try await RiscBinary.run(["linking", "revoke", "43", "--data-dir", data])
+        #expect(revoked.status == 0, "\(revoked.stderr)")
+        let unlinked = try await RiscBinary.run(["accounts", "unlink", "42", "--data-dir", data])
+        #expect(unlinked.status == 0, "\(unlinked.stderr)")
+        let tail = try await RiscBinary.run(["tail", "--json", "-n", "0", "--data-dir", data])
+        let lines = tail.stdout.split(separator: "\n").compactMap { try? JSONParser.parseObject(Array($0.utf8)) }
+        let site = lines.filter { $0["step"] == "site" }
+        #expect(site.count == 2, "\(tail.stdout) \(tail.stderr)")
+        #expect(site.contains { $0["outcome"] == "linked_tokens_revoked" && $0["subject"] == "43" && $0["source"] == "cli" }, "\(site)")
+        #expect(site.contains { $0["outcome"] == "unlinked" && $0["subject"] == "42" && $0["source"] == "cli" }, "\(site)")
+        let filtered = try await RiscBinary.run(["tail", "--outcome", "unlinked", "-n", "0", "--data-dir", data])
+        #expect(filtered.status == 0 && filtered.stdout.contains("42"), "\(filtered.stdout) \(filtered.stderr)")
+    }
+
     @Test("issue 24 #8: accounts list, show, link and unlink escape subjects and user ids as risc tail does (ESC, OSC, BEL, U+202E never reach the terminal)")
     func humanOutputEscapes() async throws {
         let data = Scratch.root.appendingPathComponent("risc-cli-escape-\(UUID().uuidString)").path
