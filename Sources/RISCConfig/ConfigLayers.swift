@@ -187,7 +187,7 @@ public struct ConfigLayers {
                 problems.append("\(source): expected a duration, got \(value)")
                 return nil
             }
-            return bounded(value, source: source, as: JSONValue.number(value).serialized)
+            return bounded(value, source: source, as: "\(value)")
         case .json(let other, let source):
             problems.append("\(source): expected a duration such as 30d, got \(other.serialized)")
             return nil

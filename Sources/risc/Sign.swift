@@ -39,6 +39,10 @@ extension RiscCommand {
         @Option(help: "Issued-at, seconds since the epoch; now when omitted.")
         var iat: Double?
 
+        func validate() throws {
+            if let iat, !iat.isFinite { throw ValidationError("--iat must be a number of seconds since the epoch, got \(iat)") }
+        }
+
         @Option(help: "Key directory (as `risc keys generate` writes it).")
         var keys: String = "keys/test"
 

@@ -49,6 +49,19 @@ struct JSONParserTests {
         #expect(JSONValue.number(1_508_184_845).serialized == "1508184845")
     }
 
+    /// Found: `risc sign --iat nan` printed a SET whose payload held `"iat":nan`, and any number
+    /// that is not finite (a rate over no time, say) would have made an event-log line that is not
+    /// JSON. Such a number is written as `null`, as JSON.stringify writes it.
+    @Test("a number that is not finite is written as null: the text is always JSON")
+    func nonFiniteNumbers() throws {
+        for number in [Double.nan, .infinity, -.infinity] {
+            let text = JSONValue.object(["n": .number(number), "a": [.number(number)]]).serialized
+            #expect(text == #"{"n":null,"a":[null]}"#)
+            #expect(try JSONParser.parse(text) == ["n": nil, "a": [nil]])
+        }
+        #expect(JSONValue.number(1e300).serialized == "1e+300")
+    }
+
     @Test("escapes exactly what must be escaped, byte runs copied as they are")
     func escaping() throws {
         let text = "a\"b\\c\nd\re\tf\u{01}g\u{7F}h\u{2028}i\u{2029}j€k\u{1F600}"

@@ -11,6 +11,17 @@ struct ReplayCommandTests {
             .map { $0.dropFirst(label.count).trimmingCharacters(in: .whitespaces) }
     }
 
+    /// Found: `risc sign --iat nan` (or `inf`) printed a SET whose payload held `"iat":nan`, which
+    /// is not JSON: a token no receiver could read, made by the tool meant to test them.
+    @Test("risc sign refuses an --iat that is not a finite number (exit 64)")
+    func signIssuedAt() async throws {
+        for value in ["nan", "inf"] {
+            let result = try await RiscBinary.run(["sign", "--iat", value])
+            #expect(result.status == 64 && result.stderr.contains("--iat") && result.stdout.isEmpty, "\(value): \(result.status) \(result.stdout) \(result.stderr)")
+        }
+        #expect(try await RiscBinary.run(["sign", "--iat", "1700000000"]).status == 0)
+    }
+
     @Test("replays files, signed descriptions and stored SETs; summary and exit status reflect the answers")
     func replay() async throws {
         let (process, data, port, _) = try await ServeCommandTests.startServe()

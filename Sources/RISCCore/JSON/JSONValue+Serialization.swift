@@ -58,6 +58,8 @@ extension JSONValue {
     }
 
     static func format(_ number: Double) -> String {
+        // JSON has no NaN or infinity: null, as JSON.stringify writes them, never text that does not parse.
+        guard number.isFinite else { return "null" }
         if number.rounded() == number, abs(number) < 9_007_199_254_740_992 { return String(Int64(number)) }
         return number.description
     }
