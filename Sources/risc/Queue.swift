@@ -73,11 +73,11 @@ extension RiscCommand.Queue {
             let count = try await queue.retry(jti: dead ? nil : jti)
             // One jti and nothing requeued: say why rather than look as if it worked.
             if let jti, !dead, count == 0 {
-                let row = try await queue.show(jti: jti)
+                let row = try await queue.show(jti: jti), shown = Printable.safe(jti, maxBytes: 200)
                 let why =
                     row == nil
-                    ? "no SET with jti \(jti)"
-                    : "\(jti) is done (its actions were applied): nothing to requeue; to apply it again: risc replay --from-store --local --jti \(jti)"
+                    ? "no SET with jti \(shown)"
+                    : "\(shown) is done (its actions were applied): nothing to requeue; to apply it again: risc replay --from-store --local --jti \(shown)"
                 FileHandle.standardError.write(Data("risc: \(why)\n".utf8))
                 throw ExitStatus.rejected
             }

@@ -19,10 +19,10 @@ struct RiscCommand: AsyncParsableCommand {
         ]
     )
 
-    /// As ArgumentParser's, except that a `ValidationError` thrown while running, a `SetupProblem` or a `ConfigurationError` (the command
-    /// line was fine, what it names is not) prints its message without the usage text and exits 64,
-    /// as does a store that refuses (`StoreError.refused`); a driver's error is told in the store's
-    /// words (`Storage.explain`).
+    /// As ArgumentParser's, except that a `ValidationError` thrown while running, a `SetupProblem`
+    /// or a `ConfigurationError` (the command line was fine, what it names is not) prints its
+    /// message without the usage text and exits 64, as does a store that refuses
+    /// (`StoreError.refused`); a driver's error is told in the store's words (`Storage.explain`).
     static func main() async {
         // The arguments' own errors (and `validate()`'s) are ArgumentParser's, with the command's usage.
         var command: any ParsableCommand

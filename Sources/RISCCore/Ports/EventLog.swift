@@ -40,7 +40,7 @@ public struct EventLogRecord: Sendable {
         public static let reloaded = Self(rawValue: "reloaded")
         // log: the chain's first line, the line after a torn one, a segment closed
         public static let genesis = Self(rawValue: "genesis"), torn = Self(rawValue: "torn"), rotated = Self(rawValue: "rotated")
-        // site: what the site changed through the admin API
+        // site: what the site changed (the admin API, risc accounts unlink, risc linking revoke)
         public static let unlinked = Self(rawValue: "unlinked"), linkedTokensRevoked = Self(rawValue: "linked_tokens_revoked")
 
         /// Every outcome the event log carries (`risc tail --outcome` refuses another).
