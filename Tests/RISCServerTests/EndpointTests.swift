@@ -171,11 +171,14 @@ struct EndpointTests {
         // Found: a body with a Content-Encoding was read as the SET itself: a gzipped SET was
         // answered 400 "not a compact JWS", which tells a transmitter the SET is invalid and not to
         // send it again (RFC 8935 §2.3): the event was lost for a header risc did not read. A coding
-        // risc does not decode is a 415 (RFC 9110 §15.5.16) naming it; identity is no coding.
-        let gzip = try await harness.post(try harness.token(jti: "gz"), headers: [("Content-Encoding", "gzip")])
+        // risc does not decode is a 415 (RFC 9110 §15.5.16) naming it; identity is no coding, and a
+        // body that is a compact JWS all the same is read as one (the label is wrong, not the SET).
+        let gzipped = "\u{1F}\u{8B}\u{08}\u{00}" + String(repeating: "\u{7F}x", count: 40)  // gzip's magic, then bytes no token holds
+        let gzip = try await harness.post(gzipped, headers: [("Content-Encoding", "gzip")])
         #expect(gzip.status == 415, "\(gzip.status)")
         #expect(String(decoding: gzip.body, as: UTF8.self).contains("Content-Encoding gzip is not supported"), "\(String(decoding: gzip.body, as: UTF8.self))")
         #expect(try await harness.post(try harness.token(jti: "identity"), headers: [("Content-Encoding", "identity")]).status == 202)
+        #expect(try await harness.post(try harness.token(jti: "mislabelled"), headers: [("Content-Encoding", "gzip")]).status == 202)
         #expect(harness.eventLogLines.contains { $0["http_status"] == 415 && $0["err"] == "invalid_request" })
         try await harness.stop()
         harness.issuer.stop()

@@ -72,13 +72,26 @@ public struct Intake: Sendable {
         }
 
         /// A body in a content coding risc does not decode: not an invalid SET (a 400 would tell
-        /// the transmitter not to send it again, RFC 8935 §2.3) but a 415 naming the coding.
+        /// the transmitter not to send it again, RFC 8935 §2.3) but a 415 naming the coding. A body
+        /// that is compact-JWS text all the same (a label wrongly added on the way) is read as it is,
+        /// as the Content-Type is not relied on either.
         func checkEncoding() throws(SETError) {
-            guard let coding = contentEncoding.map({ Substring($0).trimmingSpaces.lowercased() }), !coding.isEmpty, coding != "identity" else { return }
+            guard let coding = contentEncoding.map({ Substring($0).trimmingSpaces.lowercased() }), !coding.isEmpty, coding != "identity",
+                body.contains(where: { !Self.isCompactText($0) })
+            else { return }
             var error = SETError.invalidRequest("Content-Encoding \(coding) is not supported: send the SET as it is, with no content coding")
             error.status = 415
             error.logFields["http_status"] = 415
             throw error
+        }
+
+        /// base64url, the dots between the parts, and the white space around a token.
+        static func isCompactText(_ byte: UInt8) -> Bool {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+            case UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\r"), UInt8(ascii: "\n"): true
+            default: false
+            }
         }
     }
 
