@@ -16,6 +16,8 @@ extension RiscCommand {
         @Argument(help: "File holding the compact token, or - for standard input.")
         var file: String = "-"
 
+        static func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A }
+
         /// One token: far above any SET (a receiver takes at most 1 MiB, `push.max_body_bytes`).
         static let maxTokenBytes = 16 << 20
 
@@ -30,6 +32,13 @@ extension RiscCommand {
                 print(validated.json.prettyPrinted)
             } catch let error as SETError {
                 print(error.responseBody)
+                // A file of tokens, one a line (what `risc replay` takes): say so, beside the answer.
+                let lines = body.split(separator: UInt8(ascii: "\n")).filter { $0.contains { !Self.isSpace($0) } }
+                if lines.count > 1 {
+                    let source = file == "-" ? "standard input" : file
+                    FileHandle.standardError.write(
+                        Data("risc: \(source) holds \(lines.count) tokens, one a line; risc verify takes one; `risc replay FILE --dry-run` with the same key options checks each\n".utf8))
+                }
                 throw ExitStatus.rejected
             } catch let error as KeyUnavailableError {
                 FileHandle.standardError.write(Data("risc: temporary failure: \(error)\n".utf8))

@@ -30,6 +30,19 @@ struct VerifyCommandTests {
         #expect(!result.stdout.contains(token.prefix(30)))
     }
 
+    /// Found: a file of several tokens (as `risc replay` takes) gave only `not a compact JWS:
+    /// expected three dot-separated parts`, which does not say why. The RFC 8935 answer stays; a
+    /// line on standard error says what the file holds and which command checks each.
+    @Test("a file of several tokens is refused with a hint naming how many and replay --dry-run")
+    func severalTokens() async throws {
+        let token = try String(contentsOf: RiscBinary.repository.appendingPathComponent("keys/test/sample-account-disabled.jwt"), encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let result = try await RiscBinary.run(
+            ["verify", "-", "--jwks-file", "keys/test/jwks.json", "--audience", SETFactory.defaultAudience], stdin: token + "\n" + token + "\n")
+        #expect(result.status == 1 && result.stdout.contains("invalid_request"), "\(result.stdout)")
+        #expect(result.stderr.contains("holds 2 tokens, one a line") && result.stderr.contains("risc replay"), "\(result.stderr)")
+    }
+
     /// Found: `risc verify <(…)`, `risc replay <(risc sign …)` and `--jwks-file <(curl …)` said
     /// "cannot read /dev/fd/63": a pipe, `/dev/stdin` or a device was read as if it had to be a
     /// regular file; and a file that could not be read was named without the reason.
