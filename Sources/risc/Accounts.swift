@@ -33,15 +33,13 @@ extension RiscCommand.Accounts {
         }
 
         func run() async throws {
-            func read(_ path: String) throws -> String {
-                String(decoding: try readInput(path), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-            }
             let store = try await data.open(accounts: true, create: creation.create)
             defer { store.close() }
             _ = try await store.accounts().link(
                 AccountLink(
                     issuer: issuer, subject: subject, userID: user, email: email, sessions: sessions,
-                    refreshTokens: try refreshTokenFiles.map(read), linkedTokens: try linkedTokenFiles.map(read)),
+                    refreshTokens: try refreshTokenFiles.map { try readToken($0, what: "--refresh-token-file") },
+                    linkedTokens: try linkedTokenFiles.map { try readToken($0, what: "--linked-token-file") }),
                 now: systemNow())
             print(
                 "linked \(Printable.safe(subject)) → \(Printable.safe(user)) (\(sessions.count) sessions, \(refreshTokenFiles.count + linkedTokenFiles.count) tokens; tokens kept as fingerprints only)"

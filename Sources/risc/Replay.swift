@@ -145,11 +145,9 @@ extension RiscCommand {
             }
             var subject: JSONValue? = factory.accountSubject(description["subject"]?.stringValue ?? "7375626A656374")
             if type.canonical == .tokenRevoked {
-                guard let file = description["token_file"]?.stringValue, let token = try? String(contentsOfFile: file, encoding: .utf8) else {
-                    throw ValidationError("token-revoked needs 'token_file'")
-                }
+                guard let file = description["token_file"]?.stringValue else { throw ValidationError("token-revoked needs 'token_file'") }
                 subject = SETFactory.tokenSubject(
-                    refreshToken: token.trimmingCharacters(in: .whitespacesAndNewlines),
+                    refreshToken: try readToken(file, what: "token_file"),
                     algorithm: description["token_alg"]?.stringValue == "prefix" ? .prefix : .hashSHA512SHA512)
             } else if type.canonical == .verification {
                 subject = nil

@@ -75,12 +75,9 @@ extension RiscCommand {
             }
             var subjectValue = factory.accountSubject(subject)
             if eventType.canonical == .tokenRevoked {
-                guard let tokenFile, let token = try? String(contentsOfFile: tokenFile, encoding: .utf8) else {
-                    throw ValidationError("token-revoked needs --token-file with the refresh token")
-                }
+                guard let tokenFile else { throw ValidationError("token-revoked needs --token-file with the refresh token") }
                 let algorithm: OAuthTokenIdentifier.Algorithm = tokenAlg == "prefix" ? .prefix : .hashSHA512SHA512
-                subjectValue = SETFactory.tokenSubject(
-                    refreshToken: token.trimmingCharacters(in: .whitespacesAndNewlines), algorithm: algorithm)
+                subjectValue = SETFactory.tokenSubject(refreshToken: try readToken(tokenFile, what: "--token-file"), algorithm: algorithm)
             }
             var extra = JSONObject()
             if let reason { extra["reason"] = .string(reason) }

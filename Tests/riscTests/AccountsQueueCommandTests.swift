@@ -83,6 +83,31 @@ struct AccountsQueueCommandTests {
             "\(done.status) \(done.stdout) \(done.stderr)")
     }
 
+    /// Found: a refresh-token file saved by an editor that starts files with a UTF-8 byte-order
+    /// mark (Windows' Notepad) was fingerprinted with the mark: Google's `token-revoked` for that
+    /// token then matched nothing ("unknown subject: no-op") and the token stayed active. The mark
+    /// is not part of any file's text a command reads (tokens, token lists, key sets).
+    @Test("a file starting with a UTF-8 byte-order mark is read without it: its token is revoked by Google's token-revoked")
+    func byteOrderMark() async throws {
+        let data = Scratch.root.appendingPathComponent("risc-cli-bom-\(UUID().uuidString)").path
+        let plain = data + "-rt", marked = data + "-rt-bom"
+        defer { for path in [data, plain, marked] { try? FileManager.default.removeItem(atPath: path) } }
+        try Data("1//0gplain-refresh-token\n".utf8).write(to: URL(fileURLWithPath: plain))
+        try Data([0xEF, 0xBB, 0xBF] + Array("1//0gplain-refresh-token\r\n".utf8)).write(to: URL(fileURLWithPath: marked))
+        let linked = try await RiscBinary.run(["accounts", "link", "--create", "--data-dir", data, "--subject", "77", "--user", "u77", "--refresh-token-file", marked])
+        try #require(linked.status == 0, "\(linked.stderr)")
+        let replayed = try await RiscBinary.run(
+            ["replay", "-", "--local", "--data-dir", data], stdin: #"{"type":"token-revoked","subject":"77","token_file":"\#(plain)"}"# + "\n")
+        #expect(replayed.stdout.contains(#""result":"revoked the matching token""#), "\(replayed.stdout) \(replayed.stderr)")
+        let shown = try JSONParser.parseObject(Array(try await RiscBinary.run(["accounts", "show", "77", "--json", "--data-dir", data]).stdout.utf8))
+        #expect(shown["tokens"]?.objectValue?["google_refresh"] == ["active": 0, "revoked": 1], "\(shown)")
+        // The same for a token given to risc verify.
+        let token = try await RiscBinary.run(["sign"])
+        try Data([0xEF, 0xBB, 0xBF] + Array(token.stdout.utf8)).write(to: URL(fileURLWithPath: marked))
+        let verified = try await RiscBinary.run(["verify", marked, "--jwks-file", "keys/test/jwks.json", "--audience", SETFactory.defaultAudience])
+        #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
+    }
+
     /// Found: the admin API writes a `step: site` line when the site unlinks an account or revokes
     /// its linked tokens (and queues notices to Google), but the same changes made with `risc
     /// accounts unlink` and `risc linking revoke` left nothing in the event log: `risc tail` could
