@@ -156,7 +156,7 @@ extension TransmitterSettings {
     public static func secret(_ file: String, _ member: String, of name: String) throws -> String {
         let data: [UInt8]
         do { data = try FileContents.read(file) } catch { throw FileError(description: "transmitters.\(name).\(member): \(error)") }
-        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return String(decoding: FileContents.text(data), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     /// The `Authorization` values in `authorization_file` (nil without one): one line, or two while

@@ -50,16 +50,12 @@ extension RiscCommand {
 
 /// Reads a whole file, or standard input for "-". Whatever can be read will do: a pipe
 /// (`/dev/stdin`, a shell's `<(…)`) or a device as well as a file. One that cannot is named with
-/// the reason, after `what` (an option's name) when given. A UTF-8 byte-order mark, which some
-/// editors put at the start of every file, is no part of its text: kept, it became part of a token
-/// and its fingerprint, which then matched nothing.
+/// the reason, after `what` (an option's name) when given. Text: without a leading byte-order mark
+/// (`FileContents.text`).
 func readInput(_ path: String, what: String? = nil, limit: Int = FileContents.defaultLimit) throws -> [UInt8] {
-    var bytes: [UInt8]
-    do { bytes = try path == "-" ? FileContents.readStandardInput(limit: limit) : FileContents.read(path, limit: limit) } catch {
+    do { return FileContents.text(try path == "-" ? FileContents.readStandardInput(limit: limit) : FileContents.read(path, limit: limit)) } catch {
         throw ValidationError((what.map { "cannot read \($0) " } ?? "cannot read ") + "\(error.path): \(error.reason)")
     }
-    if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }
-    return bytes
 }
 
 /// A file's text (`readInput`), white space around it trimmed: a token kept in a file.

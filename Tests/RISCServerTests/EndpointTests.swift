@@ -485,6 +485,23 @@ struct AdminAccountAPITests {
         harness.issuer.stop()
     }
 
+    /// Found: a secret file saved with a UTF-8 byte-order mark (Windows' Notepad) kept the mark in
+    /// the secret: the admin token never matched what the site sent (401 for every call), and a
+    /// webhook secret or a client secret would have been as wrong.
+    @Test("a secret file starting with a byte-order mark is read without it: the admin token matches")
+    func secretWithByteOrderMark() async throws {
+        let tokenFile = Scratch.root.appendingPathComponent("risc-admin-\(UUID().uuidString)").path
+        try Data([0xEF, 0xBB, 0xBF] + Array("admin-token-0123456789abcdef\r\n".utf8)).write(to: URL(fileURLWithPath: tokenFile))
+        defer { try? FileManager.default.removeItem(atPath: tokenFile) }
+        let harness = try ServerHarness { $0.adminTokenFile = tokenFile }
+        try await harness.start()
+        let response = try await harness.client.perform(
+            HTTPRequest(url: harness.adminURL + "/admin/accounts/nobody", headers: [("Authorization", "Bearer admin-token-0123456789abcdef")]))
+        #expect(response.status == 404, "\(response.status): the token did not match")
+        try await harness.stop()
+        harness.issuer.stop()
+    }
+
     @Test("the API records its times by the receiver's clock: a session it opens is ended by a SET issued at that moment by that clock")
     func apiTimesFromTheClock() async throws {
         let tokenFile = Scratch.root.appendingPathComponent("risc-admin-\(UUID().uuidString)").path

@@ -15,6 +15,13 @@ public enum FileContents {
     /// What is read at most unless a caller says otherwise: a device such as `/dev/zero` never ends.
     public static let defaultLimit = 256 << 20
 
+    /// `bytes` of a text file without a leading UTF-8 byte-order mark, which some editors (Windows'
+    /// Notepad) put at the start of every file: kept, it became part of a token or a secret, which
+    /// then matched nothing. Only for text: a binary file may begin with those bytes.
+    public static func text(_ bytes: [UInt8]) -> [UInt8] {
+        bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? Array(bytes.dropFirst(3)) : bytes
+    }
+
     /// The bytes of `path`. Anything that can be read will do (a pipe such as `/dev/stdin` or a
     /// shell's `<(…)`, a device), unless `regularFile`: then only a regular file, found without
     /// waiting for a pipe's writer (a file read again on SIGHUP cannot be a pipe). More than `limit`
