@@ -111,7 +111,7 @@ extension RiscCommand.Stream {
 
         func validate() throws {
             if options.transmitter == nil {
-                guard let url, URLPolicy.components(url) != nil else { throw ValidationError("--url must be an absolute https:// URL") }
+                guard let url, URLPolicy.components(url)?.scheme == "https" else { throw ValidationError("--url must be an absolute https:// URL") }
             }
             _ = try eventTypes()
         }

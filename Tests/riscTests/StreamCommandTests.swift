@@ -85,6 +85,10 @@ struct StreamCommandTests {
         #expect(refused.stdout.contains(#""status":403"#) && refused.stdout.contains("authorized domains"))
         api.state.withLock { $0.forcedError = nil }
         #expect(try await stream(["update", "--url", url, "--events", "nonsense"]).status == 64)
+        // Found: an http:// URL passed the check that says it must be https:// (Google pushes to
+        // an HTTPS endpoint only): it went to Google. Refused here, before any call.
+        let plain = try await stream(["update", "--url", "http://risc.example.org/events"])
+        #expect(plain.status == 64 && plain.stderr.contains("--url must be an absolute https:// URL"), "\(plain.status) \(plain.stderr)")
         let unreadable = try await RiscBinary.run(["stream", "show", "--credentials", "/nonexistent", "--api-base", api.baseURL])
         #expect(unreadable.status == 64 && unreadable.stderr.contains("/nonexistent: cannot read it: No such file or directory"), "\(unreadable.stderr)")
         #expect(try await RiscBinary.run(["stream", "show", "--credentials", account.path, "--api-base", "http://example.com"]).status == 64)
