@@ -190,12 +190,7 @@ struct AdminAccountsController: Sendable {
 
     /// The event-log line of a change the site made through the API.
     private func record(_ outcome: EventLogRecord.Outcome, subject: String, now: Double, _ fields: JSONObject) {
-        var line = EventLogRecord(step: .site, outcome: outcome, time: now)
-        line["source"] = "admin_api"
-        line["subject"] = .string(Printable.safe(subject, maxBytes: 200))
-        line["notices"] = .bool(notices != nil)
-        for (name, value) in fields { line[name] = value }
-        log?.record(line)
+        log?.record(.site(outcome, source: "admin_api", subject: subject, notices: notices != nil, time: now, fields: fields))
     }
 
     private func link(_ request: Request) async throws -> Response {

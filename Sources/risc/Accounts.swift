@@ -162,7 +162,7 @@ extension RiscCommand.Accounts {
                 FileHandle.standardError.write(Data("risc: no account with subject \(Printable.safe(subject))\n".utf8))
                 throw ExitStatus.rejected
             }
-            store.recordSite(.unlinked, subject: subject, fields: ["notices": .bool(notices != nil), "notices_queued": .number(Double(queued))])
+            store.recordSite(.unlinked, subject: subject, notices: notices != nil, fields: ["notices_queued": .number(Double(queued))])
             print("unlinked \(Printable.safe(subject)) (\(removed) account\(removed == 1 ? "" : "s"), with its sessions and tokens)")
             if notices != nil { print("queued \(queued) unlink notice\(queued == 1 ? "" : "s") to Google") }
         }

@@ -114,9 +114,7 @@ extension RiscCommand.Linking {
                 FileHandle.standardError.write(Data("risc: no account with subject \(Printable.safe(subject))\n".utf8))
                 throw ExitStatus.rejected
             }
-            var fields = result.json.objectValue ?? [:]
-            fields["notices"] = .bool(notices != nil)
-            opened.recordSite(.linkedTokensRevoked, subject: subject, fields: fields)
+            opened.recordSite(.linkedTokensRevoked, subject: subject, notices: notices != nil, fields: result.json.objectValue ?? [:])
             if notices == nil {
                 FileHandle.standardError.write(Data("risc: unlink notices are off (no linking.notices.issuer in the configuration): Google is not told\n".utf8))
             }

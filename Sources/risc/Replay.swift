@@ -124,8 +124,7 @@ extension RiscCommand {
                 }
                 return sendable
             }
-            let text = String(decoding: try readInput(source!), as: UTF8.self)
-            let lines = text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            let lines = nonEmptyLines(String(decoding: try readInput(source!), as: UTF8.self))
             guard lines.first?.hasPrefix("{") == true else { return lines }
             let directory = try KeyDirectory(url: URL(fileURLWithPath: keys))
             guard let entry = directory.entries.first(where: { $0.algorithm == .rs256 }) ?? directory.entries.first else {
@@ -215,14 +214,7 @@ extension RiscCommand {
             try PrivateFiles.makeDirectory(directory)  // its event log, whichever the store
             // A receiver running on this data directory (PostgreSQL) writes events.log: one writer
             // a file keeps each chain whole, so this run's lines go beside it.
-            let log: JSONLinesEventLog
-            do {
-                log = try JSONLinesEventLog(path: (directory as NSString).appendingPathComponent("events.log"))
-            } catch let busy as JSONLinesEventLog.Busy {
-                let beside = (directory as NSString).appendingPathComponent("events.replay.log")
-                FileHandle.standardError.write(Data("risc replay: \(busy); this run's lines go to \(beside)\n".utf8))
-                log = try JSONLinesEventLog(path: beside)
-            }
+            let log = try commandEventLog(in: directory, beside: "events.replay.log", who: "risc replay", what: "this run's lines go to")
             defer { log.close() }
             // The receiver's own storage and workers (on PostgreSQL with their leases, so a running
             // receiver never applies one twice), driven here until nothing is due.

@@ -145,29 +145,31 @@ final class CommandStore {
     func close() { storage.close() }
 
     /// The event-log line of a change the operator made to the accounts from the command line, as
-    /// the admin API writes one for the same change (`step: site`, `source: cli`), so `risc tail`
-    /// shows who unlinked what: in DATA_DIR/events.log, or beside it in `events.cli.log` while a
-    /// receiver writes that file (one writer a file keeps its chain whole; said on standard error).
-    /// Nothing where the data directory does not exist (a shared store used from another machine).
-    func recordSite(_ outcome: EventLogRecord.Outcome, subject: String, fields: JSONObject) {
+    /// the admin API writes one for the same change (`EventLogRecord.site`, `source: cli`), so `risc
+    /// tail` shows who unlinked what: in DATA_DIR/events.log, or beside it in `events.cli.log` while
+    /// a receiver writes that file (`commandEventLog`). Nothing where the data directory does not
+    /// exist (a shared store used from another machine).
+    func recordSite(_ outcome: EventLogRecord.Outcome, subject: String, notices: Bool, fields: JSONObject) {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: dataDirectory, isDirectory: &isDirectory), isDirectory.boolValue else { return }
-        var line = EventLogRecord(step: .site, outcome: outcome, time: systemNow())
-        line["source"] = "cli"
-        line["subject"] = .string(Printable.safe(subject, maxBytes: 200))
-        for (name, value) in fields { line[name] = value }
-        let path = (dataDirectory as NSString).appendingPathComponent("events.log")
-        let log: JSONLinesEventLog
-        do { log = try JSONLinesEventLog(path: path) } catch let busy as JSONLinesEventLog.Busy {
-            let beside = (dataDirectory as NSString).appendingPathComponent("events.cli.log")
-            FileHandle.standardError.write(Data("risc: \(busy); this change's line goes to \(beside)\n".utf8))
-            guard let opened = try? JSONLinesEventLog(path: beside) else { return }
-            log = opened
+        let line = EventLogRecord.site(outcome, source: "cli", subject: subject, notices: notices, time: systemNow(), fields: fields)
+        do {
+            let log = try commandEventLog(in: dataDirectory, beside: "events.cli.log", who: "risc", what: "this change's line goes to")
+            log.record(line)
+            log.close()
         } catch {
             FileHandle.standardError.write(Data("risc: the change is made, but its event-log line could not be written: \(error)\n".utf8))
-            return
         }
-        log.record(line)
-        log.close()
+    }
+}
+
+/// The event log a command writes in `directory`: its `events.log`, or, while a receiver writes
+/// that (one writer a file keeps each chain whole), `beside` next to it, said on standard error
+/// (`WHO: the event log … is being written by another risc process; WHAT PATH`).
+func commandEventLog(in directory: String, beside: String, who: String, what: String) throws -> JSONLinesEventLog {
+    do { return try JSONLinesEventLog(path: (directory as NSString).appendingPathComponent("events.log")) } catch let busy as JSONLinesEventLog.Busy {
+        let path = (directory as NSString).appendingPathComponent(beside)
+        FileHandle.standardError.write(Data("\(who): \(busy); \(what) \(path)\n".utf8))
+        return try JSONLinesEventLog(path: path)
     }
 }

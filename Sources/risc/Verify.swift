@@ -16,8 +16,6 @@ extension RiscCommand {
         @Argument(help: "File holding the compact token, or - for standard input.")
         var file: String = "-"
 
-        static func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A }
-
         /// One token: far above any SET (a receiver takes at most 1 MiB, `push.max_body_bytes`).
         static let maxTokenBytes = 16 << 20
 
@@ -33,7 +31,7 @@ extension RiscCommand {
             } catch let error as SETError {
                 print(error.responseBody)
                 // A file of tokens, one a line (what `risc replay` takes): say so, beside the answer.
-                let lines = body.split(separator: UInt8(ascii: "\n")).filter { $0.contains { !Self.isSpace($0) } }
+                let lines = nonEmptyLines(String(decoding: body, as: UTF8.self))
                 if lines.count > 1 {
                     let source = file == "-" ? "standard input" : file
                     FileHandle.standardError.write(
@@ -61,4 +59,10 @@ func readInput(_ path: String, what: String? = nil, limit: Int = FileContents.de
 /// A file's text (`readInput`), white space around it trimmed: a token kept in a file.
 func readToken(_ path: String, what: String) throws -> String {
     String(decoding: try readInput(path, what: what), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+}
+
+/// The lines of a file of tokens or descriptions, one a line (`risc replay`'s SOURCE): white space
+/// around each trimmed, empty ones left out.
+func nonEmptyLines(_ text: String) -> [String] {
+    text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
 }

@@ -75,6 +75,19 @@ public struct EventLogRecord: Sendable {
         fields["outcome"] = .string(outcome.rawValue)
     }
 
+    /// What the site changed to an account (`step: site`): `source` says through what (`admin_api`,
+    /// `cli`), `notices` whether unlink notices to Google are on, then `fields` (counts).
+    public static func site(
+        _ outcome: Outcome, source: String, subject: String, notices: Bool, time: Double, fields: JSONObject
+    ) -> EventLogRecord {
+        var line = EventLogRecord(step: .site, outcome: outcome, time: time)
+        line["source"] = .string(source)
+        line["subject"] = .string(Printable.safe(subject, maxBytes: 200))
+        line["notices"] = .bool(notices)
+        for (name, value) in fields { line[name] = value }
+        return line
+    }
+
     public subscript(name: String) -> JSONValue? {
         get { fields[name] }
         set {
