@@ -379,13 +379,23 @@ struct EndpointTests {
 
 @Suite("Admin account API", .serialized)
 struct AdminAccountAPITests {
+    static let token = "admin-token-0123456789abcdef"
+    static let auth = ("Authorization", "Bearer " + token)
+
+    /// A file holding `contents` (the suite's admin token and a newline by default), for
+    /// `admin.token_file`; the caller removes it.
+    static func tokenFile(_ contents: [UInt8] = Array((token + "\n").utf8)) throws -> String {
+        let path = Scratch.root.appendingPathComponent("risc-admin-\(UUID().uuidString)").path
+        try Data(contents).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
     @Test("register accounts, sessions and tokens over the authenticated API; an event then acts on them")
     func api() async throws {
-        let tokenFile = Scratch.root.appendingPathComponent("risc-admin-\(UUID().uuidString)").path
-        try Data("admin-token-0123456789abcdef\n".utf8).write(to: URL(fileURLWithPath: tokenFile))
+        let tokenFile = try Self.tokenFile()
         let harness = try ServerHarness { $0.adminTokenFile = tokenFile }
         try await harness.start()
-        let auth = ("Authorization", "Bearer admin-token-0123456789abcdef")
+        let auth = Self.auth
         func post(_ path: String, _ body: String, headers: [(name: String, value: String)]) async throws -> HTTPResponse {
             try await harness.client.perform(HTTPRequest(method: "POST", url: harness.adminURL + path, headers: headers, body: Array(body.utf8)))
         }
@@ -440,12 +450,11 @@ struct AdminAccountAPITests {
     /// the Google account of that subject.
     @Test("the sessions, tokens and linked-token endpoints refuse unknown members and wrong types, as linking does; nothing is changed")
     func strictBodies() async throws {
-        let tokenFile = Scratch.root.appendingPathComponent("risc-admin-\(UUID().uuidString)").path
-        try Data("admin-token-0123456789abcdef\n".utf8).write(to: URL(fileURLWithPath: tokenFile))
+        let tokenFile = try Self.tokenFile()
         defer { try? FileManager.default.removeItem(atPath: tokenFile) }
         let harness = try ServerHarness { $0.adminTokenFile = tokenFile }
         try await harness.start()
-        let auth = ("Authorization", "Bearer admin-token-0123456789abcdef")
+        let auth = Self.auth
         func call(_ path: String, _ body: String) async throws -> (status: Int, text: String) {
             let response = try await harness.client.perform(
                 HTTPRequest(method: "POST", url: harness.adminURL + path, headers: [auth], body: Array(body.utf8)))
@@ -490,13 +499,12 @@ struct AdminAccountAPITests {
     /// webhook secret or a client secret would have been as wrong.
     @Test("a secret file starting with a byte-order mark is read without it: the admin token matches")
     func secretWithByteOrderMark() async throws {
-        let tokenFile = Scratch.root.appendingPathComponent("risc-admin-\(UUID().uuidString)").path
-        try Data([0xEF, 0xBB, 0xBF] + Array("admin-token-0123456789abcdef\r\n".utf8)).write(to: URL(fileURLWithPath: tokenFile))
+        let tokenFile = try Self.tokenFile([0xEF, 0xBB, 0xBF] + Array((Self.token + "\r\n").utf8))
         defer { try? FileManager.default.removeItem(atPath: tokenFile) }
         let harness = try ServerHarness { $0.adminTokenFile = tokenFile }
         try await harness.start()
         let response = try await harness.client.perform(
-            HTTPRequest(url: harness.adminURL + "/admin/accounts/nobody", headers: [("Authorization", "Bearer admin-token-0123456789abcdef")]))
+            HTTPRequest(url: harness.adminURL + "/admin/accounts/nobody", headers: [Self.auth]))
         #expect(response.status == 404, "\(response.status): the token did not match")
         try await harness.stop()
         harness.issuer.stop()
@@ -504,8 +512,7 @@ struct AdminAccountAPITests {
 
     @Test("the API records its times by the receiver's clock: a session it opens is ended by a SET issued at that moment by that clock")
     func apiTimesFromTheClock() async throws {
-        let tokenFile = Scratch.root.appendingPathComponent("risc-admin-\(UUID().uuidString)").path
-        try Data("admin-token-0123456789abcdef\n".utf8).write(to: URL(fileURLWithPath: tokenFile))
+        let tokenFile = try Self.tokenFile()
         defer { try? FileManager.default.removeItem(atPath: tokenFile) }
         // The receiver's clock an hour behind the system's: what the API records must follow it,
         // or a session opened "now" would look an hour newer than a SET issued at the same moment.
@@ -513,7 +520,7 @@ struct AdminAccountAPITests {
         let harness = try ServerHarness { $0.adminTokenFile = tokenFile }
         harness.clock = clock
         try await harness.start()
-        let auth = ("Authorization", "Bearer admin-token-0123456789abcdef")
+        let auth = Self.auth
         let subject = "110169484474386276334"
         func post(_ path: String, _ body: String) async throws -> HTTPResponse {
             try await harness.client.perform(HTTPRequest(method: "POST", url: harness.adminURL + path, headers: [auth], body: Array(body.utf8)))
@@ -563,14 +570,13 @@ struct AdminAccountAPITests {
 
     @Test("issue 15 §4: POST /admin/linking/app-flip checks a link, builds the redirect, and refuses a user whose Google sign-in risc suspended")
     func appFlip() async throws {
-        let tokenFile = Scratch.root.appendingPathComponent("risc-admin-\(UUID().uuidString)").path
-        try Data("admin-token-0123456789abcdef\n".utf8).write(to: URL(fileURLWithPath: tokenFile))
+        let tokenFile = try Self.tokenFile()
         let harness = try ServerHarness {
             $0.adminTokenFile = tokenFile
             $0.linkingGoogleClientID = "google-client"
         }
         try await harness.start()
-        let auth = ("Authorization", "Bearer admin-token-0123456789abcdef")
+        let auth = Self.auth
         func check(_ body: JSONObject) async throws -> JSONObject {
             let response = try await harness.client.perform(
                 HTTPRequest(
