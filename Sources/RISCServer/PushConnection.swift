@@ -36,6 +36,19 @@ struct PushConnection {
         case notFound
         /// The path exists, for these methods (the `Allow` field).
         case methodNotAllowed(allow: String)
+        /// A head HTTP itself refuses (RFC 9112 §3.2: an HTTP/1.1 request without exactly one
+        /// valid Host field): 400 `invalid_request` saying why, then the connection ends.
+        case badRequest(String)
+
+        /// The status a refused head is answered with.
+        var status: HTTPResponseStatus {
+            switch self {
+            case .served: .ok
+            case .notFound: .notFound
+            case .methodNotAllowed: .methodNotAllowed
+            case .badRequest: .badRequest
+            }
+        }
     }
 
     /// A request part as read, its head already routed.
@@ -66,8 +79,8 @@ struct PushConnection {
         case dispatch(HTTPRequestHead, ByteBuffer)
         /// Writes a response; `closeAfter`: close the connection once it is written.
         case write(HTTPResponseHead, body: String?, closeAfter: Bool)
-        /// A 404 or 405 to count and report before its answer is written.
-        case refused(HTTPRequestHead, HTTPResponseStatus)
+        /// A 404, 405 or a head's 400 to count and report before its answer is written.
+        case refused(HTTPRequestHead, Route)
         /// A body over `maxBodyBytes` to report before its 413 is written.
         case tooLarge(HTTPRequestHead)
         /// The client has more waiting than a transmitter would: report, then close.
@@ -80,9 +93,10 @@ struct PushConnection {
         case idle
         /// Reading the body of a request that is served.
         case receiving(HTTPRequestHead, ByteBuffer)
-        /// A request answered by its head alone (404, 405), once its end arrives; its body is
-        /// dropped, and one longer than `maxBodyBytes` is answered at once and the connection closed.
-        case refusing(HTTPRequestHead, HTTPResponseStatus, allow: String?, dropped: Int)
+        /// A request answered by its head alone (404, 405, a head's 400), once its end arrives; its
+        /// body is dropped, and one longer than `maxBodyBytes` is answered at once and the
+        /// connection closed.
+        case refusing(HTTPRequestHead, Route, dropped: Int)
         /// Answered 413; the rest of the body is read and dropped (up to a limit), then the
         /// connection closes.
         case discarding(Int)
@@ -285,8 +299,7 @@ struct PushConnection {
         case .head(let head, let route):
             let declared = head.headers.first(name: "content-length").flatMap { Int($0) }
             switch route {
-            case .notFound: phase = .refusing(head, .notFound, allow: nil, dropped: 0)
-            case .methodNotAllowed(let allow): phase = .refusing(head, .methodNotAllowed, allow: allow, dropped: 0)
+            case .notFound, .methodNotAllowed, .badRequest: phase = .refusing(head, route, dropped: 0)
             case .served:
                 if let declared, declared > limits.maxBodyBytes { return tooLarge(head, channel, into: &actions) }
                 if Self.expectsContinue(head) { actions.append(.sendContinue(head.version)) }
@@ -299,14 +312,14 @@ struct PushConnection {
                 phase = .idle  // drop the phase's reference so the append does not copy
                 body.writeBuffer(&part)
                 phase = .receiving(head, body)
-            case .refusing(let head, let status, let allow, let dropped):
+            case .refusing(let head, let route, let dropped):
                 let total = dropped + part.readableBytes
                 guard total > limits.maxBodyBytes else {
-                    phase = .refusing(head, status, allow: allow, dropped: total)
+                    phase = .refusing(head, route, dropped: total)
                     return
                 }
                 phase = .discarding(total)
-                actions.append(respond(head, Self.refusal(status, allow: allow, close: true), channel))
+                actions.append(respond(head, Self.refusal(route, close: true), channel))
             case .discarding(let dropped):
                 let total = dropped + part.readableBytes
                 if total > limits.discardLimit { actions.append(.close) }
@@ -319,10 +332,10 @@ struct PushConnection {
             case .receiving(let head, let body):
                 phase = .answering(head)
                 actions.append(.dispatch(head, body))
-            case .refusing(let head, let status, let allow, _):
+            case .refusing(let head, let route, _):
                 phase = .idle
-                actions.append(.refused(head, status))
-                actions.append(respond(head, Self.refusal(status, allow: allow), channel))
+                actions.append(.refused(head, route))
+                actions.append(respond(head, Self.refusal(route), channel))
             case .discarding:
                 actions.append(.close)
             case .idle, .answering:
@@ -331,10 +344,18 @@ struct PushConnection {
         }
     }
 
-    /// A 404 or 405; `close`: its body was too long to read away, so the connection ends once the
-    /// answer is read (not at once, which could reset it under the answer).
-    private static func refusal(_ status: HTTPResponseStatus, allow: String?, close: Bool = false) -> Answer {
-        Answer(status: status, headers: allow.map { [("Allow", $0)] } ?? [], close: close, closeNow: !close)
+    /// A 404 or 405, or a head's 400 (which ends the connection); `close`: its body was too long
+    /// to read away, so the connection ends once the answer is read (not at once, which could
+    /// reset it under the answer).
+    private static func refusal(_ route: Route, close: Bool = false) -> Answer {
+        switch route {
+        case .badRequest(let description):
+            return Answer(
+                status: .badRequest, headers: [("Content-Type", "application/json"), ("Content-Language", "en")],
+                body: SETError(.invalidRequest, description).responseBody, close: true, closeNow: !close)
+        case .methodNotAllowed(let allow): return Answer(status: .methodNotAllowed, headers: [("Allow", allow)], close: close, closeNow: !close)
+        case .served, .notFound: return Answer(status: route.status, close: close, closeNow: !close)
+        }
     }
 
     /// Answers 413. A client waiting for 100 Continue sends no body: close now. Otherwise read

@@ -16,10 +16,38 @@ extension PushEndpoint {
     }
 
     func route(_ head: HTTPRequestHead) -> Route? {
-        let path = head.uri.firstIndex(of: "?").map { head.uri[..<$0] } ?? head.uri[...]
+        let path = Self.path(of: head.uri)
         if intake.transmitters.serves(path) || (intake.transmitters.sharedPath == nil && path == settings.path) { return .events(path: String(path)) }
         if let revocation, path == settings.revocationPath ?? "" { return .revocation(revocation) }
         if let documents, let document = documents.document(at: path) { return .document(documents, document) }
         return nil
+    }
+
+    /// The path a request target names: origin-form (`/events?x=1`), or absolute-form
+    /// (`https://receiver.example/events`), which RFC 9112 §3.2.2 has a server accept (a proxy
+    /// may forward that form); its authority is not checked, as a Host field is not.
+    static func path(of target: String) -> Substring {
+        var rest = target[...]
+        if let separator = rest.firstRange(of: "://"), ["http", "https"].contains(rest[..<separator.lowerBound].lowercased()) {
+            rest = rest[separator.upperBound...]
+            rest = rest.firstIndex { $0 == "/" || $0 == "?" }.map { rest[$0...] } ?? ""
+            if !rest.hasPrefix("/") { return "/" }
+        }
+        return rest.firstIndex(of: "?").map { rest[..<$0] } ?? rest
+    }
+
+    /// Why a head breaks RFC 9112 §3.2, which has a server answer 400: an HTTP/1.1 request
+    /// without a Host field, or any request with more than one, or with one that is no
+    /// `host[:port]`. Nil when it does not.
+    static func hostProblem(_ head: HTTPRequestHead) -> String? {
+        let hosts = head.headers["host"]
+        if hosts.count > 1 { return "more than one Host field (RFC 9112 §3.2)" }
+        guard let host = hosts.first else {
+            let atLeast11 = head.version.major > 1 || (head.version.major == 1 && head.version.minor >= 1)
+            return atLeast11 ? "an HTTP/1.1 request without a Host field (RFC 9112 §3.2)" : nil
+        }
+        // uri-host [ ":" port ]: unreserved, percent-encoded, sub-delims, and an IP literal's brackets and colons.
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~%!$&'()*+,;=:[]".utf8)
+        return host.utf8.allSatisfy(allowed.contains) ? nil : "a Host field that is not host[:port] (RFC 9112 §3.2)"
     }
 }

@@ -48,8 +48,13 @@ final class PushHandler: ChannelDuplexHandler {
                 context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: version, status: .continue))), promise: nil)
             case .dispatch(let head, let body): dispatch(context, head, body)
             case .write(let head, let body, let closeAfter): write(context, head, body: body, closeAfter: closeAfter)
-            case .refused(let head, let status):
-                endpoint.refused(status, path: head.uri, remote: endpoint.clientAddress(peer(context), headers: head.headers))
+            case .refused(let head, let route):
+                let remote = endpoint.clientAddress(peer(context), headers: head.headers)
+                if case .badRequest(let description) = route {
+                    endpoint.malformedRequest(SETError(.invalidRequest, description), remote: remote)
+                } else {
+                    endpoint.refused(route.status, path: head.uri, remote: remote)
+                }
             case .tooLarge(let head): tooLarge(context, head)
             case .overflowed: endpoint.overflowed(remote: endpoint.clientAddress(peer(context), headers: [:]))
             case .schedule(let time): schedule(context, at: time)
@@ -81,6 +86,7 @@ final class PushHandler: ChannelDuplexHandler {
 
     /// What the endpoint serves at `head`'s path, for the state machine.
     private func route(_ head: HTTPRequestHead) -> PushConnection.Route {
+        if let problem = PushEndpoint.hostProblem(head) { return .badRequest(problem) }
         guard let route = endpoint.route(head) else { return .notFound }
         guard route.methods.contains(head.method) else { return .methodNotAllowed(allow: route.methods.map(\.rawValue).joined(separator: ", ")) }
         return .served

@@ -246,6 +246,40 @@ struct ServerHardeningTests {
         try await harness.stop()
     }
 
+    @Test("RFC 9112 §3.2: no Host field in HTTP/1.1, two, or one that names no host: 400 invalid_request, nothing stored; HTTP/1.0 needs none; an absolute-form target is served at its path")
+    func hostAndAbsoluteForm() async throws {
+        let harness = try ServerHarness()
+        try await harness.start()
+        func request(_ line: String, _ fields: String, jti: String) throws -> String {
+            let token = try harness.token(jti: jti)
+            return try RawConnection.exchange(
+                port: harness.publicPort, Array("\(line)\r\n\(fields)Connection: close\r\nContent-Length: \(token.utf8.count)\r\n\r\n\(token)".utf8))
+        }
+        let refused = [
+            ("no-host", "POST /events HTTP/1.1", "", "without a Host field"),
+            ("two-hosts", "POST /events HTTP/1.1", "Host: a\r\nHost: b\r\n", "more than one Host field"),
+            ("bad-host", "POST /events HTTP/1.1", "Host: a b/c\r\n", "Host field"),
+        ]
+        for (jti, line, fields, reason) in refused {
+            let answer = try request(line, fields, jti: jti)
+            #expect(answer.hasPrefix("HTTP/1.1 400"), "\(jti): \(answer)")
+            #expect(answer.contains(#""err":"invalid_request""#) && answer.contains(reason), "\(jti): \(answer)")
+            #expect(answer.contains("Connection: close"), "\(jti): \(answer)")
+        }
+        // HTTP/1.0 has no Host requirement; an absolute-form target is its path, whatever the Host says.
+        #expect(try request("POST /events HTTP/1.0", "", jti: "http10").hasPrefix("HTTP/1.0 202"))
+        let absolute = try request("POST http://receiver.example/events HTTP/1.1", "Host: other\r\n", jti: "absolute-form")
+        #expect(absolute.hasPrefix("HTTP/1.1 202"), "\(absolute)")
+        #expect(try request("POST HTTPS://receiver.example:8443/events?via=proxy HTTP/1.1", "Host: x\r\n", jti: "absolute-query").hasPrefix("HTTP/1.1 202"))
+        #expect(try request("POST http://receiver.example/nothing HTTP/1.1", "Host: x\r\n", jti: "absolute-404").hasPrefix("HTTP/1.1 404"))
+        #expect(try request("POST http://receiver.example HTTP/1.1", "Host: x\r\n", jti: "absolute-root").hasPrefix("HTTP/1.1 404"))
+        await harness.indexed()
+        let accepted = Set(harness.eventLogLines.filter { $0["outcome"] == "accepted" }.compactMap { $0["jti"]?.stringValue })
+        #expect(accepted == ["http10", "absolute-form", "absolute-query"])
+        #expect(try await Self.metrics(harness).contains(#"risc_sets_total{outcome="malformed"} 3"#))
+        try await harness.stop()
+    }
+
     @Test("a client that half-closes after its request still gets the answer")
     func halfClosed() async throws {
         let harness = try ServerHarness()
@@ -274,7 +308,7 @@ struct ServerHardeningTests {
         let fd = try RawConnection.connected(port: harness.publicPort)
         let junk = "POST /events HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nx.y.z"
         let notFound = "GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n"
-        let requests = Array((String(repeating: junk, count: 300) + String(repeating: notFound, count: 50) + "GET /x HTTP/1.1\r\nConnection: close\r\n\r\n").utf8)
+        let requests = Array((String(repeating: junk, count: 300) + String(repeating: notFound, count: 50) + "GET /x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").utf8)
         _ = requests.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         let answers = Self.readAll(fd)
         close(fd)

@@ -35,7 +35,7 @@ struct PushConnectionTests {
             case .sendContinue: "continue"
             case .dispatch(_, let body): "dispatch(\(body.readableBytes))"
             case .write(let head, _, let closeAfter): "write(\(head.status.code)\(closeAfter ? ",close" : ""))"
-            case .refused(_, let status): "refused(\(status.code))"
+            case .refused(_, let route): "refused(\(route.status.code))"
             case .tooLarge: "tooLarge"
             case .overflowed: "overflowed"
             case .schedule: "schedule"
