@@ -240,6 +240,24 @@ struct PostgresFoundationTests {
         }
     }
 
+    @Test("store.password_file saved with a byte-order mark and CRLF (Windows' Notepad) authenticates, as every other secret file does")
+    func passwordFileWithByteOrderMark() async throws {
+        try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
+        try await PostgresCluster.with { cluster in
+            try await cluster.psql("SET password_encryption = 'scram-sha-256'; ALTER ROLE risc PASSWORD 'bom-test-password-0123'")
+            try Data("local all all scram-sha-256\nhost all all 127.0.0.1/32 scram-sha-256\n".utf8)
+                .write(to: URL(fileURLWithPath: cluster.directory + "/data/pg_hba.conf"))
+            try await cluster.psql("SELECT pg_reload_conf()")
+            let passwordFile = cluster.directory + "/password"
+            try PrivateFiles.writeAtomically(passwordFile, [0xEF, 0xBB, 0xBF] + Array("bom-test-password-0123\r\n".utf8))
+            var settings = SharedStore.Settings(url: try PostgresStoreURL(cluster.url), passwordFile: passwordFile)
+            settings.needsTokenKey = false
+            let store = try SharedStore(settings: settings, logger: PostgresFoundationTests.logger)
+            defer { store.close() }
+            #expect(try await store.database.setting("fsync") == "on")
+        }
+    }
+
     @Test("two receivers migrating at the same moment: the schema is made once, both see the current version")
     func concurrentMigrations() async throws {
         let (cluster, first, second) = try await Self.twoReceivers()
