@@ -220,15 +220,19 @@ struct PostgresFoundationTests {
         #expect(server.state.withLock { $0.passwords }.isEmpty, "a password was sent to a server nobody checked")
     }
 
+    /// Has the cluster ask for a SCRAM password (role `risc`'s, now `password`) on its socket and TCP from now on.
+    static func requireSCRAM(_ cluster: PostgresCluster, password: String) async throws {
+        try await cluster.psql("SET password_encryption = 'scram-sha-256'; ALTER ROLE risc PASSWORD '\(password)'")
+        try Data("local all all scram-sha-256\nhost all all 127.0.0.1/32 scram-sha-256\n".utf8)
+            .write(to: URL(fileURLWithPath: cluster.directory + "/data/pg_hba.conf"))
+        try await cluster.psql("SELECT pg_reload_conf()")
+    }
+
     @Test("issue 24: trace logs never carry PostgreSQL's SCRAM exchange (the client's proof)")
     func noSCRAMInTraceLogs() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
         try await PostgresCluster.with { cluster in
-            // The socket asks for a SCRAM password from now on.
-            try await cluster.psql("SET password_encryption = 'scram-sha-256'; ALTER ROLE risc PASSWORD 'scram-test-password-0123'")
-            try Data("local all all scram-sha-256\nhost all all 127.0.0.1/32 scram-sha-256\n".utf8)
-                .write(to: URL(fileURLWithPath: cluster.directory + "/data/pg_hba.conf"))
-            try await cluster.psql("SELECT pg_reload_conf()")
+            try await Self.requireSCRAM(cluster, password: "scram-test-password-0123")
             let entries = CapturedLog()
             let logger = entries.logger
             let database = PostgresDatabase(url: try PostgresStoreURL(cluster.url), password: "scram-test-password-0123", logger: logger)
@@ -244,10 +248,7 @@ struct PostgresFoundationTests {
     func passwordFileWithByteOrderMark() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
         try await PostgresCluster.with { cluster in
-            try await cluster.psql("SET password_encryption = 'scram-sha-256'; ALTER ROLE risc PASSWORD 'bom-test-password-0123'")
-            try Data("local all all scram-sha-256\nhost all all 127.0.0.1/32 scram-sha-256\n".utf8)
-                .write(to: URL(fileURLWithPath: cluster.directory + "/data/pg_hba.conf"))
-            try await cluster.psql("SELECT pg_reload_conf()")
+            try await Self.requireSCRAM(cluster, password: "bom-test-password-0123")
             let passwordFile = cluster.directory + "/password"
             try PrivateFiles.writeAtomically(passwordFile, [0xEF, 0xBB, 0xBF] + Array("bom-test-password-0123\r\n".utf8))
             var settings = SharedStore.Settings(url: try PostgresStoreURL(cluster.url), passwordFile: passwordFile)
