@@ -1,3 +1,4 @@
+import Foundation
 import NIOHTTP1
 import RISCCore
 
@@ -28,7 +29,7 @@ extension PushEndpoint {
     /// may forward that form); its authority is not checked, as a Host field is not.
     static func path(of target: String) -> Substring {
         var rest = target[...]
-        if let separator = rest.firstRange(of: "://"), ["http", "https"].contains(rest[..<separator.lowerBound].lowercased()) {
+        if let separator = rest.range(of: "://"), ["http", "https"].contains(rest[..<separator.lowerBound].lowercased()) {
             rest = rest[separator.upperBound...]
             rest = rest.firstIndex { $0 == "/" || $0 == "?" }.map { rest[$0...] } ?? ""
             if !rest.hasPrefix("/") { return "/" }
@@ -36,18 +37,28 @@ extension PushEndpoint {
         return rest.firstIndex(of: "?").map { rest[..<$0] } ?? rest
     }
 
-    /// Why a head breaks RFC 9112 §3.2, which has a server answer 400: an HTTP/1.1 request
-    /// without a Host field, or any request with more than one, or with one that is no
-    /// `host[:port]`. Nil when it does not.
-    static func hostProblem(_ head: HTTPRequestHead) -> String? {
+    /// Why a head is one RFC 9112 has a server answer 400: an HTTP/1.1 request without a Host
+    /// field, or any request with more than one, or with one that is no `host[:port]` (§3.2); an
+    /// HTTP/1.0 request with a Transfer-Encoding, whose framing cannot be trusted (§6.1). Nil when
+    /// it is none of those.
+    static func headProblem(_ head: HTTPRequestHead) -> String? {
+        let atLeast11 = head.version.major > 1 || (head.version.major == 1 && head.version.minor >= 1)
+        if !atLeast11, head.headers.contains(name: "transfer-encoding") {
+            return "Transfer-Encoding in an HTTP/1.0 request: its framing cannot be trusted (RFC 9112 §6.1)"
+        }
         let hosts = head.headers["host"]
         if hosts.count > 1 { return "more than one Host field (RFC 9112 §3.2)" }
-        guard let host = hosts.first else {
-            let atLeast11 = head.version.major > 1 || (head.version.major == 1 && head.version.minor >= 1)
-            return atLeast11 ? "an HTTP/1.1 request without a Host field (RFC 9112 §3.2)" : nil
-        }
+        guard let host = hosts.first else { return atLeast11 ? "an HTTP/1.1 request without a Host field (RFC 9112 §3.2)" : nil }
         // uri-host [ ":" port ]: unreserved, percent-encoded, sub-delims, and an IP literal's brackets and colons.
         let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~%!$&'()*+,;=:[]".utf8)
         return host.utf8.allSatisfy(allowed.contains) ? nil : "a Host field that is not host[:port] (RFC 9112 §3.2)"
+    }
+
+    /// The request's transfer codings besides `chunked` (which the decoder has taken off), as sent;
+    /// nil when there are none.
+    static func undecodedTransferCodings(_ head: HTTPRequestHead) -> String? {
+        let codings = head.headers["transfer-encoding"].flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        let others = codings.filter { $0 != "chunked" }
+        return others.isEmpty ? nil : Printable.safe(others.joined(separator: ", "), maxBytes: 60)
     }
 }

@@ -86,7 +86,7 @@ final class PushHandler: ChannelDuplexHandler {
 
     /// What the endpoint serves at `head`'s path, for the state machine.
     private func route(_ head: HTTPRequestHead) -> PushConnection.Route {
-        if let problem = PushEndpoint.hostProblem(head) { return .badRequest(problem) }
+        if let problem = PushEndpoint.headProblem(head) { return .badRequest(problem) }
         guard let route = endpoint.route(head) else { return .notFound }
         guard route.methods.contains(head.method) else { return .methodNotAllowed(allow: route.methods.map(\.rawValue).joined(separator: ", ")) }
         return .served
@@ -164,7 +164,8 @@ final class PushHandler: ChannelDuplexHandler {
         }
         let delivery = Intake.Delivery(
             body: Array(buffer: body), remoteAddress: remote, contentType: head.headers.first(name: "content-type"), path: path,
-            authorization: head.headers.first(name: "authorization"), contentEncoding: head.headers.first(name: "content-encoding"))
+            authorization: head.headers.first(name: "authorization"), contentEncoding: head.headers.first(name: "content-encoding"),
+            transferCodings: PushEndpoint.undecodedTransferCodings(head))
         let eventLoop = context.eventLoop
         let bound = NIOLoopBound((handler: self, context: context), eventLoop: eventLoop)
         endpoint.intake.receive(delivery, hop: { eventLoop.execute($0) }) { result in

@@ -280,6 +280,31 @@ struct ServerHardeningTests {
         try await harness.stop()
     }
 
+    @Test("RFC 9112 §6.1: a body in a transfer coding risc does not decode is 501 naming it, not a 400 that loses the SET; Transfer-Encoding in HTTP/1.0 is faulty framing: 400")
+    func transferCodings() async throws {
+        let harness = try ServerHarness()
+        try await harness.start()
+        func chunked(_ line: String, coding: String, body: [UInt8]) throws -> String {
+            let head = "\(line)\r\nHost: x\r\nTransfer-Encoding: \(coding)\r\nConnection: close\r\n\r\n" + String(body.count, radix: 16) + "\r\n"
+            return try RawConnection.exchange(port: harness.publicPort, Array(head.utf8) + body + Array("\r\n0\r\n\r\n".utf8))
+        }
+        let gzipped: [UInt8] = [0x1F, 0x8B, 0x08, 0x00] + Array(repeating: 0x7F, count: 40)  // gzip's magic, then bytes no token holds
+        let gzip = try chunked("POST /events HTTP/1.1", coding: "gzip, chunked", body: gzipped)
+        #expect(gzip.hasPrefix("HTTP/1.1 501"), "\(gzip)")
+        #expect(gzip.contains("Transfer-Encoding gzip is not supported"), "\(gzip)")
+        // A compact JWS under the label is read as it is, as with Content-Encoding.
+        let labelled = try chunked("POST /events HTTP/1.1", coding: "gzip, chunked", body: Array(try harness.token(jti: "te-labelled").utf8))
+        #expect(labelled.hasPrefix("HTTP/1.1 202"), "\(labelled)")
+        let http10 = try chunked("POST /events HTTP/1.0", coding: "chunked", body: Array(try harness.token(jti: "te-http10").utf8))
+        #expect(http10.hasPrefix("HTTP/1.0 400") && http10.contains("Transfer-Encoding in an HTTP/1.0 request"), "\(http10)")
+        #expect(try chunked("POST /events HTTP/1.1", coding: "chunked", body: Array(try harness.token(jti: "te-plain").utf8)).hasPrefix("HTTP/1.1 202"))
+        await harness.indexed()
+        let accepted = Set(harness.eventLogLines.filter { $0["outcome"] == "accepted" }.compactMap { $0["jti"]?.stringValue })
+        #expect(accepted == ["te-labelled", "te-plain"])
+        #expect(harness.eventLogLines.contains { $0["http_status"] == 501 && $0["err"] == "invalid_request" })
+        try await harness.stop()
+    }
+
     @Test("a client that half-closes after its request still gets the answer")
     func halfClosed() async throws {
         let harness = try ServerHarness()

@@ -58,9 +58,12 @@ public struct Intake: Sendable {
         public let polled: Bool
         /// Its `Content-Encoding` header: risc decodes none, so any but `identity` is refused (415).
         public let contentEncoding: String?
+        /// Its transfer codings besides `chunked` (which the HTTP decoder takes off): risc decodes
+        /// none, so any is refused (501, RFC 9112 §6.1).
+        public let transferCodings: String?
         public init(
             body: [UInt8], remoteAddress: String?, contentType: String?, path: String? = nil, authorization: String? = nil, polled: Bool = false,
-            contentEncoding: String? = nil
+            contentEncoding: String? = nil, transferCodings: String? = nil
         ) {
             self.body = body
             self.remoteAddress = remoteAddress
@@ -69,19 +72,26 @@ public struct Intake: Sendable {
             self.authorization = authorization
             self.polled = polled
             self.contentEncoding = contentEncoding
+            self.transferCodings = transferCodings
         }
 
-        /// A body in a content coding risc does not decode: not an invalid SET (a 400 would tell
-        /// the transmitter not to send it again, RFC 8935 §2.3) but a 415 naming the coding. A body
-        /// that is compact-JWS text all the same (a label wrongly added on the way) is read as it is,
-        /// as the Content-Type is not relied on either.
+        /// A body in a content or transfer coding risc does not decode: not an invalid SET (a 400
+        /// would tell the transmitter not to send it again, RFC 8935 §2.3) but a 415 (content) or
+        /// 501 (transfer, RFC 9112 §6.1) naming the coding. A body that is compact-JWS text all the
+        /// same (a label wrongly added on the way) is read as it is, as the Content-Type is not
+        /// relied on either.
         func checkEncoding() throws(SETError) {
-            guard let coding = contentEncoding.map({ Substring($0).trimmingSpaces.lowercased() }), !coding.isEmpty, coding != "identity",
-                body.contains(where: { !Self.isCompactText($0) })
-            else { return }
-            var error = SETError.invalidRequest("Content-Encoding \(coding) is not supported: send the SET as it is, with no content coding")
-            error.status = 415
-            error.logFields["http_status"] = 415
+            let content = contentEncoding.map { Substring($0).trimmingSpaces.lowercased() }.flatMap { $0.isEmpty || $0 == "identity" ? nil : $0 }
+            guard content != nil || transferCodings != nil, body.contains(where: { !Self.isCompactText($0) }) else { return }
+            var error: SETError
+            if let transferCodings {
+                error = SETError.invalidRequest("Transfer-Encoding \(transferCodings) is not supported: send the SET chunked or with a Content-Length")
+                error.status = 501
+            } else {
+                error = SETError.invalidRequest("Content-Encoding \(content ?? "") is not supported: send the SET as it is, with no content coding")
+                error.status = 415
+            }
+            error.logFields["http_status"] = .number(Double(error.status))
             throw error
         }
 
