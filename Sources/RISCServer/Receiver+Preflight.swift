@@ -92,7 +92,7 @@ extension Receiver {
             problems.append("accounts.token_key_file: \(path) holds \(data.count) bytes; a token key has at least \(TokenKey.length)")
         }
         if let path = configuration.jwksFile, let data = files.contents(atPath: path) {
-            do { _ = try JWKSet(json: Array(data)) } catch { problems.append("jwks_file: \(path): \(error)") }
+            do { _ = try JWKSet(json: FileContents.text(Array(data))) } catch { problems.append("jwks_file: \(path): \(error)") }
         }
         if let path = configuration.eventLogCheckpointKey {
             let inside = URL(fileURLWithPath: path).standardizedFileURL.path.hasPrefix(URL(fileURLWithPath: configuration.dataDirectory).standardizedFileURL.path + "/")

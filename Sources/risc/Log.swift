@@ -62,7 +62,9 @@ extension RiscCommand {
                 logPath = path
                 checkpointFile = checkpointFile ?? JSONLinesEventLog.checkpointPath(of: path)
             }
-            func read(_ path: String?) -> String? { path.flatMap { FileManager.default.contents(atPath: $0) }.map { String(decoding: $0, as: UTF8.self) } }
+            func read(_ path: String?) -> String? {
+                path.flatMap { FileManager.default.contents(atPath: $0) }.map { String(decoding: FileContents.text(Array($0)), as: UTF8.self) }
+            }
             let verifier: CheckpointVerifier?
             do {
                 verifier = try key.map(CheckpointVerifier.init(argument:))
@@ -170,7 +172,7 @@ extension RiscCommand {
             let path = try location.eventLog()
             let file = checkpoint ?? JSONLinesEventLog.checkpointPath(of: path)
             let data: [UInt8]
-            do { data = try FileContents.read(file) } catch { throw SetupProblem(checkpoint == nil ? "no checkpoint at \(file)" : "\(error)") }
+            do { data = FileContents.text(try FileContents.read(file)) } catch { throw SetupProblem(checkpoint == nil ? "no checkpoint at \(file)" : "\(error)") }
             let note = String(decoding: data, as: UTF8.self)
             let proof: EventLogProof
             do {
@@ -200,7 +202,7 @@ extension RiscCommand {
 
         func run() throws {
             let data: [UInt8]
-            do { data = try file == "-" ? FileContents.readStandardInput() : FileContents.read(file) } catch {
+            do { data = FileContents.text(try file == "-" ? FileContents.readStandardInput() : FileContents.read(file)) } catch {
                 throw SetupProblem("\(error)")
             }
             let verifier: CheckpointVerifier
@@ -227,7 +229,7 @@ extension CheckpointVerifier {
     /// cannot be read says why rather than "not a verifier key".
     init(argument: String) throws {
         let looksLikeKey = argument.split(separator: "+", omittingEmptySubsequences: false).count >= 3
-        let text = looksLikeKey && !FileManager.default.fileExists(atPath: argument) ? argument : String(decoding: try FileContents.read(argument), as: UTF8.self)
+        let text = looksLikeKey && !FileManager.default.fileExists(atPath: argument) ? argument : String(decoding: FileContents.text(try FileContents.read(argument)), as: UTF8.self)
         try self.init(text)
     }
 }

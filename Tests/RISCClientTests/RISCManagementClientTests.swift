@@ -57,6 +57,9 @@ struct RISCManagementClientTests {
         let ec = try PrivateKey.generate(.ec(curve: "P-256")).pemRepresentation.replacingOccurrences(of: "\n", with: "\\n")
         #expect(load(#"{"type":"service_account","client_email":"a@b","private_key_id":"k","private_key":"\#(ec)"}"#).contains("not an RSA key"))
         #expect(load("[1]").contains("not a JSON object"))
+        // A key file saved again by an editor that writes a byte-order mark (Windows' Notepad) is the same key.
+        let account = try TestServiceAccount(directory: directory)
+        #expect(load(String(decoding: [0xEF, 0xBB, 0xBF] + Array(try Data(contentsOf: URL(fileURLWithPath: account.path))), as: UTF8.self)) == "loaded")
         #expect(String(describing: (try? ServiceAccount(keyFile: "/nonexistent")) as Any) == "nil")
     }
 

@@ -106,6 +106,10 @@ struct AccountsQueueCommandTests {
         try Data([0xEF, 0xBB, 0xBF] + Array(token.stdout.utf8)).write(to: URL(fileURLWithPath: marked))
         let verified = try await RiscBinary.run(["verify", marked, "--jwks-file", "keys/test/jwks.json", "--audience", SETFactory.defaultAudience])
         #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
+        // And the receiver's own jwks_file (a clear refusal before: "JWKS is not a JSON object").
+        try Data([0xEF, 0xBB, 0xBF] + Array(try Data(contentsOf: URL(fileURLWithPath: "keys/test/jwks.json")))).write(to: URL(fileURLWithPath: marked))
+        let checked = try await RiscBinary.run(["serve", "--audience", "a", "--jwks-file", marked, "--data-dir", data, "--check-config"])
+        #expect(checked.status == 0, "\(checked.stdout) \(checked.stderr)")
     }
 
     /// Found: the admin API writes a `step: site` line when the site unlinks an account or revokes

@@ -119,6 +119,16 @@ struct LogCommandTests {
         try proof.stdout.write(toFile: proofFile, atomically: true, encoding: .utf8)
         let proved = try await RiscBinary.run(["log", "check-proof", proofFile, "--key", keyFile + ".pub"])
         #expect(proved.status == 0 && proved.stdout.hasPrefix("PROVED: "), "\(proved.stdout)")
+        // Found: a proof, key or trusted checkpoint saved again by an editor that writes a byte-order
+        // mark (Windows' Notepad) was "not a verifier key" / not JSON / "cannot read": the mark is no part of them.
+        let markedProof = proofFile + ".bom", markedKey = keyFile + ".pub.bom", markedTrusted = trusted + ".bom"
+        for (from, to) in [(proofFile, markedProof), (keyFile + ".pub", markedKey), (trusted, markedTrusted)] {
+            try Data([0xEF, 0xBB, 0xBF] + Array(try Data(contentsOf: URL(fileURLWithPath: from)))).write(to: URL(fileURLWithPath: to))
+        }
+        let markedProved = try await RiscBinary.run(["log", "check-proof", markedProof, "--key", markedKey])
+        #expect(markedProved.status == 0 && markedProved.stdout.hasPrefix("PROVED: "), "\(markedProved.stdout) \(markedProved.stderr)")
+        let markedVerified = try await RiscBinary.run(["log", "verify", "--data-dir", data.path, "--key", markedKey, "--trusted-checkpoint", markedTrusted])
+        #expect(markedVerified.status == 0 && markedVerified.stdout.contains("VERIFIED"), "\(markedVerified.stdout) \(markedVerified.stderr)")
         // Found: a proof piped in (`/dev/stdin`) was "cannot read", and a key file that could not be
         // read was "not a verifier key"; each now reads, or says why it cannot.
         let piped = try await RiscBinary.run(["log", "check-proof", "/dev/stdin", "--key", keyFile + ".pub"], stdin: proof.stdout)
