@@ -19,6 +19,27 @@ struct RiscCommand: AsyncParsableCommand {
         ]
     )
 
+    /// The first word of `arguments` that stands where a subcommand must and names none, said with
+    /// the group's subcommands. ArgumentParser reads such a word as an argument of the group and
+    /// then trips on the next option: `risc queue stats --data-dir D` said `Unknown option
+    /// '--data-dir'`, which every queue command takes. Nil when there is no such word (the error
+    /// is then ArgumentParser's own).
+    static func unknownSubcommand(_ arguments: [String]) -> (message: String, group: String)? {
+        var command: any ParsableCommand.Type = RiscCommand.self
+        var group = "risc"
+        for argument in arguments {
+            let subcommands = command.configuration.subcommands
+            guard !argument.hasPrefix("-"), argument != "help", !subcommands.isEmpty, command.configuration.defaultSubcommand == nil else { return nil }
+            guard let next = subcommands.first(where: { $0._commandName == argument }) else {
+                let names = subcommands.map { $0._commandName }.joined(separator: ", ")
+                return ("'\(Printable.safe(argument, maxBytes: 60))' is not a subcommand of \(group) (\(names))", group)
+            }
+            command = next
+            group += " " + argument
+        }
+        return nil
+    }
+
     /// As ArgumentParser's, except that a `ValidationError` thrown while running, a `SetupProblem`
     /// or a `ConfigurationError` (the command line was fine, what it names is not) prints its
     /// message without the usage text and exits 64, as does a store that refuses
@@ -26,7 +47,13 @@ struct RiscCommand: AsyncParsableCommand {
     static func main() async {
         // The arguments' own errors (and `validate()`'s) are ArgumentParser's, with the command's usage.
         var command: any ParsableCommand
-        do { command = try parseAsRoot() } catch { exit(withError: error) }
+        do { command = try parseAsRoot() } catch {
+            if let unknown = unknownSubcommand(Array(CommandLine.arguments.dropFirst())) {
+                FileHandle.standardError.write(Data("Error: \(unknown.message)\n  See '\(unknown.group) --help' for more information.\n".utf8))
+                Foundation.exit(64)
+            }
+            exit(withError: error)
+        }
         do {
             if var command = command as? any AsyncParsableCommand {
                 try await command.run()

@@ -234,6 +234,27 @@ struct AccountsQueueCommandTests {
         }
     }
 
+    /// Found: `risc queue stats --data-dir /var/lib/risc` (there is no `stats`) said `Unknown option
+    /// '--data-dir'`, an option every queue command takes: the word that was wrong went unnamed.
+    @Test("a mistyped subcommand is named with the group's subcommands (exit 64), whatever options follow it; help and the real ones still work")
+    func unknownSubcommand() async throws {
+        for (command, message) in [
+            (["queue", "stats", "--data-dir", "/nonexistent"], "'stats' is not a subcommand of risc queue (status, list, show, retry, purge)"),
+            (["accounts", "lnk", "--subject", "1"], "'lnk' is not a subcommand of risc accounts"),
+            (["keys", "checkpoint-keys"], "'checkpoint-keys' is not a subcommand of risc keys"),
+            (["serv", "--audience", "a"], "'serv' is not a subcommand of risc ("),
+        ] {
+            let result = try await RiscBinary.run(command)
+            #expect(result.status == 64 && result.stderr.contains(message), "\(command): \(result.status) \(result.stderr.prefix(600))")
+            let group = command[0] == "serv" ? "risc" : "risc \(command[0])"
+            #expect(result.stderr.contains("See '\(group) --help'"), "\(command): \(result.stderr)")
+        }
+        #expect(try await RiscBinary.run(["help", "queue"]).status == 0)
+        #expect(try await RiscBinary.run(["queue", "status", "--help"]).status == 0)
+        let unknownOption = try await RiscBinary.run(["queue", "status", "--bogus"])
+        #expect(unknownOption.status == 64 && unknownOption.stderr.contains("Unknown option '--bogus'"), "\(unknownOption.stderr)")
+    }
+
     @Test("no command makes a store it was not asked to make; every command finds the receiver's store from --config or RISC_DATA_DIR")
     func oneSourceOfSettings() async throws {
         let root = Scratch.root.appendingPathComponent("risc-cli-where-\(UUID().uuidString)")
