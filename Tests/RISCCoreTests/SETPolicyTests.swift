@@ -165,6 +165,21 @@ struct SETPolicyTests {
                 .utf8)
         let token = try Self.rs256.signer.sign(payload: payload)
         try await expectRejected(token, .invalidRequest)
+        // Found: the answer said only "JWT claims are not a JSON object", for a payload that is one
+        // (a transmitter's developer looked for the wrong fault). It says what is wrong, and where,
+        // echoing nothing of the token.
+        for (payload, reason) in [
+            (payload, "JWT claims are not a valid JSON object: duplicate member name at byte 38"), (Array("[1]".utf8), "JWT claims are not a valid JSON object: expected a JSON object"),
+            (Array(#"{"iss":"x","#.utf8), "JWT claims are not a valid JSON object: expected member name at byte 11"),
+        ] {
+            await #expect { _ = try await Self.verifier().verify(Array(try Self.rs256.signer.sign(payload: payload).utf8), now: Self.now) } throws: { error in
+                String(describing: error).contains(reason) && !String(describing: error).contains("evil")
+            }
+        }
+        let header = Base64URL.encode(Array(#"{"alg":"RS256","alg":"none"}"#.utf8)) + "." + Base64URL.encode(payload) + ".c2ln"
+        await #expect { _ = try await Self.verifier().verify(Array(header.utf8), now: Self.now) } throws: { error in
+            String(describing: error).contains("JWS header is not a valid JSON object: duplicate member name at byte 15")
+        }
     }
 
     @Test("ES256 and Ed25519 tokens verify once enabled, and are refused by the RS256 default")

@@ -65,7 +65,7 @@ public struct JOSEHeader: Sendable {
     init(bytes: [UInt8]) throws(SETError) {
         let object: JSONObject
         do { object = try JSONParser.parseObject(bytes) } catch {
-            throw SETError(.invalidRequest, "JWS header is not a JSON object", underlying: error)
+            throw SETError(.invalidRequest, "JWS header is not a valid JSON object: \(error)", underlying: error)
         }
         guard let alg = object["alg"]?.stringValue, !alg.isEmpty else {
             throw .invalidRequest("JWS header has no 'alg' string")

@@ -28,7 +28,7 @@ public struct SecurityEventToken: Sendable {
     public init(payload: [UInt8]) throws(SETError) {
         let claims: JSONObject
         do { claims = try JSONParser.parseObject(payload) } catch {
-            throw SETError(.invalidRequest, "JWT claims are not a JSON object", underlying: error)
+            throw SETError(.invalidRequest, "JWT claims are not a valid JSON object: \(error)", underlying: error)
         }
         self.claims = claims
         var issuer: String?, tokenID: String?, transactionID: String?
