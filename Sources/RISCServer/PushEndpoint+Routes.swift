@@ -49,9 +49,19 @@ extension PushEndpoint {
         let hosts = head.headers["host"]
         if hosts.count > 1 { return "more than one Host field (RFC 9112 §3.2)" }
         guard let host = hosts.first else { return atLeast11 ? "an HTTP/1.1 request without a Host field (RFC 9112 §3.2)" : nil }
-        // uri-host [ ":" port ]: unreserved, percent-encoded, sub-delims, and an IP literal's brackets and colons.
-        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~%!$&'()*+,;=:[]".utf8)
-        return host.utf8.allSatisfy(allowed.contains) ? nil : "a Host field that is not host[:port] (RFC 9112 §3.2)"
+        return host.utf8.allSatisfy(isHostByte) ? nil : "a Host field that is not host[:port] (RFC 9112 §3.2)"
+    }
+
+    /// uri-host [ ":" port ]: unreserved, percent-encoded, sub-delims, and an IP literal's brackets
+    /// and colons (this runs for every request: no set is built).
+    private static func isHostByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+        case UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "%"), UInt8(ascii: ":"), UInt8(ascii: "["), UInt8(ascii: "]"): true
+        case UInt8(ascii: "!"), UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("), UInt8(ascii: ")"): true
+        case UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="): true
+        default: false
+        }
     }
 
     /// The request's transfer codings besides `chunked` (which the decoder has taken off), as sent;
