@@ -29,7 +29,8 @@ extension PushEndpoint {
     /// may forward that form); its authority is not checked, as a Host field is not.
     static func path(of target: String) -> Substring {
         var rest = target[...]
-        if let separator = rest.range(of: "://"), ["http", "https"].contains(rest[..<separator.lowerBound].lowercased()) {
+        // Origin-form starts with '/' (every request from a transmitter): nothing to search for.
+        if rest.first != "/", let separator = rest.range(of: "://"), ["http", "https"].contains(rest[..<separator.lowerBound].lowercased()) {
             rest = rest[separator.upperBound...]
             rest = rest.firstIndex { $0 == "/" || $0 == "?" }.map { rest[$0...] } ?? ""
             if !rest.hasPrefix("/") { return "/" }
