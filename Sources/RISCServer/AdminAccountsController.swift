@@ -95,7 +95,8 @@ struct AdminAccountsController: Sendable {
     /// time, so neither the token's length nor where a guess first differs shows in the timing.
     func authorized(_ header: String?) -> Bool {
         guard !token.isEmpty else { return false }
-        return TokenFingerprint.constantTimeEquals(SHA256.hash(Array((header ?? "").utf8)), SHA256.hash(Array("Bearer ".utf8) + token))
+        let offered = PushCredential.normalized(header ?? "")  // "bearer", "Bearer  ": RFC 9110 §11.1
+        return TokenFingerprint.constantTimeEquals(SHA256.hash(Array(offered.utf8)), SHA256.hash(Array("bearer ".utf8) + token))
     }
 
     private func guarded(_ request: Request, _ body: () async throws -> Response) async throws -> Response {

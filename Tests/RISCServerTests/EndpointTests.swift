@@ -401,6 +401,12 @@ struct AdminAccountAPITests {
         }
         #expect(try await post("/admin/accounts", #"{"subject":"110169484474386276334","user_id":"u-9"}"#, headers: []).status == 401)
         #expect(try await post("/admin/accounts", #"{"subject":"x","user_id":"u"}"#, headers: [("Authorization", "Bearer wrong")]).status == 401)
+        #expect(try await post("/admin/accounts", #"{"subject":"x","user_id":"u"}"#, headers: [("Authorization", "Bearer " + Self.token.uppercased())]).status == 401)
+        // Found: "bearer TOKEN" (curl users type it) was 401; the scheme is case-insensitive (RFC 9110 §11.1).
+        for (index, scheme) in ["bearer ", "BEARER  "].enumerated() {
+            let body = #"{"subject":"scheme-\#(index)","user_id":"u"}"#
+            #expect(try await post("/admin/accounts", body, headers: [("Authorization", scheme + Self.token)]).status == 201, "\(scheme)")
+        }
         let link = #"{"subject":"110169484474386276334","user_id":"u-9","issuer":""# + harness.issuer.baseURL + #""}"#
         #expect(try await post("/admin/accounts", link, headers: [auth]).status == 201)
         #expect(try await post("/admin/accounts", #"{"subject":1}"#, headers: [auth]).status == 400)

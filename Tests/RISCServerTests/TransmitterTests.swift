@@ -116,7 +116,7 @@ struct TransmitterTests {
         }
         try await harness.start()
         let token = try okta.token(jti: "okta-own")
-        for authorization in [nil, "Bearer push-credential-012345678", "Bearer push-credential-0123456789x", "bearer push-credential-0123456789"] {
+        for authorization in [nil, "Bearer push-credential-012345678", "Bearer push-credential-0123456789x", "Bearer PUSH-CREDENTIAL-0123456789", "Bearerpush-credential-0123456789"] {
             let refused = try await harness.post(token, path: "/events/okta", headers: authorization.map { [("Authorization", $0)] } ?? [])
             #expect(refused.status == 401, "\(authorization ?? "none")")
             #expect(Self.error(refused) == "authentication_failed")
@@ -126,6 +126,12 @@ struct TransmitterTests {
         #expect(!JSONValue.object(refusal).serialized.contains("push-credential"))
         let accepted = try await harness.post(token, path: "/events/okta", headers: [("Authorization", "Bearer push-credential-0123456789")])
         #expect(accepted.status == 202)
+        // Found: "bearer …" was refused. RFC 9110 §11.1: the scheme is case-insensitive, and one or
+        // more spaces part it from the credentials (§11.4); the credentials themselves are compared exactly.
+        for (index, authorization) in ["bearer push-credential-0123456789", "BEARER  push-credential-0123456789"].enumerated() {
+            let other = try await harness.post(try okta.token(jti: "okta-scheme-\(index)"), path: "/events/okta", headers: [("Authorization", authorization)])
+            #expect(other.status == 202, "\(authorization)")
+        }
         // Each path serves its own: Okta's SET on Google's path is Google's to judge, and the reverse.
         #expect(try await harness.post(try okta.token(), path: "/events").status == 400)
         let googleOnOkta = try await harness.post(try harness.token(), path: "/events/okta", headers: [("Authorization", "Bearer push-credential-0123456789")])

@@ -46,7 +46,7 @@ public struct Transmitter: Sendable {
         guard let credential else { return }
         let (digests, scheme) = credential.current
         // Every value compared, none skipped on a match: the time says nothing of which matched.
-        let offered = header.map { SHA256.hash(Array($0.utf8)) }
+        let offered = header.map { SHA256.hash(Array(PushCredential.normalized($0).utf8)) }
         let matched = digests.reduce(false) { found, digest in (offered.map { TokenFingerprint.constantTimeEquals($0, digest) } ?? false) || found }
         guard header != nil, matched else {
             var error = SETError(.authenticationFailed, header == nil ? "no Authorization header" : "the Authorization header is not the one this endpoint expects")
@@ -78,7 +78,16 @@ public final class PushCredential: Sendable {
     }
 
     private static func digest(_ values: [String]) -> (digests: [[UInt8]], scheme: String) {
-        (values.map { SHA256.hash(Array($0.utf8)) }, values.first?.split(separator: " ").first.map(String.init) ?? "Bearer")
+        (values.map { SHA256.hash(Array(normalized($0).utf8)) }, values.first?.split(separator: " ").first.map(String.init) ?? "Bearer")
+    }
+
+    /// An `Authorization` value as HTTP compares it (RFC 9110 §11.1, §11.4): the scheme in any
+    /// case, one or more spaces before the credentials, which stay exactly as they are. A value
+    /// without credentials is left as it is.
+    public static func normalized(_ value: String) -> String {
+        guard let space = value.firstIndex(of: " ") else { return value }
+        let credentials = value[space...].drop { $0 == " " }
+        return credentials.isEmpty ? value : value[..<space].lowercased() + " " + credentials
     }
 }
 
