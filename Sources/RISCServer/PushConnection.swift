@@ -367,6 +367,16 @@ struct PushConnection {
         actions.append(respond(head, Answer(status: .payloadTooLarge, close: true, closeNow: Self.expectsContinue(head)), channel))
     }
 
+    /// A request that asks to change protocols (`Connection: upgrade` with an `Upgrade` field, or
+    /// CONNECT): NIO's decoder reads nothing after it on the connection, expecting the upgrade risc
+    /// never makes, so its answer ends the connection rather than leave what the client sends next
+    /// unanswered until the request timeout.
+    static func asksToUpgrade(_ head: HTTPRequestHead) -> Bool {
+        if head.method == .CONNECT { return true }
+        guard head.headers.contains(name: "upgrade") else { return false }
+        return head.headers[canonicalForm: "connection"].contains { $0.lowercased() == "upgrade" }
+    }
+
     /// The client waits for `100 Continue` before it sends the body.
     static func expectsContinue(_ head: HTTPRequestHead) -> Bool {
         head.headers.first(name: "expect")?.lowercased() == "100-continue"
@@ -375,7 +385,7 @@ struct PushConnection {
     /// The response to `head`: its framing fields, and whether the connection ends after it.
     private mutating func respond(_ head: HTTPRequestHead, _ answer: Answer, _ channel: Channel) -> Action {
         waitingSince = channel.now
-        let keepAlive = head.isKeepAlive && !answer.close && !closing
+        let keepAlive = head.isKeepAlive && !answer.close && !closing && !Self.asksToUpgrade(head)
         var fields = HTTPHeaders(answer.headers)
         fields.add(name: "Content-Length", value: String(answer.body?.utf8.count ?? 0))
         if !keepAlive {

@@ -305,6 +305,25 @@ struct ServerHardeningTests {
         try await harness.stop()
     }
 
+    /// Found: after a request that asks to upgrade (`Connection: Upgrade` with `Upgrade: h2c`, as
+    /// `curl --http2` sends on http://) or a CONNECT, NIO's decoder reads nothing more on that
+    /// connection, so a SET pipelined or sent next on it was never answered: the connection hung
+    /// until the request timeout. risc does not upgrade: it answers, says `Connection: close`, and closes.
+    @Test("a request asking to upgrade (or CONNECT) is answered with Connection: close, so nothing sent after it waits on a connection that reads no more")
+    func upgradeClosesTheConnection() async throws {
+        let harness = try ServerHarness()
+        try await harness.start()
+        let first = try harness.token(jti: "upgrade-first"), second = try harness.rawRequest("upgrade-second")
+        let upgrade = "POST /events HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n"
+        let answer = try RawConnection.exchange(port: harness.publicPort, Array("\(upgrade)Content-Length: \(first.utf8.count)\r\n\r\n\(first)".utf8) + second)
+        #expect(answer.hasPrefix("HTTP/1.1 202") && answer.contains("Connection: close"), "\(answer)")
+        let connect = try RawConnection.exchange(port: harness.publicPort, Array("CONNECT 127.0.0.1:22 HTTP/1.1\r\nHost: 127.0.0.1:22\r\n\r\n".utf8) + second)
+        #expect(connect.hasPrefix("HTTP/1.1 404") && connect.contains("Connection: close"), "\(connect)")
+        // The SET after it was not read, so it was not acknowledged: the transmitter sends it again.
+        #expect(try await harness.post(try harness.token(jti: "upgrade-second")).status == 202)
+        try await harness.stop()
+    }
+
     @Test("a client that half-closes after its request still gets the answer")
     func halfClosed() async throws {
         let harness = try ServerHarness()
