@@ -249,6 +249,7 @@ public struct ReceiverConfiguration: Sendable {
         }
         if maxBodyBytes < 1_024 || maxBodyBytes > 1 << 20 { problems.append("max_body_bytes must be 1 KiB–1 MiB") }
         if retryAfter < 1 { problems.append("retry_after must be at least 1 second") }
+        if clockSkew < 0 { problems.append("clock_skew must be 0 or more seconds, got \(clockSkew)") }
         if invalidPerMinute < 0 { problems.append("limits.invalid_per_minute must be 0 (off) or more") }
         if !(1...3_600).contains(requestTimeout) { problems.append("limits.request_timeout must be 1–3600 seconds, got \(requestTimeout)") }
         if !(0...600).contains(drainTimeout) { problems.append("limits.drain_timeout must be 0–600 seconds, got \(drainTimeout)") }

@@ -60,6 +60,12 @@ struct ConfigurationLoadingTests {
         #expect(problems.contains { $0.contains("'listen' is a table of settings (listen.host, listen.port), not a value") }, "\(problems)")
         #expect(problems.contains("admin.port must be 0–65535, got 99999 (admin.port from flag)"), "\(problems)")
         #expect(problems.contains { $0.hasPrefix("retry_after must be at least 1 second") && $0.hasSuffix("(retry_after from file \(path))") }, "\(problems)")
+        // Found: a negative clock_skew loaded, and then every SET (its iat now) was logged with a
+        // warning that it came from the future.
+        let skew = #expect(throws: ConfigurationError.self) {
+            try ReceiverConfiguration.loadWithOrigins(file: nil, flags: ["audiences": .array([.string("a")]), "clock_skew": .number(-1)], environment: [:])
+        }
+        #expect(skew?.problems.contains { $0.hasPrefix("clock_skew must be 0 or more seconds, got -1") } == true, "\(skew?.problems ?? [])")
     }
 
     /// Found: a duration written as text was taken whatever its size: `infs` and `1e300d` loaded,
