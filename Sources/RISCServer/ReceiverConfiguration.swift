@@ -272,6 +272,8 @@ public struct ReceiverConfiguration: Sendable {
         ] where !(seconds <= 30 * 86_400) {
             problems.append("\(key) must be at most 30 days (2592000 seconds), got \(seconds)")
         }
+        // Below a second, nothing counts as having failed recently: every SET of an outage would fetch.
+        if jwksFailureRetryInterval < 1 { problems.append("jwks.failure_retry must be at least 1 second, got \(jwksFailureRetryInterval)") }
         if webhookURL == nil, webhookScope == .rows { problems.append("webhook.scope = rows needs webhook.url") }
         if webhookURL == nil, actionTable.namesWebhook {
             problems.append("a row of the action table names the action webhook, but webhook.url is not set")

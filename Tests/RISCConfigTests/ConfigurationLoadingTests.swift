@@ -105,6 +105,9 @@ struct ConfigurationLoadingTests {
             ("jwks.max_staleness", 1e300, "jwks.max_staleness must be at most 30 days"),
             ("jwks.unknown_kid_cooldown", 1e300, "jwks.unknown_kid_cooldown must be at most 30 days"),
             ("jwks.failure_retry", 1e300, "jwks.failure_retry must be at most 30 days"),
+            // Found: 0 or a negative value loaded, and during an issuer outage every SET then started
+            // a key fetch of its own (nothing counted as "failed recently").
+            ("jwks.failure_retry", 0, "jwks.failure_retry must be at least 1 second"), ("jwks.failure_retry", -1, "jwks.failure_retry must be at least 1 second"),
             ("webhook.timeout", 1e300, "webhook.timeout must be more than 0 and at most 3600 seconds"),
         ] {
             var flags: [String: JSONValue] = ["audiences": .strings(["a"]), key: .number(value)]
