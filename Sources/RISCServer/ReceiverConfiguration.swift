@@ -3,6 +3,10 @@ public import RISCClient
 public import RISCCore
 public import RISCStorage
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Everything `risc serve` needs, with the embedded defaults. Read from a config file, the
 /// environment and flags by the executable (`ReceiverConfiguration+ConfigReader.swift`).
 public struct ReceiverConfiguration: Sendable {
@@ -223,6 +227,35 @@ public struct ReceiverConfiguration: Sendable {
 
     /// Whether two listeners on one port would take the same address: the same host, or either
     /// the wildcard (0.0.0.0 and :: take every address, 127.0.0.1 among them).
+    /// Why `path` can never be a request's path: not starting with '/', or holding what a
+    /// request's path cannot (a query, a fragment, white space, bytes outside printable ASCII),
+    /// so every request to it would be answered 404.
+    static func pathProblem(_ key: String, _ path: String) -> String? {
+        if !path.hasPrefix("/") { return "\(key) must start with '/', got '\(Printable.safe(path, maxBytes: 100))'" }
+        guard path.utf8.allSatisfy({ (0x21...0x7E).contains($0) && $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") }) else {
+            return "\(key) must be a path of printable ASCII without '?', '#' or spaces, got '\(Printable.safe(path, maxBytes: 100))'"
+        }
+        return nil
+    }
+
+    /// Why `host` cannot be a listener's address: neither an IPv4 or IPv6 address nor a host name
+    /// (letters, digits, hyphens and underscores, which container names use, in dot-separated
+    /// labels). Binding to it would fail at the start
+    /// with a resolver error (exit 1, which a unit restarts), not a configuration problem.
+    static func hostProblem(_ key: String, _ host: String) -> String? {
+        var v4 = in_addr(), v6 = in6_addr()
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        if inet_pton(AF_INET, bare, &v4) == 1 || inet_pton(AF_INET6, bare, &v6) == 1 { return nil }
+        let labels = (host.hasSuffix(".") ? String(host.dropLast()) : host).split(separator: ".", omittingEmptySubsequences: false)
+        let isName =
+            !host.isEmpty && host.utf8.count <= 253
+            && labels.allSatisfy { label in
+                (1...63).contains(label.utf8.count) && label.first != "-" && label.last != "-"
+                    && label.utf8.allSatisfy { $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0 & ~0x20) }
+            }
+        return isName ? nil : "\(key) must be an IP address or a host name, got '\(Printable.safe(host, maxBytes: 100))'"
+    }
+
     static func overlap(_ one: String, _ other: String) -> Bool {
         let wildcards: Set = ["0.0.0.0", "::", "[::]", "*", ""]
         return one == other || wildcards.contains(one) || wildcards.contains(other)
@@ -236,7 +269,10 @@ public struct ReceiverConfiguration: Sendable {
         if !(0...65_535).contains(port) { problems.append("listen.port must be 0–65535, got \(port)") }
         if !(0...65_535).contains(adminPort) { problems.append("admin.port must be 0–65535, got \(adminPort)") }
         if port != 0 && port == adminPort && Self.overlap(host, adminHost) { problems.append("listen.port and admin.port must differ") }
-        if !eventsPath.hasPrefix("/") { problems.append("events_path must start with '/', got '\(eventsPath)'") }
+        if let problem = Self.pathProblem("events_path", eventsPath) { problems.append(problem) }
+        for (key, value) in [("listen.host", host), ("admin.host", adminHost)] + (adminAPIPort == nil ? [] : [("admin.api.host", adminAPIHost)]) {
+            if let problem = Self.hostProblem(key, value) { problems.append(problem) }
+        }
         if (tlsCertificate == nil) != (tlsKey == nil) { problems.append("tls.certificate and tls.key go together") }
         if (adminTLSCertificate == nil) != (adminTLSKey == nil) { problems.append("admin.tls.certificate and admin.tls.key go together") }
         if adminTLSClientCA != nil && adminTLSCertificate == nil { problems.append("admin.tls.client_ca needs admin.tls.certificate and admin.tls.key") }
@@ -272,8 +308,7 @@ public struct ReceiverConfiguration: Sendable {
         ] where !(seconds <= 30 * 86_400) {
             problems.append("\(key) must be at most 30 days (2592000 seconds), got \(seconds)")
         }
-        // Below a second, nothing counts as having failed recently: every SET of an outage would fetch.
-        if jwksFailureRetryInterval < 1 { problems.append("jwks.failure_retry must be at least 1 second, got \(jwksFailureRetryInterval)") }
+        if jwksFailureRetryInterval < 0 { problems.append("jwks.failure_retry must be 0 (retry at once) or more seconds, got \(jwksFailureRetryInterval)") }
         if webhookURL == nil, webhookScope == .rows { problems.append("webhook.scope = rows needs webhook.url") }
         if webhookURL == nil, actionTable.namesWebhook {
             problems.append("a row of the action table names the action webhook, but webhook.url is not set")
@@ -301,7 +336,7 @@ public struct ReceiverConfiguration: Sendable {
             problems.append("event_log_checkpoint_interval must be more than 0 and at most 60s, got \(eventLogCheckpointInterval)")
         }
         if let path = linkingRevocationPath {
-            if !path.hasPrefix("/") { problems.append("linking.revocation_path must start with '/', got '\(path)'") }
+            if let problem = Self.pathProblem("linking.revocation_path", path) { problems.append(problem) }
             if path == eventsPath { problems.append("linking.revocation_path must differ from events_path") }
             if linkingGoogleClientID == nil { problems.append("linking.revocation_path needs linking.google_client_id (the client id Google authenticates with)") }
             if linkingClientSecretFile == nil { problems.append("linking.revocation_path needs linking.client_secret_file (the secret the site issued to Google)") }

@@ -106,7 +106,7 @@ public struct TransmitterSettings: Sendable {
             if managementTokenFile != nil { problems.append("\(key): client_id and management_token_file are two ways to authenticate; give one") }
         }
         if let path {
-            if !path.hasPrefix("/") { problems.append("\(key).path must start with '/', got '\(path)'") }
+            if let problem = ReceiverConfiguration.pathProblem("\(key).path", path) { problems.append(problem) }
             if reserved.contains(path) { problems.append("\(key).path must differ from linking.revocation_path and the notice documents' paths") }
         }
         return problems

@@ -68,6 +68,37 @@ struct ConfigurationLoadingTests {
         #expect(skew?.problems.contains { $0.hasPrefix("clock_skew must be 0 or more seconds, got -1") } == true, "\(skew?.problems ?? [])")
     }
 
+    /// Found: `events_path = "/events?x=1"` (or with a space or a `#`) and `listen.host = "not a
+    /// host"` or an empty `admin.host` passed `--check-config`. The first served every SET a 404 (a
+    /// request's path never holds a query, a space or a fragment); the others failed at the start
+    /// with `SocketAddressError.UnknownHost`, exit 1, which the unit restarts for ever.
+    @Test("paths and listener hosts that can never work are problems named at load")
+    func unusablePathsAndHosts() throws {
+        for (key, value, expected) in [
+            ("events_path", "/events?x=1", "events_path must be a path of printable ASCII without '?', '#' or spaces, got '/events?x=1'"),
+            ("events_path", "/ev ents", "events_path must be a path of printable ASCII"), ("events_path", "/events#f", "events_path must be a path"),
+            ("listen.host", "not a host", "listen.host must be an IP address or a host name, got 'not a host'"),
+            ("admin.host", "", "admin.host must be an IP address or a host name, got ''"),
+            ("listen.host", "-bad.example", "listen.host must be an IP address or a host name"), ("listen.host", "*", "listen.host must be an IP address"),
+        ] {
+            let error = #expect(throws: ConfigurationError.self, "\(key)=\(value)") {
+                try ReceiverConfiguration.loadWithOrigins(file: nil, flags: ["audiences": .strings(["a"]), key: .string(value)], environment: [:])
+            }
+            #expect(error?.problems.contains { $0.contains(expected) } == true, "\(error?.problems ?? [])")
+        }
+        var flags: [String: JSONValue] = ["audiences": .strings(["a"]), "linking.google_client_id": .string("c")]
+        flags["linking.revocation_path"] = .string("/revoke?x")
+        flags["linking.client_secret_file"] = .string("/nonexistent")
+        let revocation = #expect(throws: ConfigurationError.self) { try ReceiverConfiguration.loadWithOrigins(file: nil, flags: flags, environment: [:]) }
+        #expect(revocation?.problems.contains { $0.contains("linking.revocation_path must be a path of printable ASCII") } == true, "\(revocation?.problems ?? [])")
+        // What does work still loads: names, addresses of both families, a path with its own segments.
+        for (key, value) in [("listen.host", "receiver-1.internal"), ("listen.host", "::1"), ("admin.host", "localhost"), ("listen.host", "risc_receiver"), ("events_path", "/risc/v1/events")] {
+            #expect(throws: Never.self, "\(key)=\(value)") {
+                try ReceiverConfiguration.loadWithOrigins(file: nil, flags: ["audiences": .strings(["a"]), key: .string(value)], environment: [:])
+            }
+        }
+    }
+
     /// Found: a duration written as text was taken whatever its size: `infs` and `1e300d` loaded,
     /// and `risc serve --print-config` then crashed turning them into whole days (an `Int64` out of
     /// range). A number in a JSON file was already refused when not finite, but not when absurd.
@@ -105,9 +136,8 @@ struct ConfigurationLoadingTests {
             ("jwks.max_staleness", 1e300, "jwks.max_staleness must be at most 30 days"),
             ("jwks.unknown_kid_cooldown", 1e300, "jwks.unknown_kid_cooldown must be at most 30 days"),
             ("jwks.failure_retry", 1e300, "jwks.failure_retry must be at most 30 days"),
-            // Found: 0 or a negative value loaded, and during an issuer outage every SET then started
-            // a key fetch of its own (nothing counted as "failed recently").
-            ("jwks.failure_retry", 0, "jwks.failure_retry must be at least 1 second"), ("jwks.failure_retry", -1, "jwks.failure_retry must be at least 1 second"),
+            // Found: a negative value loaded, meaning what 0 means (retry at once) without saying so.
+            ("jwks.failure_retry", -1, "jwks.failure_retry must be 0 (retry at once) or more seconds"),
             ("webhook.timeout", 1e300, "webhook.timeout must be more than 0 and at most 3600 seconds"),
         ] {
             var flags: [String: JSONValue] = ["audiences": .strings(["a"]), key: .number(value)]
