@@ -185,7 +185,8 @@ final class PushHandler: ChannelDuplexHandler {
         let bound = NIOLoopBound((handler: self, context: context), eventLoop: eventLoop)
         revocation.receive(
             body: Array(buffer: body), contentType: head.headers.first(name: "content-type"), authorization: head.headers.first(name: "authorization"),
-            remote: remote, retryAfter: endpoint.limits.retryAfter
+            contentEncoding: head.headers.first(name: "content-encoding"), transferCodings: PushEndpoint.undecodedTransferCodings(head), remote: remote,
+            retryAfter: endpoint.limits.retryAfter
         ) { answer in
             eventLoop.execute {
                 let (handler, context) = bound.value

@@ -211,6 +211,33 @@ struct RevocationEndpointTests {
         try await f.stop()
     }
 
+    /// Found: a call with `Content-Encoding: gzip` and a gzipped body was answered 400
+    /// `invalid_request` (the body is no form), which tells Google the call is wrong and not to
+    /// make it again: the user's unlink would be lost and the linked token stay active. As on the
+    /// push path, a coding risc does not decode is 415 (content) or 501 (transfer), naming it, and
+    /// nothing is recorded; a plain form under the label is read as it is.
+    @Test("a revocation call in a content or transfer coding risc does not decode is 415 or 501 naming it, not a 400; a plain form under the label is read")
+    func unsupportedCodings() async throws {
+        let f = try await Fixture(.embedded, webhook: nil)
+        let linked = "linked-gz-\(UUID().uuidString)"
+        try await f.linkAlice(tokens: [linked])
+        let gzipped: [UInt8] = [0x1F, 0x8B, 0x08, 0x00] + Array(repeating: 0x9C, count: 40)  // gzip's magic, then bytes no form holds
+        let gzip = try await f.harness.client.perform(
+            HTTPRequest(
+                method: "POST", url: f.harness.publicURL + Self.path,
+                headers: [("Content-Type", "application/x-www-form-urlencoded"), ("Content-Encoding", "gzip")], body: gzipped))
+        #expect(gzip.status == 415, "\(gzip.status)")
+        let body = try JSONParser.parseObject(gzip.body)
+        #expect(body["error"] == "invalid_request" && body["error_description"]?.stringValue?.contains("Content-Encoding gzip") == true, "\(body)")
+        let head = "POST \(Self.path) HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nTransfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n"
+        let raw = try RawConnection.exchange(
+            port: f.harness.publicPort, Array(head.utf8) + Array(String(gzipped.count, radix: 16).utf8) + Array("\r\n".utf8) + gzipped + Array("\r\n0\r\n\r\n".utf8))
+        #expect(raw.hasPrefix("HTTP/1.1 501") && raw.contains("Transfer-Encoding gzip"), "\(raw)")
+        #expect(try await f.alice().linkedTokens.active == 1, "a refused call revoked nothing")
+        #expect(try await f.revoke(Self.post(linked), headers: [("Content-Encoding", "gzip")]).status == 200)
+        try await f.stop()
+    }
+
     @Test("a revocation path without the client id or secret is a configuration problem")
     func configuration() {
         var configuration = ReceiverConfiguration()

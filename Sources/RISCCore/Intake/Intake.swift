@@ -88,7 +88,7 @@ public struct Intake: Sendable {
                 error = SETError.invalidRequest("Transfer-Encoding \(transferCodings) is not supported: send the SET chunked or with a Content-Length")
                 error.status = 501
             } else {
-                error = SETError.invalidRequest("Content-Encoding \(content ?? "") is not supported: send the SET as it is, with no content coding")
+                error = SETError.invalidRequest("Content-Encoding \(Printable.safe(content ?? "", maxBytes: 60)) is not supported: send the SET as it is, with no content coding")
                 error.status = 415
             }
             error.logFields["http_status"] = .number(Double(error.status))
