@@ -243,9 +243,9 @@ public struct ReceiverConfiguration: Sendable {
     /// labels). Binding to it would fail at the start
     /// with a resolver error (exit 1, which a unit restarts), not a configuration problem.
     static func hostProblem(_ key: String, _ host: String) -> String? {
-        var v4 = in_addr(), v6 = in6_addr()
+        var address = [UInt8](repeating: 0, count: 16)  // room for either family's address
         let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
-        if inet_pton(AF_INET, bare, &v4) == 1 || inet_pton(AF_INET6, bare, &v6) == 1 { return nil }
+        if inet_pton(AF_INET, bare, &address) == 1 || inet_pton(AF_INET6, bare, &address) == 1 { return nil }
         let labels = (host.hasSuffix(".") ? String(host.dropLast()) : host).split(separator: ".", omittingEmptySubsequences: false)
         let isName =
             !host.isEmpty && host.utf8.count <= 253
