@@ -117,14 +117,15 @@ public final class Receiver: Sendable {
             }
         }
         pollers = try Self.pollers(configuration, intake: intake, leases: storage.store.leases(), logger: logger)
-        let adminRouter = Router(context: RISCRequestContext.self)
+        // HEAD answered wherever GET is (RFC 9110 §9.1), for health checks that send it.
+        let adminRouter = Router(context: RISCRequestContext.self, options: .autoGenerateHeadEndpoints)
         let storeSampler = StoreSampler(store: storage.health, interval: configuration.healthSampleInterval, clock: clock)
         self.storeSampler = storeSampler
         let metricsSampler = MetricsSampler(keys: keySource, store: storeSampler, metrics: metrics, noticeKeys: noticeKeys)
         HealthController(keys: keySource, store: storeSampler, backend: storage.backendName, metrics: metrics, noticeKeys: noticeKeys)
             .register(on: adminRouter)
         // The account API beside health and metrics, or on a listener of its own (admin.api.port).
-        let apiRouter = configuration.adminAPIPort == nil ? adminRouter : Router(context: RISCRequestContext.self)
+        let apiRouter = configuration.adminAPIPort == nil ? adminRouter : Router(context: RISCRequestContext.self, options: .autoGenerateHeadEndpoints)
         if let tokenFile = configuration.adminTokenFile {
             let token = try Self.readSecret(tokenFile, setting: "admin.token_file")  // its length: preflight
             AdminAccountsController(

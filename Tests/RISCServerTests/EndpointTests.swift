@@ -193,6 +193,14 @@ struct EndpointTests {
         _ = try await harness.post("junk")
         await harness.receiver.sampleHealth()
         #expect(try await harness.get(harness.adminURL + "/healthz").status == 200)
+        // Found: HEAD (which a load balancer's health check may send, and RFC 9110 §9.1 has every
+        // server support where GET is) was 404, marking a healthy receiver down. Same status, no body.
+        let adminPort = try #require(URLComponents(string: harness.adminURL)?.port)
+        for path in ["/healthz", "/readyz", "/metrics"] {
+            let head = try RawConnection.exchange(port: adminPort, Array("HEAD \(path) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+            #expect(head.hasPrefix("HTTP/1.1 200"), "HEAD \(path): \(head)")
+            #expect(head.hasSuffix("\r\n\r\n"), "HEAD \(path) sent a body: \(head)")
+        }
         let ready = try await harness.get(harness.adminURL + "/readyz")
         #expect(ready.status == 200)
         let body = try JSONParser.parseObject(ready.body)
