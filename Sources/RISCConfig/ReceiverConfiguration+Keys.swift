@@ -26,9 +26,9 @@ extension ReceiverConfiguration {
                 "accept_insecure_permissions", \.acceptInsecurePermissions,
                 "start although the data directory, the token key or a notice key belongs to another user or is open to group or others (refused, exit 64, by default; see `docs/security.md`); links in the data directory are refused whatever this says"
             ),
-            .string("listen.host", \.host, "public listener address"),
+            .string("listen.host", \.host, "public listener address: an IPv4 or IPv6 address or a host name (so are `admin.host` and `admin.api.host`)"),
             .int("listen.port", \.port, "public listener port"),
-            .string("events_path", \.eventsPath, "path that receives SETs"),
+            .string("events_path", \.eventsPath, "path that receives SETs: `/` then printable ASCII without `?`, `#` or spaces (so are `linking.revocation_path` and a transmitter's `path`)"),
             .strings(
                 "trusted_proxies", \.trustedProxies,
                 "peer addresses or CIDR ranges (a reverse proxy: `10.0.0.7`, `10.0.0.0/8`, `2001:db8::/32`) whose `X-Forwarded-For` names the client in the log and for limits; compared as addresses (an IPv4-mapped IPv6 peer matches its IPv4 entry); a host name or typo is an error"
@@ -109,12 +109,14 @@ extension ReceiverConfiguration {
             .duration(
                 "event_log_retention", \.eventLogRetention,
                 "delete a segment's file this long after it closed (its digest stays and the next digest names it expired); 0: keep them"),
-            .double("clock_skew", \.clockSkew, "seconds a future iat may be ahead before a warning"),
+            .double("clock_skew", \.clockSkew, "seconds (0 or more) a future iat may be ahead before a warning"),
             .double("jwks.min_ttl", \.jwksMinimumTTL, "lower bound on a key set's lifetime from max-age"),
             .double("jwks.max_ttl", \.jwksMaximumTTL, "upper bound on it"),
             .double("jwks.unknown_kid_cooldown", \.jwksUnknownKeyCooldown, "seconds between forced refetches for unknown kids"),
             .double("jwks.max_staleness", \.jwksMaximumStaleness, "seconds past expiry a key set is still served during an issuer outage"),
-            .double("jwks.failure_retry", \.jwksFailureRetryInterval, "seconds between fetch attempts after a failure"),
+            .double(
+                "jwks.failure_retry", \.jwksFailureRetryInterval,
+                "seconds between fetch attempts after a failure; 0: at once (during an outage each SET that arrives may start a fetch)"),
             Setting(
                 "store.url",
                 "a shared PostgreSQL store for several receivers: `postgres://USER@HOST:PORT/DB` (an IPv6 address in brackets: `postgres://risc@[2001:db8::5]/risc`), `?sslmode=disable|require|verify-full` (TLS 1.2+; `verify-full` when not given, since issue 24: a password file is refused over TCP with anything else), `&host=/socket/dir` for a Unix socket; never a password (see `docs/operations.md` §6)",
