@@ -261,6 +261,30 @@ struct JWKSCacheTests {
         #expect(await cache.status().usable)
     }
 
+    /// Found: with the issuer unreachable, every attempt (each `jwks.failure_retry`, 10 s) logged
+    /// `issuer key set fetch failed` at warning: 360 lines an hour of one outage, where the serving
+    /// page promises its first failure and its recovery once each. The attempts after the first
+    /// are debug lines (`/readyz` and `risc_jwks_fetches_total` say the outage goes on).
+    @Test("an outage of the issuer logs its first failed fetch and its recovery once each at warning and notice, not every attempt")
+    func outageLoggedOnce() async throws {
+        let issuer = try LocalIssuer(jwks: Fixture.jwks)
+        defer { issuer.stop() }
+        issuer.update { $0.failWith = 503 }
+        let log = CapturedLog()
+        let cache = JWKSCache(configuration: Fixture.configuration(issuer), logger: log.logger)
+        for _ in 0..<5 { await #expect(throws: KeyUnavailableError.self) { _ = try await cache.key(for: rsKid) } }
+        #expect(await cache.counters.fetchFailed == 5)
+        func warnings() -> [String] { log.lines.withLock { $0 }.filter { $0.hasPrefix("warning issuer key set fetch failed") } }
+        #expect(warnings().count == 1, "\(warnings())")
+        #expect(log.lines.withLock { $0 }.filter { $0.hasPrefix("debug issuer key set fetch failed") }.count == 4)
+        issuer.update { $0.failWith = nil }
+        _ = try await cache.key(for: rsKid)
+        #expect(log.lines.withLock { $0 }.filter { $0.hasPrefix("notice issuer key set fetch recovered") }.count == 1)
+        issuer.update { $0.failWith = 503 }  // a new outage after the recovery: its first failure is a warning again
+        await cache.refreshNow()
+        #expect(warnings().count == 2, "\(warnings())")
+    }
+
     @Test("a discovery document naming another issuer, or keys on a foreign host, is not used")
     func discoveryPinning() async throws {
         let issuer = try LocalIssuer(jwks: Fixture.jwks, issuer: "https://evil.example")

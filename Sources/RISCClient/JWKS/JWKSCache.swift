@@ -199,10 +199,14 @@ public actor JWKSCache: KeyProvider {
             lastError = nil
         } catch {
             counters.fetchFailed += 1
+            // An outage's first failure is a warning; the attempts after it (one every
+            // jwks.failure_retry) are debug lines until the recovery's notice.
+            let first = state.lastFailure == nil
             state.lastFailure = now()
             lastError = "\(error)"
-            logger.warning(
-                "issuer key set fetch failed", metadata: ["risc.jwks.reason": "\(reason)", "risc.jwks.error": "\(error)"])
+            logger.log(
+                level: first ? .warning : .debug, "issuer key set fetch failed",
+                metadata: ["risc.jwks.reason": "\(reason)", "risc.jwks.error": "\(error)"])
         }
     }
 
