@@ -21,6 +21,9 @@ final class PushHandler: ChannelDuplexHandler {
     private var deadline: Scheduled<Void>?
     /// The connection's peer, once read.
     private var knownPeer: PushEndpoint.Peer?
+    /// Its answers' `Date` field (RFC 9110 §6.6.1) and the second it was formatted for: once a
+    /// second at most, on the receiver's clock.
+    private var date: (second: Double, field: String)?
 
     init(endpoint: PushEndpoint) {
         self.endpoint = endpoint
@@ -254,6 +257,10 @@ final class PushHandler: ChannelDuplexHandler {
 
     /// Writes a whole response; `closeAfter`: closes the connection once it is written.
     private func write(_ context: ChannelHandlerContext, _ head: HTTPResponseHead, body: String?, closeAfter: Bool) {
+        var head = head
+        let second = endpoint.now().rounded(.down)
+        if date?.second != second { date = (second, Timestamp.httpDate(second)) }
+        if let date { head.headers.add(name: "Date", value: date.field) }
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         if let body { context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: body)))), promise: nil) }
         guard closeAfter else {

@@ -324,6 +324,31 @@ struct ServerHardeningTests {
         try await harness.stop()
     }
 
+    /// Found: the push endpoint's answers carried no `Date` field, which RFC 9110 §6.6.1 has an
+    /// origin server with a clock send in every 2xx, 3xx and 4xx answer (Hummingbird's admin
+    /// listener did). It comes from the receiver's clock, formatted as IMF-fixdate.
+    @Test("every answer of the push endpoint carries Date (RFC 9110 §6.6.1) from the receiver's clock: 202, 400, 404, 405, 413")
+    func dateField() async throws {
+        let harness = try ServerHarness()
+        let clock = TestClock(1_800_000_000.4)
+        harness.clock = clock
+        try await harness.start()
+        let token = try harness.token(jti: "dated")
+        for (request, status) in [
+            ("POST /events HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: \(token.utf8.count)\r\n\r\n\(token)", "202"),
+            ("POST /events HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 5\r\n\r\nx.y.z", "400"),
+            ("GET /nothing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "404"), ("GET /events HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "405"),
+            ("POST /events HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 10000000\r\n\r\n", "413"),
+        ] {
+            let answer = try RawConnection.exchange(port: harness.publicPort, Array(request.utf8))
+            #expect(answer.hasPrefix("HTTP/1.1 \(status)") && answer.contains("\r\nDate: Fri, 15 Jan 2027 08:00:00 GMT\r\n"), "\(answer)")
+        }
+        clock.advance(86_400 * 40 + 3_661)
+        let later = try RawConnection.exchange(port: harness.publicPort, Array("GET /nothing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+        #expect(later.contains("\r\nDate: Wed, 24 Feb 2027 09:01:01 GMT\r\n"), "\(later)")
+        try await harness.stop()
+    }
+
     @Test("a client that half-closes after its request still gets the answer")
     func halfClosed() async throws {
         let harness = try ServerHarness()

@@ -37,4 +37,19 @@ public enum Timestamp {
             return index
         }
     }
+
+    /// An HTTP `Date` value, IMF-fixdate (RFC 9110 §5.6.7): `Fri, 15 Jan 2027 08:00:00 GMT`, the
+    /// second `seconds` falls in (clamped like `iso8601`).
+    public static func httpDate(_ seconds: Double) -> String {
+        let seconds = seconds.isNaN ? 0 : min(max(seconds, -62_135_596_800), 253_402_300_799)
+        var whole = time_t(seconds.rounded(.down))
+        var parts = tm()
+        gmtime_r(&whole, &parts)
+        let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        let year = String(Int(parts.tm_year) + 1900)
+        return "\(days[Int(parts.tm_wday)]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon)]) "
+            + String(repeating: "0", count: max(0, 4 - year.count)) + year + " \(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
+    }
 }
