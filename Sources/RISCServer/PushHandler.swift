@@ -230,6 +230,7 @@ final class PushHandler: ChannelDuplexHandler {
             if let limiter = endpoint.limiter, let remote { limiter.recordInvalid(remote, now: endpoint.now()) }
             var headers = [("Content-Type", "application/json"), ("Content-Language", "en")]
             if let challenge = error.challenge { headers.append(("WWW-Authenticate", challenge)) }
+            if error.status == 415 { headers.append(("Accept-Encoding", "identity")) }  // the codings that would do (RFC 9110 §15.5.16)
             answer(context, PushConnection.Answer(status: HTTPResponseStatus(statusCode: error.status), headers: headers, body: error.responseBody))
         case .failure(let error as KeyUnavailableError):
             if endpoint.becameUnavailable("no usable key set") {

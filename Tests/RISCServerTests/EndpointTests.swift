@@ -176,6 +176,7 @@ struct EndpointTests {
         let gzipped = "\u{1F}\u{8B}\u{08}\u{00}" + String(repeating: "\u{7F}x", count: 40)  // gzip's magic, then bytes no token holds
         let gzip = try await harness.post(gzipped, headers: [("Content-Encoding", "gzip")])
         #expect(gzip.status == 415, "\(gzip.status)")
+        #expect(gzip.header("accept-encoding") == "identity", "RFC 9110 §15.5.16: say which codings would do")
         #expect(String(decoding: gzip.body, as: UTF8.self).contains("Content-Encoding gzip is not supported"), "\(String(decoding: gzip.body, as: UTF8.self))")
         #expect(try await harness.post(try harness.token(jti: "identity"), headers: [("Content-Encoding", "identity")]).status == 202)
         #expect(try await harness.post(try harness.token(jti: "mislabelled"), headers: [("Content-Encoding", "gzip")]).status == 202)

@@ -227,6 +227,7 @@ struct RevocationEndpointTests {
                 method: "POST", url: f.harness.publicURL + Self.path,
                 headers: [("Content-Type", "application/x-www-form-urlencoded"), ("Content-Encoding", "gzip")], body: gzipped))
         #expect(gzip.status == 415, "\(gzip.status)")
+        #expect(gzip.header("accept-encoding") == "identity", "RFC 9110 §15.5.16: say which codings would do")
         let body = try JSONParser.parseObject(gzip.body)
         #expect(body["error"] == "invalid_request" && body["error_description"]?.stringValue?.contains("Content-Encoding gzip") == true, "\(body)")
         let head = "POST \(Self.path) HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nTransfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n"

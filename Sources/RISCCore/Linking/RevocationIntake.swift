@@ -71,6 +71,7 @@ public struct RevocationIntake: Sendable {
             record["http_status"] = .number(Double(error.status))
             var headers = Self.noStore + [("Content-Type", "application/json;charset=UTF-8")]
             if error.status == 401 { headers.append(("WWW-Authenticate", #"Basic realm="risc""#)) }
+            if error.status == 415 { headers.append(("Accept-Encoding", "identity")) }  // the codings that would do (RFC 9110 §15.5.16)
             return completion(Answer(status: error.status, headers: headers, body: error.body, refusal: record))
         }
         let stored: SETRecord
