@@ -136,6 +136,10 @@ public final class Receiver: Sendable {
                 notices: configuration.unlinkNotices(tokenKey: storage.tokenKey), log: log, clock: clock
             ).register(on: apiRouter)
         }
+        // With every route added: another method on a path they serve is 405 with Allow, not 404.
+        for router in configuration.adminAPIPort == nil ? [adminRouter] : [adminRouter, apiRouter] {
+            router.add(middleware: MethodNotAllowed(router.routes))
+        }
 
         // The admin listeners start once the public one is bound (`AfterPublicListener`): one signal each.
         let (adminGate, adminGateOpen) = AsyncStream.makeStream(of: Void.self)

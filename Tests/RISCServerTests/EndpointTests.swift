@@ -202,6 +202,13 @@ struct EndpointTests {
             #expect(head.hasPrefix("HTTP/1.1 200"), "HEAD \(path): \(head)")
             #expect(head.hasSuffix("\r\n\r\n"), "HEAD \(path) sent a body: \(head)")
         }
+        // Found too: another method on one of its paths was 404, as if the path did not exist;
+        // RFC 9110 §15.5.6 has 405 with the methods that do (Allow).
+        for (line, expected) in [("POST /healthz", "405"), ("DELETE /metrics", "405"), ("GET /nothing", "404")] {
+            let answer = try RawConnection.exchange(port: adminPort, Array("\(line) HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n\r\n".utf8))
+            #expect(answer.hasPrefix("HTTP/1.1 \(expected)"), "\(line): \(answer)")
+            if expected == "405" { #expect(answer.lowercased().contains("\r\nallow: get, head\r\n"), "\(line): \(answer)") }
+        }
         let ready = try await harness.get(harness.adminURL + "/readyz")
         #expect(ready.status == 200)
         let body = try JSONParser.parseObject(ready.body)
@@ -411,6 +418,8 @@ struct AdminAccountAPITests {
         #expect(try await post("/admin/accounts", #"{"subject":"110169484474386276334","user_id":"u-9"}"#, headers: []).status == 401)
         #expect(try await post("/admin/accounts", #"{"subject":"x","user_id":"u"}"#, headers: [("Authorization", "Bearer wrong")]).status == 401)
         #expect(try await post("/admin/accounts", #"{"subject":"x","user_id":"u"}"#, headers: [("Authorization", "Bearer " + Self.token.uppercased())]).status == 401)
+        let put = try await harness.client.perform(HTTPRequest(method: "PUT", url: harness.adminURL + "/admin/accounts/someone", headers: [auth], body: []))
+        #expect(put.status == 405 && put.header("allow") == "DELETE, GET, HEAD", "\(put.status) \(put.header("allow") ?? "-")")
         // Found: "bearer TOKEN" (curl users type it) was 401; the scheme is case-insensitive (RFC 9110 §11.1).
         for (index, scheme) in ["bearer ", "BEARER  "].enumerated() {
             let body = #"{"subject":"scheme-\#(index)","user_id":"u"}"#
