@@ -225,8 +225,6 @@ public struct ReceiverConfiguration: Sendable {
         return pairs
     }
 
-    /// Whether two listeners on one port would take the same address: the same host, or either
-    /// the wildcard (0.0.0.0 and :: take every address, 127.0.0.1 among them).
     /// Why `path` can never be a request's path: not starting with '/', or holding what a
     /// request's path cannot (a query, a fragment, white space, bytes outside printable ASCII),
     /// so every request to it would be answered 404.
@@ -240,8 +238,8 @@ public struct ReceiverConfiguration: Sendable {
 
     /// Why `host` cannot be a listener's address: neither an IPv4 or IPv6 address nor a host name
     /// (letters, digits, hyphens and underscores, which container names use, in dot-separated
-    /// labels). Binding to it would fail at the start
-    /// with a resolver error (exit 1, which a unit restarts), not a configuration problem.
+    /// labels). Binding to it would fail at the start with a resolver
+    /// error (exit 1, which a unit restarts), not a configuration problem.
     static func hostProblem(_ key: String, _ host: String) -> String? {
         var address = [UInt8](repeating: 0, count: 16)  // room for either family's address
         let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
@@ -256,6 +254,8 @@ public struct ReceiverConfiguration: Sendable {
         return isName ? nil : "\(key) must be an IP address or a host name, got '\(Printable.safe(host, maxBytes: 100))'"
     }
 
+    /// Whether two listeners on one port would take the same address: the same host, or either
+    /// the wildcard (0.0.0.0 and :: take every address, 127.0.0.1 among them).
     static func overlap(_ one: String, _ other: String) -> Bool {
         let wildcards: Set = ["0.0.0.0", "::", "[::]", "*", ""]
         return one == other || wildcards.contains(one) || wildcards.contains(other)

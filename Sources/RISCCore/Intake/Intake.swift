@@ -81,16 +81,13 @@ public struct Intake: Sendable {
         /// same (a label wrongly added on the way) is read as it is, as the Content-Type is not
         /// relied on either.
         func checkEncoding() throws(SETError) {
-            let content = contentEncoding.map { Substring($0).trimmingSpaces.lowercased() }.flatMap { $0.isEmpty || $0 == "identity" ? nil : $0 }
-            guard content != nil || transferCodings != nil, body.contains(where: { !Self.isCompactText($0) }) else { return }
-            var error: SETError
-            if let transferCodings {
-                error = SETError.invalidRequest("Transfer-Encoding \(transferCodings) is not supported: send the SET chunked or with a Content-Length")
-                error.status = 501
-            } else {
-                error = SETError.invalidRequest("Content-Encoding \(Printable.safe(content ?? "", maxBytes: 60)) is not supported: send the SET as it is, with no content coding")
-                error.status = 415
-            }
+            guard let coding = UndecodedCoding(body: body, contentEncoding: contentEncoding, transferCodings: transferCodings, isText: Self.isCompactText)
+            else { return }
+            var error = SETError.invalidRequest(
+                coding.transfer
+                    ? "Transfer-Encoding \(coding.name) is not supported: send the SET chunked or with a Content-Length"
+                    : "Content-Encoding \(coding.name) is not supported: send the SET as it is, with no content coding")
+            error.status = coding.status
             error.logFields["http_status"] = .number(Double(error.status))
             throw error
         }
@@ -102,6 +99,24 @@ public struct Intake: Sendable {
             case UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\r"), UInt8(ascii: "\n"): true
             default: false
             }
+        }
+    }
+
+    /// A body in a content or transfer coding risc does not decode, which either endpoint answers
+    /// 415 (content, RFC 9110 §15.5.16) or 501 (transfer, RFC 9112 §6.1) naming the coding, not with
+    /// a 400 that would tell the sender not to send it again.
+    struct UndecodedCoding {
+        /// The coding as sent (bounded), and whether it is a transfer coding.
+        let name: String
+        let transfer: Bool
+        var status: Int { transfer ? 501 : 415 }
+
+        /// Nil when the body is to be read as it is: no coding but `identity` and `chunked`, or a
+        /// body whose every byte `isText` takes (a label wrongly added on the way).
+        init?(body: [UInt8], contentEncoding: String?, transferCodings: String?, isText: (UInt8) -> Bool) {
+            let content = contentEncoding.map { Substring($0).trimmingSpaces.lowercased() }.flatMap { $0.isEmpty || $0 == "identity" ? nil : $0 }
+            guard let coding = transferCodings ?? content, body.contains(where: { !isText($0) }) else { return nil }
+            (name, transfer) = (Printable.safe(coding, maxBytes: 60), transferCodings != nil)
         }
     }
 

@@ -38,19 +38,18 @@ public struct RevocationIntake: Sendable {
         public let refusal: EventLogRecord?
     }
 
-    /// Handles one call; `completion` runs once, on the store's thread for a stored record.
     /// A body in a content or transfer coding risc does not decode: not a malformed call (a 400
     /// tells Google not to make it again, and the unlink would be lost) but a 415 or 501 naming the
     /// coding. A body that is form text all the same (printable ASCII) is read as it is.
     static func checkCodings(body: [UInt8], contentEncoding: String?, transferCodings: String?) throws(RevocationError) {
-        let content = contentEncoding.map { Substring($0).trimmingSpaces.lowercased() }.flatMap { $0.isEmpty || $0 == "identity" ? nil : $0 }
-        guard content != nil || transferCodings != nil, body.contains(where: { !(0x20...0x7E).contains($0) }) else { return }
-        if let transferCodings {
-            throw RevocationError(status: 501, code: "invalid_request", description: "Transfer-Encoding \(transferCodings) is not supported: send the form chunked or with a Content-Length")
-        }
-        throw RevocationError(status: 415, code: "invalid_request", description: "Content-Encoding \(Printable.safe(content ?? "", maxBytes: 60)) is not supported: send the form as it is")
+        guard let coding = Intake.UndecodedCoding(body: body, contentEncoding: contentEncoding, transferCodings: transferCodings, isText: { (0x20...0x7E).contains($0) })
+        else { return }
+        let advice = coding.transfer ? "send the form chunked or with a Content-Length" : "send the form as it is"
+        throw RevocationError(
+            status: coding.status, code: "invalid_request", description: "\(coding.transfer ? "Transfer" : "Content")-Encoding \(coding.name) is not supported: \(advice)")
     }
 
+    /// Handles one call; `completion` runs once, on the store's thread for a stored record.
     public func receive(
         body: [UInt8], contentType: String?, authorization: String?, contentEncoding: String? = nil, transferCodings: String? = nil, remote: String?,
         retryAfter: Int, completion: @escaping @Sendable (Answer) -> Void
