@@ -50,8 +50,8 @@ public final class SharedStore: Sendable {
         if let file = settings.passwordFile {
             if let problem = url.passwordProblem { throw StoreError(.refused, problem) }
             let data: [UInt8]
-            do { data = try FileContents.read(file) } catch { throw StoreError(.refused, "store.password_file: \(error)") }
-            password = String(decoding: FileContents.text(data), as: UTF8.self).trimmingCharacters(in: .newlines)
+            do { data = try FileContents.readText(file) } catch { throw StoreError(.refused, "store.password_file: \(error)") }
+            password = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .newlines)
         }
         if let ca = settings.caFile, !FileManager.default.isReadableFile(atPath: ca) {
             throw StoreError(.refused, "store.ca_file: cannot read \(ca)")

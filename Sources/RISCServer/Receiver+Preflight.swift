@@ -163,8 +163,8 @@ extension Receiver {
     /// space or a leading byte-order mark (`FileContents.text`).
     static func readSecret(_ path: String, setting: String) throws -> [UInt8] {
         let data: [UInt8]
-        do { data = try FileContents.read(path, limit: 1 << 20) } catch { throw ConfigurationError(problems: ["\(setting): \(error)"]) }
-        return Array(String(decoding: FileContents.text(data), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+        do { data = try FileContents.readText(path, limit: 1 << 20) } catch { throw ConfigurationError(problems: ["\(setting): \(error)"]) }
+        return Array(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).utf8)
     }
 
     /// The event log's checkpoints, when `event_log_checkpoint_key` is set: each also goes to the

@@ -18,8 +18,8 @@ extension Receiver {
     ) throws -> TransmitterKeys {
         if let file = jwksFile {
             let data: [UInt8]
-            do { data = try FileContents.read(file) } catch { throw ConfigurationError(problems: ["\(setting): \(error)"]) }
-            let provider = StaticKeyProvider(keys: try JWKSet(json: FileContents.text(data)), issuer: issuer)
+            do { data = try FileContents.readText(file) } catch { throw ConfigurationError(problems: ["\(setting): \(error)"]) }
+            let provider = StaticKeyProvider(keys: try JWKSet(json: data), issuer: issuer)
             return TransmitterKeys(provider: provider, source: .pinned(provider), cache: nil)
         }
         var jwks = jwks

@@ -172,7 +172,7 @@ extension RiscCommand {
             let path = try location.eventLog()
             let file = checkpoint ?? JSONLinesEventLog.checkpointPath(of: path)
             let data: [UInt8]
-            do { data = FileContents.text(try FileContents.read(file)) } catch { throw SetupProblem(checkpoint == nil ? "no checkpoint at \(file)" : "\(error)") }
+            do { data = try FileContents.readText(file) } catch { throw SetupProblem(checkpoint == nil ? "no checkpoint at \(file)" : "\(error)") }
             let note = String(decoding: data, as: UTF8.self)
             let proof: EventLogProof
             do {
@@ -229,7 +229,7 @@ extension CheckpointVerifier {
     /// cannot be read says why rather than "not a verifier key".
     init(argument: String) throws {
         let looksLikeKey = argument.split(separator: "+", omittingEmptySubsequences: false).count >= 3
-        let text = looksLikeKey && !FileManager.default.fileExists(atPath: argument) ? argument : String(decoding: FileContents.text(try FileContents.read(argument)), as: UTF8.self)
+        let text = looksLikeKey && !FileManager.default.fileExists(atPath: argument) ? argument : String(decoding: try FileContents.readText(argument), as: UTF8.self)
         try self.init(text)
     }
 }

@@ -28,9 +28,9 @@ public struct ServiceAccount: Sendable, CustomStringConvertible {
     /// Reads `path` (the JSON key downloaded from the Cloud console).
     public init(keyFile path: String) throws {
         let data: [UInt8]
-        do { data = try FileContents.read(path) } catch { throw KeyFileError(path, "cannot read it: \(error.reason)") }
+        do { data = try FileContents.readText(path) } catch { throw KeyFileError(path, "cannot read it: \(error.reason)") }
         let object: JSONObject
-        do { object = try JSONParser.parseObject(FileContents.text(data)) } catch { throw KeyFileError(path, "not a JSON object") }
+        do { object = try JSONParser.parseObject(data) } catch { throw KeyFileError(path, "not a JSON object") }
         try self.init(json: object, path: path)
     }
 

@@ -22,6 +22,12 @@ public enum FileContents {
         bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? Array(bytes.dropFirst(3)) : bytes
     }
 
+    /// The bytes of a text file at `path` (`read`), without a leading byte-order mark (`text`): for
+    /// every file a person writes or edits (tokens, secrets, key sets, proofs).
+    public static func readText(_ path: String, limit: Int = defaultLimit) throws(Unreadable) -> [UInt8] {
+        text(try read(path, limit: limit))
+    }
+
     /// The bytes of `path`. Anything that can be read will do (a pipe such as `/dev/stdin` or a
     /// shell's `<(…)`, a device), unless `regularFile`: then only a regular file, found without
     /// waiting for a pipe's writer (a file read again on SIGHUP cannot be a pipe). More than `limit`
