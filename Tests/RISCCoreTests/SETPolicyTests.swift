@@ -114,15 +114,31 @@ struct SETPolicyTests {
         #expect(try await Self.verifier().verify(Array(near.utf8), now: Self.now).warnings.isEmpty)
     }
 
-    @Test("typ: secevent+jwt forms pass, others are refused")
+    @Test("typ: secevent+jwt forms pass, and the generic JWT (Google's header is not documented); another type is refused")
     func typ() async throws {
-        for typ in ["secevent+jwt", "application/secevent+jwt", "SecEvent+JWT"] {
+        // spec §9 question 2 leaves open whether Google's header carries typ, and which: the
+        // generic "JWT" says no more than no typ at all, so it is read as none, and the claims'
+        // shape (events, not an ID token) decides. A type naming another kind of JWT is refused.
+        for typ in ["secevent+jwt", "application/secevent+jwt", "SecEvent+JWT", "JWT", "jwt", "application/jwt"] {
             let token = try Self.factory.sign(Self.claims(), header: ["typ": .string(typ)])
             _ = try await Self.verifier().verify(Array(token.utf8), now: Self.now)
         }
-        for typ: JSONValue in ["JWT", "at+jwt", 1] {
+        for typ: JSONValue in ["at+jwt", "application/at+jwt", "JWT ", "secevent", "", 1, .null] {
             try await expectRejected(try Self.factory.sign(Self.claims(), header: ["typ": typ]), .invalidRequest)
         }
+    }
+
+    @Test("SSF's dialect wants typ secevent+jwt: the generic JWT is refused there, as no typ is")
+    func typRequired() async throws {
+        var policy = SETPolicy(audiences: [SETFactory.defaultAudience])
+        policy.requiresType = true
+        let verifier = SETVerifier(policy: policy, keys: StaticKeyProvider(keys: try Self.keys.jwks, issuer: SETFactory.defaultIssuer))
+        for typ: JSONValue? in [nil, "JWT", "application/jwt"] {
+            let header: JSONObject = typ.map { ["typ": $0] } ?? [:]
+            try await expectRejected(try Self.factory.sign(Self.claims(), header: header), .invalidRequest, verifier: verifier)
+        }
+        let typed = try Self.factory.sign(Self.claims(), header: ["typ": "secevent+jwt"])
+        _ = try await verifier.verify(Array(typed.utf8), now: Self.now)
     }
 
     @Test("a Google ID token shape is refused: no events, or nonce, or sub with exp")

@@ -55,19 +55,22 @@ public struct SETPolicy: Sendable {
     /// - `iss` equals `issuer` or an alias → else `invalid_issuer`.
     /// - `aud` holds one of `audiences` → else `invalid_audience`.
     /// - `jti` a non-empty string, `iat` a number, no NUL in any claim → else `invalid_request`.
-    /// - `typ`, when present, is `secevent+jwt` (RFC 8417 §2.3) → else `invalid_request`.
+    /// - `typ`, when present, is `secevent+jwt` (RFC 8417 §2.3) or the generic `JWT` → else
+    ///   `invalid_request`; with `requiresType` (SSF), `secevent+jwt` only.
     /// - An ID-token shape (`nonce`, or top-level `sub` with `exp`) → `invalid_request`
     ///   (RFC 8725 §3.12, spec §6.4).
     /// - `exp` never rejects: SETs describe past events (spec §1.5).
     public func validate(_ token: SecurityEventToken, header: JOSEHeader, issuer: String, now: Double) throws(SETError)
         -> [String]
     {
-        if requiresType && header.type == nil { throw .invalidRequest("JWS header has no 'typ': SSF requires secevent+jwt") }
-        if let type = header.type {
-            let lowered = type.lowercased()
-            guard lowered == "secevent+jwt" || lowered == "application/secevent+jwt" else {
-                throw .invalidRequest("JWS 'typ' is not secevent+jwt")
-            }
+        switch header.type?.lowercased() {
+        case "secevent+jwt", "application/secevent+jwt": break
+        case nil, "jwt", "application/jwt":
+            // No type, or the generic JWT, which says no more than none (RFC 7519 §5.1): whether
+            // Google's header carries one, and which, is undocumented (spec §9 question 2), so
+            // the claims' shape decides (events, not an ID token). SSF requires the explicit one.
+            if requiresType { throw .invalidRequest("JWS header has no 'typ' secevent+jwt, which SSF requires") }
+        default: throw .invalidRequest("JWS 'typ' is not secevent+jwt")
         }
         guard let claimedIssuer = token.issuer else { throw SETError(.invalidIssuer, "no 'iss' claim") }
         guard Self.issuerMatches(claimedIssuer, issuer) || issuerAliases.contains(where: { Self.issuerMatches(claimedIssuer, $0) })
