@@ -84,6 +84,18 @@ struct AccountActionsTests {
         let plan = try Self.plan(#""\#(Self.risc)account-disabled":\#(Self.alice),"reason":"hijacking"}"#)
         let lookups = AccountActions.lookups(for: plan.steps[0], keyIssuer: "https://accounts.google.com", tokenKey: [])
         #expect(lookups == [.subject(issuer: "https://accounts.google.com", subject: "alice")])
+        // Each of Google's three spellings of its issuer in a subject finds the account linked
+        // under it (spec §1.4, §9 question 1); another issuer's bare name does not become its URL.
+        for (spelling, scope) in [
+            ("accounts.google.com", "https://accounts.google.com"), ("https://accounts.google.com", "https://accounts.google.com"),
+            ("issuer.example", "issuer.example"),
+        ] {
+            let other = try Self.plan(
+                #""\#(Self.risc)account-disabled":{"subject":{"subject_type":"iss_sub","iss":"\#(spelling)","sub":"alice"},"reason":"hijacking"}"#)
+            #expect(
+                AccountActions.lookups(for: other.steps[0], keyIssuer: "https://accounts.google.com", tokenKey: [])
+                    == [.subject(issuer: scope, subject: "alice")])
+        }
         let account = AccountActions.Account(id: 7, accessChangedAt: 1_000)
         let planned = AccountActions.plan(plan, accounts: [account]) { _, _ in false }
         let primitives = planned.compactMap { planned -> AccountActions.Primitive? in

@@ -51,6 +51,9 @@ struct SETPolicyTests {
             ("https://accounts.google.com/", "https://accounts.google.com"),
             ("https://accounts.google.com", "https://accounts.google.com/"),
             ("https://accounts.google.com", "https://accounts.google.com"),
+            // Google's third spelling (spec §1.4: its Java sample's issuer; §9 question 1 leaves
+            // open which one its SETs carry), the one its ID tokens may carry too.
+            ("accounts.google.com", "https://accounts.google.com"), ("accounts.google.com", "https://accounts.google.com/"),
         ])
     func issuerSlash(claimed: String, expected: String) async throws {
         let token = try Self.factory.sign(Self.claims { $0["iss"] = .string(claimed) })
@@ -60,17 +63,19 @@ struct SETPolicyTests {
     @Test(
         "issuer: anything else is invalid_issuer",
         arguments: [
-            "https://accounts.google.com//", "https://accounts.google.co", "accounts.google.com", "https://evil.example/",
+            "https://accounts.google.com//", "https://accounts.google.co", "http://accounts.google.com", "accounts.google.com.evil",
+            "https://evil.example/",
         ])
     func issuerRefused(claimed: String) async throws {
         let token = try Self.factory.sign(Self.claims { $0["iss"] = .string(claimed) })
         try await expectRejected(token, .invalidIssuer)
     }
 
-    @Test("issuer aliases and missing iss")
+    @Test("issuer aliases and missing iss; only Google's issuer has a bare spelling built in")
     func issuerAliases() async throws {
-        let token = try Self.factory.sign(Self.claims { $0["iss"] = "accounts.google.com" })
-        _ = try await Self.verifier(aliases: ["accounts.google.com"]).verify(Array(token.utf8), now: Self.now)
+        let token = try Self.factory.sign(Self.claims { $0["iss"] = "issuer.example" })
+        try await expectRejected(token, .invalidIssuer, verifier: try Self.verifier(issuer: "https://issuer.example"))
+        _ = try await Self.verifier(issuer: "https://issuer.example", aliases: ["issuer.example"]).verify(Array(token.utf8), now: Self.now)
         try await expectRejected(try Self.factory.sign(Self.claims { $0["iss"] = nil }), .invalidIssuer)
     }
 

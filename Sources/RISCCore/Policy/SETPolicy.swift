@@ -4,7 +4,7 @@ public struct SETPolicy: Sendable {
     public var audiences: Set<String>
     /// The `alg` allow-list. Default: RS256 only, as Google signs. `none` and HMAC can never be added.
     public var algorithms: Set<JWSAlgorithm>
-    /// Further accepted `iss` values besides the key set's issuer (for example `accounts.google.com`).
+    /// Further accepted `iss` values besides the key set's issuer (Google's three spellings need none: `issuerScope`).
     public var issuerAliases: [String]
     /// How far in the future `iat` may be before a warning is attached (never fatal).
     public var clockSkew: Double
@@ -36,18 +36,19 @@ public struct SETPolicy: Sendable {
 
     /// Spec §1.4/§8.6: `iss` must equal the issuer, tolerating exactly one trailing `/`
     /// difference (Google's discovery says `https://accounts.google.com`, its example SET
-    /// `https://accounts.google.com/`).
+    /// `https://accounts.google.com/`), and Google's bare `accounts.google.com` for Google's.
     public static func issuerMatches(_ claimed: String, _ expected: String) -> Bool {
-        if claimed == expected { return true }
-        if claimed.hasSuffix("/"), !expected.hasSuffix("/"), claimed.dropLast() == expected { return true }
-        if expected.hasSuffix("/"), !claimed.hasSuffix("/"), expected.dropLast() == claimed { return true }
-        return false
+        claimed == expected || issuerScope(claimed) == issuerScope(expected)
     }
 
     /// An issuer without one trailing `/`: the form that de-duplication and account lookups key on,
-    /// so that both of Google's spellings land together.
+    /// so that each of Google's spellings lands together: `https://accounts.google.com/` (its
+    /// example SET), `https://accounts.google.com` (its discovery document) and
+    /// `accounts.google.com` (its Java sample, and what its ID tokens may carry); which one its
+    /// SETs carry is open (spec §9 question 1). No other issuer's bare name becomes a URL.
     public static func issuerScope(_ issuer: String) -> String {
-        issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer
+        let scope = issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer
+        return scope == "accounts.google.com" ? Transmitter.googleIssuer : scope
     }
 
     /// Checks the token's claims against this policy.
