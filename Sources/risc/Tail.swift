@@ -9,7 +9,9 @@ extension RiscCommand {
             abstract: "Show the event log, filtered; coloured on a terminal, plain when piped.",
             discussion: """
                 Reads events.log in the receiver's data directory (from --config, RISC_DATA_DIR or --data-dir, as for \
-                every command), or --file. With --follow, waits for new lines (and follows a rotated file).
+                every command), with the lines commands wrote beside it while a receiver was writing it \
+                (events.cli.log, events.replay.log), in time order; or --file alone. With --follow, waits for new \
+                lines (and follows a rotated file).
                 """
         )
 
@@ -41,10 +43,12 @@ extension RiscCommand {
             return true
         }
 
-        func render(_ line: Substring, color: Bool) -> String? {
+        /// A line as shown, with its time (for merging files), or nil when it is not shown.
+        func render(_ line: Substring, color: Bool) -> (ts: String, text: String)? {
             guard let object = try? JSONParser.parseObject(Array(line.utf8)), matches(object) else { return nil }
-            if json { return String(line) }
-            if pretty { return JSONValue.object(object).prettyPrinted }
+            let ts = object["ts"]?.stringValue ?? ""
+            if json { return (ts, String(line)) }
+            if pretty { return (ts, JSONValue.object(object).prettyPrinted) }
             let outcome = object["outcome"]?.stringValue ?? ""
             let paint: String
             switch outcome {
@@ -58,72 +62,118 @@ extension RiscCommand {
             // description quoting a header, a forwarded address), and none of it may reach the
             // terminal as control characters.
             func shown(_ text: String, _ maxBytes: Int = 512) -> String { Printable.safe(text, maxBytes: maxBytes) }
-            var parts = [
-                shown(object["ts"]?.stringValue ?? "", 40), shown(object["step"]?.stringValue ?? "", 40).padded(8),
-                shown(outcome, 40).padded(13),
-            ]
+            var parts = [shown(ts, 40), shown(object["step"]?.stringValue ?? "", 40).padded(8), shown(outcome, 40).padded(13)]
             for key in [
                 "jti", "events", "subject", "err", "description", "aud", "attempt", "actions", "error", "remote", "path", "reason",
-                "count", "latency_us",
+                "count", "latency_us", "source",
             ] {
                 guard let value = object[key] else { continue }
                 parts.append("\(key)=\(shown(value.stringValue ?? value.serialized))")
             }
             let text = parts.joined(separator: " ")
-            return color && !paint.isEmpty ? paint + text + "\u{1B}[0m" : text
+            return (ts, color && !paint.isEmpty ? paint + text + "\u{1B}[0m" : text)
+        }
+
+        /// The files a command writes beside `events.log` while a receiver writes that one (one
+        /// writer a file keeps each hash chain whole: `commandEventLog`); `tail` shows them with it.
+        static let commandFiles = ["events.cli.log", "events.replay.log"]
+
+        /// One file `tail` reads: where it is, how far, and its chain check.
+        struct Source {
+            let path: String
+            var handle: FileHandle?
+            var inode: UInt64 = 0
+            var partial = ""
+            var chain: ChainCheck
+
+            init(path: String, verify: Bool) {
+                self.path = path
+                chain = ChainCheck(file: path, on: verify)
+                open()
+            }
+
+            mutating func open() {
+                handle = FileHandle(forReadingAtPath: path)
+                inode = handle == nil ? 0 : Tail.inode(path)
+            }
         }
 
         func run() async throws {
-            let path: String
+            var sources: [Source]
             if let file {
-                path = file
+                sources = [Source(path: file, verify: verify)]
             } else {
                 let resolved = try StoreOption.resolve(config: config, dataDir: dataDir, storeURL: nil, tokenKeyFile: nil)
-                path = (resolved.dataDirectory as NSString).appendingPathComponent("events.log")
+                let path = (resolved.dataDirectory as NSString).appendingPathComponent("events.log")
                 guard FileManager.default.fileExists(atPath: path) else {
                     throw ValidationError(
                         "no event log at \(path) (data directory from \(resolved.dataDirectorySource)): name the receiver's with --config FILE, --data-dir DIR, RISC_DATA_DIR or --file")
                 }
+                sources =
+                    [Source(path: path, verify: verify)]
+                    + Self.commandFiles.map { Source(path: (resolved.dataDirectory as NSString).appendingPathComponent($0), verify: verify) }
             }
+            guard sources[0].handle != nil else { throw ValidationError("cannot read \(sources[0].path)") }
             let color = isatty(STDOUT_FILENO) == 1 && ProcessInfo.processInfo.environment["NO_COLOR"] == nil
-            guard let handle = FileHandle(forReadingAtPath: path) else { throw ValidationError("cannot read \(path)") }
-            var chain = ChainCheck(file: path, on: verify)
-            let shown: [String]
-            if lines > 0 && !verify {
-                // The last lines only: read back from the end, never the whole log.
-                shown = try Self.lastLines(lines, of: handle) { render($0, color: color) }
-            } else {
-                let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
-                for line in text.split(separator: "\n", omittingEmptySubsequences: false).dropLast() { chain.check(line) }
-                let all = text.split(separator: "\n").compactMap { render($0, color: color) }
-                shown = lines > 0 ? Array(all.suffix(lines)) : all
+            var shown: [[(ts: String, text: String)]] = []
+            for index in sources.indices {
+                guard let handle = sources[index].handle else { continue }
+                if lines > 0 && !verify {
+                    // The last lines only: read back from the end, never the whole log.
+                    shown.append(try Self.lastLines(lines, of: handle) { render($0, color: color) })
+                } else {
+                    let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+                    for line in text.split(separator: "\n", omittingEmptySubsequences: false).dropLast() { sources[index].chain.check(line) }
+                    shown.append(text.split(separator: "\n").compactMap { render($0, color: color) })
+                }
+                if verify { print(index == 0 ? sources[index].chain.status : "\((sources[index].path as NSString).lastPathComponent): \(sources[index].chain.status)") }
             }
-            if verify { print(chain.status) }
-            for line in shown { print(line) }
+            let merged = Self.merge(shown)
+            for line in lines > 0 ? Array(merged.suffix(lines)) : merged { print(line) }
             guard follow else { return }
             fflush(nil)
-            var current = handle
-            var inode = Self.inode(path)
-            var partial = ""
             while !Task.isCancelled {
-                let data = current.availableData
-                if data.isEmpty {
-                    if Self.inode(path) != inode, let reopened = FileHandle(forReadingAtPath: path) {
-                        current = reopened  // rotated: follow the new file
-                        inode = Self.inode(path)
+                var read = false
+                for index in sources.indices {
+                    guard let handle = sources[index].handle else {
+                        sources[index].open()  // a command's file that did not exist yet
+                        read = read || sources[index].handle != nil
                         continue
                     }
-                    try await Task.sleep(for: .milliseconds(200))
-                    continue
-                }
-                partial += String(decoding: data, as: UTF8.self)
-                while let newline = partial.firstIndex(of: "\n") {
-                    if let text = render(partial[..<newline], color: color) { print(text) }
-                    if let broken = chain.check(partial[..<newline]) { print(broken) }
-                    partial = String(partial[partial.index(after: newline)...])
+                    let data = handle.availableData
+                    if data.isEmpty {
+                        if Self.inode(sources[index].path) != sources[index].inode, FileManager.default.fileExists(atPath: sources[index].path) {
+                            sources[index].open()  // rotated: follow the new file
+                            read = true
+                        }
+                        continue
+                    }
+                    read = true
+                    sources[index].partial += String(decoding: data, as: UTF8.self)
+                    while let newline = sources[index].partial.firstIndex(of: "\n") {
+                        let line = sources[index].partial[..<newline]
+                        if let entry = render(line, color: color) { print(entry.text) }
+                        if let broken = sources[index].chain.check(line) { print(broken) }
+                        sources[index].partial = String(sources[index].partial[sources[index].partial.index(after: newline)...])
+                    }
                 }
                 fflush(nil)
+                if !read { try await Task.sleep(for: .milliseconds(200)) }
             }
+        }
+
+        /// The shown lines of several files in one sequence by time, each file's own order kept
+        /// (a file's lines are nearly, not strictly, in time order: threads write them).
+        static func merge(_ files: [[(ts: String, text: String)]]) -> [String] {
+            guard files.count > 1 else { return files.first?.map(\.text) ?? [] }
+            var next = files.map { _ in 0 }
+            var merged: [String] = []
+            merged.reserveCapacity(files.reduce(0) { $0 + $1.count })
+            while let file = files.indices.filter({ next[$0] < files[$0].count }).min(by: { files[$0][next[$0]].ts < files[$1][next[$1]].ts }) {
+                merged.append(files[file][next[file]].text)
+                next[file] += 1
+            }
+            return merged
         }
 
         /// `--verify`: the chain checked line by line as `tail` reads them (the file it reads may
@@ -161,14 +211,14 @@ extension RiscCommand {
         /// A run of more than `longest` bytes without a newline (zeros a crash left, a file that is
         /// no log) is no line of the log's: it is passed over, not gathered. Leaves the handle at
         /// the end of the file, where `--follow` goes on.
-        static func lastLines(
-            _ count: Int, of handle: FileHandle, chunk: Int = 1 << 16, longest: Int = 1 << 20, render: (Substring) -> String?
-        ) throws -> [String] {
+        static func lastLines<Shown>(
+            _ count: Int, of handle: FileHandle, chunk: Int = 1 << 16, longest: Int = 1 << 20, render: (Substring) -> Shown?
+        ) throws -> [Shown] {
             let end = try handle.seekToEnd()
             var position = end
             var carry: [UInt8] = []  // the end of the earliest line seen, whose start is further back
             var skipping = false  // inside a run longer than `longest`
-            var found: [String] = []
+            var found: [Shown] = []
             while found.count < count && position > 0 {
                 let start = position - min(position, UInt64(chunk))
                 try handle.seek(toOffset: start)

@@ -65,6 +65,74 @@ struct TailDevIssuerCommandTests {
         #expect(bogus.status == 64 && bogus.stderr.contains("no line has the outcome \"bogus\""), "\(bogus.status) \(bogus.stderr)")
     }
 
+    /// Found: `risc accounts unlink` beside a running receiver writes its `site` line to
+    /// `events.cli.log` (one writer a file keeps each hash chain whole), and `risc tail` read
+    /// `events.log` only, so the operator's own unlink never showed where operations.md says
+    /// `risc tail` shows who unlinked what.
+    @Test("tail shows what the commands wrote beside a running receiver (events.cli.log), with the receiver's lines")
+    func tailShowsCommandLines() async throws {
+        let (process, data, _, _) = try await ServeCommandTests.startServe()
+        defer { try? FileManager.default.removeItem(at: data) }
+        let linked = try await RiscBinary.run(["accounts", "link", "--subject", "s-tail", "--user", "u-tail", "--data-dir", data.path])
+        let unlinked = try await RiscBinary.run(["accounts", "unlink", "s-tail", "--data-dir", data.path])
+        let shown = try await RiscBinary.run(["tail", "--data-dir", data.path, "--subject", "s-tail", "--json"])
+        process.terminate()
+        await process.exited()
+        #expect(linked.status == 0 && unlinked.status == 0, "\(linked.stderr) \(unlinked.stderr)")
+        #expect(unlinked.stderr.contains("events.cli.log"), "\(unlinked.stderr)")
+        #expect(shown.status == 0 && shown.stdout.contains(#""step":"site","outcome":"unlinked","source":"cli""#), "\(shown.stdout) \(shown.stderr)")
+    }
+
+    @Test("tail merges events.log with the commands' files by time, -n over all of them; --follow reads a file that appears later")
+    func tailMergesAndFollows() async throws {
+        let data = Scratch.root.appendingPathComponent("risc-tail-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: data) }
+        func line(_ second: Int, _ step: String, _ outcome: String, _ subject: String) -> String {
+            #"{"v":1,"ts":"2026-01-01T00:00:0\#(second).000000Z","step":"\#(step)","outcome":"\#(outcome)","subject":"\#(subject)"}"#
+        }
+        let receiver = [line(0, "received", "accepted", "a"), line(3, "applied", "applied", "a")]
+        let cli = [line(1, "site", "unlinked", "b")]
+        let replay = [line(2, "received", "accepted", "c"), line(4, "applied", "applied", "c")]
+        for (name, lines) in [("events.log", receiver), ("events.cli.log", cli), ("events.replay.log", replay)] {
+            try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: data.appendingPathComponent(name))
+        }
+        let all = try await RiscBinary.run(["tail", "--data-dir", data.path, "--json", "-n", "0"])
+        #expect(all.stdout == [receiver[0], cli[0], replay[0], receiver[1], replay[1]].joined(separator: "\n") + "\n", "\(all.stdout)")
+        let last = try await RiscBinary.run(["tail", "--data-dir", data.path, "--json", "-n", "2"])
+        #expect(last.stdout == [receiver[1], replay[1]].joined(separator: "\n") + "\n", "\(last.stdout)")
+        // --file reads that file alone.
+        let one = try await RiscBinary.run(["tail", "--file", data.appendingPathComponent("events.log").path, "--json", "-n", "0"])
+        #expect(one.stdout == receiver.joined(separator: "\n") + "\n")
+
+        try FileManager.default.removeItem(at: data.appendingPathComponent("events.cli.log"))
+        let output = data.appendingPathComponent("tail.out")
+        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
+        let follow = ChildProcess()
+        follow.executableURL = RiscBinary.url
+        follow.arguments = ["tail", "--data-dir", data.path, "--json", "-n", "1", "--follow"]
+        follow.standardOutput = try FileHandle(forWritingTo: output)
+        try follow.run()
+        defer { follow.terminate() }
+        func shown() -> String { (try? String(contentsOf: output, encoding: .utf8)) ?? "" }
+        func waitFor(_ wanted: String) async throws {
+            for _ in 0..<300 where !shown().contains(wanted) { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        try await waitFor(replay[1])
+        let later = line(5, "site", "unlinked", "d")
+        try Data((later + "\n").utf8).write(to: data.appendingPathComponent("events.cli.log"))
+        try await waitFor(later)
+        let appended = line(6, "received", "accepted", "e")
+        let handle = try FileHandle(forWritingTo: data.appendingPathComponent("events.log"))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data((appended + "\n").utf8))
+        try handle.close()
+        try await waitFor(appended)
+        follow.terminate()
+        await follow.exited()
+        #expect(shown() == [replay[1], later, appended].joined(separator: "\n") + "\n", "\(shown())")
+    }
+
     @Test("tail's human output escapes control characters from what clients sent (no screen clearing, no bidi tricks)")
     func tailEscapesControlCharacters() async throws {
         let data = Scratch.root.appendingPathComponent("risc-tail-\(UUID().uuidString)")
