@@ -6,7 +6,7 @@ import RISCLocal
 extension RiscCommand {
     struct Log: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "The event log's proofs: its hash chain and signed checkpoints (issue 28).", subcommands: [LogVerify.self, LogCheckpoint.self, LogProve.self, LogCheckProof.self])
+            abstract: "The event log's proofs: its hash chain, signed checkpoints and inclusion proofs.", subcommands: [LogVerify.self, LogCheckpoint.self, LogProve.self, LogCheckProof.self])
     }
 
     /// The event log's files and newest checkpoint, from the files given or the data directory.

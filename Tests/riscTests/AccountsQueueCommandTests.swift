@@ -250,6 +250,11 @@ struct AccountsQueueCommandTests {
             #expect(result.stderr.contains("See '\(group) --help'"), "\(command): \(result.stderr)")
         }
         #expect(try await RiscBinary.run(["help", "queue"]).status == 0)
+        // An operator's help names no issue of this project's tracker ("(issue 28)" did).
+        for group in [[], ["log"], ["queue"], ["accounts"], ["store"], ["keys"], ["linking"], ["stream"]] {
+            let help = try await RiscBinary.run(group + ["--help"])
+            #expect(help.status == 0 && help.stdout.range(of: #"issue [0-9]"#, options: .regularExpression) == nil, "\(group): \(help.stdout)")
+        }
         #expect(try await RiscBinary.run(["queue", "status", "--help"]).status == 0)
         let unknownOption = try await RiscBinary.run(["queue", "status", "--bogus"])
         #expect(unknownOption.status == 64 && unknownOption.stderr.contains("Unknown option '--bogus'"), "\(unknownOption.stderr)")
