@@ -12,7 +12,7 @@ extension ReceiverConfiguration {
         [
             .strings("audiences", \.audiences, "OAuth client IDs accepted in `aud` (required; env: comma-separated)"),
             .optionalString("issuer", \.issuer, "issuer the discovery document must name (unset: Google's, with Google's document)"),
-            .strings("issuer_aliases", \.issuerAliases, "further accepted `iss` values"),
+            .strings("issuer_aliases", \.issuerAliases, "further accepted `iss` values, each another name of the issuer (a subject naming one finds the accounts linked under the issuer)"),
             .strings("algorithms", \.algorithms, "allowed JWS algorithms"),
             Setting(
                 "discovery_url", "RISC discovery document",

@@ -77,8 +77,8 @@ extension PostgresEventStore {
                 var outcomes: [ActionOutcome] = []
                 for step in plan.steps {
                     if case .oauthToken? = step.subject { return nil }
-                    if let (issuer, sub) = step.subject?.googleSubject {
-                        scopes.append(SETPolicy.issuerScope(issuer ?? record.issuer))
+                    if let (_, sub) = step.subject?.googleSubject {
+                        scopes.append(step.accountScope(keyIssuer: record.issuer))
                         subjects.append(sub)
                     }
                     if let email = step.subject?.email { emails.append(email.lowercased()) }

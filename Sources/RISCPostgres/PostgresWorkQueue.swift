@@ -243,8 +243,8 @@ struct PostgresActionApplier {
         var scopes: [String] = [], subjects: [String] = []
         for (steps, keyIssuer) in plans {
             for step in steps {
-                guard let (issuer, sub) = step.subject?.googleSubject else { continue }
-                scopes.append(SETPolicy.issuerScope(issuer ?? keyIssuer))
+                guard let (_, sub) = step.subject?.googleSubject else { continue }
+                scopes.append(step.accountScope(keyIssuer: keyIssuer))
                 subjects.append(sub)
             }
         }

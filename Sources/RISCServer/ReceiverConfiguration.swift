@@ -200,6 +200,16 @@ public struct ReceiverConfiguration: Sendable {
         return problems
     }
 
+    /// The action table as the store and the workers apply it: `actionTable`'s rows, with each
+    /// configured issuer alias (Google's `issuer_aliases`, a transmitter's) naming its issuer, so
+    /// a subject that names an alias finds the accounts linked under the issuer.
+    public var appliedTable: ActionTable {
+        var table = actionTable
+        table.alias(issuerAliases, to: issuer ?? Transmitter.googleIssuer)
+        for transmitter in transmitters { table.alias(transmitter.issuerAliases, to: transmitter.issuer) }
+        return table
+    }
+
     public var policy: SETPolicy {
         SETPolicy(
             audiences: Set(audiences), algorithms: Set(algorithms.map(JWSAlgorithm.init(rawValue:))),

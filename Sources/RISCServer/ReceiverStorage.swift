@@ -40,7 +40,7 @@ public struct ReceiverStorage: Sendable {
             // Unless the webhook takes every SET, the store's accounts are the sink: each SET's
             // actions are applied in the transaction that stores it (one whose row names the
             // webhook is left to the workers).
-            if configuration.appliesToAccounts { try store.enableInlineActions(table: configuration.actionTable, log: log) }
+            if configuration.appliesToAccounts { try store.enableInlineActions(table: configuration.appliedTable, log: log) }
             if journal { try store.openJournal(log: log) }
             return ReceiverStorage(store: store, events: events, accounts: accounts, tokenKey: tokenKey, workers: workers)
         } catch {
@@ -66,7 +66,7 @@ public struct ReceiverStorage: Sendable {
             settings.deferWhile = shape.deferWhile
             settings.webhookScope = configuration.webhookScope
             return QueueWorker(
-                queue: queue, settings: settings, table: configuration.actionTable, retry: configuration.retry, sink: sink, log: log,
+                queue: queue, settings: settings, table: configuration.appliedTable, retry: configuration.retry, sink: sink, log: log,
                 metrics: metrics, logger: logger, clock: clock)
         }
         if let publisher {

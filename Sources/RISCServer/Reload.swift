@@ -136,9 +136,9 @@ final class ConfigurationReloader: Sendable {
 
     /// Hands the reloadable settings to what holds them; new requests, batches and passes use them.
     private func apply(_ configuration: ReceiverConfiguration) throws {
-        if configuration.appliesToAccounts { try storage.store.updateInlineTable(configuration.actionTable) }
+        if configuration.appliesToAccounts { try storage.store.updateInlineTable(configuration.appliedTable) }
         push.reload(Receiver.pushLimits(configuration, logger: logger), invalidPerMinute: configuration.invalidPerMinute)
-        for worker in storage.workers { worker.update(table: configuration.actionTable, retry: configuration.retry) }
+        for worker in storage.workers { worker.update(table: configuration.appliedTable, retry: configuration.retry) }
         retention.update(configuration.retention)
     }
 

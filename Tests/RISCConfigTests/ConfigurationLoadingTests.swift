@@ -199,6 +199,21 @@ struct ConfigurationLoadingTests {
         let keycloak = try #require(loaded.configuration.transmitters.first { $0.name == "keycloak" })
         #expect(keycloak.discovery == "https://sso.example.com/.well-known/ssf-configuration/realms/main" && keycloak.audiences == ["client/stream"])
         #expect(loaded.configuration.actionTable.byIssuer["https://example.okta.com"]?[EventType.sessionRevoked.uri]?[""] == [.flagForReview])
+        // Each alias names its issuer for the accounts' lookups, Google's top-level ones too.
+        let aliased = try Self.file(
+            """
+            audiences = ["a"]
+            issuer_aliases = ["https://google.example/"]
+            [transmitters.okta]
+            issuer = "https://example.okta.com"
+            issuer_aliases = ["https://old.okta.com"]
+            audiences = ["b"]
+            path = "/events/okta"
+
+            """)
+        defer { try? FileManager.default.removeItem(atPath: aliased) }
+        let table = try ReceiverConfiguration.load(file: aliased, flags: [:], environment: [:]).appliedTable
+        #expect(table.aliasOf == ["https://old.okta.com": "https://example.okta.com", "https://google.example": "https://accounts.google.com"])
         let printed = try Self.file(loaded.configuration.printed(sources: loaded.origins, format: .toml, version: "test"))
         defer { try? FileManager.default.removeItem(atPath: printed) }
         let again = try ReceiverConfiguration.loadWithOrigins(file: printed, flags: [:], environment: [:]).configuration

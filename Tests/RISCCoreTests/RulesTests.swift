@@ -109,6 +109,29 @@ struct AccountActionsTests {
         #expect(results.contains("ended 2 sessions") && results.contains("google_signin_enabled = false") && results.contains("revoked 1 token"))
     }
 
+    /// Found: with `issuer_aliases`, a SET whose subject named the issuer by an alias was
+    /// accepted, its rows found by the alias, and its account looked up under the alias: none of
+    /// the accounts linked under the issuer was found, and the SET was applied to nobody.
+    @Test("a subject naming its issuer by a configured alias is looked up under the issuer")
+    func aliasedSubjectIssuer() throws {
+        var table = ActionTable.default
+        table.alias(["https://old.example/", "old.example"], to: "https://new.example/")
+        for spelling in ["https://old.example", "https://old.example/", "old.example", "https://new.example"] {
+            let payload =
+                #"{"iss":"https://old.example","aud":"a","iat":1,"jti":"j","events":{"\#(Self.risc)sessions-revoked":{"subject":{"subject_type":"iss_sub","iss":"\#(spelling)","sub":"alice"}}}}"#
+            let plan = ActionPlan.plan(for: try SecurityEventToken(payload: Array(payload.utf8)), table: table)
+            #expect(
+                AccountActions.lookups(for: plan.steps[0], keyIssuer: "https://new.example", tokenKey: [])
+                    == [.subject(issuer: "https://new.example", subject: "alice")], "\(spelling)")
+        }
+        // Without the alias, the subject's own issuer, as before.
+        let payload =
+            #"{"iss":"https://new.example","aud":"a","iat":1,"jti":"j","events":{"\#(Self.risc)sessions-revoked":{"subject":{"subject_type":"iss_sub","iss":"https://idp.example","sub":"alice"}}}}"#
+        let plan = ActionPlan.plan(for: try SecurityEventToken(payload: Array(payload.utf8)), table: table)
+        #expect(
+            AccountActions.lookups(for: plan.steps[0], keyIssuer: "https://new.example", tokenKey: []) == [.subject(issuer: "https://idp.example", subject: "alice")])
+    }
+
     @Test("an older access change is superseded before any statement; applied actions are not redone; nobody known is a no-op")
     func decisions() throws {
         let plan = try Self.plan(#""\#(Self.risc)account-enabled":\#(Self.alice)}"#)

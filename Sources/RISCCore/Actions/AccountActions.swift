@@ -112,7 +112,7 @@ public enum AccountActions {
             }
         case let subject?:
             var lookups: [Lookup] = []
-            if let (issuer, sub) = subject.googleSubject { lookups.append(.subject(issuer: SETPolicy.issuerScope(issuer ?? keyIssuer), subject: sub)) }
+            if let (_, sub) = subject.googleSubject { lookups.append(.subject(issuer: step.accountScope(keyIssuer: keyIssuer), subject: sub)) }
             if let email = subject.email { lookups.append(.email(email.lowercased())) }
             return lookups
         case nil:

@@ -10,6 +10,12 @@ public struct ActionPlan: Sendable {
         public let actions: [Action]
         /// The event's `state` (verification).
         public let state: String?
+        /// The scope of the issuer the subject names, an alias resolved (`ActionTable.accountScope`);
+        /// nil when it names none (the SET's key issuer's then).
+        public var subjectScope: String?
+
+        /// The scope the subject's accounts are linked under, for a SET of `keyIssuer`'s.
+        public func accountScope(keyIssuer: String) -> String { subjectScope ?? SETPolicy.issuerScope(keyIssuer) }
 
         /// What the stores record as a session's `ended_reason` or a token's `revoked_reason`:
         /// the event's short name and its reason (`account-disabled:hijacking`).
@@ -26,7 +32,9 @@ public struct ActionPlan: Sendable {
     public var webhookNotice: ActionPlan {
         ActionPlan(
             steps: steps.filter { $0.actions.contains(.webhook) }.map {
-                Step(eventIndex: $0.eventIndex, type: $0.type, reason: $0.reason, subject: $0.subject, actions: $0.actions.filter { $0 != .webhook }, state: $0.state)
+                Step(
+                    eventIndex: $0.eventIndex, type: $0.type, reason: $0.reason, subject: $0.subject, actions: $0.actions.filter { $0 != .webhook },
+                    state: $0.state, subjectScope: $0.subjectScope)
             },
             eventTime: eventTime)
     }
@@ -42,7 +50,8 @@ public struct ActionPlan: Sendable {
         let steps = token.events.enumerated().map { index, event in
             Step(
                 eventIndex: index, type: event.type, reason: event.reason, subject: event.subject,
-                actions: table.actions(for: event, issuer: token.issuer), state: event.state)
+                actions: table.actions(for: event, issuer: token.issuer), state: event.state,
+                subjectScope: event.subject?.googleSubject?.issuer.map(table.accountScope))
         }
         let eventTimestamp = token.events.lazy.compactMap(\.eventTimestamp).first
         return ActionPlan(steps: steps, eventTime: token.timeOfEvent ?? eventTimestamp ?? token.issuedAt ?? 0)

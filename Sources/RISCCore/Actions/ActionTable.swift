@@ -58,7 +58,23 @@ public struct ActionTable: Sendable {
     /// answer: the event's reason, else its default row, else the receiver's rows.
     public private(set) var byIssuer: [String: [String: [String: [Action]]]] = [:]
 
+    /// Each configured issuer alias's issuer, both in scope form: a subject that names its issuer
+    /// by an alias is looked up under the issuer, where its accounts are linked (`accountScope`).
+    public private(set) var aliasOf: [String: String] = [:]
+
     public init(rows: [String: [String: [Action]]]) { self.rows = rows }
+
+    /// Records `aliases` as other names of `issuer` (`aliasOf`).
+    public mutating func alias(_ aliases: [String], to issuer: String) {
+        let scope = SETPolicy.issuerScope(issuer)
+        for alias in aliases where SETPolicy.issuerScope(alias) != scope { aliasOf[SETPolicy.issuerScope(alias)] = scope }
+    }
+
+    /// The scope a subject's `iss` finds its accounts under: the issuer's for an alias.
+    public func accountScope(_ issuer: String) -> String {
+        let scope = SETPolicy.issuerScope(issuer)
+        return aliasOf[scope] ?? scope
+    }
 
     /// Whether any row, the receiver's or a transmitter's, names the action `webhook`.
     public var namesWebhook: Bool {
