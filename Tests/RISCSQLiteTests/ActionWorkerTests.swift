@@ -147,6 +147,21 @@ struct ActionWorkerTests {
         #expect(bob.openSessions == 0 && !bob.googleSignInEnabled && !bob.emailRecoveryEnabled)
     }
 
+    /// Found: RISC 1.0's identifier-recycled (the address now belongs to someone else; whether
+    /// Google sends it is undocumented, spec §9 question 13) was log_only, leaving recovery by
+    /// email open to the address's new owner.
+    @Test("identifier-recycled suspends recovery through the address; identifier-changed only logs")
+    func identifierRecycled() async throws {
+        let f = try await Fixture()
+        try await f.deliver(.identifierRecycled, subject: ["subject_type": "email", "email": "Alice@Example.com"])
+        try await f.deliver(.identifierChanged, subject: Self.user("bob"))
+        try await f.process()
+        let alice = try await f.account("alice")
+        #expect(!alice.emailRecoveryEnabled && alice.googleSignInEnabled && alice.openSessions == 2)
+        let bob = try await f.account("bob")
+        #expect(bob.emailRecoveryEnabled && bob.googleSignInEnabled && !bob.flaggedForReview)
+    }
+
     @Test("account-enabled restores; an older account-enabled arriving late does not undo a newer disable")
     func ordering() async throws {
         let f = try await Fixture()

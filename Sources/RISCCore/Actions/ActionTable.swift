@@ -15,6 +15,7 @@
 /// |                                      |                | revoke_linked_tokens, suspend_google_signin,          |
 /// |                                      |                | suspend_email_recovery                                |
 /// | account-credential-change-required   |                | heighten_monitoring                                   |
+/// | identifier-recycled (RISC 1.0)       |                | suspend_email_recovery                                |
 /// | verification                         |                | record_verification                                   |
 /// | session-revoked (CAEP)               |                | end_session (the named one, else all)                 |
 /// | credential-change (CAEP)             | (any change)   | heighten_monitoring                                   |
@@ -43,6 +44,9 @@ public struct ActionTable: Sendable {
         // nothing signed in or linked through it may live on, nor recovery through its address.
         EventType.accountPurged.uri: ["": [.endGoogleSessions, .deleteGoogleTokens, .revokeLinkedTokens, .suspendGoogleSignIn, .suspendEmailRecovery]],
         EventType.accountCredentialChangeRequired.uri: ["": [.heightenMonitoring]],
+        // The address now belongs to someone else (RISC 1.0; Google does not document sending it):
+        // recovery through it would hand the account to the address's new owner.
+        EventType.identifierRecycled.uri: ["": [.suspendEmailRecovery]],
         EventType.verification.uri: ["": [.recordVerification]],
         // CAEP 1.0 (any SSF transmitter): the named session, or all of the user's when none is named.
         EventType.sessionRevoked.uri: ["": [.endSession]],
