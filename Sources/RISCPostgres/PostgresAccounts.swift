@@ -50,8 +50,9 @@ public struct PostgresAccounts: AccountRepository {
             let prints = values.map { TokenFingerprint(token: $0, key: tokenKey) }
             try await connection.query(
                 """
-                INSERT INTO tokens (account_id, kind, hash, prefix_mac, created_at)
-                SELECT \(id), \(kind.rawValue), h, p, \(now) FROM unnest(\(prints.map(\.hash))::text[], \(prints.map(\.prefixMAC))::text[]) AS t(h, p)
+                INSERT INTO tokens (account_id, kind, hash, hash_of_hex, prefix_mac, created_at)
+                SELECT \(id), \(kind.rawValue), h, x, p, \(now)
+                FROM unnest(\(prints.map(\.hash))::text[], \(prints.map(\.hashOfHex))::text[], \(prints.map(\.prefixMAC))::text[]) AS t(h, x, p)
                 """, logger: logger)
         }
         return id
@@ -84,8 +85,8 @@ public struct PostgresAccounts: AccountRepository {
                 let fingerprint = TokenFingerprint(token: token, key: tokenKey)
                 try await connection.query(
                     """
-                    INSERT INTO tokens (account_id, kind, hash, prefix_mac, created_at)
-                    VALUES (\(id), \(tokenKind.rawValue), \(fingerprint.hash), \(fingerprint.prefixMAC), \(now))
+                    INSERT INTO tokens (account_id, kind, hash, hash_of_hex, prefix_mac, created_at)
+                    VALUES (\(id), \(tokenKind.rawValue), \(fingerprint.hash), \(fingerprint.hashOfHex), \(fingerprint.prefixMAC), \(now))
                     """, logger: logger)
             }
             return true

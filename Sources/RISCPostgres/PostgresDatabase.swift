@@ -310,7 +310,7 @@ public final class PostgresDatabase: Sendable {
 
 /// The PostgreSQL store's schema, one list of statements per version.
 public enum PostgresSchema {
-    public static let version = 6
+    public static let version = 7
     /// What every requeue sets (`risc queue retry`, replay): pending, no attempts, due now, no
     /// lease, and a new retry window from now.
     static let requeueAssignments =
@@ -441,6 +441,12 @@ public enum PostgresSchema {
         // without it `min(received_at)` read every pending SET each time (a long webhook outage:
         // all of them). Built like 5, over the pending SETs only.
         6: ["CREATE INDEX sets_pending_received ON sets (received_at) WHERE state = 'pending'"],
+        // The double hash with the inner digest as hex (`TokenFingerprint.hashOfHex`), the other
+        // reading of a `hash_base64_sha512_sha512` identifier; empty for tokens registered before.
+        7: [
+            "ALTER TABLE tokens ADD COLUMN hash_of_hex TEXT",
+            "CREATE INDEX tokens_hash_of_hex ON tokens (hash_of_hex) WHERE hash_of_hex IS NOT NULL",
+        ],
     ]
 }
 

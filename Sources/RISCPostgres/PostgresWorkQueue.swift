@@ -360,10 +360,10 @@ struct PostgresActionApplier {
                             SELECT t.account_id, t.id, t.\(column.rawValue), a.access_changed_at FROM tokens t JOIN accounts a ON a.id = t.account_id
                             WHERE t.\(column.rawValue) = $1 AND t.revoked_at IS NULL ORDER BY t.id LIMIT 1
                             """, binds: try Self.bindings(value)), logger: logger)
-                for try await (account, token, stored, changed) in rows.decode((Int64, Int64, String, Double?).self) {
-                    return TokenFingerprint.constantTimeEquals(stored, value) ? Account(id: account, tokenID: token, accessChangedAt: changed) : nil
+                for try await (account, token, stored, changed) in rows.decode((Int64, Int64, String, Double?).self)
+                where TokenFingerprint.constantTimeEquals(stored, value) {
+                    return Account(id: account, tokenID: token, accessChangedAt: changed)
                 }
-                return nil
             case .subject(let issuer, let subject):
                 if let known = preloaded[issuer + "\u{0}" + subject] {
                     if let known { return known }

@@ -55,6 +55,11 @@ struct SyntheticSETVectorTests {
     func tokenIdentifiers() async throws {
         let stored = Self.document["stored_refresh_token"]!.stringValue!
         #expect(SHA512.doubleHashBase64(stored) == Self.document["stored_refresh_token_hash_base64_sha512_sha512"]!.stringValue!)
+        // The identifier's other reading (spec §9 question 5), the inner digest as lowercase hex:
+        // base64.b64encode(sha512(sha512(token).hexdigest().encode()).digest()) in Python.
+        let fingerprint = TokenFingerprint(token: stored, key: [1])
+        #expect(fingerprint.hash == SHA512.doubleHashBase64(stored))
+        #expect(fingerprint.hashOfHex == "QV2nEJ5cqWMY6jzo65iFzdtp4fhEH7oFbPFn7ze6e57h+JXcLqFtexWgRsx3vihidoz2c96Q8hbjRN4e2CLisQ==")
         #expect(String(stored.prefix(16)) == Self.document["stored_refresh_token_prefix"]!.stringValue!)
         let verifier = try Self.verifier()
         for c in Self.cases where c.name.hasPrefix("token-revoked") {

@@ -307,6 +307,42 @@ struct StorePortTests {
         try await f.close()
     }
 
+    /// Found: how Google builds `hash_base64_sha512_sha512` is not documented (spec §9 question
+    /// 5: the inner digest raw or hex); risc matched the raw form only, so a hex-inner identifier
+    /// was acknowledged and applied to nobody, the refresh token left active.
+    @Test("token-revoked finds a refresh token by prefix, and by a double hash whose inner digest is raw or lowercase hex", arguments: Backend.allCases)
+    func tokenRevokedEncodings(_ backend: Backend) async throws {
+        let f = try await Fixture.open(backend)
+        let now = Date().timeIntervalSince1970
+        // The spec's sample token; its two hashes computed apart (Python's hashlib).
+        let tokens = ["1//0gexample-refresh-token-for-tests", "1//0gexample-refresh-token-for-tests-2", "1//0gprefix-token-three"]
+        for (index, token) in tokens.enumerated() {
+            _ = try await f.accounts.link(AccountLink(subject: "user-\(index)", userID: "u\(index)", refreshTokens: [token]), now: 1_000)
+        }
+        _ = try await f.accounts.link(AccountLink(subject: "user-9", userID: "u9", refreshTokens: [tokens[0] + "x"]), now: 1_000)
+        func hashed(_ identifier: String) -> JSONValue {
+            ["subject_type": "oauth_token", "token_type": "refresh_token", "token_identifier_alg": "hash_base64_sha512_sha512", "token": .string(identifier)]
+        }
+        // base64(SHA512(hexdigest(SHA512(token)))) of tokens[1], url-safe and unpadded as well.
+        let hexInner = SHA512.hash(Array(SHA512.hash(Array(tokens[1].utf8)).map { String(format: "%02x", $0) }.joined().utf8))
+        let subjects: [JSONValue] = [
+            hashed("OppiN/j+J2CyqCr3JNTEywnHlyIQSI9bS3lZ/7HquLzb2qSEtl14TF+4Pq9Skghb1d9jqzDkJK1Y6U3BUVxO3g=="),
+            hashed(Base64URL.encode(hexInner)), SETFactory.tokenSubject(refreshToken: tokens[2], algorithm: .prefix),
+            hashed("QV2nEJ5cqWMY6jzo65iFzdtp4fhEH7oFbPFn7ze6e57h+JXcLqFtexWgRsx3vihidoz2c96Q8hbjRN4e2CLisQ=="),
+        ]
+        for (index, subject) in subjects.enumerated() {
+            _ = try await f.events.append(
+                try await Self.factory.storedRecord(type: .tokenRevoked, subject: subject, jti: "tr-\(index)", iat: now - 1, keys: try Self.keys.jwks, receivedAt: now))
+        }
+        let worker = QueueWorker(queue: f.queue, settings: .init(owner: "test"), log: MemoryEventLog(), logger: Self.logger)
+        while try await worker.processDue() > 0 {}
+        for (subject, revoked) in [("user-0", 1), ("user-1", 1), ("user-2", 1), ("user-9", 0)] {
+            let account = try #require(try await f.accounts.accounts(subject: subject).first)
+            #expect(account.revokedTokens == revoked && account.activeTokens == 1 - revoked, "\(subject)")
+        }
+        try await f.close()
+    }
+
     @Test("issue 29: CAEP session-revoked ends the session its complex subject names, every session when it names none, none when it cannot be placed", arguments: Backend.allCases)
     func endNamedSession(_ backend: Backend) async throws {
         let f = try await Fixture.open(backend)

@@ -33,6 +33,9 @@ public enum AccountActions {
     public enum TokenColumn: String, Sendable {
         case prefixMAC = "prefix_mac"
         case hash
+        /// The double hash with the inner digest as hex (`TokenFingerprint.hashOfHex`); empty for
+        /// tokens registered before schema 10 (embedded) or 7 (PostgreSQL).
+        case hashOfHex = "hash_of_hex"
     }
 
     /// The account flags an access change sets.
@@ -107,7 +110,9 @@ public enum AccountActions {
         case .oauthToken(let identifier)?:
             switch identifier.algorithm {
             case .prefix: return [.token(column: .prefixMAC, value: TokenFingerprint.prefixMAC(identifier.token, key: tokenKey))]
-            case .hashSHA512SHA512: return TokenFingerprint.normalizedHash(identifier.token).map { [.token(column: .hash, value: $0)] } ?? []
+            case .hashSHA512SHA512:
+                // Either reading of the identifier (spec §9 question 5): the raw inner digest first.
+                return TokenFingerprint.normalizedHash(identifier.token).map { [.token(column: .hash, value: $0), .token(column: .hashOfHex, value: $0)] } ?? []
             default: return []
             }
         case let subject?:

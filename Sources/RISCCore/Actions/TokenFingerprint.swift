@@ -5,14 +5,18 @@ import CRiscOpenSSL
 ///
 /// - `hash`: `base64(SHA-512(SHA-512(token)))`, standard alphabet with padding: Google's
 ///   `hash_base64_sha512_sha512` identifier, so an event matches by one index lookup.
+/// - `hashOfHex`: the same with the inner digest as lowercase hex, the identifier's other reading
+///   (spec §9 question 5): an event matches either.
 /// - `prefixMAC`: HMAC-SHA-256 of the token's first 16 characters under a key of the data
 ///   directory, hex: matches a `prefix` identifier without storing the prefix itself.
 public struct TokenFingerprint: Sendable, Equatable {
     public let hash: String
+    public let hashOfHex: String
     public let prefixMAC: String
 
     public init(token: String, key: [UInt8]) {
         hash = SHA512.doubleHashBase64(token)
+        hashOfHex = SHA512.doubleHashOfHexBase64(token)
         prefixMAC = Self.prefixMAC(String(token.prefix(16)), key: key)
     }
 

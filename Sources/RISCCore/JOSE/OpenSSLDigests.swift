@@ -54,6 +54,13 @@ public enum SHA512 {
     public static func doubleHashBase64(_ token: String) -> String {
         Base64URL.encodeStandard(hash(hash(Array(token.utf8))))
     }
+
+    /// `base64(SHA512(hex(SHA512(utf8(token)))))`, the inner digest as lowercase hex: the other
+    /// reading of `hash_base64_sha512_sha512` (spec §9 question 5 leaves open which Google sends).
+    public static func doubleHashOfHexBase64(_ token: String) -> String {
+        let inner = hash(Array(token.utf8)).map { String($0, radix: 16).leftPadded(to: 2) }.joined()
+        return Base64URL.encodeStandard(hash(Array(inner.utf8)))
+    }
 }
 
 /// SHA-256 (webhook idempotency keys, the event log's chain and checkpoints), hashed on the

@@ -80,15 +80,16 @@ public final class AccountStore: AccountRepository, @unchecked Sendable {  // re
         let session = try connection.cached(
             "INSERT OR IGNORE INTO sessions (account_id, session_id, created_at) VALUES (?1, ?2, ?3)")
         for sessionID in link.sessions { try session.run([.int(id), .text(sessionID), .double(now)]) }
-        let token = try connection.cached(
-            "INSERT INTO tokens (account_id, kind, hash, prefix_mac, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")
         for (kind, values) in [(TokenKind.googleRefresh, link.refreshTokens), (.linked, link.linkedTokens)] {
-            for value in values {
-                let fingerprint = TokenFingerprint(token: value, key: tokenKey)
-                try token.run([.int(id), .text(kind.rawValue), .text(fingerprint.hash), .text(fingerprint.prefixMAC), .double(now)])
-            }
+            for value in values { try insertToken(account: id, kind: kind, TokenFingerprint(token: value, key: tokenKey), now: now) }
         }
         return id
+    }
+
+    private func insertToken(account: Int64, kind: TokenKind, _ fingerprint: TokenFingerprint, now: Double) throws {
+        try connection.cached("INSERT INTO tokens (account_id, kind, hash, hash_of_hex, prefix_mac, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)").run([
+            .int(account), .text(kind.rawValue), .text(fingerprint.hash), .text(fingerprint.hashOfHex), .text(fingerprint.prefixMAC), .double(now),
+        ])
     }
 
     /// See `AccountRepository.add`.
@@ -102,11 +103,7 @@ public final class AccountStore: AccountRepository, @unchecked Sendable {  // re
                 try connection.cached("INSERT OR IGNORE INTO sessions (account_id, session_id, via_google, created_at) VALUES (?1, ?2, ?3, ?4)")
                     .run([.int(id), .text(session), .int(viaGoogle ? 1 : 0), .double(now)])
             }
-            if let token {
-                let fingerprint = TokenFingerprint(token: token, key: tokenKey)
-                try connection.cached("INSERT INTO tokens (account_id, kind, hash, prefix_mac, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")
-                    .run([.int(id), .text(tokenKind.rawValue), .text(fingerprint.hash), .text(fingerprint.prefixMAC), .double(now)])
-            }
+            if let token { try insertToken(account: id, kind: tokenKind, TokenFingerprint(token: token, key: tokenKey), now: now) }
             return true
         }
     }

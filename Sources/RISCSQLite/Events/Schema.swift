@@ -7,7 +7,7 @@ import RISCCore
 /// `sets` is both the audit record and the work queue: a row is `pending` from the moment it is
 /// acknowledged until the action workers (issue 4) finish it; `id` gives arrival order.
 enum Schema {
-    static let version: Int64 = 9
+    static let version: Int64 = 10
 
     /// What every requeue sets (`risc queue retry`, replay): pending, no attempts, due now, and a
     /// new retry window from now.
@@ -133,6 +133,12 @@ enum Schema {
         // `min(received_at)` read every pending SET each time (a long webhook outage: all of them).
         9: """
         CREATE INDEX sets_pending_received ON sets (received_at) WHERE state = 'pending';
+        """,
+        // The double hash with the inner digest as hex (`TokenFingerprint.hashOfHex`), the other
+        // reading of a `hash_base64_sha512_sha512` identifier; empty for tokens registered before.
+        10: """
+        ALTER TABLE tokens ADD COLUMN hash_of_hex TEXT;
+        CREATE INDEX tokens_hash_of_hex ON tokens (hash_of_hex) WHERE hash_of_hex IS NOT NULL;
         """,
     ]
 

@@ -24,7 +24,7 @@ public final class StoreExport: @unchecked Sendable {  // reason: `risc store co
             ]
         ),
         ("sessions", ["id", "account_id", "session_id", "via_google", "created_at", "ended_at", "ended_reason"]),
-        ("tokens", ["id", "account_id", "kind", "hash", "prefix_mac", "label", "created_at", "revoked_at", "revoked_reason"]),
+        ("tokens", ["id", "account_id", "kind", "hash", "hash_of_hex", "prefix_mac", "label", "created_at", "revoked_at", "revoked_reason"]),
         (
             "sets",
             [

@@ -82,8 +82,9 @@ struct EmbeddedActionApplier {
                     """)
                 try statement.bind([.text(value)])
                 defer { statement.reset() }
-                guard try statement.step(), TokenFingerprint.constantTimeEquals(statement.text(2) ?? "", value) else { return nil }
-                return .init(id: statement.int(0), tokenID: statement.int(1), accessChangedAt: statement.isNull(3) ? nil : statement.double(3))
+                if try statement.step(), TokenFingerprint.constantTimeEquals(statement.text(2) ?? "", value) {
+                    return .init(id: statement.int(0), tokenID: statement.int(1), accessChangedAt: statement.isNull(3) ? nil : statement.double(3))
+                }
             case .subject(let issuer, let subject):
                 if let found = try account(where: "issuer = ?1 AND subject = ?2", [.text(issuer), .text(subject)]) { return found }
             case .email(let email):
