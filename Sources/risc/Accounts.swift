@@ -35,14 +35,19 @@ extension RiscCommand.Accounts {
         func run() async throws {
             let store = try await data.open(accounts: true, create: creation.create)
             defer { store.close() }
-            _ = try await store.accounts().link(
+            let accounts = try store.accounts()
+            // The user the account was linked to, when it is moved to another (a mistyped --user shows).
+            let before = try await accounts.accounts(subject: subject).first { $0.issuer == SETPolicy.issuerScope(issuer) }?.userID
+            _ = try await accounts.link(
                 AccountLink(
                     issuer: issuer, subject: subject, userID: user, email: email, sessions: sessions,
                     refreshTokens: try refreshTokenFiles.map { try readToken($0, what: "--refresh-token-file") },
                     linkedTokens: try linkedTokenFiles.map { try readToken($0, what: "--linked-token-file") }),
                 now: systemNow())
+            let moved = before.map { $0 == user ? "" : "was \(Printable.safe($0)); " } ?? ""
+            let tokens = refreshTokenFiles.count + linkedTokenFiles.count
             print(
-                "linked \(Printable.safe(subject)) → \(Printable.safe(user)) (\(sessions.count) sessions, \(refreshTokenFiles.count + linkedTokenFiles.count) tokens; tokens kept as fingerprints only)"
+                "linked \(Printable.safe(subject)) → \(Printable.safe(user)) (\(moved)\(sessions.count) session\(sessions.count == 1 ? "" : "s"), \(tokens) token\(tokens == 1 ? "" : "s"); tokens kept as fingerprints only)"
             )
         }
     }

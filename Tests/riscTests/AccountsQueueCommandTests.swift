@@ -63,6 +63,21 @@ struct AccountsQueueCommandTests {
         #expect(try await RiscBinary.run(["queue", "status", "--data-dir", data + "-missing"]).status != 0)
     }
 
+    /// Found: `risc accounts link` for a subject linked to another user moved it to the new user
+    /// and said only `linked 42 → u43`, as for a new link (a mistyped `--user` went unnoticed); and
+    /// it counted "1 sessions".
+    @Test("accounts link says when it moves a Google account to another user, and counts in the singular")
+    func relinkSaysWhatItWas() async throws {
+        let data = Scratch.root.appendingPathComponent("risc-cli-relink-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let first = try await RiscBinary.run(["accounts", "link", "--create", "--data-dir", data, "--subject", "42", "--user", "u42", "--session", "s1"])
+        #expect(first.status == 0 && first.stdout.contains("linked 42 → u42 (1 session, 0 tokens;") && !first.stdout.contains("was"), "\(first.stdout)")
+        let again = try await RiscBinary.run(["accounts", "link", "--data-dir", data, "--subject", "42", "--user", "u42"])
+        #expect(again.status == 0 && !again.stdout.contains("was"), "\(again.stdout)")
+        let moved = try await RiscBinary.run(["accounts", "link", "--data-dir", data, "--subject", "42", "--user", "u43"])
+        #expect(moved.status == 0 && moved.stdout.contains("linked 42 → u43 (was u42;"), "\(moved.stdout)")
+    }
+
     /// Found: `risc queue retry JTI` with a mistyped jti, or the jti of a SET that is done, printed
     /// `requeued 0` and exited 0: the operator was told it worked. Now each says why nothing was
     /// requeued (no such SET; a done SET is re-driven with replay), exit 1.
