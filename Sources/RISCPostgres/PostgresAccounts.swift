@@ -51,8 +51,9 @@ public struct PostgresAccounts: AccountRepository {
             try await connection.query(
                 """
                 INSERT INTO tokens (account_id, kind, hash, hash_of_hex, prefix_mac, created_at)
-                SELECT \(id), \(kind.rawValue), h, x, p, \(now)
+                SELECT DISTINCT ON (h) \(id), \(kind.rawValue), h, x, p, \(now)
                 FROM unnest(\(prints.map(\.hash))::text[], \(prints.map(\.hashOfHex))::text[], \(prints.map(\.prefixMAC))::text[]) AS t(h, x, p)
+                WHERE NOT EXISTS (SELECT 1 FROM tokens o WHERE o.account_id = \(id) AND o.kind = \(kind.rawValue) AND o.hash = t.h AND o.revoked_at IS NULL)
                 """, logger: logger)
         }
         return id
@@ -86,7 +87,9 @@ public struct PostgresAccounts: AccountRepository {
                 try await connection.query(
                     """
                     INSERT INTO tokens (account_id, kind, hash, hash_of_hex, prefix_mac, created_at)
-                    VALUES (\(id), \(tokenKind.rawValue), \(fingerprint.hash), \(fingerprint.hashOfHex), \(fingerprint.prefixMAC), \(now))
+                    SELECT \(id), \(tokenKind.rawValue), \(fingerprint.hash), \(fingerprint.hashOfHex), \(fingerprint.prefixMAC), \(now)
+                    WHERE NOT EXISTS (
+                        SELECT 1 FROM tokens WHERE account_id = \(id) AND kind = \(tokenKind.rawValue) AND hash = \(fingerprint.hash) AND revoked_at IS NULL)
                     """, logger: logger)
             }
             return true

@@ -413,7 +413,12 @@ struct PostgresActionApplier {
                 WHERE account_id = \(account) AND kind = \(kind.rawValue) AND revoked_at IS NULL RETURNING id
                 """)
         case .revokeToken(let id, let reason):
-            try await count("UPDATE tokens SET revoked_at = \(now), revoked_reason = \(reason) WHERE id = \(id) AND revoked_at IS NULL RETURNING id")
+            // With every active copy an older store may hold of the same token.
+            try await count(
+                """
+                UPDATE tokens SET revoked_at = \(now), revoked_reason = \(reason)
+                WHERE (account_id, kind, hash) = (SELECT account_id, kind, hash FROM tokens WHERE id = \(id)) AND revoked_at IS NULL RETURNING id
+                """)
         case .setAccess(let account, let flag, let enabled, let eventTime):
             // OrderingRule in one statement: applied only while no newer access change is recorded.
             try await count(

@@ -269,6 +269,33 @@ struct StorePortTests {
         try await f.close()
     }
 
+    /// Found: the site's login server adding a token it had added before (`POST
+    /// /admin/accounts/{subject}/tokens` retried) stored it twice, and Google's token-revoked then
+    /// revoked one of the two: the account kept an active fingerprint of a revoked token.
+    @Test("a token added again is stored once; token-revoked revokes every active copy an older store holds", arguments: Backend.allCases)
+    func tokenAddedTwice(_ backend: Backend) async throws {
+        let f = try await Fixture.open(backend)
+        let now = Date().timeIntervalSince1970
+        let token = "1//0gadded-twice-token"
+        _ = try await f.accounts.link(AccountLink(subject: "alice", userID: "u-alice", refreshTokens: [token, token]), now: 1_000)
+        _ = try await f.accounts.link(AccountLink(subject: "alice", userID: "u-alice", refreshTokens: [token]), now: 1_000)
+        #expect(try await f.accounts.add(to: "alice", issuer: nil, session: nil, viaGoogle: true, token: token, tokenKind: .googleRefresh, now: 1_100))
+        _ = try await f.accounts.add(to: "alice", issuer: nil, session: nil, viaGoogle: true, token: token, tokenKind: .linked, now: 1_100)
+        var alice = try #require(try await f.accounts.accounts(subject: "alice").first)
+        #expect(alice.googleRefreshTokens == .init(active: 1, revoked: 0) && alice.linkedTokens == .init(active: 1, revoked: 0), "\(alice)")
+        // A store written before this holds copies: each one is revoked.
+        try await f.execute("INSERT INTO tokens (account_id, kind, hash, prefix_mac, created_at) SELECT account_id, kind, hash, prefix_mac, created_at FROM tokens WHERE kind = 'google_refresh'")
+        _ = try await f.events.append(
+            try await Self.factory.storedRecord(
+                type: .tokenRevoked, subject: SETFactory.tokenSubject(refreshToken: token, algorithm: .hashSHA512SHA512), jti: "tr-twice", iat: now - 1,
+                keys: try Self.keys.jwks, receivedAt: now))
+        let worker = QueueWorker(queue: f.queue, settings: .init(owner: "test"), log: MemoryEventLog(), logger: Self.logger)
+        while try await worker.processDue() > 0 {}
+        alice = try #require(try await f.accounts.accounts(subject: "alice").first)
+        #expect(alice.googleRefreshTokens == .init(active: 0, revoked: 2) && alice.linkedTokens == .init(active: 1, revoked: 0), "\(alice)")
+        try await f.close()
+    }
+
     static func user(_ sub: String) -> JSONValue { factory.accountSubject(sub) }
 
     @Test("work queue: two workers (two receivers on PostgreSQL) drain one queue; each (SET, event, action) applied exactly once", arguments: Backend.allCases)

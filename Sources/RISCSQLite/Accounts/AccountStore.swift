@@ -86,8 +86,14 @@ public final class AccountStore: AccountRepository, @unchecked Sendable {  // re
         return id
     }
 
+    /// Adds the token unless the account holds it active already (a site's call repeated).
     private func insertToken(account: Int64, kind: TokenKind, _ fingerprint: TokenFingerprint, now: Double) throws {
-        try connection.cached("INSERT INTO tokens (account_id, kind, hash, hash_of_hex, prefix_mac, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)").run([
+        try connection.cached(
+            """
+            INSERT INTO tokens (account_id, kind, hash, hash_of_hex, prefix_mac, created_at) SELECT ?1, ?2, ?3, ?4, ?5, ?6
+            WHERE NOT EXISTS (SELECT 1 FROM tokens WHERE account_id = ?1 AND kind = ?2 AND hash = ?3 AND revoked_at IS NULL)
+            """
+        ).run([
             .int(account), .text(kind.rawValue), .text(fingerprint.hash), .text(fingerprint.hashOfHex), .text(fingerprint.prefixMAC), .double(now),
         ])
     }

@@ -115,7 +115,11 @@ struct EmbeddedActionApplier {
             sql = "UPDATE tokens SET revoked_at = ?1, revoked_reason = ?2 WHERE account_id = ?3 AND kind = ?4 AND revoked_at IS NULL"
             values = [.double(now), .text(reason), .int(account), .text(kind.rawValue)]
         case .revokeToken(let id, let reason):
-            sql = "UPDATE tokens SET revoked_at = ?1, revoked_reason = ?2 WHERE id = ?3 AND revoked_at IS NULL"
+            // With every active copy an older store may hold of the same token.
+            sql = """
+                UPDATE tokens SET revoked_at = ?1, revoked_reason = ?2
+                WHERE (account_id, kind, hash) = (SELECT account_id, kind, hash FROM tokens WHERE id = ?3) AND revoked_at IS NULL
+                """
             values = [.double(now), .text(reason), .int(id)]
         case .setAccess(let account, let flag, let enabled, let eventTime):
             sql = """
