@@ -8,7 +8,7 @@ import RISCCore
 /// `Authorization: Bearer <admin token>`; without a configured token the API is off.
 ///
 /// - `POST /admin/accounts` `{"subject", "user_id", "email"?, "issuer"?, "sessions"?, "refresh_tokens"?, "linked_tokens"?}` → 201
-/// - `POST /admin/accounts/{subject}/sessions` `{"session_id", "via_google"?, "issuer"?}` → 201, 404 unknown account
+/// - `POST /admin/accounts/{subject}/sessions` `{"session_id", "via_google"?, "issuer"?, "created_at"?}` → 201, 404 unknown account
 /// - `POST /admin/accounts/{subject}/tokens` `{"token", "kind": "google_refresh" | "linked", "issuer"?}` → 201, 404
 /// - `GET /admin/accounts/{subject}` → 200 with the account, 404
 /// - `DELETE /admin/accounts/{subject}[?issuer=…]` → 200 `{"unlinked": n}` with its sessions and tokens, 404; when
@@ -147,6 +147,17 @@ struct AdminAccountsController: Sendable {
             return issuer
         }
 
+        /// `created_at`: when a session began, in seconds since 1970, no later than `now` (a clock a
+        /// few minutes ahead is taken as `now`; further ahead is milliseconds or a mistake).
+        func sessionStart(now: Double) throws -> Double {
+            guard let value = json["created_at"], value != .null else { return now }
+            guard case .number(let seconds) = value else { throw BadRequest(description: "'created_at' must be a number (seconds since 1970)") }
+            guard seconds >= 0, seconds <= now + 300 else {
+                throw BadRequest(description: "'created_at' must be seconds since 1970, not in the future (milliseconds are not seconds)")
+            }
+            return min(seconds, now)
+        }
+
         func bool(_ name: String) throws -> Bool? {
             guard let value = json[name], value != .null else { return nil }
             guard let flag = value.boolValue else { throw BadRequest(description: "'\(name)' must be true or false") }
@@ -204,15 +215,16 @@ struct AdminAccountsController: Sendable {
     }
 
     private func add(_ request: Request, _ context: RISCRequestContext, session: Bool) async throws -> Response {
-        let body = try await Body(request, known: session ? ["session_id", "via_google", "issuer"] : ["token", "kind", "issuer"])
+        let body = try await Body(request, known: session ? ["session_id", "via_google", "issuer", "created_at"] : ["token", "kind", "issuer"])
         let subject = try Self.subject(context)
         let added: Bool
         if session {
             let id = try body.required("session_id")
             let issuer = try body.issuer(), viaGoogle = try body.bool("via_google") ?? true
+            // The session's start: when the site says it began, else now (its record's created_at).
             added = try await accounts.add(
                 to: subject, issuer: issuer, session: id, viaGoogle: viaGoogle, token: nil, tokenKind: .googleRefresh,
-                now: clock())
+                now: try body.sessionStart(now: clock()))
         } else {
             let token = try body.required("token")
             guard let kind = TokenKind(rawValue: try body.string("kind") ?? TokenKind.googleRefresh.rawValue) else {

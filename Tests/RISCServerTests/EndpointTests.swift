@@ -466,6 +466,48 @@ struct AdminAccountAPITests {
         harness.issuer.stop()
     }
 
+    /// Found: a session's start was the time the site registered it with risc. A login server that
+    /// registers sessions from a queue, seconds or minutes late, registered a session opened before
+    /// a hijacking after the event's time: "end sessions" then spared it (only sessions opened at or
+    /// before the event end). The site may now say when the session began (`created_at`).
+    @Test("a session registered late with the time it began is ended by an event after that time; a bad created_at is a 400")
+    func sessionCreatedAt() async throws {
+        let tokenFile = try Self.tokenFile()
+        defer { try? FileManager.default.removeItem(atPath: tokenFile) }
+        let harness = try ServerHarness { $0.adminTokenFile = tokenFile }
+        try await harness.start()
+        let auth = Self.auth
+        func call(_ path: String, _ body: String) async throws -> (status: Int, text: String) {
+            let response = try await harness.client.perform(
+                HTTPRequest(method: "POST", url: harness.adminURL + path, headers: [auth], body: Array(body.utf8)))
+            return (response.status, String(decoding: response.body, as: UTF8.self))
+        }
+        let base = "/admin/accounts/110169484474386276334", now = Date().timeIntervalSince1970
+        let link = #"{"subject":"110169484474386276334","user_id":"u-1","issuer":""# + harness.issuer.baseURL + #""}"#
+        #expect(try await call("/admin/accounts", link).status == 201)
+        for (body, expected) in [
+            (#"{"session_id":"s","created_at":"yesterday"}"#, "'created_at' must be a number"),
+            (#"{"session_id":"s","created_at":-1}"#, "'created_at'"),
+            (#"{"session_id":"s","created_at":\#(Int(now * 1_000))}"#, "'created_at'"),
+        ] {
+            let answer = try await call(base + "/sessions", body)
+            #expect(answer.status == 400 && answer.text.contains(expected), "\(body): \(answer.status) \(answer.text)")
+        }
+        #expect(try await call(base + "/sessions", #"{"session_id":"opened-an-hour-ago","created_at":\#(Int(now) - 3_600)}"#).status == 201)
+        #expect(try await call(base + "/sessions", #"{"session_id":"opened-now"}"#).status == 201)
+        // A hijacking ten minutes ago: the session opened an hour ago ends; the one opened now stays.
+        #expect(try await harness.post(try harness.token(jti: "late-1") { $0["iat"] = .number(now - 600) }).status == 202)
+        var sessions: JSONObject?
+        for _ in 0..<1_500 where sessions?["ended"] != 1 {
+            let account = try JSONParser.parseObject(try await harness.client.perform(HTTPRequest(url: harness.adminURL + base, headers: [auth])).body)
+            sessions = account["sessions"]?.objectValue
+            if sessions?["ended"] != 1 { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(sessions?["ended"] == 1 && sessions?["open"] == 1, "\(String(describing: sessions))")
+        try await harness.stop()
+        harness.issuer.stop()
+    }
+
     /// Found: only `POST /admin/accounts` checked its body. The other three took what they knew and
     /// dropped the rest: `{"tokenz": [...]}` (a typo of `tokens`) revoked **every** linked token of
     /// the account and queued an unlink notice to Google for each, as a body naming neither list
@@ -495,7 +537,7 @@ struct AdminAccountAPITests {
             ("/tokens", #"{"token":"rt-1","kind":"linked","via_google":true}"#, "unknown member 'via_google' (known: issuer, kind, token)"),
             ("/tokens", #"{"token":7}"#, "'token' must be a string"),
             ("/sessions", #"{"session_id":"web-1","via_google":"false"}"#, "'via_google' must be true or false"),
-            ("/sessions", #"{"session_id":"web-1","via_gogle":false}"#, "unknown member 'via_gogle' (known: issuer, session_id, via_google)"),
+            ("/sessions", #"{"session_id":"web-1","via_gogle":false}"#, "unknown member 'via_gogle' (known: created_at, issuer, session_id, via_google)"),
             ("/sessions", #"{"session_id":"web-1","issuer":5}"#, "'issuer' must be a string"),
             ("/sessions", #"{"session_id":"web-1","issuer":" https://accounts.google.com"}"#, "'issuer' must not begin or end with white space"),
             ("/sessions", #"{"session_id":3}"#, "'session_id' must be a string"),
