@@ -406,6 +406,21 @@ struct AdminAccountAPITests {
         return path
     }
 
+    /// A started harness with the account API on (the suite's token), and that token's file,
+    /// which the caller removes.
+    static func startedWithAccountAPI() async throws -> (harness: ServerHarness, tokenFile: String) {
+        let tokenFile = try tokenFile()
+        let harness = try ServerHarness { $0.adminTokenFile = tokenFile }
+        try await harness.start()
+        return (harness, tokenFile)
+    }
+
+    /// POSTs `body` to the account API's `path` with the suite's token: the status and the answer's text.
+    static func post(_ body: String, to path: String, on harness: ServerHarness) async throws -> (status: Int, text: String) {
+        let response = try await harness.client.perform(HTTPRequest(method: "POST", url: harness.adminURL + path, headers: [auth], body: Array(body.utf8)))
+        return (response.status, String(decoding: response.body, as: UTF8.self))
+    }
+
     @Test("register accounts, sessions and tokens over the authenticated API; an event then acts on them")
     func api() async throws {
         let tokenFile = try Self.tokenFile()
@@ -472,16 +487,10 @@ struct AdminAccountAPITests {
     /// before the event end). The site may now say when the session began (`created_at`).
     @Test("a session registered late with the time it began is ended by an event after that time; a bad created_at is a 400")
     func sessionCreatedAt() async throws {
-        let tokenFile = try Self.tokenFile()
+        let (harness, tokenFile) = try await Self.startedWithAccountAPI()
         defer { try? FileManager.default.removeItem(atPath: tokenFile) }
-        let harness = try ServerHarness { $0.adminTokenFile = tokenFile }
-        try await harness.start()
         let auth = Self.auth
-        func call(_ path: String, _ body: String) async throws -> (status: Int, text: String) {
-            let response = try await harness.client.perform(
-                HTTPRequest(method: "POST", url: harness.adminURL + path, headers: [auth], body: Array(body.utf8)))
-            return (response.status, String(decoding: response.body, as: UTF8.self))
-        }
+        func call(_ path: String, _ body: String) async throws -> (status: Int, text: String) { try await Self.post(body, to: path, on: harness) }
         let base = "/admin/accounts/110169484474386276334", now = Date().timeIntervalSince1970
         let link = #"{"subject":"110169484474386276334","user_id":"u-1","issuer":""# + harness.issuer.baseURL + #""}"#
         #expect(try await call("/admin/accounts", link).status == 201)
@@ -516,16 +525,10 @@ struct AdminAccountAPITests {
     /// the Google account of that subject.
     @Test("the sessions, tokens and linked-token endpoints refuse unknown members and wrong types, as linking does; nothing is changed")
     func strictBodies() async throws {
-        let tokenFile = try Self.tokenFile()
+        let (harness, tokenFile) = try await Self.startedWithAccountAPI()
         defer { try? FileManager.default.removeItem(atPath: tokenFile) }
-        let harness = try ServerHarness { $0.adminTokenFile = tokenFile }
-        try await harness.start()
         let auth = Self.auth
-        func call(_ path: String, _ body: String) async throws -> (status: Int, text: String) {
-            let response = try await harness.client.perform(
-                HTTPRequest(method: "POST", url: harness.adminURL + path, headers: [auth], body: Array(body.utf8)))
-            return (response.status, String(decoding: response.body, as: UTF8.self))
-        }
+        func call(_ path: String, _ body: String) async throws -> (status: Int, text: String) { try await Self.post(body, to: path, on: harness) }
         let subject = "110169484474386276334", base = "/admin/accounts/110169484474386276334"
         let link = #"{"subject":"\#(subject)","user_id":"u-1","linked_tokens":["lt-1","lt-2"]}"#
         #expect(try await call("/admin/accounts", link).status == 201)
