@@ -15,7 +15,8 @@ extension RiscCommand {
         static let configuration = CommandConfiguration(
             abstract: "Re-send SETs to a receiver, or show what they would do (--dry-run).",
             discussion: """
-                SOURCE is a file of compact SETs (one per line), a JSON-lines file of event descriptions to sign \
+                SOURCE is a file of compact SETs (one per line; a line starting with # is a comment), a JSON-lines \
+                file of event descriptions to sign \
                 with a test key ({"type", "subject"?, "reason"?, "state"?, "jti"?, "token_file"?}), or, with \
                 --from-store, the receiver's own stored SETs (--jti; --since and --until as a time ago such as 2h or an \
                 RFC 3339 time such as 2026-11-23T01:00:00Z; --dead). Exit status 0 when \
@@ -124,7 +125,8 @@ extension RiscCommand {
                 }
                 return sendable
             }
-            let lines = nonEmptyLines(String(decoding: try readInput(source!), as: UTF8.self))
+            // A line starting with # is a comment (no compact JWS or JSON object starts so).
+            let lines = nonEmptyLines(String(decoding: try readInput(source!), as: UTF8.self)).filter { !$0.hasPrefix("#") }
             guard lines.first?.hasPrefix("{") == true else { return lines }
             let directory = try KeyDirectory(url: URL(fileURLWithPath: keys))
             guard let entry = directory.entries.first(where: { $0.algorithm == .rs256 }) ?? directory.entries.first else {

@@ -31,7 +31,9 @@ struct ReplayCommandTests {
             .trimmingCharacters(in: .whitespacesAndNewlines)
         let wrongAud = try await RiscBinary.run(["sign", "--negative", "wrong-aud"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let file = data.path + "-tokens"
-        try Data([sample, wrongAud, sample].joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: file))
+        // A line starting with # is a comment, in either kind of file (one was sent as a SET).
+        try Data(["# two samples and one for another audience", sample, wrongAud, "  # indented", sample].joined(separator: "\n").utf8).write(
+            to: URL(fileURLWithPath: file))
         let mixed = try await RiscBinary.run(["replay", file, "--to", url, "--concurrency", "2"])
         #expect(mixed.status == 1)
         #expect(row(mixed.stdout, "sent") == "3")
@@ -39,6 +41,7 @@ struct ReplayCommandTests {
         #expect(row(mixed.stdout, "400 invalid_audience") == "1")
 
         let descriptions = [
+            "# a session, a bulk account, a verification",
             #"{"type":"sessions-revoked","subject":"42","jti":"replay-1"}"#,
             #"{"type":"account-disabled","reason":"bulk-account","subject":"43"}"#,
             #"{"type":"verification","state":"hello"}"#,
