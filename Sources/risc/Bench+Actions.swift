@@ -11,7 +11,7 @@ extension RiscCommand.Bench {
     struct ActionsBench: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "actions",
-            abstract: "Events applied per second to the account store by the queue's worker (target ≥ 5,000/s).",
+            abstract: "Events applied per second to the account store by the queue's worker (embedded store: target ≥ 5,000/s).",
             discussion: """
                 Seeds linked accounts, stores signed SETs of five types pending, then times the worker applying them \
                 (the retry path: new SETs are applied inline as they arrive). The embedded store by default; with \
@@ -83,10 +83,14 @@ extension RiscCommand.Bench {
             guard done.pending == 0, done.dead == 0 else { throw ValidationError("not all applied: \(done)") }
             // Claims, not SETs, are what the workers count: a batch whose finish failed is claimed again.
             if applied > done.done { print("(\(applied - done.done) claim(s) retried after a failed finish: see the event log)") }
+            let rate = Double(done.done) / seconds
+            // The target is the embedded store's; on PostgreSQL each action is a round trip to the
+            // server (latency-bound), and new SETs are applied inline as they arrive.
+            let target = scratchStore.isShared ? "no target: a round trip an action" : "target ≥ 5,000/s: \(rate >= 5_000 ? "met" : "missed")"
             print(
                 String(
-                    format: "%@: applied %d SETs (%d accounts; sessions-revoked, tokens-revoked, account-disabled, account-enabled, credential-change) in %.2f s: %.0f events/s (target ≥ 5,000/s)",
-                    scratchStore.name, done.done, accounts, seconds, Double(done.done) / seconds))
+                    format: "%@: applied %d SETs (%d accounts; sessions-revoked, tokens-revoked, account-disabled, account-enabled, credential-change) in %.2f s: %.0f events/s (%@)",
+                    scratchStore.name, done.done, accounts, seconds, rate, target))
         }
     }
 }
