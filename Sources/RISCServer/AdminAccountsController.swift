@@ -120,7 +120,8 @@ struct AdminAccountsController: Sendable {
 
         init(_ request: Request, known: Set<String>, upTo limit: Int = 256 * 1024) async throws {
             let bytes = try await request.body.collect(upTo: limit)
-            do { json = try JSONParser.parseObject(Array(buffer: bytes)) } catch { throw BadRequest(description: "body is not a JSON object") }
+            // Why and where (the parser's reason and byte offset), never the body's text.
+            do { json = try JSONParser.parseObject(Array(buffer: bytes)) } catch { throw BadRequest(description: "body is not a JSON object: \(error)") }
             guard !JSONValue.object(json).containsNUL else { throw BadRequest(description: "the body must not hold a NUL character") }
             if let unknown = json.keys.filter({ !known.contains($0) }).sorted().first {
                 throw BadRequest(description: "unknown member '\(Printable.safe(unknown, maxBytes: 64))' (known: \(known.sorted().joined(separator: ", ")))")

@@ -533,6 +533,10 @@ struct AdminAccountAPITests {
         let link = #"{"subject":"\#(subject)","user_id":"u-1","linked_tokens":["lt-1","lt-2"]}"#
         #expect(try await call("/admin/accounts", link).status == 201)
         for (path, body, expected) in [
+            // Found: each of these was "body is not a JSON object", for bodies that hold one: why, and where.
+            ("/sessions", #"{"session_id":"web-1"}{}"#, "trailing characters after JSON value at byte 22"),
+            ("/sessions", #"{"session_id":"web-1","session_id":"web-2"}"#, "duplicate member name at byte"),
+            ("/sessions", #"["web-1"]"#, "body is not a JSON object: expected a JSON object"),
             ("/linked-tokens/revoke", #"{"tokenz":["lt-1"]}"#, "unknown member 'tokenz' (known: issuer, token_hashes, token_type, tokens)"),
             ("/linked-tokens/revoke", #"{"tokens":["lt-1"],"issuer":5}"#, "'issuer' must be a string"),
             ("/linked-tokens/revoke", #"{"tokens":["lt-1"],"token_type":1}"#, "'token_type' must be a string"),
