@@ -115,8 +115,9 @@ struct TailDevIssuerCommandTests {
         try follow.run()
         defer { follow.terminate() }
         func shown() -> String { (try? String(contentsOf: output, encoding: .utf8)) ?? "" }
+        // Up to two minutes for each line to show: the suite's other tests share the two cores.
         func waitFor(_ wanted: String) async throws {
-            for _ in 0..<300 where !shown().contains(wanted) { try await Task.sleep(for: .milliseconds(50)) }
+            for _ in 0..<2_400 where !shown().contains(wanted) { try await Task.sleep(for: .milliseconds(50)) }
         }
         try await waitFor(replay[1])
         let later = line(5, "site", "unlinked", "d")
