@@ -111,7 +111,7 @@ public struct EventLogCheckpoint: Sendable, Equatable {
             }
             signed = true
         }
-        guard signed else { throw Invalid("no signature by \(key.name) (key ID \(key.keyID.map { String(format: "%02x", $0) }.joined()))") }
+        guard signed else { throw Invalid("no signature by \(key.name) (key ID \(key.keyID.lowercaseHex))") }
         return checkpoint
     }
 }
@@ -140,7 +140,7 @@ public struct CheckpointKey: Sendable {
         self.name = name
         self.privateKey = privateKey
         self.keyID = checkpointKeyID(name: name, publicKey: raw)
-        self.verifierKey = "\(name)+\(keyID.map { String(format: "%02x", $0) }.joined())+\(Base64URL.encodeStandard([0x01] + raw))"
+        self.verifierKey = "\(name)+\(keyID.lowercaseHex)+\(Base64URL.encodeStandard([0x01] + raw))"
     }
 }
 
@@ -157,7 +157,7 @@ public struct CheckpointVerifier: Sendable {
         else { throw EventLogCheckpoint.Invalid("not a verifier key (name+hexID+base64 of an Ed25519 key)") }
         let raw = Array(blob.dropFirst())
         let id = checkpointKeyID(name: String(parts[0]), publicKey: raw)
-        guard id.map({ String(format: "%02x", $0) }).joined() == parts[1] else { throw EventLogCheckpoint.Invalid("the verifier key's ID does not match its key") }
+        guard id.lowercaseHex == parts[1] else { throw EventLogCheckpoint.Invalid("the verifier key's ID does not match its key") }
         self.name = String(parts[0])
         self.keyID = id
         self.publicKey = try PublicKey(ed25519: raw)

@@ -45,9 +45,14 @@ public struct TokenFingerprint: Sendable, Equatable {
     }
 }
 
-extension String {
-    func leftPadded(to width: Int) -> String {
-        count >= width ? self : String(repeating: "0", count: width - count) + self
+extension Sequence<UInt8> {
+    /// The bytes in lowercase hex, two digits each (digests, MACs, key IDs).
+    public var lowercaseHex: String {
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(underestimatedCount * 2)
+        for byte in self { text += [digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]] }
+        return String(decoding: text, as: UTF8.self)
     }
 }
 
@@ -69,6 +74,6 @@ public enum HMACSHA256 {
     }
 
     public static func hex(key: [UInt8], data: [UInt8]) -> String {
-        mac(key: key, data: data).map { String($0, radix: 16).leftPadded(to: 2) }.joined()
+        mac(key: key, data: data).lowercaseHex
     }
 }

@@ -58,8 +58,7 @@ public enum SHA512 {
     /// `base64(SHA512(hex(SHA512(utf8(token)))))`, the inner digest as lowercase hex: the other
     /// reading of `hash_base64_sha512_sha512` (spec §9 question 5 leaves open which Google sends).
     public static func doubleHashOfHexBase64(_ token: String) -> String {
-        let inner = hash(Array(token.utf8)).map { String($0, radix: 16).leftPadded(to: 2) }.joined()
-        return Base64URL.encodeStandard(hash(Array(inner.utf8)))
+        Base64URL.encodeStandard(hash(Array(hash(Array(token.utf8)).lowercaseHex.utf8)))
     }
 }
 
@@ -78,6 +77,6 @@ public enum SHA256 {
 
     /// The digest in lower-case hex.
     public static func hex(_ bytes: some Collection<UInt8>) -> String {
-        hash(bytes).map { String($0, radix: 16).leftPadded(to: 2) }.joined()
+        hash(bytes).lowercaseHex
     }
 }

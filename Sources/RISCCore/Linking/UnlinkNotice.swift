@@ -65,7 +65,7 @@ public struct UnlinkNotices: Sendable {
     /// not base64 of 64 bytes.
     public static func hexIdentifier(fromStoredHash hash: String) -> String? {
         guard let canonical = Base64URL.normalize(hash), let bytes = Base64URL.decode(canonical), bytes.count == 64 else { return nil }
-        return bytes.map { String($0, radix: 16).leftPadded(to: 2) }.joined()
+        return bytes.lowercaseHex
     }
 
     /// The queue row of the notice for the linked token whose stored fingerprint is `tokenHash`.
