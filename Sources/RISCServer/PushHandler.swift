@@ -126,14 +126,33 @@ final class PushHandler: ChannelDuplexHandler {
         // A parser error on a closed channel is the decoder flushing a partial request after our
         // own close (an overflowing client): nothing to answer or report.
         guard context.channel.isActive else { return }
-        guard error is HTTPParserError else {
+        guard let parserError = error as? HTTPParserError else {
             endpoint.logger.debug("push connection error", metadata: ["risc.error": "\(Printable.safe("\(error)"))"])
             context.close(promise: nil)
             return
         }
-        let problem = SETError(.invalidRequest, "malformed HTTP request: \(Printable.safe(String(describing: error), maxBytes: 80))")
+        let problem = SETError(.invalidRequest, "malformed HTTP request: \(Self.describe(parserError))")
         endpoint.malformedRequest(problem, remote: endpoint.clientAddress(peer(context), headers: [:]))
         run(connection.malformed(problem, channel(context)), context)
+    }
+
+    /// What is wrong with a request the parser refused, in words that name the fault rather than
+    /// the parser's own names (its `unknown` is mostly faulty framing, `paused` an HTTP/2 preface).
+    static func describe(_ error: HTTPParserError) -> String {
+        switch error {
+        case .unknown, .invalidEOFState:
+            "its framing is invalid (Content-Length beside Transfer-Encoding, chunked not the last transfer coding: RFC 9112 §6.1, §6.3)"
+        case .unexpectedContentLength: "more than one Content-Length field (RFC 9112 §6.3)"
+        case .invalidContentLength: "Content-Length is not one decimal number, or stands beside Transfer-Encoding (RFC 9112 §6.1, §6.3)"
+        case .paused: "an HTTP/2 connection preface or upgrade: this endpoint speaks HTTP/1.1"
+        case .invalidHeaderToken: "a header field with a character HTTP does not allow (a space before the colon, a folded line, a control character)"
+        case .headerOverflow: "its header section is too large"
+        case .invalidChunkSize: "a chunk size that is not a hexadecimal number"
+        case .invalidVersion, .lfExpected: "not an HTTP/1.x request (each line must end with CRLF)"
+        case .invalidMethod: "not an HTTP method"
+        case .invalidURL: "its target is not a valid URI"
+        default: Printable.safe(String(describing: error), maxBytes: 80)
+        }
     }
 
     // MARK: Requests

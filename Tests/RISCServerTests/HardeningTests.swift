@@ -305,6 +305,35 @@ struct ServerHardeningTests {
         try await harness.stop()
     }
 
+    /// Found: requests HTTP/1.1's parser refuses were answered with its own terse names, some of
+    /// which said nothing of the fault: Content-Length beside `Transfer-Encoding: chunked` (the
+    /// framing of request smuggling) was "unknown (http_parser error)", an HTTP/2 connection
+    /// preface (a client that assumed h2 on a plain port) "paused (swift-http-parser error)".
+    @Test("a request HTTP/1.1's parser refuses gets a 400 that says what is wrong with it, never the parser's internal names")
+    func parserRefusalsSayWhy() async throws {
+        let harness = try ServerHarness()
+        try await harness.start()
+        let token = try harness.token(jti: "framing")
+        let length = "Content-Length: \(token.utf8.count)\r\n"
+        let cases: [(name: String, request: String, says: [String])] = [
+            ("CL and TE", "POST /events HTTP/1.1\r\nHost: x\r\n\(length)Transfer-Encoding: chunked\r\n\r\n\(token)", ["Content-Length", "Transfer-Encoding"]),
+            ("two CLs", "POST /events HTTP/1.1\r\nHost: x\r\n\(length)Content-Length: 5\r\n\r\n\(token)", ["more than one Content-Length"]),
+            ("CL not a number", "POST /events HTTP/1.1\r\nHost: x\r\nContent-Length: +12\r\n\r\n", ["Content-Length"]),
+            ("HTTP/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", ["HTTP/2", "HTTP/1.1"]),
+            ("space before colon", "POST /events HTTP/1.1\r\nHost: x\r\nContent-Length : 3\r\n\r\nabc", ["header field"]),
+            ("bad chunk size", "POST /events HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n", ["chunk size"]),
+        ]
+        for (name, request, says) in cases {
+            let answer = try RawConnection.exchange(port: harness.publicPort, Array(request.utf8))
+            #expect(answer.hasPrefix("HTTP/1.1 400") && answer.contains(#""err":"invalid_request""#), "\(name): \(answer)")
+            for words in says { #expect(answer.contains(words), "\(name): \(answer)") }
+            for inner in ["http_parser", "swift-http-parser", "unknown", "paused"] { #expect(!answer.contains(inner), "\(name): \(answer)") }
+        }
+        await harness.indexed()
+        #expect(!harness.eventLogLines.contains { $0["outcome"] == "accepted" })
+        try await harness.stop()
+    }
+
     /// Found: after a request that asks to upgrade (`Connection: Upgrade` with `Upgrade: h2c`, as
     /// `curl --http2` sends on http://) or a CONNECT, NIO's decoder reads nothing more on that
     /// connection, so a SET pipelined or sent next on it was never answered: the connection hung
