@@ -88,6 +88,14 @@ struct SETPolicyTests {
         for aud: JSONValue? in ["other", ["other", "more"], [], nil] {
             try await expectRejected(try Self.factory.sign(Self.claims { $0["aud"] = aud }), .invalidAudience)
         }
+        // Each says which: an empty array is no missing claim.
+        for (aud, says) in [([], "'aud' is an empty array"), (nil, "no 'aud' claim"), ("other", "names none of our client IDs")] as [(JSONValue?, String)] {
+            do {
+                _ = try await verifier.verify(Array(try Self.factory.sign(Self.claims { $0["aud"] = aud }).utf8), now: Self.now)
+            } catch let error as SETError {
+                #expect(error.description.contains(says), "\(error.description)")
+            }
+        }
         try await expectRejected(try Self.factory.sign(Self.claims { $0["aud"] = 5 }), .invalidRequest)
         try await expectRejected(try Self.factory.sign(Self.claims { $0["aud"] = ["ok", 5] }), .invalidRequest)
     }

@@ -79,7 +79,11 @@ public struct SETPolicy: Sendable {
             throw SETError(.invalidIssuer, "'iss' is not the configured issuer")
         }
         guard token.audience.contains(where: audiences.contains) else {
-            var error = SETError(.invalidAudience, token.audience.isEmpty ? "no 'aud' claim" : "'aud' names none of our client IDs")
+            var error = SETError(
+                .invalidAudience,
+                token.claims["aud"] == nil
+                    ? "no 'aud' claim"
+                    : token.audience.isEmpty ? "'aud' is an empty array" : "'aud' names none of our client IDs")
             // A client id is no secret, and the operator needs it; the answer to the client still
             // echoes nothing of the token.
             error.logFields["aud"] = .array(token.audience.prefix(5).map { .string(Printable.safe($0, maxBytes: 120)) })
