@@ -42,7 +42,8 @@ public struct PostgresAccounts: AccountRepository {
         if !link.sessions.isEmpty {
             try await connection.query(
                 """
-                INSERT INTO sessions (account_id, session_id, created_at) SELECT \(id), s, \(now) FROM unnest(\(link.sessions)::text[]) AS s
+                INSERT INTO sessions (account_id, session_id, created_at)
+                SELECT \(id), s, c FROM unnest(\(link.sessions)::text[], \(link.sessions.map { link.start(of: $0, now: now) })::float8[]) AS t(s, c)
                 ON CONFLICT (account_id, session_id) DO NOTHING
                 """, logger: logger)
         }

@@ -151,12 +151,9 @@ struct AdminAccountsController: Sendable {
         /// `created_at`: when a session began, in seconds since 1970, no later than `now` (a clock a
         /// few minutes ahead is taken as `now`; further ahead is milliseconds or a mistake).
         func sessionStart(now: Double) throws -> Double {
-            guard let value = json["created_at"], value != .null else { return now }
-            guard case .number(let seconds) = value else { throw BadRequest(description: "'created_at' must be a number (seconds since 1970)") }
-            guard seconds >= 0, seconds <= now + 300 else {
-                throw BadRequest(description: "'created_at' must be seconds since 1970, not in the future (milliseconds are not seconds)")
+            do { return min(try AccountLink.sessionStart(json["created_at"], now: now) ?? now, now) } catch {
+                throw BadRequest(description: error.description)
             }
-            return min(seconds, now)
         }
 
         func bool(_ name: String) throws -> Bool? {
@@ -207,11 +204,11 @@ struct AdminAccountsController: Sendable {
     }
 
     private func link(_ request: Request) async throws -> Response {
-        let link: AccountLink
-        do { link = try AccountLink(json: try await Body(request, known: AccountLink.jsonMembers).json) } catch let error as AccountLinkError {
+        let link: AccountLink, now = clock()
+        do { link = try AccountLink(json: try await Body(request, known: AccountLink.jsonMembers).json, now: now) } catch let error as AccountLinkError {
             throw BadRequest(description: error.description)
         }
-        _ = try await accounts.link(link, now: clock())
+        _ = try await accounts.link(link, now: now)
         return Responses.json(#"{"status":"linked"}"#, status: .created)
     }
 

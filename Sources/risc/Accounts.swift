@@ -58,21 +58,23 @@ extension RiscCommand.Accounts {
             discussion: """
                 All or nothing: every line is checked first (no other member, non-empty subject and user_id, lists of \
                 non-empty strings, one line per account), then all are written in one transaction; one bad line imports \
-                none and names every bad line. Exit 64 then.
+                none and names every bad line. Exit 64 then. A session is its id, or {"id", "created_at"} with the time it \
+                began (seconds since 1970): "end sessions" spares sessions begun after the event, and one given without \
+                begins at the import.
                 """)
         @Argument(help: "JSON-lines file, or - for standard input.") var file: String = "-"
         @OptionGroup var data: StoreOption
         @OptionGroup var creation: CreateOption
 
         /// Every line's account, or every problem found (line numbers from 1).
-        static func parse(_ text: String) -> (links: [AccountLink], problems: [String]) {
+        static func parse(_ text: String, now: Double) -> (links: [AccountLink], problems: [String]) {
             var links: [AccountLink] = [], problems: [String] = []
             var seen: [String: Int] = [:]
             for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated()
             where !line.trimmingCharacters(in: .whitespaces).isEmpty {
                 let number = index + 1
                 do {
-                    let link = try AccountLink(json: try JSONParser.parseObject(Array(line.utf8)))
+                    let link = try AccountLink(json: try JSONParser.parseObject(Array(line.utf8)), now: now)
                     let key = SETPolicy.issuerScope(link.issuer) + "\u{0}" + link.subject
                     if let first = seen[key] {
                         problems.append("line \(number): subject \(Printable.safe(link.subject, maxBytes: 64)) again (first on line \(first))")
@@ -88,14 +90,15 @@ extension RiscCommand.Accounts {
         }
 
         func run() async throws {
-            let (links, problems) = Self.parse(String(decoding: try readInput(file), as: UTF8.self))
+            let now = systemNow()
+            let (links, problems) = Self.parse(String(decoding: try readInput(file), as: UTF8.self), now: now)
             guard problems.isEmpty else {
                 let shown = problems.prefix(20).map { "  - \($0)" }.joined(separator: "\n")
                 throw ValidationError("nothing imported:\n\(shown)\(problems.count > 20 ? "\n  … and \(problems.count - 20) more" : "")")
             }
             let opened = try await data.open(accounts: true, create: creation.create)
             defer { opened.close() }
-            _ = try await opened.accounts().link(links, now: systemNow())
+            _ = try await opened.accounts().link(links, now: now)
             print("imported \(links.count) accounts")
         }
     }

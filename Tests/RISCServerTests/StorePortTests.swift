@@ -269,6 +269,28 @@ struct StorePortTests {
         try await f.close()
     }
 
+    /// Found: a session given when an account is linked (`risc accounts link`/`import`, `POST
+    /// /admin/accounts`) began, for risc, when it was linked: an import of a site's existing
+    /// sessions, or a login server linking from a queue, made sessions opened before a hijacking
+    /// look opened after it, and the hijacking's "end sessions" spared them. A session may now
+    /// say when it began.
+    @Test("a session linked with the time it began is ended by an event after that time; one without begins at the link", arguments: Backend.allCases)
+    func linkedSessionStarts(_ backend: Backend) async throws {
+        let f = try await Fixture.open(backend)
+        _ = try await f.accounts.link(
+            AccountLink(subject: "alice", userID: "u-alice", sessions: ["opened-before", "linked-only", "ahead"], sessionStarts: ["opened-before": 500, "ahead": 5_000]),
+            now: 1_000)
+        _ = try await f.events.append(
+            try await Self.factory.storedRecord(type: .sessionsRevoked, subject: Self.user("alice"), jti: "sr-linked-starts", iat: 800, keys: try Self.keys.jwks, receivedAt: 1_200))
+        let worker = QueueWorker(queue: f.queue, settings: .init(owner: "test"), log: MemoryEventLog(), logger: Self.logger)
+        while try await worker.processDue() > 0 {}
+        #expect(try await f.count("SELECT count(*) FROM sessions WHERE session_id = 'opened-before' AND ended_at IS NOT NULL") == 1)
+        #expect(try await f.count("SELECT count(*) FROM sessions WHERE session_id = 'linked-only' AND ended_at IS NULL AND created_at = 1000") == 1)
+        // A start after the link is taken as the link's time.
+        #expect(try await f.count("SELECT count(*) FROM sessions WHERE session_id = 'ahead' AND created_at = 1000") == 1)
+        try await f.close()
+    }
+
     /// Found: the site's login server adding a token it had added before (`POST
     /// /admin/accounts/{subject}/tokens` retried) stored it twice, and Google's token-revoked then
     /// revoked one of the two: the account kept an active fingerprint of a revoked token.

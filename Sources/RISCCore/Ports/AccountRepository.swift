@@ -8,21 +8,29 @@ public struct AccountLink: Sendable {
     public var userID: String
     public var email: String?
     public var sessions: [String]
+    /// When sessions began (seconds since 1970), for those given with a `created_at`; the others,
+    /// and any start after the link, begin at the link. "End sessions" spares a session begun
+    /// after the event, so a session imported or linked late must say when it began.
+    public var sessionStarts: [String: Double]
     public var refreshTokens: [String]
     public var linkedTokens: [String]
 
     public init(
         issuer: String = "https://accounts.google.com", subject: String, userID: String, email: String? = nil,
-        sessions: [String] = [], refreshTokens: [String] = [], linkedTokens: [String] = []
+        sessions: [String] = [], sessionStarts: [String: Double] = [:], refreshTokens: [String] = [], linkedTokens: [String] = []
     ) {
         self.issuer = issuer
         self.subject = subject
         self.userID = userID
         self.email = email
         self.sessions = sessions
+        self.sessionStarts = sessionStarts
         self.refreshTokens = refreshTokens
         self.linkedTokens = linkedTokens
     }
+
+    /// When `session` began, for a link made at `now`.
+    public func start(of session: String, now: Double) -> Double { min(sessionStarts[session] ?? now, now) }
 }
 
 /// The kinds of token a linked account holds.
@@ -210,10 +218,22 @@ extension AccountLink {
         guard trimmed == text else { throw AccountLinkError("\(name) must not begin or end with white space") }
     }
 
+    /// When a session began, from its `created_at` (nil: not given): seconds since 1970, no later
+    /// than a few minutes past `now` (further ahead is milliseconds or a mistake).
+    public static func sessionStart(_ value: JSONValue?, now: Double) throws(AccountLinkError) -> Double? {
+        guard let value, value != .null else { return nil }
+        guard case .number(let seconds) = value else { throw AccountLinkError("'created_at' must be a number (seconds since 1970)") }
+        guard seconds >= 0, seconds <= now + 300 else {
+            throw AccountLinkError("'created_at' must be seconds since 1970, not in the future (milliseconds are not seconds)")
+        }
+        return seconds
+    }
+
     /// An account from its JSON description, strictly: `subject` and `user_id` non-empty strings,
-    /// `email` and `issuer` non-empty strings when present, the lists arrays of non-empty strings,
-    /// and no other member (a misspelt key must not silently drop data).
-    public init(json: JSONObject) throws(AccountLinkError) {
+    /// `email` and `issuer` non-empty strings when present, the token lists arrays of non-empty
+    /// strings, each session its id or `{"id", "created_at"?}`, and no other member (a misspelt key
+    /// must not silently drop data). `now`: the time the link is made.
+    public init(json: JSONObject, now: Double) throws(AccountLinkError) {
         if let unknown = json.keys.filter({ !Self.jsonMembers.contains($0) }).sorted().first {
             throw AccountLinkError("unknown member '\(Printable.safe(unknown, maxBytes: 64))' (known: \(Self.jsonMembers.sorted().joined(separator: ", ")))")
         }
@@ -236,9 +256,28 @@ extension AccountLink {
             guard !value.containsNUL else { throw AccountLinkError("'\(name)' must not hold a NUL character") }
             return texts
         }
+        var sessions: [String] = [], starts: [String: Double] = [:]
+        let given = json["sessions"] ?? .null
+        guard given == .null || given.arrayValue != nil else { throw AccountLinkError("'sessions' must be an array of session ids or objects") }
+        for session in given.arrayValue ?? [] {
+            guard case .object(let object) = session else {
+                guard let id = session.stringValue, !id.isEmpty else {
+                    throw AccountLinkError("'sessions' must be an array of non-empty strings or session objects ({\"id\", \"created_at\"})")
+                }
+                sessions.append(id)
+                continue
+            }
+            if let unknown = object.keys.filter({ $0 != "id" && $0 != "created_at" }).sorted().first {
+                throw AccountLinkError("unknown member '\(Printable.safe(unknown, maxBytes: 64))' in a session (known: created_at, id)")
+            }
+            guard let id = object["id"]?.stringValue, !id.isEmpty else { throw AccountLinkError("'sessions': an object needs 'id', a non-empty string") }
+            sessions.append(id)
+            starts[id] = try Self.sessionStart(object["created_at"], now: now)
+        }
+        guard !(json["sessions"]?.containsNUL ?? false) else { throw AccountLinkError("'sessions' must not hold a NUL character") }
         self.init(
             issuer: try text("issuer", required: false) ?? "https://accounts.google.com", subject: try text("subject", required: true)!,
-            userID: try text("user_id", required: true)!, email: try text("email", required: false), sessions: try list("sessions"),
+            userID: try text("user_id", required: true)!, email: try text("email", required: false), sessions: sessions, sessionStarts: starts,
             refreshTokens: try list("refresh_tokens"), linkedTokens: try list("linked_tokens"))
     }
 }

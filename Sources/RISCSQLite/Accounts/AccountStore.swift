@@ -79,7 +79,7 @@ public final class AccountStore: AccountRepository, @unchecked Sendable {  // re
         upsert.reset()
         let session = try connection.cached(
             "INSERT OR IGNORE INTO sessions (account_id, session_id, created_at) VALUES (?1, ?2, ?3)")
-        for sessionID in link.sessions { try session.run([.int(id), .text(sessionID), .double(now)]) }
+        for sessionID in link.sessions { try session.run([.int(id), .text(sessionID), .double(link.start(of: sessionID, now: now))]) }
         for (kind, values) in [(TokenKind.googleRefresh, link.refreshTokens), (.linked, link.linkedTokens)] {
             for value in values { try insertToken(account: id, kind: kind, TokenFingerprint(token: value, key: tokenKey), now: now) }
         }
