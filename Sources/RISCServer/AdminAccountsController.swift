@@ -208,8 +208,12 @@ struct AdminAccountsController: Sendable {
         do { link = try AccountLink(json: try await Body(request, known: AccountLink.jsonMembers).json, now: now) } catch let error as AccountLinkError {
             throw BadRequest(description: error.description)
         }
+        // The user the Google account was linked to, when it moves to another: the site learns it.
+        let before = try await accounts.accounts(subject: link.subject).first { $0.issuer == SETPolicy.issuerScope(link.issuer) }?.userID
         _ = try await accounts.link(link, now: now)
-        return Responses.json(#"{"status":"linked"}"#, status: .created)
+        var answer: JSONObject = ["status": "linked"]
+        if let before, before != link.userID { answer["previous_user_id"] = .string(before) }
+        return Responses.json(JSONValue.object(answer).serialized, status: .created)
     }
 
     private func add(_ request: Request, _ context: RISCRequestContext, session: Bool) async throws -> Response {

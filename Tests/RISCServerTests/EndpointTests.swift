@@ -517,6 +517,26 @@ struct AdminAccountAPITests {
         harness.issuer.stop()
     }
 
+    /// Found: `POST /admin/accounts` linking a Google account that was linked to another of the
+    /// site's users answered `{"status":"linked"}` as for a new link: the site's login server never
+    /// learnt that a Google account moved between its users (a mistyped user id, or a sign-in that
+    /// should be looked at). `risc accounts link` says "was …"; the API now names the previous user.
+    @Test("linking a Google account linked to another user names that user in the answer; a new link or the same user names none")
+    func linkNamesThePreviousUser() async throws {
+        let (harness, tokenFile) = try await Self.startedWithAccountAPI()
+        defer { try? FileManager.default.removeItem(atPath: tokenFile) }
+        func link(_ user: String) async throws -> JSONObject {
+            let answer = try await Self.post(#"{"subject":"110169484474386276334","user_id":"\#(user)"}"#, to: "/admin/accounts", on: harness)
+            #expect(answer.status == 201, "\(answer.text)")
+            return try JSONParser.parseObject(Array(answer.text.utf8))
+        }
+        #expect(try await link("u-1") == ["status": "linked"])
+        #expect(try await link("u-1") == ["status": "linked"])
+        #expect(try await link("u-2") == ["status": "linked", "previous_user_id": "u-1"])
+        try await harness.stop()
+        harness.issuer.stop()
+    }
+
     /// Found: only `POST /admin/accounts` checked its body. The other three took what they knew and
     /// dropped the rest: `{"tokenz": [...]}` (a typo of `tokens`) revoked **every** linked token of
     /// the account and queued an unlink notice to Google for each, as a body naming neither list
