@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import RISCCore
 import RISCLocal
+import Synchronization
 
 extension RiscCommand {
     struct Tail: AsyncParsableCommand {
@@ -45,7 +46,17 @@ extension RiscCommand {
 
         /// A line as shown, with its time (for merging files), or nil when it is not shown.
         func render(_ line: Substring, color: Bool) -> (ts: String, text: String)? {
-            guard let object = try? JSONParser.parseObject(Array(line.utf8)), matches(object) else { return nil }
+            guard let object = try? JSONParser.parseObject(Array(line.utf8)), object["step"]?.stringValue != nil else {
+                // Not a record (a damaged or hand-edited file, another tool's line): shown as it is,
+                // in its place (its time is its neighbour's), unless a filter asks for records.
+                guard !line.allSatisfy(\.isWhitespace), jti == nil, subject == nil, outcome == nil else { return nil }
+                if json || pretty {
+                    Self.foreignLines.withLock { $0 += 1 }
+                    return nil
+                }
+                return ("", "?? not an event-log record: " + Printable.safe(String(line), maxBytes: 512))
+            }
+            guard matches(object) else { return nil }
             let ts = object["ts"]?.stringValue ?? ""
             if json { return (ts, String(line)) }
             if pretty { return (ts, JSONValue.object(object).prettyPrinted) }
@@ -130,6 +141,8 @@ extension RiscCommand {
             }
             let merged = Self.merge(shown)
             for line in lines > 0 ? Array(merged.suffix(lines)) : merged { print(line) }
+            fflush(nil)
+            Self.reportForeignLines()
             guard follow else { return }
             fflush(nil)
             while !Task.isCancelled {
@@ -158,22 +171,39 @@ extension RiscCommand {
                     }
                 }
                 fflush(nil)
+                Self.reportForeignLines()
                 if !read { try await Task.sleep(for: .milliseconds(200)) }
             }
         }
 
         /// The shown lines of several files in one sequence by time, each file's own order kept
-        /// (a file's lines are nearly, not strictly, in time order: threads write them).
+        /// (a file's lines are nearly, not strictly, in time order: threads write them); a line
+        /// with no time goes with the line before it.
         static func merge(_ files: [[(ts: String, text: String)]]) -> [String] {
             guard files.count > 1 else { return files.first?.map(\.text) ?? [] }
-            var next = files.map { _ in 0 }
+            var next = files.map { _ in 0 }, last = files.map { _ in "" }
             var merged: [String] = []
             merged.reserveCapacity(files.reduce(0) { $0 + $1.count })
-            while let file = files.indices.filter({ next[$0] < files[$0].count }).min(by: { files[$0][next[$0]].ts < files[$1][next[$1]].ts }) {
+            func time(_ file: Int) -> String { files[file][next[file]].ts.isEmpty ? last[file] : files[file][next[file]].ts }
+            while let file = files.indices.filter({ next[$0] < files[$0].count }).min(by: { time($0) < time($1) }) {
+                last[file] = time(file)
                 merged.append(files[file][next[file]].text)
                 next[file] += 1
             }
             return merged
+        }
+
+        /// Lines `--json` and `--pretty` left out because they are not event-log records.
+        static let foreignLines = Mutex(0)
+
+        /// Says on standard error how many lines were left out since last said.
+        static func reportForeignLines() {
+            let count = foreignLines.withLock { count in
+                defer { count = 0 }
+                return count
+            }
+            guard count > 0 else { return }
+            FileHandle.standardError.write(Data("risc tail: left out \(count) line\(count == 1 ? "" : "s") that are not event-log records\n".utf8))
         }
 
         /// `--verify`: the chain checked line by line as `tail` reads them (the file it reads may

@@ -51,7 +51,8 @@ struct TailDevIssuerCommandTests {
         try Data(lines.joined(separator: "\n").utf8).write(to: data.appendingPathComponent("events.log"))
         let all = try await RiscBinary.run(["tail", "--data-dir", data.path])
         #expect(all.status == 0)
-        #expect(all.stdout.split(separator: "\n").count == 3)
+        // The line that is no record is shown too, marked (`tailShowsForeignLines`).
+        #expect(all.stdout.split(separator: "\n").count == 4 && all.stdout.contains("?? not an event-log record: not json"))
         #expect(!all.stdout.contains("\u{1B}["))
         let byJTI = try await RiscBinary.run(["tail", "--data-dir", data.path, "--jti", "a"])
         #expect(byJTI.stdout.split(separator: "\n").count == 2)
@@ -132,6 +133,35 @@ struct TailDevIssuerCommandTests {
         follow.terminate()
         await follow.exited()
         #expect(shown() == [replay[1], later, appended].joined(separator: "\n") + "\n", "\(shown())")
+    }
+
+    /// Found: a line of the log that is not an event-log record (a damaged or hand-edited file, a
+    /// JSON object another tool appended) was shown as an empty row, or not at all: `tail` hid the
+    /// very lines an operator would look for. They are shown as they are (escaped), marked, in
+    /// their place; `--json` keeps its output JSON and says on standard error what it left out.
+    @Test("tail shows a line that is not an event-log record as it is, marked and escaped, in its place; --json leaves it out and says so")
+    func tailShowsForeignLines() async throws {
+        let data = Scratch.root.appendingPathComponent("risc-tail-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: data) }
+        let first = #"{"v":1,"ts":"2026-01-01T00:00:01.000000Z","step":"received","outcome":"accepted","jti":"one"}"#
+        let last = #"{"v":1,"ts":"2026-01-01T00:00:02.000000Z","step":"received","outcome":"accepted","jti":"two"}"#
+        try Data([first, "half a line \u{1B}[2J", #"{"foo":1}"#, last].joined(separator: "\n").utf8 + [0x0A]).write(to: data.appendingPathComponent("events.log"))
+        // Another file beside it, so that the lines are merged by time.
+        try Data((#"{"v":1,"ts":"2026-01-01T00:00:00.000000Z","step":"site","outcome":"unlinked","subject":"s"}"# + "\n").utf8)
+            .write(to: data.appendingPathComponent("events.cli.log"))
+        let shown = try await RiscBinary.run(["tail", "--data-dir", data.path, "-n", "0"])
+        let rows = shown.stdout.split(separator: "\n").map(String.init)
+        #expect(rows.count == 5, "\(shown.stdout)")
+        #expect(rows.count == 5 && rows[1].contains("jti=one") && rows[4].contains("jti=two"), "\(shown.stdout)")
+        #expect(rows.count == 5 && rows[2].contains("not an event-log record") && rows[2].contains("half a line \\x1b[2J"), "\(shown.stdout)")
+        #expect(rows.count == 5 && rows[3].contains("not an event-log record") && rows[3].contains(#"{"foo":1}"#), "\(shown.stdout)")
+        #expect(!shown.stdout.unicodeScalars.contains { $0.value == 0x1B })
+        // Filtered, they do not match.
+        #expect(try await RiscBinary.run(["tail", "--data-dir", data.path, "--jti", "two"]).stdout.split(separator: "\n").count == 1)
+        let json = try await RiscBinary.run(["tail", "--file", data.appendingPathComponent("events.log").path, "--json", "-n", "0"])
+        #expect(json.stdout == first + "\n" + last + "\n", "\(json.stdout)")
+        #expect(json.stderr.contains("2 lines") && json.stderr.contains("not event-log records"), "\(json.stderr)")
     }
 
     @Test("tail's human output escapes control characters from what clients sent (no screen clearing, no bidi tricks)")
