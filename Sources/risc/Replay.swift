@@ -38,7 +38,7 @@ extension RiscCommand {
         var storeURL: String?
         @Option(help: "The token-fingerprint key file (accounts.token_key_file), for --local on a shared store.") var tokenKeyFile: String?
         @Flag(help: "Re-drive through the pipeline in this process, without HTTP (see above).") var local = false
-        @Option(help: "The receiver's config file: the store of --from-store and --local; with --local also its action table, retry policy and webhook.") var config: String?
+        @Option(help: "The receiver's config file: the store of --from-store and --local; with --local also its action table, retry policy and webhook; with --dry-run its action table and jwks_file.") var config: String?
         @OptionGroup var creation: CreateOption
         @Option(help: "Only the stored SET with this jti.") var jti: String?
         @Option(help: "Only stored SETs received since then: a time ago (90s, 30m, 2h, 1d) or an RFC 3339 time.") var since: String?
@@ -49,7 +49,7 @@ extension RiscCommand {
         @Option(help: "Key directory for signing descriptions.") var keys: String = "keys/test"
         @Option(help: "Issuer for signed descriptions.") var iss: String = SETFactory.defaultIssuer
         @Option(help: "Audience for signed descriptions.") var aud: String = SETFactory.defaultAudience
-        @Flag(help: "Verify locally (with --jwks-file) and print the planned actions; send nothing.") var dryRun = false
+        @Flag(help: "Verify locally (--jwks-file, else the config's jwks_file, else for descriptions the JWKS of --keys) and print the planned actions; send nothing.") var dryRun = false
         @Option(help: "JWK Set for --dry-run verification.") var jwksFile: String?
         @Option(name: .customLong("audience"), help: "Accepted audiences for --dry-run (default: --aud).") var audiences: [String] = []
 
@@ -74,7 +74,7 @@ extension RiscCommand {
             if let to, !Self.isReceiverURL(to) {
                 throw ValidationError("--to must be an http:// or https:// URL such as http://127.0.0.1:8443/events, got '\(Printable.safe(to, maxBytes: 200))'")
             }
-            if config != nil && !local && !fromStore { throw ValidationError("--config goes with --local or --from-store") }
+            if config != nil && !local && !fromStore && !dryRun { throw ValidationError("--config goes with --local, --from-store or --dry-run") }
             try OptionRange.atLeast(1, concurrency, "--concurrency")
         }
 
@@ -89,10 +89,10 @@ extension RiscCommand {
                 try await runLocal()
                 return
             }
-            let tokens = try await loadTokens()
+            let (tokens, signed) = try await loadTokens()
             guard !tokens.isEmpty else { throw ValidationError("no SETs to replay") }
             if dryRun {
-                try await dryRun(tokens)
+                try await dryRun(tokens, signedHere: signed)
                 return
             }
             let summary = try await send(tokens, to: to!)
@@ -110,7 +110,8 @@ extension RiscCommand {
             try StoreOption.resolve(config: config, dataDir: dataDir, storeURL: storeURL, tokenKeyFile: tokenKeyFile)
         }
 
-        func loadTokens() async throws -> [String] {
+        /// The SETs to replay, and whether they were signed here (from descriptions, with `--keys`).
+        func loadTokens() async throws -> (tokens: [String], signed: Bool) {
             if fromStore {
                 let store = try await StoreOption.open(storeSettings())
                 defer { store.close() }
@@ -123,21 +124,22 @@ extension RiscCommand {
                         Data(
                             "skipped \(stored.count - sendable.count) local record(s) (revocation-endpoint calls); re-drive them with --local\n".utf8))
                 }
-                return sendable
+                return (sendable, false)
             }
             // A line starting with # is a comment (no compact JWS or JSON object starts so).
             let lines = nonEmptyLines(String(decoding: try readInput(source!), as: UTF8.self)).filter { !$0.hasPrefix("#") }
-            guard lines.first?.hasPrefix("{") == true else { return lines }
+            guard lines.first?.hasPrefix("{") == true else { return (lines, false) }
             let directory = try KeyDirectory(url: URL(fileURLWithPath: keys))
             guard let entry = directory.entries.first(where: { $0.algorithm == .rs256 }) ?? directory.entries.first else {
                 throw ValidationError("no key in \(keys)")
             }
             let factory = SETFactory(issuer: iss, audience: aud, signer: entry.signer)
-            return try lines.enumerated().map { number, line in
+            let tokens = try lines.enumerated().map { number, line in
                 do { return try Self.sign(description: JSONParser.parseObject(Array(line.utf8)), factory: factory) } catch {
                     throw ValidationError("\(source!):\(number + 1): \(error)")
                 }
             }
+            return (tokens, true)
         }
 
         static func sign(description: JSONObject, factory: SETFactory) throws -> String {
@@ -167,10 +169,23 @@ extension RiscCommand {
                 keys: StaticKeyProvider(keys: try JWKSet(json: data), issuer: iss))
         }
 
-        func dryRun(_ tokens: [String]) async throws {
+        /// The receiver's configuration of `--config`, read as `risc serve` reads it.
+        func receiverConfiguration() throws -> ReceiverConfiguration? {
+            try config.map {
+                try ReceiverConfiguration.load(file: $0, flags: StoreOption.flags(dataDir: dataDir, storeURL: storeURL, tokenKeyFile: tokenKeyFile))
+            }
+        }
+
+        /// `--dry-run`: each SET verified (as `--local` verifies it) and planned with the receiver's
+        /// action table (`--config`) or the default one.
+        func dryRun(_ tokens: [String], signedHere: Bool) async throws {
             var failures = 0
-            let verifier: SETVerifier? = try jwksFile.map { try self.verifier(jwksFile: $0) }
+            let configuration = try receiverConfiguration()
+            let keySet = jwksFile ?? configuration?.jwksFile ?? (signedHere ? (keys as NSString).appendingPathComponent("jwks.json") : nil)
+            let policy: SETPolicy? = configuration == nil || !audiences.isEmpty ? nil : configuration?.policy
+            let verifier: SETVerifier? = try keySet.map { try self.verifier(jwksFile: $0, policy: policy) }
             if verifier == nil { FileHandle.standardError.write(Data("risc: no --jwks-file: decoding without verifying\n".utf8)) }
+            let table = configuration?.appliedTable ?? .default
             for token in tokens {
                 do {
                     let claims: SecurityEventToken
@@ -179,7 +194,7 @@ extension RiscCommand {
                     } else {
                         claims = try SecurityEventToken(payload: CompactJWS(token).payload)
                     }
-                    let plan = ActionPlan.plan(for: claims, table: .default)
+                    let plan = ActionPlan.plan(for: claims, table: table)
                     var line = JSONObject()
                     line["jti"] = .string(claims.tokenID ?? "")
                     line["verified"] = .bool(verifier != nil)
@@ -206,10 +221,7 @@ extension RiscCommand {
             let resolved = try storeSettings()
             if fromStore || !creation.create { try resolved.requireEmbeddedStore(creatable: !fromStore) }
             // A receiver's file is checked as `risc serve` checks it.
-            let configuration =
-                try config.map {
-                    try ReceiverConfiguration.load(file: $0, flags: StoreOption.flags(dataDir: dataDir, storeURL: storeURL, tokenKeyFile: tokenKeyFile))
-                } ?? resolved.configuration
+            let configuration = try receiverConfiguration() ?? resolved.configuration
             let directory = configuration.dataDirectory
             var logger = Logger(label: "risc.replay") { StreamLogHandler.standardError(label: $0) }
             logger.logLevel = .warning
@@ -251,7 +263,7 @@ extension RiscCommand {
         func receiveAll(into store: any EventStore, configuration: ReceiverConfiguration, log: any EventLog) async throws
             -> (ids: [Int64], duplicates: Int, refused: Int)
         {
-            let tokens = try await loadTokens()
+            let tokens = try await loadTokens().tokens
             guard !tokens.isEmpty else { throw ValidationError("no SETs to replay") }
             let file = jwksFile ?? configuration.jwksFile ?? (keys as NSString).appendingPathComponent("jwks.json")
             let policy: SETPolicy? = config == nil || !audiences.isEmpty ? nil : configuration.policy

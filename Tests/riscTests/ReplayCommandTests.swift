@@ -71,6 +71,32 @@ struct ReplayCommandTests {
 }
 
 extension ReplayCommandTests {
+    /// Found: `risc replay --dry-run`, "show what they would do", planned every SET with the default
+    /// action table, so a receiver whose `actions.table` differs was shown actions it would not
+    /// take (and `--config` was refused with a SOURCE file); and SETs it signed itself from
+    /// descriptions with `--keys` were only decoded, "verified": false, while `--local` verifies
+    /// them against the JWKS of `--keys`. With `--config` the receiver's table plans them, and
+    /// they are verified as `--local` verifies them.
+    @Test("--dry-run plans with the receiver's action table (--config) and verifies what it signed against the JWKS of --keys")
+    func dryRunUsesTheReceiversTable() async throws {
+        let directory = Scratch.root.appendingPathComponent("risc-dry-run-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let config = directory.appendingPathComponent("risc.json").path
+        try Data(
+            #"{"audiences": ["risc-test-client.apps.googleusercontent.com"], "data_dir": "\#(directory.path)/data", "actions": {"table": {"sessions-revoked": {"": ["flag_for_review"]}}}}"#
+                .utf8
+        ).write(to: URL(fileURLWithPath: config))
+        let description = #"{"type":"sessions-revoked","subject":"42","jti":"dry-1"}"#
+        let planned = try await RiscBinary.run(["replay", "-", "--dry-run", "--config", config], stdin: description)
+        #expect(planned.status == 0, "\(planned.stdout) \(planned.stderr)")
+        #expect(planned.stdout.contains(#""actions":["flag_for_review"]"#) && planned.stdout.contains(#""verified":true"#), "\(planned.stdout)")
+        // Without --config: the default table, still verified against the keys that signed it.
+        let plain = try await RiscBinary.run(["replay", "-", "--dry-run"], stdin: description)
+        #expect(plain.stdout.contains(#""actions":["end_sessions"]"#) && plain.stdout.contains(#""verified":true"#), "\(plain.stdout)")
+        #expect(!plain.stderr.contains("decoding without verifying"), "\(plain.stderr)")
+    }
+
     /// Found: `--to notaurl` or `--to ftp://…` was taken, and every SET then counted as a
     /// "transport error" with nothing to say which: a mistyped URL or a receiver not listening
     /// looked the same, and neither was named.
