@@ -38,7 +38,8 @@ extension RiscCommand {
         var storeURL: String?
         @Option(help: "The token-fingerprint key file (accounts.token_key_file), for --local on a shared store.") var tokenKeyFile: String?
         @Flag(help: "Re-drive through the pipeline in this process, without HTTP (see above).") var local = false
-        @Option(help: "The receiver's config file: the store of --from-store and --local; with --local also its action table, retry policy and webhook; with --dry-run its action table and jwks_file.") var config: String?
+        @Option(help: "The receiver's config file: the store of --from-store and --local; with --local also its action table, retry policy and webhook; with --dry-run its action table and jwks_file.")
+        var config: String?
         @OptionGroup var creation: CreateOption
         @Option(help: "Only the stored SET with this jti.") var jti: String?
         @Option(help: "Only stored SETs received since then: a time ago (90s, 30m, 2h, 1d) or an RFC 3339 time.") var since: String?
