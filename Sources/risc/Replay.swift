@@ -164,10 +164,9 @@ extension RiscCommand {
 
         /// A verifier over a pinned JWK Set file, for `--dry-run` and `--local`.
         func verifier(jwksFile file: String, policy: SETPolicy? = nil) throws -> SETVerifier {
-            let data = try readInput(file, what: "--jwks-file")
-            return SETVerifier(
+            SETVerifier(
                 policy: policy ?? SETPolicy(audiences: Set(audiences.isEmpty ? [aud] : audiences)),
-                keys: StaticKeyProvider(keys: try JWKSet(json: data), issuer: iss))
+                keys: StaticKeyProvider(keys: try readJWKSet(file, what: file == jwksFile ? "--jwks-file" : "the key set"), issuer: iss))
         }
 
         /// The receiver's configuration of `--config`, read as `risc serve` reads it.

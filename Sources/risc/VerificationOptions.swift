@@ -46,8 +46,7 @@ struct VerificationOptions: ParsableArguments {
     /// A pinned key set from `--jwks-file`, or a cache over the discovery document.
     func keyProvider(logger: Logger) throws -> any KeyProvider {
         if let jwksFile {
-            let data = try readInput(jwksFile, what: "--jwks-file")
-            return StaticKeyProvider(keys: try JWKSet(json: data), issuer: issuer ?? DiscoveryDocument.googleIssuer)
+            return StaticKeyProvider(keys: try readJWKSet(jwksFile), issuer: issuer ?? DiscoveryDocument.googleIssuer)
         }
         var configuration = JWKSConfiguration(discoveryURL: discoveryURL, expectedIssuer: issuer)
         if let dataDir {

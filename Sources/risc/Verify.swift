@@ -56,6 +56,15 @@ func readInput(_ path: String, what: String? = nil, limit: Int = FileContents.de
     }
 }
 
+/// The JWK Set in `path` (an option's file, `what` its name): one that cannot be read, or is no
+/// JWK Set (a PEM key given by mistake), is a usage error naming both.
+func readJWKSet(_ path: String, what: String = "--jwks-file") throws -> JWKSet {
+    let data = try readInput(path, what: what)
+    do { return try JWKSet(json: data) } catch {
+        throw ValidationError("\(what) \(path) is not a JWK Set (a JSON object with \"keys\"): \(error)")
+    }
+}
+
 /// A file's text (`readInput`), white space around it trimmed: a token kept in a file.
 func readToken(_ path: String, what: String) throws -> String {
     String(decoding: try readInput(path, what: what), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)

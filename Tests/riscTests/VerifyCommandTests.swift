@@ -30,6 +30,20 @@ struct VerifyCommandTests {
         #expect(!result.stdout.contains(token.prefix(30)))
     }
 
+    /// Found: a `--jwks-file` that is no JWK Set (the PEM private key beside it, given by mistake)
+    /// was "JWKS is not a JSON object: invalid number at byte 1", exit 1, as if the token had been
+    /// refused. It names the option and the file, says what it wanted, and exits 64 (a usage error),
+    /// for `verify` and `replay --dry-run` alike.
+    @Test("a --jwks-file that is no JWK Set is a usage error naming the file (exit 64), not a refused token (exit 1)")
+    func jwksFileNotAKeySet() async throws {
+        let token = try String(contentsOf: RiscBinary.repository.appendingPathComponent("keys/test/sample-account-disabled.jwt"), encoding: .utf8)
+        for arguments in [["verify", "-", "--audience", Self.audience], ["replay", "-", "--dry-run"]] {
+            let result = try await RiscBinary.run(arguments + ["--jwks-file", "keys/test/risc-test-rs256.pem"], stdin: token)
+            #expect(result.status == 64, "\(arguments[0]): \(result.status) \(result.stderr)")
+            #expect(result.stderr.contains("--jwks-file keys/test/risc-test-rs256.pem is not a JWK Set"), "\(arguments[0]): \(result.stderr)")
+        }
+    }
+
     /// Found: a file of several tokens (as `risc replay` takes) gave only `not a compact JWS:
     /// expected three dot-separated parts`, which does not say why. The RFC 8935 answer stays; a
     /// line on standard error says what the file holds and which command checks each.
