@@ -182,6 +182,7 @@ extension TransmitterSettings {
             do { key = try PrivateKey(pem: try Self.secret(file, "client_key_file", of: name)) } catch let error as FileError { throw error } catch {
                 throw FileError(description: "transmitters.\(name).client_key_file: not a private key OpenSSL can read")
             }
+            if let weakness = key.publicKey.weakness { throw FileError(description: "transmitters.\(name).client_key_file: \(weakness)") }
             let algorithm: JWSAlgorithm = key.publicKey.fits(.es256) ? .es256 : key.publicKey.fits(.eddsa) ? .eddsa : .rs256
             signer = JWSSigner(key: key, algorithm: algorithm, keyID: nil)
         }

@@ -56,6 +56,9 @@ struct RISCManagementClientTests {
         #expect(notPEM.contains("not a PEM private key") && !notPEM.contains("SECRET-MATERIAL"))
         let ec = try PrivateKey.generate(.ec(curve: "P-256")).pemRepresentation.replacingOccurrences(of: "\n", with: "\\n")
         #expect(load(#"{"type":"service_account","client_email":"a@b","private_key_id":"k","private_key":"\#(ec)"}"#).contains("not an RSA key"))
+        // A weak RSA key signs nothing: Google rejects it, and risc says why before asking.
+        let weak = try PrivateKey.generate(.rsa(bits: 1024)).pemRepresentation.replacingOccurrences(of: "\n", with: "\\n")
+        #expect(load(#"{"type":"service_account","client_email":"a@b","private_key_id":"k","private_key":"\#(weak)"}"#).contains("1024 bits is under the 2048-bit minimum"))
         #expect(load("[1]").contains("not a JSON object"))
         // A key file saved again by an editor that writes a byte-order mark (Windows' Notepad) is the same key.
         let account = try TestServiceAccount(directory: directory)

@@ -47,6 +47,24 @@ struct UnlinkNoticeRecordTests {
         #expect(!notice.token.contains(Self.token) && !notice.subjectsJSON.contains(Self.token))
     }
 
+    /// Found: an RSA key under 2048 bits (one made by hand with `openssl genrsa 1024`) was loaded
+    /// and signed notices that Google, and any careful verifier, refuses (RFC 7518 §3.3); so did a
+    /// service account's. Both are refused when loaded, saying why.
+    @Test("a notice key directory holding an RSA key under 2048 bits is refused, naming it")
+    func weakNoticeKey() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-weak-notice-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try Data(try PrivateKey.generate(.rsa(bits: 1024)).pemRepresentation.utf8).write(to: directory.appendingPathComponent("weak.pem"))
+        try Data(#"{"keys": [{"kty": "RSA", "kid": "weak", "alg": "RS256"}]}"#.utf8).write(to: directory.appendingPathComponent("jwks.json"))
+        do {
+            _ = try TransmitterKeys(directory: directory.path)
+            Issue.record("a 1024-bit key was loaded")
+        } catch let error as TransmitterKeys.LoadError {
+            #expect(error.description.contains("weak.pem") && error.description.contains("1024 bits is under the 2048-bit minimum"), "\(error)")
+        }
+    }
+
     @Test("the documents' paths are the issuer's path and below")
     func paths() {
         #expect(UnlinkNotices.path(of: UnlinkNotices.discoveryURL(issuer: "https://site.example/risc")) == "/risc/.well-known/risc-configuration")

@@ -46,6 +46,7 @@ public struct ServiceAccount: Sendable, CustomStringConvertible {
         let key: PrivateKey
         do { key = try PrivateKey(pem: pem) } catch { throw KeyFileError(path, "'private_key' is not a PEM private key OpenSSL can read") }
         guard key.publicKey.fits(.rs256) else { throw KeyFileError(path, "'private_key' is not an RSA key") }
+        if let weakness = key.publicKey.weakness { throw KeyFileError(path, "'private_key': \(weakness)") }
         clientEmail = email
         privateKeyID = keyID
         projectID = object["project_id"]?.stringValue

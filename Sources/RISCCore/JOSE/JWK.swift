@@ -95,14 +95,19 @@ public struct JWK: Sendable {
         if let use, use != "sig" { return "the key's use is not 'sig'" }
         if let keyOperations, !keyOperations.contains("verify") { return "the key's key_ops exclude 'verify'" }
         guard key.fits(algorithm) else { return "a \(key.kind) key cannot verify \(algorithm)" }
-        if case .rsa(let bits) = key.kind, bits < 2048 {
-            return "RSA key of \(bits) bits is under the 2048-bit minimum (RFC 7518 §3.3)"
-        }
-        return nil
+        return key.weakness
     }
 }
 
 extension PublicKey {
+    /// Why this key is too weak to sign or verify anything, or nil: an RSA key under 2048 bits
+    /// (RFC 7518 §3.3). Keys risc signs with (a service account's, the unlink-notice keys, a
+    /// transmitter client's) are checked when loaded, as keys it verifies with are when used.
+    public var weakness: String? {
+        if case .rsa(let bits) = kind, bits < 2048 { return "RSA key of \(bits) bits is under the 2048-bit minimum (RFC 7518 §3.3)" }
+        return nil
+    }
+
     /// This key as a public JWK object.
     public func jwk(keyID: String?, algorithm: JWSAlgorithm?) -> JSONObject {
         var object = JSONObject()

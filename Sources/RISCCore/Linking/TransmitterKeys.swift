@@ -49,6 +49,7 @@ public struct TransmitterKeys: Sendable {
             do { key = try PrivateKey(pem: pem) } catch { throw LoadError(directory, "\(kid).pem is not a private key OpenSSL can read") }
             let algorithm = JWSAlgorithm(rawValue: alg)
             guard key.publicKey.fits(algorithm) else { throw LoadError(directory, "\(kid).pem does not fit alg \(alg)") }
+            if let weakness = key.publicKey.weakness { throw LoadError(directory, "\(kid).pem: \(weakness)") }
             // Publish what the private key says, not what the file claims.
             published.append(.object(key.publicKey.jwk(keyID: kid, algorithm: algorithm)))
             signers[kid] = JWSSigner(key: key, algorithm: algorithm, keyID: kid)
