@@ -1,24 +1,27 @@
 public import Foundation
 public import RISCCore
 
-/// A self-signed P-256 certificate for `localhost`, made with the openssl command, for tests
-/// that run HTTPS on loopback (the certificate is also the CA bundle clients trust).
+/// A self-signed P-256 (or, with `rsa`, RSA 2048) certificate for `localhost`, made with the
+/// openssl command, for tests that run HTTPS on loopback (the certificate is also the CA bundle
+/// clients trust).
 public struct TestCertificate: Sendable {
     public let certificatePath: String
     public let keyPath: String
 
     public struct Failed: Error {}
 
-    public init(directory: URL) throws {
+    public init(directory: URL, rsa: Bool = false) throws {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         certificatePath = directory.appendingPathComponent("cert.pem").path
         keyPath = directory.appendingPathComponent("key.pem").path
         let openssl = ChildProcess()
         openssl.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        openssl.arguments = [
-            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1",
-            "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-keyout", keyPath, "-out", certificatePath,
-        ]
+        openssl.arguments =
+            ["openssl", "req", "-x509", "-newkey"] + (rsa ? ["rsa:2048"] : ["ec", "-pkeyopt", "ec_paramgen_curve:P-256"])
+            + [
+                "-nodes", "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-keyout", keyPath, "-out",
+                certificatePath,
+            ]
         guard try openssl.runToEnd().succeeded else { throw Failed() }
     }
 

@@ -74,6 +74,48 @@ struct AdminTLSTests {
         harness.issuer.stop()
     }
 
+    /// Found: both listeners took NIOSSL's default TLS 1.2 suites, which include RSA key
+    /// transport (`AES128-SHA`, `AES128-GCM-SHA256`: no forward secrecy) and CBC with SHA-1
+    /// (`ECDHE-RSA-AES128-SHA`). RFC 8935 §5.3 has RFC 7525 apply, and RFC 9325, which replaces
+    /// it, says not to negotiate either. Only ECDHE with AES-GCM or ChaCha20-Poly1305 in TLS 1.2;
+    /// TLS 1.3 as it is; below 1.2 nothing.
+    @Test("both listeners: TLS 1.2 only with forward-secret AEAD suites (RFC 9325), TLS 1.3, nothing older")
+    func cipherSuites() async throws {
+        let directory = Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let certificate = try TestCertificate(directory: directory.appendingPathComponent("rsa"), rsa: true)
+        let harness = try ServerHarness {
+            $0.tlsCertificate = certificate.certificatePath
+            $0.tlsKey = certificate.keyPath
+            $0.adminTLSCertificate = certificate.certificatePath
+            $0.adminTLSKey = certificate.keyPath
+        }
+        try await harness.start()
+        let adminPort = try #require(URLComponents(string: harness.adminURL)?.port)
+        /// Whether a handshake offering only `options` (a version, a suite) succeeds.
+        func handshake(_ port: Int, _ options: [String]) async throws -> Bool {
+            try await BlockingPool.waits.run {
+                Result {
+                    let client = ChildProcess()
+                    client.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+                    client.arguments = ["openssl", "s_client", "-connect", "127.0.0.1:\(port)", "-brief"] + options
+                    return try client.runToEnd(input: Data()).succeeded
+                }
+            }.get()
+        }
+        for port in [harness.publicPort, adminPort] {
+            for suite in ["ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-RSA-AES256-GCM-SHA384", "ECDHE-RSA-CHACHA20-POLY1305"] {
+                #expect(try await handshake(port, ["-tls1_2", "-cipher", suite]), "\(port): \(suite) refused")
+            }
+            for suite in ["AES128-SHA", "AES256-SHA", "AES128-GCM-SHA256", "AES256-GCM-SHA384", "ECDHE-RSA-AES128-SHA", "ECDHE-RSA-AES256-SHA384"] {
+                #expect(try await !handshake(port, ["-tls1_2", "-cipher", suite]), "\(port): \(suite) negotiated")
+            }
+            #expect(try await handshake(port, ["-tls1_3"]))
+            #expect(try await !handshake(port, ["-tls1_1"]))
+        }
+        try await harness.stop()
+    }
+
     @Test("admin.tls.client_ca: a client without a certificate, or with one the CA did not issue, is refused in the handshake; one it issued is served")
     func mutualTLS() async throws {
         let directory = Self.directory()
