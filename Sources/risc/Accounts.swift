@@ -99,7 +99,7 @@ extension RiscCommand.Accounts {
             let opened = try await data.open(accounts: true, create: creation.create)
             defer { opened.close() }
             _ = try await opened.accounts().link(links, now: now)
-            print("imported \(links.count) accounts")
+            print("imported \(links.count) account\(links.count == 1 ? "" : "s")")
         }
     }
 

@@ -163,11 +163,13 @@ extension RiscCommand {
             }
             print("  data      \(configuration.dataDirectory)")
             print("  store     \(configuration.store.url.map { "PostgreSQL \($0)" } ?? "embedded SQLite in the data directory")")
+            // The accounts risc keeps are in the store above: the embedded one, or PostgreSQL.
+            let accounts = configuration.store.url == nil ? "embedded account store" : "the account store in PostgreSQL"
             let actions =
                 switch (configuration.webhookURL.map(Redaction.url), configuration.webhookScope) {
-                case (nil, _): "embedded account store"
+                case (nil, _): accounts
                 case (let url?, .all): "webhook \(url)"
-                case (let url?, .rows): "embedded account store; webhook \(url) for the events whose row names it"
+                case (let url?, .rows): "\(accounts); webhook \(url) for the events whose row names it"
                 }
             print("  actions   \(actions)")
         }

@@ -34,12 +34,14 @@ struct AccountsQueueCommandTests {
         let imported = try await RiscBinary.run(
             ["accounts", "import", "-", "--data-dir", data],
             stdin: #"{"subject":"1002","user_id":"u2","sessions":["x","y"]}"# + "\n" + #"{"subject":"1003","user_id":"u3"}"# + "\n")
-        #expect(imported.stdout.contains("imported 2"))
+        #expect(imported.stdout.contains("imported 2 accounts"))
+        let one = try await RiscBinary.run(["accounts", "import", "-", "--data-dir", data], stdin: #"{"subject":"1004","user_id":"u4"}"# + "\n")
+        #expect(one.stdout == "imported 1 account\n", "\(one.stdout)")
         let bad = try await RiscBinary.run(["accounts", "import", "-", "--data-dir", data], stdin: #"{"subject":1}"# + "\n")
         #expect(bad.status != 0 && bad.stderr.contains("line 1"))
         let list = try await RiscBinary.run(["accounts", "list", "--json", "--data-dir", data])
         let accounts = try JSONParser.parse(list.stdout).arrayValue ?? []
-        #expect(accounts.count == 3)
+        #expect(accounts.count == 4)
         let show = try await RiscBinary.run(["accounts", "show", "1001", "--json", "--data-dir", data])
         let account = try JSONParser.parseObject(Array(show.stdout.utf8))
         #expect(account["email"] == "a@example.com")

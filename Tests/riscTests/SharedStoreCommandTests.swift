@@ -139,6 +139,8 @@ struct SharedStoreCommandTests {
             #expect(result.status == 0 && result.stdout.contains("embedded store: none yet"), "\(result.stdout) \(result.stderr)")
             result = try await check(["--store-url", cluster.url])
             #expect(result.status == 0 && result.stdout.contains("reachable, schema version 0 (older: the start migrates it to"), "\(result.stdout) \(result.stderr)")
+            // The accounts risc acts on are in PostgreSQL then, not in an embedded store.
+            #expect(result.stdout.contains("actions   the account store in PostgreSQL\n"), "\(result.stdout)")
             #expect(try await cluster.psql("SELECT count(*) FROM pg_tables WHERE tablename = 'sets'") == "0", "--connect migrated the store")
             _ = try await run(["store", "migrate", "--store-url", cluster.url])
             result = try await check(["--store-url", cluster.url])
