@@ -10,7 +10,7 @@ import RISCCore
 /// - `POST /admin/accounts` `{"subject", "user_id", "email"?, "issuer"?, "sessions"?, "refresh_tokens"?, "linked_tokens"?}` → 201
 /// - `POST /admin/accounts/{subject}/sessions` `{"session_id", "via_google"?, "issuer"?, "created_at"?}` → 201, 404 unknown account
 /// - `POST /admin/accounts/{subject}/tokens` `{"token", "kind": "google_refresh" | "linked", "issuer"?}` → 201, 404
-/// - `GET /admin/accounts/{subject}` → 200 with the account, 404
+/// - `GET /admin/accounts/{subject}[?issuer=…]` → 200 with the account, 404
 /// - `DELETE /admin/accounts/{subject}[?issuer=…]` → 200 `{"unlinked": n}` with its sessions and tokens, 404; when
 ///   `linking.notices` is on, an unlink notice is queued per active linked token and the answer adds `"notices_queued": k`
 /// - `POST /admin/accounts/{subject}/linked-tokens/revoke` `{"tokens"?: [raw], "token_hashes"?: [fingerprint],
@@ -42,8 +42,7 @@ struct AdminAccountsController: Sendable {
         router.delete("/admin/accounts/:subject") { request, context in
             try await guarded(request) {
                 let subject = try Self.subject(context)
-                let issuer = request.uri.queryParameters.get("issuer")
-                if let issuer, issuer.utf8.contains(0) { throw BadRequest(description: "'issuer' must not hold a NUL character") }
+                let issuer = try Self.queryIssuer(request)
                 let now = clock()
                 let (removed, queued) = try await accounts.unlink(subject: subject, issuer: issuer, notices: notices, now: now)
                 guard removed > 0 else { return Responses.json(#"{"error":"not_found"}"#, status: .notFound) }
@@ -73,7 +72,9 @@ struct AdminAccountsController: Sendable {
         }
         router.get("/admin/accounts/:subject") { request, context in
             try await guarded(request) {
-                guard let account = try await accounts.accounts(subject: try Self.subject(context)).first else {
+                let scope = try Self.queryIssuer(request).map(SETPolicy.issuerScope)
+                guard let account = try await accounts.accounts(subject: try Self.subject(context)).first(where: { scope == nil || $0.issuer == scope })
+                else {
                     return Responses.json(#"{"error":"not_found"}"#, status: .notFound)
                 }
                 return Responses.json(account.json.serialized, status: .ok)
@@ -89,6 +90,20 @@ struct AdminAccountsController: Sendable {
         }
         guard !subject.utf8.contains(0) else { throw BadRequest(description: "the subject must not hold a NUL character") }
         return subject
+    }
+
+    /// The query's `issuer`, read as strictly as a body: no other parameter (a misspelt `isuer`
+    /// must not widen a DELETE to every issuer), given once, checked as linking checks it.
+    static func queryIssuer(_ request: Request) throws -> String? {
+        let query = request.uri.queryParameters
+        if let unknown = query.map({ String($0.key) }).filter({ $0 != "issuer" }).sorted().first {
+            throw BadRequest(description: "unknown query parameter '\(Printable.safe(unknown, maxBytes: 64))' (known: issuer)")
+        }
+        let issuers = query.getAll("issuer")
+        guard issuers.count <= 1 else { throw BadRequest(description: "'issuer' given twice") }
+        guard let issuer = issuers.first else { return nil }
+        do { try AccountLink.check(issuer, named: "'issuer'") } catch { throw BadRequest(description: error.description) }
+        return issuer
     }
 
     /// Whether `Authorization` holds the admin token: SHA-256 digests of both compared in constant

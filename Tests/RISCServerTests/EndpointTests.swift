@@ -517,6 +517,39 @@ struct AdminAccountAPITests {
         harness.issuer.stop()
     }
 
+    /// Found: `DELETE /admin/accounts/{subject}` read `?issuer=` and ignored every other query
+    /// parameter, so a misspelt `?isuer=https://other.example` (meant to remove one issuer's
+    /// account) removed the subject's accounts under every issuer; `?issuer=` (empty) was taken as
+    /// an issuer; and `GET` ignored `?issuer=` altogether, showing another issuer's account. The
+    /// query is read as strictly as the bodies are: `issuer` only, checked as linking checks it.
+    @Test("the account API's query is strict: an unknown parameter or an empty issuer is a 400 and removes nothing; GET and DELETE both honour issuer")
+    func strictQuery() async throws {
+        let (harness, tokenFile) = try await Self.startedWithAccountAPI()
+        defer { try? FileManager.default.removeItem(atPath: tokenFile) }
+        for issuer in ["https://accounts.google.com", "https://other.example"] {
+            #expect(try await Self.post(#"{"subject":"shared-sub","user_id":"u-\#(issuer.count)","issuer":"\#(issuer)"}"#, to: "/admin/accounts", on: harness).status == 201)
+        }
+        func call(_ method: String, _ query: String) async throws -> (status: Int, text: String) {
+            let response = try await harness.client.perform(HTTPRequest(method: method, url: harness.adminURL + "/admin/accounts/shared-sub" + query, headers: [Self.auth]))
+            return (response.status, String(decoding: response.body, as: UTF8.self))
+        }
+        for (query, says) in [
+            ("?isuer=https://other.example", "unknown query parameter 'isuer' (known: issuer)"), ("?issuer=", "'issuer' must not be empty"),
+            ("?issuer=a&issuer=b", "'issuer' given twice"),
+        ] {
+            for method in ["DELETE", "GET"] {
+                let answer = try await call(method, query)
+                #expect(answer.status == 400 && answer.text.contains(says), "\(method) \(query): \(answer.status) \(answer.text)")
+            }
+        }
+        #expect(try await call("GET", "?issuer=https://other.example").text.contains(#""issuer":"https://other.example""#))
+        let removed = try await call("DELETE", "?issuer=https://other.example")
+        #expect(removed.status == 200 && removed.text == #"{"unlinked":1}"#, "\(removed.text)")
+        #expect(try await call("GET", "").text.contains(#""issuer":"https://accounts.google.com""#))
+        try await harness.stop()
+        harness.issuer.stop()
+    }
+
     /// Found: `POST /admin/accounts` linking a Google account that was linked to another of the
     /// site's users answered `{"status":"linked"}` as for a new link: the site's login server never
     /// learnt that a Google account moved between its users (a mistyped user id, or a sign-in that
