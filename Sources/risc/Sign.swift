@@ -73,8 +73,10 @@ extension RiscCommand {
                 print(token)
                 return
             }
-            var subjectValue = factory.accountSubject(subject)
-            if eventType.canonical == .tokenRevoked {
+            var subjectValue: JSONValue? = factory.accountSubject(subject)
+            if eventType.canonical == .verification {
+                subjectValue = nil  // Google's verification event carries its state only (spec §1.8)
+            } else if eventType.canonical == .tokenRevoked {
                 guard let tokenFile else { throw ValidationError("token-revoked needs --token-file with the refresh token") }
                 let algorithm: OAuthTokenIdentifier.Algorithm = tokenAlg == "prefix" ? .prefix : .hashSHA512SHA512
                 subjectValue = SETFactory.tokenSubject(refreshToken: try readToken(tokenFile, what: "--token-file"), algorithm: algorithm)

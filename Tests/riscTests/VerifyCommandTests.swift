@@ -168,6 +168,17 @@ struct VerifyCommandTests {
         #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("k3.pem").path))
     }
 
+    /// Found: `risc sign --type verification` put an account subject in the verification event,
+    /// which Google's carries none of (spec §1.8: `state` only), so a developer's test token was
+    /// not shaped as Google's (`risc replay`'s descriptions already left it out).
+    @Test("sign --type verification makes Google's shape: the state, no subject")
+    func verificationShape() async throws {
+        let token = try await RiscBinary.run(["sign", "--type", "verification", "--state", "s-1"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let event = try #require(
+            try SecurityEventToken(payload: CompactJWS(token).payload).claims["events"]?.objectValue?.first(where: { _ in true })?.value.objectValue)
+        #expect(event == ["state": "s-1"], "\(event)")
+    }
+
     @Test("sign token-revoked puts only the prefix or hash of the refresh token in the SET")
     func tokenRevoked() async throws {
         let file = Scratch.root.appendingPathComponent("risc-token-\(UUID().uuidString)")
