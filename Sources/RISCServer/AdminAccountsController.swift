@@ -227,7 +227,10 @@ struct AdminAccountsController: Sendable {
         let before = try await accounts.accounts(subject: link.subject).first { $0.issuer == SETPolicy.issuerScope(link.issuer) }?.userID
         _ = try await accounts.link(link, now: now)
         var answer: JSONObject = ["status": "linked"]
-        if let before, before != link.userID { answer["previous_user_id"] = .string(before) }
+        if let before, before != link.userID {
+            answer["previous_user_id"] = .string(before)
+            record(.relinked, subject: link.subject, now: now, ["user_id": .string(link.userID), "previous_user_id": .string(before)])
+        }
         return Responses.json(JSONValue.object(answer).serialized, status: .created)
     }
 

@@ -45,6 +45,9 @@ extension RiscCommand.Accounts {
                     linkedTokens: try linkedTokenFiles.map { try readToken($0, what: "--linked-token-file") }),
                 now: systemNow())
             let moved = before.map { $0 == user ? "" : "was \(Printable.safe($0)); " } ?? ""
+            if let before, before != user {
+                store.recordSite(.relinked, subject: subject, notices: false, fields: ["user_id": .string(user), "previous_user_id": .string(before)])
+            }
             let tokens = refreshTokenFiles.count + linkedTokenFiles.count
             print(
                 "linked \(Printable.safe(subject)) → \(Printable.safe(user)) (\(moved)\(sessions.count) session\(sessions.count == 1 ? "" : "s"), \(tokens) token\(tokens == 1 ? "" : "s"); tokens kept as fingerprints only)"

@@ -566,6 +566,11 @@ struct AdminAccountAPITests {
         #expect(try await link("u-1") == ["status": "linked"])
         #expect(try await link("u-1") == ["status": "linked"])
         #expect(try await link("u-2") == ["status": "linked", "previous_user_id": "u-1"])
+        // One audit line, for the move only.
+        let moves = harness.eventLogLines.filter { $0["step"] == "site" }
+        #expect(
+            moves.count == 1 && moves.first?["outcome"] == "relinked" && moves.first?["source"] == "admin_api"
+                && moves.first?["user_id"] == "u-2" && moves.first?["previous_user_id"] == "u-1", "\(moves)")
         try await harness.stop()
         harness.issuer.stop()
     }

@@ -78,6 +78,14 @@ struct AccountsQueueCommandTests {
         #expect(again.status == 0 && !again.stdout.contains("was"), "\(again.stdout)")
         let moved = try await RiscBinary.run(["accounts", "link", "--data-dir", data, "--subject", "42", "--user", "u43"])
         #expect(moved.status == 0 && moved.stdout.contains("linked 42 → u43 (was u42;"), "\(moved.stdout)")
+        // The move is in the event log (a Google account that changes hands is worth an audit
+        // line); links that move nothing are not.
+        let lines = try String(contentsOfFile: data + "/events.log", encoding: .utf8).split(separator: "\n")
+            .compactMap { try? JSONParser.parseObject(Array($0.utf8)) }.filter { $0["step"] == "site" }
+        #expect(lines.count == 1, "\(lines)")
+        #expect(
+            lines.first?["outcome"] == "relinked" && lines.first?["source"] == "cli" && lines.first?["user_id"] == "u43"
+                && lines.first?["previous_user_id"] == "u42" && lines.first?["subject"] == "42", "\(lines)")
     }
 
     /// Found: `risc queue retry JTI` with a mistyped jti, or the jti of a SET that is done, printed

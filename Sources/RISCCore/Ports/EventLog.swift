@@ -40,14 +40,17 @@ public struct EventLogRecord: Sendable {
         public static let reloaded = Self(rawValue: "reloaded")
         // log: the chain's first line, the line after a torn one, a segment closed
         public static let genesis = Self(rawValue: "genesis"), torn = Self(rawValue: "torn"), rotated = Self(rawValue: "rotated")
-        // site: what the site changed (the admin API, risc accounts unlink, risc linking revoke)
+        // site: what the site changed (the admin API, risc accounts link and unlink, risc linking
+        // revoke); `relinked`: a Google account moved to another of the site's users
         public static let unlinked = Self(rawValue: "unlinked"), linkedTokensRevoked = Self(rawValue: "linked_tokens_revoked")
+        public static let relinked = Self(rawValue: "relinked")
 
         /// Every outcome the event log carries (`risc tail --outcome` refuses another).
         public static let all: [Outcome] = [
             .accepted, .duplicate, .rejected, .failed, .limited, .suppressed, .malformed, .tooLarge, .overflow, .notFound, .methodNotAllowed,
             .applied, .deferred, .deadLettered, .leaseLost, .published, .matched, .unrequested, .noState, .rescued, .closed, .refused,
             .started, .ended, .stopped, .dropped, .requeued, .pruned, .reloaded, .genesis, .torn, .rotated, .unlinked, .linkedTokensRevoked,
+            .relinked,
         ]
 
         /// An action attempt's outcomes, in the order metrics list them.
