@@ -76,7 +76,7 @@ extension RiscCommand {
             var parts = [shown(ts, 40), shown(object["step"]?.stringValue ?? "", 40).padded(8), shown(outcome, 40).padded(13)]
             for key in [
                 "jti", "events", "subject", "err", "description", "aud", "attempt", "actions", "error", "remote", "path", "reason",
-                "count", "latency_us", "source",
+                "count", "latency_us", "source", "user_id", "previous_user_id",
             ] {
                 guard let value = object[key] else { continue }
                 parts.append("\(key)=\(shown(value.stringValue ?? value.serialized))")

@@ -86,6 +86,8 @@ struct AccountsQueueCommandTests {
         #expect(
             lines.first?["outcome"] == "relinked" && lines.first?["source"] == "cli" && lines.first?["user_id"] == "u43"
                 && lines.first?["previous_user_id"] == "u42" && lines.first?["subject"] == "42", "\(lines)")
+        let tail = try await RiscBinary.run(["tail", "--data-dir", data, "--outcome", "relinked"])
+        #expect(tail.stdout.contains("user_id=u43 previous_user_id=u42"), "\(tail.stdout)")
     }
 
     /// Found: `risc queue retry JTI` with a mistyped jti, or the jti of a SET that is done, printed
