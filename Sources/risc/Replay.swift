@@ -143,7 +143,15 @@ extension RiscCommand {
             return (tokens, true)
         }
 
+        /// The members an event description may have.
+        static let descriptionMembers: Set<String> = ["type", "subject", "reason", "state", "jti", "token_file", "token_alg"]
+
         static func sign(description: JSONObject, factory: SETFactory) throws -> String {
+            // A misspelt member ("subjct") must not sign the event for the default subject.
+            if let unknown = description.keys.filter({ !descriptionMembers.contains($0) }).sorted().first {
+                throw ValidationError(
+                    "unknown member '\(Printable.safe(unknown, maxBytes: 64))' (known: \(descriptionMembers.sorted().joined(separator: ", ")))")
+            }
             guard let name = description["type"]?.stringValue, let type = EventType(name: name) else {
                 throw ValidationError("needs a known 'type'")
             }

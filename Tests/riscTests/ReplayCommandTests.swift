@@ -97,7 +97,19 @@ extension ReplayCommandTests {
         #expect(!plain.stderr.contains("decoding without verifying"), "\(plain.stderr)")
     }
 
-    /// Found: `--to notaurl` or `--to ftp://…` was taken, and every SET then counted as a
+    /// Found: an event description's misspelt member was ignored, so `{"type": "sessions-revoked",
+    /// "subjct": "42"}` was signed for the default test subject: with `--local` against a real
+    /// store, an event applied to another account than the one meant. Descriptions are read as
+    /// strictly as `accounts import` reads its lines.
+    @Test("an event description with a member replay does not know is refused, naming it and the line (exit 64)")
+    func strictDescriptions() async throws {
+        let result = try await RiscBinary.run(["replay", "-", "--dry-run"], stdin: #"{"type":"sessions-revoked","subject":"41"}"# + "\n" + #"{"type":"sessions-revoked","subjct":"42"}"# + "\n")
+        #expect(result.status == 64, "\(result.status) \(result.stdout)")
+        #expect(result.stderr.contains("-:2: unknown member 'subjct' (known: jti, reason, state, subject, token_alg, token_file, type)"), "\(result.stderr)")
+        #expect(result.stdout.isEmpty, "\(result.stdout)")
+    }
+
+    /// Found: `--to notaurl` or `--to ftp://…` was taken    /// Found: `--to notaurl` or `--to ftp://…` was taken, and every SET then counted as a
     /// "transport error" with nothing to say which: a mistyped URL or a receiver not listening
     /// looked the same, and neither was named.
     @Test("--to must be an http or https URL with a host (exit 64); a transport error is counted with what it was")
