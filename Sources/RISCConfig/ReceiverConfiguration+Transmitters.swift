@@ -127,6 +127,13 @@ extension ReceiverConfiguration {
                 continue
             }
             for (reason, list) in reasons {
+                // Google's (and RISC 1.0's) two reasons: a misspelt one would be a row no SET matches,
+                // leaving the row it meant to change as it was. "" covers any other, a future one too.
+                if type.canonical == .accountDisabled, !["", "default", "hijacking", "bulk-account"].contains(reason) {
+                    report(
+                        "\(key).\(typeName).\(reason): Google's account-disabled reasons are hijacking and bulk-account (\"\" for any other)")
+                    continue
+                }
                 let names = list.arrayValue?.compactMap(\.stringValue) ?? []
                 let actions = names.compactMap(Action.init(rawValue:))
                 guard list.arrayValue?.count == names.count, actions.count == names.count, !actions.isEmpty else {

@@ -68,6 +68,24 @@ struct ConfigurationLoadingTests {
         #expect(skew?.problems.contains { $0.hasPrefix("clock_skew must be 0 or more seconds, got -1") } == true, "\(skew?.problems ?? [])")
     }
 
+    /// Found: a row for a misspelt reason of Google's `account-disabled` (`"hijackin"`, meant to
+    /// change what a hijacking does) loaded as a row no SET would ever match, and the hijacking row
+    /// stayed as it was, unnoticed. Google defines two reasons (spec §1.8); any other is refused,
+    /// naming them (the row `""` covers every other reason, a future one included).
+    @Test("an account-disabled row for a reason Google does not send is a problem naming the two it does")
+    func accountDisabledReasons() throws {
+        func problems(_ reason: String) -> [String] {
+            let table: JSONValue = ["account-disabled": .object([reason: ["end_sessions"]])]
+            do {
+                _ = try ReceiverConfiguration.loadWithOrigins(
+                    file: nil, flags: ["audiences": .array([.string("a")]), "actions.table": table], environment: [:])
+                return []
+            } catch let error as ConfigurationError { return error.problems } catch { return ["\(error)"] }
+        }
+        #expect(problems("hijackin").contains { $0.contains("actions.table.account-disabled.hijackin: Google's account-disabled reasons are hijacking and bulk-account") }, "\(problems("hijackin"))")
+        for reason in ["hijacking", "bulk-account", "", "default"] { #expect(problems(reason).isEmpty, "\(reason): \(problems(reason))") }
+    }
+
     /// Found: `events_path = "/events?x=1"` (or with a space or a `#`) and `listen.host = "not a
     /// host"` or an empty `admin.host` passed `--check-config`. The first served every SET a 404 (a
     /// request's path never holds a query, a space or a fragment); the others failed at the start
