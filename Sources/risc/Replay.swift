@@ -17,7 +17,8 @@ extension RiscCommand {
             discussion: """
                 SOURCE is a file of compact SETs (one per line; a line starting with # is a comment), a JSON-lines \
                 file of event descriptions to sign \
-                with a test key ({"type", "subject"?, "reason"?, "state"?, "jti"?, "token_file"?}), or, with \
+                with a test key ({"type", "subject"?, "reason"?, "state"?, "jti"?, "iat"?, "token_file"?, "token_alg"?}; no other \
+                member), or, with \
                 --from-store, the receiver's own stored SETs (--jti; --since and --until as a time ago such as 2h or an \
                 RFC 3339 time such as 2026-11-23T01:00:00Z; --dead). Exit status 0 when \
                 every SET got 202 (or, with --dry-run, verified; with --local, was applied), 1 otherwise.
@@ -144,7 +145,7 @@ extension RiscCommand {
         }
 
         /// The members an event description may have.
-        static let descriptionMembers: Set<String> = ["type", "subject", "reason", "state", "jti", "token_file", "token_alg"]
+        static let descriptionMembers: Set<String> = ["type", "subject", "reason", "state", "jti", "iat", "token_file", "token_alg"]
 
         static func sign(description: JSONObject, factory: SETFactory) throws -> String {
             // A misspelt member ("subjct") must not sign the event for the default subject.
@@ -167,7 +168,12 @@ extension RiscCommand {
             var extra = JSONObject()
             if let reason = description["reason"]?.stringValue { extra["reason"] = .string(reason) }
             if let state = description["state"]?.stringValue { extra["state"] = .string(state) }
-            return try factory.make(type: type, subject: subject, extra: extra, jti: description["jti"]?.stringValue)
+            var iat: Double?
+            if let given = description["iat"] {
+                guard let seconds = given.numberValue, seconds.isFinite, seconds >= 0 else { throw ValidationError("'iat' must be seconds since 1970") }
+                iat = seconds
+            }
+            return try factory.make(type: type, subject: subject, extra: extra, jti: description["jti"]?.stringValue, iat: iat)
         }
 
         /// A verifier over a pinned JWK Set file, for `--dry-run` and `--local`.

@@ -105,8 +105,13 @@ extension ReplayCommandTests {
     func strictDescriptions() async throws {
         let result = try await RiscBinary.run(["replay", "-", "--dry-run"], stdin: #"{"type":"sessions-revoked","subject":"41"}"# + "\n" + #"{"type":"sessions-revoked","subjct":"42"}"# + "\n")
         #expect(result.status == 64, "\(result.status) \(result.stdout)")
-        #expect(result.stderr.contains("-:2: unknown member 'subjct' (known: jti, reason, state, subject, token_alg, token_file, type)"), "\(result.stderr)")
+        #expect(result.stderr.contains("-:2: unknown member 'subjct' (known: iat, jti, reason, state, subject, token_alg, token_file, type)"), "\(result.stderr)")
         #expect(result.stdout.isEmpty, "\(result.stdout)")
+        // `iat` is one (as `risc sign --iat`): it was ignored before, the SET signed with the time.
+        let dated = try await RiscBinary.run(["replay", "-", "--dry-run"], stdin: #"{"type":"sessions-revoked","subject":"41","iat":2000}"#)
+        #expect(dated.status == 0, "\(dated.stderr)")
+        let bad = try await RiscBinary.run(["replay", "-", "--dry-run"], stdin: #"{"type":"sessions-revoked","iat":"yesterday"}"#)
+        #expect(bad.status == 64 && bad.stderr.contains("'iat' must be seconds since 1970"), "\(bad.stderr)")
     }
 
     /// Found: `--to notaurl` or `--to ftp://…` was taken    /// Found: `--to notaurl` or `--to ftp://…` was taken, and every SET then counted as a
