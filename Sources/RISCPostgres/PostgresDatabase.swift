@@ -61,6 +61,7 @@ public final class PostgresDatabase: Sendable {
                 // meaning), `verify-full` checks it and the host name.
                 var settings = TLSConfiguration.makeClientConfiguration()
                 settings.minimumTLSVersion = .tlsv12
+                settings.cipherSuites = TLSPolicy.tls12CipherSuites
                 if url.tls == .require { settings.certificateVerification = .none }
                 if let caFile { settings.trustRoots = .file(caFile) }
                 tls = .require(settings)

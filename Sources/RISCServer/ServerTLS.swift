@@ -1,5 +1,6 @@
 import Foundation
 import NIOSSL
+import RISCCore
 import Synchronization
 
 /// The public listener's certificate chain and key, reloadable without a restart (SIGHUP, after
@@ -43,11 +44,6 @@ public final class ServerTLS: Sendable {
         return loaded
     }
 
-    /// TLS 1.2's suites: ECDHE key exchange (forward secrecy) with an AEAD cipher only. RFC 8935
-    /// §5.3 has RFC 7525 apply, and RFC 9325 (which replaces it) says not to negotiate RSA key
-    /// transport nor CBC suites; NIOSSL's default list has both. TLS 1.3's suites all qualify.
-    static let tls12CipherSuites = "ECDH+AESGCM:ECDH+CHACHA20:!aNULL:!eNULL"
-
     /// The listener's pair as `ReceiverConfiguration.tlsPairs` names it.
     public static func load(_ pair: (listener: String, setting: String, certificate: String, key: String, clientCA: String?)) throws -> Loaded {
         try load(certificate: pair.certificate, key: pair.key, clientCA: pair.clientCA, setting: pair.setting)
@@ -71,7 +67,7 @@ public final class ServerTLS: Sendable {
         var settings = TLSConfiguration.makeServerConfiguration(
             certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(privateKey))
         settings.minimumTLSVersion = .tlsv12
-        settings.cipherSuites = Self.tls12CipherSuites
+        settings.cipherSuites = TLSPolicy.tls12CipherSuites
         if let clientCA {
             let authorities: [NIOSSLCertificate]
             do { authorities = try NIOSSLCertificate.fromPEMFile(clientCA) } catch {

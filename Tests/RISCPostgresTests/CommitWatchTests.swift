@@ -167,20 +167,24 @@ struct CommitWatchTests {
         }
     }
 
+    /// Has the cluster serve TLS with `certificate` from its next reload.
+    static func serveTLS(_ cluster: PostgresCluster, certificate: TestCertificate) async throws {
+        // The server reads its key only if the key is its user's and no one else's.
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: certificate.keyPath)
+        if geteuid() == 0 {
+            for path in [certificate.certificatePath, certificate.keyPath] {
+                try FileManager.default.setAttributes([.ownerAccountName: "postgres", .groupOwnerAccountName: "postgres"], ofItemAtPath: path)
+            }
+        }
+        try await cluster.psql("ALTER SYSTEM SET ssl_cert_file = '\(certificate.certificatePath)'")
+        try await cluster.psql("ALTER SYSTEM SET ssl_key_file = '\(certificate.keyPath)'")
+        try await cluster.psql("ALTER SYSTEM SET ssl = on")
+    }
+
     @Test("behind TLS (sslmode=require) the watch reads the decrypted messages: no SELECT 1 either")
     func behindTLS() async throws {
         try await Self.withStore(prepare: { cluster in
-            let certificate = try TestCertificate(directory: URL(fileURLWithPath: cluster.directory))
-            // The server reads its key only if the key is its user's and no one else's.
-            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: certificate.keyPath)
-            if geteuid() == 0 {
-                for path in [certificate.certificatePath, certificate.keyPath] {
-                    try FileManager.default.setAttributes([.ownerAccountName: "postgres", .groupOwnerAccountName: "postgres"], ofItemAtPath: path)
-                }
-            }
-            try await cluster.psql("ALTER SYSTEM SET ssl_cert_file = '\(certificate.certificatePath)'")
-            try await cluster.psql("ALTER SYSTEM SET ssl_key_file = '\(certificate.keyPath)'")
-            try await cluster.psql("ALTER SYSTEM SET ssl = on")
+            try await Self.serveTLS(cluster, certificate: try TestCertificate(directory: URL(fileURLWithPath: cluster.directory)))
             try await cluster.psql("SELECT pg_reload_conf()")
             return cluster.tcpURL + "?sslmode=require"
         }) { cluster, store in
@@ -189,6 +193,37 @@ struct CommitWatchTests {
             #expect(confirmations <= 1, "\(confirmations) SELECT 1 for 10 batches")
             #expect(try await cluster.psql("SELECT count(*) FROM pg_stat_ssl WHERE ssl") != "0", "the store's connections use TLS")
         }
+    }
+
+    /// Found: the store's TLS client offered NIOSSL's default TLS 1.2 suites, RSA key transport
+    /// and CBC included, so a server that offered only those (`ssl_ciphers = 'AES128-SHA'`) was
+    /// used: no forward secrecy for the SETs and account data on the wire. The client offers what
+    /// the listeners do (RFC 9325): ECDHE with an AEAD cipher, or TLS 1.3.
+    @Test("the store's TLS client refuses a server that offers only RSA key transport or CBC suites; one offering ECDHE + AES-GCM is used")
+    func clientCipherSuites() async throws {
+        try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
+        let cluster = try await PostgresCluster.make()
+        try await Self.serveTLS(
+            cluster, certificate: try TestCertificate(directory: URL(fileURLWithPath: cluster.directory).appendingPathComponent("rsa"), rsa: true))
+        try await cluster.psql("ALTER SYSTEM SET ssl_max_protocol_version = 'TLSv1.2'")
+        func connects(ciphers: String) async throws -> Bool {
+            try await cluster.psql("ALTER SYSTEM SET ssl_ciphers = '\(ciphers)'")
+            try await cluster.psql("SELECT pg_reload_conf()")
+            let database = PostgresDatabase(url: try PostgresStoreURL(cluster.tcpURL + "?sslmode=require"), password: nil, logger: F.logger)
+            defer { database.close() }
+            do {
+                try await database.probe()
+                return true
+            } catch {
+                // A handshake that finds no suite both offer is named, as what waiting will not fix.
+                #expect((error as? StoreError)?.code == .refused && "\(error)".contains("TLS"), "\(error)")
+                return false
+            }
+        }
+        #expect(try await !connects(ciphers: "AES128-SHA:AES256-GCM-SHA384"), "RSA key transport")
+        #expect(try await !connects(ciphers: "ECDHE-RSA-AES128-SHA"), "CBC")
+        #expect(try await connects(ciphers: "ECDHE-RSA-AES128-GCM-SHA256"))
+        try await cluster.stop()
     }
 
     @Test("a COMMIT that fails after the statement's rows (a deferred constraint): the SET is answered with that error at once, not stored; the next is stored")
