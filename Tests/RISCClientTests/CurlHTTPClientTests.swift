@@ -1,5 +1,6 @@
 import Foundation
 import RISCClient
+import RISCCore
 import RISCTestKit
 import Testing
 
@@ -105,6 +106,47 @@ struct CurlHTTPClientTests {
         }
         let ok = try await client.perform(HTTPRequest(url: server.baseURL + "/big", maxResponseBytes: 200_000))
         #expect(ok.body.count == 100_000)
+    }
+
+    /// Found: libcurl offered OpenSSL's default TLS 1.2 suites (RSA key transport and CBC among
+    /// them) to the issuer's key set, Google's RISC API, the webhook and the notice endpoint, so a
+    /// server that chose `AES128-SHA` was used. risc's outbound TLS offers what its listeners and
+    /// its store's client do (`TLSPolicy`, RFC 9325).
+    @Test("outbound HTTPS refuses a server that offers only RSA key transport or CBC suites; ECDHE + AES-GCM is used")
+    func cipherSuites() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-curl-tls-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let certificate = try TestCertificate(directory: directory, rsa: true)
+        func fetches(_ cipher: String) async throws -> Bool {
+            let port = try PostgresCluster.freePort()
+            let server = ChildProcess()
+            server.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            server.arguments = [
+                "openssl", "s_server", "-quiet", "-accept", "127.0.0.1:\(port)", "-cert", certificate.certificatePath, "-key", certificate.keyPath,
+                "-no_tls1_3", "-cipher", cipher, "-www",
+            ]
+            server.standardOutput = FileHandle.nullDevice
+            server.standardError = FileHandle.nullDevice
+            try server.run()
+            let client = CurlHTTPClient(caBundlePath: certificate.certificatePath)
+            // Until the server listens (a refused connection), then the handshake's outcome.
+            var fetched: Bool?
+            for _ in 0..<200 where fetched == nil {
+                do {
+                    fetched = try await client.perform(HTTPRequest(url: "https://localhost:\(port)/")).status == 200
+                } catch let error as FetchError where "\(error)".contains("onnect") && !"\(error)".contains("SSL") {
+                    try await Task.sleep(for: .milliseconds(50))
+                } catch {
+                    fetched = false
+                }
+            }
+            await BlockingPool.waits.run { server.killGroupAndWait() }
+            if fetched == nil { Issue.record("openssl s_server did not listen") }
+            return fetched ?? false
+        }
+        #expect(try await !fetches("AES128-SHA"), "RSA key transport")
+        #expect(try await !fetches("ECDHE-RSA-AES128-SHA"), "CBC")
+        #expect(try await fetches("ECDHE-RSA-AES128-GCM-SHA256"))
     }
 
     @Test("a closed port is a transport error, not a crash")

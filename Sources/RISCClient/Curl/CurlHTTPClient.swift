@@ -108,6 +108,7 @@ public struct CurlHTTPClient: Sendable {
         func apply(_ code: CURLcode) { if rc == CURLE_OK { rc = code } }
         apply(risc_curl_set_string(curl, CURLOPT_PROTOCOLS_STR, scheme))
         apply(risc_curl_set_long(curl, CURLOPT_SSLVERSION, Int(CURL_SSLVERSION_TLSv1_2)))
+        if scheme == "https" { apply(risc_curl_set_string(curl, CURLOPT_SSL_CIPHER_LIST, TLSPolicy.tls12CipherSuites)) }
         apply(risc_curl_set_long(curl, CURLOPT_NOSIGNAL, 1))
         apply(risc_curl_set_string(curl, CURLOPT_ERRORBUFFER, detail))
         apply(risc_curl_set_long(curl, CURLOPT_FOLLOWLOCATION, 0))
