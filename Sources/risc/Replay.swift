@@ -131,7 +131,8 @@ extension RiscCommand {
             // A line starting with # is a comment (no compact JWS or JSON object starts so).
             let lines = nonEmptyLines(String(decoding: try readInput(source!), as: UTF8.self)).filter { !$0.hasPrefix("#") }
             guard lines.first?.hasPrefix("{") == true else { return (lines, false) }
-            let directory = try KeyDirectory(url: URL(fileURLWithPath: keys))
+            let directory: KeyDirectory
+            do { directory = try KeyDirectory(url: URL(fileURLWithPath: keys)) } catch { throw ValidationError("--keys \(keys): \(error)") }
             guard let entry = directory.entries.first(where: { $0.algorithm == .rs256 }) ?? directory.entries.first else {
                 throw ValidationError("no key in \(keys)")
             }

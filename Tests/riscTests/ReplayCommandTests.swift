@@ -110,6 +110,9 @@ extension ReplayCommandTests {
         // `iat` is one (as `risc sign --iat`): it was ignored before, the SET signed with the time.
         let dated = try await RiscBinary.run(["replay", "-", "--dry-run"], stdin: #"{"type":"sessions-revoked","subject":"41","iat":2000}"#)
         #expect(dated.status == 0, "\(dated.stderr)")
+        // A key directory that cannot sign them is a usage error naming --keys (it exited 1, as a refusal).
+        let keyless = try await RiscBinary.run(["replay", "-", "--dry-run", "--keys", "/nonexistent"], stdin: #"{"type":"sessions-revoked"}"#)
+        #expect(keyless.status == 64 && keyless.stderr.contains("--keys /nonexistent: no jwks.json in /nonexistent"), "\(keyless.status) \(keyless.stderr)")
         let bad = try await RiscBinary.run(["replay", "-", "--dry-run"], stdin: #"{"type":"sessions-revoked","iat":"yesterday"}"#)
         #expect(bad.status == 64 && bad.stderr.contains("'iat' must be seconds since 1970"), "\(bad.stderr)")
     }
