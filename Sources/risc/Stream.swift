@@ -111,7 +111,8 @@ extension RiscCommand.Stream {
 
         func validate() throws {
             if options.transmitter == nil {
-                guard let url, URLPolicy.components(url)?.scheme == "https" else { throw ValidationError("--url must be an absolute https:// URL") }
+                guard let url else { throw ValidationError("give --url, the receiver's public https:// URL (https://HOST/events)") }
+                guard URLPolicy.components(url)?.scheme == "https" else { throw ValidationError("--url must be an absolute https:// URL") }
             }
             _ = try eventTypes()
         }

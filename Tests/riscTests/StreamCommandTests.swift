@@ -89,6 +89,9 @@ struct StreamCommandTests {
         // an HTTPS endpoint only): it went to Google. Refused here, before any call.
         let plain = try await stream(["update", "--url", "http://risc.example.org/events"])
         #expect(plain.status == 64 && plain.stderr.contains("--url must be an absolute https:// URL"), "\(plain.status) \(plain.stderr)")
+        // No --url at all (or a misspelt option in its place) says what to give, not that it is malformed.
+        let noURL = try await stream(["update"])
+        #expect(noURL.status == 64 && noURL.stderr.contains("give --url, the receiver's public https:// URL"), "\(noURL.status) \(noURL.stderr)")
         let unreadable = try await RiscBinary.run(["stream", "show", "--credentials", "/nonexistent", "--api-base", api.baseURL])
         #expect(unreadable.status == 64 && unreadable.stderr.contains("/nonexistent: cannot read it: No such file or directory"), "\(unreadable.stderr)")
         #expect(try await RiscBinary.run(["stream", "show", "--credentials", account.path, "--api-base", "http://example.com"]).status == 64)
