@@ -102,6 +102,11 @@ struct AdminAccountsController: Sendable {
         let issuers = query.getAll("issuer")
         guard issuers.count <= 1 else { throw BadRequest(description: "'issuer' given twice") }
         guard let issuer = issuers.first else { return nil }
+        return try checkedIssuer(issuer)
+    }
+
+    /// `issuer` checked as linking checks it (not empty, no white space around it), as a 400.
+    static func checkedIssuer(_ issuer: String) throws -> String {
         do { try AccountLink.check(issuer, named: "'issuer'") } catch { throw BadRequest(description: error.description) }
         return issuer
     }
@@ -158,9 +163,7 @@ struct AdminAccountsController: Sendable {
 
         /// `issuer`, checked as linking checks it (not empty, no white space around it).
         func issuer() throws -> String? {
-            guard let issuer = try string("issuer") else { return nil }
-            do { try AccountLink.check(issuer, named: "'issuer'") } catch { throw BadRequest(description: error.description) }
-            return issuer
+            try string("issuer").map(AdminAccountsController.checkedIssuer)
         }
 
         /// `created_at`: when a session began, in seconds since 1970, no later than `now` (a clock a
@@ -224,10 +227,9 @@ struct AdminAccountsController: Sendable {
             throw BadRequest(description: error.description)
         }
         // The user the Google account was linked to, when it moves to another: the site learns it.
-        let before = try await accounts.accounts(subject: link.subject).first { $0.issuer == SETPolicy.issuerScope(link.issuer) }?.userID
-        _ = try await accounts.link(link, now: now)
+        let before = try await accounts.linkReportingMove(link, now: now)
         var answer: JSONObject = ["status": "linked"]
-        if let before, before != link.userID {
+        if let before {
             answer["previous_user_id"] = .string(before)
             record(.relinked, subject: link.subject, now: now, ["user_id": .string(link.userID), "previous_user_id": .string(before)])
         }

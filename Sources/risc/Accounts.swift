@@ -35,17 +35,15 @@ extension RiscCommand.Accounts {
         func run() async throws {
             let store = try await data.open(accounts: true, create: creation.create)
             defer { store.close() }
-            let accounts = try store.accounts()
             // The user the account was linked to, when it is moved to another (a mistyped --user shows).
-            let before = try await accounts.accounts(subject: subject).first { $0.issuer == SETPolicy.issuerScope(issuer) }?.userID
-            _ = try await accounts.link(
+            let before = try await store.accounts().linkReportingMove(
                 AccountLink(
                     issuer: issuer, subject: subject, userID: user, email: email, sessions: sessions,
                     refreshTokens: try refreshTokenFiles.map { try readToken($0, what: "--refresh-token-file") },
                     linkedTokens: try linkedTokenFiles.map { try readToken($0, what: "--linked-token-file") }),
                 now: systemNow())
-            let moved = before.map { $0 == user ? "" : "was \(Printable.safe($0)); " } ?? ""
-            if let before, before != user {
+            let moved = before.map { "was \(Printable.safe($0)); " } ?? ""
+            if let before {
                 store.recordSite(.relinked, subject: subject, notices: false, fields: ["user_id": .string(user), "previous_user_id": .string(before)])
             }
             let tokens = refreshTokenFiles.count + linkedTokenFiles.count

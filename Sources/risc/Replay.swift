@@ -184,6 +184,18 @@ extension RiscCommand {
                 keys: StaticKeyProvider(keys: try readJWKSet(file, what: file == jwksFile ? "--jwks-file" : "the key set"), issuer: iss))
         }
 
+        /// The key set a local run (`--dry-run`, `--local`) verifies against: `--jwks-file`, else the
+        /// configuration's `jwks_file`, else, for SETs signed here, the JWKS of `--keys`.
+        func localKeySet(configured: String?, signedHere: Bool) -> String? {
+            jwksFile ?? configured ?? (signedHere ? (keys as NSString).appendingPathComponent("jwks.json") : nil)
+        }
+
+        /// The receiver's policy (its audiences, aliases, algorithms) when `--config` names it and no
+        /// `--audience` replaces it; nil: `verifier`'s own.
+        func localPolicy(_ configuration: ReceiverConfiguration) -> SETPolicy? {
+            config == nil || !audiences.isEmpty ? nil : configuration.policy
+        }
+
         /// The receiver's configuration of `--config`, read as `risc serve` reads it.
         func receiverConfiguration() throws -> ReceiverConfiguration? {
             try config.map {
@@ -196,9 +208,9 @@ extension RiscCommand {
         func dryRun(_ tokens: [String], signedHere: Bool) async throws {
             var failures = 0
             let configuration = try receiverConfiguration()
-            let keySet = jwksFile ?? configuration?.jwksFile ?? (signedHere ? (keys as NSString).appendingPathComponent("jwks.json") : nil)
-            let policy: SETPolicy? = configuration == nil || !audiences.isEmpty ? nil : configuration?.policy
-            let verifier: SETVerifier? = try keySet.map { try self.verifier(jwksFile: $0, policy: policy) }
+            let verifier: SETVerifier? = try localKeySet(configured: configuration?.jwksFile, signedHere: signedHere).map {
+                try self.verifier(jwksFile: $0, policy: configuration.flatMap(localPolicy))
+            }
             if verifier == nil { FileHandle.standardError.write(Data("risc: no --jwks-file: decoding without verifying\n".utf8)) }
             let table = configuration?.appliedTable ?? .default
             for token in tokens {
@@ -280,9 +292,9 @@ extension RiscCommand {
         {
             let tokens = try await loadTokens().tokens
             guard !tokens.isEmpty else { throw ValidationError("no SETs to replay") }
-            let file = jwksFile ?? configuration.jwksFile ?? (keys as NSString).appendingPathComponent("jwks.json")
-            let policy: SETPolicy? = config == nil || !audiences.isEmpty ? nil : configuration.policy
-            let intake = Intake(verifier: try verifier(jwksFile: file, policy: policy), store: store, log: log, clock: systemNow)
+            // `--local` falls back to `--keys`' JWKS whatever SOURCE holds (signed here or not).
+            let file = localKeySet(configured: configuration.jwksFile, signedHere: true)!
+            let intake = Intake(verifier: try verifier(jwksFile: file, policy: localPolicy(configuration)), store: store, log: log, clock: systemNow)
             var result: (ids: [Int64], duplicates: Int, refused: Int) = ([], 0, 0)
             for token in tokens {
                 do {

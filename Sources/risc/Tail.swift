@@ -144,7 +144,6 @@ extension RiscCommand {
             fflush(nil)
             Self.reportForeignLines()
             guard follow else { return }
-            fflush(nil)
             while !Task.isCancelled {
                 var read = false
                 for index in sources.indices {

@@ -156,6 +156,16 @@ extension AccountRepository {
         return id
     }
 
+    /// Creates or updates one account, as `link(_:now:)` does; the site user it was linked to
+    /// before when this link moves it to another (nil: a new link, or the same user), so that the
+    /// caller says so and logs it (`EventLogRecord.Outcome.relinked`).
+    public func linkReportingMove(_ link: AccountLink, now: Double) async throws -> String? {
+        let scope = SETPolicy.issuerScope(link.issuer)
+        let before = try await accounts(subject: link.subject).first { $0.issuer == scope }?.userID
+        _ = try await self.link(link, now: now)
+        return before == link.userID ? nil : before
+    }
+
     /// Removes the account without notices. How many accounts went.
     public func unlink(subject: String, issuer: String?) async throws -> Int {
         try await unlink(subject: subject, issuer: issuer, notices: nil, now: systemNow()).accounts
