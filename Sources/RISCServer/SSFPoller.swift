@@ -98,12 +98,19 @@ public final class SSFPoller: Sendable {
 
     /// Each SET through the intake: stored ones to acknowledge, refused ones with their error,
     /// and whether one could not be taken now (the rest of the batch waits for the next poll).
-    func take(_ sets: [(jti: String, set: String)]) async -> (acks: [String], errors: JSONObject, unavailable: Bool) {
+    func take(_ sets: [(jti: String, set: JSONValue)]) async -> (acks: [String], errors: JSONObject, unavailable: Bool) {
         var acks: [String] = [], errors = JSONObject()
         for (jti, set) in sets {
+            let delivery = Intake.Delivery(
+                body: Array((set.stringValue ?? "").utf8), remoteAddress: "poll:\(settings.name)", contentType: nil, path: settings.path, polledAs: jti)
             do {
-                _ = try await intake.receive(
-                    Intake.Delivery(body: Array(set.utf8), remoteAddress: "poll:\(settings.name)", contentType: nil, path: settings.path, polled: true))
+                guard set.stringValue != nil else {
+                    // Neither acknowledged nor refused, it would come back in every poll unseen.
+                    let error = SETError(.invalidRequest, "the poll answer's value under this jti is no string, so no compact SET (RFC 8936 §2.2)")
+                    intake.refuse(delivery, error)
+                    throw error
+                }
+                _ = try await intake.receive(delivery)
                 acks.append(jti)
             } catch let error as SETError {
                 errors[jti] = .object(["err": .string(error.code.rawValue), "description": .string(error.description)])

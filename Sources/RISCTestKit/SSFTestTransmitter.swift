@@ -51,6 +51,9 @@ public final class SSFTestTransmitter: Sendable {
         public var tokenLifetime: Double = 3_600
         /// Answer the next polls 429 with `Retry-After` this many times.
         public var throttlePolls = 0
+        /// Members every poll answer's `sets` also carries, as they are (a transmitter's mistakes),
+        /// until acknowledged or refused.
+        public var oddPollMembers = JSONObject()
     }
 
     public let server: LoopbackHTTPServer
@@ -252,10 +255,12 @@ public final class SSFTestTransmitter: Sendable {
             for (jti, error) in errors { state.setErrors[jti] = error.objectValue }
             let done = Set(acks).union(errors.map(\.0))
             state.pending[id]?.removeAll { done.contains($0.jti) }
+            for jti in done { state.oddPollMembers[jti] = nil }
             let waiting = state.pending[id] ?? []
             let limit = maxEvents ?? waiting.count
             var sets = JSONObject()
             for item in waiting.prefix(limit) { sets[item.jti] = .string(item.set) }
+            for (jti, value) in state.oddPollMembers { sets[jti] = value }
             return .json(JSONValue.object(["sets": .object(sets), "moreAvailable": .bool(waiting.count > limit)]).serialized)
         }
     }

@@ -460,6 +460,25 @@ struct SSFPollTests {
         harness.issuer.stop()
     }
 
+    @Test("poll: a member of the answer's `sets` that is no string is refused in setErrs and logged, not left to come back in every poll unnoticed")
+    func pollMemberThatIsNoString() async throws {
+        let transmitter = try SSFTestTransmitter(audience: "https://risc.example.com/poll", clients: [.init(id: "poller", secret: "poll-secret")])
+        defer { transmitter.stop() }
+        let (harness, streamID) = try await Self.start(transmitter)
+        transmitter.withState { $0.oddPollMembers = ["odd-number": 42, "odd-object": ["jwt": "a.b.c"]] }
+        let jti = try transmitter.emit(.sessionRevoked, subject: ["format": "email", "email": "ada@example.com"], stream: streamID)
+        _ = await waitWhile { transmitter.withState { $0.acknowledged.isEmpty || $0.setErrors.count < 2 } }
+        let state = transmitter.withState { $0 }
+        #expect(state.acknowledged == [jti])
+        for odd in ["odd-number", "odd-object"] {
+            #expect(state.setErrors[odd]?["err"] == "invalid_request", "\(odd): \(state.setErrors)")
+            #expect(harness.eventLogLines.contains { $0["outcome"] == "rejected" && $0["remote"] == .string("poll:polled") && $0["jti"] == .string(odd) })
+        }
+        #expect(state.oddPollMembers.isEmpty)
+        try await harness.stop()
+        harness.issuer.stop()
+    }
+
     @Test("poll: 429 with Retry-After is waited out as asked, then polling goes on")
     func throttled() async throws {
         let transmitter = try SSFTestTransmitter(audience: "https://risc.example.com/poll", clients: [.init(id: "poller", secret: "poll-secret")])

@@ -155,7 +155,8 @@ public final class SSFStreamClient: Sendable {
 
     /// What one poll brought (RFC 8936 §2.4): SETs by `jti`, in the order the transmitter gave them, and whether more wait.
     public struct PollAnswer: Sendable {
-        public let sets: [(jti: String, set: String)]
+        /// The answer's `sets` as given: each value should be a compact SET (a string).
+        public let sets: [(jti: String, set: JSONValue)]
         public let moreAvailable: Bool
     }
 
@@ -174,7 +175,7 @@ public final class SSFStreamClient: Sendable {
             throw SSFError(status: response.status, "the poll answer has no 'sets' object")
         }
         return PollAnswer(
-            sets: sets.compactMap { jti, set in set.stringValue.map { (jti, $0) } }, moreAvailable: answer["moreAvailable"]?.boolValue ?? false)
+            sets: sets.map { ($0.key, $0.value) }, moreAvailable: answer["moreAvailable"]?.boolValue ?? false)
     }
 
     // MARK: Plumbing

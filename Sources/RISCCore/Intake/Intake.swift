@@ -54,15 +54,17 @@ public struct Intake: Sendable {
         public let path: String?
         /// Its `Authorization` header, checked against the transmitter's when it has one.
         public let authorization: String?
-        /// Fetched by risc's poller (RFC 8936) over an authenticated call: no push credential to check.
-        public let polled: Bool
+        /// Fetched by risc's poller (RFC 8936) over an authenticated call, under this member name of
+        /// the poll answer's `sets` (its `jti` there, logged until the SET's own is read): no push
+        /// credential to check.
+        public let polledAs: String?
         /// Its `Content-Encoding` header: risc decodes none, so any but `identity` is refused (415).
         public let contentEncoding: String?
         /// Its transfer codings besides `chunked` (which the HTTP decoder takes off): risc decodes
         /// none, so any is refused (501, RFC 9112 §6.1).
         public let transferCodings: String?
         public init(
-            body: [UInt8], remoteAddress: String?, contentType: String?, path: String? = nil, authorization: String? = nil, polled: Bool = false,
+            body: [UInt8], remoteAddress: String?, contentType: String?, path: String? = nil, authorization: String? = nil, polledAs: String? = nil,
             contentEncoding: String? = nil, transferCodings: String? = nil
         ) {
             self.body = body
@@ -70,7 +72,7 @@ public struct Intake: Sendable {
             self.contentType = contentType
             self.path = path
             self.authorization = authorization
-            self.polled = polled
+            self.polledAs = polledAs
             self.contentEncoding = contentEncoding
             self.transferCodings = transferCodings
         }
@@ -130,7 +132,7 @@ public struct Intake: Sendable {
         let shared = candidates.count > 1 ? try SETVerifier.structure(delivery.body) : nil
         let transmitter = if let shared { try Transmitters.pick(candidates, shared) } else { only }
         // A push credential is checked before a lone transmitter's body is read at all.
-        if !delivery.polled { try transmitter.authenticate(delivery.authorization) }
+        if delivery.polledAs == nil { try transmitter.authenticate(delivery.authorization) }
         if let shared { return (transmitter, shared) }
         return (transmitter, try SETVerifier.structure(delivery.body))
     }
@@ -159,11 +161,7 @@ public struct Intake: Sendable {
         _ delivery: Delivery, hop: Hop? = nil, completion: @escaping @Sendable (Result<AppendOutcome, any Error>) -> Void
     ) {
         let start = clock()
-        var record = EventLogRecord(step: .received, outcome: .accepted, time: start)
-        if let remote = delivery.remoteAddress { record["remote"] = .string(remote) }
-        if let type = delivery.contentType, type.lowercased() != "application/secevent+jwt" {
-            record["content_type"] = .string(Printable.safe(type, maxBytes: 100))
-        }
+        var record = Self.received(delivery, at: start)
         let parsed: CompactJWS
         let transmitter: Transmitter
         do {
@@ -191,6 +189,25 @@ public struct Intake: Sendable {
                 refuse(error, &record, start: start, completion: completion)
             }
         }
+    }
+
+    /// Refuses a delivery before it is read (a poll answer's member that is no SET): logged and
+    /// counted as `receive` would.
+    public func refuse(_ delivery: Delivery, _ error: SETError) {
+        let start = clock()
+        var record = Self.received(delivery, at: start)
+        refuse(error, &record, start: start) { _ in }
+    }
+
+    /// The `received` line a delivery starts with.
+    private static func received(_ delivery: Delivery, at start: Double) -> EventLogRecord {
+        var record = EventLogRecord(step: .received, outcome: .accepted, time: start)
+        if let remote = delivery.remoteAddress { record["remote"] = .string(remote) }
+        if let type = delivery.contentType, type.lowercased() != "application/secevent+jwt" {
+            record["content_type"] = .string(Printable.safe(type, maxBytes: 100))
+        }
+        if let name = delivery.polledAs { record["jti"] = .string(Printable.safe(name, maxBytes: 200)) }
+        return record
     }
 
     private func refuse(
