@@ -200,12 +200,55 @@ public enum InclusionProof {
 
     /// PATH(m, D[n]): the sibling hashes from leaf `index` up to the root of `leaves`.
     public static func path(index: Int, leaves: ArraySlice<[UInt8]>) -> [[UInt8]] {
-        guard leaves.count > 1 else { return [] }
-        var k = 1
-        while k * 2 < leaves.count { k *= 2 }
-        let split = leaves.startIndex + k
-        if index < k { return path(index: index, leaves: leaves[..<split]) + [treeHash(leaves[split...])] }
-        return path(index: index - k, leaves: leaves[split...]) + [treeHash(leaves[..<split])]
+        (try? Partial(prefix: nil, leaves: Array(leaves)).path(UInt64(index), 0, UInt64(leaves.count))) ?? []
+    }
+
+    /// A tree whose first leaves are gone (retention deleted their segments) and are known by the
+    /// compact range a digest kept of them (`prefix`); the leaves after them are `leaves`. Every
+    /// sibling on the path of a leaf after the prefix is a subtree of later leaves, one of the
+    /// prefix's roots, or such roots followed by later leaves, so the path can still be made.
+    struct Partial {
+        let prefixSize: UInt64
+        /// The prefix's roots with where each subtree begins and how many leaves it holds.
+        let roots: [(offset: UInt64, size: UInt64, hash: [UInt8])]
+        let leaves: [[UInt8]]
+        var size: UInt64 { prefixSize + UInt64(leaves.count) }
+
+        init(prefix: MerkleRange?, leaves: [[UInt8]]) {
+            prefixSize = prefix?.size ?? 0
+            var roots: [(offset: UInt64, size: UInt64, hash: [UInt8])] = []
+            var offset: UInt64 = 0
+            var bit: UInt64 = prefixSize == 0 ? 0 : 1 << (63 - UInt64(prefixSize.leadingZeroBitCount))
+            for hash in prefix?.compactRoots ?? [] {
+                while bit != 0 && prefixSize & bit == 0 { bit >>= 1 }
+                roots.append((offset, bit, hash))
+                offset += bit
+                bit >>= 1
+            }
+            self.roots = roots
+            self.leaves = leaves
+        }
+
+        /// MTH of leaves `lo..<hi`, a subtree of the RFC 9162 recursion.
+        func hash(_ lo: UInt64, _ hi: UInt64) throws(EventLogCheckpoint.Invalid) -> [UInt8] {
+            guard lo < prefixSize else { return InclusionProof.treeHash(leaves[Int(lo - prefixSize)..<Int(hi - prefixSize)]) }
+            let end = min(hi, prefixSize)
+            let inside = roots.filter { $0.offset >= lo && $0.offset < end }
+            guard inside.first?.offset == lo, let last = inside.last, last.offset + last.size == end,
+                var range = MerkleRange(size: end - lo, roots: inside.map(\.hash))
+            else { throw EventLogCheckpoint.Invalid("leaves \(lo)–\(hi - 1) cross a subtree the digest kept whole: no path through them") }
+            for leaf in leaves[..<Int(hi - end)] { range.append(leaf: leaf) }
+            return range.root
+        }
+
+        /// PATH(index, D[lo:hi]).
+        func path(_ index: UInt64, _ lo: UInt64, _ hi: UInt64) throws(EventLogCheckpoint.Invalid) -> [[UInt8]] {
+            guard hi - lo > 1 else { return [] }
+            var k: UInt64 = 1
+            while k * 2 < hi - lo { k *= 2 }
+            if index < lo + k { return try path(index, lo, lo + k) + [hash(lo + k, hi)] }
+            return try path(index, lo + k, hi) + [hash(lo, lo + k)]
+        }
     }
 
     /// RFC 9162 §2.1.3.2: whether `leaf` at `index` with `path` gives `root` for a tree of `size`.

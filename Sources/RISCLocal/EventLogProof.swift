@@ -16,25 +16,53 @@ public struct EventLogProof: Sendable {
     public var entries: [Entry]
     /// Lines of the event written after the checkpoint (not provable against it yet).
     public var unsealed = 0
+    /// Lines before this `seq` were in segments retention deleted: none of them can be proved.
+    public var goneBefore: UInt64 = 0
 
-    /// The lines about `jti` in `files`, proved against `checkpoint` (signed as `note`).
-    public static func make(files: [String], jti: String, note: String, checkpoint: EventLogCheckpoint) throws -> EventLogProof {
+    /// The lines about `jti` in the log at `path` (its segments and rotated files), proved against
+    /// `checkpoint`. When retention deleted the oldest segments' files, the lines from the oldest
+    /// segment held on are read, and the tree before them is the compact range the digest before
+    /// that segment kept.
+    public static func make(log path: String, jti: String, note: String, checkpoint: EventLogCheckpoint) throws -> EventLogProof {
+        let found = EventLogSegments.discover(path)
+        let numbers = found.keys.sorted()
+        let firstHeld = numbers.first { found[$0]?.log != nil } ?? (numbers.last.map { $0 + 1 } ?? 1)
+        guard firstHeld > 1 else { return try make(files: EventLogSegments.files(of: path), jti: jti, note: note, checkpoint: checkpoint) }
+        guard let file = found[firstHeld - 1]?.digest, let data = FileManager.default.contents(atPath: file),
+            case let digest = try EventLogSegmentDigest.parse(String(decoding: data, as: UTF8.self)), digest.tree != nil
+        else {
+            throw EventLogCheckpoint.Invalid("segment \(firstHeld - 1)'s file is gone and its digest keeps no tree of the lines before it")
+        }
+        let files = numbers.filter { $0 >= firstHeld }.compactMap { found[$0]?.log } + (FileManager.default.fileExists(atPath: path) ? [path] : [])
+        return try make(files: files, start: digest.end, jti: jti, note: note, checkpoint: checkpoint)
+    }
+
+    /// The lines about `jti` in `files`, proved against `checkpoint` (signed as `note`); `start`:
+    /// where the chain and tree stood before the first of them (the log's genesis when nil).
+    public static func make(
+        files: [String], start: EventLogVerifier.Start? = nil, jti: String, note: String, checkpoint: EventLogCheckpoint
+    ) throws -> EventLogProof {
+        let prefix = start?.tree
         var leaves: [[UInt8]] = []
         var matches: [(UInt64, String)] = []
         var unsealed = 0
-        let summary = try EventLogVerifier.verify(files: files) { seq, line, leaf in
+        let summary = try EventLogVerifier.verify(files: files, start: start) { seq, line, leaf in
             leaves.append(leaf)
             guard let object = try? JSONParser.parseObject(line), object["jti"]?.stringValue == jti else { return }
             if seq < checkpoint.size { matches.append((seq, String(decoding: line, as: UTF8.self))) } else { unsealed += 1 }
         }
         if let problem = summary.problem { throw EventLogCheckpoint.Invalid("the log's chain is broken: \(problem)") }
-        guard summary.firstSeq == 0, UInt64(leaves.count) >= checkpoint.size else {
-            throw EventLogCheckpoint.Invalid("the log does not hold the checkpoint's \(checkpoint.size) lines from its genesis")
+        let gone = prefix?.size ?? 0
+        guard summary.firstSeq == gone, gone <= checkpoint.size, gone + UInt64(leaves.count) >= checkpoint.size else {
+            throw EventLogCheckpoint.Invalid(
+                gone > checkpoint.size
+                    ? "the checkpoint's \(checkpoint.size) lines end in segments retention deleted: prove against a newer checkpoint"
+                    : "the log does not hold the checkpoint's \(checkpoint.size) lines from its genesis")
         }
-        let tree = leaves[..<Int(checkpoint.size)]
-        guard InclusionProof.treeHash(tree) == checkpoint.root else { throw EventLogCheckpoint.Invalid("the log's tree is not the one the checkpoint signed") }
-        let entries = matches.map { Entry(index: $0.0, line: $0.1, path: InclusionProof.path(index: Int($0.0), leaves: tree)) }
-        return EventLogProof(note: note, entries: entries, unsealed: unsealed)
+        let tree = InclusionProof.Partial(prefix: prefix, leaves: Array(leaves[..<Int(checkpoint.size - gone)]))
+        guard try tree.hash(0, tree.size) == checkpoint.root else { throw EventLogCheckpoint.Invalid("the log's tree is not the one the checkpoint signed") }
+        let entries = try matches.map { Entry(index: $0.0, line: $0.1, path: try tree.path($0.0, 0, tree.size)) }
+        return EventLogProof(note: note, entries: entries, unsealed: unsealed, goneBefore: gone)
     }
 
     public var json: String {

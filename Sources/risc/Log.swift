@@ -176,7 +176,7 @@ extension RiscCommand {
             let note = String(decoding: data, as: UTF8.self)
             let proof: EventLogProof
             do {
-                proof = try EventLogProof.make(files: EventLogSegments.files(of: path), jti: jti, note: note, checkpoint: try EventLogCheckpoint.parse(note: note))
+                proof = try EventLogProof.make(log: path, jti: jti, note: note, checkpoint: try EventLogCheckpoint.parse(note: note))
             } catch {
                 throw SetupProblem("cannot prove: \(error)")
             }
@@ -184,7 +184,8 @@ extension RiscCommand {
                 throw SetupProblem(
                     proof.unsealed > 0
                         ? "the lines of \(Printable.safe(jti, maxBytes: 80)) came after the newest checkpoint: prove them after the next one"
-                        : "no line of the event log has jti \(Printable.safe(jti, maxBytes: 80))")
+                        : "no line of the event log has jti \(Printable.safe(jti, maxBytes: 80))"
+                            + (proof.goneBefore > 0 ? " (lines 0–\(proof.goneBefore - 1) were in segments event_log_retention deleted: those cannot be proved)" : ""))
             }
             print(proof.json)
             if proof.unsealed > 0 {

@@ -157,6 +157,25 @@ struct EventLogCheckpointTests {
         #expect(unkeyed.result == .undecided)
     }
 
+    @Test("inclusion proofs when the first leaves are known only by a compact range (retention deleted them): the same paths as from every leaf, for every prefix and size")
+    func inclusionAfterPrefix() throws {
+        let leaves = (0..<40).map { EventLogChain.leafHash(Array("line \($0)".utf8)) }
+        for size in 1...40 {
+            for gone in 0..<size {
+                var prefix = MerkleRange()
+                for leaf in leaves[..<gone] { prefix.append(leaf: leaf) }
+                let tree = InclusionProof.Partial(prefix: prefix, leaves: Array(leaves[gone..<size]))
+                #expect(try tree.hash(0, UInt64(size)) == Self.mth(leaves[..<size]), "size \(size), \(gone) gone")
+                for index in gone..<size {
+                    let path = try tree.path(UInt64(index), 0, UInt64(size))
+                    #expect(
+                        InclusionProof.verify(leaf: leaves[index], index: UInt64(index), size: UInt64(size), path: path, root: Self.mth(leaves[..<size])),
+                        "size \(size), \(gone) gone, index \(index)")
+                }
+            }
+        }
+    }
+
     @Test("inclusion proofs (RFC 9162 §2.1.3): every leaf of every size proves against the root; another leaf, index or size does not")
     func inclusion() {
         var leaves: [[UInt8]] = []

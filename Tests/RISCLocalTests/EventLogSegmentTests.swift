@@ -105,7 +105,12 @@ struct EventLogSegmentTests {
         #expect(try audit().result == .verified)
     }
 
-    @Test("retention deletes old segments' files, the next digest names them expired; the log still verifies, checkpoints included")
+    /// Found: once retention had deleted the first segment's file, `risc log prove` refused every
+    /// event ("the log does not hold the checkpoint's lines from its genesis"), though the digest
+    /// before the oldest segment held keeps the tree up to it, which is all a proof needs.
+    @Test(
+        "retention deletes old segments' files, the next digest names them expired; the log still verifies, checkpoints included; lines in the segments held are still proved (the tree before them from the digest), and an event whose segment is gone says so"
+    )
     func retention() throws {
         let clock = Clock()
         let log = try writer(clock, retention: 2.5 * 3_600)
@@ -119,6 +124,16 @@ struct EventLogSegmentTests {
         #expect(Set(named) == Set(gone))
         let result = try audit()
         #expect(result.result == .verified, "\(String(describing: result.summary.problem)) \(String(describing: result.checkpointProblem))")
+        let note = try String(contentsOfFile: JSONLinesEventLog.checkpointPath(of: path), encoding: .utf8)
+        let checkpoint = try EventLogCheckpoint.parse(note: note)
+        for jti in ["j4", "j5"] {
+            let proof = try EventLogProof.make(log: path, jti: jti, note: note, checkpoint: checkpoint)
+            #expect(!proof.entries.isEmpty, "\(jti)")
+            let checked = try EventLogProof.check(json: proof.json, key: verifier)
+            #expect(checked.lines.count == proof.entries.count && checked.lines.allSatisfy { $0.contains("\"\(jti)\"") })
+        }
+        let deleted = try EventLogProof.make(log: path, jti: "j0", note: note, checkpoint: checkpoint)
+        #expect(deleted.entries.isEmpty && deleted.goneBefore > 0)
     }
 
     @Test("an insider deletes a segment, deletes a digest, shortens a segment and chains it again, or re-signs a digest: each named")
