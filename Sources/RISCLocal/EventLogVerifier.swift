@@ -198,7 +198,8 @@ public struct EventLogVerifier: Sendable {
         return verifier.summary
     }
 
-    static func contents(of file: String) throws -> [UInt8] {
+    /// A log file's bytes (a `.gz` one through `gzip -dc`).
+    public static func contents(of file: String) throws -> [UInt8] {
         guard file.hasSuffix(".gz") else {
             guard let data = FileManager.default.contents(atPath: file) else { throw CocoaError(.fileReadNoSuchFile, userInfo: [NSFilePathErrorKey: file]) }
             return [UInt8](data)

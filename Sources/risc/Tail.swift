@@ -10,7 +10,8 @@ extension RiscCommand {
             abstract: "Show the event log, filtered; coloured on a terminal, plain when piped.",
             discussion: """
                 Reads events.log in the receiver's data directory (from --config, RISC_DATA_DIR or --data-dir, as for \
-                every command), with the lines commands wrote beside it while a receiver was writing it \
+                every command), back through its rotated segments and logrotate's files while lines are missing \
+                (all of them with -n 0), with the lines commands wrote beside it while a receiver was writing it \
                 (events.cli.log, events.replay.log), in time order; or --file alone. With --follow, waits for new \
                 lines (and follows a rotated file).
                 """
@@ -111,6 +112,7 @@ extension RiscCommand {
 
         func run() async throws {
             var sources: [Source]
+            var earlier: [String] = []  // events.log's rotated files still held, oldest first
             if let file {
                 sources = [Source(path: file, verify: verify)]
             } else {
@@ -120,6 +122,7 @@ extension RiscCommand {
                     throw ValidationError(
                         "no event log at \(path) (data directory from \(resolved.dataDirectorySource)): name the receiver's with --config FILE, --data-dir DIR, RISC_DATA_DIR or --file")
                 }
+                earlier = EventLogSegments.files(of: path).filter { $0 != path }
                 sources =
                     [Source(path: path, verify: verify)]
                     + Self.commandFiles.map { Source(path: (resolved.dataDirectory as NSString).appendingPathComponent($0), verify: verify) }
@@ -129,13 +132,26 @@ extension RiscCommand {
             var shown: [[(ts: String, text: String)]] = []
             for index in sources.indices {
                 guard let handle = sources[index].handle else { continue }
+                let before = index == 0 && !verify ? earlier : []  // the current file's chain status stays its own
                 if lines > 0 && !verify {
-                    // The last lines only: read back from the end, never the whole log.
-                    shown.append(try Self.lastLines(lines, of: handle) { render($0, color: color) })
+                    // The last lines only: read back from the end, never the whole log; into the
+                    // rotated files, newest first, while lines are missing.
+                    var found = try Self.lastLines(lines, of: handle) { render($0, color: color) }
+                    for older in before.reversed() where found.count < lines {
+                        found = try Self.lastLines(lines - found.count, ofFile: older) { render($0, color: color) } + found
+                    }
+                    shown.append(found)
                 } else {
                     let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
                     for line in text.split(separator: "\n", omittingEmptySubsequences: false).dropLast() { sources[index].chain.check(line) }
-                    shown.append(text.split(separator: "\n").compactMap { render($0, color: color) })
+                    let older = before.flatMap { file in
+                        guard let text = try? Self.contents(file) else {  // deleted by retention since it was listed, or unreadable
+                            FileHandle.standardError.write(Data("risc tail: cannot read \(file); its lines are not shown\n".utf8))
+                            return [(ts: String, text: String)]()
+                        }
+                        return text.split(separator: "\n").compactMap { render($0, color: color) }
+                    }
+                    shown.append(older + text.split(separator: "\n").compactMap { render($0, color: color) })
                 }
                 if verify { print(index == 0 ? sources[index].chain.status : "\((sources[index].path as NSString).lastPathComponent): \(sources[index].chain.status)") }
             }
@@ -268,6 +284,21 @@ extension RiscCommand {
             }
             try handle.seek(toOffset: end)
             return found.reversed()
+        }
+
+        /// A rotated file's text (a `.gz` one decompressed).
+        static func contents(_ file: String) throws -> String {
+            String(decoding: try EventLogVerifier.contents(of: file), as: UTF8.self)
+        }
+
+        /// `lastLines` of a rotated file: read back from its end, or, compressed, read whole.
+        static func lastLines<Shown>(_ count: Int, ofFile file: String, render: (Substring) -> Shown?) throws -> [Shown] {
+            guard file.hasSuffix(".gz") else {
+                guard let handle = FileHandle(forReadingAtPath: file) else { return [] }  // deleted since it was listed
+                defer { try? handle.close() }
+                return try lastLines(count, of: handle, render: render)
+            }
+            return Array(try contents(file).split(separator: "\n").compactMap(render).suffix(count))
         }
 
         static func inode(_ path: String) -> UInt64 {

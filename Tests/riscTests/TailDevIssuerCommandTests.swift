@@ -66,6 +66,30 @@ struct TailDevIssuerCommandTests {
         #expect(bogus.status == 64 && bogus.stderr.contains("no line has the outcome \"bogus\""), "\(bogus.status) \(bogus.stderr)")
     }
 
+    /// Found: with risc's own rotation (the shipped configs: a segment a day), `risc tail --jti J`
+    /// for an event of yesterday showed nothing, and `-n 20` just after a rotation showed the few
+    /// lines since: tail read `events.log` alone. It goes back through the segments (and
+    /// logrotate's files) still held until it has the lines asked for.
+    @Test("tail reads back through the rotated segments and logrotate's files: -n over the whole log, --jti finds an event of an earlier segment, -n 0 shows all in order")
+    func tailReadsRotatedFiles() async throws {
+        let data = Scratch.root.appendingPathComponent("risc-tail-rotated-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+        func line(_ second: Int, _ jti: String) -> String {
+            #"{"v":1,"ts":"2026-01-01T00:00:0\#(second).000000Z","step":"received","outcome":"accepted","jti":"\#(jti)"}"#
+        }
+        let files = [("events.log.1", [line(0, "oldest")]), ("events-000001.log", [line(1, "a"), line(2, "b")]), ("events-000002.log", [line(3, "c")]), ("events.log", [line(4, "d")])]
+        for (name, lines) in files { try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: data.appendingPathComponent(name)) }
+        func tail(_ options: [String]) async throws -> [String] {
+            let result = try await RiscBinary.run(["tail", "--data-dir", data.path, "--json"] + options)
+            #expect(result.status == 0, "\(result.stderr)")
+            return result.stdout.split(separator: "\n").map(String.init)
+        }
+        #expect(try await tail(["-n", "3"]) == [line(2, "b"), line(3, "c"), line(4, "d")])
+        #expect(try await tail(["--jti", "a"]) == [line(1, "a")])
+        #expect(try await tail(["--jti", "oldest"]) == [line(0, "oldest")])
+        #expect(try await tail(["-n", "0"]) == files.flatMap(\.1))
+    }
+
     /// Found: `risc accounts unlink` beside a running receiver writes its `site` line to
     /// `events.cli.log` (one writer a file keeps each hash chain whole), and `risc tail` read
     /// `events.log` only, so the operator's own unlink never showed where operations.md says
