@@ -134,14 +134,14 @@ public enum EventLogSegments {
 
     /// `events-NNNNNN.log` (`kind` "log") or `.digest` beside the log at `path`.
     public static func file(of path: String, number: Int, kind: String) -> String {
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = PathText.directory(of: path)
         let stem = ((path as NSString).lastPathComponent as NSString).deletingPathExtension
         return (directory as NSString).appendingPathComponent(String(format: "%@-%06d.%@", stem, number, kind))
     }
 
     /// The segments beside the log at `path`: by number, its log file and digest file where present.
     public static func discover(_ path: String) -> [Int: (log: String?, digest: String?)] {
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = PathText.directory(of: path)
         let stem = ((path as NSString).lastPathComponent as NSString).deletingPathExtension
         var found: [Int: (log: String?, digest: String?)] = [:]
         for entry in (try? FileManager.default.contentsOfDirectory(atPath: directory.isEmpty ? "." : directory)) ?? [] where entry.hasPrefix(stem + "-") {

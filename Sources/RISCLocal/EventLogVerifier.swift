@@ -215,7 +215,7 @@ public struct EventLogVerifier: Sendable {
     /// The files of the log at `path`, oldest first: logrotate's `path.N` (and `.N.gz`), highest
     /// N first, then `path` itself.
     public static func files(of path: String) -> [String] {
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = PathText.directory(of: path)
         let name = (path as NSString).lastPathComponent
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: directory.isEmpty ? "." : directory)) ?? []
         var rotated: [(Int, String)] = []

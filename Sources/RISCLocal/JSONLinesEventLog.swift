@@ -40,7 +40,7 @@ public final class JSONLinesEventLog: EventLog, Sendable {
 
     /// The file that holds the newest checkpoint of the log at `path`.
     public static func checkpointPath(of path: String) -> String {
-        ((path as NSString).deletingLastPathComponent as NSString).appendingPathComponent("events.checkpoint")
+        (PathText.directory(of: path) as NSString).appendingPathComponent("events.checkpoint")
     }
 
     /// `logID`: the genesis line's name for this log (the node's; default the host name).

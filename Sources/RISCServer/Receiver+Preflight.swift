@@ -54,7 +54,7 @@ extension Receiver {
         } else if !configuration.dataDirectory.isEmpty {
             var parent = configuration.dataDirectory
             repeat {
-                parent = (parent as NSString).deletingLastPathComponent
+                parent = PathText.directory(of: parent)
                 if parent.isEmpty { parent = "." }
             } while !files.fileExists(atPath: parent, isDirectory: &isDirectory) && parent != "/" && parent != "."
             if !isDirectory.boolValue || !files.isWritableFile(atPath: parent) {

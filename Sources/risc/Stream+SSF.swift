@@ -46,7 +46,7 @@ struct SSFStream {
     }
 
     func save(_ record: JSONObject) throws {
-        try FileManager.default.createDirectory(atPath: (recordPath as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: PathText.directory(of: recordPath), withIntermediateDirectories: true)
         try Data(JSONValue.object(record).serialized.utf8).write(to: URL(fileURLWithPath: recordPath), options: .atomic)
     }
 

@@ -167,6 +167,24 @@ struct ServeCommandTests {
         #expect(text.contains("actions.table.account-disabled.hijacking: expected a non-empty list"))
     }
 
+    /// Found: `risc serve --data-dir d` (a data directory of one letter, or under one, not made
+    /// yet) crashed with "Illegal instruction" before its first line: Foundation's
+    /// `deletingLastPathComponent` traps on a one-character path without a slash, and the check of
+    /// the directory's parent called it. risc takes a path's directory by its own rule now.
+    @Test("a data directory named by one letter, or under one, not made yet: checked and made, no crash")
+    func oneLetterDataDirectory() async throws {
+        let directory = Scratch.root.appendingPathComponent("risc-one-letter-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let keys = RiscBinary.repository.appendingPathComponent("keys/test/jwks.json").path
+        for dataDirectory in ["d", "e/f"] {
+            let checked = try await RiscBinary.run(
+                ["serve", "--audience", "a", "--jwks-file", keys, "--issuer", "https://accounts.google.com/", "--data-dir", dataDirectory, "--check-config"],
+                directory: directory)
+            #expect(checked.status == 0 && checked.stdout.contains("configuration OK"), "\(dataDirectory): \(checked.status) \(checked.stderr.prefix(300))")
+        }
+    }
+
     /// Issue 26 §5: `port must be 0–65535` named neither the key nor where it came from, and
     /// `listen = 8443` read as an unknown setting; a public listener on 0.0.0.0 and the admin one on
     /// 127.0.0.1 with one port passed the check and failed the start.

@@ -7,7 +7,7 @@ import Synchronization
 /// indexing what a previous run journaled and did not index.
 extension SQLiteEventStore {
     /// Where the journal's segments are: `DATA_DIR/journal`.
-    public var journalDirectory: String { ((path as NSString).deletingLastPathComponent as NSString).appendingPathComponent("journal") }
+    public var journalDirectory: String { (PathText.directory(of: path) as NSString).appendingPathComponent("journal") }
 
     /// Indexes the records a previous run journaled beyond the index's mark (each gets the
     /// `received` line it would have had, marked `recovered`, and its actions as usual), removes
