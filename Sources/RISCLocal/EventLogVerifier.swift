@@ -200,10 +200,7 @@ public struct EventLogVerifier: Sendable {
 
     /// A log file's bytes (a `.gz` one through `gzip -dc`).
     public static func contents(of file: String) throws -> [UInt8] {
-        guard file.hasSuffix(".gz") else {
-            guard let data = FileManager.default.contents(atPath: file) else { throw CocoaError(.fileReadNoSuchFile, userInfo: [NSFilePathErrorKey: file]) }
-            return [UInt8](data)
-        }
+        guard file.hasSuffix(".gz") else { return try FileContents.read(file, limit: .max) }  // "cannot read FILE: REASON"
         let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/bin/gzip")
         process.arguments = ["-dc", file]

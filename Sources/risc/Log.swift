@@ -80,7 +80,7 @@ extension RiscCommand {
                     audit = try EventLogAudit.run(files: files, key: verifier, checkpointNote: read(checkpointFile), trustedNote: read(trustedCheckpoint))
                 }
             } catch {
-                throw SetupProblem("cannot read the event log: \(error.localizedDescription)")
+                throw SetupProblem("\(error)")
             }
             print(json ? Self.json(audit, files: files) : Self.text(audit, files: files))
             switch audit.result {

@@ -47,6 +47,9 @@ struct LogCommandTests {
 
         result = try await RiscBinary.run(["log", "verify", "--data-dir", directory + "/nothing"])
         #expect(result.status == 64 && result.stderr.contains("no event log in"))
+        // A file given that cannot be read is named, with why (was: "The file doesn't exist.").
+        result = try await RiscBinary.run(["log", "verify", directory + "/gone.log"])
+        #expect(result.status == 64 && result.stderr.contains("cannot read \(directory)/gone.log: No such file or directory"), "\(result.stderr)")
     }
 
     @Test(
