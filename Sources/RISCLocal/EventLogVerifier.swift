@@ -205,7 +205,10 @@ public struct EventLogVerifier: Sendable {
         process.executableURL = URL(fileURLWithPath: "/bin/gzip")
         process.arguments = ["-dc", file]
         let finished = try process.runToEnd()
-        guard finished.succeeded else { throw CocoaError(.fileReadCorruptFile, userInfo: [NSFilePathErrorKey: file]) }
+        guard finished.succeeded else {
+            let said = String(decoding: finished.errorOutput, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            throw FileContents.Unreadable(path: file, reason: "gzip -dc failed: \(Printable.safe(said, maxBytes: 200))")
+        }
         return [UInt8](finished.output)
     }
 

@@ -50,6 +50,9 @@ struct LogCommandTests {
         // A file given that cannot be read is named, with why (was: "The file doesn't exist.").
         result = try await RiscBinary.run(["log", "verify", directory + "/gone.log"])
         #expect(result.status == 64 && result.stderr.contains("cannot read \(directory)/gone.log: No such file or directory"), "\(result.stderr)")
+        try "not gzip".write(toFile: directory + "/old.log.gz", atomically: true, encoding: .utf8)
+        result = try await RiscBinary.run(["log", "verify", directory + "/old.log.gz"])
+        #expect(result.status == 64 && result.stderr.contains("cannot read \(directory)/old.log.gz: gzip -dc failed: gzip:"), "\(result.stderr)")
     }
 
     @Test(

@@ -10,6 +10,7 @@ public enum FileContents {
         public let path: String
         public let reason: String
         public var description: String { "cannot read \(path): \(reason)" }
+        public init(path: String, reason: String) { (self.path, self.reason) = (path, reason) }
     }
 
     /// What is read at most unless a caller says otherwise: a device such as `/dev/zero` never ends.
