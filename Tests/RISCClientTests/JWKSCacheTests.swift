@@ -227,7 +227,14 @@ struct JWKSCacheTests {
         #expect(await cache.status().keyIDs.contains(rsKid))
     }
 
-    @Test("cold start from the persisted copy while the issuer is down, then recovery")
+    /// Found: the key set kept in the data directory was taken at a start as long as it came from
+    /// the same discovery URL, though the configuration now pinned another issuer (or no longer
+    /// allowed its `jwks_uri`'s host): while the issuer could not be reached, SETs of the issuer the
+    /// operator had just stopped trusting were verified with it. It passes the checks a fetched
+    /// document passes now, or is left unused.
+    @Test(
+        "cold start from the persisted copy while the issuer is down, then recovery; not when the configuration now pins another issuer or jwks_uri host"
+    )
     func coldStartPersisted() async throws {
         let directory = Fixture.temporaryDirectory()
         let path = directory.appendingPathComponent("jwks-cache.json").path
@@ -246,6 +253,15 @@ struct JWKSCacheTests {
         #expect(resolved.issuer == issuer.baseURL)
         #expect(await second.status().source == .persisted)
         #expect(issuer.requests(to: "/jwks") == 1)  // fresh persisted copy: served without a fetch
+        var pinned = Fixture.configuration(issuer, persistence: path)
+        pinned.expectedIssuer = "https://another.example/"
+        var hosts = Fixture.configuration(issuer, persistence: path)
+        hosts.jwksHosts = ["keys.example"]
+        for configuration in [pinned, hosts] {
+            let cache = JWKSCache(configuration: configuration, logger: Fixture.logger)
+            #expect(await cache.counters.loadedFromDisk == 0)
+            await #expect(throws: KeyUnavailableError.self) { try await cache.key(for: rsKid) }
+        }
     }
 
     @Test("cold start with no persisted copy and the issuer down is temporary, and recovers")

@@ -43,7 +43,7 @@ public actor JWKSCache: KeyProvider {
         self.state = JWKSCacheState(
             unknownKeyCooldown: configuration.unknownKeyCooldown, maximumStaleness: configuration.maximumStaleness,
             failureRetryInterval: configuration.failureRetryInterval)
-        if let persisted = Self.loadPersisted(configuration: configuration, logger: logger) {
+        if let persisted = Self.loadPersisted(configuration: configuration, policy: client.policy, logger: logger) {
             state.current = persisted.keySet
             discovery = (persisted.discovery, persisted.keySet.fetchedAt)
             counters.loadedFromDisk = 1
@@ -234,10 +234,15 @@ public actor JWKSCache: KeyProvider {
 
     /// Spec §8.1: pin the issuer and where its keys may come from.
     private func check(_ document: DiscoveryDocument) throws {
+        try Self.check(document, configuration: configuration, policy: client.policy)
+    }
+
+    /// The same for a fetched document and for the one kept with a persisted key set.
+    private static func check(_ document: DiscoveryDocument, configuration: JWKSConfiguration, policy: URLPolicy) throws {
         if let expected = configuration.expectedIssuer, !SETPolicy.issuerMatches(document.issuer, expected) {
             throw JWKError("discovery names issuer '\(document.issuer)', expected '\(expected)'")
         }
-        if let refusal = client.policy.refusal(for: document.jwksURI) { throw JWKError("jwks_uri refused: \(refusal)") }
+        if let refusal = policy.refusal(for: document.jwksURI) { throw JWKError("jwks_uri refused: \(refusal)") }
         if let hosts = configuration.jwksHosts, let host = URLPolicy.components(document.jwksURI)?.host,
             !hosts.contains(host)
         {
@@ -307,7 +312,10 @@ public actor JWKSCache: KeyProvider {
         }
     }
 
-    private static func loadPersisted(configuration: JWKSConfiguration, logger: Logger) -> (
+    /// The key set kept in the data directory, when it came from this discovery URL and its
+    /// document passes today's checks (`check`): a configuration that now pins another issuer, or
+    /// no longer allows its `jwks_uri`, does not verify with it.
+    private static func loadPersisted(configuration: JWKSConfiguration, policy: URLPolicy, logger: Logger) -> (
         keySet: CachedKeySet, discovery: DiscoveryDocument
     )? {
         guard let path = configuration.persistencePath, let data = PrivateFiles.read(path) else {
@@ -320,6 +328,7 @@ public actor JWKSCache: KeyProvider {
                 let body = object["jwks"]?.stringValue, let fetchedAt = object["fetched_at"]?.numberValue,
                 let expiresAt = object["expires_at"]?.numberValue
             else { return nil }
+            try check(DiscoveryDocument(issuer: issuer, jwksURI: jwksURI), configuration: configuration, policy: policy)
             let keys = try JWKSet(json: Array(body.utf8))
             let keySet = CachedKeySet(
                 keys: keys, issuer: issuer, jwksURI: jwksURI, body: Array(body.utf8), etag: object["etag"]?.stringValue,
@@ -327,7 +336,7 @@ public actor JWKSCache: KeyProvider {
             logger.info("key set loaded from the data directory", metadata: ["risc.jwks.kids": "\(keys.keyIDs.joined(separator: ","))"])
             return (keySet, DiscoveryDocument(issuer: issuer, jwksURI: jwksURI))
         } catch {
-            logger.warning("ignoring an unreadable persisted key set", metadata: ["risc.path": "\(path)", "risc.error": "\(error)"])
+            logger.warning("ignoring the key set kept in the data directory (unreadable, or no longer allowed)", metadata: ["risc.path": "\(path)", "risc.error": "\(error)"])
             return nil
         }
     }
