@@ -40,7 +40,10 @@ public struct PostgresStoreURL: Sendable, Equatable, CustomStringConvertible {
         }
         guard let user = components.user, !user.isEmpty else { throw Invalid(description: "store.url names no user (postgres://USER@HOST/DATABASE)") }
         let database = String(components.path.drop { $0 == "/" })
-        guard !database.isEmpty, !database.contains("/") else { throw Invalid(description: "store.url names no database (postgres://USER@HOST/DATABASE)") }
+        guard !database.isEmpty else { throw Invalid(description: "store.url names no database (postgres://USER@HOST/DATABASE)") }
+        guard !database.contains("/") else {
+            throw Invalid(description: "store.url: the database is the one path segment after the host, got '\(Printable.safe(database, maxBytes: 80))'")
+        }
         var socket: String?
         var tls = TLSMode.verifyFull
         for item in components.queryItems ?? [] {
@@ -82,7 +85,11 @@ public struct PostgresStoreURL: Sendable, Equatable, CustomStringConvertible {
     /// The socket file PostgreSQL listens on in `socketDirectory`.
     public var socketPath: String? { socketDirectory.map { "\($0)/.s.PGSQL.\(port)" } }
 
+    /// The URL again, its user and database escaped (an Azure user is `name@server`).
     public var description: String {
-        "postgres://\(user)@\(hostPort(host, port))/\(database)" + (socketDirectory.map { "?host=\($0)" } ?? "?sslmode=\(tls.rawValue)")
+        func escaped(_ text: String) -> String {
+            text.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? text
+        }
+        return "postgres://\(escaped(user))@\(hostPort(host, port))/\(escaped(database))" + (socketDirectory.map { "?host=\($0)" } ?? "?sslmode=\(tls.rawValue)")
     }
 }

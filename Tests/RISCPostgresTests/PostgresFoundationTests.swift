@@ -116,6 +116,7 @@ struct PostgresFoundationTests {
             ("postgres://db/events", "no user"), ("postgres://risc@db/", "no database"),
             ("postgres://risc@db/events?sslmode=prefer", "sslmode"), ("postgres://risc@db/events?host=relative", "absolute"),
             ("postgres://risc@db/events?application_name=x", "unknown parameter"),
+            ("postgres://risc@db/events/extra", "one path segment after the host, got 'events/extra'"),
         ]
         for (text, expected) in cases {
             let error = #expect(throws: PostgresStoreURL.Invalid.self) { try PostgresStoreURL(text) }
@@ -123,6 +124,10 @@ struct PostgresFoundationTests {
             #expect(error?.description.contains("secret") != true)
         }
         #expect(!tcp.description.contains(":secret"))
+        // A user with an '@' (Azure's `name@server`) is read whole and shown escaped, so the URL shown reads back the same.
+        let azure = try PostgresStoreURL("postgres://risc%40pg1@pg1.postgres.database.azure.com/events")
+        #expect(azure.user == "risc@pg1" && azure.host == "pg1.postgres.database.azure.com")
+        #expect(try PostgresStoreURL(azure.description).user == "risc@pg1", "\(azure.description)")
     }
 
     /// A server on loopback that speaks just enough PostgreSQL to ask for the password in clear
