@@ -22,7 +22,7 @@ enum Target {
         case 1:
             guard let token = try? SecurityEventToken(payload: input) else { return }
             _ = try? policy.validate(token, header: header, issuer: resolved.issuer, now: 1_800_000_000)
-            _ = ActionPlan.plan(for: token, table: .default)
+            _ = ActionPlan.plan(for: token, table: .default, now: 1_800_000_000)
         default:
             // Property: what the parser accepts serializes to text it parses back to the same value.
             guard let value = try? JSONParser.parse(input) else { return }

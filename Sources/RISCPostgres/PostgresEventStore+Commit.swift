@@ -24,7 +24,7 @@ extension PostgresEventStore {
         let now = wallClock()
         let results: [Appended], queued: Int, committed: Bool
         if let inline {
-            let plans = records.map { ActionPlan.plan(for: $0.claims, table: inline.table) }
+            let plans = records.map { ActionPlan.plan(for: $0.claims, table: inline.table, now: now) }
             if let fast = try await storeWithoutAccounts(records, plans: plans, now: now, on: connection) {
                 (results, queued, committed) = (fast.results, 0, fast.committed)
             } else {

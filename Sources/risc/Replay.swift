@@ -221,7 +221,7 @@ extension RiscCommand {
                     } else {
                         claims = try SecurityEventToken(payload: CompactJWS(token).payload)
                     }
-                    let plan = ActionPlan.plan(for: claims, table: table)
+                    let plan = ActionPlan.plan(for: claims, table: table, now: systemNow())
                     var line = JSONObject()
                     line["jti"] = .string(claims.tokenID ?? "")
                     line["verified"] = .bool(verifier != nil)

@@ -110,7 +110,7 @@ struct QueueWorkerTests {
         let log = MemoryEventLog(), metrics = Counted()
         #expect(try await Self.worker(queue, owner: "survivor", log: log, metrics: metrics).processDue(now: 3_032) == 1)
         let claims = try SecurityEventToken(payload: CompactJWS(stalled[0].token).payload)
-        #expect(try await queue.finish(stalled[0], plan: ActionPlan.plan(for: claims, table: .default), claims: claims, applyToAccounts: true, now: 3_033) == nil)
+        #expect(try await queue.finish(stalled[0], plan: ActionPlan.plan(for: claims, table: .default, now: 3_033), claims: claims, applyToAccounts: true, now: 3_033) == nil)
         #expect(queue.account("carol")?.openSessions == 0 && queue.rows[0].attempts == 1)
         #expect(metrics.value == ["action applied": 1])
     }

@@ -47,6 +47,9 @@ struct RulesTests {
         #expect(!OrderingRule.accessChangeApplies(eventTime: 100, lastAccessChange: 101))
         #expect(OrderingRule.accessChangeTime(after: nil, eventTime: 50) == 50)
         #expect(OrderingRule.accessChangeTime(after: 70, eventTime: 50) == 70)
+        // An event dated past the clock-skew allowance counts as dated at its end.
+        #expect(OrderingRule.eventTime(sent: 1_000 + 365 * 86_400, now: 1_000) == 1_300)
+        #expect(OrderingRule.eventTime(sent: 1_250, now: 1_000) == 1_250 && OrderingRule.eventTime(sent: 10, now: 1_000) == 10)
         // Any order of arrival ends in the state of the newest event.
         let events: [(time: Double, enabled: Bool)] = [(10, false), (20, true), (30, false), (25, true)]
         for order in [[0, 1, 2, 3], [3, 2, 1, 0], [2, 0, 3, 1], [1, 3, 0, 2]] {
@@ -73,7 +76,7 @@ struct RulesTests {
 struct AccountActionsTests {
     static func plan(_ events: String, iat: Double = 2_000) throws -> ActionPlan {
         let payload = #"{"iss":"https://accounts.google.com/","aud":"a","iat":"# + "\(iat)" + #","jti":"j","events":{"# + events + "}}"
-        return ActionPlan.plan(for: try SecurityEventToken(payload: Array(payload.utf8)), table: .default)
+        return ActionPlan.plan(for: try SecurityEventToken(payload: Array(payload.utf8)), table: .default, now: iat)
     }
 
     static let alice = #"{"subject":{"subject_type":"iss_sub","iss":"https://accounts.google.com/","sub":"alice"}"#
@@ -119,7 +122,7 @@ struct AccountActionsTests {
         for spelling in ["https://old.example", "https://old.example/", "old.example", "https://new.example"] {
             let payload =
                 #"{"iss":"https://old.example","aud":"a","iat":1,"jti":"j","events":{"\#(Self.risc)sessions-revoked":{"subject":{"subject_type":"iss_sub","iss":"\#(spelling)","sub":"alice"}}}}"#
-            let plan = ActionPlan.plan(for: try SecurityEventToken(payload: Array(payload.utf8)), table: table)
+            let plan = ActionPlan.plan(for: try SecurityEventToken(payload: Array(payload.utf8)), table: table, now: 2_000)
             #expect(
                 AccountActions.lookups(for: plan.steps[0], keyIssuer: "https://new.example", tokenKey: [])
                     == [.subject(issuer: "https://new.example", subject: "alice")], "\(spelling)")
@@ -127,7 +130,7 @@ struct AccountActionsTests {
         // Without the alias, the subject's own issuer, as before.
         let payload =
             #"{"iss":"https://new.example","aud":"a","iat":1,"jti":"j","events":{"\#(Self.risc)sessions-revoked":{"subject":{"subject_type":"iss_sub","iss":"https://idp.example","sub":"alice"}}}}"#
-        let plan = ActionPlan.plan(for: try SecurityEventToken(payload: Array(payload.utf8)), table: table)
+        let plan = ActionPlan.plan(for: try SecurityEventToken(payload: Array(payload.utf8)), table: table, now: 2_000)
         #expect(
             AccountActions.lookups(for: plan.steps[0], keyIssuer: "https://new.example", tokenKey: []) == [.subject(issuer: "https://idp.example", subject: "alice")])
     }

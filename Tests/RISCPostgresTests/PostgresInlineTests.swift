@@ -170,7 +170,7 @@ struct PostgresInlineTests {
         #expect(try await f.stores[1].queue.claim(owner: "other", limit: 10, lease: 30, now: now).map(\.jti) == ["b-1"])
         let items = try claimed.map { claim in
             let claims = try SecurityEventToken(payload: CompactJWS(claim.token).payload)
-            return FinishItem(claim: claim, plan: ActionPlan.plan(for: claims, table: .default), claims: claims)
+            return FinishItem(claim: claim, plan: ActionPlan.plan(for: claims, table: .default, now: now + 1), claims: claims)
         }
         let reports = try await f.stores[0].queue.finish(items, applyToAccounts: true, now: now + 1)
         #expect(reports.map { $0 != nil } == [true, false, true])

@@ -356,6 +356,27 @@ struct StorePortTests {
         try await f.close()
     }
 
+    /// Found: the ordering rule took an event's time as sent, however far ahead: one
+    /// `account-enabled` dated a year ahead (a transmitter's clock gone wrong) held every access
+    /// change after it as "superseded" for that year, so a hijacking that followed did not
+    /// suspend Google sign-in. An event time more than the clock-skew allowance (5 minutes) past
+    /// the time it is applied counts as that bound.
+    @Test("an event dated far ahead holds later access changes back for minutes, not for as long as its clock is wrong", arguments: Backend.allCases)
+    func eventDatedFarAhead(_ backend: Backend) async throws {
+        let f = try await Fixture.open(backend)
+        let now = Date().timeIntervalSince1970
+        _ = try await f.accounts.link(AccountLink(subject: "alice", userID: "u-alice", sessions: ["s1"]), now: now - 100)
+        let worker = QueueWorker(queue: f.queue, settings: QueueWorker.Settings(owner: "receiver"), log: MemoryEventLog(), logger: Self.logger)
+        for (type, jti, iat) in [(EventType.accountEnabled, "ahead", now + 365 * 86_400), (.accountDisabled, "then-disabled", now + 400)] {
+            _ = try await f.events.append(
+                try await Self.factory.storedRecord(type: type, subject: Self.user("alice"), jti: jti, iat: iat, keys: try Self.keys.jwks, receivedAt: now))
+            while try await worker.processDue() > 0 {}
+        }
+        let alice = try #require(try await f.accounts.accounts(subject: "alice").first)
+        #expect(!alice.googleSignInEnabled, "the disable after the far-dated enable was held back")
+        try await f.close()
+    }
+
     /// Found: how Google builds `hash_base64_sha512_sha512` is not documented (spec §9 question
     /// 5: the inner digest raw or hex); risc matched the raw form only, so a hex-inner identifier
     /// was acknowledged and applied to nobody, the refresh token left active.
@@ -459,7 +480,7 @@ struct StorePortTests {
         #expect(try await worker.processDue(now: now + 32) == 1)
         let claims = try SecurityEventToken(payload: CompactJWS(held[0].token).payload)
         let late = try await f.queue.finish(
-            held[0], plan: ActionPlan.plan(for: claims, table: .default), claims: claims, applyToAccounts: true, now: now + 33)
+            held[0], plan: ActionPlan.plan(for: claims, table: .default, now: now + 33), claims: claims, applyToAccounts: true, now: now + 33)
         #expect(late == nil, "the stalled worker's late finish went through")
         #expect(try await !f.queue.fail(held[0], error: "late", retryAt: nil, now: now + 33))
         #expect(try await f.count("SELECT count(*) FROM applied_actions") == 1)

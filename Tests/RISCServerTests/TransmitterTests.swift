@@ -191,7 +191,7 @@ struct TransmitterTests {
         let google = SETFactory(signer: ServerHarness.keys.entry(for: .rs256)!.signer)
         func plan(_ factory: SETFactory) throws -> [Action] {
             let claims = factory.claims(type: .sessionsRevoked, subject: factory.accountSubject("1"))
-            return ActionPlan.plan(for: try SecurityEventToken(payload: Array(JSONValue.object(claims).serialized.utf8)), table: table).steps[0].actions
+            return ActionPlan.plan(for: try SecurityEventToken(payload: Array(JSONValue.object(claims).serialized.utf8)), table: table, now: 1_800_000_000).steps[0].actions
         }
         #expect(try plan(okta.factory) == [.flagForReview])
         #expect(try plan(google) == [.endSessions])
@@ -203,7 +203,7 @@ struct TransmitterTests {
         let factory = SETFactory(signer: ServerHarness.keys.entry(for: .rs256)!.signer)
         func actions(_ type: EventType, _ extra: JSONObject = JSONObject()) throws -> [Action] {
             let claims = factory.claims(type: type, subject: ["format": "email", "email": "ada@example.com"], extra: extra)
-            return ActionPlan.plan(for: try SecurityEventToken(payload: Array(JSONValue.object(claims).serialized.utf8)), table: .default).steps[0].actions
+            return ActionPlan.plan(for: try SecurityEventToken(payload: Array(JSONValue.object(claims).serialized.utf8)), table: .default, now: 1_800_000_000).steps[0].actions
         }
         #expect(try actions(.sessionRevoked) == [.endSession])
         #expect(try actions(.credentialChange, ["credential_type": "password", "change_type": "update"]) == [.heightenMonitoring])
@@ -214,12 +214,12 @@ struct TransmitterTests {
         var table = ActionTable.default
         table.set(.deviceComplianceChange, reason: "not-compliant", actions: [.endSession])
         let claims = factory.claims(type: .deviceComplianceChange, subject: ["format": "email", "email": "a@example.com"], extra: ["current_status": "not-compliant"])
-        let plan = ActionPlan.plan(for: try SecurityEventToken(payload: Array(JSONValue.object(claims).serialized.utf8)), table: table)
+        let plan = ActionPlan.plan(for: try SecurityEventToken(payload: Array(JSONValue.object(claims).serialized.utf8)), table: table, now: 1_800_000_000)
         #expect(plan.steps[0].actions == [.endSession] && plan.steps[0].recordedReason == "device-compliance-change:not-compliant")
         // The ordering rule's clock: toe, else CAEP's event_timestamp, else iat.
         var timed = factory.claims(type: .sessionRevoked, subject: ["format": "email", "email": "a@example.com"], extra: ["event_timestamp": 1_700_000_000], iat: 1_800_000_000)
         func time(_ claims: JSONObject) throws -> Double {
-            ActionPlan.plan(for: try SecurityEventToken(payload: Array(JSONValue.object(claims).serialized.utf8)), table: .default).eventTime
+            ActionPlan.plan(for: try SecurityEventToken(payload: Array(JSONValue.object(claims).serialized.utf8)), table: .default, now: 1_800_000_000).eventTime
         }
         #expect(try time(timed) == 1_700_000_000)
         timed["toe"] = 1_600_000_000

@@ -39,14 +39,15 @@ public struct ActionPlan: Sendable {
             eventTime: eventTime)
     }
     /// When the event happened, for ordering: `toe` if given, else CAEP's `event_timestamp` (SSF
-    /// sends one event a SET), else `iat`: one clock across transmitters.
+    /// sends one event a SET), else `iat`: one clock across transmitters; at most
+    /// `OrderingRule.futureAllowance` past the time it was planned.
     public let eventTime: Double
 
     /// RFC 8417 §5.3–5.4: events may arrive late or out of order. risc orders by `toe`, else
     /// `iat`: an access change (suspend/restore) applies only if no newer one has been applied
     /// to the account, and "end sessions" ends only sessions created at or before the event time,
     /// so a user who signed in again after securing the account keeps the new session.
-    public static func plan(for token: SecurityEventToken, table: ActionTable) -> ActionPlan {
+    public static func plan(for token: SecurityEventToken, table: ActionTable, now: Double) -> ActionPlan {
         let steps = token.events.enumerated().map { index, event in
             Step(
                 eventIndex: index, type: event.type, reason: event.reason, subject: event.subject,
@@ -54,6 +55,6 @@ public struct ActionPlan: Sendable {
                 subjectScope: event.subject?.googleSubject?.issuer.map(table.accountScope))
         }
         let eventTimestamp = token.events.lazy.compactMap(\.eventTimestamp).first
-        return ActionPlan(steps: steps, eventTime: token.timeOfEvent ?? eventTimestamp ?? token.issuedAt ?? 0)
+        return ActionPlan(steps: steps, eventTime: OrderingRule.eventTime(sent: token.timeOfEvent ?? eventTimestamp ?? token.issuedAt ?? 0, now: now))
     }
 }

@@ -233,7 +233,7 @@ public final class QueueWorker: Sendable {
         if sinkTakesAll { record["sink"] = "webhook" }
         do {
             let claims = try SecurityEventToken(payload: CompactJWS(claim.token).payload)
-            let plan = ActionPlan.plan(for: claims, table: table)
+            let plan = ActionPlan.plan(for: claims, table: table, now: start)
             record.describe(plan)
             var delivered: [String] = []
             var tokens: [TokenToRevoke] = []

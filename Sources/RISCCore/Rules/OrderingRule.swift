@@ -23,6 +23,14 @@ public enum OrderingRule {
         max(lastAccessChange ?? 0, eventTime)
     }
 
+    /// How far past the time it is planned an event's time counts (`SETPolicy`'s default clock-skew
+    /// allowance): an event dated a year ahead by a clock gone wrong would otherwise hold every
+    /// later access change of the account back for that year.
+    public static let futureAllowance: Double = 300
+
+    /// The time an event sent as happening at `sent` is ordered by, planned at `now`.
+    public static func eventTime(sent: Double, now: Double) -> Double { min(sent, now + futureAllowance) }
+
     /// The latest creation time of a session that an event at `eventTime` ends.
     public static func sessionCutoff(eventTime: Double) -> Double { eventTime + 1 }
 

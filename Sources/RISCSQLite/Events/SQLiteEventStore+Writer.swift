@@ -170,7 +170,7 @@ extension SQLiteEventStore {
                 if var transaction, let table = inline?.table {
                     let applied: Bool
                     (lines, applied) = try InlineActions.apply(
-                        ActionPlan.plan(for: record.claims, table: table), to: record, setID: id, now: now, guarded: guarded, in: &transaction,
+                        ActionPlan.plan(for: record.claims, table: table, now: now), to: record, setID: id, now: now, guarded: guarded, in: &transaction,
                         clock: wallClock)
                     if !applied { queued += 1 }
                 } else {
