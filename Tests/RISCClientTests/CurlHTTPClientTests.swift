@@ -59,6 +59,18 @@ struct CurlHTTPClientTests {
         #expect(URLPolicy().refusal(for: "https://www.googleapis.com/oauth2/v3/certs") == nil)
         #expect(URLPolicy().refusal(for: "http://[::1]:8080/x") == nil)
         #expect(URLPolicy(allowPlainHTTPOnLoopback: false).refusal(for: "http://127.0.0.1/x") != nil)
+        // Found: `--check-config` passed URLs no fetch can use (a space in the host, a port out of
+        // range, an escape in the host), so a typo showed only later, as a key set never fetched.
+        for (url, reason) in [
+            ("https://keys example/x", "space or control character"), ("https://x.example/a b", "space or control character"),
+            ("https://x.example:99999/", "port"), ("https://x.example:0/", "port"), ("https://x.example:-1/", "port"),
+            ("https://x.example:44a/", "port"), ("https://ex%00ample.com/", "host"), ("https://[v1.x]/", "host"), ("https://[::1]x/", "port"),
+        ] {
+            #expect(URLPolicy().refusal(for: url)?.contains(reason) == true, "\(url): \(URLPolicy().refusal(for: url) ?? "allowed")")
+        }
+        for url in ["https://x.example:443/a?b=1#c", "https://x.example:/", "https://[2001:db8::1]:8443/x", "https://例え.jp/x", "https://X.Example/"] {
+            #expect(URLPolicy().refusal(for: url) == nil, "\(url): \(URLPolicy().refusal(for: url) ?? "")")
+        }
     }
 
     @Test("issue 24 #10: loopback is decided from the parsed address, never from a host name's first characters")

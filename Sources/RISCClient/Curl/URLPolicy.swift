@@ -28,6 +28,35 @@ public struct URLPolicy: Sendable {
         return (scheme, host.lowercased())
     }
 
+    /// What makes the authority of `url` (which `components` read) one no fetch can use: a host
+    /// that is no host name, IPv4 or bracketed IPv6 address (an escape, a stray character), or a
+    /// port that is not 1–65535. nil when it is fine.
+    static func authorityProblem(_ url: String) -> String? {
+        guard let schemeEnd = url.range(of: "://") else { return nil }
+        let authority = url[schemeEnd.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        var host = authority, port: Substring = ""
+        if authority.hasPrefix("[") {
+            guard let close = authority.firstIndex(of: "]") else { return nil }
+            host = authority[authority.index(after: authority.startIndex)..<close]
+            let after = authority[authority.index(after: close)...]
+            if !after.isEmpty {
+                guard after.first == ":" else { return "the port must follow the host as :NUMBER, got \(after)" }
+                port = after.dropFirst()
+            }
+            var address = in6_addr()
+            if inet_pton(AF_INET6, String(host), &address) != 1 { return "the host [\(host)] is not an IPv6 address" }
+        } else {
+            if let colon = authority.lastIndex(of: ":") { (host, port) = (authority[..<colon], authority[authority.index(after: colon)...]) }
+            if host.contains(where: { !($0.isLetter || $0.isNumber || $0 == "-" || $0 == "." || $0 == "_") }) {
+                return "the host \(host) is not a host name or IP address"
+            }
+        }
+        guard port.isEmpty || port.allSatisfy({ $0.isASCII && $0.isNumber }) && Int(port).map({ (1...65_535).contains($0) }) == true else {
+            return "the port must be 1–65535, got \(port)"
+        }
+        return nil
+    }
+
     /// Whether `host` is a loopback address: an IPv4 address in 127.0.0.0/8 or the IPv6 `::1`,
     /// decided from the parsed address (so `127.attacker.example` is not), or `localhost`, which
     /// libcurl resolves to loopback itself, never through DNS.
@@ -44,7 +73,11 @@ public struct URLPolicy: Sendable {
 
     /// Why `url` may not be fetched, or nil when it may.
     public func refusal(for url: String) -> String? {
+        if url.unicodeScalars.contains(where: { $0.properties.isWhitespace || $0.value < 0x20 || $0.value == 0x7F }) {
+            return "a URL has no space or control character"
+        }
         guard let (scheme, host) = Self.components(url) else { return "not an absolute http(s) URL" }
+        if let problem = Self.authorityProblem(url) { return problem }
         if scheme == "https" { return nil }
         if allowPlainHTTPOnLoopback, Self.isLoopback(host: host) { return nil }
         return "plain HTTP is allowed only to loopback addresses; use https (host \(host))"
