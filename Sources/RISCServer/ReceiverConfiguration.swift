@@ -21,14 +21,16 @@ public struct ReceiverConfiguration: Sendable {
     public var jwksFile: String?
     public var dataDirectory: String = "./data"
 
-    public var host: String = "0.0.0.0"
+    /// A listener's address; an IPv6 address given in brackets (`[::1]`, as URLs write it) is
+    /// kept without them, which is what binding takes.
+    public var host: String = "0.0.0.0" { didSet { host = Self.unbracketed(host) } }
     public var port: Int = 8443
     public var eventsPath: String = "/events"
     /// PEM certificate chain and private key for HTTPS. Both or neither; without them risc
     /// serves plain HTTP, for deployments behind a TLS-terminating proxy.
     public var tlsCertificate: String?
     public var tlsKey: String?
-    public var adminHost: String = "127.0.0.1"
+    public var adminHost: String = "127.0.0.1" { didSet { adminHost = Self.unbracketed(adminHost) } }
     public var adminPort: Int = 9090
     /// `admin.tls.*`: HTTPS on the admin listener and the account API's (TLS 1.2+, reloaded on
     /// SIGHUP); with a client CA, clients must present a certificate it issued (mutual TLS).
@@ -37,7 +39,7 @@ public struct ReceiverConfiguration: Sendable {
     public var adminTLSClientCA: String?
     /// `admin.api.*`: the account API on a listener of its own; nil port: it shares the admin
     /// listener with health and metrics.
-    public var adminAPIHost: String = "127.0.0.1"
+    public var adminAPIHost: String = "127.0.0.1" { didSet { adminAPIHost = Self.unbracketed(adminAPIHost) } }
     public var adminAPIPort: Int?
     /// Connections the admin listener serves at once; more wait (in the kernel's backlog) until
     /// one closes.
@@ -246,6 +248,11 @@ public struct ReceiverConfiguration: Sendable {
         return nil
     }
 
+    /// `host` without the brackets of a bracketed IPv6 address.
+    static func unbracketed(_ host: String) -> String {
+        host.hasPrefix("[") && host.hasSuffix("]") && host.contains(":") ? String(host.dropFirst().dropLast()) : host
+    }
+
     /// Why `host` cannot be a listener's address: neither an IPv4 or IPv6 address nor a host name
     /// (letters, digits, hyphens and underscores, which container names use, in dot-separated
     /// labels). Binding to it would fail at the start with a resolver
@@ -255,8 +262,10 @@ public struct ReceiverConfiguration: Sendable {
         let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
         if inet_pton(AF_INET, bare, &address) == 1 || inet_pton(AF_INET6, bare, &address) == 1 { return nil }
         let labels = (host.hasSuffix(".") ? String(host.dropLast()) : host).split(separator: ".", omittingEmptySubsequences: false)
+        // Digits alone in every label (`1.2.3.4.5`) are no IPv4 address, and no name either: a
+        // top-level label is never all digits (RFC 3696 §2).
         let isName =
-            !host.isEmpty && host.utf8.count <= 253
+            !host.isEmpty && host.utf8.count <= 253 && !(labels.last ?? "").allSatisfy(\.isNumber)
             && labels.allSatisfy { label in
                 (1...63).contains(label.utf8.count) && label.first != "-" && label.last != "-"
                     && label.utf8.allSatisfy { $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0 & ~0x20) }

@@ -185,6 +185,18 @@ struct ServeCommandTests {
         }
     }
 
+    /// Found: `--host [::1]` (an IPv6 address as URLs write it) passed `--check-config`, which then
+    /// showed `http://[[::1]]:8443`, and the start failed: "UnknownHost … for host [::1]". The
+    /// brackets are taken off when the setting is read, for every listener.
+    @Test("a listener address in brackets ([::1]) is the IPv6 address: shown once bracketed, bound as such")
+    func bracketedListenerAddress() async throws {
+        let checked = try await RiscBinary.run(["serve", "--audience", "a", "--host", "[::1]", "--set", "admin.host=[::1]", "--admin-port", "9091", "--check-config"])
+        #expect(checked.status == 0 && checked.stdout.contains("http://[::1]:8443/events") && checked.stdout.contains("http://[::1]:9091"), "\(checked.stdout) \(checked.stderr)")
+        // Digits alone in every label are no IPv4 address and no name: refused, not left to the bind.
+        let digits = try await RiscBinary.run(["serve", "--audience", "a", "--host", "1.2.3.4.5", "--check-config"])
+        #expect(digits.status == 64 && digits.stderr.contains("listen.host must be an IP address or a host name, got '1.2.3.4.5'"), "\(digits.stderr)")
+    }
+
     /// Issue 26 §5: `port must be 0–65535` named neither the key nor where it came from, and
     /// `listen = 8443` read as an unknown setting; a public listener on 0.0.0.0 and the admin one on
     /// 127.0.0.1 with one port passed the check and failed the start.
