@@ -149,6 +149,9 @@ extension ReceiverConfiguration {
                 },
                 value: { c in .optional(c.webhookURL.map(Redaction.url)) }),
             .optionalString("webhook.secret_file", \.webhookSecretFile, "file with the webhook's HMAC secret (16+ bytes)"),
+            .optionalString(
+                "webhook.ca_file", \.webhookCAFile,
+                "PEM CA bundle that verifies the webhook's certificate instead of the system's CAs (a site's own CA, trusted for the webhook alone)"),
             .double("webhook.timeout", \.webhookTimeout, "seconds per webhook request"),
             .choice(
                 "webhook.scope", \.webhookScope,

@@ -68,6 +68,7 @@ extension Receiver {
             ("admin.tls.certificate", configuration.adminTLSCertificate), ("admin.tls.key", configuration.adminTLSKey),
             ("admin.tls.client_ca", configuration.adminTLSClientCA),
             ("store.password_file", configuration.store.passwordFile), ("store.ca_file", configuration.store.caFile),
+            ("webhook.ca_file", configuration.webhookURL == nil ? nil : configuration.webhookCAFile),
             ("accounts.token_key_file", configuration.tokenKeyFile), ("event_log_checkpoint_key", configuration.eventLogCheckpointKey),
             ("linking.notices.service_account_file", configuration.noticeIssuer == nil ? nil : configuration.noticeServiceAccountFile),
         ]

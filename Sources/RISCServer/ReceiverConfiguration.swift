@@ -115,6 +115,9 @@ public struct ReceiverConfiguration: Sendable {
     public var webhookURL: String?
     /// File holding the webhook's shared HMAC secret (at least 16 bytes).
     public var webhookSecretFile: String?
+    /// A PEM CA bundle that verifies the webhook's certificate instead of the system's CAs (a
+    /// site's own CA, trusted for the webhook alone).
+    public var webhookCAFile: String?
     public var webhookTimeout: Double = 10
     /// `all`: every SET's plan goes to the webhook; `rows`: only events whose row names the action
     /// `webhook`, the rest applied to risc's own accounts.
@@ -317,6 +320,7 @@ public struct ReceiverConfiguration: Sendable {
         if dataDirectory.isEmpty { problems.append("data_dir must not be empty") }
         problems += TrustedProxies.problems(trustedProxies)
         if (webhookURL == nil) != (webhookSecretFile == nil) { problems.append("webhook.url and webhook.secret_file go together") }
+        if webhookURL == nil, webhookCAFile != nil { problems.append("webhook.ca_file needs webhook.url") }
         if let url = webhookURL, let refusal = URLPolicy().refusal(for: url) { problems.append("webhook.url: \(refusal)") }
         if !(webhookTimeout > 0 && webhookTimeout <= 3_600) {
             problems.append("webhook.timeout must be more than 0 and at most 3600 seconds, got \(webhookTimeout)")

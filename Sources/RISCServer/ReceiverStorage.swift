@@ -87,7 +87,7 @@ public struct ReceiverStorage: Sendable {
     static func makeSink(configuration: ReceiverConfiguration) throws -> (any ActionSink)? {
         guard let url = configuration.webhookURL, let secretFile = configuration.webhookSecretFile else { return nil }
         let secret = try Receiver.readSecret(secretFile, setting: "webhook.secret_file")
-        return try WebhookSink(url: url, secret: secret, timeout: configuration.webhookTimeout)
+        return try WebhookSink(url: url, secret: secret, timeout: configuration.webhookTimeout, caFile: configuration.webhookCAFile)
     }
 
     /// The unlink-notice keys, when `linking.notices.issuer` is set: read now, so a missing or

@@ -116,6 +116,49 @@ struct AdminTLSTests {
         try await harness.stop()
     }
 
+    /// Found: a webhook served with a certificate from the site's own CA (an internal endpoint)
+    /// could be reached only once that CA was in the system's trust store, where it then vouched
+    /// for every host risc fetches from, Google's key hosts among them. `webhook.ca_file` trusts
+    /// a CA for the webhook alone.
+    @Test("webhook.ca_file: a webhook whose certificate the site's own CA issued is reached with that CA alone; without it the handshake fails")
+    func webhookPrivateCA() async throws {
+        let directory = Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let certificate = try TestCertificate(directory: directory.appendingPathComponent("site"))
+        // The site's endpoint: another receiver's HTTPS listener, which answers a webhook body 400.
+        let site = try ServerHarness {
+            $0.tlsCertificate = certificate.certificatePath
+            $0.tlsKey = certificate.keyPath
+        }
+        try await site.start()
+        let secret = directory.appendingPathComponent("webhook-secret").path
+        try Data(repeating: 7, count: 32).write(to: URL(fileURLWithPath: secret))
+        for trusted in [false, true] {
+            let receiver = try ServerHarness {
+                $0.webhookURL = "https://localhost:\(site.publicPort)/events"
+                $0.webhookSecretFile = secret
+                if trusted { $0.webhookCAFile = certificate.certificatePath }
+            }
+            try await receiver.start()
+            let jti = UUID().uuidString
+            #expect(try await receiver.post(try receiver.token(jti: jti)).status == 202)
+            var error: String?
+            _ = await waitWhile {
+                error = receiver.eventLogLines.first { $0["step"] == "applied" && $0["jti"]?.stringValue == jti && $0["outcome"] == "failed" }?["error"]?.stringValue
+                return error == nil
+            }
+            if trusted {
+                #expect(error?.contains("webhook answered HTTP 400") == true, "\(error ?? "no attempt")")
+            } else {
+                #expect(error?.contains("certificate") == true, "\(error ?? "no attempt")")
+            }
+            try await receiver.stop()
+            receiver.issuer.stop()
+        }
+        try await site.stop()
+        site.issuer.stop()
+    }
+
     @Test("admin.tls.client_ca: a client without a certificate, or with one the CA did not issue, is refused in the handshake; one it issued is served")
     func mutualTLS() async throws {
         let directory = Self.directory()

@@ -16,12 +16,15 @@ public struct WebhookSink: ActionSink {
     let client: CurlHTTPClient
     let timeout: Double
 
-    public init(url: String, secret: [UInt8], timeout: Double = 10, client: CurlHTTPClient = CurlHTTPClient()) throws {
+    /// `caFile`: a PEM CA bundle that verifies the webhook's certificate instead of the system's CAs.
+    public init(url: String, secret: [UInt8], timeout: Double = 10, caFile: String? = nil, client: CurlHTTPClient = CurlHTTPClient()) throws {
         if let refusal = client.policy.refusal(for: url) { throw FetchError(url: url, "webhook URL refused: \(refusal)") }
         guard secret.count >= 16 else { throw FetchError(url: url, "the webhook secret must be at least 16 bytes") }
         self.url = url
         self.secret = secret
         self.timeout = timeout
+        var client = client
+        if let caFile { client.caBundlePath = caFile }
         self.client = client
     }
 
