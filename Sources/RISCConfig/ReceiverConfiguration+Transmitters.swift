@@ -6,7 +6,7 @@ extension ReceiverConfiguration {
     /// The members a transmitter's table takes.
     static let transmitterMembers: Set<String> = [
         "dialect", "issuer", "issuer_aliases", "audiences", "algorithms", "discovery_url", "jwks_file", "path", "authorization_file", "actions",
-        "delivery", "receiver_url", "events_requested", "token_endpoint", "client_id", "client_auth", "client_secret_file", "client_key_file", "scope",
+        "delivery", "receiver_url", "events_requested", "token_endpoint", "client_id", "client_auth", "client_secret_file", "client_key_file", "ca_file", "scope",
         "management_token_file", "poll_url", "poll_interval",
     ]
 
@@ -92,6 +92,7 @@ extension ReceiverConfiguration {
         }
         transmitter.clientSecretFile = string("client_secret_file")
         transmitter.clientKeyFile = string("client_key_file")
+        transmitter.caFile = string("ca_file")
         transmitter.scope = string("scope")
         transmitter.managementTokenFile = string("management_token_file")
         transmitter.pollURL = string("poll_url")
@@ -159,7 +160,7 @@ extension ReceiverConfiguration {
         if !transmitter.eventsRequested.isEmpty { object["events_requested"] = .strings(transmitter.eventsRequested) }
         for (member, value) in [
             ("receiver_url", transmitter.receiverURL.map(Redaction.url)), ("token_endpoint", transmitter.tokenEndpoint.map(Redaction.url)),
-            ("client_id", transmitter.clientID), ("client_secret_file", transmitter.clientSecretFile), ("client_key_file", transmitter.clientKeyFile),
+            ("client_id", transmitter.clientID), ("client_secret_file", transmitter.clientSecretFile), ("client_key_file", transmitter.clientKeyFile), ("ca_file", transmitter.caFile),
             ("scope", transmitter.scope), ("management_token_file", transmitter.managementTokenFile), ("poll_url", transmitter.pollURL.map(Redaction.url)),
         ] {
             if let value { object[member] = .string(value) }

@@ -72,7 +72,8 @@ extension Receiver {
             ("accounts.token_key_file", configuration.tokenKeyFile), ("event_log_checkpoint_key", configuration.eventLogCheckpointKey),
             ("linking.notices.service_account_file", configuration.noticeIssuer == nil ? nil : configuration.noticeServiceAccountFile),
         ]
-        for (setting, path) in named {
+        let transmitterFiles = configuration.transmitters.map { ("transmitters.\($0.name).ca_file", $0.caFile) }
+        for (setting, path) in named + transmitterFiles {
             if let path, let why = unreadable(path) { problems.append("\(setting): cannot read \(path): \(why)") }
         }
         let secrets: [(String, String?, String)] = [

@@ -14,7 +14,7 @@ extension Receiver {
 
     static func keys(
         jwksFile: String?, issuer: String, jwks: JWKSConfiguration, cacheFile: String, configuration: ReceiverConfiguration, logger: Logger, setting: String,
-        clock: @escaping @Sendable () -> Double
+        caFile: String? = nil, clock: @escaping @Sendable () -> Double
     ) throws -> TransmitterKeys {
         if let file = jwksFile {
             let data: [UInt8]
@@ -24,7 +24,7 @@ extension Receiver {
         }
         var jwks = jwks
         jwks.persistencePath = (configuration.dataDirectory as NSString).appendingPathComponent(cacheFile)
-        let cache = JWKSCache(configuration: jwks, logger: logger, now: clock)
+        let cache = JWKSCache(configuration: jwks, client: CurlHTTPClient(caBundlePath: caFile, pool: .receiver), logger: logger, now: clock)
         return TransmitterKeys(provider: cache, source: .cache(cache), cache: cache)
     }
 
@@ -48,7 +48,8 @@ extension Receiver {
                 name: transmitter.name, url: url, path: transmitter.path ?? configuration.eventsPath, owner: owner)
             settings.interval = transmitter.pollInterval
             settings.lease = max(5, configuration.queueLease / 2)
-            let client = SSFStreamClient(issuer: transmitter.issuer, metadataURL: transmitter.discovery, authorization: authorization)
+            let client = SSFStreamClient(
+                issuer: transmitter.issuer, metadataURL: transmitter.discovery, authorization: authorization, http: CurlHTTPClient(caBundlePath: transmitter.caFile))
             pollers.append(SSFPoller(settings: settings, client: client, intake: intake, leases: leases, logger: logger))
         }
         return pollers
@@ -79,7 +80,7 @@ extension Receiver {
             (jwks.maximumStaleness, jwks.failureRetryInterval) = (timings.maximumStaleness, timings.failureRetryInterval)
             let keys = try keys(
                 jwksFile: settings.jwksFile, issuer: settings.issuer, jwks: jwks, cacheFile: "jwks-cache-\(settings.name).json", configuration: configuration,
-                logger: logger, setting: "transmitters.\(settings.name).jwks_file", clock: clock)
+                logger: logger, setting: "transmitters.\(settings.name).jwks_file", caFile: settings.caFile, clock: clock)
             var policy = settings.policy
             policy.clockSkew = configuration.clockSkew
             let authorization: [String]?

@@ -44,6 +44,9 @@ public struct TransmitterSettings: Sendable {
     public var scope: String?
     /// A static bearer token for the management API instead of client credentials.
     public var managementTokenFile: String?
+    /// A PEM CA bundle that verifies the transmitter's certificates (metadata, keys, token
+    /// endpoint, polls) instead of the system's CAs: an organisation's own CA, trusted for it alone.
+    public var caFile: String?
     /// With `delivery = "poll"`: the transmitter's poll endpoint (default: the one `risc stream create` recorded).
     public var pollURL: String?
     /// Seconds between polls when the last brought nothing (5 by default); more waiting SETs are polled at once.

@@ -35,7 +35,9 @@ struct SSFStream {
             throw ValidationError(error.description)
         }
         return SSFStream(
-            settings: settings, client: SSFStreamClient(issuer: settings.issuer, metadataURL: settings.discovery, authorization: authorization),
+            settings: settings,
+            client: SSFStreamClient(
+                issuer: settings.issuer, metadataURL: settings.discovery, authorization: authorization, http: CurlHTTPClient(caBundlePath: settings.caFile)),
             recordPath: settings.streamRecordPath(dataDirectory: configuration.dataDirectory), json: json)
     }
 

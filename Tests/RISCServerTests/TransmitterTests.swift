@@ -15,11 +15,14 @@ struct TransmitterTests {
     struct SSFTransmitter {
         let issuer: LocalIssuer
         let factory: SETFactory
+        /// Its JWK Set, as its issuer serves it.
+        let jwks: String
 
         init() throws {
             let key = try PrivateKey.generate(.ec(curve: "P-256"))
             let jwk = key.publicKey.jwk(keyID: "okta-1", algorithm: .es256)
-            issuer = try LocalIssuer(jwks: JSONValue.object(["keys": .array([.object(jwk)])]).serialized)
+            jwks = JSONValue.object(["keys": .array([.object(jwk)])]).serialized
+            issuer = try LocalIssuer(jwks: jwks)
             factory = SETFactory(issuer: issuer.baseURL, audience: TransmitterTests.oktaAudience, signer: JWSSigner(key: key, algorithm: .es256, keyID: "okta-1"))
         }
 
@@ -97,6 +100,55 @@ struct TransmitterTests {
         #expect(ready["transmitters"]?.objectValue?["google"]?.objectValue?["usable"] == true)
         try await harness.stop()
         harness.issuer.stop()
+        okta.issuer.stop()
+    }
+
+    /// Found: a transmitter served with a certificate from an organisation's own CA (an in-house
+    /// Keycloak) could be used only once that CA was in the system's trust store, where it then
+    /// vouched for every host risc fetches from, Google's key hosts among them. `ca_file` trusts a
+    /// CA for the transmitter's metadata, keys, token endpoint and polls alone.
+    @Test("a transmitter's ca_file: its keys are fetched over HTTPS from a server the organisation's own CA certified; without it they are not")
+    func transmitterPrivateCA() async throws {
+        let directory = Scratch.root.appendingPathComponent("risc-transmitter-ca-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let certificate = try TestCertificate(directory: directory.appendingPathComponent("tls"))
+        // The transmitter's documents, served by `openssl s_server -WWW` over HTTPS from a folder.
+        let okta = try SSFTransmitter()
+        let site = directory.appendingPathComponent("site")
+        try FileManager.default.createDirectory(at: site.appendingPathComponent(".well-known"), withIntermediateDirectories: true)
+        let port = try PostgresCluster.freePort()
+        let issuer = "https://localhost:\(port)"
+        let metadata: JSONValue = ["issuer": .string(issuer), "jwks_uri": .string(issuer + "/jwks.json")]
+        try Data(metadata.serialized.utf8).write(to: site.appendingPathComponent(".well-known/ssf-configuration"))
+        try Data(okta.jwks.utf8).write(to: site.appendingPathComponent("jwks.json"))
+        let server = ChildProcess()
+        server.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        server.arguments = ["openssl", "s_server", "-quiet", "-accept", "127.0.0.1:\(port)", "-cert", certificate.certificatePath, "-key", certificate.keyPath, "-WWW"]
+        server.currentDirectoryURL = site
+        server.standardOutput = FileHandle.nullDevice
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        defer { server.killGroupAndWait() }
+        for trusted in [false, true] {
+            let harness = try ServerHarness {
+                $0.transmitters = [
+                    okta.settings {
+                        $0.issuer = issuer
+                        if trusted { $0.caFile = certificate.certificatePath }
+                    }
+                ]
+            }
+            try await harness.start()
+            var usable: Bool?
+            _ = await waitWhile {
+                let ready = try? JSONParser.parseObject(try await harness.get(harness.adminURL + "/readyz").body)
+                usable = ready?["transmitters"]?.objectValue?["okta"]?.objectValue?["usable"]?.boolValue
+                return usable == nil || (trusted && usable == false)
+            }
+            #expect(usable == trusted, "trusted: \(trusted)")
+            try await harness.stop()
+            harness.issuer.stop()
+        }
         okta.issuer.stop()
     }
 

@@ -44,7 +44,7 @@ struct ConfigFileCommandTests {
                     "ca_file": "/etc/risc/pg-ca.pem", "accept_unsafe_durability": true, "timeout": 7, "lease": 90},
           "accounts": {"token_key_file": "/etc/risc/token-key"},
           "retention": {"done": "36h", "duplicates": "14d"},
-          "webhook": {"url": "https://hooks.example/revoke", "secret_file": "/etc/risc/webhook-secret", "timeout": 4, "scope": "rows"},
+          "webhook": {"url": "https://hooks.example/revoke", "secret_file": "/etc/risc/webhook-secret", "ca_file": "/etc/risc/site-ca.pem", "timeout": 4, "scope": "rows"},
           "linking": {
             "google_client_id": "google-linking-client",
             "app_flip_hosts": ["flip.example"],
@@ -63,7 +63,8 @@ struct ConfigFileCommandTests {
                                     "delivery": "poll", "poll_url": "https://example.okta.com/ssf/poll", "poll_interval": 10,
                                     "receiver_url": "https://risc.example/risc/okta", "events_requested": ["session-revoked", "credential-change"],
                                     "token_endpoint": "https://example.okta.com/oauth2/v1/token", "client_id": "risc-receiver",
-                                    "client_auth": "private_key_jwt", "client_key_file": "/etc/risc/okta-client.pem", "scope": "ssf.read ssf.manage"}},
+                                    "client_auth": "private_key_jwt", "client_key_file": "/etc/risc/okta-client.pem", "ca_file": "/etc/risc/okta-ca.pem",
+                                    "scope": "ssf.read ssf.manage"}},
           "actions": {"table": {"account-disabled": {"hijacking": ["end_sessions", "revoke_linked_tokens"]}},
                       "retry_window": "2d", "max_attempts": 50, "base_delay": 2, "max_delay": 600}
         }
