@@ -11,46 +11,43 @@ public struct URLPolicy: Sendable {
 
     /// The scheme and host of an absolute http(s) URL, lower-cased; nil otherwise.
     public static func components(_ url: String) -> (scheme: String, host: String)? {
-        guard let schemeEnd = url.range(of: "://") else { return nil }
-        let scheme = url[..<schemeEnd.lowerBound].lowercased()
-        let rest = url[schemeEnd.upperBound...]
-        var authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        if authority.contains("@") { return nil }  // no credentials in URLs
-        var host: Substring
-        if authority.hasPrefix("[") {
-            guard let close = authority.firstIndex(of: "]") else { return nil }
-            host = authority[authority.index(after: authority.startIndex)..<close]
-        } else {
-            if let colon = authority.lastIndex(of: ":") { authority = authority[..<colon] }
-            host = authority
-        }
-        guard !host.isEmpty, scheme == "https" || scheme == "http" else { return nil }
-        return (scheme, host.lowercased())
+        authority(url).map { ($0.scheme, $0.host.lowercased()) }
     }
 
-    /// What makes the authority of `url` (which `components` read) one no fetch can use: a host
-    /// that is no host name, IPv4 or bracketed IPv6 address (an escape, a stray character), or a
-    /// port that is not 1–65535. nil when it is fine.
-    static func authorityProblem(_ url: String) -> String? {
+    /// An absolute http(s) URL's scheme (lower-cased), host (without brackets), whether the host
+    /// was bracketed, and what follows the host (`:PORT`, or nothing); nil when it has no scheme
+    /// or host, or carries credentials.
+    private static func authority(_ url: String) -> (scheme: String, host: Substring, bracketed: Bool, rest: Substring)? {
         guard let schemeEnd = url.range(of: "://") else { return nil }
+        let scheme = url[..<schemeEnd.lowerBound].lowercased()
         let authority = url[schemeEnd.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        var host = authority, port: Substring = ""
+        if authority.contains("@") { return nil }  // no credentials in URLs
+        let parts: (host: Substring, bracketed: Bool, rest: Substring)
         if authority.hasPrefix("[") {
             guard let close = authority.firstIndex(of: "]") else { return nil }
-            host = authority[authority.index(after: authority.startIndex)..<close]
-            let after = authority[authority.index(after: close)...]
-            if !after.isEmpty {
-                guard after.first == ":" else { return "the port must follow the host as :NUMBER, got \(after)" }
-                port = after.dropFirst()
-            }
+            parts = (authority[authority.index(after: authority.startIndex)..<close], true, authority[authority.index(after: close)...])
+        } else if let colon = authority.lastIndex(of: ":") {
+            parts = (authority[..<colon], false, authority[colon...])
+        } else {
+            parts = (authority, false, "")
+        }
+        guard !parts.host.isEmpty, scheme == "https" || scheme == "http" else { return nil }
+        return (scheme, parts.host, parts.bracketed, parts.rest)
+    }
+
+    /// What makes the authority of `url` one no fetch can use: a host that is no host name, IPv4
+    /// or bracketed IPv6 address (an escape, a stray character), or a port that is not 1–65535.
+    /// nil when it is fine (or when `components` refuses the URL).
+    static func authorityProblem(_ url: String) -> String? {
+        guard let (_, host, bracketed, rest) = authority(url) else { return nil }
+        if bracketed {
             var address = in6_addr()
             if inet_pton(AF_INET6, String(host), &address) != 1 { return "the host [\(host)] is not an IPv6 address" }
-        } else {
-            if let colon = authority.lastIndex(of: ":") { (host, port) = (authority[..<colon], authority[authority.index(after: colon)...]) }
-            if host.contains(where: { !($0.isLetter || $0.isNumber || $0 == "-" || $0 == "." || $0 == "_") }) {
-                return "the host \(host) is not a host name or IP address"
-            }
+        } else if host.contains(where: { !($0.isLetter || $0.isNumber || $0 == "-" || $0 == "." || $0 == "_") }) {
+            return "the host \(host) is not a host name or IP address"
         }
+        guard rest.isEmpty || rest.first == ":" else { return "the port must follow the host as :NUMBER, got \(rest)" }
+        let port = rest.dropFirst()
         guard port.isEmpty || port.allSatisfy({ $0.isASCII && $0.isNumber }) && Int(port).map({ (1...65_535).contains($0) }) == true else {
             return "the port must be 1–65535, got \(port)"
         }
