@@ -262,7 +262,7 @@ public struct ReceiverConfiguration: Sendable {
     /// error (exit 1, which a unit restarts), not a configuration problem.
     static func hostProblem(_ key: String, _ host: String) -> String? {
         var address = [UInt8](repeating: 0, count: 16)  // room for either family's address
-        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        let bare = unbracketed(host)
         if inet_pton(AF_INET, bare, &address) == 1 || inet_pton(AF_INET6, bare, &address) == 1 { return nil }
         let labels = (host.hasSuffix(".") ? String(host.dropLast()) : host).split(separator: ".", omittingEmptySubsequences: false)
         // Digits alone in every label (`1.2.3.4.5`) are no IPv4 address, and no name either: a
