@@ -72,7 +72,9 @@ public final class SSFPoller: Sendable {
                 if unavailable {
                     try await sleep(backoff)  // ours: not acknowledged, delivered again later
                     backoff = min(backoff * 2, 60)
-                } else if !(answer.moreAvailable || !acks.isEmpty || !errors.isEmpty) {
+                } else if answer.sets.isEmpty || !(answer.moreAvailable || !acks.isEmpty || !errors.isEmpty) {
+                    // A poll that brought nothing waits, whatever it says of more (a transmitter
+                    // answering `moreAvailable` with no SETs would have us ask again at once, for ever).
                     try await sleep(settings.interval)
                 }
             } catch let error as SSFError {

@@ -54,6 +54,8 @@ public final class SSFTestTransmitter: Sendable {
         /// Members every poll answer's `sets` also carries, as they are (a transmitter's mistakes),
         /// until acknowledged or refused.
         public var oddPollMembers = JSONObject()
+        /// Every poll answer says `moreAvailable: true`, whatever waits (a transmitter's mistake).
+        public var alwaysMoreAvailable = false
     }
 
     public let server: LoopbackHTTPServer
@@ -261,7 +263,7 @@ public final class SSFTestTransmitter: Sendable {
             var sets = JSONObject()
             for item in waiting.prefix(limit) { sets[item.jti] = .string(item.set) }
             for (jti, value) in state.oddPollMembers { sets[jti] = value }
-            return .json(JSONValue.object(["sets": .object(sets), "moreAvailable": .bool(waiting.count > limit)]).serialized)
+            return .json(JSONValue.object(["sets": .object(sets), "moreAvailable": .bool(state.alwaysMoreAvailable || waiting.count > limit)]).serialized)
         }
     }
 

@@ -479,38 +479,76 @@ struct SSFPollTests {
         harness.issuer.stop()
     }
 
+    /// Found: a transmitter answering `moreAvailable: true` with no SETs (a bug of its) had the
+    /// poller ask again at once, for ever: a busy loop against the transmitter. An answer that
+    /// brings nothing waits `poll_interval`, whatever it says of more.
+    @Test("poll: an answer with no SETs waits the poll interval even when it says more are available")
+    func moreAvailableButNothing() async throws {
+        let transmitter = try SSFTestTransmitter(audience: "https://risc.example.com/poll", clients: [.init(id: "poller", secret: "poll-secret")])
+        defer { transmitter.stop() }
+        let poller = try await RecordedPoller(transmitter, name: "eager")
+        transmitter.withState { $0.alwaysMoreAvailable = true }
+        let task = Task { await poller.poller.run() }
+        _ = await waitWhile(upTo: 5) { transmitter.withState { $0.requests.filter { $0 == "POST /ssf/poll" }.count } < 3 }
+        task.cancel()
+        await task.value
+        let polls = transmitter.withState { $0.requests.filter { $0 == "POST /ssf/poll" }.count }
+        let waits = poller.waits
+        #expect(waits.filter { $0 == 7 }.count >= polls - 2, "\(polls) polls, waits \(waits)")
+    }
+
+    /// A poller of a new poll stream of `transmitter` (every 7 s when a poll brings nothing), into
+    /// a store in memory; its sleeps are recorded and cut short.
+    final class RecordedPoller: Sendable {
+        let poller: SSFPoller
+        let streamID: String
+        let store = MemoryEventStore()
+        /// The sleeps asked for, in seconds.
+        var waits: [Double] { slept.list.withLock { $0 } }
+        private let slept = Slept()
+
+        final class Slept: Sendable { let list = Mutex<[Double]>([]) }
+
+        init(_ transmitter: SSFTestTransmitter, name: String) async throws {
+            let client = SSFStreamClient(
+                issuer: transmitter.issuer, metadataURL: transmitter.metadataURL,
+                authorization: .clientCredentials(.init(tokenURL: transmitter.tokenURL, clientID: "poller", method: .clientSecretBasic, secret: "poll-secret")),
+                http: .patient())
+            let stream = try await client.create(["delivery": ["method": .string(SSFDelivery.poll)]])
+            streamID = try #require(stream["stream_id"]?.stringValue)
+            let url = try #require(stream["delivery"]?.objectValue?["endpoint_url"]?.stringValue)
+            let keys = try JWKSet(json: Array(transmitter.jwks.utf8))
+            var policy = SETPolicy(audiences: [transmitter.audience], algorithms: [.es256])
+            policy.requiresType = true
+            let intake = Intake(
+                verifier: SETVerifier(policy: policy, keys: StaticKeyProvider(keys: keys, issuer: transmitter.issuer)), store: store, log: MemoryEventLog()
+            ) { 1_800_000_000 }
+            var settings = SSFPoller.Settings(name: name, url: url, path: nil, owner: "test")
+            settings.interval = 7
+            let slept = self.slept
+            poller = SSFPoller(
+                settings: settings, client: client, intake: intake, leases: LocalLeases(),
+                logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }, clock: { 1_800_000_000 },
+                sleep: { seconds in
+                    slept.list.withLock { $0.append(seconds) }
+                    try await Task.sleep(for: .milliseconds(5))
+                })
+        }
+    }
+
     @Test("poll: 429 with Retry-After is waited out as asked, then polling goes on")
     func throttled() async throws {
         let transmitter = try SSFTestTransmitter(audience: "https://risc.example.com/poll", clients: [.init(id: "poller", secret: "poll-secret")])
         defer { transmitter.stop() }
-        let client = SSFStreamClient(
-            issuer: transmitter.issuer, metadataURL: transmitter.metadataURL,
-            authorization: .clientCredentials(.init(tokenURL: transmitter.tokenURL, clientID: "poller", method: .clientSecretBasic, secret: "poll-secret")),
-            http: .patient())
-        let stream = try await client.create(["delivery": ["method": .string(SSFDelivery.poll)]])
-        let streamID = try #require(stream["stream_id"]?.stringValue)
-        let url = try #require(stream["delivery"]?.objectValue?["endpoint_url"]?.stringValue)
+        let recorded = try await RecordedPoller(transmitter, name: "throttled")
         transmitter.withState { $0.throttlePolls = 2 }
-        let jti = try transmitter.emit(.sessionRevoked, subject: ["format": "email", "email": "a@example.com"], stream: streamID)
-        let keys = try JWKSet(json: Array(transmitter.jwks.utf8))
-        var policy = SETPolicy(audiences: [transmitter.audience], algorithms: [.es256])
-        policy.requiresType = true
-        let store = MemoryEventStore()
-        let intake = Intake(verifier: SETVerifier(policy: policy, keys: StaticKeyProvider(keys: keys, issuer: transmitter.issuer)), store: store, log: MemoryEventLog()) { 1_800_000_000 }
-        let waits = Mutex<[Double]>([])
-        let poller = SSFPoller(
-            settings: .init(name: "throttled", url: url, path: nil, owner: "test"), client: client, intake: intake, leases: LocalLeases(),
-            logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }, clock: { 1_800_000_000 },
-            sleep: { seconds in
-                waits.withLock { $0.append(seconds) }
-                try await Task.sleep(for: .milliseconds(5))
-            })
-        let task = Task { await poller.run() }
+        let jti = try transmitter.emit(.sessionRevoked, subject: ["format": "email", "email": "a@example.com"], stream: recorded.streamID)
+        let task = Task { await recorded.poller.run() }
         _ = await waitWhile { !transmitter.withState { $0.acknowledged.contains(jti) } }
         task.cancel()
         await task.value
-        #expect(Array(waits.withLock { $0 }.prefix(2)) == [1, 1], "Retry-After: 1, twice")
-        #expect(store.records.map(\.tokenID) == [jti])
+        #expect(Array(recorded.waits.prefix(2)) == [1, 1], "Retry-After: 1, twice")
+        #expect(recorded.store.records.map(\.tokenID) == [jti])
         #expect(transmitter.withState { $0.acknowledged } == [jti])
     }
 }
