@@ -65,6 +65,7 @@ public final class SSFPoller: Sendable {
                     try await sleep(min(settings.interval, settings.lease / 3))  // another receiver polls this stream
                     continue
                 }
+                let answered = Set(acks).union(errors.keys)
                 let answer = try await client.poll(url: settings.url, ack: acks, errors: errors, maxEvents: settings.maxEvents)
                 backoff = 1
                 let unavailable: Bool
@@ -72,9 +73,10 @@ public final class SSFPoller: Sendable {
                 if unavailable {
                     try await sleep(backoff)  // ours: not acknowledged, delivered again later
                     backoff = min(backoff * 2, 60)
-                } else if answer.sets.isEmpty || !(answer.moreAvailable || !acks.isEmpty || !errors.isEmpty) {
-                    // A poll that brought nothing waits, whatever it says of more (a transmitter
-                    // answering `moreAvailable` with no SETs would have us ask again at once, for ever).
+                } else if !answer.sets.contains(where: { !answered.contains($0.jti) }) || !(answer.moreAvailable || !acks.isEmpty || !errors.isEmpty) {
+                    // A poll that brought nothing new waits, whatever it says of more: a transmitter
+                    // answering `moreAvailable` with no SETs, or with the ones this very poll
+                    // acknowledged or refused, would have us ask again at once, for ever.
                     try await sleep(settings.interval)
                 }
             } catch let error as SSFError {

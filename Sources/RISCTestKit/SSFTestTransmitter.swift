@@ -56,6 +56,8 @@ public final class SSFTestTransmitter: Sendable {
         public var oddPollMembers = JSONObject()
         /// Every poll answer says `moreAvailable: true`, whatever waits (a transmitter's mistake).
         public var alwaysMoreAvailable = false
+        /// Polls' acknowledgements and errors are recorded but the SETs stay waiting (a transmitter's mistake).
+        public var ignoresAcknowledgements = false
     }
 
     public let server: LoopbackHTTPServer
@@ -256,7 +258,7 @@ public final class SSFTestTransmitter: Sendable {
             state.acknowledged += acks
             for (jti, error) in errors { state.setErrors[jti] = error.objectValue }
             let done = Set(acks).union(errors.map(\.0))
-            state.pending[id]?.removeAll { done.contains($0.jti) }
+            if !state.ignoresAcknowledgements { state.pending[id]?.removeAll { done.contains($0.jti) } }
             for jti in done { state.oddPollMembers[jti] = nil }
             let waiting = state.pending[id] ?? []
             let limit = maxEvents ?? waiting.count

@@ -482,19 +482,25 @@ struct SSFPollTests {
     /// Found: a transmitter answering `moreAvailable: true` with no SETs (a bug of its) had the
     /// poller ask again at once, for ever: a busy loop against the transmitter. An answer that
     /// brings nothing waits `poll_interval`, whatever it says of more.
-    @Test("poll: an answer with no SETs waits the poll interval even when it says more are available")
-    func moreAvailableButNothing() async throws {
+    @Test(
+        "poll: an answer with no SETs, or with only the ones that very poll acknowledged, waits the poll interval even when it says more are available",
+        arguments: [false, true])
+    func moreAvailableButNothingNew(_ ignoringAcknowledgements: Bool) async throws {
         let transmitter = try SSFTestTransmitter(audience: "https://risc.example.com/poll", clients: [.init(id: "poller", secret: "poll-secret")])
         defer { transmitter.stop() }
         let poller = try await RecordedPoller(transmitter, name: "eager")
-        transmitter.withState { $0.alwaysMoreAvailable = true }
+        transmitter.withState {
+            $0.alwaysMoreAvailable = true
+            $0.ignoresAcknowledgements = ignoringAcknowledgements
+        }
+        if ignoringAcknowledgements { try transmitter.emit(.sessionRevoked, subject: ["format": "email", "email": "a@example.com"], stream: poller.streamID) }
         let task = Task { await poller.poller.run() }
-        _ = await waitWhile(upTo: 5) { transmitter.withState { $0.requests.filter { $0 == "POST /ssf/poll" }.count } < 3 }
+        _ = await waitWhile(upTo: 5) { transmitter.withState { $0.requests.filter { $0 == "POST /ssf/poll" }.count } < 4 }
         task.cancel()
         await task.value
         let polls = transmitter.withState { $0.requests.filter { $0 == "POST /ssf/poll" }.count }
         let waits = poller.waits
-        #expect(waits.filter { $0 == 7 }.count >= polls - 2, "\(polls) polls, waits \(waits)")
+        #expect(waits.filter { $0 == 7 }.count >= polls - 3, "\(polls) polls, waits \(waits)")
     }
 
     /// A poller of a new poll stream of `transmitter` (every 7 s when a poll brings nothing), into
