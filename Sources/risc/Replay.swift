@@ -59,6 +59,15 @@ extension RiscCommand {
         static func instant(_ text: String?, _ option: String, now: Double = systemNow()) throws -> Double? {
             guard let text else { return nil }
             if let ago = durationSeconds(text) { return now - ago }
+            // The formatter rolls a day the calendar does not have (2026-02-30) into the next month.
+            let day = text.prefix(10).split(separator: "-", omittingEmptySubsequences: false).compactMap { Int($0) }
+            if day.count == 3, (1...12).contains(day[1]) {
+                let leap = day[0] % 4 == 0 && day[0] % 100 != 0 || day[0] % 400 == 0
+                let days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][day[1] - 1]
+                if !(1...days).contains(day[2]) {
+                    throw ValidationError("\(option): \(Printable.safe(String(text.prefix(10)), maxBytes: 20)) is no day of the calendar")
+                }
+            }
             let formatter = ISO8601DateFormatter()
             formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
             if let date = formatter.date(from: text) { return date.timeIntervalSince1970 }

@@ -176,6 +176,12 @@ extension ReplayCommandTests {
         ])
         #expect(row(window.stdout, "replayed") == "2")
         #expect(try await RiscBinary.run(["replay", "--from-store", "--local", "--since", "yesterday", "--data-dir", data]).status == 64)
+        // Found: a day the calendar does not have (30 February, 31 April) was taken as the days after it.
+        for day in ["2026-02-30T00:00:00Z", "2026-04-31T12:00:00.5Z", "2025-02-29T00:00:00+01:00"] {
+            let refused = try await RiscBinary.run(["replay", "--from-store", "--local", "--until", day, "--data-dir", data])
+            #expect(refused.status == 64 && refused.stderr.contains("--until"), "\(day): \(refused.status) \(refused.stderr)")
+        }
+        #expect(try await RiscBinary.run(["replay", "--from-store", "--dry-run", "--until", "2028-02-29T00:00:00Z", "--data-dir", data]).status != 64)
         #expect(try await RiscBinary.run(["replay", "-", "--local", "--to", "http://127.0.0.1:1/events"]).status == 64)
     }
 }
