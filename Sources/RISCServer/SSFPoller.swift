@@ -73,10 +73,11 @@ public final class SSFPoller: Sendable {
                 if unavailable {
                     try await sleep(backoff)  // ours: not acknowledged, delivered again later
                     backoff = min(backoff * 2, 60)
-                } else if !answer.sets.contains(where: { !answered.contains($0.jti) }) || !(answer.moreAvailable || !acks.isEmpty || !errors.isEmpty) {
-                    // A poll that brought nothing new waits, whatever it says of more: a transmitter
-                    // answering `moreAvailable` with no SETs, or with the ones this very poll
-                    // acknowledged or refused, would have us ask again at once, for ever.
+                } else if !answer.sets.contains(where: { !answered.contains($0.jti) }) {
+                    // A poll that brought nothing new waits, whatever its `moreAvailable` says (with
+                    // no SETs, or only those this very poll acknowledged or refused, asking again at
+                    // once would go on for ever); one that brought SETs polls again at once, to
+                    // acknowledge them and take what else waits.
                     try await sleep(settings.interval)
                 }
             } catch let error as SSFError {
