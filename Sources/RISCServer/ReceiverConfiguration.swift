@@ -102,7 +102,7 @@ public struct ReceiverConfiguration: Sendable {
     public var logLevel: Logger.Level = .notice
     /// `log.format`: text or JSON lines on standard error.
     public var logFormat: DiagnosticLogFormat = .text
-    public var clockSkew: Double = 300
+    public var clockSkew: Double = SETPolicy.defaultClockSkew
 
     public var jwksMinimumTTL: Double = 300
     public var jwksMaximumTTL: Double = 86_400

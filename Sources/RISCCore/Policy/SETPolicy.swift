@@ -8,12 +8,14 @@ public struct SETPolicy: Sendable {
     public var issuerAliases: [String]
     /// How far in the future `iat` may be before a warning is attached (never fatal).
     public var clockSkew: Double
+    /// `clockSkew` unless configured: 5 minutes.
+    public static let defaultClockSkew: Double = 300
     /// SSF 1.0 §4.1.1: the JWS header must carry `typ` `secevent+jwt` (Google's 2018 dialect may omit it).
     public var requiresType = false
 
     public init(
         audiences: Set<String>, algorithms: Set<JWSAlgorithm> = JWSAlgorithm.defaultAllowed,
-        issuerAliases: [String] = [], clockSkew: Double = 300
+        issuerAliases: [String] = [], clockSkew: Double = SETPolicy.defaultClockSkew
     ) {
         self.audiences = audiences
         self.algorithms = algorithms

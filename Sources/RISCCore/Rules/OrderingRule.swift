@@ -26,7 +26,7 @@ public enum OrderingRule {
     /// How far past the time it is planned an event's time counts (`SETPolicy`'s default clock-skew
     /// allowance): an event dated a year ahead by a clock gone wrong would otherwise hold every
     /// later access change of the account back for that year.
-    public static let futureAllowance: Double = 300
+    public static let futureAllowance = SETPolicy.defaultClockSkew
 
     /// The time an event sent as happening at `sent` is ordered by, planned at `now`.
     public static func eventTime(sent: Double, now: Double) -> Double { min(sent, now + futureAllowance) }

@@ -86,9 +86,8 @@ public enum PrivateFiles {
 
     /// Syncs the directory holding `path`, so a rename into it survives a crash.
     static func syncDirectory(of path: String) {
-        let slash = path.lastIndex(of: "/")
-        let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
-        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        let directory = PathText.directory(of: path)
+        let fd = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { return }
         fsync(fd)
         close(fd)
