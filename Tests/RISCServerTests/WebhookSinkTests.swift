@@ -45,6 +45,9 @@ struct WebhookSinkTests {
 
         let request = try #require(recorder.requests.withLock { $0.last })
         let timestamp = try #require(request.header("x-risc-timestamp"))
+        // The signed time is the worker's clock's, as every other time it records (it was the system's).
+        #expect(timestamp == "3003")
+        #expect(try JSONParser.parseObject(request.body)["sent_at"] == .number(3003))
         let expected = "sha256=" + HMACSHA256.hex(key: secret, data: Array((timestamp + ".").utf8) + request.body)
         #expect(request.header("x-risc-signature") == expected)
         let body = try JSONParser.parseObject(request.body)

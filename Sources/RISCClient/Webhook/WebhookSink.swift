@@ -28,10 +28,10 @@ public struct WebhookSink: ActionSink {
         self.client = client
     }
 
-    public func deliver(_ plan: ActionPlan, tokens: [TokenToRevoke], tokenID: String, issuer: String, idempotencyKey: String, appliedByRISC: Bool = false)
-        throws -> [String]
-    {
-        let now = systemNow()
+    public func deliver(
+        _ plan: ActionPlan, tokens: [TokenToRevoke], tokenID: String, issuer: String, idempotencyKey: String, appliedByRISC: Bool = false,
+        now: Double
+    ) throws -> [String] {
         let body = Array(plan.webhookBody(tokenID: tokenID, issuer: issuer, sentAt: now, tokens: tokens, appliedByRISC: appliedByRISC).serialized.utf8)
         let timestamp = String(Int(now))
         let signature = HMACSHA256.hex(key: secret, data: Array((timestamp + ".").utf8) + body)

@@ -14,9 +14,9 @@ public protocol ActionSink: Sendable {
     /// retried. `idempotencyKey` is the same for every delivery of one SET, from any receiver
     /// (`QueueWorker.idempotencyKey`), for the site to recognise a repeat. `appliedByRISC`: the
     /// plan's actions are applied by risc to its own accounts (`webhook.scope = rows`), the site
-    /// is told of them.
-    func deliver(_ plan: ActionPlan, tokens: [TokenToRevoke], tokenID: String, issuer: String, idempotencyKey: String, appliedByRISC: Bool) throws
-        -> [String]
+    /// is told of them. `now`: the worker's clock as it sends, the time the delivery is signed at.
+    func deliver(_ plan: ActionPlan, tokens: [TokenToRevoke], tokenID: String, issuer: String, idempotencyKey: String, appliedByRISC: Bool, now: Double)
+        throws -> [String]
 }
 
 /// A token the store holds a fingerprint of that an event's action revokes: every active

@@ -240,16 +240,17 @@ public final class QueueWorker: Sendable {
             let key = Self.idempotencyKey(issuer: claim.issuer, jti: claim.jti), issuer = claims.issuer ?? claim.issuer
             if let sink, sinkTakesAll {
                 tokens = try await queue.tokensToRevoke(plan, keyIssuer: claim.issuer)
+                let now = clock()
                 delivered = try await BlockingPool.receiver.run { [tokens] in
-                    Result { try sink.deliver(plan, tokens: tokens, tokenID: claim.jti, issuer: issuer, idempotencyKey: key, appliedByRISC: false) }
+                    Result { try sink.deliver(plan, tokens: tokens, tokenID: claim.jti, issuer: issuer, idempotencyKey: key, appliedByRISC: false, now: now) }
                 }.get()
             } else if plan.deliversToWebhook {
                 // The row chose the webhook: told first, then the rest applied with the finish.
                 guard let sink else { throw NoWebhook() }
-                let notice = plan.webhookNotice
+                let notice = plan.webhookNotice, now = clock()
                 record["webhook"] = .string(
                     try await BlockingPool.receiver.run {
-                        Result { try sink.deliver(notice, tokens: [], tokenID: claim.jti, issuer: issuer, idempotencyKey: key, appliedByRISC: true) }
+                        Result { try sink.deliver(notice, tokens: [], tokenID: claim.jti, issuer: issuer, idempotencyKey: key, appliedByRISC: true, now: now) }
                     }.get().first ?? "delivered")
             }
             return Prepared(
