@@ -138,18 +138,14 @@ extension RiscCommand {
                     // rotated files, newest first, while lines are missing.
                     var found = try Self.lastLines(lines, of: handle) { render($0, color: color) }
                     for older in before.reversed() where found.count < lines {
-                        found = try Self.lastLines(lines - found.count, ofFile: older) { render($0, color: color) } + found
+                        found = Self.readable(older) { try Self.lastLines(lines - found.count, ofFile: older) { render($0, color: color) } } + found
                     }
                     shown.append(found)
                 } else {
                     let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
                     for line in text.split(separator: "\n", omittingEmptySubsequences: false).dropLast() { sources[index].chain.check(line) }
                     let older = before.flatMap { file in
-                        guard let text = try? Self.contents(file) else {  // deleted by retention since it was listed, or unreadable
-                            FileHandle.standardError.write(Data("risc tail: cannot read \(file); its lines are not shown\n".utf8))
-                            return [(ts: String, text: String)]()
-                        }
-                        return text.split(separator: "\n").compactMap { render($0, color: color) }
+                        Self.readable(file) { try Self.contents(file).split(separator: "\n").compactMap { render($0, color: color) } }
                     }
                     shown.append(older + text.split(separator: "\n").compactMap { render($0, color: color) })
                 }
@@ -286,6 +282,17 @@ extension RiscCommand {
             return found.reversed()
         }
 
+        /// What `read` gets of a rotated file, or nothing when it cannot be read (deleted by
+        /// retention since it was listed, a damaged `.gz`): said on standard error, with why, and
+        /// the other files still shown.
+        static func readable<Shown>(_ file: String, _ read: () throws -> [Shown]) -> [Shown] {
+            do { return try read() } catch {
+                let reason = (error as? FileContents.Unreadable)?.reason ?? "\(error)"
+                FileHandle.standardError.write(Data("risc tail: cannot read \(file): \(reason); its lines are not shown\n".utf8))
+                return []
+            }
+        }
+
         /// A rotated file's text (a `.gz` one decompressed).
         static func contents(_ file: String) throws -> String {
             String(decoding: try EventLogVerifier.contents(of: file), as: UTF8.self)
@@ -294,7 +301,7 @@ extension RiscCommand {
         /// `lastLines` of a rotated file: read back from its end, or, compressed, read whole.
         static func lastLines<Shown>(_ count: Int, ofFile file: String, render: (Substring) -> Shown?) throws -> [Shown] {
             guard file.hasSuffix(".gz") else {
-                guard let handle = FileHandle(forReadingAtPath: file) else { return [] }  // deleted since it was listed
+                guard let handle = FileHandle(forReadingAtPath: file) else { throw FileContents.Unreadable(path: file, reason: String(cString: strerror(errno))) }
                 defer { try? handle.close() }
                 return try lastLines(count, of: handle, render: render)
             }

@@ -90,6 +90,29 @@ struct TailDevIssuerCommandTests {
         #expect(try await tail(["-n", "0"]) == files.flatMap(\.1))
     }
 
+    /// Found: a rotated file tail could not read was passed over with a warning by `-n 0`, but
+    /// failed the whole command under `-n N` (a damaged `.gz`), so an operator's everyday
+    /// `risc tail` showed nothing at all because of one old file. Both now show what they can
+    /// and name the file they could not read.
+    @Test("tail shows what it can read when a rotated file is damaged, and names that file, with -n N and -n 0 alike")
+    func tailPassesOverDamagedRotatedFile() async throws {
+        let data = Scratch.root.appendingPathComponent("risc-tail-damaged-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+        func line(_ second: Int, _ jti: String) -> String {
+            #"{"v":1,"ts":"2026-01-01T00:00:0\#(second).000000Z","step":"received","outcome":"accepted","jti":"\#(jti)"}"#
+        }
+        try Data("not gzip at all".utf8).write(to: data.appendingPathComponent("events.log.2.gz"))
+        try Data((line(1, "a") + "\n").utf8).write(to: data.appendingPathComponent("events.log.1"))
+        try Data((line(2, "b") + "\n").utf8).write(to: data.appendingPathComponent("events.log"))
+        for lines in ["5", "0"] {
+            let result = try await RiscBinary.run(["tail", "--data-dir", data.path, "--json", "-n", lines])
+            #expect(result.status == 0, "-n \(lines): \(result.stderr)")
+            #expect(result.stdout.split(separator: "\n").map(String.init) == [line(1, "a"), line(2, "b")], "-n \(lines)")
+            #expect(result.stderr.contains("cannot read \(data.appendingPathComponent("events.log.2.gz").path)"), "-n \(lines): \(result.stderr)")
+            #expect(result.stderr.contains("gzip"), "-n \(lines): \(result.stderr)")
+        }
+    }
+
     /// Found: `risc accounts unlink` beside a running receiver writes its `site` line to
     /// `events.cli.log` (one writer a file keeps each hash chain whole), and `risc tail` read
     /// `events.log` only, so the operator's own unlink never showed where operations.md says
