@@ -72,11 +72,8 @@ struct TailDevIssuerCommandTests {
     /// logrotate's files) still held until it has the lines asked for.
     @Test("tail reads back through the rotated segments and logrotate's files: -n over the whole log, --jti finds an event of an earlier segment, -n 0 shows all in order")
     func tailReadsRotatedFiles() async throws {
-        let data = Scratch.root.appendingPathComponent("risc-tail-rotated-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
-        func line(_ second: Int, _ jti: String) -> String {
-            #"{"v":1,"ts":"2026-01-01T00:00:0\#(second).000000Z","step":"received","outcome":"accepted","jti":"\#(jti)"}"#
-        }
+        let data = try Self.dataDirectory("rotated")
+        let line = Self.receivedLine
         let files = [("events.log.1", [line(0, "oldest")]), ("events-000001.log", [line(1, "a"), line(2, "b")]), ("events-000002.log", [line(3, "c")]), ("events.log", [line(4, "d")])]
         for (name, lines) in files { try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: data.appendingPathComponent(name)) }
         func tail(_ options: [String]) async throws -> [String] {
@@ -90,17 +87,26 @@ struct TailDevIssuerCommandTests {
         #expect(try await tail(["-n", "0"]) == files.flatMap(\.1))
     }
 
+    /// A new data directory for a tail test.
+    static func dataDirectory(_ name: String) throws -> URL {
+        let data = Scratch.root.appendingPathComponent("risc-tail-\(name)-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+        return data
+    }
+
+    /// An event-log line of a SET received at second `second` of 2026.
+    static func receivedLine(_ second: Int, _ jti: String) -> String {
+        #"{"v":1,"ts":"2026-01-01T00:00:0\#(second).000000Z","step":"received","outcome":"accepted","jti":"\#(jti)"}"#
+    }
+
     /// Found: a rotated file tail could not read was passed over with a warning by `-n 0`, but
     /// failed the whole command under `-n N` (a damaged `.gz`), so an operator's everyday
     /// `risc tail` showed nothing at all because of one old file. Both now show what they can
     /// and name the file they could not read.
     @Test("tail shows what it can read when a rotated file is damaged, and names that file, with -n N and -n 0 alike")
     func tailPassesOverDamagedRotatedFile() async throws {
-        let data = Scratch.root.appendingPathComponent("risc-tail-damaged-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
-        func line(_ second: Int, _ jti: String) -> String {
-            #"{"v":1,"ts":"2026-01-01T00:00:0\#(second).000000Z","step":"received","outcome":"accepted","jti":"\#(jti)"}"#
-        }
+        let data = try Self.dataDirectory("damaged")
+        let line = Self.receivedLine
         try Data("not gzip at all".utf8).write(to: data.appendingPathComponent("events.log.2.gz"))
         try Data((line(1, "a") + "\n").utf8).write(to: data.appendingPathComponent("events.log.1"))
         try Data((line(2, "b") + "\n").utf8).write(to: data.appendingPathComponent("events.log"))
