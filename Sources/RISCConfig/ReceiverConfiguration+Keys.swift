@@ -95,6 +95,10 @@ extension ReceiverConfiguration {
                 "event_log_checkpoint_url", \.eventLogCheckpointURL,
                 "also POST each checkpoint (text/plain, the signed note) to this HTTPS endpoint as it is made, off the box; a failure is logged and the next one is sent all the same"
             ),
+            .optionalString(
+                "event_log_checkpoint_ca_file", \.eventLogCheckpointCAFile,
+                "PEM CA bundle that verifies event_log_checkpoint_url's certificate instead of the system's CAs (an organisation's own CA, trusted for that endpoint alone)"
+            ),
             .bool(
                 "event_log_chain", \.eventLogChain,
                 "chain every event log line (seq, prev); false only to measure the chain's cost (risc bench serve --chain-cost): no checkpoints, segments or verification"

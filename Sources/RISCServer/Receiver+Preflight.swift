@@ -69,6 +69,7 @@ extension Receiver {
             ("admin.tls.client_ca", configuration.adminTLSClientCA),
             ("store.password_file", configuration.store.passwordFile), ("store.ca_file", configuration.store.caFile),
             ("webhook.ca_file", configuration.webhookURL == nil ? nil : configuration.webhookCAFile),
+            ("event_log_checkpoint_ca_file", configuration.eventLogCheckpointURL == nil ? nil : configuration.eventLogCheckpointCAFile),
             ("accounts.token_key_file", configuration.tokenKeyFile), ("event_log_checkpoint_key", configuration.eventLogCheckpointKey),
             ("linking.notices.service_account_file", configuration.noticeIssuer == nil ? nil : configuration.noticeServiceAccountFile),
         ]
@@ -184,8 +185,10 @@ extension Receiver {
                 let request = HTTPRequest(
                     method: "POST", url: url, headers: [("Content-Type", "text/plain; charset=utf-8")], body: Array(note.utf8), timeout: 3,
                     connectTimeout: 2)
+                var client = CurlHTTPClient(pool: .receiver)
+                if let caFile = configuration.eventLogCheckpointCAFile { client.caBundlePath = caFile }
                 do {
-                    let response = try CurlHTTPClient(pool: .receiver).performBlocking(request)
+                    let response = try client.performBlocking(request)
                     if !(200..<300).contains(response.status) {
                         logger.warning("event log checkpoint not delivered", metadata: ["risc.status": "\(response.status)"])
                     }

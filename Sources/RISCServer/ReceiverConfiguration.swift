@@ -86,6 +86,9 @@ public struct ReceiverConfiguration: Sendable {
     public var eventLogCheckpointInterval: Double = 60
     /// Where each checkpoint is also POSTed as it is made (`event_log_checkpoint_url`), off the box.
     public var eventLogCheckpointURL: String?
+    /// A PEM CA bundle that verifies that endpoint's certificate instead of the system's CAs
+    /// (`event_log_checkpoint_ca_file`: an organisation's own CA, trusted for the witness alone).
+    public var eventLogCheckpointCAFile: String?
     /// risc's own rotation of the event log into segments with signed digests: once the file holds
     /// this many bytes (`event_log_rotate_bytes`; 0: not by size) or its first line is this many
     /// seconds old (`event_log_rotate_interval`; 0: not by time). Both 0: no rotation of risc's (logrotate's).
@@ -342,6 +345,7 @@ public struct ReceiverConfiguration: Sendable {
             if let refusal = URLPolicy().refusal(for: url) { problems.append("event_log_checkpoint_url: \(refusal)") }
             if eventLogCheckpointKey == nil { problems.append("event_log_checkpoint_url needs event_log_checkpoint_key (there are no checkpoints without it)") }
         }
+        if eventLogCheckpointURL == nil, eventLogCheckpointCAFile != nil { problems.append("event_log_checkpoint_ca_file needs event_log_checkpoint_url") }
         if eventLogRotateBytes < 0 || (eventLogRotateBytes > 0 && eventLogRotateBytes < 4096) {
             problems.append("event_log_rotate_bytes must be 0 (off) or at least 4096, got \(eventLogRotateBytes)")
         }

@@ -1,9 +1,12 @@
 import Foundation
 import RISCClient
 import RISCCore
-import RISCServer
+import RISCLocal
 import RISCTestKit
+import Synchronization
 import Testing
+
+@testable import RISCServer
 
 /// `admin.tls.*` and `admin.api.*`: HTTPS (mutual, with a client CA) on the admin listener, and
 /// the account API on a listener of its own.
@@ -157,6 +160,44 @@ struct AdminTLSTests {
         }
         try await site.stop()
         site.issuer.stop()
+    }
+
+    /// Found: `event_log_checkpoint_url`, the off-box witness of the event log's checkpoints, was
+    /// reached with the system's CAs only, as the webhook and transmitters were before their
+    /// `ca_file`: a witness on the organisation's own CA meant trusting that CA for Google's key
+    /// hosts too. `event_log_checkpoint_ca_file` trusts it for the witness alone.
+    @Test("event_log_checkpoint_ca_file: the checkpoint witness behind the site's own CA is reached with that CA alone; without it the handshake fails")
+    func checkpointWitnessPrivateCA() async throws {
+        let directory = Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let certificate = try TestCertificate(directory: directory.appendingPathComponent("witness"))
+        // The witness: another receiver's HTTPS listener, which answers a text body 4xx.
+        let witness = try ServerHarness {
+            $0.tlsCertificate = certificate.certificatePath
+            $0.tlsKey = certificate.keyPath
+        }
+        try await witness.start()
+        let keyFile = directory.appendingPathComponent("checkpoint.key").path
+        try CheckpointKey.generate(name: "node-w").file.write(toFile: keyFile, atomically: true, encoding: .utf8)
+        for trusted in [false, true] {
+            var configuration = ReceiverConfiguration()
+            configuration.audiences = ["witness-test"]
+            configuration.eventLogCheckpointKey = keyFile
+            configuration.eventLogCheckpointURL = "https://localhost:\(witness.publicPort)/events"
+            if trusted { configuration.eventLogCheckpointCAFile = certificate.certificatePath }
+            #expect(configuration.problems.isEmpty, "\(configuration.problems)")
+            let captured = CapturedLog()
+            let checkpoints = try #require(try Receiver.checkpoints(configuration, logger: captured.logger))
+            checkpoints.publish("risc-event-log/node-w\n1\n")
+            let warning = try #require(captured.lines.withLock { $0.first { $0.contains("checkpoint not delivered") } })
+            if trusted {
+                #expect(warning.contains("risc.status=4"), "\(warning)")
+            } else {
+                #expect(warning.contains("certificate"), "\(warning)")
+            }
+        }
+        try await witness.stop()
+        witness.issuer.stop()
     }
 
     @Test("admin.tls.client_ca: a client without a certificate, or with one the CA did not issue, is refused in the handshake; one it issued is served")

@@ -34,6 +34,7 @@ struct ConfigFileCommandTests {
           "event_log_checkpoint_key": "/etc/risc/checkpoint.key",
           "event_log_checkpoint_interval": "1m",
           "event_log_checkpoint_url": "https://audit.example/checkpoints",
+          "event_log_checkpoint_ca_file": "/etc/risc/audit-ca.pem",
           "event_log_rotate_bytes": 104857600,
           "event_log_rotate_interval": "12h",
           "event_log_retention": "90d",
