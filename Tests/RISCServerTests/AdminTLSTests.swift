@@ -119,6 +119,18 @@ struct AdminTLSTests {
         try await harness.stop()
     }
 
+    /// An HTTPS endpoint whose certificate no system CA vouches for (another receiver's listener,
+    /// started), and that certificate, its own CA.
+    static func privateCAEndpoint(in directory: URL) async throws -> (ServerHarness, TestCertificate) {
+        let certificate = try TestCertificate(directory: directory.appendingPathComponent("endpoint"))
+        let endpoint = try ServerHarness {
+            $0.tlsCertificate = certificate.certificatePath
+            $0.tlsKey = certificate.keyPath
+        }
+        try await endpoint.start()
+        return (endpoint, certificate)
+    }
+
     /// Found: a webhook served with a certificate from the site's own CA (an internal endpoint)
     /// could be reached only once that CA was in the system's trust store, where it then vouched
     /// for every host risc fetches from, Google's key hosts among them. `webhook.ca_file` trusts
@@ -127,13 +139,8 @@ struct AdminTLSTests {
     func webhookPrivateCA() async throws {
         let directory = Self.directory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let certificate = try TestCertificate(directory: directory.appendingPathComponent("site"))
         // The site's endpoint: another receiver's HTTPS listener, which answers a webhook body 400.
-        let site = try ServerHarness {
-            $0.tlsCertificate = certificate.certificatePath
-            $0.tlsKey = certificate.keyPath
-        }
-        try await site.start()
+        let (site, certificate) = try await Self.privateCAEndpoint(in: directory)
         let secret = directory.appendingPathComponent("webhook-secret").path
         try Data(repeating: 7, count: 32).write(to: URL(fileURLWithPath: secret))
         for trusted in [false, true] {
@@ -170,13 +177,8 @@ struct AdminTLSTests {
     func checkpointWitnessPrivateCA() async throws {
         let directory = Self.directory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let certificate = try TestCertificate(directory: directory.appendingPathComponent("witness"))
         // The witness: another receiver's HTTPS listener, which answers a text body 4xx.
-        let witness = try ServerHarness {
-            $0.tlsCertificate = certificate.certificatePath
-            $0.tlsKey = certificate.keyPath
-        }
-        try await witness.start()
+        let (witness, certificate) = try await Self.privateCAEndpoint(in: directory)
         let keyFile = directory.appendingPathComponent("checkpoint.key").path
         try CheckpointKey.generate(name: "node-w").file.write(toFile: keyFile, atomically: true, encoding: .utf8)
         for trusted in [false, true] {
