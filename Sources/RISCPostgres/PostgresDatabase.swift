@@ -311,7 +311,7 @@ public final class PostgresDatabase: Sendable {
 
 /// The PostgreSQL store's schema, one list of statements per version.
 public enum PostgresSchema {
-    public static let version = 7
+    public static let version = 8
     /// What every requeue sets (`risc queue retry`, replay): pending, no attempts, due now, no
     /// lease, and a new retry window from now.
     static let requeueAssignments =
@@ -447,6 +447,14 @@ public enum PostgresSchema {
         7: [
             "ALTER TABLE tokens ADD COLUMN hash_of_hex TEXT",
             "CREATE INDEX tokens_hash_of_hex ON tokens (hash_of_hex) WHERE hash_of_hex IS NOT NULL",
+        ],
+        // An access-change time past the ordering rule's bound, written before there was one: as
+        // the embedded store's version 11.
+        8: [
+            """
+            UPDATE accounts SET access_changed_at = extract(epoch from clock_timestamp()) + \(Int(OrderingRule.futureAllowance))
+            WHERE access_changed_at > extract(epoch from clock_timestamp()) + \(Int(OrderingRule.futureAllowance))
+            """
         ],
     ]
 }

@@ -281,6 +281,32 @@ struct PostgresFoundationTests {
         try await cluster.stop()
     }
 
+    /// Found: an account that held an access-change time far ahead from before the ordering
+    /// rule's bound (2403ce6) kept it. Schema 8 brings such times back to the bound.
+    @Test("schema 8: an account's access-change time far ahead, written before the bound, is brought back to it; others are left")
+    func farAheadAccessChangeClamped() async throws {
+        let (cluster, database, other) = try await Self.twoReceivers()
+        other.close()
+        try await database.migrate()
+        let now = Date().timeIntervalSince1970
+        for (subject, changed) in [("ahead", "\(now + 365 * 86_400)"), ("recent", "\(now - 100)"), ("within", "\(now + 120)"), ("never", "NULL")] {
+            _ = try await cluster.psql(
+                "INSERT INTO accounts (issuer, subject, user_id, access_changed_at, created_at, updated_at) VALUES ('i', '\(subject)', 'u', \(changed), 1, 1)")
+        }
+        _ = try await cluster.psql("UPDATE risc_schema SET version = 7")
+        #expect(try await database.migrate().from == 7)
+        func changed(_ subject: String) async throws -> String {
+            try await cluster.psql("SELECT coalesce(access_changed_at::text, 'null') FROM accounts WHERE subject = '\(subject)'")
+        }
+        let ahead = try #require(Double(try await changed("ahead")))
+        #expect(ahead <= Date().timeIntervalSince1970 + OrderingRule.futureAllowance && ahead >= now + OrderingRule.futureAllowance - 1, "\(ahead - now)")
+        #expect(Double(try await changed("recent")) == now - 100)
+        #expect(Double(try await changed("within")) == now + 120)
+        #expect(try await changed("never") == "null")
+        database.close()
+        try await cluster.stop()
+    }
+
     @Test("the shared store's token key: recorded on first use, the same key accepted by every receiver, another or none refused")
     func tokenKey() async throws {
         let (cluster, first, second) = try await Self.twoReceivers()

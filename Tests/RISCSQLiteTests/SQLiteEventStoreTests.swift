@@ -152,6 +152,43 @@ struct SQLiteEventStoreTests {
         #expect(touched < 20, "the oldest pending SET read \(touched) pages of the queue")
     }
 
+    /// Found: the ordering rule bounds an event's time to 5 minutes past when it is planned
+    /// (2403ce6), but an account that already held a time far ahead from before (an event dated
+    /// a year ahead, applied by an earlier risc) kept it: every access change stayed superseded
+    /// until then. Schema 11 brings such times back to the bound; nearer ones stay.
+    @Test("schema 11: an account's access-change time far ahead, written before the bound, is brought back to it; others are left")
+    func farAheadAccessChangeClamped() async throws {
+        let directory = Self.directory()
+        let store = SQLiteStore(directory: directory, logger: Logger(label: "t"))
+        _ = try store.events()
+        store.close()
+        let now = Date().timeIntervalSince1970
+        let path = directory + "/risc.sqlite3"
+        do {
+            let old = try SQLiteConnection(path: path)
+            for (subject, changed) in [("ahead", now + 365 * 86_400), ("recent", now - 100), ("within", now + 120)] {
+                try old.execute(
+                    "INSERT INTO accounts (issuer, subject, user_id, access_changed_at, created_at, updated_at) VALUES ('i', '\(subject)', 'u', \(changed), 1, 1)")
+            }
+            try old.execute("INSERT INTO accounts (issuer, subject, user_id, created_at, updated_at) VALUES ('i', 'never', 'u', 1, 1)")
+            try old.execute("PRAGMA user_version = 10")
+        }
+        let reopened = SQLiteStore(directory: directory, logger: Logger(label: "t"))
+        _ = try reopened.events()
+        reopened.close()
+        let connection = try SQLiteConnection(path: path)
+        func changed(_ subject: String) throws -> Double? {
+            let row = try connection.prepare("SELECT access_changed_at FROM accounts WHERE subject = '\(subject)'")
+            defer { row.reset() }
+            return try row.step() && !row.isNull(0) ? row.double(0) : nil
+        }
+        let ahead = try #require(try changed("ahead"))
+        #expect(ahead <= Date().timeIntervalSince1970 + OrderingRule.futureAllowance && ahead >= now + OrderingRule.futureAllowance - 1, "\(ahead - now)")
+        #expect(try changed("recent") == now - 100)
+        #expect(try changed("within") == now + 120)
+        #expect(try changed("never") == nil)
+    }
+
     @Test("schema 4: a version-3 store is upgraded in place; sets.state's CHECK holds everywhere without a temporary table per insert")
     func stateCheckMigration() async throws {
         let directory = Self.directory()

@@ -7,7 +7,7 @@ import RISCCore
 /// `sets` is both the audit record and the work queue: a row is `pending` from the moment it is
 /// acknowledged until the action workers (issue 4) finish it; `id` gives arrival order.
 enum Schema {
-    static let version: Int64 = 10
+    static let version: Int64 = 11
 
     /// What every requeue sets (`risc queue retry`, replay): pending, no attempts, due now, and a
     /// new retry window from now.
@@ -139,6 +139,13 @@ enum Schema {
         10: """
         ALTER TABLE tokens ADD COLUMN hash_of_hex TEXT;
         CREATE INDEX tokens_hash_of_hex ON tokens (hash_of_hex) WHERE hash_of_hex IS NOT NULL;
+        """,
+        // An access-change time past the ordering rule's bound (`OrderingRule.futureAllowance`),
+        // written before there was one by an event dated far ahead: brought back to the bound, or
+        // every later access change of the account stayed superseded until then.
+        11: """
+        UPDATE accounts SET access_changed_at = (julianday('now') - 2440587.5) * 86400.0 + \(Int(OrderingRule.futureAllowance))
+        WHERE access_changed_at > (julianday('now') - 2440587.5) * 86400.0 + \(Int(OrderingRule.futureAllowance));
         """,
     ]
 
