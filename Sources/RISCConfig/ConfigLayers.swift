@@ -9,10 +9,6 @@ public import RISCCore
 /// (Departs from the style guide's swift-configuration, whose getters return the default when a
 /// value does not convert.)
 public struct ConfigLayers {
-    struct Problem: Error, CustomStringConvertible {
-        let description: String
-    }
-
     /// Flattened dotted keys (`listen.port`) to values, per layer.
     private var flags: [String: JSONValue] = [:]
     private var environment: [String: (name: String, value: String)] = [:]

@@ -82,6 +82,4 @@ final class InvalidRequestLimiter: Sendable {
             for key in full { buckets[key] = nil }
         }
     }
-
-    var addressCount: Int { buckets.withLock { $0.count } }
 }

@@ -12,10 +12,4 @@ public struct RISCRequestContext: RequestContext, RemoteAddressRequestContext {
         coreContext = .init(source: source)
         remoteAddress = source.channel.remoteAddress
     }
-
-    /// `IP` or `[IPv6]`, without the port.
-    var remoteHost: String? {
-        guard let address = remoteAddress?.ipAddress else { return nil }
-        return bracketed(address)
-    }
 }
