@@ -75,8 +75,12 @@ public struct KeyDirectory: Sendable {
         }
         let key = try PrivateKey.generate(kind)
         let kid = keyID ?? "\(algorithm.rawValue.lowercased())-\(UUID().uuidString.prefix(8).lowercased())"
-        guard !kid.isEmpty, !kid.contains("/"), !kid.hasPrefix(".") else {
-            throw LoadError(description: "a key ID must be non-empty, without '/' and not start with '.'")
+        // A file name and a member of the key set published to Google: nothing a shell, a
+        // terminal or a path would read otherwise.
+        guard (1...128).contains(kid.utf8.count), !kid.hasPrefix("."),
+            kid.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) || "._-".utf8.contains($0) })
+        else {
+            throw LoadError(description: "a key ID is 1 to 128 letters, digits, '.', '_' or '-', not starting with '.'")
         }
         // A new directory is 0700 and the key 0600 from its first byte (never written, then chmod-ed).
         try PrivateFiles.makeDirectory(directory.path)

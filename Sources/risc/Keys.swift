@@ -39,7 +39,7 @@ extension RiscCommand.Keys {
         func validate() throws {
             let algorithm = JWSAlgorithm(rawValue: alg == "Ed25519" ? "EdDSA" : alg)
             guard algorithm.family != nil else {
-                throw ValidationError("unsupported --alg \(alg); use RS256, ES256 or Ed25519")
+                throw ValidationError("unsupported --alg \(alg); use one of \(JWSAlgorithm.supported.map(\.rawValue).joined(separator: ", "))")
             }
         }
 
