@@ -79,7 +79,7 @@ public enum ConfigFile {
         case .bool:
             return .bool(value.bool ?? false)
         case .int:
-            guard let integer = value.int, abs(integer) <= 1 << 53 else { throw Unreadable(description: "\(path): integer out of range") }
+            guard let integer = value.int, integer.magnitude <= 1 << 53 else { throw Unreadable(description: "\(path): integer out of range") }
             return .number(Double(integer))
         case .double:
             guard let number = value.double, number.isFinite else { throw Unreadable(description: "\(path): expected a finite number") }

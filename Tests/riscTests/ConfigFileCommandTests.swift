@@ -233,6 +233,8 @@ struct ConfigFileCommandTests {
             ("date", "audiences = [\"a\"]\n[retention]\ndone = 2026-11-24\n", "retention.done: no setting takes a TOML date"),
             ("duplicate", "audiences = [\"a\"]\naudiences = [\"b\"]\n", "TOML, line 2"),
             ("int", "audiences = [\"a\"]\nmax_body_bytes = 9223372036854775807\n", "max_body_bytes: integer out of range"),
+            // Found: the least 64-bit integer crashed the check ("Illegal instruction": abs() of it has no 64-bit value).
+            ("int-min", "audiences = [\"a\"]\nmax_body_bytes = -9223372036854775808\n", "max_body_bytes: integer out of range"),
         ]
         for (name, text, message) in cases {
             let file = directory.appendingPathComponent("\(name).toml")
