@@ -104,7 +104,7 @@ extension RiscCommand.Bench {
 
         func validate() throws {
             try OptionRange.atLeast(1, runs, "--runs")
-            try OptionRange.atLeast(1, duration, "--duration")
+            try OptionRange.within(1...86_400, duration, "--duration")
             try OptionRange.atLeast(1, threads, "--threads")
             try OptionRange.atLeast(threads, connections, "--connections (wrk holds at least one a thread)")
             if let tokens { try OptionRange.atLeast(1, tokens, "--tokens") }

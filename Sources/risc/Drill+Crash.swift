@@ -25,8 +25,8 @@ extension RiscCommand.Drill {
 
         @Option(parsing: .unconditional, help: "Kill/restart cycles.") var cycles: Int = 20
         @Option(parsing: .unconditional, help: "Concurrent senders.") var concurrency: Int = 16
-        @Option(help: "Shortest time under load before a kill, seconds.") var minUptime: Double = 0.2
-        @Option(help: "Longest time under load before a kill, seconds.") var maxUptime: Double = 1.2
+        @Option(parsing: .unconditional, help: "Shortest time under load before a kill, seconds.") var minUptime: Double = 0.2
+        @Option(parsing: .unconditional, help: "Longest time under load before a kill, seconds.") var maxUptime: Double = 1.2
         @Option(help: "Signal: KILL or TERM.") var signal: String = "KILL"
         @Option(parsing: .unconditional, help: "Linked accounts the SETs are about.") var accounts: Int = 200
         @Option(parsing: .unconditional, help: "Port for the server under test (admin: +1); keep it below the ephemeral range (32768+).") var port: Int = 18_643
@@ -37,9 +37,8 @@ extension RiscCommand.Drill {
             try OptionRange.atLeast(1, concurrency, "--concurrency")
             try OptionRange.atLeast(1, accounts, "--accounts")
             try OptionRange.port(port, following: 1)
-            guard minUptime > 0, maxUptime >= minUptime else {
-                throw ValidationError("--min-uptime must be above 0 and --max-uptime at least as long (they were \(minUptime) and \(maxUptime))")
-            }
+            try OptionRange.within(0.001...3_600, minUptime, "--min-uptime")
+            try OptionRange.within(minUptime...3_600, maxUptime, "--max-uptime")
             guard ["KILL", "TERM"].contains(signal.uppercased()) else { throw ValidationError("--signal: KILL or TERM") }
         }
 

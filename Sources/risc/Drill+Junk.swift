@@ -17,20 +17,21 @@ extension RiscCommand.Drill {
                 """
         )
 
-        @Option(help: "Seconds per phase.") var seconds: Double = 5
-        @Option(help: "Valid SETs per second (both phases).") var validRate: Double = 300
-        @Option(help: "Unknown-kid SETs per second in the flood.") var junkRate: Double = 6_000
+        @Option(parsing: .unconditional, help: "Seconds per phase.") var seconds: Double = 5
+        @Option(parsing: .unconditional, help: "Valid SETs per second (both phases).") var validRate: Double = 300
+        @Option(parsing: .unconditional, help: "Unknown-kid SETs per second in the flood.") var junkRate: Double = 6_000
         @Option(parsing: .unconditional, help: "Concurrent senders of junk.") var junkConcurrency: Int = 12
-        @Option(help: "Unknown-kid cooldown given to the server, seconds.") var cooldown: Double = 2
+        @Option(parsing: .unconditional, help: "Unknown-kid cooldown given to the server, seconds.") var cooldown: Double = 2
         @Option(parsing: .unconditional, help: "Port for the server under test (admin: +1).") var port: Int = 18_743
         @Option(help: "Lua script for wrk.") var script: String = "Benchmarks/serve.lua"
 
         func validate() throws {
             try OptionRange.atLeast(1, junkConcurrency, "--junk-concurrency")
             try OptionRange.port(port, following: 1)
-            guard seconds > 0, validRate > 0, junkRate >= 0, cooldown >= 0 else {
-                throw ValidationError("--seconds and --valid-rate must be above 0, --junk-rate and --cooldown 0 or more")
-            }
+            try OptionRange.within(0.001...3_600, seconds, "--seconds")
+            try OptionRange.within(0.001...1_000_000, validRate, "--valid-rate")
+            try OptionRange.within(0...1_000_000, junkRate, "--junk-rate")
+            try OptionRange.within(0...86_400, cooldown, "--cooldown")
         }
 
         func run() async throws {

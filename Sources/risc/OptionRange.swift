@@ -9,6 +9,22 @@ enum OptionRange {
         guard value >= minimum else { throw ValidationError("\(name) must be \(minimum) or more (it was \(value))") }
     }
 
+    /// A count with an upper end: past it, what it multiplies or waits for has no meaning (and
+    /// overflowed Int).
+    static func within(_ range: ClosedRange<Int>, _ value: Int, _ name: String) throws {
+        guard range.contains(value) else { throw ValidationError("\(name) must be from \(range.lowerBound) to \(range.upperBound) (it was \(value))") }
+    }
+
+    /// Seconds or a rate: finite and within `range`, or 0 where `orZero` (off, unlimited). Found:
+    /// 1e300 seconds or a rate of 1e-300 crashed the command that waited that long (signal 4).
+    static func within(_ range: ClosedRange<Double>, _ value: Double, _ name: String, orZero: Bool = false) throws {
+        guard range.contains(value) || (orZero && value == 0) else {
+            func shown(_ bound: Double) -> String { bound == bound.rounded() ? String(Int(bound)) : String(bound) }
+            throw ValidationError(
+                "\(name) must be \(orZero ? "0 or " : "")from \(shown(range.lowerBound)) to \(shown(range.upperBound)) (it was \(value))")
+        }
+    }
+
     /// A port to listen on; `following` more ports after it are used too (admin listeners, a
     /// second receiver); `lowest` 0 where the system may pick one (a server that says where it
     /// listens).

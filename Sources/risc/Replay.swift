@@ -47,7 +47,7 @@ extension RiscCommand {
         @Option(help: "Only stored SETs received until then (same forms as --since).") var until: String?
         @Flag(help: "Only dead letters.") var dead = false
         @Option(parsing: .unconditional, help: "Requests in flight at once.") var concurrency: Int = 4
-        @Option(help: "At most this many requests per second (0: unlimited).") var rate: Double = 0
+        @Option(parsing: .unconditional, help: "At most this many requests per second (0: unlimited).") var rate: Double = 0
         @Option(help: "Key directory for signing descriptions.") var keys: String = "keys/test"
         @Option(help: "Issuer for signed descriptions.") var iss: String = SETFactory.defaultIssuer
         @Option(help: "Audience for signed descriptions.") var aud: String = SETFactory.defaultAudience
@@ -87,6 +87,7 @@ extension RiscCommand {
             }
             if config != nil && !local && !fromStore && !dryRun { throw ValidationError("--config goes with --local, --from-store or --dry-run") }
             try OptionRange.atLeast(1, concurrency, "--concurrency")
+            try OptionRange.within(0.001...1_000_000, rate, "--rate", orZero: true)
         }
 
         /// An http or https URL with a host: what a receiver's push endpoint can be.
