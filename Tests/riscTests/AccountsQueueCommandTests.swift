@@ -204,22 +204,27 @@ struct AccountsQueueCommandTests {
         #expect(!FileManager.default.fileExists(atPath: missing), "made \((try? FileManager.default.contentsOfDirectory(atPath: missing)) ?? [])")
     }
 
+    /// Each command exits 64 with its message on standard error.
+    static func expectUsageErrors(_ cases: [(command: [String], message: String)]) async throws {
+        for (command, message) in cases {
+            let result = try await RiscBinary.run(command)
+            #expect(result.status == 64 && result.stderr.contains(message), "\(command): \(result.status) \(result.stderr.prefix(600))")
+        }
+    }
+
     /// Found: `risc store copy --sample -1` copied the whole store, then crashed (signal 4, a
     /// range the wrong way round) verifying it; `queue list --limit -1` said the value was
     /// missing, and `--limit=-1` listed every SET of an embedded store but failed on PostgreSQL
     /// with the driver's generic error; `tail -n -3` likewise said missing.
     @Test("counts out of range are refused by name before anything is opened or copied (exit 64), however they are written")
     func countsOutOfRange() async throws {
-        for (command, message) in [
+        try await Self.expectUsageErrors([
             (["queue", "list", "--limit", "-1"], "--limit must be 1 or more (it was -1)"),
             (["queue", "list", "--limit=0"], "--limit must be 1 or more (it was 0)"),
             (["tail", "-n", "-3"], "--lines must be 0 or more (it was -3)"),
             (["store", "copy", "--from", "/nonexistent", "--to", "postgres://risc@127.0.0.1:9/risc", "--sample", "-1"], "--sample must be 0 or more (it was -1)"),
             (["store", "copy", "--from", "/nonexistent", "--to", "postgres://risc@127.0.0.1:9/risc", "--batch=0"], "--batch must be 1 or more (it was 0)"),
-        ] {
-            let result = try await RiscBinary.run(command)
-            #expect(result.status == 64 && result.stderr.contains(message), "\(command): \(result.status) \(result.stderr)")
-        }
+        ])
     }
 
     /// Found: `drill crash --accounts 0`, `bench actions --accounts 0` and `dev-issuer --port 70000`
@@ -230,7 +235,7 @@ struct AccountsQueueCommandTests {
     /// was not checked.
     @Test("benches, drills and the development issuer refuse counts and ports out of range by name (exit 64), before starting anything")
     func benchCountsOutOfRange() async throws {
-        for (command, message) in [
+        try await Self.expectUsageErrors([
             (["drill", "crash", "--accounts", "0"], "--accounts must be 1 or more (it was 0)"),
             (["drill", "crash", "--port", "65535"], "--port must be a port from 1 to 65534 (it was 65535)"),
             (["bench", "actions", "--accounts", "0"], "--accounts must be 1 or more (it was 0)"),
@@ -255,10 +260,7 @@ struct AccountsQueueCommandTests {
             (["drill", "junk", "--junk-concurrency", "-4"], "--junk-concurrency must be 1 or more (it was -4)"),
             (["dev-issuer", "--port", "-1"], "--port must be a port from 0 to 65535 (it was -1)"),
             (["replay", "--concurrency", "-2", "--to", "http://127.0.0.1:9/events", "-"], "--concurrency must be 1 or more (it was -2)"),
-        ] {
-            let result = try await RiscBinary.run(command)
-            #expect(result.status == 64 && result.stderr.contains(message), "\(command): \(result.status) \(result.stderr.prefix(600))")
-        }
+        ])
     }
 
     /// Found: numbers too large, too small or not finite crashed a bench, a drill and replay
@@ -268,7 +270,7 @@ struct AccountsQueueCommandTests {
     /// `--rate nan` were taken as unlimited without a word.
     @Test("durations, rates and counts past what a run can mean are refused by name (exit 64), finite ones only")
     func numbersPastTheirRange() async throws {
-        for (command, message) in [
+        try await Self.expectUsageErrors([
             (["drill", "junk", "--seconds", "1e300"], "--seconds must be from 0.001 to 3600 (it was 1e+300)"),
             (["drill", "junk", "--seconds", "inf"], "--seconds must be from 0.001 to 3600 (it was inf)"),
             (["drill", "junk", "--valid-rate", "1e-300"], "--valid-rate must be from 0.001 to 1000000 (it was 1e-300)"),
@@ -282,10 +284,7 @@ struct AccountsQueueCommandTests {
             (["replay", "--rate", "nan", "--to", "http://127.0.0.1:9/events", "-"], "--rate must be 0 or from 0.001 to 1000000 (it was nan)"),
             (["drill", "junk", "--cooldown", "-1"], "--cooldown must be from 0 to 86400 (it was -1.0)"),
             (["drill", "crash", "--min-uptime", "-0.5"], "--min-uptime must be from 0.001 to 3600 (it was -0.5)"),
-        ] {
-            let result = try await RiscBinary.run(command)
-            #expect(result.status == 64 && result.stderr.contains(message), "\(command): \(result.status) \(result.stderr.prefix(600))")
-        }
+        ])
     }
 
     /// Found: `risc queue stats --data-dir /var/lib/risc` (there is no `stats`) said `Unknown option
