@@ -83,7 +83,9 @@ extension Scratch {
                 // One already ignored stays so: `nohup` (SIGHUP), a shell's background job (SIGINT).
                 let previous = signal(number, SIG_IGN)
                 if let previous, unsafeBitCast(previous, to: Int.self) == unsafeBitCast(SIG_IGN, to: Int.self) { continue }
-                let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+                // A queue of its own: the global one's threads are Swift concurrency's pool, which
+                // work on every core (a bench signing its tokens) holds until it ends.
+                let source = DispatchSource.makeSignalSource(signal: number, queue: signalQueue)
                 source.setEventHandler {
                     cleaning.withLock { $0 = true }
                     // The command's code sees its children end and may call `exit` meanwhile. Exit
@@ -113,6 +115,9 @@ extension Scratch {
         PostgresCluster.stopEveryCluster(within: grace)
         removeRoot()
     }
+
+    /// Where the signal handlers run.
+    private static let signalQueue = DispatchQueue(label: "risc.scratch.signals")
 
     /// A signal's clean-up is under way: the process ends by that signal once it is done.
     private static let cleaning = Mutex(false)

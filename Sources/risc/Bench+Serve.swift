@@ -107,7 +107,7 @@ extension RiscCommand.Bench {
             try OptionRange.within(1...86_400, duration, "--duration")
             try OptionRange.atLeast(1, threads, "--threads")
             try OptionRange.atLeast(threads, connections, "--connections (wrk holds at least one a thread)")
-            if let tokens { try OptionRange.atLeast(1, tokens, "--tokens") }
+            if let tokens { try OptionRange.within(1...Self.mostTokens, tokens, "--tokens") }
             // The admin listener, and with --store-url a second receiver and its admin listener.
             try OptionRange.port(port, following: 3)
             // The PostgreSQL comparison drives its receivers with its own generators: no flood there.
@@ -122,7 +122,7 @@ extension RiscCommand.Bench {
             try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(at: work) }
 
-            let count = tokens ?? duration * 25_000
+            let count = tokens ?? min(duration * 25_000, Self.mostTokens)
             let tokenFile = self.tokenFile.map(URL.init(fileURLWithPath:)) ?? work.appendingPathComponent("tokens.txt")
             if !FileManager.default.fileExists(atPath: tokenFile.path) {
                 let signStart = Date()
@@ -296,6 +296,10 @@ extension RiscCommand.Bench {
 
         /// Signs `count` distinct SETs into `file`, a line each: Google-shaped sessions-revoked by
         /// `signer`, unless `other` gives the line for an index.
+        /// The most distinct tokens a bench signs (all held in memory, ~1.4 GB); wrk goes round
+        /// the file again when a run needs more.
+        static let mostTokens = 2_000_000
+
         static func signTokens(
             count: Int, signer: JWSSigner, into file: URL, other: @escaping @Sendable (Int) throws -> String? = { _ in nil }
         ) async throws {

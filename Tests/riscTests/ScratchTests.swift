@@ -204,14 +204,7 @@ struct ScratchTests {
         bench.standardError = FileHandle.nullDevice
         try bench.run()
         defer { bench.signal(SIGKILL) }
-        // Its handlers are in place once SIGTERM is no longer left to its default action.
-        let handled = await waitWhile {
-            let status = (try? String(contentsOfFile: "/proc/\(bench.processIdentifier)/status", encoding: .utf8)) ?? ""
-            let masks = status.split(separator: "\n").filter { $0.hasPrefix("SigIgn:") || $0.hasPrefix("SigCgt:") }
-                .compactMap { UInt64($0.split(separator: "\t").last ?? "", radix: 16) }
-            return !masks.contains { $0 & (1 << UInt64(SIGTERM - 1)) != 0 } && bench.isRunning
-        }
-        #expect(handled && bench.isRunning)
+        #expect(await Self.handlesSIGTERM(bench))
         bench.signal(SIGHUP)
         // Still running a while after the hangup (nohup execs risc: the same process).
         let ended = await waitWhile(upTo: 1) { bench.isRunning }
@@ -219,6 +212,48 @@ struct ScratchTests {
         bench.signal(SIGTERM)
         await BlockingPool.waits.run { bench.waitUntilExit() }
         #expect(bench.terminationReason == .uncaughtSignal && bench.terminationStatus == SIGTERM)
+    }
+
+    /// Whether `process` came to catch or ignore SIGTERM (its handlers in place) while running.
+    static func handlesSIGTERM(_ process: ChildProcess) async -> Bool {
+        let handled = await waitWhile {
+            let status = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)) ?? ""
+            let masks = status.split(separator: "\n").filter { $0.hasPrefix("SigIgn:") || $0.hasPrefix("SigCgt:") }
+                .compactMap { UInt64($0.split(separator: "\t").last ?? "", radix: 16) }
+            return !masks.contains { $0 & (1 << UInt64(SIGTERM - 1)) != 0 } && process.isRunning
+        }
+        return handled && process.isRunning
+    }
+
+    /// Found: SIGTERM (or Ctrl-C) on `risc bench serve` while it signed its tokens did nothing
+    /// until the signing ended (minutes for a large `--tokens`): the handler waited for a thread
+    /// of the pool the signing tasks held. And `--tokens 9223372036854775807` signed on into
+    /// gigabytes of memory; it has an upper end now.
+    @Test("a bench stops on SIGTERM while it signs its tokens, its files removed; --tokens has an upper end")
+    func stopsWhileSigning() async throws {
+        defer { try? FileManager.default.removeItem(at: tmp) }
+        let tooMany = try await RiscBinary.run(["bench", "serve", "--tokens", "9223372036854775807"])
+        #expect(tooMany.status == 64 && tooMany.stderr.contains("--tokens must be from 1 to 2000000"), "\(tooMany.stderr)")
+        let bench = ChildProcess()
+        bench.executableURL = RiscBinary.url
+        bench.arguments = ["bench", "serve", "--tokens", "2000000", "--port", "19871"]
+        bench.currentDirectoryURL = RiscBinary.repository
+        bench.environment = ProcessInfo.processInfo.environment.merging(["TMPDIR": tmp.path]) { $1 }
+        bench.standardOutput = FileHandle.nullDevice
+        bench.standardError = FileHandle.nullDevice
+        try bench.run()
+        defer { bench.signal(SIGKILL) }
+        // Signing: its handlers in place, the work directory there and the process busy.
+        #expect(await Self.handlesSIGTERM(bench))
+        #expect(await waitWhile { ((try? left()) ?? []).isEmpty || !bench.isRunning } && bench.isRunning)
+        bench.signal(SIGTERM)
+        let stopped = await waitWhile(upTo: 20) { bench.isRunning }
+        #expect(stopped, "still signing 20 s after SIGTERM")
+        if stopped {
+            #expect(bench.terminationReason == .uncaughtSignal && bench.terminationStatus == SIGTERM)
+            let remaining = try left()
+            #expect(remaining.isEmpty, "left \(remaining)")
+        }
     }
 
     // Finding: with a long TMPDIR, a throwaway cluster's socket path passed what a Unix socket
