@@ -22,6 +22,20 @@ struct ScratchTests {
 
     func left() throws -> [String] { try FileManager.default.contentsOfDirectory(atPath: tmp.path).sorted() }
 
+    /// `executable` started from the repository with TMPDIR in this test's directory, its output
+    /// thrown away.
+    func startQuiet(_ executable: String, _ arguments: [String]) throws -> ChildProcess {
+        let process = ChildProcess()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.currentDirectoryURL = RiscBinary.repository
+        process.environment = ProcessInfo.processInfo.environment.merging(["TMPDIR": tmp.path]) { $1 }
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        return process
+    }
+
     @Test("a benchmark killed with -9 leaves its files; the next risc process removes them, and its own when it ends")
     func killedThenSwept() async throws {
         defer { try? FileManager.default.removeItem(at: tmp) }
@@ -195,14 +209,7 @@ struct ScratchTests {
     @Test("under nohup a bench keeps running through SIGHUP; SIGTERM then stops it")
     func nohupKeepsHangupIgnored() async throws {
         defer { try? FileManager.default.removeItem(at: tmp) }
-        let bench = ChildProcess()
-        bench.executableURL = URL(fileURLWithPath: "/usr/bin/nohup")
-        bench.arguments = [RiscBinary.url.path, "bench", "verify", "--seconds", "60", "--no-openssl"]
-        bench.currentDirectoryURL = RiscBinary.repository
-        bench.environment = ProcessInfo.processInfo.environment.merging(["TMPDIR": tmp.path]) { $1 }
-        bench.standardOutput = FileHandle.nullDevice
-        bench.standardError = FileHandle.nullDevice
-        try bench.run()
+        let bench = try startQuiet("/usr/bin/nohup", [RiscBinary.url.path, "bench", "verify", "--seconds", "60", "--no-openssl"])
         defer { bench.signal(SIGKILL) }
         #expect(await Self.handlesSIGTERM(bench))
         bench.signal(SIGHUP)
@@ -234,14 +241,7 @@ struct ScratchTests {
         defer { try? FileManager.default.removeItem(at: tmp) }
         let tooMany = try await RiscBinary.run(["bench", "serve", "--tokens", "9223372036854775807"])
         #expect(tooMany.status == 64 && tooMany.stderr.contains("--tokens must be from 1 to 2000000"), "\(tooMany.stderr)")
-        let bench = ChildProcess()
-        bench.executableURL = RiscBinary.url
-        bench.arguments = ["bench", "serve", "--tokens", "2000000", "--port", "19871"]
-        bench.currentDirectoryURL = RiscBinary.repository
-        bench.environment = ProcessInfo.processInfo.environment.merging(["TMPDIR": tmp.path]) { $1 }
-        bench.standardOutput = FileHandle.nullDevice
-        bench.standardError = FileHandle.nullDevice
-        try bench.run()
+        let bench = try startQuiet(RiscBinary.url.path, ["bench", "serve", "--tokens", "2000000", "--port", "19871"])
         defer { bench.signal(SIGKILL) }
         // Signing: its handlers in place, the work directory there and the process busy.
         #expect(await Self.handlesSIGTERM(bench))
