@@ -290,6 +290,9 @@ public struct ReceiverConfiguration: Sendable {
     public var problems: [String] {
         var problems = hasGoogle ? policy.problems.map { "audiences, algorithms: \($0)" } : []
         if jwksFile == nil { problems += jwksConfiguration.problems.map { "jwks: \($0)" } }
+        for (key, value) in (issuer.map { [("issuer", $0)] } ?? []) + issuerAliases.map({ ("issuer_aliases", $0) }) where !SETPolicy.canBeClaimed(value) {
+            problems.append("\(key) must not be empty nor hold spaces or control characters, got '\(Printable.safe(value, maxBytes: 200))'")
+        }
         problems += transmitterProblems
         if !(0...65_535).contains(port) { problems.append("listen.port must be 0–65535, got \(port)") }
         if !(0...65_535).contains(adminPort) { problems.append("admin.port must be 0–65535, got \(adminPort)") }

@@ -117,6 +117,31 @@ struct ConfigurationLoadingTests {
         }
     }
 
+    /// Found: an issuer or audience that no SET can carry passed `--check-config`, and the receiver
+    /// then refused every SET of Google's (400 `invalid_issuer` or `invalid_audience`, which Google
+    /// does not retry): `--issuer ''` (an unset variable in a unit file), `issuer = " https://…"`
+    /// and `audiences = ["123.apps.googleusercontent.com "]` (copied with a space).
+    @Test("an issuer, issuer alias or audience that is empty or holds a space or control character is a problem, named")
+    func issuerAndAudienceText() throws {
+        for (key, value, expected) in [
+            ("issuer", JSONValue.string(""), "issuer must not be empty nor hold spaces or control characters, got ''"),
+            ("issuer", .string(" https://accounts.google.com/"), "issuer must not be empty nor hold spaces or control characters, got ' https://accounts.google.com/'"),
+            ("issuer_aliases", .strings(["accounts.google.com\t"]), "issuer_aliases must not be empty nor hold spaces or control characters, got 'accounts.google.com\\x09'"),
+            ("audiences", .strings(["123.apps.googleusercontent.com "]), "an audience must not be empty nor hold spaces or control characters, got '123.apps.googleusercontent.com '"),
+        ] {
+            var flags: [String: JSONValue] = ["audiences": .strings(["a"]), "jwks_file": .string("/etc/risc/jwks.json")]
+            flags[key] = value
+            let error = #expect(throws: ConfigurationError.self, "\(key)=\(value)") {
+                try ReceiverConfiguration.loadWithOrigins(file: nil, flags: flags, environment: [:])
+            }
+            #expect(error?.problems.contains { $0.contains(expected) } == true, "\(error?.problems ?? [])")
+        }
+        #expect(throws: Never.self) {
+            try ReceiverConfiguration.loadWithOrigins(
+                file: nil, flags: ["audiences": .strings(["123.apps.googleusercontent.com"]), "issuer": .string("accounts.google.com")], environment: [:])
+        }
+    }
+
     /// Found: a duration written as text was taken whatever its size: `infs` and `1e300d` loaded,
     /// and `risc serve --print-config` then crashed turning them into whole days (an `Int64` out of
     /// range). A number in a JSON file was already refused when not finite, but not when absurd.

@@ -96,6 +96,12 @@ struct VerifyCommandTests {
         #expect(result.stderr.contains("--audience"))
         let hmac = try await RiscBinary.run(["verify", "-", "--jwks-file", "x", "--audience", "a", "--algorithm", "HS256"], stdin: "")
         #expect(hmac.status == 64)
+        // Found: an issuer no SET can name (empty, with a space) was taken, and every token refused invalid_issuer.
+        for (option, value) in [("--issuer", ""), ("--issuer", "https://accounts.google.com/ "), ("--issuer-alias", "a b")] {
+            let result = try await RiscBinary.run(
+                ["verify", "keys/test/sample-account-disabled.jwt", "--jwks-file", "keys/test/jwks.json", "--audience", "a", option, value])
+            #expect(result.status == 64 && result.stderr.contains("\(option) must not be empty nor hold spaces"), "\(result.stderr)")
+        }
     }
 
     @Test("verification through a discovery document, with the key set kept in the data directory")

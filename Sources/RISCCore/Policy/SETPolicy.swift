@@ -26,14 +26,22 @@ public struct SETPolicy: Sendable {
     /// Problems with the policy itself, for start-up validation.
     public var problems: [String] {
         var problems: [String] = []
-        if audiences.isEmpty || audiences.contains(where: \.isEmpty) {
-            problems.append("at least one audience (OAuth client ID) is required, and none may be empty")
+        if audiences.isEmpty { problems.append("at least one audience (OAuth client ID) is required") }
+        for audience in audiences.sorted() where !Self.canBeClaimed(audience) {
+            problems.append("an audience must not be empty nor hold spaces or control characters, got '\(Printable.safe(audience, maxBytes: 200))'")
         }
         if algorithms.isEmpty { problems.append("the algorithm allow-list is empty") }
         for algorithm in algorithms where algorithm.isForbidden || algorithm.family == nil {
             problems.append("algorithm '\(algorithm)' cannot be allowed (supported: \(JWSAlgorithm.supported.map(\.rawValue).joined(separator: ", ")))")
         }
         return problems
+    }
+
+    /// Whether an issuer or audience setting can be what a SET's `iss` or `aud` says: not empty,
+    /// no whitespace or control character (a value copied with a space, or an unset variable,
+    /// would have every SET refused).
+    public static func canBeClaimed(_ value: String) -> Bool {
+        !value.isEmpty && !value.unicodeScalars.contains { $0.properties.isWhitespace || Printable.isUnsafe($0) }
     }
 
     /// Spec §1.4/§8.6: `iss` must equal the issuer, tolerating exactly one trailing `/`
