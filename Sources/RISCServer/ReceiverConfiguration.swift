@@ -290,7 +290,8 @@ public struct ReceiverConfiguration: Sendable {
     public var problems: [String] {
         var problems = hasGoogle ? policy.problems.map { "audiences, algorithms: \($0)" } : []
         if jwksFile == nil { problems += jwksConfiguration.problems.map { "jwks: \($0)" } }
-        for (key, value) in (issuer.map { [("issuer", $0)] } ?? []) + issuerAliases.map({ ("issuer_aliases", $0) }) where !SETPolicy.canBeClaimed(value) {
+        let identifiers = [("issuer", issuer), ("linking.google_client_id", linkingGoogleClientID)].compactMap { key, value in value.map { (key, $0) } }
+        for (key, value) in identifiers + issuerAliases.map({ ("issuer_aliases", $0) }) where !SETPolicy.canBeClaimed(value) {
             problems.append("\(key) must not be empty nor hold spaces or control characters, got '\(Printable.safe(value, maxBytes: 200))'")
         }
         problems += transmitterProblems

@@ -121,13 +121,15 @@ struct ConfigurationLoadingTests {
     /// then refused every SET of Google's (400 `invalid_issuer` or `invalid_audience`, which Google
     /// does not retry): `--issuer ''` (an unset variable in a unit file), `issuer = " https://…"`
     /// and `audiences = ["123.apps.googleusercontent.com "]` (copied with a space).
-    @Test("an issuer, issuer alias or audience that is empty or holds a space or control character is a problem, named")
+    @Test("an issuer, issuer alias, audience or Google client id that is empty or holds a space or control character is a problem, named")
     func issuerAndAudienceText() throws {
         for (key, value, expected) in [
             ("issuer", JSONValue.string(""), "issuer must not be empty nor hold spaces or control characters, got ''"),
             ("issuer", .string(" https://accounts.google.com/"), "issuer must not be empty nor hold spaces or control characters, got ' https://accounts.google.com/'"),
             ("issuer_aliases", .strings(["accounts.google.com\t"]), "issuer_aliases must not be empty nor hold spaces or control characters, got 'accounts.google.com\\x09'"),
             ("audiences", .strings(["123.apps.googleusercontent.com "]), "an audience must not be empty nor hold spaces or control characters, got '123.apps.googleusercontent.com '"),
+            // The client id Google authenticates its unlink calls with: every one would be refused 401.
+            ("linking.google_client_id", .string(" 123.apps.googleusercontent.com"), "linking.google_client_id must not be empty nor hold spaces or control characters"),
         ] {
             var flags: [String: JSONValue] = ["audiences": .strings(["a"]), "jwks_file": .string("/etc/risc/jwks.json")]
             flags[key] = value
