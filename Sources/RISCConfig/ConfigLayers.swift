@@ -147,8 +147,8 @@ public struct ConfigLayers {
         }
     }
 
-    /// `a, b,,c` → `[a, b, c]`.
-    static func commaList(_ text: String) -> [String] {
+    /// `a, b,,c` → `[a, b, c]`: a list given on the command line or in the environment.
+    public static func commaList(_ text: String) -> [String] {
         text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
     }
 

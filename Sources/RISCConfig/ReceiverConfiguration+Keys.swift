@@ -10,7 +10,7 @@ extension ReceiverConfiguration {
     /// list them: the one table of keys, what each means, how it is read and how it is shown.
     public static var settings: [Setting] {
         [
-            .strings("audiences", \.audiences, "OAuth client IDs accepted in `aud` (required; env: comma-separated)"),
+            .strings("audiences", \.audiences, "OAuth client IDs accepted in `aud` (required; on the command line and in the environment comma-separated)"),
             .optionalString("issuer", \.issuer, "issuer the discovery document must name (unset: Google's, with Google's document)"),
             .strings("issuer_aliases", \.issuerAliases, "further accepted `iss` values, each another name of the issuer (a subject naming one finds the accounts linked under the issuer)"),
             .strings("algorithms", \.algorithms, "allowed JWS algorithms"),

@@ -95,7 +95,8 @@ extension RiscCommand {
                 let key = String(override[..<equals]), text = String(override[override.index(after: equals)...])
                 values[key] = (try? JSONParser.parse(text)) ?? .string(text)
             }
-            if !audiences.isEmpty { values["audiences"] = .strings(audiences) }
+            // `--audience a,b` is a list, as RISC_AUDIENCES=a,b and --set audiences=a,b are.
+            if !audiences.isEmpty { values["audiences"] = .strings(audiences.flatMap(ConfigLayers.commaList)) }
             if let dataDir { values["data_dir"] = .string(dataDir) }
             if let storeURL { values["store.url"] = .string(storeURL) }
             if let host { values["listen.host"] = .string(host) }

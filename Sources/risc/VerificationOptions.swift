@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import RISCClient
+import RISCConfig
 import RISCCore
 
 /// Flags that say what a valid SET is and where keys come from.
@@ -41,7 +42,7 @@ struct VerificationOptions: ParsableArguments {
 
     var policy: SETPolicy {
         SETPolicy(
-            audiences: Set(audiences),
+            audiences: Set(audiences.flatMap(ConfigLayers.commaList)),  // `--audience a,b` is a list, as for serve
             algorithms: algorithms.isEmpty ? JWSAlgorithm.defaultAllowed : Set(algorithms.map(JWSAlgorithm.init(rawValue:))),
             issuerAliases: issuerAliases)
     }

@@ -190,6 +190,24 @@ struct ConfigFileCommandTests {
         }
     }
 
+    /// Found: `--audience id1,id2` was one audience, "id1,id2", while `RISC_AUDIENCES=id1,id2` and
+    /// `--set audiences=id1,id2` were two: every SET was then refused `invalid_audience`.
+    @Test("--audience takes a comma-separated list as the environment and --set do, for serve and verify")
+    func audienceFlagLists() async throws {
+        let printed = try await RiscBinary.run([
+            "serve", "--audience", "one.apps.googleusercontent.com, two.apps.googleusercontent.com", "--audience", "three", "--jwks-file",
+            "keys/test/jwks.json", "--print-config", "--print-config-format", "json",
+        ])
+        #expect(printed.status == 0, "\(printed.stderr)")
+        let audiences = try JSONParser.parseObject(Array(printed.stdout.utf8))["audiences"]
+        #expect(audiences?.arrayValue?.compactMap(\.stringValue) == ["one.apps.googleusercontent.com", "two.apps.googleusercontent.com", "three"], "\(printed.stdout.prefix(400))")
+        let verified = try await RiscBinary.run([
+            "verify", "keys/test/sample-account-disabled.jwt", "--jwks-file", "keys/test/jwks.json", "--issuer", "https://accounts.google.com/",
+            "--audience", "other.apps.googleusercontent.com,risc-test-client.apps.googleusercontent.com",
+        ])
+        #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
+    }
+
     @Test("issue 24 #9: a config of thousands of nested dotted keys is refused with a clear error (exit 64), not a crash")
     func deeplyNestedConfig() async throws {
         let directory = try temporaryDirectory("deep")
