@@ -244,7 +244,7 @@ struct AccountsQueueCommandTests {
             (["bench", "serve", "--connections", "0"], "--connections (wrk holds at least one a thread) must be 2 or more (it was 0)"),
             (["bench", "serve", "--threads", "0"], "--threads must be 1 or more (it was 0)"),
             (["bench", "serve", "--duration", "0"], "--duration must be from 1 to 86400 (it was 0)"),
-            (["bench", "serve", "--tokens", "0"], "--tokens must be 1 or more (it was 0)"),
+            (["bench", "serve", "--tokens", "0"], "--tokens must be from 1 to 2000000 (it was 0)"),
             (["bench", "serve", "--port", "0"], "--port must be a port from 1 to 65532 (it was 0)"),
             (["drill", "junk", "--junk-concurrency", "0"], "--junk-concurrency must be 1 or more (it was 0)"),
             (["bench", "log", "--rounds", "0"], "--rounds must be 1 or more (it was 0)"),
