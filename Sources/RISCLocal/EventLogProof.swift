@@ -76,22 +76,35 @@ public struct EventLogProof: Sendable {
     }
 
     /// Checks a document `json` made with `key`: the checkpoint's signature, then each line's path
-    /// to its root. Returns the checkpoint and the lines proved.
-    public static func check(json: String, key: CheckpointVerifier) throws -> (checkpoint: EventLogCheckpoint, lines: [String]) {
+    /// to its root; with `jti`, that every line is that event's. Returns the checkpoint and the
+    /// lines proved. A document that proves no line, or gives a line twice, is no proof.
+    public static func check(json: String, key: CheckpointVerifier, jti: String? = nil) throws -> (checkpoint: EventLogCheckpoint, lines: [String]) {
         let object = try JSONParser.parseObject(Array(json.utf8))
         guard let note = object["checkpoint"]?.stringValue, let proofs = object["proofs"]?.arrayValue else {
             throw EventLogCheckpoint.Invalid("not a proof: checkpoint and proofs expected")
         }
         let checkpoint = try EventLogCheckpoint.verify(note: note, key: key)
+        guard !proofs.isEmpty else { throw EventLogCheckpoint.Invalid("the document proves no line") }
         var lines: [String] = []
+        var seen: Set<UInt64> = []
         for proof in proofs {
+            let elements = proof.objectValue?["path"]?.arrayValue ?? []
+            let path = elements.compactMap { $0.stringValue.flatMap { Data(base64Encoded: $0) }.map(Array.init) }
             guard let entry = proof.objectValue, let index = entry["index"].flatMap(EventLogChain.sequenceNumber), let line = entry["line"]?.stringValue,
-                let path = entry["path"]?.arrayValue?.compactMap({ $0.stringValue.flatMap { Data(base64Encoded: $0) }.map(Array.init) })
+                entry["path"]?.arrayValue != nil, path.count == elements.count
             else { throw EventLogCheckpoint.Invalid("a proof without index, line or path") }
+            guard seen.insert(index).inserted else { throw EventLogCheckpoint.Invalid("line \(index) is given twice") }
             guard
                 InclusionProof.verify(
                     leaf: EventLogChain.leafHash(Array(line.utf8)), index: index, size: checkpoint.size, path: path, root: checkpoint.root)
             else { throw EventLogCheckpoint.Invalid("line \(index) is not in the tree the checkpoint signed") }
+            if let jti {
+                let about = (try? JSONParser.parseObject(Array(line.utf8)))?["jti"]?.stringValue
+                guard about == jti else {
+                    throw EventLogCheckpoint.Invalid(
+                        "line \(index) is about \(about.map { Printable.safe($0, maxBytes: 80) } ?? "no jti"), not \(Printable.safe(jti, maxBytes: 80))")
+                }
+            }
             lines.append(line)
         }
         return (checkpoint, lines)

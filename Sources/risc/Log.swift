@@ -200,6 +200,7 @@ extension RiscCommand {
 
         @Argument(help: "The proof document (JSON).") var file: String
         @Option(help: "The verifier key (name+id+key), or a file holding it.") var key: String
+        @Option(help: "The event the proof is for: every line must be about this jti.") var jti: String?
 
         func run() throws {
             let data: [UInt8]
@@ -213,7 +214,7 @@ extension RiscCommand {
                 throw SetupProblem("--key: \(error)")
             }
             do {
-                let (checkpoint, lines) = try EventLogProof.check(json: String(decoding: data, as: UTF8.self), key: verifier)
+                let (checkpoint, lines) = try EventLogProof.check(json: String(decoding: data, as: UTF8.self), key: verifier, jti: jti)
                 print("PROVED: \(lines.count) line\(lines.count == 1 ? "" : "s") in \(checkpoint.origin)'s first \(checkpoint.size), signed at \(Timestamp.iso8601(checkpoint.time))")
                 for line in lines { print(Printable.safe(line, maxBytes: 4096)) }
             } catch {

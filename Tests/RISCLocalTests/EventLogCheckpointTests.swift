@@ -217,4 +217,33 @@ struct EventLogCheckpointTests {
         let again = try EventLogProof.make(files: [path], jti: "jti-5", note: note, checkpoint: try EventLogCheckpoint.parse(note: note))
         #expect(again.entries.count == 1 && again.unsealed == 1)
     }
+
+    /// Found: `risc log check-proof` said "PROVED: 0 lines" and exited 0 for a document with no
+    /// proofs, counted one line given twice as two, and took a proof of another event's lines as
+    /// well as the one asked about: an auditor's script checking the exit status passed a
+    /// document that proved nothing of the event. Now: no line or a line twice is not a proof, a
+    /// path element that is no base64 is refused, and `jti:` requires every line to be that event's.
+    @Test("a proof document proves at least one line, each once, with well-formed paths; with a jti, that event's lines only")
+    func proofDocumentLoopholes() async throws {
+        try await write(9, clock: TestClock(), advanceEvery: 4)
+        let note = try String(contentsOfFile: JSONLinesEventLog.checkpointPath(of: path), encoding: .utf8)
+        let proof = try EventLogProof.make(files: [path], jti: "jti-5", note: note, checkpoint: try EventLogCheckpoint.parse(note: note))
+        var document = try JSONParser.parseObject(Array(proof.json.utf8))
+        let entry = try #require(document["proofs"]?.arrayValue?.first?.objectValue)
+        func refusal(_ proofs: [JSONValue], jti: String? = nil) -> String? {
+            document["proofs"] = .array(proofs)
+            do {
+                _ = try EventLogProof.check(json: JSONValue.object(document).serialized, key: try verifier, jti: jti)
+                return nil
+            } catch { return "\(error)" }
+        }
+        #expect(refusal([])?.contains("proves no line") == true)
+        #expect(refusal([.object(entry), .object(entry)])?.contains("line 6 is given twice") == true)
+        var junk = entry
+        junk["path"] = .array((entry["path"]?.arrayValue ?? []) + [.string("!!")])
+        #expect(refusal([.object(junk)])?.contains("a proof without index, line or path") == true)
+        #expect(refusal([.object(entry)], jti: "jti-6")?.contains("line 6 is about jti-5, not jti-6") == true)
+        #expect(refusal([.object(entry)], jti: "jti-5") == nil)
+        #expect(refusal([.object(entry)]) == nil)
+    }
 }
