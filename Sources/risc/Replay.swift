@@ -77,8 +77,11 @@ extension RiscCommand {
         }
 
         func validate() throws {
-            _ = try Self.instant(since, "--since")
-            _ = try Self.instant(until, "--until")
+            let now = systemNow()
+            let (start, end) = (try Self.instant(since, "--since", now: now), try Self.instant(until, "--until", now: now))
+            if let start, let end, start > end {
+                throw ValidationError("--since is after --until (\(Timestamp.iso8601(start)) > \(Timestamp.iso8601(end))): no SET was received in between")
+            }
             if fromStore == (source != nil) { throw ValidationError("give a SOURCE file, or --from-store") }
             if local && (to != nil || dryRun) { throw ValidationError("--local replaces --to and --dry-run") }
             if !dryRun && !local && to == nil { throw ValidationError("give --to URL (or --dry-run, or --local)") }

@@ -182,6 +182,11 @@ extension ReplayCommandTests {
             #expect(refused.status == 64 && refused.stderr.contains("--until"), "\(day): \(refused.status) \(refused.stderr)")
         }
         #expect(try await RiscBinary.run(["replay", "--from-store", "--dry-run", "--until", "2028-02-29T00:00:00Z", "--data-dir", data]).status != 64)
+        // Found: a window that ends before it begins said "no SETs to replay", as an empty window does.
+        let backwards = try await RiscBinary.run([
+            "replay", "--from-store", "--dry-run", "--since", "2026-12-06T00:00:00Z", "--until", "2026-12-01T00:00:00Z", "--data-dir", data,
+        ])
+        #expect(backwards.status == 64 && backwards.stderr.contains("--since is after --until"), "\(backwards.stderr)")
         #expect(try await RiscBinary.run(["replay", "-", "--local", "--to", "http://127.0.0.1:1/events"]).status == 64)
     }
 }
