@@ -291,9 +291,7 @@ public struct ReceiverConfiguration: Sendable {
         var problems = hasGoogle ? policy.problems.map { "audiences, algorithms: \($0)" } : []
         if jwksFile == nil { problems += jwksConfiguration.problems.map { "jwks: \($0)" } }
         let identifiers = [("issuer", issuer), ("linking.google_client_id", linkingGoogleClientID)].compactMap { key, value in value.map { (key, $0) } }
-        for (key, value) in identifiers + issuerAliases.map({ ("issuer_aliases", $0) }) where !SETPolicy.canBeClaimed(value) {
-            problems.append("\(key) must not be empty nor hold spaces or control characters, got '\(Printable.safe(value, maxBytes: 200))'")
-        }
+        problems += (identifiers + issuerAliases.map { ("issuer_aliases", $0) }).compactMap(SETPolicy.claimProblem)
         problems += transmitterProblems
         if !(0...65_535).contains(port) { problems.append("listen.port must be 0–65535, got \(port)") }
         if !(0...65_535).contains(adminPort) { problems.append("admin.port must be 0–65535, got \(adminPort)") }

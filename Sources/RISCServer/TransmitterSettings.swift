@@ -91,9 +91,7 @@ public struct TransmitterSettings: Sendable {
             problems.append("\(key).issuer: \(refusal)")
         }
         problems += policy.problems.map { "\(key).audiences, algorithms: \($0)" }
-        for alias in issuerAliases where !SETPolicy.canBeClaimed(alias) {
-            problems.append("\(key).issuer_aliases must not be empty nor hold spaces or control characters, got '\(Printable.safe(alias, maxBytes: 200))'")
-        }
+        problems += issuerAliases.compactMap { SETPolicy.claimProblem("\(key).issuer_aliases", $0) }
         if jwksFile == nil, let refusal = URLPolicy().refusal(for: discovery) { problems.append("\(key).discovery_url: \(refusal)") }
         if !["push", "poll"].contains(delivery) { problems.append("\(key).delivery must be push or poll, got '\(delivery)'") }
         if !(0.1...3_600).contains(pollInterval) { problems.append("\(key).poll_interval must be 0.1–3600 seconds, got \(pollInterval)") }

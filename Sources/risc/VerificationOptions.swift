@@ -31,9 +31,7 @@ struct VerificationOptions: ParsableArguments {
     func validate() throws {
         guard !audiences.isEmpty else { throw ValidationError("give at least one --audience (your OAuth client ID)") }
         var problems = policy.problems
-        for (option, value) in (issuer.map { [("--issuer", $0)] } ?? []) + issuerAliases.map({ ("--issuer-alias", $0) }) where !SETPolicy.canBeClaimed(value) {
-            problems.append("\(option) must not be empty nor hold spaces or control characters, got '\(Printable.safe(value, maxBytes: 200))'")
-        }
+        problems += ((issuer.map { [("--issuer", $0)] } ?? []) + issuerAliases.map { ("--issuer-alias", $0) }).compactMap(SETPolicy.claimProblem)
         guard problems.isEmpty else { throw ValidationError(problems.joined(separator: "; ")) }
         if jwksFile == nil, let refusal = URLPolicy().refusal(for: discoveryURL) {
             throw ValidationError("--discovery-url: \(refusal)")

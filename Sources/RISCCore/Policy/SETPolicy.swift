@@ -27,9 +27,7 @@ public struct SETPolicy: Sendable {
     public var problems: [String] {
         var problems: [String] = []
         if audiences.isEmpty { problems.append("at least one audience (OAuth client ID) is required") }
-        for audience in audiences.sorted() where !Self.canBeClaimed(audience) {
-            problems.append("an audience must not be empty nor hold spaces or control characters, got '\(Printable.safe(audience, maxBytes: 200))'")
-        }
+        problems += audiences.sorted().compactMap { Self.claimProblem("an audience", $0) }
         if algorithms.isEmpty { problems.append("the algorithm allow-list is empty") }
         for algorithm in algorithms where algorithm.isForbidden || algorithm.family == nil {
             problems.append("algorithm '\(algorithm)' cannot be allowed (supported: \(JWSAlgorithm.supported.map(\.rawValue).joined(separator: ", ")))")
@@ -37,11 +35,12 @@ public struct SETPolicy: Sendable {
         return problems
     }
 
-    /// Whether an issuer or audience setting can be what a SET's `iss` or `aud` says: not empty,
-    /// no whitespace or control character (a value copied with a space, or an unset variable,
-    /// would have every SET refused).
-    public static func canBeClaimed(_ value: String) -> Bool {
-        !value.isEmpty && !value.unicodeScalars.contains { $0.properties.isWhitespace || Printable.isUnsafe($0) }
+    /// The problem with an issuer or audience setting (`name`) that no SET's `iss` or `aud` can
+    /// say: empty, or with whitespace or a control character (a value copied with a space, or an
+    /// unset variable, would have every SET refused); nil when it can be.
+    public static func claimProblem(_ name: String, _ value: String) -> String? {
+        guard value.isEmpty || value.unicodeScalars.contains(where: { $0.properties.isWhitespace || Printable.isUnsafe($0) }) else { return nil }
+        return "\(name) must not be empty nor hold spaces or control characters, got '\(Printable.safe(value, maxBytes: 200))'"
     }
 
     /// Spec §1.4/§8.6: `iss` must equal the issuer, tolerating exactly one trailing `/`
