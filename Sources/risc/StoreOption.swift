@@ -95,6 +95,10 @@ struct StoreOption: ParsableArguments {
         guard layers.problems.isEmpty else {
             throw ConfigurationError(problems: layers.problems)
         }
+        // As `risc serve` refuses it: an empty one (an unset variable) would be wherever the command runs.
+        if resolved.configuration.dataDirectory.isEmpty {
+            throw ConfigurationError(problems: ["data_dir must not be empty (data directory from \(resolved.dataDirectorySource))"])
+        }
         return resolved
     }
 
