@@ -66,8 +66,14 @@ func readJWKSet(_ path: String, what: String = "--jwks-file") throws -> JWKSet {
 }
 
 /// A file's text (`readInput`), white space around it trimmed: a token kept in a file.
+/// The one token a file holds (white space around it trimmed): an empty file, or one of several
+/// lines, is refused naming the file, not taken as an empty token or one with a newline in it.
 func readToken(_ path: String, what: String) throws -> String {
-    String(decoding: try readInput(path, what: what), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    let token = String(decoding: try readInput(path, what: what), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    guard !token.isEmpty else { throw ValidationError("\(what) \(path) holds no token") }
+    let lines = token.split(whereSeparator: \.isNewline).count
+    guard lines == 1 else { throw ValidationError("\(what) \(path) holds \(lines) lines: one token a file") }
+    return token
 }
 
 /// The lines of a file of tokens or descriptions, one a line (`risc replay`'s SOURCE): white space

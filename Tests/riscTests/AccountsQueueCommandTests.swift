@@ -287,6 +287,32 @@ struct AccountsQueueCommandTests {
         ])
     }
 
+    /// Found: a token file that was empty (`/dev/null`, a file not yet written) linked an empty
+    /// refresh token, and one holding two tokens on two lines linked one token with a newline in
+    /// it; `risc sign` and replay's `token_file` signed SETs for them.
+    @Test("a token file must hold one token on one line, for accounts link, sign and replay (exit 64, naming the file)")
+    func tokenFiles() async throws {
+        let directory = Scratch.root.appendingPathComponent("risc-token-files-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let empty = directory.appendingPathComponent("empty").path, two = directory.appendingPathComponent("two").path
+        try Data(" \n".utf8).write(to: URL(fileURLWithPath: empty))
+        try Data("1//0gfirst-token\n1//0gsecond-token\n".utf8).write(to: URL(fileURLWithPath: two))
+        let data = directory.appendingPathComponent("data").path
+        for (file, expected) in [(empty, "holds no token"), (two, "holds 2 lines: one token a file")] {
+            for command in [
+                ["accounts", "link", "--create", "--data-dir", data, "--subject", "1", "--user", "u1", "--refresh-token-file", file],
+                ["accounts", "link", "--create", "--data-dir", data, "--subject", "1", "--user", "u1", "--linked-token-file", file],
+                ["sign", "--type", "token-revoked", "--token-file", file],
+            ] {
+                let result = try await RiscBinary.run(command)
+                #expect(result.status == 64 && result.stderr.contains("\(file) \(expected)"), "\(command): \(result.status) \(result.stderr)")
+            }
+            let replay = try await RiscBinary.run(["replay", "-", "--dry-run"], stdin: #"{"type": "token-revoked", "token_file": "\#(file)"}"#)
+            #expect(replay.status == 64 && replay.stderr.contains("\(file) \(expected)"), "\(replay.status) \(replay.stderr)")
+        }
+    }
+
     /// Found: an empty data directory (`--data-dir ""`, `RISC_DATA_DIR=` from an unset variable)
     /// was the current directory for the commands, which `risc serve` refuses: `risc tail` and
     /// `risc queue status` looked for a store and a log wherever they were run.
