@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import RISCClient
 import RISCCore
+import RISCServer
 
 extension RiscCommand {
     struct Stream: AsyncParsableCommand {
@@ -113,6 +114,7 @@ extension RiscCommand.Stream {
             if options.transmitter == nil {
                 guard let url else { throw ValidationError("give --url, the receiver's public https:// URL (https://HOST/events)") }
                 guard URLPolicy.components(url)?.scheme == "https" else { throw ValidationError("--url must be an absolute https:// URL") }
+                if let refusal = URLPolicy().refusal(for: url) { throw ValidationError("--url: \(refusal)") }
             }
             _ = try eventTypes()
         }
@@ -128,6 +130,15 @@ extension RiscCommand.Stream {
             }
             let url = self.url ?? ""
             let types = try eventTypes()
+            // Google pushes to the URL's path; the receiver answers 404 on any path but its own.
+            let eventsPath = (try? store.resolved().configuration.eventsPath) ?? ReceiverConfiguration().eventsPath
+            let path = URLComponents(string: url)?.percentEncodedPath ?? ""
+            if path != eventsPath {
+                FileHandle.standardError.write(
+                    Data(
+                        "risc: note: Google will push to \(path.isEmpty ? "/" : path), but the receiver serves events at \(eventsPath) (events_path): unless a proxy maps one to the other, every push gets 404\n"
+                            .utf8))
+            }
             let answer = try await options.perform { try await $0.updateStream(url: url, events: types) }
             if options.json { return options.printJSON(answer) }
             print("stream updated: push → \(url)")

@@ -21,6 +21,30 @@ struct StreamCommandTests {
         return (certificate, account, keys, try FakeRISCAPI(configuration: configuration))
     }
 
+    /// Found: `risc stream update --url` took a URL with a space in its host or port 0 (Google
+    /// answered), and one whose path the receiver does not serve (`https://HOST/`, or `/events`
+    /// with `events_path = "/risc/events"`) without a word: every push would then get 404.
+    @Test("stream update refuses a URL no one can reach and says when its path is not the receiver's events_path")
+    func updateURLChecks() async throws {
+        let directory = Scratch.root.appendingPathComponent("risc-stream-url-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (_, account, _, api) = try Self.fakeGoogle(directory: directory)
+        defer { api.stop() }
+        let common = ["--credentials", account.path, "--api-base", api.baseURL]
+        for url in ["https://exa mple.com/events", "https://example.com:0/events"] {
+            let refused = try await RiscBinary.run(["stream", "update", "--url", url] + common)
+            #expect(refused.status == 64 && refused.stderr.contains("--url: "), "\(url): \(refused.status) \(refused.stderr)")
+        }
+        let root = try await RiscBinary.run(["stream", "update", "--url", "https://localhost:1/"] + common)
+        #expect(root.status == 0 && root.stderr.contains("serves events at /events (events_path)"), "\(root.stderr)")
+        let config = directory.appendingPathComponent("risc.toml").path
+        try "audiences = [\"a\"]\nevents_path = \"/risc/events\"\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let other = try await RiscBinary.run(["stream", "update", "--url", "https://localhost:1/events", "--config", config] + common)
+        #expect(other.status == 0 && other.stderr.contains("serves events at /risc/events (events_path)"), "\(other.stderr)")
+        let matching = try await RiscBinary.run(["stream", "update", "--url", "https://localhost:1/risc/events", "--config", config] + common)
+        #expect(matching.status == 0 && !matching.stderr.contains("events_path"), "\(matching.stderr)")
+    }
+
     @Test("update, show, status, disable/enable, verify --wait round trip to risc serve over HTTPS; diagnosis on timeout")
     func roundTrip() async throws {
         let directory = Scratch.root.appendingPathComponent("risc-stream-\(UUID().uuidString)")
