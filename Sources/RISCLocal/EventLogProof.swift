@@ -88,10 +88,10 @@ public struct EventLogProof: Sendable {
         var lines: [String] = []
         var seen: Set<UInt64> = []
         for proof in proofs {
-            let elements = proof.objectValue?["path"]?.arrayValue ?? []
-            let path = elements.compactMap { $0.stringValue.flatMap { Data(base64Encoded: $0) }.map(Array.init) }
+            // Every element of the path decodes, or none is taken: one dropped unseen would still prove.
             guard let entry = proof.objectValue, let index = entry["index"].flatMap(EventLogChain.sequenceNumber), let line = entry["line"]?.stringValue,
-                entry["path"]?.arrayValue != nil, path.count == elements.count
+                let elements = entry["path"]?.arrayValue, case let path = elements.compactMap({ $0.stringValue.flatMap { Data(base64Encoded: $0) }.map(Array.init) }),
+                path.count == elements.count
             else { throw EventLogCheckpoint.Invalid("a proof without index, line or path") }
             guard seen.insert(index).inserted else { throw EventLogCheckpoint.Invalid("line \(index) is given twice") }
             guard

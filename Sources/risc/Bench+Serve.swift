@@ -294,12 +294,12 @@ extension RiscCommand.Bench {
                 + "to index than Google's random ones, so its figures are not comparable with today's: remove the file to sign anew"
         }
 
-        /// Signs `count` distinct SETs into `file`, a line each: Google-shaped sessions-revoked by
-        /// `signer`, unless `other` gives the line for an index.
         /// The most distinct tokens a bench signs (all held in memory, ~1.4 GB); wrk goes round
         /// the file again when a run needs more.
         static let mostTokens = 2_000_000
 
+        /// Signs `count` distinct SETs into `file`, a line each: Google-shaped sessions-revoked by
+        /// `signer`, unless `other` gives the line for an index.
         static func signTokens(
             count: Int, signer: JWSSigner, into file: URL, other: @escaping @Sendable (Int) throws -> String? = { _ in nil }
         ) async throws {

@@ -65,7 +65,6 @@ func readJWKSet(_ path: String, what: String = "--jwks-file") throws -> JWKSet {
     }
 }
 
-/// A file's text (`readInput`), white space around it trimmed: a token kept in a file.
 /// The one token a file holds (white space around it trimmed): an empty file, or one of several
 /// lines, is refused naming the file, not taken as an empty token or one with a newline in it.
 func readToken(_ path: String, what: String) throws -> String {
