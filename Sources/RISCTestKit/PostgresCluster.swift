@@ -146,8 +146,12 @@ public final class PostgresCluster: @unchecked Sendable {  // reason: started an
     /// starts none any more), waiting up to `within` seconds for each, then SIGKILL: for a
     /// benchmark ended by a signal, whose clusters would run on without it (`pg_ctl` leaves the
     /// server in a session of its own).
-    public static func stopEveryCluster(within seconds: Double = 5) {
-        for directory in started.withLock({ $0 }) {
+    public static func stopEveryCluster(within seconds: Double = 5) { stopClusters(in: started.withLock { $0 }, within: seconds) }
+
+    /// Stops the clusters whose directories (each holding `data/postmaster.pid`) are given, as
+    /// `stopEveryCluster` does: for a process that did not start them (the scratch warden).
+    static func stopClusters(in directories: some Sequence<String>, within seconds: Double) {
+        for directory in directories {
             guard let text = try? String(contentsOfFile: directory + "/data/postmaster.pid", encoding: .utf8),
                 let pid = text.split(separator: "\n").first.flatMap({ pid_t($0) }), pid > 0
             else { continue }

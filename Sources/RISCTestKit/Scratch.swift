@@ -136,3 +136,83 @@ extension Scratch {
     /// The signals' sources, once installed (kept: a source let go stops).
     private static let sources = Mutex<[any DispatchSourceSignal]?>(nil)
 }
+
+/// The scratch warden: what a benchmark or drill killed with -9 (the OOM killer, a CI job's
+/// timeout) leaves running is stopped all the same. Such a process runs no handler: its receivers,
+/// load generators and peers (each in a process group of its own) and its clusters (in a session
+/// of their own) ran on, serving on the bench's ports.
+///
+/// `startWarden` marks every process started from then on (the environment variable `markVariable`
+/// names this process's directory) and starts `risc scratch-warden`, which waits on a pipe whose
+/// writing end only this process holds: when the process ends, however it ends, the warden reads
+/// its end of the pipe to its end and runs `ward`. After an ordinary end there is nothing to do.
+extension Scratch {
+    /// Set to `root`'s path in this process's environment and so in every child's (PostgreSQL
+    /// writes its process titles over its environment: clusters are found by their directory).
+    /// Not `RISC_…`: the drill passes its receivers no `RISC_` variable of its own.
+    public static let markVariable = "_RISC_SCRATCH"
+
+    /// Marks the children to come and starts the warden (once; a failure to start it is said on
+    /// standard error, and the process goes on without).
+    public static func startWarden() {
+        warden.withLock { warden in
+            guard warden == nil else { return }
+            setenv(markVariable, root.path, 1)
+            let pipe = Pipe()
+            let process = ChildProcess()
+            process.executableURL = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
+            process.arguments = ["scratch-warden"]
+            process.standardInput = pipe
+            process.standardOutput = FileHandle.nullDevice
+            process.tracked = false
+            do { try process.run() } catch {
+                FileHandle.standardError.write(Data("risc: no scratch warden (\(error)): a kill -9 would leave this run's processes running\n".utf8))
+                return
+            }
+            warden = pipe.fileHandleForWriting  // held until the process ends
+        }
+    }
+
+    private static let warden = Mutex<FileHandle?>(nil)
+
+    /// Whether `path` names a process's scratch directory (absolute, `…/risc-scratch-PID`): the
+    /// only kind the warden stops processes for and removes.
+    public static func isDirectoryOfAProcess(_ path: String) -> Bool {
+        let name = (path as NSString).lastPathComponent
+        return path.hasPrefix("/") && name.hasPrefix(prefix) && pid_t(name.dropFirst(prefix.count)).map { $0 > 0 } == true
+    }
+
+    /// The warden's work, in the process `startWarden` started: waits until standard input ends
+    /// (the process that started it has ended), then stops the processes marked with `directory`
+    /// (SIGTERM, SIGKILL after `grace` seconds), the clusters in it, and removes it. Returns what it
+    /// did, nil when there was nothing to do (the process had stopped everything).
+    public static func ward(directory: String, grace: Double = 5) -> String? {
+        guard isDirectoryOfAProcess(directory) else { return nil }
+        var buffer = [UInt8](repeating: 0, count: 64)
+        while true {
+            let count = read(0, &buffer, buffer.count)
+            if count == 0 || (count < 0 && errno != EINTR) { break }
+        }
+        func marked() -> [Int32] {
+            let mark = Array("\(markVariable)=\(directory)".utf8)
+            return ProcStat.processes().filter { $0.pid != getpid() && $0.stat.state != "Z" }.map(\.pid).filter { pid in
+                // Read to its end: /proc's files have no size for `contents(atPath:)` to go by.
+                guard let file = FileHandle(forReadingAtPath: "/proc/\(pid)/environ"), let environment = try? file.readToEnd() else { return false }
+                return environment.split(separator: 0).contains { Array($0) == mark }
+            }
+        }
+        // The receivers before their clusters, as the signal's clean-up does.
+        let processes = marked()
+        for pid in processes { kill(pid, SIGTERM) }
+        ChildProcess.pollWhile(upTo: grace) { !marked().isEmpty }
+        for pid in marked() { kill(pid, SIGKILL) }
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        let clusters = names.filter { $0.hasPrefix("risc-pg-") }.map { directory + "/" + $0 }
+            .filter { FileManager.default.fileExists(atPath: $0 + "/data/postmaster.pid") }
+        PostgresCluster.stopClusters(in: clusters, within: grace)
+        let existed = FileManager.default.fileExists(atPath: directory)
+        try? FileManager.default.removeItem(atPath: directory)
+        guard !processes.isEmpty || !clusters.isEmpty || existed else { return nil }
+        return "stopped \(processes.count) processes and \(clusters.count) clusters, removed \(directory)"
+    }
+}

@@ -13,13 +13,33 @@ extension RiscCommand {
 }
 
 /// What every benchmark and drill does first. Ctrl-C (SIGTERM, SIGHUP) stops what it starts
-/// (`Scratch.cleanUpOnSignals`). Its standard output goes out a line at a time: with the output and
+/// (`Scratch.cleanUpOnSignals`), and so does its warden when it is killed with -9
+/// (`Scratch.startWarden`). Its standard output goes out a line at a time: with the output and
 /// its receivers' logs sent to one file (`> out 2>&1`), stdio's blocks put a bench's lines after
 /// every log line of every run, and a block that filled while a receiver logged cut a line (and a
 /// "µs") in two.
 func startBenchOrDrill() {
     Scratch.cleanUpOnSignals()
+    Scratch.startWarden()
     ChildProcess.standardOutputByLines()
+}
+
+extension RiscCommand {
+    /// `risc scratch-warden`, started by `Scratch.startWarden` (not for people: left out of help):
+    /// once the benchmark or drill that started it has ended, stops what it left running.
+    struct ScratchWarden: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "scratch-warden", abstract: "Stops what a benchmark or drill left running when it ends.", shouldDisplay: false)
+
+        func run() throws {
+            guard let directory = ProcessInfo.processInfo.environment[Scratch.markVariable], Scratch.isDirectoryOfAProcess(directory) else {
+                throw ValidationError("only a benchmark or drill starts the scratch warden (\(Scratch.markVariable) names its directory)")
+            }
+            if let done = Scratch.ward(directory: directory) {
+                FileHandle.standardError.write(Data("risc: a benchmark or drill ended without stopping what it started: \(done)\n".utf8))
+            }
+        }
+    }
 }
 
 extension RiscCommand.Bench {

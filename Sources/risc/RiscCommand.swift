@@ -16,6 +16,7 @@ struct RiscCommand: AsyncParsableCommand {
         version: RiscCommand.version,
         subcommands: [
             Serve.self, Verify.self, Accounts.self, Queue.self, Store.self, Replay.self, Tail.self, Log.self, Keys.self, Sign.self, DevIssuer.self, Bench.self, Stream.self, Drill.self, Linking.self,
+            ScratchWarden.self,
         ]
     )
 

@@ -26,6 +26,9 @@ public final class ChildProcess: @unchecked Sendable {  // reason: its settings 
     public var standardInput: Any?
     public var standardOutput: Any?
     public var standardError: Any?
+    /// False: a child meant to outlive this process (the scratch warden), left out of
+    /// `signalEveryGroup`, `stopStarting` and `everyGroupMember`.
+    public var tracked = true
 
     private struct State {
         var pid: pid_t = 0
@@ -62,7 +65,7 @@ public final class ChildProcess: @unchecked Sendable {  // reason: its settings 
         // Started and counted under the registry's lock: `stopStarting` signals every child
         // started before it, and none starts after it.
         let rc = Self.registry.withLock { registry -> Int32 in
-            guard !registry.refusing else { return ECANCELED }
+            guard !registry.refusing || !tracked else { return ECANCELED }
             let rc = argv.withUnsafeMutableBufferPointer { argv in
                 if envp != nil {
                     return envp!.withUnsafeMutableBufferPointer { envp in
@@ -71,7 +74,7 @@ public final class ChildProcess: @unchecked Sendable {  // reason: its settings 
                 }
                 return risc_spawn(&pid, path, argv.baseAddress, nil, currentDirectoryURL?.path, input, output, error)
             }
-            if rc == 0 { registry.unreaped.insert(pid) }
+            if rc == 0 && tracked { registry.unreaped.insert(pid) }
             return rc
         }
         guard rc == 0 else { throw SpawnError(path: path, code: rc) }
