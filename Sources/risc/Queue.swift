@@ -69,7 +69,7 @@ extension RiscCommand.Queue {
         func run() async throws {
             let store = try await data.open()
             defer { store.close() }
-            let queue = try await store.queue()
+            let queue = try store.queue()
             let count = try await queue.retry(jti: dead ? nil : jti)
             // One jti and nothing requeued: say why rather than look as if it worked.
             if let jti, !dead, count == 0 {
