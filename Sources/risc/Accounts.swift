@@ -19,9 +19,9 @@ extension RiscCommand.Accounts {
         @Option(help: "The account's email, for lookups by email.") var email: String?
         @Option(help: "Issuer of the sub.") var issuer: String = "https://accounts.google.com"
         @Option(name: .customLong("session"), help: "An open session ID (repeatable).") var sessions: [String] = []
-        @Option(name: .customLong("refresh-token-file"), help: "File with a Google refresh token you hold (repeatable).")
+        @Option(name: .customLong("refresh-token-file"), help: "File with a Google refresh token you hold (repeatable).", transform: OptionRange.path)
         var refreshTokenFiles: [String] = []
-        @Option(name: .customLong("linked-token-file"), help: "File with a token you issued to Google by account linking (repeatable).")
+        @Option(name: .customLong("linked-token-file"), help: "File with a token you issued to Google by account linking (repeatable).", transform: OptionRange.path)
         var linkedTokenFiles: [String] = []
         @OptionGroup var data: StoreOption
         @OptionGroup var creation: CreateOption
@@ -63,7 +63,7 @@ extension RiscCommand.Accounts {
                 began (seconds since 1970): "end sessions" spares sessions begun after the event, and one given without \
                 begins at the import.
                 """)
-        @Argument(help: "JSON-lines file, or - for standard input.") var file: String = "-"
+        @Argument(help: "JSON-lines file, or - for standard input.", transform: OptionRange.path) var file: String = "-"
         @OptionGroup var data: StoreOption
         @OptionGroup var creation: CreateOption
 

@@ -22,7 +22,7 @@ extension RiscCommand.Bench {
 
         @Option(parsing: .unconditional, help: "Linked accounts to seed.") var accounts: Int = 10_000
         @Option(parsing: .unconditional, help: "Stored SETs to apply.") var events: Int = 20_000
-        @Option(help: "Key directory (its Ed25519 key signs the SETs quickly).") var keys: String = "keys/test"
+        @Option(help: "Key directory (its Ed25519 key signs the SETs quickly).", transform: OptionRange.path) var keys: String = "keys/test"
         @OptionGroup var scratch: ScratchStoreOption
 
         func validate() throws {

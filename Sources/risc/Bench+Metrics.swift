@@ -17,7 +17,7 @@ extension RiscCommand.Bench {
         @Option(help: "Seconds to run each measurement.")
         var seconds: Double = 2
 
-        @Option(help: "A JWK Set file for the receiver (it verifies nothing here).")
+        @Option(help: "A JWK Set file for the receiver (it verifies nothing here).", transform: OptionRange.path)
         var jwksFile: String = "keys/test/jwks.json"
 
         func run() async throws {

@@ -26,10 +26,10 @@ extension RiscCommand.Bench {
         ) var connections: Int = 32
         @Option(parsing: .unconditional, help: "wrk threads.") var threads: Int = 2
         @Option(parsing: .unconditional, help: "Distinct tokens to sign beforehand (default: enough for 25,000/s).") var tokens: Int?
-        @Option(help: "Key directory with an RS256 key.") var keys: String = "keys/test"
+        @Option(help: "Key directory with an RS256 key.", transform: OptionRange.path) var keys: String = "keys/test"
         @Option(help: "Lua script for wrk.") var script: String = "Benchmarks/serve.lua"
         @Option(parsing: .unconditional, help: "Port for the server under test.") var port: Int = 18_443
-        @Option(help: "Reuse (or create) this file of signed tokens instead of signing afresh.") var tokenFile: String?
+        @Option(help: "Reuse (or create) this file of signed tokens instead of signing afresh.", transform: OptionRange.path) var tokenFile: String?
         @Flag(help: "Serve HTTPS in process (a fresh self-signed P-256 certificate; TLS 1.2+), as without a proxy in front.")
         var tls = false
 

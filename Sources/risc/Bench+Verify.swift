@@ -14,7 +14,7 @@ extension RiscCommand.Bench {
         @Option(help: "Seconds to run each measurement.")
         var seconds: Double = 3
 
-        @Option(help: "Key directory with an RS256 key.")
+        @Option(help: "Key directory with an RS256 key.", transform: OptionRange.path)
         var keys: String = "keys/test"
 
         @Flag(help: "Skip the openssl speed comparison.")

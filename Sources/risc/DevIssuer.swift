@@ -14,7 +14,7 @@ extension RiscCommand {
                 """
         )
 
-        @Option(help: "Key directory (as `risc keys generate` writes it).") var keys: String = "keys/test"
+        @Option(help: "Key directory (as `risc keys generate` writes it).", transform: OptionRange.path) var keys: String = "keys/test"
         @Option(parsing: .unconditional, help: "Loopback port (0: one the system picks; the discovery line says which).") var port: Int = 8780
         @Option(help: "The issuer the discovery document names (and `risc sign --iss` should use).")
         var issuer: String = SETFactory.defaultIssuer

@@ -27,7 +27,7 @@ extension RiscCommand.Keys {
             abstract: "Generate a private key (<kid>.pem, mode 0600) and add its public key to DIR/jwks.json."
         )
 
-        @Option(help: "Directory for the key files.")
+        @Option(help: "Directory for the key files.", transform: OptionRange.path)
         var dir: String
 
         @Option(help: "Algorithm: RS256, ES256, Ed25519 (or any other supported JWS algorithm).")
@@ -70,7 +70,7 @@ extension RiscCommand.Keys {
                 """
         )
 
-        @Option(help: "Where to write the key.")
+        @Option(help: "Where to write the key.", transform: OptionRange.path)
         var out: String
 
         func run() async throws {
@@ -88,7 +88,7 @@ extension RiscCommand.Keys {
         static let configuration = CommandConfiguration(
             abstract: "Generate an unlink-notice key and make it the signing key (the old ones stay published)."
         )
-        @Option(help: "The key directory (linking.notices.key_dir).") var dir: String
+        @Option(help: "The key directory (linking.notices.key_dir).", transform: OptionRange.path) var dir: String
         @Option(help: "Algorithm: RS256 (default; what Google's examples use), PS256, ES256 or EdDSA.") var alg: String = "RS256"
 
         func validate() throws {
@@ -107,7 +107,7 @@ extension RiscCommand.Keys {
 
     struct Activate: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Make a published unlink-notice key the signing key.")
-        @Option(help: "The key directory (linking.notices.key_dir).") var dir: String
+        @Option(help: "The key directory (linking.notices.key_dir).", transform: OptionRange.path) var dir: String
         @Option(help: "The key's kid.") var kid: String
 
         func run() async throws {
@@ -120,7 +120,7 @@ extension RiscCommand.Keys {
         static let configuration = CommandConfiguration(
             abstract: "Stop publishing an unlink-notice key and delete its private key (never the signing key)."
         )
-        @Option(help: "The key directory (linking.notices.key_dir).") var dir: String
+        @Option(help: "The key directory (linking.notices.key_dir).", transform: OptionRange.path) var dir: String
         @Option(help: "The key's kid.") var kid: String
 
         func run() async throws {
@@ -146,7 +146,7 @@ extension RiscCommand.Keys {
                 """
         )
 
-        @Option(help: "The key file to write.") var out: String
+        @Option(help: "The key file to write.", transform: OptionRange.path) var out: String
         @Option(help: "The key's name in the checkpoints' signature lines (one word).") var name: String = "risc-event-log"
 
         func run() throws {

@@ -47,10 +47,10 @@ extension RiscCommand {
 
         @OptionGroup var location: LogLocation
         @Option(help: "The verifier key (name+id+key, as `risc keys checkpoint-key` prints it), or a file holding it.") var key: String?
-        @Option(help: "The log's newest checkpoint (default DATA_DIR/events.checkpoint).") var checkpoint: String?
-        @Option(help: "A checkpoint kept elsewhere (off the box): the log must still hold what it signed.") var trustedCheckpoint: String?
+        @Option(help: "The log's newest checkpoint (default DATA_DIR/events.checkpoint).", transform: OptionRange.path) var checkpoint: String?
+        @Option(help: "A checkpoint kept elsewhere (off the box): the log must still hold what it signed.", transform: OptionRange.path) var trustedCheckpoint: String?
         @Flag(help: "Print the result as one JSON object.") var json = false
-        @Argument(help: "Log files, oldest first (default: the data directory's events.log and its rotated files).") var files: [String] = []
+        @Argument(help: "Log files, oldest first (default: the data directory's events.log and its rotated files).", transform: OptionRange.path) var files: [String] = []
 
         func run() throws {
             var files = self.files
@@ -166,7 +166,7 @@ extension RiscCommand {
 
         @OptionGroup var location: LogLocation
         @Option(help: "The event's jti.") var jti: String
-        @Option(help: "The checkpoint to prove against (default DATA_DIR/events.checkpoint).") var checkpoint: String?
+        @Option(help: "The checkpoint to prove against (default DATA_DIR/events.checkpoint).", transform: OptionRange.path) var checkpoint: String?
 
         func run() throws {
             let path = try location.eventLog()
@@ -198,7 +198,7 @@ extension RiscCommand {
         static let configuration = CommandConfiguration(
             commandName: "check-proof", abstract: "Check a `risc log prove` document with the verifier key: exit 0 when every line is proved, 1 when not.")
 
-        @Argument(help: "The proof document (JSON).") var file: String
+        @Argument(help: "The proof document (JSON).", transform: OptionRange.path) var file: String
         @Option(help: "The verifier key (name+id+key), or a file holding it.") var key: String
         @Option(help: "The event the proof is for: every line must be about this jti.") var jti: String?
 

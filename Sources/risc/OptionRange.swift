@@ -34,4 +34,12 @@ enum OptionRange {
             throw ValidationError("\(name) must be a port from \(lowest) to \(highest) (it was \(value))")
         }
     }
+
+    /// A path option's transform: an empty one (`--dir "$KEYS"` with the variable unset) is
+    /// refused, never read as the current directory. Found: `risc keys generate --dir ''` wrote a
+    /// private key wherever it was run, and `sign --keys ''` signed with whatever keys lay there.
+    @Sendable static func path(_ value: String) throws -> String {
+        guard !value.isEmpty else { throw ValidationError("a path must not be empty") }
+        return value
+    }
 }

@@ -30,14 +30,14 @@ extension RiscCommand {
                 """
         )
 
-        @Argument(help: "File of compact SETs or JSON-lines descriptions; - for standard input. Omit with --from-store.")
+        @Argument(help: "File of compact SETs or JSON-lines descriptions; - for standard input. Omit with --from-store.", transform: OptionRange.path)
         var source: String?
         @Option(help: "Receiver URL to POST to, e.g. http://127.0.0.1:8443/events.") var to: String?
         @Flag(help: "Read the stored SETs of --data-dir instead of SOURCE.") var fromStore = false
         @Option(help: "Data directory for --from-store and --local (default: the config's, else ./data).") var dataDir: String?
         @Option(help: "A shared PostgreSQL store for --from-store and --local (default: the config's store.url, else the embedded store).")
         var storeURL: String?
-        @Option(help: "The token-fingerprint key file (accounts.token_key_file), for --local on a shared store.") var tokenKeyFile: String?
+        @Option(help: "The token-fingerprint key file (accounts.token_key_file), for --local on a shared store.", transform: OptionRange.path) var tokenKeyFile: String?
         @Flag(help: "Re-drive through the pipeline in this process, without HTTP (see above).") var local = false
         @Option(help: "The receiver's config file: the store of --from-store and --local; with --local also its action table, retry policy and webhook; with --dry-run its action table and jwks_file.")
         var config: String?
@@ -48,11 +48,11 @@ extension RiscCommand {
         @Flag(help: "Only dead letters.") var dead = false
         @Option(parsing: .unconditional, help: "Requests in flight at once.") var concurrency: Int = 4
         @Option(parsing: .unconditional, help: "At most this many requests per second (0: unlimited).") var rate: Double = 0
-        @Option(help: "Key directory for signing descriptions.") var keys: String = "keys/test"
+        @Option(help: "Key directory for signing descriptions.", transform: OptionRange.path) var keys: String = "keys/test"
         @Option(help: "Issuer for signed descriptions.") var iss: String = SETFactory.defaultIssuer
         @Option(help: "Audience for signed descriptions.") var aud: String = SETFactory.defaultAudience
         @Flag(help: "Verify locally (--jwks-file, else the config's jwks_file, else for descriptions the JWKS of --keys) and print the planned actions; send nothing.") var dryRun = false
-        @Option(help: "JWK Set for --dry-run verification.") var jwksFile: String?
+        @Option(help: "JWK Set for --dry-run verification.", transform: OptionRange.path) var jwksFile: String?
         @Option(name: .customLong("audience"), help: "Accepted audiences for --dry-run (default: --aud).") var audiences: [String] = []
 
         /// Seconds since the epoch for "90s" / "2h" (that long ago) or an RFC 3339 time.

@@ -15,7 +15,7 @@ extension RiscCommand {
         @Option(help: "The Google account ID (sub) the event is about.")
         var subject: String = "7375626A656374"
 
-        @Option(help: "File holding a refresh token, for token-revoked (only its prefix or hash is put in the SET).")
+        @Option(help: "File holding a refresh token, for token-revoked (only its prefix or hash is put in the SET).", transform: OptionRange.path)
         var tokenFile: String?
 
         @Option(help: "How token-revoked names the token: prefix or hash.")
@@ -43,7 +43,7 @@ extension RiscCommand {
             if let iat, !iat.isFinite { throw ValidationError("--iat must be a number of seconds since the epoch, got \(iat)") }
         }
 
-        @Option(help: "Key directory (as `risc keys generate` writes it).")
+        @Option(help: "Key directory (as `risc keys generate` writes it).", transform: OptionRange.path)
         var keys: String = "keys/test"
 
         @Option(help: "Key ID within the key directory; the first key when omitted.")

@@ -21,7 +21,7 @@ extension RiscCommand {
 }
 
 struct StreamOptions: ParsableArguments {
-    @Option(help: "The service account's JSON key file (default: $GOOGLE_APPLICATION_CREDENTIALS).") var credentials: String?
+    @Option(help: "The service account's JSON key file (default: $GOOGLE_APPLICATION_CREDENTIALS).", transform: OptionRange.path) var credentials: String?
     @Option(help: "The RISC API's origin (for testing).") var apiBase: String = RISCManagementClient.defaultBase
     @Flag(help: "Print JSON.") var json = false
     @Option(help: "An SSF transmitter the receiver's configuration names (transmitters.NAME, with --config): its stream instead of Google's.")

@@ -19,7 +19,7 @@ extension RiscCommand {
 
         @Option(help: "The receiver's config file: its data_dir.") var config: String?
         @Option(help: "Data directory (default: RISC_DATA_DIR, the config's, else ./data).") var dataDir: String?
-        @Option(help: "Event log file (default DATA_DIR/events.log).") var file: String?
+        @Option(help: "Event log file (default DATA_DIR/events.log).", transform: OptionRange.path) var file: String?
         @Flag(name: .shortAndLong, help: "Keep reading new lines.") var follow = false
         @Option(help: "Only lines with this jti.") var jti: String?
         @Option(help: "Only lines about this subject.") var subject: String?

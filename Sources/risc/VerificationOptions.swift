@@ -16,7 +16,7 @@ struct VerificationOptions: ParsableArguments {
     @Option(name: .customLong("issuer-alias"), help: "Another accepted 'iss' value (repeatable).")
     var issuerAliases: [String] = []
 
-    @Option(help: "Use this JWK Set file and fetch nothing (pinned, offline).")
+    @Option(help: "Use this JWK Set file and fetch nothing (pinned, offline).", transform: OptionRange.path)
     var jwksFile: String?
 
     @Option(help: "Discovery document URL (issuer and jwks_uri).")
@@ -25,7 +25,7 @@ struct VerificationOptions: ParsableArguments {
     @Option(name: .customLong("algorithm"), help: "An allowed JWS algorithm (repeatable). Default RS256.")
     var algorithms: [String] = []
 
-    @Option(help: "Directory where the last good key set is kept between runs.")
+    @Option(help: "Directory where the last good key set is kept between runs.", transform: OptionRange.path)
     var dataDir: String?
 
     func validate() throws {

@@ -13,7 +13,7 @@ extension RiscCommand {
                 """
         )
 
-        @Argument(help: "File holding the compact token, or - for standard input.")
+        @Argument(help: "File holding the compact token, or - for standard input.", transform: OptionRange.path)
         var file: String = "-"
 
         /// One token: far above any SET (a receiver takes at most 1 MiB, `push.max_body_bytes`).

@@ -327,6 +327,35 @@ struct AccountsQueueCommandTests {
         }
     }
 
+    /// Found: an empty path (`--dir "$KEYS"` with the variable unset) was the current directory:
+    /// `risc keys generate --dir ''` wrote a private key and jwks.json wherever it was run (a
+    /// repository's checkout, to be committed), `sign --keys ''` signed with whatever keys lay
+    /// there, and the others failed naming nothing (`cannot replace : No such file or directory`,
+    /// exit 1; `transmitter keys in : no published key`).
+    @Test("an empty path option is a usage error naming the option (exit 64), and nothing is written")
+    func emptyPathOptions() async throws {
+        let directory = Scratch.root.appendingPathComponent("risc-empty-paths-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for (command, option) in [
+            (["keys", "generate", "--dir", ""], "--dir"), (["keys", "rotate", "--dir", ""], "--dir"),
+            (["keys", "activate", "--dir", "", "--kid", "k"], "--dir"), (["keys", "retire", "--dir", "", "--kid", "k"], "--dir"),
+            (["keys", "token-key", "--out", ""], "--out"), (["keys", "checkpoint-key", "--out", ""], "--out"),
+            (["sign", "--keys", ""], "--keys"), (["dev-issuer", "--keys", ""], "--keys"), (["replay", "-", "--keys", "", "--dry-run"], "--keys"),
+            (["verify", "--jwks-file", "", "--audience", "a", "t"], "--jwks-file"), (["tail", "--file", ""], "--file"),
+            (["accounts", "link", "--subject", "1", "--user", "u", "--refresh-token-file", ""], "--refresh-token-file"),
+            (["bench", "verify", "--keys", ""], "--keys"), (["stream", "status", "--credentials", ""], "--credentials"),
+            (["replay", "", "--dry-run"], "<source>"), (["verify", "", "--audience", "a"], "<file>"), (["accounts", "import", ""], "<file>"),
+            (["log", "check-proof", "", "--key", "k"], "<file>"), (["log", "verify", ""], "<files>"),
+        ] {
+            let result = try await RiscBinary.run(command, stdin: "", directory: directory)
+            #expect(
+                result.status == 64 && result.stderr.contains("for '\(option)") && result.stderr.contains("must not be empty"),
+                "\(command): \(result.status) \(result.stderr.prefix(600))")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == [])
+    }
+
     /// Found: `risc queue stats --data-dir /var/lib/risc` (there is no `stats`) said `Unknown option
     /// '--data-dir'`, an option every queue command takes: the word that was wrong went unnamed.
     @Test("a mistyped subcommand is named with the group's subcommands (exit 64), whatever options follow it; help and the real ones still work")
