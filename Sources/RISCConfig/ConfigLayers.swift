@@ -34,7 +34,7 @@ public struct ConfigLayers {
         for key in file.keys.sorted() where !knownKeys.contains(key) {
             let members = knownKeys.filter { $0.hasPrefix(key + ".") }.sorted()
             if members.isEmpty {
-                problems.append("\(filePath ?? "config"): unknown setting '\(key)'")
+                problems.append("\(filePath ?? "config"): unknown setting '\(key)'\(Self.suggestion(for: key, among: knownKeys))")
             } else {
                 // `listen = 8443`: a value where a table of settings belongs.
                 let shown = members.prefix(4).joined(separator: ", ") + (members.count > 4 ? ", …" : "")
@@ -47,9 +47,45 @@ public struct ConfigLayers {
             if let key = byVariable[name] {
                 environment[key] = (name, value)
             } else {
-                problems.append("environment: unknown variable \(name)")
+                let meant = Self.suggestion(for: name, among: Set(byVariable.keys), separator: "_", dropping: "RISC_")
+                problems.append("environment: unknown variable \(name)\(meant)")
             }
         }
+    }
+
+    /// " (did you mean A or B?)" for an unknown `key`: the known keys it is written like (case,
+    /// `-` for `_`), those within two edits of it, else those whose last part it is (`port` at the
+    /// top of a file, for `listen.port`); "" when none is near. Found: each was "unknown setting
+    /// 'port'" and nothing more.
+    public static func suggestion(for key: String, among known: Set<String>, separator: Character = ".", dropping prefix: String = "") -> String {
+        func normal(_ text: String) -> String { text.lowercased().replacingOccurrences(of: "-", with: "_") }
+        let given = normal(String(key.dropFirst(key.hasPrefix(prefix) ? prefix.count : 0)))
+        let candidates = known.map { (key: $0, name: normal(String($0.dropFirst($0.hasPrefix(prefix) ? prefix.count : 0)))) }
+        var meant = candidates.filter { $0.name == given || $0.name.replacingOccurrences(of: "_", with: "") == given.replacingOccurrences(of: "_", with: "") }
+        if meant.isEmpty { meant = candidates.filter { editDistance($0.name, given, atMost: 2) <= 2 } }
+        if meant.isEmpty, !given.contains(separator) {
+            meant = candidates.filter { $0.name.split(separator: separator).last.map(String.init) == given }
+        }
+        // The nearest first: the fewest parts (`listen.port` before `admin.api.port`), then by name.
+        let names = meant.map(\.key).sorted { ($0.split(separator: separator).count, $0) < ($1.split(separator: separator).count, $1) }.prefix(3)
+        guard let last = names.last else { return "" }
+        return " (did you mean \(names.count == 1 ? last : names.dropLast().joined(separator: ", ") + " or " + last)?)"
+    }
+
+    /// Levenshtein distance between `a` and `b`, or `limit + 1` once it is sure to be larger.
+    static func editDistance(_ a: String, _ b: String, atMost limit: Int) -> Int {
+        let a = Array(a.utf8), b = Array(b.utf8)
+        guard abs(a.count - b.count) <= limit else { return limit + 1 }
+        var previous = Array(0...b.count)
+        for i in 1...max(a.count, 1) where !a.isEmpty {
+            var row = [i] + Array(repeating: 0, count: b.count)
+            for j in 1...max(b.count, 1) where !b.isEmpty {
+                row[j] = min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+            }
+            if row.min()! > limit { return limit + 1 }
+            previous = row
+        }
+        return previous[b.count]
     }
 
     /// `listen.port` → `RISC_LISTEN_PORT`.

@@ -225,7 +225,7 @@ extension ReceiverConfiguration {
         file: String?, flags: [String: JSONValue], environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws -> (configuration: ReceiverConfiguration, origins: [String: String]) {
         let known = Set(keys.map(\.key))
-        for key in flags.keys where !known.contains(key) { throw ConfigurationError(problems: ["--set: unknown setting '\(key)'"]) }
+        for key in flags.keys where !known.contains(key) { throw ConfigurationError(problems: ["--set: unknown setting '\(key)'\(ConfigLayers.suggestion(for: key, among: known))"]) }
         var layers = ConfigLayers(filePath: file, environment: environment, flags: flags, knownKeys: known)
         let configuration = ReceiverConfiguration(layers: &layers)
         let problems = layers.problems + configuration.problems.map { Self.attributed($0, known: known, origin: { layers.origin($0) }) }

@@ -49,6 +49,39 @@ struct ConfigurationLoadingTests {
         }
     }
 
+    /// Found: `port = 8443` at the top of a config file (it belongs under `[listen]`), `data-dir`
+    /// for `data_dir`, `audience` for `audiences`, `RISC_PORT`: each was "unknown setting 'port'"
+    /// and nothing more, and the operator had to find the key in the reference.
+    @Test("an unknown setting or variable names the settings it may have meant")
+    func unknownSettingsSuggested() throws {
+        func problems(file text: String? = nil, flags: [String: JSONValue] = [:], environment: [String: String] = [:]) throws -> [String] {
+            let path = try text.map { try Self.file("audiences = [\"a\"]\n" + $0) }
+            defer { path.map { try? FileManager.default.removeItem(atPath: $0) } }
+            do {
+                _ = try ReceiverConfiguration.loadWithOrigins(file: path, flags: flags, environment: environment)
+                return []
+            } catch let error as ConfigurationError { return error.problems }
+        }
+        for (text, expected) in [
+            ("port = 8443\n", "unknown setting 'port' (did you mean admin.port, listen.port or admin.api.port?)"),
+            ("data-dir = \"/d\"\n", "unknown setting 'data-dir' (did you mean data_dir?)"),
+            ("audience = [\"b\"]\n", "unknown setting 'audience' (did you mean audiences?)"),
+            ("[jwks]\nmin_tll = 300\n", "unknown setting 'jwks.min_tll' (did you mean jwks.min_ttl?)"),
+            ("[webhook]\nURL = \"https://x.example\"\n", "unknown setting 'webhook.URL' (did you mean webhook.url?)"),
+        ] {
+            let found = try problems(file: text)
+            #expect(found.contains { $0.hasSuffix(expected) }, "\(text): \(found)")
+        }
+        let flag = try problems(flags: ["audiences": .array(["a"]), "host": .string("127.0.0.1")])
+        #expect(flag.contains("--set: unknown setting 'host' (did you mean admin.host, listen.host or admin.api.host?)"), "\(flag)")
+        let variable = try problems(flags: ["audiences": .array(["a"])], environment: ["RISC_PORT": "1", "RISC_DATADIR": "/d"])
+        #expect(variable.contains("environment: unknown variable RISC_PORT (did you mean RISC_ADMIN_PORT, RISC_LISTEN_PORT or RISC_ADMIN_API_PORT?)"), "\(variable)")
+        #expect(variable.contains("environment: unknown variable RISC_DATADIR (did you mean RISC_DATA_DIR?)"), "\(variable)")
+        // Nothing near: no guess.
+        let far = try problems(file: "zzz_unrelated_setting = 1\n")
+        #expect(far.contains { $0.hasSuffix("unknown setting 'zzz_unrelated_setting'") }, "\(far)")
+    }
+
     @Test("every problem at once, each naming its key and where its value came from")
     func problems() throws {
         let path = try Self.file("audiences = [\"a\"]\nlisten = 8443\nretry_after = 0\n")
