@@ -193,9 +193,12 @@ extension Scratch {
             let count = read(0, &buffer, buffer.count)
             if count == 0 || (count < 0 && errno != EINTR) { break }
         }
-        func marked() -> [Int32] {
+        // PostgreSQL's processes are stopped as a cluster, after the receivers (SIGTERM to a postmaster
+        // waits for its clients; to a backend it ends a receiver's connection).
+        func marked(postgres: Bool = false) -> [Int32] {
             let mark = Array("\(markVariable)=\(directory)".utf8)
-            return ProcStat.processes().filter { $0.pid != getpid() && $0.stat.state != "Z" }.map(\.pid).filter { pid in
+            let running = ProcStat.processes().filter { $0.pid != getpid() && $0.stat.state != "Z" && (postgres || $0.stat.name != "postgres") }
+            return running.map(\.pid).filter { pid in
                 // Read to its end: /proc's files have no size for `contents(atPath:)` to go by.
                 guard let file = FileHandle(forReadingAtPath: "/proc/\(pid)/environ"), let environment = try? file.readToEnd() else { return false }
                 return environment.split(separator: 0).contains { Array($0) == mark }
@@ -210,9 +213,11 @@ extension Scratch {
         let clusters = names.filter { $0.hasPrefix("risc-pg-") }.map { directory + "/" + $0 }
             .filter { FileManager.default.fileExists(atPath: $0 + "/data/postmaster.pid") }
         PostgresCluster.stopClusters(in: clusters, within: grace)
+        for pid in marked(postgres: true) { kill(pid, SIGKILL) }  // a server whose directory has gone
         let existed = FileManager.default.fileExists(atPath: directory)
         try? FileManager.default.removeItem(atPath: directory)
         guard !processes.isEmpty || !clusters.isEmpty || existed else { return nil }
-        return "stopped \(processes.count) processes and \(clusters.count) clusters, removed \(directory)"
+        let (p, c) = (processes.count, clusters.count)
+        return "stopped \(p) process\(p == 1 ? "" : "es") and \(c) cluster\(c == 1 ? "" : "s"), removed \(directory)"
     }
 }
