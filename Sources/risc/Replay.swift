@@ -365,11 +365,12 @@ extension RiscCommand {
                     return String(format: "%.1f ms", sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] * 1000)
                 }
                 var rows = [("sent", "\(sent)"), ("202", "\(accepted)")]
-                for (code, count) in byError.sorted(by: { $0.key < $1.key }) { rows.append(("400 \(Printable.safe(code, maxBytes: 40))", "\(count)")) }
+                for (label, count) in byError.sorted(by: { $0.key < $1.key }) { rows.append((label, "\(count)")) }
                 rows.append(("5xx", "\(serverErrors)"))
                 rows.append(("transport errors", "\(transport)"))
                 rows.append(("latency p50 / p95 / p99", "\(percentile(0.5)) / \(percentile(0.95)) / \(percentile(0.99))"))
-                var lines = rows.map { $0.0.padded(26) + $0.1 }
+                let width = max(26, (rows.map(\.0.count).max() ?? 0) + 1)
+                var lines = rows.map { $0.0.padded(width) + $0.1 }
                 if let firstTransportError {
                     lines.insert("  first: " + Printable.safe(firstTransportError, maxBytes: 300), at: lines.count - 1)
                 }
@@ -417,12 +418,12 @@ extension RiscCommand {
                                 case 202?: summary.accepted += 1
                                 case 400?:
                                     let code = (try? JSONParser.parseObject(response!.body))?["err"]?.stringValue ?? "?"
-                                    summary.byError[code, default: 0] += 1
+                                    summary.byError["400 \(Printable.safe(code, maxBytes: 40))", default: 0] += 1
                                 case let status? where status >= 500: summary.serverErrors += 1
                                 case nil:
                                     summary.transport += 1
                                     if summary.firstTransportError == nil { summary.firstTransportError = transportError.map { "\($0)" } }
-                                default: summary.byError["http \(response!.status)", default: 0] += 1
+                                case let status?: summary.byError[Self.label(status: status), default: 0] += 1
                                 }
                                 return summary.sent
                             }
@@ -434,6 +435,18 @@ extension RiscCommand {
             }
             if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
             return shared.summary.withLock { $0 }
+        }
+
+        /// A summary row's label for an answer other than 202, 400 and 5xx: the status, with what it
+        /// most likely means. Found: a 404 was "400 http 404", as if the receiver had refused the SET.
+        static func label(status: Int) -> String {
+            switch status {
+            case 404, 405: "\(status) (not a receiver's path?)"
+            case 401, 403: "\(status) (credentials refused)"
+            case 413: "413 (over the receiver's max_body_bytes)"
+            case 429: "429 (rate limited)"
+            default: "\(status)"
+            }
         }
 
         static func progress(_ done: Int, of total: Int) {

@@ -39,6 +39,11 @@ struct ReplayCommandTests {
         #expect(row(mixed.stdout, "sent") == "3")
         #expect(row(mixed.stdout, "202") == "2")
         #expect(row(mixed.stdout, "400 invalid_audience") == "1")
+        // Found: an answer other than 202, 400 and 5xx (the wrong path, a 405 from the admin port)
+        // was summed up as "400 http 404", as if the receiver had refused the SET.
+        let wrongPath = try await RiscBinary.run(["replay", file, "--to", "http://127.0.0.1:\(port)/event"])
+        #expect(wrongPath.status == 1 && row(wrongPath.stdout, "404 (not a receiver's path?)") == "3", "\(wrongPath.stdout)")
+        #expect(!wrongPath.stdout.contains("400"), "\(wrongPath.stdout)")
 
         let descriptions = [
             "# a session, a bulk account, a verification",
