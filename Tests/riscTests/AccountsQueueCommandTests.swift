@@ -327,6 +327,37 @@ struct AccountsQueueCommandTests {
         }
     }
 
+    /// Found: the embedded store could not be opened through a symbolic link anywhere in its path
+    /// (`/var/lib/risc` linked to a larger disk; `/home` → `/var/home` on Fedora Atomic): SQLite,
+    /// told never to follow one, refused the whole path ("unable to open database file (No such
+    /// file or directory)"), so `risc serve` stopped at its start and every command failed.
+    @Test("a store whose data directory, or a directory above it, is a symbolic link opens; a link in the file's place is still refused")
+    func dataDirectoryThroughLinks() async throws {
+        let root = Scratch.root.appendingPathComponent("risc-linked-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        try FileManager.default.createDirectory(atPath: root + "/disk/risc", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createSymbolicLink(atPath: root + "/parent", withDestinationPath: root + "/disk")
+        try FileManager.default.createSymbolicLink(atPath: root + "/data", withDestinationPath: root + "/disk/risc")
+        for (index, data) in [root + "/parent/risc", root + "/data"].enumerated() {
+            let link = try await RiscBinary.run(["accounts", "link", "--create", "--data-dir", data, "--subject", "\(index)", "--user", "u"])
+            #expect(link.status == 0, "\(data): \(link.stderr)")
+            let list = try await RiscBinary.run(["accounts", "list", "--data-dir", data])
+            #expect(list.status == 0 && list.stdout.contains("\n\(index) "), "\(data): \(list.stdout) \(list.stderr)")
+        }
+        // One store behind both paths; every command opens it (`store status` reads it its own way).
+        #expect(try await RiscBinary.run(["accounts", "show", "0", "--data-dir", root + "/data"]).status == 0)
+        for command in [["store", "status"], ["queue", "status"], ["queue", "list"]] {
+            let result = try await RiscBinary.run(command + ["--data-dir", root + "/data"])
+            #expect(result.status == 0, "\(command): \(result.stderr)")
+        }
+        // A planted link in the database file's place is never followed.
+        let planted = root + "/planted"
+        try FileManager.default.createDirectory(atPath: planted, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createSymbolicLink(atPath: planted + "/risc.sqlite3", withDestinationPath: root + "/disk/risc/risc.sqlite3")
+        let refused = try await RiscBinary.run(["accounts", "list", "--data-dir", planted])
+        #expect(refused.status != 0, "\(refused.stdout)")
+    }
+
     /// Found: an empty path (`--dir "$KEYS"` with the variable unset) was the current directory:
     /// `risc keys generate --dir ''` wrote a private key and jwks.json wherever it was run (a
     /// repository's checkout, to be committed), `sign --keys ''` signed with whatever keys lay

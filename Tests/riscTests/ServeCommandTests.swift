@@ -339,6 +339,21 @@ extension ServeCommandTests {
             let accepted = try await serve(data, ["--set", "accept_insecure_permissions=true", "--check-config"])
             #expect(accepted.status == 0, "\(accepted.stderr)")
         }
+        // Found: a data directory reached through a symbolic link (`/var/lib/risc` → a larger disk)
+        // was refused as "writable by group or others (mode 777): chmod 0700 it": the link's own
+        // mode, which chmod cannot change. The directory it leads to is what is checked; an open
+        // one behind a link is still refused, naming both.
+        let target = try dataDirectory("link-target")
+        let linked = target + "-link"
+        try FileManager.default.createSymbolicLink(atPath: linked, withDestinationPath: target)
+        let throughLink = try await serve(linked, ["--check-config"])
+        #expect(throughLink.status == 0, "\(throughLink.stderr)")
+        chmod(target, 0o777)
+        let openBehind = try await serve(linked, ["--check-config"])
+        #expect(
+            openBehind.status == 64 && openBehind.stderr.contains("directory \(linked) (a link to \(target)) is writable by group or others (mode 777)"),
+            "\(openBehind.stderr)")
+        chmod(target, 0o700)
         // Another user's directory (only root can make one here).
         if geteuid() == 0 {
             let foreign = try dataDirectory("foreign")

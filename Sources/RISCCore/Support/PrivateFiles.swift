@@ -120,11 +120,46 @@ extension PrivateFiles {
     }
 
     /// Why a directory risc keeps secrets in cannot be trusted: owned by another user, or writable
-    /// by group or others (anyone else could plant files in it). nil when fine or absent.
+    /// by group or others (anyone else could plant files in it). nil when fine or absent. Reached
+    /// through a symbolic link (`/var/lib/risc` on a larger disk), the directory it leads to is
+    /// checked, and the link must be this user's or root's. Found: the link's own mode (777,
+    /// which chmod cannot change) was checked, and such a directory refused.
     public static func directoryProblem(_ path: String, setting: String) -> String? {
         var status = stat()
         guard lstat(path, &status) == 0 else { return nil }
-        return ownershipProblem(status, path: path, kind: "directory", forbidden: 0o022).map { "\(setting): \($0)" }
+        guard status.st_mode & S_IFMT == S_IFLNK else {
+            return ownershipProblem(status, path: path, kind: "directory", forbidden: 0o022).map { "\(setting): \($0)" }
+        }
+        let link = status
+        guard stat(path, &status) == 0 else { return nil }  // a dangling link: named by what opens it
+        let shown = "\(path) (a link to \(realPath(path) ?? path))"
+        if link.st_uid != geteuid() && link.st_uid != 0 {
+            return "\(setting): \(shown) is a link owned by uid \(link.st_uid), not by this user (uid \(geteuid())) or root"
+                + " (set accept_insecure_permissions = true to run anyway)"
+        }
+        return ownershipProblem(status, path: shown, kind: "directory", forbidden: 0o022).map { "\(setting): \($0)" }
+    }
+
+    /// The path `path` resolves to, every link followed; nil when it does not resolve.
+    static func realPath(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
+    /// `directory` with every link in the part of it that exists followed (the rest as given): for
+    /// SQLite, which opens no file whose path holds a link (`SQLITE_OPEN_NOFOLLOW` refuses every
+    /// one, not only the file's own), so that a data directory on a linked disk opens.
+    public static func resolvedDirectory(_ directory: String) -> String {
+        var existing = directory, rest: [Substring] = []
+        while realPath(existing) == nil {
+            let parent = PathText.directory(of: existing)
+            guard !parent.isEmpty, parent != existing else { return directory }
+            rest.insert(existing.split(separator: "/").last ?? "", at: 0)
+            existing = parent
+        }
+        let base = realPath(existing)!
+        return rest.isEmpty ? base : (base == "/" ? "" : base) + "/" + rest.joined(separator: "/")
     }
 
     /// Why a private key file (the token key, a notice signing key) cannot be trusted: owned by

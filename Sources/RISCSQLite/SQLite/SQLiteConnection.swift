@@ -36,7 +36,12 @@ final class SQLiteConnection {
     let writeLock: NSLock
     private var statements: [String: SQLiteStatement] = [:]
 
-    init(path: String, readOnly: Bool = false) throws(StoreError) {
+    init(path given: String, readOnly: Bool = false) throws(StoreError) {
+        // The directory's links followed here: SQLite refuses a path with a link anywhere in it
+        // (below), and a data directory on a linked disk is an ordinary layout; the file's own
+        // name is never followed.
+        let directory = PathText.directory(of: given)
+        let path = directory.isEmpty ? given : PrivateFiles.resolvedDirectory(directory) + "/" + (given.split(separator: "/").last ?? "")
         var handle: OpaquePointer?
         if !readOnly {
             // Created here with mode 0600 (whatever the umask); SQLite gives -wal and -shm the same.
