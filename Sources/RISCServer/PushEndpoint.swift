@@ -113,7 +113,9 @@ final class PushEndpoint: Service, Sendable {
         let server = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            // At the TCP level: `.socketOption(.tcp_nodelay)` is SOL_SOCKET's option 1, SO_DEBUG, which
+            // only CAP_NET_ADMIN may set (every connection of an unprivileged receiver was reset).
+            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             // A client that half-closes after its request still gets the answer.
             .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { channel in

@@ -20,16 +20,17 @@ struct ServeCommandTests {
     /// test's receiver meanwhile, whose `/readyz` then answered for this one (which had exited).
     static func startServe(
         extra: [String] = [], readyWithin seconds: Int = 60, data: URL? = nil, pinned: Bool = true, stderr: String? = nil,
-        ports: (port: Int, admin: Int) = (0, 0)
+        ports: (port: Int, admin: Int) = (0, 0), runAs wrapper: [String] = []
     ) async throws -> (process: ChildProcess, data: URL, port: Int, admin: Int) {
         let data = data ?? Scratch.root.appendingPathComponent("risc-serve-\(UUID().uuidString)")
         let errors = stderr ?? Scratch.root.appendingPathComponent("risc-serve-\(UUID().uuidString).err").path
         defer { if stderr == nil { try? FileManager.default.removeItem(atPath: errors) } }
         let process = ChildProcess()
-        process.executableURL = RiscBinary.url
+        process.executableURL = wrapper.first.map { URL(fileURLWithPath: $0) } ?? RiscBinary.url
         process.currentDirectoryURL = RiscBinary.repository
         process.arguments =
-            [
+            Array(wrapper.dropFirst()) + (wrapper.isEmpty ? [String]() : [RiscBinary.url.path])
+            + [
                 "serve", "--audience", SETFactory.defaultAudience, "--issuer",
                 SETFactory.defaultIssuer, "--host", "127.0.0.1", "--port", "\(ports.port)", "--admin-port", "\(ports.admin)",
                 "--data-dir", data.path,
@@ -361,6 +362,31 @@ extension ServeCommandTests {
             let run = try await serve(foreign, ["--check-config"])
             #expect(run.status == 64 && run.stderr.contains("is owned by uid 65534"), "\(run.stderr)")
         }
+    }
+
+    /// Found: run as an unprivileged user (as `deploy/risc.service` runs it), the receiver reset
+    /// every connection to its push endpoint before reading a byte: it set `TCP_NODELAY` at the
+    /// socket level (`.socketOption(.tcp_nodelay)`), which is `SO_DEBUG` there, and only
+    /// `CAP_NET_ADMIN` may set that (EACCES closed the connection). As root the call passed,
+    /// turning socket debugging on and leaving Nagle's algorithm on the answers.
+    @Test("a receiver run as an unprivileged user answers on its push endpoint")
+    func unprivilegedUser() async throws {
+        let data = Scratch.root.appendingPathComponent("risc-unprivileged-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        // As root, as `nobody` (the suite's files are readable by all); otherwise as this user already.
+        let wrapper = geteuid() == 0 ? ["/usr/sbin/runuser", "-u", "nobody", "--"] : []
+        if geteuid() == 0 { #expect(chown(data.path, 65_534, 65_534) == 0) }
+        let (process, _, port, _) = try await Self.startServe(data: data, runAs: wrapper)
+        defer { process.terminate() }
+        let client = CurlHTTPClient()
+        let garbage = try await client.perform(
+            HTTPRequest(method: "POST", url: "http://127.0.0.1:\(port)/events", headers: [("Content-Type", "application/secevent+jwt")], body: Array("x".utf8)))
+        #expect(garbage.status == 400)
+        let factory = SETFactory(signer: try #require(try KeyDirectory.repositoryTestKeys().entry(for: .rs256)).signer)
+        let token = try factory.make(type: .sessionsRevoked, subject: factory.accountSubject("1001"), jti: "unprivileged-1")
+        let accepted = try await client.perform(
+            HTTPRequest(method: "POST", url: "http://127.0.0.1:\(port)/events", headers: [("Content-Type", "application/secevent+jwt")], body: Array(token.utf8)))
+        #expect(accepted.status == 202)
     }
 
     @Test("--check-config: the example config is valid once its files exist; missing files are each named")
