@@ -23,7 +23,7 @@ enum ProcessMetrics {
         metric("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.", stat?.cpuSeconds)
         metric("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", field(23))
         metric("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", field(24).map { $0 * page })
-        if let start = field(22), ticks > 0, let boot = bootTime() {
+        if let start = field(22), ticks > 0, let boot = ProcStat.bootTime() {
             metric("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.", boot + start / ticks)
         }
         let open = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count).map(Double.init)
@@ -33,11 +33,5 @@ enum ProcessMetrics {
             metric("process_max_fds", "gauge", "Maximum number of open file descriptors.", Double(limit.rlim_cur))
         }
         return out
-    }
-
-    /// `btime` of /proc/stat: when the machine booted, seconds since the epoch.
-    static func bootTime() -> Double? {
-        guard let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8) else { return nil }
-        return text.split(separator: "\n").first { $0.hasPrefix("btime ") }.flatMap { Double($0.dropFirst(6)) }
     }
 }

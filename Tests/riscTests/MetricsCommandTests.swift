@@ -21,6 +21,21 @@ struct MetricsCommandTests {
         scrape.split(separator: "\n").first { $0.hasPrefix(series + " ") }.flatMap { Double($0.split(separator: " ").last ?? "") }
     }
 
+    /// Found: under the shipped unit (`ProcSubset=pid`: only processes' directories in /proc),
+    /// `process_start_time_seconds` was missing from `/metrics`: its boot time came from
+    /// /proc/stat, which the receiver cannot read there. (Shown here with /proc/stat hidden in a
+    /// mount namespace of the receiver's own, which needs root.)
+    @Test("process_start_time_seconds is exported without /proc/stat", .enabled(if: geteuid() == 0))
+    func startTimeWithoutProcStat() async throws {
+        let hidden = ["/usr/bin/unshare", "--mount", "--", "/bin/sh", "-c", #"mount --bind /dev/null /proc/stat && exec "$0" "$@""#]
+        let serve = try await ServeCommandTests.startServe(runAs: hidden)
+        defer { if serve.process.isRunning { serve.process.terminate() } }
+        let scrape = try await CurlHTTPClient.patient().perform(HTTPRequest(url: "http://127.0.0.1:\(serve.admin)/metrics"))
+        let text = String(decoding: scrape.body, as: UTF8.self)
+        let started = try #require(Self.value(text, "process_start_time_seconds"), "process_start_time_seconds is missing")
+        #expect(abs(started - Date().timeIntervalSince1970) < 120)
+    }
+
     @Test("every labelled series exists from the start at 0; build info, process metrics; actions counted with their latency; promtool accepts the output")
     func exported() async throws {
         let promtool = try #require(Self.promtool, "promtool is missing: scripts/bootstrap --tests installs Debian's prometheus package")

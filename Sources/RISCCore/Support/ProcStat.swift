@@ -32,6 +32,15 @@ public struct ProcStat: Sendable {
     /// Field 5.
     public var processGroup: Int32? { field(5).flatMap { Int32($0) } }
 
+    /// When the machine booted, seconds since the epoch: the wall clock less the time since boot
+    /// (`CLOCK_BOOTTIME`, the clock of field 22, the start time). Not /proc/stat's `btime`: under
+    /// `ProcSubset=pid` (the shipped unit) /proc holds only processes' directories.
+    public static func bootTime() -> Double? {
+        var now = timespec(), sinceBoot = timespec()
+        guard clock_gettime(CLOCK_REALTIME, &now) == 0, clock_gettime(CLOCK_BOOTTIME, &sinceBoot) == 0 else { return nil }
+        return Double(now.tv_sec - sinceBoot.tv_sec) + Double(now.tv_nsec - sinceBoot.tv_nsec) / 1e9
+    }
+
     /// Clock ticks a second, the unit of fields 14, 15 and 22.
     public static let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
 
