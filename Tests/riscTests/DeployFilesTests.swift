@@ -1,5 +1,7 @@
 import Foundation
+import RISCClient
 import RISCCore
+import RISCTestKit
 import Testing
 
 /// The deployment files checked with what this machine has (there is no container engine here,
@@ -68,5 +70,90 @@ struct DeployFilesTests {
         #expect(stopTimeout > 20, "--stop-timeout \(stopTimeout) is not over the default drain of 20 s")
         let unitStop = try #require(unit.firstMatch(of: /TimeoutStopSec=(\d+)/).map { Int($0.1)! })
         #expect(unitStop > 20)
+    }
+}
+
+/// Found (noticed for weeks, checked now): `deploy/risc.service` filters system calls
+/// (`SystemCallFilter=`), and nothing here ran risc under that filter: a call outside it would
+/// fail with EPERM only in production (systemd is not PID 1 here). The receiver is traced as the
+/// unit runs it (an unprivileged user) through a start with the key set fetched, SETs, metrics,
+/// SIGHUP and SIGTERM, and every call it made must be one the unit's filter allows.
+@Suite("deploy/risc.service's system call filter, against a traced receiver")
+struct SystemCallFilterTests {
+    static let strace = "/usr/bin/strace", analyze = "/usr/bin/systemd-analyze"
+    static var available: Bool { [strace, analyze].allSatisfy { FileManager.default.isExecutableFile(atPath: $0) } }
+
+    /// Calls the filter denies that risc makes and goes on without, each with why it may.
+    static let tolerated: [String: String] = [
+        // libdispatch's workers ask for their QoS's nice value (-4 for user-initiated work); an
+        // unprivileged user is refused it anyway (EACCES) and the thread runs at the default.
+        "setpriority": "libdispatch's best-effort thread priority"
+    ]
+
+    /// The system calls a filter group names, nested groups expanded (`systemd-analyze syscall-filter`).
+    static func expand(_ group: String, seen: inout [String: Set<String>]) async throws -> Set<String> {
+        if let known = seen[group] { return known }
+        let listed = try await RiscBinary.run(["syscall-filter", group], executable: URL(fileURLWithPath: analyze)).stdout
+        var names = Set<String>()
+        for line in listed.split(separator: "\n").dropFirst() {
+            let name = line.trimmingCharacters(in: .whitespaces)
+            if name.isEmpty || name.hasPrefix("#") { continue }
+            names.formUnion(name.hasPrefix("@") ? try await expand(name, seen: &seen) : [name])
+        }
+        seen[group] = names
+        return names
+    }
+
+    @Test("every system call the receiver makes is one the unit's SystemCallFilter allows", .enabled(if: available))
+    func tracedReceiver() async throws {
+        // The unit's filter: allowed groups, then denied ones (`~`), in its order.
+        let unit = try DeployFilesTests.file("deploy/risc.service")
+        var seen: [String: Set<String>] = [:], allowed = Set<String>()
+        for line in unit.split(separator: "\n") where line.hasPrefix("SystemCallFilter=") {
+            let value = line.dropFirst("SystemCallFilter=".count)
+            let deny = value.hasPrefix("~")
+            for group in value.dropFirst(deny ? 1 : 0).split(separator: " ") {
+                let names = try await Self.expand(String(group), seen: &seen)
+                if deny { allowed.subtract(names) } else { allowed.formUnion(names) }
+            }
+        }
+        #expect(allowed.contains("read") && !allowed.contains("setrlimit"), "the unit's filter was not read: \(allowed.count) calls")
+
+        let root = Scratch.root.appendingPathComponent("risc-syscalls-\(UUID().uuidString)")
+        let data = root.appendingPathComponent("data"), trace = root.appendingPathComponent("trace").path
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        defer { try? FileManager.default.removeItem(at: root) }
+        // As the unit's User= (root makes calls no unprivileged user makes: SQLite's fchown).
+        var runAs = [Self.strace, "-f", "-qq", "-o", trace]
+        if geteuid() == 0 {
+            #expect(chown(root.path, 65_534, 65_534) == 0 && chown(data.path, 65_534, 65_534) == 0)
+            runAs = ["/usr/sbin/runuser", "-u", "nobody", "--"] + runAs
+        }
+        let keys = try KeyDirectory.repositoryTestKeys()
+        let jwks = try String(contentsOf: RiscBinary.repository.appendingPathComponent("keys/test/jwks.json"), encoding: .utf8)
+        let issuer = try LocalIssuer(jwks: jwks, issuer: SETFactory.defaultIssuer)
+        defer { issuer.server.stop() }
+        let serve = try await ServeCommandTests.startServe(
+            extra: ["--discovery-url", issuer.baseURL + "/.well-known/risc-configuration"], data: data, pinned: false, runAs: runAs)
+        let receiver = try #require(
+            ScratchTests.processes(naming: data.path).first { (try? String(contentsOfFile: "/proc/\($0)/comm", encoding: .utf8))?.hasPrefix("risc") == true })
+        let client = CurlHTTPClient()
+        let factory = SETFactory(signer: try #require(keys.entry(for: .rs256)).signer)
+        for body in [try factory.make(type: .sessionsRevoked, subject: factory.accountSubject("1001")), "garbage"] {
+            _ = try await client.perform(
+                HTTPRequest(method: "POST", url: "http://127.0.0.1:\(serve.port)/events", headers: [("Content-Type", "application/secevent+jwt")], body: Array(body.utf8)))
+        }
+        for path in ["/metrics", "/readyz", "/healthz"] { _ = try await client.perform(HTTPRequest(url: "http://127.0.0.1:\(serve.admin)\(path)")) }
+        kill(receiver, SIGHUP)
+        try await Task.sleep(for: .milliseconds(500))
+        kill(receiver, SIGTERM)
+        await serve.process.exited()
+
+        let text = try String(contentsOfFile: trace, encoding: .utf8)
+        var made = Set<String>()
+        for match in text.matches(of: /(?m)^\d+ +(?:<\.\.\. )?([a-z_0-9]+)[( ]/) { made.insert(String(match.1)) }
+        #expect(made.contains("accept4") && (made.contains("fdatasync") || made.contains("fsync")), "the trace holds no serving: \(made.sorted())")
+        let denied = made.subtracting(allowed).subtracting(Self.tolerated.keys).sorted()
+        #expect(denied.isEmpty, "calls the unit's SystemCallFilter denies (EPERM in production): \(denied)")
     }
 }
