@@ -157,3 +157,80 @@ struct SystemCallFilterTests {
         #expect(denied.isEmpty, "calls the unit's SystemCallFilter denies (EPERM in production): \(denied)")
     }
 }
+
+/// Found: `deploy/nginx-risc.conf` did not load in Debian 12's nginx (1.22): `http2 on;` is a
+/// directive of nginx 1.25.1 and later ("unknown directive"), and nothing had run the file.
+@Suite("deploy/nginx-risc.conf: Debian's nginx in front of a receiver")
+struct NginxProxyTests {
+    static let nginx = "/usr/sbin/nginx"
+
+    @Test("nginx accepts the shipped server block; through it a SET gets 202, another path 404, a body over 64 KiB 413", .enabled(if: FileManager.default.isExecutableFile(atPath: nginx)))
+    func proxied() async throws {
+        let directory = Scratch.root.appendingPathComponent("risc-nginx-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let certificate = try TestCertificate(directory: directory)
+        let serve = try await ServeCommandTests.startServe(extra: ["--set", "trusted_proxies=127.0.0.1"])
+        defer { serve.process.terminate() }
+        let port = try PostgresCluster.freePort()
+
+        // The shipped server block with this machine's certificate and ports, each change required to apply.
+        var server = try DeployFilesTests.file("deploy/nginx-risc.conf")
+        for (shipped, here) in [
+            ("/etc/letsencrypt/live/risc.example.com/fullchain.pem", certificate.certificatePath),
+            ("/etc/letsencrypt/live/risc.example.com/privkey.pem", certificate.keyPath),
+            ("server 127.0.0.1:8443;", "server 127.0.0.1:\(serve.port);"),
+        ] {
+            #expect(server.contains(shipped), "the server block no longer holds \(shipped)")
+            server = server.replacingOccurrences(of: shipped, with: here)
+        }
+        let listens = server.matches(of: /(?m)^\s*listen [^;]*443[^;]*;/).map { String($0.0) }
+        #expect(listens.count == 2, "\(listens)")
+        for (index, line) in listens.enumerated() {
+            server = server.replacingOccurrences(of: line, with: index == 0 ? line.replacingOccurrences(of: "443", with: "127.0.0.1:\(port)") : "")
+        }
+        let temporary = directory.path
+        let main = """
+            pid \(temporary)/nginx.pid;
+            error_log \(temporary)/error.log;
+            \(geteuid() == 0 ? "user root root;" : "")
+            worker_processes 1;
+            events {}
+            http {
+                access_log off;
+                client_body_temp_path \(temporary)/body;
+                proxy_temp_path \(temporary)/proxy;
+            \(server)
+            }
+            """
+        let configuration = directory.appendingPathComponent("nginx.conf").path
+        try main.write(toFile: configuration, atomically: true, encoding: .utf8)
+        let check = try await RiscBinary.run(["-t", "-c", configuration], executable: URL(fileURLWithPath: Self.nginx))
+        #expect(check.status == 0, "\(check.stderr)")
+        guard check.status == 0 else { return }
+
+        let nginx = ChildProcess()
+        nginx.executableURL = URL(fileURLWithPath: Self.nginx)
+        nginx.arguments = ["-c", configuration, "-g", "daemon off;"]
+        nginx.standardOutput = FileHandle.nullDevice
+        nginx.standardError = FileHandle.nullDevice
+        try nginx.run()
+        defer {
+            nginx.signal(SIGQUIT)
+            nginx.waitUntilExit()
+        }
+        var client = CurlHTTPClient.patient()
+        client.caBundlePath = certificate.certificatePath
+        let base = "https://localhost:\(port)"
+        #expect(await waitWhile { (try? await client.perform(HTTPRequest(url: base + "/"))) == nil }, "nginx did not answer")
+        let factory = SETFactory(signer: try #require(try KeyDirectory.repositoryTestKeys().entry(for: .rs256)).signer)
+        func post(_ path: String, _ body: String) async throws -> Int {
+            try await client.perform(
+                HTTPRequest(method: "POST", url: base + path, headers: [("Content-Type", "application/secevent+jwt")], body: Array(body.utf8))
+            ).status
+        }
+        #expect(try await post("/events", try factory.make(type: .sessionsRevoked, subject: factory.accountSubject("1001"))) == 202)
+        #expect(try await post("/events", "garbage") == 400)
+        #expect(try await post("/metrics", "x") == 404)
+        #expect(try await post("/events", String(repeating: "a", count: 70_000)) == 413)
+    }
+}
