@@ -155,6 +155,14 @@ struct SystemCallFilterTests {
         #expect(made.contains("accept4") && (made.contains("fdatasync") || made.contains("fsync")), "the trace holds no serving: \(made.sorted())")
         let denied = made.subtracting(allowed).subtracting(Self.tolerated.keys).sorted()
         #expect(denied.isEmpty, "calls the unit's SystemCallFilter denies (EPERM in production): \(denied)")
+        // MemoryDenyWriteExecute=yes: systemd refuses a mapping both writable and executable, and
+        // making any mapping executable after the fact.
+        #expect(unit.contains("\nMemoryDenyWriteExecute=yes"))
+        let executable = text.split(separator: "\n").filter {
+            $0.contains(/[ ](mmap|mprotect|pkey_mprotect)\(/) && $0.contains("PROT_EXEC")
+                && ($0.contains("PROT_WRITE") || !$0.contains(" mmap("))
+        }
+        #expect(executable.isEmpty, "calls MemoryDenyWriteExecute refuses: \(executable.prefix(3))")
     }
 }
 
