@@ -280,6 +280,11 @@ extension ServeCommandTests {
             let served = try await RiscBinary.run(base + extra)
             #expect(served.status == 64 && served.stderr.contains(problem), "serve \(extra): \(served.status) \(served.stderr)")
         }
+        // Found: a data directory that is a device (`/dev/null`, mode 666) was also told to be
+        // chmod 0700ed as a directory: one fault, said once.
+        let device = try await RiscBinary.run(base + ["--data-dir", "/dev/null", "--check-config"])
+        #expect(device.status == 64 && device.stderr.contains("data_dir: /dev/null exists and is not a directory"), "\(device.stderr)")
+        #expect(!device.stderr.contains("writable by group or others"), "\(device.stderr)")
         // Ranges and IPv6 are addresses too; a good secret passes.
         let fine = try await RiscBinary.run(
             base + [

@@ -107,7 +107,8 @@ extension PrivateFiles {
     public static func dataDirectoryProblems(_ path: String, setting: String = "data_dir", checkOwnership: Bool) -> [String] {
         var problems: [String] = []
         var status = stat()
-        guard lstat(path, &status) == 0 else { return [] }
+        // Absent, or not a directory (said by the check that needs one, once).
+        guard stat(path, &status) == 0, status.st_mode & S_IFMT == S_IFDIR else { return [] }
         if checkOwnership, let problem = directoryProblem(path, setting: setting) { problems.append(problem) }
         for name in dataDirectoryFiles {
             var file = stat()
