@@ -242,7 +242,9 @@ struct ScratchTests {
     @Test("under nohup a bench keeps running through SIGHUP; SIGTERM then stops it")
     func nohupKeepsHangupIgnored() async throws {
         defer { try? FileManager.default.removeItem(at: tmp) }
-        let bench = try startQuiet("/usr/bin/nohup", [RiscBinary.url.path, "bench", "verify", "--seconds", "60", "--no-openssl"])
+        // Long enough that it cannot end by itself while a loaded machine holds this test back
+        // (a suite stalled for a minute once let a 60-second bench finish before the hangup).
+        let bench = try startQuiet("/usr/bin/nohup", [RiscBinary.url.path, "bench", "verify", "--seconds", "600", "--no-openssl"])
         defer { bench.signal(SIGKILL) }
         #expect(await Self.handlesSIGTERM(bench))
         bench.signal(SIGHUP)
