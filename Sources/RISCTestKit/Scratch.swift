@@ -1,5 +1,5 @@
 public import Foundation
-import RISCCore
+public import RISCCore
 import Synchronization
 
 #if canImport(Glibc)
@@ -43,7 +43,7 @@ public enum Scratch {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: parent.path)) ?? []
         var removed: [String] = []
         for name in names where name.hasPrefix(prefix) {
-            guard let pid = pid_t(name.dropFirst(prefix.count)), pid > 0, pid != getpid() else { continue }
+            guard let pid = owner(ofDirectoryNamed: name), pid != getpid() else { continue }
             guard kill(pid, 0) != 0 && errno == ESRCH else { continue }
             let path = parent.appendingPathComponent(name).path
             let owner = open(path + "/" + ownerFile, O_RDONLY | O_CLOEXEC)
@@ -160,7 +160,7 @@ extension Scratch {
             setenv(markVariable, root.path, 1)
             let pipe = Pipe()
             let process = ChildProcess()
-            process.executableURL = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
+            process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
             process.arguments = ["scratch-warden"]
             process.standardInput = pipe
             process.standardOutput = FileHandle.nullDevice
@@ -178,8 +178,26 @@ extension Scratch {
     /// Whether `path` names a process's scratch directory (absolute, `…/risc-scratch-PID`): the
     /// only kind the warden stops processes for and removes.
     public static func isDirectoryOfAProcess(_ path: String) -> Bool {
-        let name = (path as NSString).lastPathComponent
-        return path.hasPrefix("/") && name.hasPrefix(prefix) && pid_t(name.dropFirst(prefix.count)).map { $0 > 0 } == true
+        path.hasPrefix("/") && owner(ofDirectoryNamed: (path as NSString).lastPathComponent) != nil
+    }
+
+    /// The process number a directory's name `risc-scratch-PID` holds; nil for another name.
+    static func owner(ofDirectoryNamed name: String) -> pid_t? {
+        guard name.hasPrefix(prefix), let pid = pid_t(name.dropFirst(prefix.count)), pid > 0 else { return nil }
+        return pid
+    }
+
+    /// The running processes (not this one, no zombie) a bench or drill with the scratch directory
+    /// `directory` started: marked by `markVariable` in their environment.
+    public static func processes(markedWith directory: String) -> [(pid: Int32, stat: ProcStat)] {
+        let mark = Array("\(markVariable)=\(directory)".utf8)
+        return ProcStat.processes().filter { process in
+            // Read to its end: /proc's files have no size for `contents(atPath:)` to go by.
+            guard process.pid != getpid(), process.stat.state != "Z",
+                let file = FileHandle(forReadingAtPath: "/proc/\(process.pid)/environ"), let environment = try? file.readToEnd()
+            else { return false }
+            return environment.split(separator: 0).contains { Array($0) == mark }
+        }
     }
 
     /// The warden's work, in the process `startWarden` started: waits until standard input ends
@@ -196,13 +214,7 @@ extension Scratch {
         // PostgreSQL's processes are stopped as a cluster, after the receivers (SIGTERM to a postmaster
         // waits for its clients; to a backend it ends a receiver's connection).
         func marked(postgres: Bool = false) -> [Int32] {
-            let mark = Array("\(markVariable)=\(directory)".utf8)
-            let running = ProcStat.processes().filter { $0.pid != getpid() && $0.stat.state != "Z" && (postgres || $0.stat.name != "postgres") }
-            return running.map(\.pid).filter { pid in
-                // Read to its end: /proc's files have no size for `contents(atPath:)` to go by.
-                guard let file = FileHandle(forReadingAtPath: "/proc/\(pid)/environ"), let environment = try? file.readToEnd() else { return false }
-                return environment.split(separator: 0).contains { Array($0) == mark }
-            }
+            Scratch.processes(markedWith: directory).filter { postgres || $0.stat.name != "postgres" }.map(\.pid)
         }
         // The receivers before their clusters, as the signal's clean-up does.
         let processes = marked()

@@ -53,7 +53,7 @@ struct ScratchTests {
         }
         #expect(writing)
         // Its warden too (a container stopped, everything in it killed): nothing cleans up then.
-        let warden = Self.processes(marked: tmp.appendingPathComponent("risc-scratch-\(process.processIdentifier)").path)
+        let warden = Scratch.processes(markedWith: tmp.appendingPathComponent("risc-scratch-\(process.processIdentifier)").path).map(\.pid)
         #expect(warden.count == 1)
         for pid in warden { kill(pid, SIGKILL) }
         process.signal(SIGKILL)
@@ -101,15 +101,6 @@ struct ScratchTests {
         #expect(owner >= 0)
         defer { close(owner) }
         #expect(flock(owner, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
-    }
-
-    /// The processes marked as started by the bench or drill whose scratch directory is `directory`
-    /// (`Scratch.markVariable`).
-    static func processes(marked directory: String) -> [Int32] {
-        ProcStat.processes().map(\.pid).filter { pid in
-            guard let handle = FileHandle(forReadingAtPath: "/proc/\(pid)/environ"), let environment = try? handle.readToEnd() else { return false }
-            return environment.split(separator: 0).contains { Array($0) == Array("\(Scratch.markVariable)=\(directory)".utf8) }
-        }
     }
 
     /// The processes whose command line names `text` (a receiver's `--data-dir`, a cluster's `-D`).
