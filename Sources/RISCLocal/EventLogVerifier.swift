@@ -212,18 +212,30 @@ public struct EventLogVerifier: Sendable {
         return [UInt8](finished.output)
     }
 
-    /// The files of the log at `path`, oldest first: logrotate's `path.N` (and `.N.gz`), highest
-    /// N first, then `path` itself.
+    /// The files of the log at `path`, oldest first: logrotate's, then `path` itself. logrotate
+    /// names a moved file `path.N` (highest N oldest) or, with `dateext` (the default in Fedora's,
+    /// RHEL's and SUSE's logrotate.conf), `path-20261205` or whatever its `dateformat` makes of
+    /// digits and separators, which logrotate requires to sort as text by age; either with `.gz`.
+    /// Numbered files come before dated ones (a log switched to `dateext`, not back).
     public static func files(of path: String) -> [String] {
         let directory = PathText.directory(of: path)
         let name = (path as NSString).lastPathComponent
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: directory.isEmpty ? "." : directory)) ?? []
-        var rotated: [(Int, String)] = []
-        for entry in entries where entry.hasPrefix(name + ".") {
-            var suffix = entry.dropFirst(name.count + 1)
+        var numbered: [(Int, String)] = []
+        var dated: [(Substring, String)] = []
+        for entry in entries where entry.hasPrefix(name) {
+            var suffix = entry.dropFirst(name.count)
             if suffix.hasSuffix(".gz") { suffix = suffix.dropLast(3) }
-            if let n = Int(suffix) { rotated.append((n, (directory as NSString).appendingPathComponent(entry))) }
+            let file = (directory as NSString).appendingPathComponent(entry)
+            if suffix.first == ".", let n = Int(suffix.dropFirst()), n >= 0 {
+                numbered.append((n, file))
+            } else if let first = suffix.first, "-_.".contains(first), suffix.dropFirst().first?.isASCII == true,
+                suffix.dropFirst().first?.isNumber == true, suffix.allSatisfy({ $0.isASCII && ($0.isNumber || "-_.".contains($0)) })
+            {
+                dated.append((suffix, file))
+            }
         }
-        return rotated.sorted { $0.0 > $1.0 }.map(\.1) + (FileManager.default.fileExists(atPath: path) ? [path] : [])
+        return numbered.sorted { $0.0 > $1.0 }.map(\.1) + dated.sorted { $0.0 < $1.0 }.map(\.1)
+            + (FileManager.default.fileExists(atPath: path) ? [path] : [])
     }
 }

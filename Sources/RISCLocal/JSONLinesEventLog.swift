@@ -86,6 +86,9 @@ extension JSONLinesEventLog {
         private var stopping = false
         private var finished = false
         private var reopenRequested = false
+        /// Where in `buffer` the reopen asked for falls: the lines before it go to the file as it
+        /// was, those after it (SIGHUP's own reload line among them) to the one opened again.
+        private var reopenAt = 0
         private var dropped = 0
         /// The last pass could not write all it took (the rest went back to the buffer's front).
         private var failing = false
@@ -291,6 +294,7 @@ extension JSONLinesEventLog {
         /// Closes and reopens the file at `path` (for log rotation).
         func reopen() {
             condition.lock()
+            if !reopenRequested { reopenAt = buffer.count }
             reopenRequested = true
             condition.signal()
             condition.unlock()
@@ -325,6 +329,7 @@ extension JSONLinesEventLog {
                 let data = buffer
                 buffer.removeAll(keepingCapacity: true)
                 let reopenNow = reopenRequested
+                let boundary = reopenNow ? min(reopenAt, data.count) : data.count
                 reopenRequested = false
                 let stop = stopping
                 // A checkpoint covers exactly the lines taken here, written just below.
@@ -335,25 +340,33 @@ extension JSONLinesEventLog {
                 }
                 condition.unlock()
                 if fd < 0, let path, !data.isEmpty, !reopenNow { openAgain(path) }  // it could not be opened at the last try
-                let written = write(data)
+                // The lines before the reopen to the file as it was; a line cut short there is
+                // ended in its own file first: the reopen waits for the rest of it.
+                var written = write(data[..<boundary])
+                var reopened = false
+                if reopenNow, let path, written == boundary || fd < 0 {
+                    if fd >= 0 { Glibc.close(fd) }
+                    openAgain(path)
+                    midLine = false
+                    reopened = true
+                }
+                if written == boundary || reopened { written += write(data[written...]) }
                 let whole = written == data.count
                 if written > 0 { midLine = data[written - 1] != 0x0A }
                 if whole, let (checkpoints, size, root, time) = due { writeCheckpoint(checkpoints, size: size, root: root, time: time) }
                 if whole, let segments, let path, fd >= 0, !stop { rotateIfDue(segments, path: path) }
-                // A line cut short is ended in its own file first: the reopen waits for the rest of it.
-                let reopenWaits = reopenNow && midLine && fd >= 0
-                if reopenNow, !reopenWaits, let path {
-                    if fd >= 0 { Glibc.close(fd) }
-                    openAgain(path)
-                    midLine = false
-                }
                 condition.lock()
-                if reopenWaits { reopenRequested = true }
                 // What was not written goes back before the lines recorded since, in the chain's
-                // order, to be tried again (the checkpoint that covered it with it).
+                // order, to be tried again (the checkpoint that covered it with it), and a reopen
+                // asked for meanwhile falls that much later.
                 if !whole {
                     buffer.insert(contentsOf: data[written...], at: 0)
+                    if reopenRequested { reopenAt += data.count - written }
                     if due != nil { lastCheckpoint = -Double.infinity }
+                }
+                if reopenNow && !reopened {
+                    reopenRequested = true
+                    reopenAt = boundary - written
                 }
                 failing = !whole
                 passesDone = pass
@@ -420,7 +433,7 @@ extension JSONLinesEventLog {
 
         /// Writes `data` to the file (and what reached it to standard output too); returns how many
         /// bytes were written: all of them when there is no file.
-        private func write(_ data: [UInt8]) -> Int {
+        private func write(_ data: ArraySlice<UInt8>) -> Int {
             guard !data.isEmpty else { return 0 }
             var written = data.count
             if path != nil {
@@ -428,7 +441,7 @@ extension JSONLinesEventLog {
                 if written < data.count && errno == EBADF { fd = -1 }  // opened again at the next pass
                 segmentBytes += Int64(written)
             }
-            if toStandardOutput && written > 0 { writeAll(STDOUT_FILENO, written == data.count ? data : Array(data[..<written])) }
+            if toStandardOutput && written > 0 { writeAll(STDOUT_FILENO, data.prefix(written)) }
             return written
         }
     }

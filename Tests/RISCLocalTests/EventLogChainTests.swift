@@ -188,6 +188,54 @@ struct EventLogChainTests {
         #expect(problem.reason == .badJSON && problem.line == 5)
     }
 
+    // Found: logrotate's `dateext` (the default in Fedora's, RHEL's and SUSE's logrotate.conf, so in
+    // force for deploy/risc.logrotate there) names a moved log `events.log-20261205`, then
+    // `.gz`: risc knew only `events.log.N`. `risc log verify` read `events.log` alone ("starts at seq
+    // N, not at the log's genesis"), and a start right after a rotation found no chain to go on
+    // from and began a second genesis.
+    @Test("logrotate's dateext names (events.log-YYYYMMDD, its dateformat's variants, .gz): read oldest first, and a start right after a move goes on from the newest")
+    func dateext() throws {
+        try write(2)
+        let moves = ["events.log-20261130.gz", "events.log-20261204-1796400000.gz", "events.log-20261205-1796500000"]
+        for (index, name) in moves.enumerated() {
+            try FileManager.default.moveItem(atPath: path, toPath: directory + "/" + name.replacingOccurrences(of: ".gz", with: ""))
+            try write(index + 1)  // started with events.log moved away: goes on from the newest moved file
+        }
+        for name in moves where name.hasSuffix(".gz") {
+            let gzip = ChildProcess()
+            gzip.executableURL = URL(fileURLWithPath: "/bin/gzip")
+            gzip.arguments = [directory + "/" + name.replacingOccurrences(of: ".gz", with: "")]
+            try gzip.run()
+            gzip.waitUntilExit()
+        }
+        #expect(EventLogVerifier.files(of: path).map { ($0 as NSString).lastPathComponent } == moves + ["events.log"])
+        let summary = try verify()
+        #expect(summary.problem == nil && summary.firstSeq == 0 && summary.lines == 1 + 2 + 1 + 2 + 3, "\(String(describing: summary.problem))")
+        #expect(summary.logID == "node-a", "one genesis, read from the first file")
+    }
+
+    // Found (deploy/risc.logrotate run by logrotate): SIGHUP's own "config reloaded" line went to
+    // the moved file or the new one as the flusher's timing fell: a reopen took effect at the
+    // flusher's next pass, for every line waiting then, those recorded after the SIGHUP too.
+    @Test("lines recorded before reopen() go to the moved file, those after it to the new one, every time")
+    func reopenBoundary() throws {
+        let log = try JSONLinesEventLog(path: path, logID: "node-a")
+        for round in 1...20 {
+            log.record(EventLogRecord(step: .serve, outcome: .started, time: Double(round)))
+            try FileManager.default.moveItem(atPath: path, toPath: path + ".\(21 - round)")  // logrotate's numbers: .1 the newest
+            log.reopen()
+            log.record(EventLogRecord(step: .config, outcome: .reloaded, time: Double(round)))
+            log.settle()
+        }
+        log.close()
+        for round in 1...20 {
+            let outcomes = try lines(path + ".\(21 - round)").filter { !$0.isEmpty }.map { try JSONParser.parseObject(Array($0.utf8))["outcome"] }
+            #expect(outcomes.last == "started" && outcomes.first == (round == 1 ? "genesis" : "reloaded"), "\(round): \(outcomes)")
+        }
+        #expect(try lines().filter { !$0.isEmpty }.count == 1)
+        #expect(try verify().problem == nil)
+    }
+
     @Test("a torn last line, then logrotate before the restart: the new file's first line names it, and the chain verifies across the files")
     func tornThenRotated() throws {
         try write(3)

@@ -243,3 +243,86 @@ struct NginxProxyTests {
         await nginx.exited()
     }
 }
+
+/// Found: deploy/risc.logrotate said "keep every file (no `rotate` limit)", but a block without
+/// `rotate` takes logrotate.conf's (`rotate 4` in Debian's and Fedora's): the fifth rotation
+/// deleted the log's genesis file, after which a restart signs no checkpoints and `risc log verify`
+/// cannot decide. And under Fedora's `dateext` the moved files were not risc's to read at all
+/// (see EventLogChainTests' dateext test).
+@Suite("deploy/risc.logrotate: Debian's logrotate rotating a running receiver's event log")
+struct LogrotateTests {
+    static let logrotate = "/usr/sbin/logrotate"
+
+    /// logrotate.conf as Debian 12 and Fedora ship it, their `include /etc/logrotate.d` being the block.
+    static let defaults = [
+        "debian": "weekly\nrotate 4\ncreate\n",
+        "fedora": "weekly\nrotate 4\ncreate\ndateext\n",
+    ]
+
+    @Test(
+        "the shipped block under a distribution's logrotate.conf: six rotations (compressed) with the receiver reopening on SIGHUP, a restart right after one; log verify --key reads the chain whole from its genesis",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: logrotate)), arguments: ["debian", "fedora"]
+    )
+    func rotated(distribution: String) async throws {
+        let directory = Scratch.root.appendingPathComponent("risc-logrotate-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let data = directory.appendingPathComponent("data")
+        let log = data.appendingPathComponent("events.log").path
+        let pidFile = directory.appendingPathComponent("risc.pid").path
+
+        // The shipped block, uncommented, with this machine's paths, user and signal.
+        let shipped = try DeployFilesTests.file("deploy/risc.logrotate").split(separator: "\n").map(String.init)
+        let start = try #require(shipped.firstIndex { $0.hasPrefix("# /var/lib/risc/events.log {") })
+        let end = try #require(shipped[start...].firstIndex { $0 == "# }" })
+        var block = shipped[start...end].map { String($0.dropFirst(2)) }.joined(separator: "\n") + "\n"
+        let user = String(cString: getpwuid(geteuid())!.pointee.pw_name), group = String(cString: getgrgid(getegid())!.pointee.gr_name)
+        for (from, to) in [
+            ("/var/lib/risc", data.path), ("su risc risc", "su \(user) \(group)"), ("create 0600 risc risc", "create 0600 \(user) \(group)"),
+            ("systemctl kill --signal=HUP --kill-whom=main risc.service", "kill -HUP $(cat \(pidFile))"),
+        ] {
+            #expect(block.contains(from), "the block no longer holds \(from)")
+            block = block.replacingOccurrences(of: from, with: to)
+        }
+        let configuration = directory.appendingPathComponent("logrotate.conf").path
+        try (Self.defaults[distribution]! + block).write(toFile: configuration, atomically: true, encoding: .utf8)
+        let state = directory.appendingPathComponent("logrotate.state").path
+
+        let keyFile = directory.appendingPathComponent("checkpoint.key").path
+        #expect(try await RiscBinary.run(["keys", "checkpoint-key", "--out", keyFile, "--name", "node-r"]).status == 0)
+        let extra = ["--set", "event_log_id=node-r", "--set", "event_log_checkpoint_key=\(keyFile)"]
+        let factory = SETFactory(signer: try #require(try KeyDirectory.repositoryTestKeys().entry(for: .rs256)).signer)
+        var serve = try await ServeCommandTests.startServe(extra: extra, data: data)
+        defer { serve.process.terminate() }
+        try "\(serve.process.processIdentifier)".write(toFile: pidFile, atomically: true, encoding: .utf8)
+        var rotatedAt = 0
+        func rotate() async throws {
+            // dateext names a file by the second at most: one rotation a second, by logrotate's
+            // time(), which is the kernel's coarse clock (a tick behind the one Date reads).
+            _ = await waitWhile(upTo: 3) { Date().timeIntervalSince1970 < Double(rotatedAt + 1) + 0.05 }
+            let result = try await RiscBinary.run(["-f", "-s", state, configuration], executable: URL(fileURLWithPath: Self.logrotate))
+            rotatedAt = Int(Date().timeIntervalSince1970)  // at or after the second logrotate named its file by
+            #expect(result.status == 0, "\(result.stderr)")
+        }
+        for round in 1...6 {
+            let set = try factory.make(type: .sessionsRevoked, subject: factory.accountSubject("\(round)"))
+            let answer = try await CurlHTTPClient.patient().perform(
+                HTTPRequest(method: "POST", url: "http://127.0.0.1:\(serve.port)/events", headers: [("Content-Type", "application/secevent+jwt")], body: Array(set.utf8)))
+            #expect(answer.status == 202)
+            try await rotate()
+            // Reopened on SIGHUP: its reload line is the new file's first.
+            #expect(await waitWhile { ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").isEmpty }, "round \(round): no line in the new file")
+        }
+        serve.process.terminate()
+        await serve.process.exited()
+        try await rotate()  // the stop's lines moved away; the receiver is not there to signal
+        serve = try await ServeCommandTests.startServe(extra: extra, data: data)
+        serve.process.terminate()
+        await serve.process.exited()
+
+        let files = try FileManager.default.contentsOfDirectory(atPath: data.path).filter { $0.hasPrefix("events.log") }
+        #expect(files.count == 8 && files.filter { $0.hasSuffix(".gz") }.count == 6, "\(files.sorted())")
+        let verified = try await RiscBinary.run(["log", "verify", "--data-dir", data.path, "--key", keyFile + ".pub"])
+        #expect(verified.status == 0 && verified.stdout.contains("in 8 files"), "\(verified.stdout) \(verified.stderr)")
+    }
+}
