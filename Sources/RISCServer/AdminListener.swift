@@ -3,7 +3,9 @@ import Hummingbird
 import HummingbirdCore
 import Logging
 import NIOCore
+import NIOHTTP1
 import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
 import NIOSSL
 import RISCCore
 import ServiceLifecycle
@@ -93,11 +95,49 @@ struct GuardedAdminChannel<Base: HTTPChannelHandler>: HTTPChannelHandler {
             try channel.pipeline.syncOperations.addHandler(FirstByteDeadline(timeout: handshakeTimeout))
         }.flatMap {
             base.setup(channel: channel, logger: logger)
+        }.flatMapThrowing { value in
+            let codec = try channel.pipeline.syncOperations.handler(type: HTTP1ToHTTPServerCodec.self)
+            try channel.pipeline.syncOperations.addHandler(ConnectionCloseRequest(), position: .before(codec))
+            return value
         }
     }
 
     func handle(value: Value, logger: Logger) async {
         await base.handle(value: value, logger: logger)
+    }
+}
+
+/// Says a request's wish to end its connection the one way Hummingbird reads it. RFC 9112 §9.3: an
+/// HTTP/1.0 request without `keep-alive`, or any request with the `close` option (`Connection:
+/// Close`, `TE, close`), ends the connection with its answer; Hummingbird ends it only on a
+/// `Connection` of exactly `close`, and kept the others open until admin.request_timeout, so a
+/// health check that reads to the end (check_http, keepalived) waited 30 s. Such a request's
+/// `Connection` becomes `close`, and its answer says `Connection: close` (§9.6).
+final class ConnectionCloseRequest: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private var closing = false
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard case .head(var head) = unwrapInboundIn(data), !head.isKeepAlive else {
+            context.fireChannelRead(data)
+            return
+        }
+        closing = true
+        head.headers.replaceOrAdd(name: "connection", value: "close")
+        context.fireChannelRead(wrapInboundOut(.head(head)))
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        guard closing, case .head(var head) = unwrapOutboundIn(data) else {
+            context.write(data, promise: promise)
+            return
+        }
+        head.headers.replaceOrAdd(name: "connection", value: "close")
+        context.write(wrapOutboundOut(.head(head)), promise: promise)
     }
 }
 

@@ -96,6 +96,49 @@ struct ServerHardeningTests {
         }
     }
 
+    /// Sends `bytes` and reads until the server closes the connection or `seconds` pass with nothing
+    /// more: what arrived, and whether it was closed.
+    static func answerThenClose(_ connection: RawConnection.Held, _ bytes: [UInt8], seconds: Int) async -> (text: String, closed: Bool) {
+        let fd = connection.fd
+        return await BlockingPool.shared.run {
+            var wait = timeval(tv_sec: seconds, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+            _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            var received: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4_096)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                if count <= 0 { return (String(decoding: received, as: UTF8.self), count == 0) }
+                received += buffer[0..<count]
+            }
+        }
+    }
+
+    // Found: the admin listener kept an HTTP/1.0 connection open after its answer (RFC 9112
+    // §9.3: without keep-alive it ends with the answer), so a health check that reads to the end,
+    // as Nagios' and Icinga's check_http and keepalived's HTTP_GET do, waited out
+    // admin.request_timeout (30 s) and reported the receiver down; and an HTTP/1.1 client's
+    // `Connection: Close` (any capitalization but "close") was not honoured either.
+    @Test("the admin listener ends a connection with its answer when the request asks it to: HTTP/1.0 without keep-alive, Connection: close in any case; others stay open")
+    func adminConnectionClose() async throws {
+        let harness = try ServerHarness()
+        try await harness.start()
+        let port = Int(harness.adminURL.split(separator: ":").last!)!
+        for request in [
+            "GET /readyz HTTP/1.0\r\n\r\n", "GET /no-such-page HTTP/1.0\r\n\r\n", "POST /healthz HTTP/1.0\r\nContent-Length: 0\r\n\r\n",
+            "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: Close\r\n\r\n", "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: TE, close\r\nTE: trailers\r\n\r\n",
+        ] {
+            let answer = await Self.answerThenClose(try RawConnection.Held(port: port), Array(request.utf8), seconds: 10)
+            #expect(answer.closed && answer.text.hasPrefix("HTTP/1.1 "), "\(request.prefix { $0 != "\r" }): \(answer.text.prefix(200))")
+            if request.hasPrefix("GET /readyz") { #expect(answer.text.hasSuffix("}") && answer.text.contains(#""ready":true"#), "\(answer.text)") }
+        }
+        for request in ["GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"] {
+            let answer = await Self.answerThenClose(try RawConnection.Held(port: port), Array(request.utf8), seconds: 1)
+            #expect(!answer.closed && answer.text.hasPrefix("HTTP/1.1 200"), "\(request.prefix { $0 != "\r" }): \(answer.text.prefix(200))")
+        }
+        try await harness.stop()
+    }
+
     @Test("admin.max_connections: one more connection waits unserved until one closes")
     func adminConnectionCap() async throws {
         let harness = try ServerHarness { $0.adminMaxConnections = 2 }
