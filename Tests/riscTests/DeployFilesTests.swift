@@ -12,6 +12,22 @@ struct DeployFilesTests {
         try String(contentsOf: RiscBinary.repository.appendingPathComponent(path), encoding: .utf8)
     }
 
+    /// Checks a proxy's configuration with its own `check` arguments and, when it passes, starts the
+    /// proxy in the foreground with `run` (its output discarded); nil when the check failed (an
+    /// expectation records why). The caller stops it.
+    static func startProxy(_ executable: String, check: [String], run: [String]) async throws -> ChildProcess? {
+        let checked = try await RiscBinary.run(check, executable: URL(fileURLWithPath: executable))
+        #expect(checked.status == 0, "\(checked.stdout) \(checked.stderr)")
+        guard checked.status == 0 else { return nil }
+        let proxy = ChildProcess()
+        proxy.executableURL = URL(fileURLWithPath: executable)
+        proxy.arguments = run
+        proxy.standardOutput = FileHandle.nullDevice
+        proxy.standardError = FileHandle.nullDevice
+        try proxy.run()
+        return proxy
+    }
+
     /// The Containerfile's instructions: comments and blank lines dropped, continued lines joined.
     static func instructions(_ text: String) -> [(keyword: String, arguments: String)] {
         var result: [(String, String)] = []
@@ -212,16 +228,8 @@ struct NginxProxyTests {
             """
         let configuration = directory.appendingPathComponent("nginx.conf").path
         try main.write(toFile: configuration, atomically: true, encoding: .utf8)
-        let check = try await RiscBinary.run(["-t", "-c", configuration], executable: URL(fileURLWithPath: Self.nginx))
-        #expect(check.status == 0, "\(check.stderr)")
-        guard check.status == 0 else { return }
-
-        let nginx = ChildProcess()
-        nginx.executableURL = URL(fileURLWithPath: Self.nginx)
-        nginx.arguments = ["-c", configuration, "-g", "daemon off;"]
-        nginx.standardOutput = FileHandle.nullDevice
-        nginx.standardError = FileHandle.nullDevice
-        try nginx.run()
+        guard let nginx = try await DeployFilesTests.startProxy(Self.nginx, check: ["-t", "-c", configuration], run: ["-c", configuration, "-g", "daemon off;"])
+        else { return }
         // Never waited for here (a cooperative thread held for nginx's graceful stop, which waits
         // out keep-alive connections, stalled the whole suite for a minute): see the end.
         defer { if nginx.isRunning { nginx.signal(SIGKILL) } }

@@ -169,6 +169,73 @@ struct HighAvailabilityTests {
         }
     }
 
+    static let haproxy = "/usr/sbin/haproxy"
+
+    /// deploy/ha/haproxy.cfg had been checked with `haproxy -c` by hand only. Found when it ran: with
+    /// `retries 0` a receiver killed stayed in the pool until its third failed check (3 s), and every
+    /// other SET meanwhile got 503 or a reset HTTP/2 stream, though the request had never reached a
+    /// receiver (its connection was refused): Google's retries, at their own pace, would have
+    /// carried those security events late.
+    @Test(
+        "deploy/ha/haproxy.cfg in front of two receivers: SETs through its TLS frontend 202, other paths and methods refused; with one receiver killed every SET still gets 202 at once, each stored once",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: haproxy))
+    )
+    func behindHAProxy() async throws {
+        try await Site.run { site in
+            try await site.startReceiver()
+            try await site.startReceiver()
+            let directory = Scratch.root.appendingPathComponent("risc-haproxy-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let certificate = try TestCertificate(directory: directory)
+            let pem = directory.appendingPathComponent("risc.pem").path
+            try (try String(contentsOfFile: certificate.certificatePath, encoding: .utf8) + String(contentsOfFile: certificate.keyPath, encoding: .utf8))
+                .write(toFile: pem, atomically: true, encoding: .utf8)
+            let port = try PostgresCluster.freePort()
+
+            // The shipped file with this machine's certificate, address and receivers, each change required to apply.
+            var configuration = try DeployFilesTests.file("deploy/ha/haproxy.cfg")
+            for (shipped, here) in [
+                ("bind :443 ssl crt /etc/haproxy/risc.example.com.pem", "bind 127.0.0.1:\(port) ssl crt \(pem)"),
+                ("server risc-a 10.0.0.11:8443 check port 9090", "server risc-a 127.0.0.1:\(site.receivers[0].port) check port \(site.receivers[0].admin)"),
+                ("server risc-b 10.0.0.12:8443 check port 9090", "server risc-b 127.0.0.1:\(site.receivers[1].port) check port \(site.receivers[1].admin)"),
+            ] {
+                #expect(configuration.contains(shipped), "the file no longer holds \(shipped)")
+                configuration = configuration.replacingOccurrences(of: shipped, with: here)
+            }
+            let file = directory.appendingPathComponent("haproxy.cfg").path
+            try configuration.write(toFile: file, atomically: true, encoding: .utf8)
+            guard let haproxy = try await DeployFilesTests.startProxy(Self.haproxy, check: ["-c", "-f", file], run: ["-db", "-f", file]) else { return }
+            defer { if haproxy.isRunning { haproxy.signal(SIGKILL) } }
+
+            var client = CurlHTTPClient.patient()
+            client.caBundlePath = certificate.certificatePath
+            let base = "https://localhost:\(port)"
+            func send(_ method: String, _ path: String, _ body: String) async -> Int {
+                let request = HTTPRequest(method: method, url: base + path, headers: [("Content-Type", "application/secevent+jwt")], body: Array(body.utf8), timeout: 10)
+                return (try? await client.perform(request))?.status ?? 0
+            }
+            #expect(await waitWhile { await send("POST", "/events", "garbage") != 400 }, "HAProxy did not pass a request through")
+            var statuses: [Int] = []
+            for index in 0..<10 { statuses.append(await send("POST", "/events", try Self.token(index, prefix: "proxied"))) }
+            #expect(statuses.allSatisfy { $0 == 202 }, "\(statuses)")
+            let get = try? await client.perform(HTTPRequest(url: base + "/events"))
+            #expect(get?.status == 403, "\(String(describing: get?.status))")
+            #expect(await send("POST", "/admin/accounts", "{}") == 403)
+            #expect(site.log(0).contains("proxied-") && site.log(1).contains("proxied-"), "round robin did not reach both receivers")
+
+            // One receiver dies, and is in the pool until its checks fail: its connections are refused,
+            // and HAProxy sends those SETs to the other receiver.
+            site.receivers[0].process.signal(SIGKILL)
+            await site.receivers[0].process.exited()
+            statuses = []
+            for index in 10..<40 { statuses.append(await send("POST", "/events", try Self.token(index, prefix: "proxied"))) }
+            #expect(statuses.allSatisfy { $0 == 202 }, "answered while a receiver was dead: \(statuses)")
+            #expect(try await site.cluster.psql("SELECT count(*) || ' ' || count(DISTINCT jti) FROM sets WHERE jti LIKE 'proxied-%'") == "40 40")
+            haproxy.signal(SIGTERM)
+            await haproxy.exited()
+        }
+    }
+
     @Test("a receiver killed with SIGKILL under load: every acknowledged SET stored once, its leased work finished by the other, every action applied once")
     func receiverKilledUnderLoad() async throws {
         try await Site.run { site in
