@@ -96,8 +96,8 @@ struct DeployFilesTests {
 /// SIGHUP and SIGTERM, and every call it made must be one the unit's filter allows.
 @Suite("deploy/risc.service's system call filter, against a traced receiver")
 struct SystemCallFilterTests {
-    static let strace = "/usr/bin/strace", analyze = "/usr/bin/systemd-analyze"
-    static var available: Bool { [strace, analyze].allSatisfy { FileManager.default.isExecutableFile(atPath: $0) } }
+    static let strace = "/usr/bin/strace", analyze = "/usr/bin/systemd-analyze", python = "/usr/bin/python3"
+    static var available: Bool { [strace, analyze, python].allSatisfy { FileManager.default.isExecutableFile(atPath: $0) } }
 
     /// Calls the filter denies that risc makes and goes on without, each with why it may.
     static let tolerated: [String: String] = [
@@ -139,8 +139,15 @@ struct SystemCallFilterTests {
         let data = root.appendingPathComponent("data"), trace = root.appendingPathComponent("trace").path
         try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         defer { try? FileManager.default.removeItem(at: root) }
+        // The unit's RestrictAddressFamilies= as a seccomp filter: a socket of another family is
+        // refused (EAFNOSUPPORT). glibc's resolver asks for one (AF_NETLINK, which address families
+        // this host has, for AI_ADDRCONFIG), is refused, and assumes both: the key set is fetched
+        // by name all the same.
+        let families = try #require(unit.firstMatch(of: /\nRestrictAddressFamilies=([^\n]*)/)).1
+        #expect(families.split(separator: " ").count == 3, "\(families)")
+        let filter = RiscBinary.repository.appendingPathComponent("Tests/Tools/restrict-address-families.py").path
         // As the unit's User= (root makes calls no unprivileged user makes: SQLite's fchown).
-        var runAs = [Self.strace, "-f", "-qq", "-o", trace]
+        var runAs = [Self.python, filter, String(families), "--", Self.strace, "-f", "-qq", "-o", trace]
         if geteuid() == 0 {
             #expect(chown(root.path, 65_534, 65_534) == 0 && chown(data.path, 65_534, 65_534) == 0)
             runAs = ["/usr/sbin/runuser", "-u", "nobody", "--"] + runAs
@@ -149,15 +156,17 @@ struct SystemCallFilterTests {
         let jwks = try String(contentsOf: RiscBinary.repository.appendingPathComponent("keys/test/jwks.json"), encoding: .utf8)
         let issuer = try LocalIssuer(jwks: jwks, issuer: SETFactory.defaultIssuer)
         defer { issuer.server.stop() }
-        let serve = try await ServeCommandTests.startServe(
-            extra: ["--discovery-url", issuer.baseURL + "/.well-known/risc-configuration"], data: data, pinned: false, runAs: runAs)
+        // By name, as Google's is: the resolver's calls are traced too.
+        let discovery = issuer.baseURL.replacingOccurrences(of: "127.0.0.1", with: "localhost") + "/.well-known/risc-configuration"
+        let serve = try await ServeCommandTests.startServe(extra: ["--discovery-url", discovery], data: data, pinned: false, runAs: runAs)
         let receiver = try #require(
             ScratchTests.processes(naming: data.path).first { (try? String(contentsOfFile: "/proc/\($0)/comm", encoding: .utf8))?.hasPrefix("risc") == true })
         let client = CurlHTTPClient()
         let factory = SETFactory(signer: try #require(keys.entry(for: .rs256)).signer)
-        for body in [try factory.make(type: .sessionsRevoked, subject: factory.accountSubject("1001")), "garbage"] {
-            _ = try await client.perform(
+        for (body, status) in [(try factory.make(type: .sessionsRevoked, subject: factory.accountSubject("1001")), 202), ("garbage", 400)] {
+            let answer = try await client.perform(
                 HTTPRequest(method: "POST", url: "http://127.0.0.1:\(serve.port)/events", headers: [("Content-Type", "application/secevent+jwt")], body: Array(body.utf8)))
+            #expect(answer.status == status)
         }
         for path in ["/metrics", "/readyz", "/healthz"] { _ = try await client.perform(HTTPRequest(url: "http://127.0.0.1:\(serve.admin)\(path)")) }
         kill(receiver, SIGHUP)
@@ -179,6 +188,12 @@ struct SystemCallFilterTests {
                 && ($0.contains("PROT_WRITE") || !$0.contains(" mmap("))
         }
         #expect(executable.isEmpty, "calls MemoryDenyWriteExecute refuses: \(executable.prefix(3))")
+        // ProtectSystem=strict and PrivateTmp=: only the state directory (and /tmp, private) is
+        // writable; /proc is not the file system's (a thread's own name, /proc/thread-self/comm).
+        let written = Set(
+            text.matches(of: /open(?:at)?\((?:AT_FDCWD, )?"([^"]+)", [^)]*O_(?:WRONLY|RDWR|CREAT)/).map { String($0.1) }
+                .filter { !$0.hasPrefix(data.path) && !$0.hasPrefix("/tmp/") && $0 != "/dev/null" && !$0.hasPrefix("/proc/thread-self/") })
+        #expect(written.isEmpty, "files opened for writing outside the state directory (read-only under ProtectSystem=strict): \(written.sorted())")
     }
 }
 
