@@ -18,6 +18,18 @@ enum AddressGroup {
         return key(bytes: withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) })
     }
 
+    /// A peer's address as text, an IPv4-mapped IPv6 address (an IPv4 client of a listener on `::`)
+    /// as the IPv4 address it is, so that a client reads the same whatever the listen address.
+    static func ip(_ address: SocketAddress?) -> String? {
+        guard case .v6(let v6) = address else { return address?.ipAddress }
+        let bytes = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
+        return isMapped(bytes) ? bytes[12...].map(String.init).joined(separator: ".") : address?.ipAddress
+    }
+
+    private static func isMapped(_ bytes: [UInt8]) -> Bool {
+        bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xFF && bytes[11] == 0xFF
+    }
+
     /// The group of an address as text: `192.0.2.7`, `2001:db8::1`, `[2001:db8::1]` (as the
     /// push endpoint writes client addresses) or anything else, which is its own group.
     static func key(text: String) -> String {
@@ -28,9 +40,7 @@ enum AddressGroup {
     }
 
     private static func key(bytes: [UInt8]) -> String {
-        if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xFF && bytes[11] == 0xFF {
-            return bytes[12...].map(String.init).joined(separator: ".")
-        }
+        if isMapped(bytes) { return bytes[12...].map(String.init).joined(separator: ".") }
         let groups = stride(from: 0, to: 8, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
         return groups.joined(separator: ":") + "::/64"
     }

@@ -5,14 +5,14 @@ import RISCCore
 
 extension PushEndpoint {
     /// A connection's peer: its address as the trusted proxies are listed (`ip`) and as the log
-    /// writes it (`IP` or `[IPv6]`). Made once a connection (it cannot change there): formatting
+    /// writes it (`IP` or `[IPv6]`; an IPv4-mapped one as its IPv4 address). Made once a connection (it cannot change there): formatting
     /// the address was 1 % of the event loops' time when done for every request.
     struct Peer {
         let ip: String?
         let written: String?
 
         init(_ address: SocketAddress?) {
-            ip = address?.ipAddress
+            ip = AddressGroup.ip(address)
             written = ip.map { $0.utf8.contains(UInt8(ascii: ":")) ? "[\($0)]" : $0 }
         }
     }

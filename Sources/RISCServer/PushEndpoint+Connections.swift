@@ -14,7 +14,7 @@ extension PushEndpoint {
     /// Sets up one accepted connection: counted against the limits, TLS, HTTP, `PushHandler`.
     func configure(_ channel: any Channel) throws {
         let id = ObjectIdentifier(channel)
-        let peer = channel.remoteAddress?.ipAddress
+        let peer = AddressGroup.ip(channel.remoteAddress)
         let limits = self.limits  // one read of the reloadable limits for the whole decision
         let limited =
             limits.maxConnectionsPerAddress > 0 && !limits.trustedProxies.contains(peer)

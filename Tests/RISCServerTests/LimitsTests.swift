@@ -59,6 +59,25 @@ struct LimitsTests {
         try await harness.stop()
     }
 
+    // Found: listening on `::` (both address families, as `listen.host = "::"` does), an IPv4
+    // client was logged as `[::ffff:127.0.0.1]`, so the same client read one way or another with
+    // the listen address, and a search of the log for its address missed it.
+    @Test("on a dual-stack listener (::) an IPv4 client is logged as its IPv4 address, an IPv6 one in brackets")
+    func dualStackPeers() async throws {
+        let harness = try ServerHarness { $0.host = "::" }
+        try await harness.start()
+        #expect(try await harness.post(try harness.token(jti: "over-ipv4")).status == 202)
+        let ipv6 = try await harness.client.perform(
+            HTTPRequest(
+                method: "POST", url: "http://[::1]:\(harness.publicPort)/events", headers: [("Content-Type", "application/secevent+jwt")],
+                body: Array(try harness.token(jti: "over-ipv6").utf8)))
+        #expect(ipv6.status == 202)
+        await harness.indexed()
+        let remotes = Dictionary(harness.eventLogLines.compactMap { line in line["jti"]?.stringValue.map { ($0, line["remote"]) } }) { first, _ in first }
+        #expect(remotes["over-ipv4"] == "127.0.0.1" && remotes["over-ipv6"] == "[::1]", "\(remotes)")
+        try await harness.stop()
+    }
+
     @Test("X-Forwarded-For is ignored unless the peer is a trusted proxy; the limit is off by default")
     func untrusted() async throws {
         let harness = try ServerHarness()
