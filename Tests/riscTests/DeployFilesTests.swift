@@ -49,6 +49,29 @@ struct DeployFilesTests {
     }
 
     @Test(
+        "deploy/risc.sysusers makes, with systemd-sysusers, the user and group the unit runs as, its home the unit's state directory, no login shell",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-sysusers"))
+    )
+    func sysusers() async throws {
+        let root = Scratch.root.appendingPathComponent("risc-sysusers-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let directory = root.appendingPathComponent("usr/lib/sysusers.d")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: root.appendingPathComponent("etc"), withIntermediateDirectories: true)
+        try Self.file("deploy/risc.sysusers").write(to: directory.appendingPathComponent("risc.conf"), atomically: true, encoding: .utf8)
+        let made = try await RiscBinary.run(["--root=\(root.path)"], executable: URL(fileURLWithPath: "/usr/bin/systemd-sysusers"))
+        #expect(made.status == 0, "\(made.stderr)")
+        let unit = try Self.file("deploy/risc.service")
+        let user = try #require(unit.firstMatch(of: /\nUser=(\S+)/)).1, group = try #require(unit.firstMatch(of: /\nGroup=(\S+)/)).1
+        let state = try #require(unit.firstMatch(of: /\nStateDirectory=(\S+)/)).1
+        let passwd = try String(contentsOf: root.appendingPathComponent("etc/passwd"), encoding: .utf8).split(separator: "\n")
+        let entry = try #require(passwd.first { $0.hasPrefix("\(user):") }, "no \(user) in \(passwd)").split(separator: ":", omittingEmptySubsequences: false)
+        #expect(entry.count == 7 && entry[5] == "/var/lib/\(state)" && entry[6] == "/usr/sbin/nologin", "\(entry)")
+        let groups = try String(contentsOf: root.appendingPathComponent("etc/group"), encoding: .utf8)
+        #expect(groups.split(separator: "\n").contains { $0.hasPrefix("\(group):") && $0.split(separator: ":")[2] == entry[3] }, "\(groups)")
+    }
+
+    @Test(
         "the Containerfile: known instructions, every file it copies and scripts/man reads is in the build context, JSON entry point and command naming the unit's TOML config, health check on the admin port, a stop timeout over the drain"
     )
     func containerfile() throws {
