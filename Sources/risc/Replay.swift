@@ -33,6 +33,8 @@ extension RiscCommand {
         @Argument(help: "File of compact SETs or JSON-lines descriptions; - for standard input. Omit with --from-store.", transform: OptionRange.path)
         var source: String?
         @Option(help: "Receiver URL to POST to, e.g. http://127.0.0.1:8443/events.") var to: String?
+        @Option(help: "PEM CA bundle (or the certificate itself) that verifies an https --to receiver (default: the system's CAs).", transform: OptionRange.path)
+        var caFile: String?
         @Flag(help: "Read the stored SETs of --data-dir instead of SOURCE.") var fromStore = false
         @Option(help: "Data directory for --from-store and --local (default: the config's, else ./data).") var dataDir: String?
         @Option(help: "A shared PostgreSQL store for --from-store and --local (default: the config's store.url, else the embedded store).")
@@ -89,6 +91,10 @@ extension RiscCommand {
                 throw ValidationError("--to must be an http:// or https:// URL such as http://127.0.0.1:8443/events, got '\(Printable.safe(to, maxBytes: 200))'")
             }
             if config != nil && !local && !fromStore && !dryRun { throw ValidationError("--config goes with --local, --from-store or --dry-run") }
+            if let caFile {
+                guard to != nil else { throw ValidationError("--ca-file goes with --to") }
+                do { _ = try FileContents.read(caFile, limit: 16 << 20) } catch { throw ValidationError("--ca-file: \(error)") }
+            }
             try OptionRange.atLeast(1, concurrency, "--concurrency")
             try OptionRange.within(0.001...1_000_000, rate, "--rate", orZero: true)
         }
@@ -379,7 +385,7 @@ extension RiscCommand {
         }
 
         func send(_ tokens: [String], to url: String) async throws -> Summary {
-            let client = CurlHTTPClient()
+            let client = CurlHTTPClient(caBundlePath: caFile)
             let shared = Progress()
             let interval = rate > 0 ? 1 / rate : 0
             let start = Date()

@@ -122,7 +122,7 @@ extension ReplayCommandTests {
         #expect(bad.status == 64 && bad.stderr.contains("'iat' must be seconds since 1970"), "\(bad.stderr)")
     }
 
-    /// Found: `--to notaurl` or `--to ftp://…` was taken    /// Found: `--to notaurl` or `--to ftp://…` was taken, and every SET then counted as a
+    /// Found: `--to notaurl` or `--to ftp://…` was taken, and every SET then counted as a
     /// "transport error" with nothing to say which: a mistyped URL or a receiver not listening
     /// looked the same, and neither was named.
     @Test("--to must be an http or https URL with a host (exit 64); a transport error is counted with what it was")
@@ -140,6 +140,27 @@ extension ReplayCommandTests {
         #expect(reason?.lowercased().contains("connect") == true, "\(refused.stdout)")
         // libcurl's own account: which address and port could not be reached.
         #expect(reason?.contains("127.0.0.1 port \(port)") == true, "\(refused.stdout)")
+    }
+
+    /// Found: a receiver whose certificate comes from a private CA (a staging receiver, or one with
+    /// a self-signed certificate for a test) could not be replayed to: libcurl checked it against
+    /// the system's CAs only, and neither SSL_CERT_FILE nor CURL_CA_BUNDLE reached it.
+    @Test("--ca-file verifies an https receiver's certificate with the given PEM; without it a private CA's certificate is a named transport error; a missing file is exit 64")
+    func caFile() async throws {
+        let directory = Scratch.root.appendingPathComponent("risc-replay-tls-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let certificate = try TestCertificate(directory: directory)
+        let serve = try await ServeCommandTests.startServe(extra: ["--tls-cert", certificate.certificatePath, "--tls-key", certificate.keyPath])
+        defer { serve.process.terminate() }
+        let sample = "keys/test/sample-account-disabled.jwt", url = "https://localhost:\(serve.port)/events"
+        let untrusted = try await RiscBinary.run(["replay", sample, "--to", url])
+        #expect(untrusted.status == 1 && row(untrusted.stdout, "transport errors") == "1" && untrusted.stdout.contains("certificate"), "\(untrusted.stdout)")
+        let trusted = try await RiscBinary.run(["replay", sample, "--to", url, "--ca-file", certificate.certificatePath])
+        #expect(trusted.status == 0 && row(trusted.stdout, "202") == "1", "\(trusted.stdout) \(trusted.stderr)")
+        let missing = try await RiscBinary.run(["replay", sample, "--to", url, "--ca-file", directory.appendingPathComponent("none.pem").path])
+        #expect(missing.status == 64 && missing.stderr.contains("--ca-file: cannot read"), "\(missing.stderr)")
+        let alone = try await RiscBinary.run(["replay", sample, "--dry-run", "--ca-file", certificate.certificatePath])
+        #expect(alone.status == 64 && alone.stderr.contains("--ca-file goes with --to"), "\(alone.stderr)")
     }
 
     @Test("--local stores signed SETs and applies them without HTTP; --from-store re-drives them; refusals fail")
