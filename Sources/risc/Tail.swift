@@ -97,6 +97,8 @@ extension RiscCommand {
             var inode: UInt64 = 0
             var partial = ""
             var chain: ChainCheck
+            /// Files moved away that are still read for a while (`Moved`).
+            var moved: [Moved] = []
 
             init(path: String, verify: Bool) {
                 self.path = path
@@ -104,10 +106,30 @@ extension RiscCommand {
                 open()
             }
 
+            /// Opens the file at `path`, its inode the opened file's (the path's, read apart, could
+            /// already name the next file when a rotation fell between the two).
             mutating func open() {
                 handle = FileHandle(forReadingAtPath: path)
-                inode = handle == nil ? 0 : Tail.inode(path)
+                var info = stat()
+                inode = handle.map { fstat($0.fileDescriptor, &info) == 0 ? UInt64(info.st_ino) : 0 } ?? 0
             }
+        }
+
+        /// A file `--follow` read until it was moved: a receiver whose log logrotate moved writes
+        /// to it until its SIGHUP, so it is read on for `polls` more looks that find nothing.
+        struct Moved {
+            let handle: FileHandle
+            var partial = ""
+            var polls = 25
+        }
+
+        /// The files rotated after the one whose inode was `from` and before the one whose inode is
+        /// `to` (or after it all, when `to` is still the log's own), oldest first (risc's segments or
+        /// logrotate's moves): those a burst of rotations between two looks made.
+        static func rotated(after from: UInt64, before to: UInt64, of path: String) -> [String] {
+            let files = EventLogSegments.files(of: path).filter { $0 != path }
+            guard let index = files.lastIndex(where: { Self.inode($0) == from }) else { return [] }
+            return Array(files[(index + 1)...].prefix { Self.inode($0) != to })
         }
 
         func run() async throws {
@@ -156,31 +178,56 @@ extension RiscCommand {
             fflush(nil)
             Self.reportForeignLines()
             guard follow else { return }
-            while !Task.isCancelled {
+            /// Shows the whole lines `data` ends (with what `partial` held) and keeps the rest.
+            func show(_ data: Data, _ partial: inout String, _ chain: inout ChainCheck) {
+                partial += String(decoding: data, as: UTF8.self)
+                while let newline = partial.firstIndex(of: "\n") {
+                    let line = partial[..<newline]
+                    if let entry = render(line, color: color) { print(entry.text) }
+                    if let broken = chain.check(line) { print(broken) }
+                    partial = String(partial[partial.index(after: newline)...])
+                }
+            }
+            /// One look at a source's files; whether it read anything.
+            func look(_ source: inout Source) -> Bool {
                 var read = false
-                for index in sources.indices {
-                    guard let handle = sources[index].handle else {
-                        sources[index].open()  // a command's file that did not exist yet
-                        read = read || sources[index].handle != nil
-                        continue
-                    }
-                    let data = handle.availableData
+                for slot in source.moved.indices.reversed() {
+                    let data = source.moved[slot].handle.availableData
                     if data.isEmpty {
-                        if Self.inode(sources[index].path) != sources[index].inode, FileManager.default.fileExists(atPath: sources[index].path) {
-                            sources[index].open()  // rotated: follow the new file
-                            read = true
-                        }
-                        continue
-                    }
-                    read = true
-                    sources[index].partial += String(decoding: data, as: UTF8.self)
-                    while let newline = sources[index].partial.firstIndex(of: "\n") {
-                        let line = sources[index].partial[..<newline]
-                        if let entry = render(line, color: color) { print(entry.text) }
-                        if let broken = sources[index].chain.check(line) { print(broken) }
-                        sources[index].partial = String(sources[index].partial[sources[index].partial.index(after: newline)...])
+                        source.moved[slot].polls -= 1
+                        if source.moved[slot].polls <= 0 { try? source.moved.remove(at: slot).handle.close() }
+                    } else {
+                        read = true
+                        show(data, &source.moved[slot].partial, &source.chain)
                     }
                 }
+                guard let handle = source.handle else {
+                    source.open()  // a command's file that did not exist yet
+                    return read || source.handle != nil
+                }
+                let data = handle.availableData
+                if !data.isEmpty {
+                    show(data, &source.partial, &source.chain)
+                    return true
+                }
+                guard Self.inode(source.path) != source.inode, FileManager.default.fileExists(atPath: source.path) else { return read }
+                // Rotated: what the moved file got since the last look, every file rotated after
+                // it and before the one opened now (which may itself be rotated by then), then that
+                // one; the moved one is read on a while.
+                show(handle.availableData, &source.partial, &source.chain)
+                source.moved.append(Moved(handle: handle, partial: source.partial))
+                source.partial = ""
+                let previous = source.inode
+                source.open()
+                for file in Self.rotated(after: previous, before: source.inode, of: source.path) {
+                    var partial = ""
+                    show(Data(Self.readable(file) { [try Self.contents(file)] }.joined().utf8), &partial, &source.chain)
+                }
+                return true
+            }
+            while !Task.isCancelled {
+                var read = false
+                for index in sources.indices where look(&sources[index]) { read = true }
                 fflush(nil)
                 Self.reportForeignLines()
                 if !read { try await Task.sleep(for: .milliseconds(200)) }

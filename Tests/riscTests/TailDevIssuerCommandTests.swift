@@ -137,6 +137,56 @@ struct TailDevIssuerCommandTests {
         #expect(shown.status == 0 && shown.stdout.contains(#""step":"site","outcome":"unlinked","source":"cli""#), "\(shown.stdout) \(shown.stderr)")
     }
 
+    // Found: `risc tail -f` beside a receiver rotating its log (risc's segments, 4 KiB here) showed
+    // 19 of 30 SETs: it looked for a new file only once the old one had nothing more for it, so the
+    // lines written to the old file between its last read and the rotation, and every file rotated
+    // in between, were never shown; after a logrotate move, the lines the receiver wrote to the
+    // moved file until SIGHUP reached it were lost too.
+    @Test("--follow across rotations between two reads: the rest of the moved file, every file rotated since, the new one; lines written to a moved file after the switch")
+    func followAcrossRotations() async throws {
+        let data = Scratch.root.appendingPathComponent("risc-tail-rotate-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: data) }
+        let log = data.appendingPathComponent("events.log")
+        func line(_ n: Int) -> String { #"{"v":1,"ts":"2026-01-01T00:00:00.000000Z","step":"received","outcome":"accepted","jti":"line-\#(n)"}"# }
+        func append(_ numbers: ClosedRange<Int>, to file: URL) throws {
+            if !FileManager.default.fileExists(atPath: file.path) { _ = FileManager.default.createFile(atPath: file.path, contents: nil) }
+            let handle = try FileHandle(forWritingTo: file)
+            try handle.seekToEnd()
+            try handle.write(contentsOf: Data(numbers.map { line($0) + "\n" }.joined().utf8))
+            try handle.close()
+        }
+        try append(1...1, to: log)
+        let output = data.appendingPathComponent("tail.out")
+        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
+        let follow = ChildProcess()
+        follow.executableURL = RiscBinary.url
+        follow.arguments = ["tail", "--data-dir", data.path, "--json", "-n", "0", "--follow"]
+        follow.standardOutput = try FileHandle(forWritingTo: output)
+        try follow.run()
+        defer { follow.terminate() }
+        func shown() -> Set<String> { Set(((try? String(contentsOf: output, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)) }
+        #expect(await waitWhile(upTo: 120, every: 0.05) { !shown().contains(line(1)) })
+
+        // risc's rotation twice in one go: lines into the file, moved to a segment, a new file, again.
+        try append(2...4, to: log)
+        let moved = try FileHandle(forWritingTo: log)  // the writer's descriptor, as logrotate leaves it below
+        try FileManager.default.moveItem(at: log, to: data.appendingPathComponent("events-000001.log"))
+        try append(5...7, to: log)
+        try FileManager.default.moveItem(at: log, to: data.appendingPathComponent("events-000002.log"))
+        try append(8...9, to: log)
+        #expect(await waitWhile(upTo: 120, every: 0.05) { !shown().isSuperset(of: (1...9).map(line)) }, "\(shown().count) of 9 lines shown")
+        // A line the receiver writes to a moved file before its SIGHUP (logrotate's move, then the signal).
+        try moved.seekToEnd()
+        try moved.write(contentsOf: Data((line(10) + "\n").utf8))
+        try moved.close()
+        try append(11...11, to: log)
+        #expect(await waitWhile(upTo: 120, every: 0.05) { !shown().isSuperset(of: (1...11).map(line)) }, "\(shown().count) of 11 lines shown")
+        follow.terminate()
+        await follow.exited()
+        #expect(shown().count == 11)
+    }
+
     @Test("tail merges events.log with the commands' files by time, -n over all of them; --follow reads a file that appears later")
     func tailMergesAndFollows() async throws {
         let data = Scratch.root.appendingPathComponent("risc-tail-\(UUID().uuidString)")
