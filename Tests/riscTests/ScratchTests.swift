@@ -146,11 +146,12 @@ struct ScratchTests {
             #expect(try left() == [])
             return
         }
-        // The warden's work, once the bench has gone.
+        // The warden's work, once the bench has gone; it says so last (CI once read its output
+        // between the directory's removal and the line).
         let cleaned = await waitWhile(upTo: 60) { !Self.processes(naming: tmp.path).isEmpty || !((try? left()) ?? []).isEmpty }
         #expect(cleaned, "still running: \(Self.processes(naming: tmp.path)), left: \((try? left()) ?? [])")
-        let said = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
-        #expect(said.contains("ended without stopping what it started"), "\(said.suffix(2_000))")
+        func said() -> String { (try? String(contentsOf: output, encoding: .utf8)) ?? "" }
+        #expect(await waitWhile(upTo: 30) { !said().contains("ended without stopping what it started") }, "\(said().suffix(2_000))")
     }
 
     /// `risc bench serve --store-url throwaway` started, with TMPDIR in this test's directory and its

@@ -137,6 +137,18 @@ struct TailDevIssuerCommandTests {
         #expect(shown.status == 0 && shown.stdout.contains(#""step":"site","outcome":"unlinked","source":"cli""#), "\(shown.stdout) \(shown.stderr)")
     }
 
+    /// `risc tail --json -n LINES --follow` on the data directory `data`, its output in a file there.
+    static func follow(_ data: URL, lines: Int) throws -> (process: ChildProcess, output: URL) {
+        let output = data.appendingPathComponent("tail.out")
+        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
+        let follow = ChildProcess()
+        follow.executableURL = RiscBinary.url
+        follow.arguments = ["tail", "--data-dir", data.path, "--json", "-n", "\(lines)", "--follow"]
+        follow.standardOutput = try FileHandle(forWritingTo: output)
+        try follow.run()
+        return (follow, output)
+    }
+
     // Found: `risc tail -f` beside a receiver rotating its log (risc's segments, 4 KiB here) showed
     // 19 of 30 SETs: it looked for a new file only once the old one had nothing more for it, so the
     // lines written to the old file between its last read and the rotation, and every file rotated
@@ -157,13 +169,7 @@ struct TailDevIssuerCommandTests {
             try handle.close()
         }
         try append(1...1, to: log)
-        let output = data.appendingPathComponent("tail.out")
-        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
-        let follow = ChildProcess()
-        follow.executableURL = RiscBinary.url
-        follow.arguments = ["tail", "--data-dir", data.path, "--json", "-n", "0", "--follow"]
-        follow.standardOutput = try FileHandle(forWritingTo: output)
-        try follow.run()
+        let (follow, output) = try Self.follow(data, lines: 0)
         defer { follow.terminate() }
         func shown() -> Set<String> { Set(((try? String(contentsOf: output, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)) }
         #expect(await waitWhile(upTo: 120, every: 0.05) { !shown().contains(line(1)) })
@@ -210,13 +216,7 @@ struct TailDevIssuerCommandTests {
         #expect(one.stdout == receiver.joined(separator: "\n") + "\n")
 
         try FileManager.default.removeItem(at: data.appendingPathComponent("events.cli.log"))
-        let output = data.appendingPathComponent("tail.out")
-        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
-        let follow = ChildProcess()
-        follow.executableURL = RiscBinary.url
-        follow.arguments = ["tail", "--data-dir", data.path, "--json", "-n", "1", "--follow"]
-        follow.standardOutput = try FileHandle(forWritingTo: output)
-        try follow.run()
+        let (follow, output) = try Self.follow(data, lines: 1)
         defer { follow.terminate() }
         func shown() -> String { (try? String(contentsOf: output, encoding: .utf8)) ?? "" }
         // Up to two minutes for each line to show: the suite's other tests share the two cores.
