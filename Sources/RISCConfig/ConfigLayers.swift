@@ -209,11 +209,11 @@ public struct ConfigLayers {
         switch raw(key) {
         case nil: return nil
         case .text(let text, let source), .json(.string(let text), let source):
-            guard let seconds = unboundedDurationSeconds(text) else {
-                problems.append("\(source): expected a duration such as 30d, 12h, 90m or 3600 (seconds), got '\(text)'")
+            if let problem = durationProblem(text) {
+                problems.append("\(source): \(problem)")
                 return nil
             }
-            return bounded(seconds, source: source, as: "'\(text)'")
+            return unboundedDurationSeconds(text)
         case .json(.number(let value), let source):
             guard value >= 0, !value.isNaN else {
                 problems.append("\(source): expected a duration, got \(value)")
@@ -268,6 +268,13 @@ public let longestDuration: Double = 36_500 * 86_400
 /// nil for anything else, and for one that is not finite or longer than `longestDuration`.
 public func durationSeconds(_ text: String) -> Double? {
     unboundedDurationSeconds(text).flatMap { $0 <= longestDuration ? $0 : nil }
+}
+
+/// What is wrong with `text` as a duration (nil: nothing), as the configuration says it: no duration
+/// at all, or one past `longestDuration`.
+public func durationProblem(_ text: String) -> String? {
+    guard let seconds = unboundedDurationSeconds(text) else { return "expected a duration such as 30d, 12h, 90m or 3600 (seconds), got '\(text)'" }
+    return seconds > longestDuration ? "a duration is at most 36500d (100 years), got '\(text)'" : nil
 }
 
 func unboundedDurationSeconds(_ text: String) -> Double? {

@@ -92,7 +92,7 @@ extension RiscCommand.Queue {
         @OptionGroup var data: StoreOption
         func validate() throws {
             guard dead else { throw ValidationError("only dead letters can be purged: add --dead") }
-            guard Self.seconds(olderThan) != nil else { throw ValidationError("--older-than: use a number with s, m, h or d") }
+            if let problem = durationProblem(olderThan) { throw ValidationError("--older-than: \(problem)") }
         }
         func run() async throws {
             let store = try await data.open()

@@ -26,7 +26,7 @@ extension RiscCommand.Stream {
         @OptionGroup var options: StreamOptions
 
         func validate() throws {
-            guard durationSeconds(wait) != nil else { throw ValidationError("--wait: a duration such as 30s or 2m") }
+            if let problem = durationProblem(wait) { throw ValidationError("--wait: \(problem)") }
         }
 
         func run() async throws {

@@ -387,6 +387,22 @@ struct AccountsQueueCommandTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == [])
     }
 
+    /// Found: `risc queue purge --dead --older-than 99999999999d` said "use a number with s, m, h or
+    /// d", which it was: a duration past 100 years is refused (as in the configuration), and the
+    /// message now says that; `stream verify --wait` and `replay --since` alike.
+    @Test("a duration option past 100 years says so, one that is no duration says what would be (exit 64)")
+    func durationOptions() async throws {
+        for (command, message) in [
+            (["queue", "purge", "--dead", "--older-than", "99999999999d"], "--older-than: a duration is at most 36500d (100 years), got '99999999999d'"),
+            (["queue", "purge", "--dead", "--older-than", "soon"], "--older-than: expected a duration such as 30d, 12h, 90m or 3600 (seconds), got 'soon'"),
+            (["stream", "verify", "--wait", "36501d"], "--wait: a duration is at most 36500d (100 years), got '36501d'"),
+            (["replay", "--from-store", "--dry-run", "--since", "40000d"], "--since: a duration is at most 36500d (100 years), got '40000d'"),
+        ] {
+            let result = try await RiscBinary.run(command + ["--data-dir", "/nonexistent"])
+            #expect(result.status == 64 && result.stderr.contains(message), "\(command): \(result.status) \(result.stderr.prefix(400))")
+        }
+    }
+
     /// Found: `risc queue stats --data-dir /var/lib/risc` (there is no `stats`) said `Unknown option
     /// '--data-dir'`, an option every queue command takes: the word that was wrong went unnamed.
     @Test("a mistyped subcommand is named with the group's subcommands (exit 64), whatever options follow it; help and the real ones still work")
