@@ -99,6 +99,10 @@ extension RiscCommand {
             var chain: ChainCheck
             /// Files moved away that are still read for a while (`Moved`).
             var moved: [Moved] = []
+            /// Whether the file opened at the last move has grown since: its writer has moved on.
+            var readSinceMove = true
+            /// The size of the file `open` opened, as it was then.
+            var openedSize: UInt64 = 0
 
             init(path: String, verify: Bool) {
                 self.path = path
@@ -111,16 +115,19 @@ extension RiscCommand {
             mutating func open() {
                 handle = FileHandle(forReadingAtPath: path)
                 var info = stat()
-                inode = handle.map { fstat($0.fileDescriptor, &info) == 0 ? UInt64(info.st_ino) : 0 } ?? 0
+                let found = handle.map { fstat($0.fileDescriptor, &info) == 0 } ?? false
+                inode = found ? UInt64(info.st_ino) : 0
+                openedSize = found ? UInt64(info.st_size) : 0
             }
         }
 
         /// A file `--follow` read until it was moved: a receiver whose log logrotate moved writes
-        /// to it until its SIGHUP, so it is read on for `polls` more looks that find nothing.
+        /// to it until its SIGHUP, so it is read on until the new file has had a line (the writer has
+        /// moved on; it never writes to the old file again) and then `polls` looks found nothing.
         struct Moved {
             let handle: FileHandle
             var partial = ""
-            var polls = 25
+            var polls = 5
         }
 
         /// The files rotated after the one whose inode was `from` and before the one whose inode is
@@ -194,6 +201,7 @@ extension RiscCommand {
                 for slot in source.moved.indices.reversed() {
                     let data = source.moved[slot].handle.availableData
                     if data.isEmpty {
+                        guard source.readSinceMove else { continue }
                         source.moved[slot].polls -= 1
                         if source.moved[slot].polls <= 0 { try? source.moved.remove(at: slot).handle.close() }
                     } else {
@@ -208,6 +216,7 @@ extension RiscCommand {
                 let data = handle.availableData
                 if !data.isEmpty {
                     show(data, &source.partial, &source.chain)
+                    if let offset = try? handle.offset(), offset > source.openedSize { source.readSinceMove = true }
                     return true
                 }
                 guard Self.inode(source.path) != source.inode, FileManager.default.fileExists(atPath: source.path) else { return read }
@@ -217,6 +226,7 @@ extension RiscCommand {
                 show(handle.availableData, &source.partial, &source.chain)
                 source.moved.append(Moved(handle: handle, partial: source.partial))
                 source.partial = ""
+                source.readSinceMove = false
                 let previous = source.inode
                 source.open()
                 for file in Self.rotated(after: previous, before: source.inode, of: source.path) {
