@@ -328,7 +328,7 @@ extension JSONLinesEventLog {
                 }
                 let data = buffer
                 buffer.removeAll(keepingCapacity: true)
-                let reopenNow = reopenRequested
+                let reopenNow = reopenRequested && path != nil  // a log without a file has nothing to reopen
                 let boundary = reopenNow ? min(reopenAt, data.count) : data.count
                 reopenRequested = false
                 let stop = stopping
