@@ -139,8 +139,15 @@ extension RiscCommand {
                 guard let pair = configuration.tlsPairs.first(where: { $0.listener == listener }),
                     let until = try? ServerTLS.load(pair).notValidAfter
                 else { return nil }
-                let days = Int(((until - systemNow()) / 86_400).rounded(.down))
-                return "certificate valid until \(Timestamp.iso8601(until)) (\(days < 0 ? "EXPIRED" : "\(days) days left"))"
+                let left = until - systemNow()
+                // In its last two days by the hour: "0 days left" read as expired for a day.
+                let remaining =
+                    left < 0
+                    ? "EXPIRED"
+                    : left < 3_600
+                        ? "\(Int(left / 60)) minutes left"
+                        : left < 2 * 86_400 ? "\(Int(left / 3_600)) hours left" : "\(Int(left / 86_400)) days left"
+                return "certificate valid until \(Timestamp.iso8601(until)) (\(remaining))"
             }
             print("configuration OK")
             for warning in Receiver.warnings(configuration) { print("  warning   \(warning)") }
