@@ -277,7 +277,8 @@ public func durationProblem(_ text: String) -> String? {
     return seconds > longestDuration ? "a duration is at most 36500d (100 years), got '\(text)'" : nil
 }
 
-func unboundedDurationSeconds(_ text: String) -> Double? {
+/// `durationSeconds` without its bound: whether `text` is written as a duration at all.
+public func unboundedDurationSeconds(_ text: String) -> Double? {
     guard let unit = text.last, let value = Double(text.dropLast()), value >= 0 else { return Double(text).flatMap { $0 >= 0 ? $0 : nil } }
     switch unit {
     case "s": return value

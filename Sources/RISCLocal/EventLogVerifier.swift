@@ -229,8 +229,8 @@ public struct EventLogVerifier: Sendable {
             let file = (directory as NSString).appendingPathComponent(entry)
             if suffix.first == ".", let n = Int(suffix.dropFirst()), n >= 0 {
                 numbered.append((n, file))
-            } else if let first = suffix.first, "-_.".contains(first), suffix.dropFirst().first?.isASCII == true,
-                suffix.dropFirst().first?.isNumber == true, suffix.allSatisfy({ $0.isASCII && ($0.isNumber || "-_.".contains($0)) })
+            } else if let first = suffix.first, "-_.".contains(first), suffix.dropFirst().first?.isNumber == true,
+                suffix.allSatisfy({ $0.isASCII && ($0.isNumber || "-_.".contains($0)) })
             {
                 dated.append((suffix, file))
             }

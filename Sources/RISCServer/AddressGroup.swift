@@ -22,12 +22,13 @@ enum AddressGroup {
     /// as the IPv4 address it is, so that a client reads the same whatever the listen address.
     static func ip(_ address: SocketAddress?) -> String? {
         guard case .v6(let v6) = address else { return address?.ipAddress }
-        let bytes = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
-        return isMapped(bytes) ? bytes[12...].map(String.init).joined(separator: ".") : address?.ipAddress
+        return mappedIPv4(withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }) ?? address?.ipAddress
     }
 
-    private static func isMapped(_ bytes: [UInt8]) -> Bool {
-        bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xFF && bytes[11] == 0xFF
+    /// The IPv4 address an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) stands for; nil for any other.
+    private static func mappedIPv4(_ bytes: [UInt8]) -> String? {
+        guard bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xFF && bytes[11] == 0xFF else { return nil }
+        return bytes[12...].map(String.init).joined(separator: ".")
     }
 
     /// The group of an address as text: `192.0.2.7`, `2001:db8::1`, `[2001:db8::1]` (as the
@@ -40,7 +41,7 @@ enum AddressGroup {
     }
 
     private static func key(bytes: [UInt8]) -> String {
-        if isMapped(bytes) { return bytes[12...].map(String.init).joined(separator: ".") }
+        if let ipv4 = mappedIPv4(bytes) { return ipv4 }
         let groups = stride(from: 0, to: 8, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
         return groups.joined(separator: ":") + "::/64"
     }

@@ -5,8 +5,9 @@ import RISCCore
 
 extension PushEndpoint {
     /// A connection's peer: its address as the trusted proxies are listed (`ip`) and as the log
-    /// writes it (`IP` or `[IPv6]`; an IPv4-mapped one as its IPv4 address). Made once a connection (it cannot change there): formatting
-    /// the address was 1 % of the event loops' time when done for every request.
+    /// writes it (`IP` or `[IPv6]`; an IPv4-mapped one as its IPv4 address). Made once a
+    /// connection (it cannot change there): formatting the address was 1 % of the event loops'
+    /// time when done for every request.
     struct Peer {
         let ip: String?
         let written: String?

@@ -61,7 +61,7 @@ extension RiscCommand {
         static func instant(_ text: String?, _ option: String, now: Double = systemNow()) throws -> Double? {
             guard let text else { return nil }
             if let ago = durationSeconds(text) { return now - ago }
-            if let problem = durationProblem(text), problem.hasPrefix("a duration is at most") { throw ValidationError("\(option): \(problem)") }
+            if unboundedDurationSeconds(text) != nil, let problem = durationProblem(text) { throw ValidationError("\(option): \(problem)") }
             // The formatter rolls a day the calendar does not have (2026-02-30) into the next month.
             let day = text.prefix(10).split(separator: "-", omittingEmptySubsequences: false).compactMap { Int($0) }
             if day.count == 3, (1...12).contains(day[1]) {

@@ -99,9 +99,8 @@ extension RiscCommand {
             var chain: ChainCheck
             /// Files moved away that are still read for a while (`Moved`).
             var moved: [Moved] = []
-            /// Whether the file opened at the last move has grown since: its writer has moved on.
-            var readSinceMove = true
-            /// The size of the file `open` opened, as it was then.
+            /// The size of the file `open` opened, as it was then: read past it, the file has grown
+            /// since, so its writer has moved on from the files moved before it.
             var openedSize: UInt64 = 0
 
             init(path: String, verify: Bool) {
@@ -185,9 +184,9 @@ extension RiscCommand {
             fflush(nil)
             Self.reportForeignLines()
             guard follow else { return }
-            /// Shows the whole lines `data` ends (with what `partial` held) and keeps the rest.
-            func show(_ data: Data, _ partial: inout String, _ chain: inout ChainCheck) {
-                partial += String(decoding: data, as: UTF8.self)
+            /// Shows the whole lines `text` ends (with what `partial` held) and keeps the rest.
+            func show(_ text: String, _ partial: inout String, _ chain: inout ChainCheck) {
+                partial += text
                 while let newline = partial.firstIndex(of: "\n") {
                     let line = partial[..<newline]
                     if let entry = render(line, color: color) { print(entry.text) }
@@ -198,15 +197,16 @@ extension RiscCommand {
             /// One look at a source's files; whether it read anything.
             func look(_ source: inout Source) -> Bool {
                 var read = false
+                let movedOn = source.moved.isEmpty || (source.handle.flatMap { try? $0.offset() } ?? 0) > source.openedSize
                 for slot in source.moved.indices.reversed() {
                     let data = source.moved[slot].handle.availableData
                     if data.isEmpty {
-                        guard source.readSinceMove else { continue }
+                        guard movedOn else { continue }
                         source.moved[slot].polls -= 1
                         if source.moved[slot].polls <= 0 { try? source.moved.remove(at: slot).handle.close() }
                     } else {
                         read = true
-                        show(data, &source.moved[slot].partial, &source.chain)
+                        show(String(decoding: data, as: UTF8.self), &source.moved[slot].partial, &source.chain)
                     }
                 }
                 guard let handle = source.handle else {
@@ -215,23 +215,21 @@ extension RiscCommand {
                 }
                 let data = handle.availableData
                 if !data.isEmpty {
-                    show(data, &source.partial, &source.chain)
-                    if let offset = try? handle.offset(), offset > source.openedSize { source.readSinceMove = true }
+                    show(String(decoding: data, as: UTF8.self), &source.partial, &source.chain)
                     return true
                 }
                 guard Self.inode(source.path) != source.inode, FileManager.default.fileExists(atPath: source.path) else { return read }
                 // Rotated: what the moved file got since the last look, every file rotated after
                 // it and before the one opened now (which may itself be rotated by then), then that
                 // one; the moved one is read on a while.
-                show(handle.availableData, &source.partial, &source.chain)
+                show(String(decoding: handle.availableData, as: UTF8.self), &source.partial, &source.chain)
                 source.moved.append(Moved(handle: handle, partial: source.partial))
                 source.partial = ""
-                source.readSinceMove = false
                 let previous = source.inode
                 source.open()
                 for file in Self.rotated(after: previous, before: source.inode, of: source.path) {
                     var partial = ""
-                    show(Data(Self.readable(file) { [try Self.contents(file)] }.joined().utf8), &partial, &source.chain)
+                    show(Self.readable(file) { [try Self.contents(file)] }.joined(), &partial, &source.chain)
                 }
                 return true
             }
