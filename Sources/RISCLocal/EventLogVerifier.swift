@@ -169,30 +169,39 @@ public struct EventLogVerifier: Sendable {
         summary.problem = Finding(reason: reason, file: file, line: line, seq: seq, detail: detail)
     }
 
-    /// Checks `files` in order (a `.gz` file is read through `gzip -dc`).
+    /// Checks `files` in order (a `.gz` file is read through `gzip -dc`), each a chunk at a time
+    /// (`LogLines`: a log of gigabytes takes the memory of its longest line).
     /// `each`: called with every chained line that checks: its `seq`, its exact bytes and its leaf hash.
-    /// `held`: files' bytes a caller has read already (the rest are read with `contents(of:)`).
+    /// `held`: files' bytes a caller has read already.
     public static func verify(
         files: [String], keepTree: Bool = false, rootsAt: Set<UInt64> = [], start: Start? = nil,
         held: [String: [UInt8]] = [:], each: ((UInt64, ArraySlice<UInt8>, [UInt8]) -> Void)? = nil
     ) throws -> Summary {
         var verifier = EventLogVerifier(keepTree: keepTree, rootsAt: rootsAt, start: start)
         for (index, file) in files.enumerated() where !verifier.broken {
-            let bytes = try held[file] ?? contents(of: file)
             let last = index == files.count - 1
             var number = 0
-            bytes.withUnsafeBufferPointer { buffer in
-                var start = 0
-                while start < buffer.count, !verifier.broken {
-                    number += 1
-                    let end = buffer[start...].firstIndex(of: 0x0A)
-                    let line = ArraySlice(buffer[start..<(end ?? buffer.count)])
-                    let before = verifier.summary.lines
-                    verifier.check(line, file: file, number: number, final: end == nil && last)
-                    if let each, verifier.summary.lines > before, let chain = verifier.summary.chain { each(chain.next - 1, line, chain.last) }
-                    start = (end ?? buffer.count) + 1
-                }
+            func check(_ line: ArraySlice<UInt8>, final: Bool) {
+                number += 1
+                let before = verifier.summary.lines
+                verifier.check(line, file: file, number: number, final: final)
+                if let each, verifier.summary.lines > before, let chain = verifier.summary.chain { each(chain.next - 1, line, chain.last) }
             }
+            if let bytes = held[file] {
+                var start = 0
+                while start < bytes.count, !verifier.broken {
+                    let end = bytes[start...].firstIndex(of: 0x0A)
+                    check(bytes[start..<(end ?? bytes.count)], final: end == nil && last)
+                    start = (end ?? bytes.count) + 1
+                }
+                continue
+            }
+            // A line longer than any record (zeros a crash left) is checked as its first 1 MiB: no
+            // record either way.
+            let lines = try LogLines(path: file, cutting: true)
+            defer { lines.close() }
+            while !verifier.broken, let line = try lines.next() { check(line, final: false) }
+            if !verifier.broken && !lines.rest.isEmpty { check(lines.rest, final: last) }
         }
         verifier.finish()
         return verifier.summary

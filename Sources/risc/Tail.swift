@@ -157,40 +157,34 @@ extension RiscCommand {
             }
             guard sources[0].handle != nil else { throw ValidationError("cannot read \(sources[0].path)") }
             let color = isatty(STDOUT_FILENO) == 1 && ProcessInfo.processInfo.environment["NO_COLOR"] == nil
-            var shown: [[(ts: String, text: String)]] = []
-            for index in sources.indices {
-                guard let handle = sources[index].handle else { continue }
-                let before = index == 0 && !verify ? earlier : []  // the current file's chain status stays its own
-                if lines > 0 && !verify {
+            if lines > 0 && !verify {
+                var shown: [[(ts: String, text: String)]] = []
+                for index in sources.indices {
+                    guard let handle = sources[index].handle else { continue }
                     // The last lines only: read back from the end, never the whole log; into the
                     // rotated files, newest first, while lines are missing.
                     var found = try Self.lastLines(lines, of: handle) { render($0, color: color) }
-                    for older in before.reversed() where found.count < lines {
+                    for older in (index == 0 ? earlier : []).reversed() where found.count < lines {
                         found = Self.readable(older) { try Self.lastLines(lines - found.count, ofFile: older) { render($0, color: color) } } + found
                     }
                     shown.append(found)
-                } else {
-                    let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
-                    for line in text.split(separator: "\n", omittingEmptySubsequences: false).dropLast() { sources[index].chain.check(line) }
-                    let older = before.flatMap { file in
-                        Self.readable(file) { try Self.contents(file).split(separator: "\n").compactMap { render($0, color: color) } }
-                    }
-                    shown.append(older + text.split(separator: "\n").compactMap { render($0, color: color) })
                 }
-                if verify { print(index == 0 ? sources[index].chain.status : "\((sources[index].path as NSString).lastPathComponent): \(sources[index].chain.status)") }
+                for line in Self.merge(shown).suffix(lines) { print(line) }
+            } else {
+                try showWhole(&sources, earlier: earlier, color: color)
             }
-            let merged = Self.merge(shown)
-            for line in lines > 0 ? Array(merged.suffix(lines)) : merged { print(line) }
             fflush(nil)
             Self.reportForeignLines()
             guard follow else { return }
+            func showLine(_ line: Substring, _ chain: inout ChainCheck) {
+                if let entry = render(line, color: color) { print(entry.text) }
+                if let broken = chain.check(ArraySlice(line.utf8)) { print(broken) }
+            }
             /// Shows the whole lines `text` ends (with what `partial` held) and keeps the rest.
             func show(_ text: String, _ partial: inout String, _ chain: inout ChainCheck) {
                 partial += text
                 while let newline = partial.firstIndex(of: "\n") {
-                    let line = partial[..<newline]
-                    if let entry = render(line, color: color) { print(entry.text) }
-                    if let broken = chain.check(line) { print(broken) }
+                    showLine(partial[..<newline], &chain)
                     partial = String(partial[partial.index(after: newline)...])
                 }
             }
@@ -228,8 +222,8 @@ extension RiscCommand {
                 let previous = source.inode
                 source.open()
                 for file in Self.rotated(after: previous, before: source.inode, of: source.path) {
-                    var partial = ""
-                    show(Self.readable(file) { [try Self.contents(file)] }.joined(), &partial, &source.chain)
+                    let lines = SourceLines(earlier: [file], own: nil, withRest: true)
+                    while let line = try? lines.next() { showLine(Substring(String(decoding: line, as: UTF8.self)), &source.chain) }
                 }
                 return true
             }
@@ -239,6 +233,126 @@ extension RiscCommand {
                 fflush(nil)
                 Self.reportForeignLines()
                 if !read { try await Task.sleep(for: .milliseconds(200)) }
+            }
+        }
+
+        /// The whole log (`-n 0`), or every line of it for `--verify`: read a chunk at a time, the
+        /// sources merged by time as they are read, and only the lines still to be shown kept, so
+        /// a log of gigabytes takes the memory of a few lines. With `--verify` each source's own
+        /// file is read once to check its chain, whose status comes before the lines: keeping its
+        /// last `lines` on the way, or (`-n 0`) reading it again up to where the check stopped.
+        /// What follows a file's last newline is shown as a line, or, with `--follow`, kept until
+        /// the rest of it comes.
+        func showWhole(_ sources: inout [Source], earlier: [String], color: Bool) throws {
+            var ends: [Int: UInt64] = [:]  // with --verify: the bytes checked of each source's file
+            if verify {
+                var kept: [[(ts: String, text: String)]] = []
+                for index in sources.indices {
+                    guard let handle = sources[index].handle else { continue }
+                    let reader = LogLines(handle: handle, path: sources[index].path)
+                    var last: [(ts: String, text: String)] = []
+                    func keep(_ line: ArraySlice<UInt8>) {
+                        guard lines > 0, let shown = render(Substring(String(decoding: line, as: UTF8.self)), color: color) else { return }
+                        last.append(shown)
+                        if last.count >= 2 * lines { last.removeFirst(last.count - lines) }
+                    }
+                    while let line = try reader.next() {
+                        sources[index].chain.check(line)
+                        keep(line)
+                    }
+                    if follow { sources[index].partial = String(decoding: reader.rest, as: UTF8.self) } else if !reader.rest.isEmpty { keep(reader.rest) }
+                    ends[index] = reader.consumed
+                    print(index == 0 ? sources[index].chain.status : "\((sources[index].path as NSString).lastPathComponent): \(sources[index].chain.status)")
+                    kept.append(last)
+                }
+                guard lines == 0 else {
+                    for line in Self.merge(kept).suffix(lines) { print(line) }
+                    return
+                }
+                for index in sources.indices { try sources[index].handle?.seek(toOffset: 0) }
+            }
+            var streams: [SourceLines] = []
+            for index in sources.indices {
+                guard let handle = sources[index].handle else { continue }
+                streams.append(
+                    SourceLines(
+                        earlier: index == 0 && !verify ? earlier : [], own: LogLines(handle: handle, path: sources[index].path, limit: ends[index] ?? .max),
+                        withRest: !follow))
+            }
+            var heads: [(ts: String, text: String)?] = streams.map { _ in nil }, times = streams.map { _ in "" }
+            func advance(_ stream: Int) throws {
+                heads[stream] = nil
+                while heads[stream] == nil, let line = try streams[stream].next() {
+                    heads[stream] = render(Substring(String(decoding: line, as: UTF8.self)), color: color)
+                }
+            }
+            for stream in streams.indices { try advance(stream) }
+            // A line with no time goes with the line before it (a file's lines are nearly, not
+            // strictly, in time order: threads write them).
+            func time(_ stream: Int) -> String { heads[stream].map { $0.ts.isEmpty ? times[stream] : $0.ts } ?? "" }
+            while let stream = streams.indices.filter({ heads[$0] != nil }).min(by: { time($0) < time($1) }) {
+                times[stream] = time(stream)
+                print(heads[stream]!.text)
+                try advance(stream)
+            }
+            if follow && !verify {
+                var stream = 0
+                for index in sources.indices where sources[index].handle != nil {
+                    sources[index].partial = String(decoding: streams[stream].own?.rest ?? [], as: UTF8.self)
+                    stream += 1
+                }
+            }
+        }
+
+        /// One source's lines front to back: the files rotated before it (oldest first; one that
+        /// cannot be read is said on standard error and passed over, the others still shown),
+        /// then its own file from where its handle stands. `withRest`: what follows the last
+        /// newline of its own file is a line too (else it stays in `own.rest`, for `--follow`).
+        final class SourceLines {
+            private enum Phase { case earlier, own, done }
+            private var earlier: [String]
+            let own: LogLines?
+            private let withRest: Bool
+            private var phase = Phase.earlier
+            private var reader: LogLines?  // of the earlier file being read
+            private var rest: [UInt8]?  // an earlier file's unterminated end, its last line
+
+            init(earlier: [String], own: LogLines?, withRest: Bool) {
+                (self.earlier, self.own, self.withRest) = (earlier, own, withRest)
+            }
+
+            func next() throws -> ArraySlice<UInt8>? {
+                while true {
+                    if let line = rest {
+                        rest = nil
+                        return line[...]
+                    }
+                    switch phase {
+                    case .done:
+                        return nil
+                    case .own:
+                        guard let own else { return nil }
+                        if let line = try own.next() { return line }
+                        phase = .done
+                        if withRest && !own.rest.isEmpty { return own.rest }
+                    case .earlier:
+                        if let reader {
+                            do {
+                                if let line = try reader.next() { return line }
+                                if !reader.rest.isEmpty { rest = Array(reader.rest) }
+                            } catch {
+                                Tail.cannotRead(reader.path, error)
+                            }
+                            reader.close()
+                            self.reader = nil
+                        } else if earlier.isEmpty {
+                            phase = .own
+                        } else {
+                            let file = earlier.removeFirst()
+                            do { reader = try LogLines(path: file) } catch { Tail.cannotRead(file, error) }
+                        }
+                    }
+                }
             }
         }
 
@@ -287,10 +401,10 @@ extension RiscCommand {
 
             /// Checks one line; the message to print when it is the one that breaks the chain.
             @discardableResult
-            mutating func check(_ line: Substring) -> String? {
+            mutating func check(_ line: ArraySlice<UInt8>) -> String? {
                 guard on, !verifier.broken else { return nil }
                 number += 1
-                verifier.check(ArraySlice(line.utf8), file: file, number: number)
+                verifier.check(line, file: file, number: number)
                 return verifier.summary.problem.map { "!! hash chain broken: \($0)" }
             }
 
@@ -342,25 +456,33 @@ extension RiscCommand {
         /// the other files still shown.
         static func readable<Shown>(_ file: String, _ read: () throws -> [Shown]) -> [Shown] {
             do { return try read() } catch {
-                let reason = (error as? FileContents.Unreadable)?.reason ?? "\(error)"
-                FileHandle.standardError.write(Data("risc tail: cannot read \(file): \(reason); its lines are not shown\n".utf8))
+                cannotRead(file, error)
                 return []
             }
         }
 
-        /// A rotated file's text (a `.gz` one decompressed).
-        static func contents(_ file: String) throws -> String {
-            String(decoding: try EventLogVerifier.contents(of: file), as: UTF8.self)
+        /// Says on standard error that `file` could not be read (deleted by retention since it was
+        /// listed, a damaged `.gz`), and why.
+        static func cannotRead(_ file: String, _ error: any Error) {
+            let reason = (error as? FileContents.Unreadable)?.reason ?? "\(error)"
+            FileHandle.standardError.write(Data("risc tail: cannot read \(file): \(reason); its lines not read by then are not shown\n".utf8))
         }
 
-        /// `lastLines` of a rotated file: read back from its end, or, compressed, read whole.
+        /// `lastLines` of a rotated file: read back from its end, or, compressed, read through
+        /// (keeping its last `count`).
         static func lastLines<Shown>(_ count: Int, ofFile file: String, render: (Substring) -> Shown?) throws -> [Shown] {
             guard file.hasSuffix(".gz") else {
                 guard let handle = FileHandle(forReadingAtPath: file) else { throw FileContents.Unreadable(path: file, reason: String(cString: strerror(errno))) }
                 defer { try? handle.close() }
                 return try lastLines(count, of: handle, render: render)
             }
-            return Array(try contents(file).split(separator: "\n").compactMap(render).suffix(count))
+            let lines = SourceLines(earlier: [file], own: nil, withRest: true)
+            var found: [Shown] = []
+            while let line = try lines.next() {
+                if let shown = render(Substring(String(decoding: line, as: UTF8.self))) { found.append(shown) }
+                if found.count >= 2 * count { found.removeFirst(found.count - count) }
+            }
+            return Array(found.suffix(count))
         }
 
         static func inode(_ path: String) -> UInt64 {

@@ -30,6 +30,21 @@ struct LogCommandTests {
         result = try await RiscBinary.run(["log", "verify", "--json", path])
         let object = try JSONParser.parseObject(Array(result.stdout.utf8))
         #expect(result.status == 2 && object["result"] == "undecided" && object["last_seq"] == 4)
+        // Found: each file was read whole (a 132 MB log peaked at 169 MB), so a large log needed
+        // its size in memory, the receiver's own start too (it rebuilds the checkpoint tree with
+        // the verifier). Read a chunk at a time, a run of zeros past 1 MiB (a file grown by 1.5
+        // GB, sparse) is checked as its first 1 MiB, within a 1.2 GB address-space limit.
+        let grown = directory + "/grown.log"
+        try FileManager.default.copyItem(atPath: path, toPath: grown)
+        let handle = try #require(FileHandle(forWritingAtPath: grown))
+        try handle.truncate(atOffset: try handle.seekToEnd() + (1_500 << 20))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data("\n".utf8))
+        try handle.close()
+        let limited = try await RiscBinary.run(
+            ["-c", "ulimit -v 1200000; exec \(RiscBinary.url.path) log verify \(grown)"], executable: URL(fileURLWithPath: "/bin/sh"))
+        try? FileManager.default.removeItem(atPath: grown)
+        #expect(limited.status == 1 && limited.stdout.contains("TAMPERED: bad_json at \(grown):6: not a JSON object"), "\(limited.stdout) \(limited.stderr)")
 
         let tailed = try await RiscBinary.run(["tail", "--verify", "--file", path, "--json"])
         #expect(tailed.status == 0 && tailed.stdout.hasPrefix("hash chain: whole from seq 0 to 4 (0 torn)"), "\(tailed.stdout)")

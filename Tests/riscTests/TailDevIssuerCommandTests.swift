@@ -87,6 +87,77 @@ struct TailDevIssuerCommandTests {
         #expect(try await tail(["-n", "0"]) == files.flatMap(\.1))
     }
 
+    /// Found: `risc tail -n 0` (the whole log) and `risc tail --verify` (any `-n`) read each file
+    /// whole into memory and held every shown line until the end: over a 132 MB log of 125,000
+    /// SETs `-n 0 --json` peaked at 374 MB and `--verify` at 358 MB to print 20 lines, and a year
+    /// of logs kept by `rotate -1` would take its size three times over on the receiver's own
+    /// machine. They now read a chunk at a time, merge the files as they go and keep only the
+    /// lines they still have to show.
+    @Test("tail -n 0 and --verify read the log a chunk at a time: a 1.5 GB log (sparse) within a 1.2 GB address-space limit")
+    func tailStreamsTheWholeLog() async throws {
+        let data = try Self.dataDirectory("stream-sparse")
+        let path = data.appendingPathComponent("events.log").path
+        let line = Self.receivedLine
+        try Data((line(1, "before") + "\n").utf8).write(to: URL(fileURLWithPath: path))
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        try handle.truncate(atOffset: 1_500 << 20)  // a hole of zeros, no newline in it: passed over, as `-n N` does
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(("\n" + line(2, "after") + "\n").utf8))
+        try handle.close()
+        for options in ["-n 0", "--verify -n 2"] {
+            let result = try await RiscBinary.run(
+                ["-c", "ulimit -v 1200000; exec \(RiscBinary.url.path) tail --data-dir \(data.path) --json \(options)"], executable: URL(fileURLWithPath: "/bin/sh"))
+            let shown = result.stdout.split(separator: "\n").map(String.init).filter { $0.hasPrefix("{") }
+            #expect(result.status == 0 && shown == [line(1, "before"), line(2, "after")], "tail \(options): status \(result.status) \(result.stdout.prefix(300)) \(result.stderr.prefix(300))")
+        }
+    }
+
+    @Test("tail -n 0 over 40 MB in four files (one gzipped, one a command's) shows them merged by time with the memory of a few lines")
+    func tailWholeLogInBoundedMemory() async throws {
+        let data = try Self.dataDirectory("stream-rss")
+        // Line n at second n of 2026 (its microseconds) in file n % 4: every file's lines are
+        // interleaved in time with the others'.
+        let names = ["events.log.2", "events.log.1", "events.log", "events.cli.log"]
+        let count = 40_000
+        let pad = String(repeating: "p", count: 900)
+        func line(_ n: Int) -> String {
+            #"{"v":1,"ts":"2026-01-01T00:00:00.\#(String(format: "%06d", n))Z","step":"received","outcome":"accepted","jti":"j\#(n)","pad":"\#(pad)"}"#
+        }
+        var texts = names.map { _ in "" }
+        for n in 0..<count { texts[n % 4 == 3 ? 3 : [0, 1, 2][n % 4]] += line(n) + "\n" }
+        // logrotate's files hold what came before the current one's: file order is time order there.
+        let logLines = (0..<count).filter { $0 % 4 != 3 }
+        texts[0] = logLines.prefix(logLines.count / 3).map(line).joined(separator: "\n") + "\n"
+        texts[1] = logLines.dropFirst(logLines.count / 3).prefix(logLines.count / 3).map(line).joined(separator: "\n") + "\n"
+        texts[2] = logLines.dropFirst(2 * (logLines.count / 3)).map(line).joined(separator: "\n") + "\n"
+        for (name, text) in zip(names, texts) { try Data(text.utf8).write(to: data.appendingPathComponent(name)) }
+        let gzip = try await RiscBinary.run(["-c", "gzip \(data.appendingPathComponent("events.log.2").path)"], executable: URL(fileURLWithPath: "/bin/sh"))
+        try #require(gzip.status == 0, "\(gzip.stderr)")
+        let small = try Self.dataDirectory("stream-rss-small")
+        try Data((line(0) + "\n").utf8).write(to: small.appendingPathComponent("events.log"))
+        /// Peak resident memory (KiB) of `risc tail --json -n 0` on `directory`, its output in `output`.
+        func peak(_ directory: URL, _ output: URL) async throws -> Int {
+            let script = """
+                import resource, subprocess, sys
+                with open(sys.argv[1], "wb") as out:
+                    code = subprocess.run(sys.argv[2:], stdout=out).returncode
+                print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+                """
+            let result = try await RiscBinary.run(
+                ["-c", script, output.path, RiscBinary.url.path, "tail", "--data-dir", directory.path, "--json", "-n", "0"],
+                executable: URL(fileURLWithPath: "/usr/bin/python3"))
+            let fields = result.stdout.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+            try #require(fields.count == 2 && fields[0] == 0, "\(result.stdout) \(result.stderr)")
+            return fields[1]
+        }
+        let baseline = try await peak(small, small.appendingPathComponent("out"))
+        let output = data.appendingPathComponent("out")
+        let used = try await peak(data, output)
+        let shown = try String(contentsOf: output, encoding: .utf8).split(separator: "\n").map(String.init)
+        #expect(shown.count == count && shown.first == line(0) && shown.last == line(count - 1) && shown == (0..<count).map(line), "\(shown.count) lines shown")
+        #expect(used - baseline < 16 << 10, "peak \(used) KiB against \(baseline) KiB for one line: the log was held in memory")
+    }
+
     /// A new data directory for a tail test.
     static func dataDirectory(_ name: String) throws -> URL {
         let data = Scratch.root.appendingPathComponent("risc-tail-\(name)-\(UUID().uuidString)")
