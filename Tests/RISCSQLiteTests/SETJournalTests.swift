@@ -144,6 +144,39 @@ struct SETJournalTests {
         #expect(try SQLiteEventStore.journaledNotIndexed(directory: directory) == 0)
     }
 
+    /// Found: `risc accounts import` of a million accounts beside a running receiver (operations.md,
+    /// step 9) holds the store's write lock for its one transaction (65 s); the writer's commit
+    /// gave up after the 5 s busy timeout, which stopped the journal as if indexing had failed,
+    /// and SETs went the ordinary way: 52 of 1,991 pushed meanwhile were answered 503 after 6 s,
+    /// 188 connections reset, answers took up to 11 s. The journal holds them durably: a store
+    /// locked by another process is waited for, and SETs are still answered from the journal.
+    @Test("a store locked by another process past the busy timeout: journaled SETs are still answered from the journal, and indexed once the lock is free")
+    func lockedStoreKeepsJournaling() async throws {
+        let clock = TestClock()
+        let store = try Self.journaledStore(clock: clock)
+        defer { store.close() }
+        store.writer.busyTimeout(milliseconds: 100)
+        let other = try SQLiteConnection(path: store.path)
+        try other.execute("BEGIN IMMEDIATE")  // as an import in another process does, for its whole transaction
+        let first = try await Self.journal(try await Self.records(3, prefix: "locked"), into: store)
+        #expect(await waitWhile { store.condition.withLock { store.indexRetries } == 0 })
+        // The writer waits for the lock to be free; the journal still takes SETs (`journal`
+        // expects each to be taken) and answers them durable.
+        let second = try await Self.journal(try await Self.records(3, prefix: "still"), into: store)
+        #expect(first.count == 0 && second.count == 0)
+        try other.execute("ROLLBACK")
+        clock.advance(SQLiteEventStore.journalRetrySeconds)
+        #expect(await waitWhile { first.count + second.count < 6 })
+        #expect(try store.count() == 6)
+        // A failure of the store's own still stops the journal (answered once stored, or 503).
+        try other.execute("CREATE TRIGGER full_disk BEFORE INSERT ON sets BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+        _ = try await Self.journal(try await Self.records(1, prefix: "full"), into: store)
+        #expect(await waitWhile { store.condition.withLock { store.indexFailure } == nil })
+        try other.execute("DROP TRIGGER full_disk")
+        clock.advance(SQLiteEventStore.journalRetrySeconds)
+        #expect(await waitWhile { store.condition.withLock { store.indexFailure } != nil })
+    }
+
     @Test("journaled SETs gather on the store's clock before the writer indexes them, holding no worker back; enough of them, an ordinary append or a close end the wait at once")
     func indexLingerOnStoreClock() async throws {
         let clock = TestClock()

@@ -114,7 +114,13 @@ extension SQLiteEventStore {
             redelivery.reset()
             try? writer.execute("ROLLBACK")
             writer.writeLock.unlock()
-            logger.error("store commit failed", metadata: ["risc.error": "\(error)", "risc.batch": "\(batch.count)"])
+            if Self.isLocked(error) {
+                logger.warning(
+                    "store locked by another process past the busy timeout: indexing waits; pushed SETs are still journaled",
+                    metadata: ["risc.error": "\(error)", "risc.batch": "\(batch.count)"])
+            } else {
+                logger.error("store commit failed", metadata: ["risc.error": "\(error)", "risc.batch": "\(batch.count)"])
+            }
             for waiting in batch where waiting.position == nil { waiting.completion(.failure(error)) }
             retryJournaled(batch.filter { $0.position != nil }, after: error)
             return
@@ -188,11 +194,19 @@ extension SQLiteEventStore {
     /// Journaled records the writer could not index (their 202 went): back to the front of the
     /// queue, tried again after a second on the store's clock (looked at every 20 ms), and new
     /// SETs go the ordinary way meanwhile (answered only once stored, or 503). At close they stay
-    /// in the journal, indexed at the next start.
+    /// in the journal, indexed at the next start. A store locked by another process past the busy
+    /// timeout (an import's or a migration's long transaction) is no failure of the store's: new
+    /// SETs are still journaled, durable and answered, while the writer waits its turn (up to
+    /// `journalBacklog` of them waiting, as always).
     func retryJournaled(_ journaled: [Waiting], after error: any Error) {
         guard !journaled.isEmpty else { return }
         condition.lock()
-        indexFailure = StoreError(.failed, "the journal's records cannot be indexed: \(error)")
+        if Self.isLocked(error) {
+            indexFailure = nil
+        } else {
+            indexFailure = StoreError(.failed, "the journal's records cannot be indexed: \(error)")
+        }
+        indexRetries += 1
         if stopping {
             condition.unlock()
             keepJournal()
@@ -206,6 +220,9 @@ extension SQLiteEventStore {
     }
 
     static let journalRetrySeconds = 1.0
+
+    /// Whether `error` is SQLITE_BUSY: another connection held the write lock past the busy timeout.
+    static func isLocked(_ error: any Error) -> Bool { ((error as? StoreError)?.driverCode ?? 0) & 0xFF == SQLITE_BUSY }
 
     /// Journaled records are left unindexed (or not known stored): the journal keeps its
     /// segments for the next start.

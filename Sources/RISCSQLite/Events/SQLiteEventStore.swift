@@ -52,6 +52,8 @@ public final class SQLiteEventStore: EventStore, JournalingStore, StoreHealth, @
     var lingering = false
     /// Set while the writer cannot index journaled records (they are retried); cleared by a commit.
     var indexFailure: StoreError?
+    /// Times the writer put journaled records back to try them again (tests wait for it).
+    var indexRetries = 0
     /// Now, in seconds (monotonic by default): when the writer tries journaled records again after
     /// a failure (tests drive it).
     let clock: @Sendable () -> Double

@@ -65,6 +65,10 @@ final class SQLiteConnection {
         sqlite3_extended_result_codes(handle, 1)
     }
 
+    /// How long a statement waits for another connection's lock before it fails with
+    /// SQLITE_BUSY (5 s from the open on).
+    func busyTimeout(milliseconds: Int32) { sqlite3_busy_timeout(handle, milliseconds) }
+
     deinit {
         statements.removeAll()
         sqlite3_close_v2(handle)
