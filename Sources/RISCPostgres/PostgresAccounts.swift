@@ -192,9 +192,11 @@ public struct PostgresAccounts: AccountRepository {
         return false
     }
 
-    public func accounts(subject: String?) async throws -> [AccountSummary] {
+    public func accounts(subject: String?, after: Int64, limit: Int) async throws -> [AccountSummary] {
         var binds = PostgresBindings()
         binds.append(subject)
+        binds.append(after)
+        binds.append(Int64(limit))
         let rows = try await database.client.query(
             PostgresQuery(
                 unsafeSQL: """
@@ -203,7 +205,7 @@ public struct PostgresAccounts: AccountRepository {
                         (SELECT count(*) FROM sessions s WHERE s.account_id = a.id AND s.ended_at IS NULL),
                         (SELECT count(*) FROM sessions s WHERE s.account_id = a.id AND s.ended_at IS NOT NULL),
                         \(accountTokenCountsSQL)
-                    FROM accounts a WHERE $1::text IS NULL OR a.subject = $1 ORDER BY a.id
+                    FROM accounts a WHERE ($1::text IS NULL OR a.subject = $1) AND a.id > $2 ORDER BY a.id LIMIT $3
                     """, binds: binds), logger: database.logger)
         var result: [AccountSummary] = []
         for try await row in rows {

@@ -112,21 +112,33 @@ extension RiscCommand.Accounts {
         func run() async throws {
             let store = try await data.open(accounts: true)
             defer { store.close() }
-            let accounts = try await store.accounts().accounts(subject: nil)
-            if json {
-                print(JSONValue.array(accounts.map(\.json)).prettyPrinted)
-                return
+            let repository = try store.accounts()
+            // A page at a time: a million accounts are listed with the memory of one page.
+            var after: Int64 = 0
+            var first = true
+            if !json {
+                print("SUBJECT                    USER            SIGN-IN  RECOVERY  REVIEW  MONITOR  SESSIONS  TOKENS")
             }
-            print("SUBJECT                    USER            SIGN-IN  RECOVERY  REVIEW  MONITOR  SESSIONS  TOKENS")
-            for a in accounts {
-                print(
-                    [
-                        Printable.safe(a.subject).padded(26), Printable.safe(a.userID).padded(15), (a.googleSignInEnabled ? "on" : "OFF").padded(8),
-                        (a.emailRecoveryEnabled ? "on" : "OFF").padded(9), (a.flaggedForReview ? "yes" : "-").padded(7),
-                        (a.heightenedMonitoring ? "yes" : "-").padded(8), "\(a.openSessions)/\(a.openSessions + a.endedSessions)".padded(9),
-                        "\(a.activeTokens)/\(a.activeTokens + a.revokedTokens)",
-                    ].joined(separator: " "))
+            while true {
+                let page = try await repository.accounts(subject: nil, after: after, limit: 1_000)
+                for a in page {
+                    if json {
+                        print(first ? "[\n  " : ",\n  ", a.json.prettyPrinted(level: 1), separator: "", terminator: "")
+                        first = false
+                        continue
+                    }
+                    print(
+                        [
+                            Printable.safe(a.subject).padded(26), Printable.safe(a.userID).padded(15), (a.googleSignInEnabled ? "on" : "OFF").padded(8),
+                            (a.emailRecoveryEnabled ? "on" : "OFF").padded(9), (a.flaggedForReview ? "yes" : "-").padded(7),
+                            (a.heightenedMonitoring ? "yes" : "-").padded(8), "\(a.openSessions)/\(a.openSessions + a.endedSessions)".padded(9),
+                            "\(a.activeTokens)/\(a.activeTokens + a.revokedTokens)",
+                        ].joined(separator: " "))
+                }
+                guard let last = page.last else { break }
+                after = last.id
             }
+            if json { print(first ? "[]" : "\n]") }
         }
     }
 

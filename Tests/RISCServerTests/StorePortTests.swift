@@ -259,6 +259,15 @@ struct StorePortTests {
         #expect(try await f.accounts.accounts(subject: nil).map(\.subject).sorted() == ["alice", "bob"])
         #expect(try await f.accounts.accounts(subject: "carol").isEmpty)
         #expect(alice.googleRefreshTokens == .init(active: 1, revoked: 0) && alice.linkedTokens == .init(active: 1, revoked: 0))
+        // Pages in creation order (`risc accounts list`): after an id, at most a limit.
+        _ = try await f.accounts.link(["carol", "dave", "erin"].map { AccountLink(subject: $0, userID: "u-\($0)") }, now: 1_200)
+        let firstPage = try await f.accounts.accounts(subject: nil, after: 0, limit: 2)
+        #expect(firstPage.map(\.subject) == ["alice", "bob"])
+        let secondPage = try await f.accounts.accounts(subject: nil, after: try #require(firstPage.last).id, limit: 2)
+        #expect(secondPage.map(\.subject) == ["carol", "dave"] && secondPage[1].openSessions == 0)
+        #expect(try await f.accounts.accounts(subject: nil, after: try #require(secondPage.last).id, limit: 2).map(\.subject) == ["erin"])
+        #expect(try await f.accounts.accounts(subject: "alice", after: alice.id, limit: 2).isEmpty)
+        for subject in ["carol", "dave", "erin"] { _ = try await f.accounts.unlink(subject: subject, issuer: nil) }
         // Unlinking removes the account with its sessions and tokens.
         #expect(try await f.accounts.unlink(subject: "alice", issuer: "https://other.example") == 0)
         #expect(try await f.accounts.unlink(subject: "alice", issuer: nil) == 1)

@@ -1,6 +1,7 @@
 import Foundation
 import RISCCore
 import RISCTestKit
+import Testing
 
 /// Runs the built `risc` executable, as a user would.
 enum RiscBinary {
@@ -35,6 +36,22 @@ enum RiscBinary {
         try await BlockingPool.waits.run {
             Swift.Result { try runBlocking(arguments, stdin: stdin, executable: executable, directory: directory, environment: environment) }
         }.get()
+    }
+
+    /// Runs `risc ARGUMENTS` with its standard output in the file `output` and returns its peak
+    /// resident memory in KiB (python3's `RUSAGE_CHILDREN` of a process that runs only it). Fails
+    /// the test unless it exits 0.
+    static func peakMemory(_ arguments: [String], output: URL) async throws -> Int {
+        let script = """
+            import resource, subprocess, sys
+            with open(sys.argv[1], "wb") as out:
+                code = subprocess.run(sys.argv[2:], stdout=out).returncode
+            print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+            """
+        let result = try await run(["-c", script, output.path, url.path] + arguments, executable: URL(fileURLWithPath: "/usr/bin/python3"))
+        let fields = result.stdout.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        try #require(fields.count == 2 && fields[0] == 0, "risc \(arguments.joined(separator: " ")): \(result.stdout) \(result.stderr)")
+        return fields[1]
     }
 
     private static func runBlocking(

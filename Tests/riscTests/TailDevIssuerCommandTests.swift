@@ -135,20 +135,8 @@ struct TailDevIssuerCommandTests {
         try #require(gzip.status == 0, "\(gzip.stderr)")
         let small = try Self.dataDirectory("stream-rss-small")
         try Data((line(0) + "\n").utf8).write(to: small.appendingPathComponent("events.log"))
-        /// Peak resident memory (KiB) of `risc tail --json -n 0` on `directory`, its output in `output`.
         func peak(_ directory: URL, _ output: URL) async throws -> Int {
-            let script = """
-                import resource, subprocess, sys
-                with open(sys.argv[1], "wb") as out:
-                    code = subprocess.run(sys.argv[2:], stdout=out).returncode
-                print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-                """
-            let result = try await RiscBinary.run(
-                ["-c", script, output.path, RiscBinary.url.path, "tail", "--data-dir", directory.path, "--json", "-n", "0"],
-                executable: URL(fileURLWithPath: "/usr/bin/python3"))
-            let fields = result.stdout.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
-            try #require(fields.count == 2 && fields[0] == 0, "\(result.stdout) \(result.stderr)")
-            return fields[1]
+            try await RiscBinary.peakMemory(["tail", "--data-dir", directory.path, "--json", "-n", "0"], output: output)
         }
         let baseline = try await peak(small, small.appendingPathComponent("out"))
         let output = data.appendingPathComponent("out")

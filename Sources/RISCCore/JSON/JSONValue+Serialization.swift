@@ -13,9 +13,13 @@ extension JSONValue {
     }
 
     /// Indented JSON text (two spaces), for people.
-    public var prettyPrinted: String {
+    public var prettyPrinted: String { prettyPrinted(level: 0) }
+
+    /// Indented as a member `level` deep in `prettyPrinted`'s output (an array's elements written
+    /// one at a time, `risc accounts list --json`).
+    public func prettyPrinted(level: Int) -> String {
         var output: [UInt8] = []
-        write(to: &output, indent: 2, level: 0)
+        write(to: &output, indent: 2, level: level)
         return String(decoding: output, as: UTF8.self)
     }
 

@@ -121,6 +121,11 @@ public struct AccountSummary: Sendable, Equatable {
     }
 }
 
+extension AccountRepository {
+    /// Every account, optionally only those with `subject`, in creation order.
+    public func accounts(subject: String?) async throws -> [AccountSummary] { try await accounts(subject: subject, after: 0, limit: .max) }
+}
+
 /// The linked-account store, whichever backend holds it. Applying actions to it happens when a
 /// queued SET is finished (`WorkQueue.finish`), in the same transaction.
 public protocol AccountRepository: Sendable {
@@ -131,8 +136,10 @@ public protocol AccountRepository: Sendable {
     /// False when there is no such account.
     func add(to subject: String, issuer: String?, session: String?, viaGoogle: Bool, token: String?, tokenKind: TokenKind, now: Double)
         async throws -> Bool
-    /// Accounts, optionally only those with `subject`, in creation order.
-    func accounts(subject: String?) async throws -> [AccountSummary]
+    /// Accounts, optionally only those with `subject`, in creation order: after the account whose
+    /// id is `after` (0: from the first), at most `limit` of them (a page: `risc accounts list`
+    /// pages through a million accounts with the memory of one page).
+    func accounts(subject: String?, after: Int64, limit: Int) async throws -> [AccountSummary]
     /// Removes the account (by subject, and issuer when given) with its sessions and token
     /// fingerprints; with `notices`, first queues an unlink notice (`UnlinkNotices`) for each of its
     /// active linked tokens, in the same transaction. How many accounts it removed (0: none such),

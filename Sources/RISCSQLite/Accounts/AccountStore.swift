@@ -191,7 +191,7 @@ public final class AccountStore: AccountRepository, @unchecked Sendable {  // re
     }
 
     /// Accounts, optionally only the one with `subject`.
-    public func accounts(subject: String? = nil) async throws -> [Account] {
+    public func accounts(subject: String?, after: Int64, limit: Int) async throws -> [Account] {
         try await run(write: false) { connection in
             let statement = try connection.prepare(
                 """
@@ -200,9 +200,9 @@ public final class AccountStore: AccountRepository, @unchecked Sendable {  // re
                     (SELECT count(*) FROM sessions s WHERE s.account_id = a.id AND s.ended_at IS NULL),
                     (SELECT count(*) FROM sessions s WHERE s.account_id = a.id AND s.ended_at IS NOT NULL),
                     \(accountTokenCountsSQL)
-                FROM accounts a WHERE ?1 IS NULL OR a.subject = ?1 ORDER BY a.id
+                FROM accounts a WHERE (?1 IS NULL OR a.subject = ?1) AND a.id > ?2 ORDER BY a.id LIMIT ?3
                 """)
-            try statement.bind([.optional(subject)])
+            try statement.bind([.optional(subject), .int(after), .int(Int64(limit))])
             var result: [Account] = []
             while try statement.step() {
                 result.append(
