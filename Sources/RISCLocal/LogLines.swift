@@ -1,5 +1,5 @@
 public import Foundation
-import RISCCore
+public import RISCCore
 
 /// A log file's lines front to back, a chunk at a time (a `.gz` file through `gzip -dc`): a log of
 /// gigabytes is read with the memory of one chunk and its longest line, never whole. A run of more
@@ -30,7 +30,7 @@ public final class LogLines {
     public private(set) var consumed: UInt64 = 0
 
     /// Opens `path` (a `.gz` file through `gzip -dc`). Throws `FileContents.Unreadable`.
-    public init(path: String, longest: Int = 1 << 20, chunk: Int = 1 << 18, cutting: Bool = false) throws {
+    public init(path: String, longest: Int = 1 << 20, chunk: Int = 1 << 18, cutting: Bool = false) throws(FileContents.Unreadable) {
         self.path = path
         self.cutting = cutting
         (self.longest, self.chunk, limit) = (longest, chunk, .max)
@@ -69,7 +69,7 @@ public final class LogLines {
 
     /// The next whole line, without its newline; nil at the end of the file, where `rest` holds
     /// what follows the last newline (a line still being written).
-    public func next() throws -> ArraySlice<UInt8>? {
+    public func next() throws(FileContents.Unreadable) -> ArraySlice<UInt8>? {
         while true {
             if scanned < count, let found = memchr(storage + scanned, 0x0A, count - scanned) {
                 let newline = storage.distance(to: found.assumingMemoryBound(to: UInt8.self))
@@ -107,7 +107,7 @@ public final class LogLines {
     public var rest: ArraySlice<UInt8> { skipping ? cut[...] : ArraySlice(UnsafeBufferPointer(start: storage + start, count: count - start)) }
 
     /// Reads one more chunk after `count`, or marks the end (where a `.gz` file's gzip must have succeeded).
-    private func fill() throws {
+    private func fill() throws(FileContents.Unreadable) {
         let wanted = Int(min(UInt64(chunk), limit - consumed))
         var read = 0
         while wanted > 0 {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import RISCCore
+import RISCLocal
 
 extension RiscCommand {
     struct Accounts: AsyncParsableCommand {
@@ -58,49 +59,114 @@ extension RiscCommand.Accounts {
             abstract: "Import accounts from JSON lines: {\"subject\", \"user_id\", \"email\"?, \"sessions\"?, \"refresh_tokens\"?, \"linked_tokens\"?, \"issuer\"?}.",
             discussion: """
                 All or nothing: every line is checked first (no other member, non-empty subject and user_id, lists of \
-                non-empty strings, one line per account), then all are written in one transaction; one bad line imports \
-                none and names every bad line. Exit 64 then. A session is its id, or {"id", "created_at"} with the time it \
-                began (seconds since 1970): "end sessions" spares sessions begun after the event, and one given without \
-                begins at the import.
+                non-empty strings, one line per account), and one bad line imports none and names every bad line (exit \
+                64). Then the accounts are written in transactions of 20,000 (about a second each), so a receiver \
+                beside the import stores SETs and applies their actions between them; an import cut short (killed, a full disk) is \
+                completed by running it again (an account imported again is updated, its sessions and tokens kept \
+                once). A file is read a chunk at a time, twice, whatever its size; standard input is held in memory, \
+                at most 256 MiB. A session is its id, or {"id", "created_at"} with the time it began (seconds since \
+                1970): "end sessions" spares sessions begun after the event, and one given without begins at the \
+                import.
                 """)
         @Argument(help: "JSON-lines file, or - for standard input.", transform: OptionRange.path) var file: String = "-"
         @OptionGroup var data: StoreOption
         @OptionGroup var creation: CreateOption
 
-        /// Every line's account, or every problem found (line numbers from 1).
-        static func parse(_ text: String, now: Double) -> (links: [AccountLink], problems: [String]) {
-            var links: [AccountLink] = [], problems: [String] = []
-            var seen: [String: Int] = [:]
-            for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated()
-            where !line.trimmingCharacters(in: .whitespaces).isEmpty {
-                let number = index + 1
-                do {
-                    let link = try AccountLink(json: try JSONParser.parseObject(Array(line.utf8)), now: now)
-                    let key = SETPolicy.issuerScope(link.issuer) + "\u{0}" + link.subject
-                    if let first = seen[key] {
-                        problems.append("line \(number): subject \(Printable.safe(link.subject, maxBytes: 64)) again (first on line \(first))")
-                    } else {
-                        seen[key] = number
-                        links.append(link)
-                    }
-                } catch {
-                    problems.append("line \(number): \(error)")
+        /// Accounts a transaction.
+        static let chunk = 20_000
+
+        /// The input's lines, numbered from 1, read again from the start by each call: a file a chunk
+        /// at a time (`LogLines`; a line of over 1 MiB is cut there, and so refused), standard input
+        /// from the bytes it gave (it cannot be read twice). A leading UTF-8 byte-order mark is not
+        /// part of the first line.
+        struct Input {
+            let path: String
+            let held: [UInt8]?
+
+            init(_ path: String) throws {
+                self.path = path
+                held = path == "-" ? try readInput(path) : nil
+                if held == nil {
+                    do { _ = try LogLines(path: path) } catch { throw ValidationError("cannot read \(error.path): \(error.reason)") }
                 }
             }
-            return (links, problems)
+
+            func forEach(_ body: (Int, ArraySlice<UInt8>) async throws -> Void) async throws {
+                var number = 0
+                if let held {
+                    for line in held.split(separator: 10, omittingEmptySubsequences: false) {
+                        number += 1
+                        try await body(number, line)
+                    }
+                    return
+                }
+                let lines: LogLines
+                do { lines = try LogLines(path: path, cutting: true) } catch { throw ValidationError("cannot read \(error.path): \(error.reason)") }
+                defer { lines.close() }
+                var line = try lines.next()
+                while let text = line ?? (lines.rest.isEmpty ? nil : lines.rest) {
+                    number += 1
+                    try await body(number, number == 1 && text.starts(with: [0xEF, 0xBB, 0xBF]) ? text.dropFirst(3) : text)
+                    guard line != nil else { break }  // that was the end without a newline
+                    line = try lines.next()
+                }
+            }
+        }
+
+        /// Line `number`'s account; nil for a blank line.
+        static func link(_ line: ArraySlice<UInt8>, number: Int, now: Double) throws -> AccountLink? {
+            guard line.contains(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D }) else { return nil }
+            do { return try AccountLink(json: try JSONParser.parseObject(Array(line)), now: now) } catch { throw ValidationError("line \(number): \(error)") }
+        }
+
+        /// An account's issuer and subject as a 128-bit digest: where each came first is kept for a
+        /// million accounts in tens of megabytes, not their text.
+        static func key(_ link: AccountLink) -> SIMD2<UInt64> {
+            SHA256.hash(Array((SETPolicy.issuerScope(link.issuer) + "\u{0}" + link.subject).utf8)).withUnsafeBytes {
+                SIMD2($0.loadUnaligned(fromByteOffset: 0, as: UInt64.self), $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+            }
         }
 
         func run() async throws {
             let now = systemNow()
-            let (links, problems) = Self.parse(String(decoding: try readInput(file), as: UTF8.self), now: now)
-            guard problems.isEmpty else {
-                let shown = problems.prefix(20).map { "  - \($0)" }.joined(separator: "\n")
-                throw ValidationError("nothing imported:\n\(shown)\(problems.count > 20 ? "\n  … and \(problems.count - 20) more" : "")")
+            let input = try Input(file)
+            var problems: [String] = [], bad = 0, count = 0
+            var seen: [SIMD2<UInt64>: Int] = [:]
+            try await input.forEach { number, line in
+                do {
+                    guard let link = try Self.link(line, number: number, now: now) else { return }
+                    if let first = seen.updateValue(number, forKey: Self.key(link)) {
+                        seen[Self.key(link)] = first
+                        throw ValidationError("line \(number): subject \(Printable.safe(link.subject, maxBytes: 64)) again (first on line \(first))")
+                    }
+                    count += 1
+                } catch {
+                    bad += 1
+                    if problems.count < 20 { problems.append("\(error)") }
+                }
             }
+            guard bad == 0 else {
+                let shown = problems.map { "  - \($0)" }.joined(separator: "\n")
+                throw ValidationError("nothing imported:\n\(shown)\(bad > 20 ? "\n  … and \(bad - 20) more" : "")")
+            }
+            seen = [:]
             let opened = try await data.open(accounts: true, create: creation.create)
             defer { opened.close() }
-            _ = try await opened.accounts().link(links, now: now)
-            print("imported \(links.count) account\(links.count == 1 ? "" : "s")")
+            let accounts = try opened.accounts()
+            var batch: [AccountLink] = [], written = 0
+            try await input.forEach { number, line in
+                guard let link = try Self.link(line, number: number, now: now) else { return }
+                batch.append(link)
+                guard batch.count == Self.chunk else { return }
+                _ = try await accounts.link(batch, now: now)
+                (written, batch) = (written + batch.count, [])
+            }
+            if !batch.isEmpty { _ = try await accounts.link(batch, now: now) }
+            written += batch.count
+            guard written == count else {
+                throw ValidationError("\(file) changed while it was imported: \(written) accounts written of the \(count) checked; run the import again")
+            }
+            print("imported \(count) account\(count == 1 ? "" : "s")")
         }
     }
 

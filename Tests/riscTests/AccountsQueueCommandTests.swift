@@ -97,6 +97,41 @@ struct AccountsQueueCommandTests {
         }
     }
 
+    /// Found: `risc accounts import` read the whole file and held every account before writing
+    /// one: a million accounts (158 MB) peaked at 757 MB, and a file past 256 MiB (1.6 million
+    /// accounts) was refused outright ("larger than 256 MiB"); the one transaction held the store
+    /// for a minute, the receiver's indexing and the admin API waiting behind it. A file is now read
+    /// a chunk at a time, twice (checked whole first, as before), and written in transactions of
+    /// 20,000 accounts.
+    @Test("accounts import reads a file a chunk at a time: 100,000 accounts with the memory of a transaction's; a bad line still imports none")
+    func importInBoundedMemory() async throws {
+        let data = Scratch.root.appendingPathComponent("risc-cli-import-\(UUID().uuidString)")
+        let few = Scratch.root.appendingPathComponent("risc-cli-import-one-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: few, withIntermediateDirectories: true)
+        let count = 100_000
+        func line(_ n: Int) -> String {
+            #"{"subject":"sub-\#(n)","user_id":"user-\#(n)","email":"u\#(n)@example.com","sessions":["s-\#(n)"],"linked_tokens":["lt-\#(n)-0123456789abcdef"]}"#
+        }
+        let file = data.appendingPathComponent("accounts.jsonl"), one = few.appendingPathComponent("accounts.jsonl")
+        try Data(("\u{FEFF}" + (0..<count).map(line).joined(separator: "\n")).utf8).write(to: file)  // a BOM, no newline at the end
+        try Data((line(0) + "\n").utf8).write(to: one)
+        let baseline = try await RiscBinary.peakMemory(
+            ["accounts", "import", one.path, "--data-dir", few.path, "--create"], output: few.appendingPathComponent("out"))
+        let used = try await RiscBinary.peakMemory(["accounts", "import", file.path, "--data-dir", data.path, "--create"], output: data.appendingPathComponent("out"))
+        #expect(try String(contentsOf: data.appendingPathComponent("out"), encoding: .utf8) == "imported \(count) accounts\n")
+        #expect(used - baseline < 28 << 10, "accounts import: peak \(used) KiB against \(baseline) KiB for one account")
+        let last = try await RiscBinary.run(["accounts", "show", "sub-\(count - 1)", "--json", "--data-dir", data.path])
+        let account = try JSONParser.parseObject(Array(last.stdout.utf8))
+        #expect(account["user_id"] == .string("user-\(count - 1)") && account["tokens"]?.objectValue?["linked"] == ["active": 1, "revoked": 0], "\(last.stdout)")
+        // Bad lines anywhere (the last, a duplicate far from its first): nothing more imported, each named.
+        try Data(((0..<count).map { line($0 + count) } + [line(count + 5), #"{"subject":"x"}"#]).joined(separator: "\n").utf8).write(to: file)
+        let refused = try await RiscBinary.run(["accounts", "import", file.path, "--data-dir", data.path])
+        let again = "line \(count + 1): subject sub-\(count + 5) again (first on line 6)"
+        #expect(refused.status == 64 && refused.stderr.contains(again) && refused.stderr.contains("line \(count + 2): "), "\(refused.stderr)")
+        #expect(try await RiscBinary.run(["accounts", "show", "sub-\(count)", "--data-dir", data.path]).status == 1)
+    }
+
     /// Found: `risc accounts link` for a subject linked to another user moved it to the new user
     /// and said only `linked 42 → u43`, as for a new link (a mistyped `--user` went unnoticed); and
     /// it counted "1 sessions".
