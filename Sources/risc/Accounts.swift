@@ -103,12 +103,15 @@ extension RiscCommand.Accounts {
                 let lines: LogLines
                 do { lines = try LogLines(path: path, cutting: true) } catch { throw ValidationError("cannot read \(error.path): \(error.reason)") }
                 defer { lines.close() }
-                var line = try lines.next()
+                func next() throws -> ArraySlice<UInt8>? {
+                    do { return try lines.next() } catch { throw ValidationError("cannot read \(error.path): \(error.reason)") }
+                }
+                var line = try next()
                 while let text = line ?? (lines.rest.isEmpty ? nil : lines.rest) {
                     number += 1
                     try await body(number, number == 1 && text.starts(with: [0xEF, 0xBB, 0xBF]) ? text.dropFirst(3) : text)
                     guard line != nil else { break }  // that was the end without a newline
-                    line = try lines.next()
+                    line = try next()
                 }
             }
         }

@@ -130,6 +130,8 @@ struct AccountsQueueCommandTests {
         let again = "line \(count + 1): subject sub-\(count + 5) again (first on line 6)"
         #expect(refused.status == 64 && refused.stderr.contains(again) && refused.stderr.contains("line \(count + 2): "), "\(refused.stderr)")
         #expect(try await RiscBinary.run(["accounts", "show", "sub-\(count)", "--data-dir", data.path]).status == 1)
+        let directory = try await RiscBinary.run(["accounts", "import", data.path, "--data-dir", data.path])
+        #expect(directory.status == 64 && directory.stderr.contains("cannot read \(data.path): Is a directory"), "\(directory.stderr)")
     }
 
     /// Found: `risc accounts link` for a subject linked to another user moved it to the new user
