@@ -136,13 +136,14 @@ public struct PostgresQueueAdmin: QueueAdministration {
           AND (NOT $4::boolean OR state = 'dead') AND pruned_at IS NULL
         """
 
-    public func tokens(_ selection: StoredSETSelection) async throws -> [(jti: String, token: String)] {
+    public func tokens(_ selection: StoredSETSelection) async throws -> [(id: Int64, jti: String, token: String)] {
         var bindings = try binds(selection.jti, selection.since, selection.until, selection.deadOnly)
         bindings.append(Int64(selection.limit))
+        bindings.append(selection.after)
         let rows = try await database.client.query(
-            PostgresQuery(unsafeSQL: "SELECT jti, token FROM sets WHERE \(Self.selected) ORDER BY id LIMIT $5", binds: bindings), logger: logger)
-        var result: [(jti: String, token: String)] = []
-        for try await (jti, token) in rows.decode((String, String).self) { result.append((jti, token)) }
+            PostgresQuery(unsafeSQL: "SELECT id, jti, token FROM sets WHERE \(Self.selected) AND id > $6 ORDER BY id LIMIT $5", binds: bindings), logger: logger)
+        var result: [(id: Int64, jti: String, token: String)] = []
+        for try await (id, jti, token) in rows.decode((Int64, String, String).self) { result.append((id, jti, token)) }
         return result
     }
 

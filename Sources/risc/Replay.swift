@@ -111,6 +111,10 @@ extension RiscCommand {
                 try await runLocal()
                 return
             }
+            if fromStore {
+                try await runFromStore()
+                return
+            }
             let (tokens, signed) = try await loadTokens()
             guard !tokens.isEmpty else { throw ValidationError("no SETs to replay") }
             if dryRun {
@@ -132,22 +136,47 @@ extension RiscCommand {
             try StoreOption.resolve(config: config, dataDir: dataDir, storeURL: storeURL, tokenKeyFile: tokenKeyFile)
         }
 
-        /// The SETs to replay, and whether they were signed here (from descriptions, with `--keys`).
-        func loadTokens() async throws -> (tokens: [String], signed: Bool) {
-            if fromStore {
-                let store = try await StoreOption.open(storeSettings())
-                defer { store.close() }
-                let stored = try await store.queue().tokens(try selection()).map(\.token)
+        /// `--from-store` without `--local`: the stored SETs the selection chooses, a page of 1,000
+        /// at a time (a million of them with the memory of a page), sent or planned in order.
+        func runFromStore() async throws {
+            let store = try await StoreOption.open(storeSettings())
+            defer { store.close() }
+            let queue = try store.queue()
+            let chosen = try selection()
+            let total = isatty(STDERR_FILENO) == 1 && !dryRun ? try await queue.ids(chosen).count : 0  // for the progress bar
+            let plan = dryRun ? try dryRunPlanner(signedHere: false) : nil
+            let progress = Progress(client: CurlHTTPClient(caBundlePath: caFile), total: total)
+            var page = chosen
+            var (sent, skipped, failures) = (0, 0, 0)
+            while true {
+                let stored = try await queue.tokens(page)
+                guard let last = stored.last else { break }
+                page.after = last.id
                 // Records risc made itself (revocation-endpoint calls) are no issuer's SETs: a
                 // receiver refuses them. `--local` re-drives them.
-                let sendable = stored.filter { (try? CompactJWS($0).header.keyID) != LocalSET.keyID }
-                if sendable.count < stored.count {
-                    FileHandle.standardError.write(
-                        Data(
-                            "skipped \(stored.count - sendable.count) local record(s) (revocation-endpoint calls); re-drive them with --local\n".utf8))
+                let sendable = stored.map(\.token).filter { (try? CompactJWS($0).header.keyID) != LocalSET.keyID }
+                skipped += stored.count - sendable.count
+                sent += sendable.count
+                if let plan {
+                    for token in sendable where !(try await plan(token)) { failures += 1 }
+                } else {
+                    try await send(sendable, to: to!, progress: progress)
                 }
-                return (sendable, false)
             }
+            if skipped > 0 {
+                FileHandle.standardError.write(Data("skipped \(skipped) local record(s) (revocation-endpoint calls); re-drive them with --local\n".utf8))
+            }
+            guard sent > 0 else { throw ValidationError("no SETs to replay") }
+            if plan == nil {
+                let summary = progress.finish()
+                print(summary.table)
+                failures = summary.failures
+            }
+            if failures > 0 { throw ExitStatus.rejected }
+        }
+
+        /// The SETs of SOURCE, and whether they were signed here (from descriptions, with `--keys`).
+        func loadTokens() async throws -> (tokens: [String], signed: Bool) {
             // A line starting with # is a comment (no compact JWS or JSON object starts so).
             let lines = nonEmptyLines(String(decoding: try readInput(source!), as: UTF8.self)).filter { !$0.hasPrefix("#") }
             guard lines.first?.hasPrefix("{") == true else { return (lines, false) }
@@ -226,14 +255,21 @@ extension RiscCommand {
         /// `--dry-run`: each SET verified (as `--local` verifies it) and planned with the receiver's
         /// action table (`--config`) or the default one.
         func dryRun(_ tokens: [String], signedHere: Bool) async throws {
+            let plan = try dryRunPlanner(signedHere: signedHere)
             var failures = 0
+            for token in tokens where !(try await plan(token)) { failures += 1 }
+            if failures > 0 { throw ExitStatus.rejected }
+        }
+
+        /// Verifies and plans one SET, printing its line (or its error's); false when it does not verify.
+        func dryRunPlanner(signedHere: Bool) throws -> (String) async throws -> Bool {
             let configuration = try receiverConfiguration()
             let verifier: SETVerifier? = try localKeySet(configured: configuration?.jwksFile, signedHere: signedHere).map {
                 try self.verifier(jwksFile: $0, policy: configuration.flatMap(localPolicy))
             }
             if verifier == nil { FileHandle.standardError.write(Data("risc: no --jwks-file: decoding without verifying\n".utf8)) }
             let table = configuration?.appliedTable ?? .default
-            for token in tokens {
+            return { token in
                 do {
                     let claims: SecurityEventToken
                     if let verifier {
@@ -253,12 +289,12 @@ extension RiscCommand {
                             ])
                         })
                     print(JSONValue.object(line).serialized)
+                    return true
                 } catch let error as SETError {
-                    failures += 1
                     print(error.responseBody)
+                    return false
                 }
             }
-            if failures > 0 { throw ExitStatus.rejected }
         }
 
         /// `--local`: store (or requeue) the SETs, run the action worker until nothing is due, report.
@@ -348,9 +384,24 @@ extension RiscCommand {
             if refused > 0 || counts["done", default: 0] < ids.count { throw ExitStatus.rejected }
         }
 
+        /// One replay's sending, over one or several calls of `send` (a page each): its client, its
+        /// summary, how many were started (the rate's schedule and the progress bar go on across
+        /// pages) and how many it will send in all.
         final class Progress: Sendable {
+            let client: CurlHTTPClient
+            let total: Int
+            let start = Date()
+            let terminal = isatty(STDERR_FILENO) == 1
             let summary = Mutex(Summary())
             let next = Mutex(0)
+
+            init(client: CurlHTTPClient, total: Int) { (self.client, self.total) = (client, total) }
+
+            /// The summary, once every page is sent (the progress bar's line ended).
+            func finish() -> Summary {
+                if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
+                return summary.withLock { $0 }
+            }
         }
 
         struct Summary: Sendable {
@@ -386,23 +437,28 @@ extension RiscCommand {
         }
 
         func send(_ tokens: [String], to url: String) async throws -> Summary {
-            let client = CurlHTTPClient(caBundlePath: caFile)
-            let shared = Progress()
+            let progress = Progress(client: CurlHTTPClient(caBundlePath: caFile), total: tokens.count)
+            try await send(tokens, to: url, progress: progress)
+            return progress.finish()
+        }
+
+        /// Sends `tokens`, `concurrency` at a time, at most `rate` a second from `progress`'s start.
+        func send(_ tokens: [String], to url: String, progress shared: Progress) async throws {
+            let client = shared.client
             let interval = rate > 0 ? 1 / rate : 0
-            let start = Date()
-            let workers = concurrency
-            let terminal = isatty(STDERR_FILENO) == 1
+            let offset = shared.next.withLock { $0 }  // this page's first SET, in the whole replay
             try await withThrowingTaskGroup(of: Void.self) { group in
-                for _ in 0..<min(workers, tokens.count) {
+                for _ in 0..<min(concurrency, tokens.count) {
                     group.addTask {
                         while true {
                             let index = shared.next.withLock { value -> Int in
+                                guard value - offset < tokens.count else { return value }
                                 defer { value += 1 }
                                 return value
                             }
-                            guard index < tokens.count else { return }
+                            guard index - offset < tokens.count else { return }
                             if interval > 0 {
-                                let due = start.addingTimeInterval(Double(index) * interval).timeIntervalSinceNow
+                                let due = shared.start.addingTimeInterval(Double(index) * interval).timeIntervalSinceNow
                                 if due > 0 { try await Task.sleep(for: .seconds(due)) }
                             }
                             let began = Date()
@@ -413,7 +469,7 @@ extension RiscCommand {
                                     HTTPRequest(
                                         method: "POST", url: url,
                                         headers: [("Content-Type", "application/secevent+jwt"), ("Accept", "application/json")],
-                                        body: Array(tokens[index].utf8)))
+                                        body: Array(tokens[index - offset].utf8)))
                             } catch {
                                 (response, transportError) = (nil, error)
                             }
@@ -434,14 +490,12 @@ extension RiscCommand {
                                 }
                                 return summary.sent
                             }
-                            if terminal { Self.progress(done, of: tokens.count) }
+                            if shared.terminal { Self.progress(done, of: shared.total) }
                         }
                     }
                 }
                 try await group.waitForAll()
             }
-            if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
-            return shared.summary.withLock { $0 }
         }
 
         /// A summary row's label for an answer other than 202, 400 and 5xx: the status, with what it

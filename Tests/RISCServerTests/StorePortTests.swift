@@ -632,6 +632,10 @@ struct StorePortTests {
         let ids = try await f.admin.ids(StoredSETSelection(since: now - 97.5))
         #expect(ids.count == 1)
         #expect(try await f.admin.tokens(StoredSETSelection(jti: "q-2")).map(\.jti) == ["q-2"])
+        // Pages (`replay --from-store`): at most `limit`, after an id, in order.
+        let first = try await f.admin.tokens(StoredSETSelection(limit: 1))
+        #expect(first.map(\.jti) == ["q-2"])
+        #expect(try await f.admin.tokens(StoredSETSelection(limit: 1, after: try #require(first.first).id)).map(\.jti) == ["q-3"])
         try await f.execute("UPDATE sets SET state = 'done', attempts = 1 WHERE jti = 'q-3'")
         #expect(try await f.admin.requeue(ids: ids) == ids)
         let rows = try await f.admin.rows(ids: ids)

@@ -76,6 +76,51 @@ struct ReplayCommandTests {
 }
 
 extension ReplayCommandTests {
+    /// Found: `risc replay --from-store` read every chosen SET into memory before sending or
+    /// planning one (125,000 SETs: 168 MB), and the store gave it at most 1,000,000 of them: a
+    /// larger store was replayed in part, saying nothing of the rest. It now reads them a page of
+    /// 1,000 at a time, all of them, in order.
+    @Test("replay --from-store reads the stored SETs a page at a time: 20,000 of them, in order, with the memory of a few")
+    func fromStoreInPages() async throws {
+        func storeOf(_ count: Int) async throws -> URL {
+            let data = Scratch.root.appendingPathComponent("risc-replay-pages-\(UUID().uuidString)")
+            let made = try await RiscBinary.run(["accounts", "link", "--subject", "s", "--user", "u", "--data-dir", data.path, "--create"])
+            try #require(made.status == 0, "\(made.stderr)")
+            // Rows as a receiver stores them (decoded, not verified, by --dry-run without a key set).
+            let script = """
+                import base64, json, sqlite3, sys
+                def part(value): return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+                db = sqlite3.connect(sys.argv[1])
+                header = part({"alg": "RS256", "kid": "k"})
+                event = "https://schemas.openid.net/secevent/risc/event-type/sessions-revoked"
+                rows = []
+                for n in range(int(sys.argv[2])):
+                    claims = {"iss": "https://accounts.google.com/", "aud": "a", "iat": 1700000000, "jti": "page-%d" % n,
+                              "events": {event: {"subject": {"subject_type": "iss-sub", "iss": "https://accounts.google.com/", "sub": str(n)}}},
+                              "pad": "p" * 1200}
+                    rows.append(("https://accounts.google.com/", "page-%d" % n, "https://accounts.google.com/", 1700000000, 1700000000 + n,
+                                 1700000000 + n, json.dumps([event]), "[]", header + "." + part(claims) + ".c2ln", "done"))
+                db.executemany("INSERT INTO sets (issuer, jti, iss, iat, received_at, last_received_at, event_types, subjects, token, state) "
+                               "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                db.commit()
+                """
+            let filled = try await RiscBinary.run(
+                ["-c", script, data.appendingPathComponent("risc.sqlite3").path, "\(count)"], executable: URL(fileURLWithPath: "/usr/bin/python3"))
+            try #require(filled.status == 0, "\(filled.stderr)")
+            return data
+        }
+        let count = 20_000
+        let (many, one) = (try await storeOf(count), try await storeOf(1))
+        func peak(_ data: URL) async throws -> Int {
+            try await RiscBinary.peakMemory(["replay", "--from-store", "--dry-run", "--data-dir", data.path], output: data.appendingPathComponent("out"))
+        }
+        let (used, baseline) = (try await peak(many), try await peak(one))
+        let planned = try String(contentsOf: many.appendingPathComponent("out"), encoding: .utf8).split(separator: "\n")
+        let jtis = planned.compactMap { try? JSONParser.parseObject(Array($0.utf8))["jti"]?.stringValue }
+        #expect(jtis == (0..<count).map { "page-\($0)" }, "\(jtis.count) planned, first \(jtis.first ?? "-")")
+        #expect(used - baseline < 12 << 10, "replay --from-store --dry-run: peak \(used) KiB against \(baseline) KiB for one SET")
+    }
+
     /// Found: `risc replay --dry-run`, "show what they would do", planned every SET with the default
     /// action table, so a receiver whose `actions.table` differs was shown actions it would not
     /// take (and `--config` was refused with a SOURCE file); and SETs it signed itself from

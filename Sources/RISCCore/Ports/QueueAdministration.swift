@@ -175,14 +175,17 @@ public struct StoredSETSelection: Sendable {
     public var since: Double?
     public var until: Double?
     public var deadOnly = false
-    public var limit = 1_000_000
+    /// `tokens`: at most this many, those stored after the SET whose id is `after` (a page).
+    public var limit = 1_000
+    public var after: Int64 = 0
 
-    public init(jti: String? = nil, since: Double? = nil, until: Double? = nil, deadOnly: Bool = false, limit: Int = 1_000_000) {
+    public init(jti: String? = nil, since: Double? = nil, until: Double? = nil, deadOnly: Bool = false, limit: Int = 1_000, after: Int64 = 0) {
         self.jti = jti
         self.since = since
         self.until = until
         self.deadOnly = deadOnly
         self.limit = limit
+        self.after = after
     }
 }
 
@@ -201,7 +204,7 @@ public protocol QueueAdministration: Sendable {
     /// Deletes dead letters received more than `olderThan` seconds before `now`. Returns how many.
     func purgeDead(olderThan: Double, now: Double) async throws -> Int
     /// The chosen stored SETs' compact tokens, in arrival order.
-    func tokens(_ selection: StoredSETSelection) async throws -> [(jti: String, token: String)]
+    func tokens(_ selection: StoredSETSelection) async throws -> [(id: Int64, jti: String, token: String)]
     /// The chosen stored SETs' ids, in arrival order.
     func ids(_ selection: StoredSETSelection) async throws -> [Int64]
     /// Puts these SETs back as if just arrived (pending, no attempts, what was applied for them

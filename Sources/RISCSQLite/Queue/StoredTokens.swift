@@ -2,10 +2,10 @@ import Foundation
 public import RISCCore
 
 extension QueueAdmin {
-    public func tokens(_ selection: StoredSETSelection) throws -> [(jti: String, token: String)] {
-        let statement = try selecting("jti, token", selection, limit: Int64(selection.limit))
-        var result: [(String, String)] = []
-        while try statement.step() { result.append((statement.text(0) ?? "", statement.text(1) ?? "")) }
+    public func tokens(_ selection: StoredSETSelection) throws -> [(id: Int64, jti: String, token: String)] {
+        let statement = try selecting("id, jti, token", selection, limit: Int64(selection.limit), after: selection.after)
+        var result: [(Int64, String, String)] = []
+        while try statement.step() { result.append((statement.int(0), statement.text(1) ?? "", statement.text(2) ?? "")) }
         statement.reset()
         return result
     }
@@ -19,17 +19,17 @@ extension QueueAdmin {
     }
 
     /// `columns` of the chosen stored SETs, in arrival order, at most `limit`.
-    private func selecting(_ columns: String, _ selection: StoredSETSelection, limit: Int64) throws -> SQLiteStatement {
+    private func selecting(_ columns: String, _ selection: StoredSETSelection, limit: Int64, after: Int64 = 0) throws -> SQLiteStatement {
         let statement = try connectionForReads.prepare(
             """
             SELECT \(columns) FROM sets
             WHERE (?1 IS NULL OR jti = ?1) AND (?2 IS NULL OR received_at >= ?2) AND (?3 IS NULL OR received_at <= ?3)
-              AND (?4 = 0 OR state = 'dead') AND pruned_at IS NULL
+              AND (?4 = 0 OR state = 'dead') AND pruned_at IS NULL AND id > ?6
             ORDER BY id LIMIT ?5
             """)
         try statement.bind([
             .optional(selection.jti), selection.since.map { .double($0) } ?? .null, selection.until.map { .double($0) } ?? .null,
-            .int(selection.deadOnly ? 1 : 0), .int(limit),
+            .int(selection.deadOnly ? 1 : 0), .int(limit), .int(after),
         ])
         return statement
     }
