@@ -54,9 +54,9 @@ public final class LogLines {
 
     /// Reads `handle` from its offset on, at most `limit` bytes, leaving it where reading stopped
     /// (`--follow` goes on from there); the handle stays the caller's.
-    public init(handle: FileHandle, path: String, limit: UInt64 = .max, longest: Int = 1 << 20, chunk: Int = 1 << 18) {
+    public init(handle: FileHandle, path: String, limit: UInt64 = .max, longest: Int = 1 << 20, chunk: Int = 1 << 18, cutting: Bool = false) {
         self.path = path
-        cutting = false
+        self.cutting = cutting
         (self.longest, self.chunk, self.limit) = (longest, chunk, limit)
         (capacity, storage) = (2 * chunk, .allocate(capacity: 2 * chunk))
         (descriptor, ownsDescriptor, gzip) = (handle.fileDescriptor, false, nil)

@@ -249,7 +249,8 @@ extension RiscCommand {
                 var kept: [[(ts: String, text: String)]] = []
                 for index in sources.indices {
                     guard let handle = sources[index].handle else { continue }
-                    let reader = LogLines(handle: handle, path: sources[index].path)
+                    // An over-long run is checked (as its first 1 MiB: no record), not passed over.
+                    let reader = LogLines(handle: handle, path: sources[index].path, cutting: true)
                     var last: [(ts: String, text: String)] = []
                     func keep(_ line: ArraySlice<UInt8>) {
                         guard lines > 0, let shown = render(Substring(String(decoding: line, as: UTF8.self)), color: color) else { return }

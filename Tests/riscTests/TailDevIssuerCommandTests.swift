@@ -1,6 +1,7 @@
 import Foundation
 import RISCClient
 import RISCCore
+import RISCLocal
 import RISCTestKit
 import Testing
 
@@ -110,6 +111,17 @@ struct TailDevIssuerCommandTests {
             let shown = result.stdout.split(separator: "\n").map(String.init).filter { $0.hasPrefix("{") }
             #expect(result.status == 0 && shown == [line(1, "before"), line(2, "after")], "tail \(options): status \(result.status) \(result.stdout.prefix(300)) \(result.stderr.prefix(300))")
         }
+        // --verify sees such a run: inside a chained log it breaks the chain (a first version of
+        // the streaming passed over it, and called the chain whole).
+        let chained = data.appendingPathComponent("chained.log").path
+        let log = try JSONLinesEventLog(path: chained, logID: "node-t")
+        for index in 0..<3 { log.record(EventLogRecord(step: .received, outcome: .accepted, time: 1_700_000_000 + Double(index))) }
+        log.close()
+        let written = try String(contentsOfFile: chained, encoding: .utf8).split(separator: "\n").map(String.init)
+        try Data((written[..<2].joined(separator: "\n") + "\n" + String(repeating: "\u{0}", count: 2 << 20) + "\n" + written[2...].joined(separator: "\n") + "\n").utf8)
+            .write(to: URL(fileURLWithPath: chained))
+        let checked = try await RiscBinary.run(["tail", "--verify", "--file", chained, "--json", "-n", "2"])
+        #expect(checked.status == 0 && checked.stdout.hasPrefix("!! hash chain broken: bad_json at \(chained):3"), "\(checked.stdout.prefix(300))")
     }
 
     @Test("tail -n 0 over 40 MB in four files (one gzipped, one a command's) shows them merged by time with the memory of a few lines")
