@@ -268,6 +268,19 @@ struct StorePortTests {
         #expect(try await f.accounts.accounts(subject: nil, after: try #require(secondPage.last).id, limit: 2).map(\.subject) == ["erin"])
         #expect(try await f.accounts.accounts(subject: "alice", after: alice.id, limit: 2).isEmpty)
         for subject in ["carol", "dave", "erin"] { _ = try await f.accounts.unlink(subject: subject, issuer: nil) }
+        // One call with the same account twice (an import's transaction): as if linked twice in a
+        // row, the later user id, the later email given, the sessions and tokens of both, once each.
+        let twice = try await f.accounts.link(
+            [
+                AccountLink(subject: "frank", userID: "u-1", email: "F@example.com", sessions: ["f1"], linkedTokens: ["lt-1"]),
+                AccountLink(subject: "gina", userID: "u-g"),
+                AccountLink(subject: "frank", userID: "u-2", sessions: ["f1", "f2"], linkedTokens: ["lt-1", "lt-2"]),
+            ], now: 1_300)
+        #expect(twice.count == 3 && twice[0] == twice[2] && twice[0] != twice[1])
+        let frank = try #require(try await f.accounts.accounts(subject: "frank").first)
+        #expect(frank.id == twice[0] && frank.userID == "u-2" && frank.email == "f@example.com")
+        #expect(frank.openSessions == 2 && frank.linkedTokens == .init(active: 2, revoked: 0))
+        for subject in ["frank", "gina"] { _ = try await f.accounts.unlink(subject: subject, issuer: nil) }
         // Unlinking removes the account with its sessions and tokens.
         #expect(try await f.accounts.unlink(subject: "alice", issuer: "https://other.example") == 0)
         #expect(try await f.accounts.unlink(subject: "alice", issuer: nil) == 1)
