@@ -138,10 +138,11 @@ extension RiscCommand.Accounts {
             try await input.forEach { number, line in
                 do {
                     guard let link = try Self.link(line, number: number, now: now) else { return }
-                    if let first = seen.updateValue(number, forKey: Self.key(link)) {
-                        seen[Self.key(link)] = first
+                    let key = Self.key(link)
+                    if let first = seen[key] {
                         throw ValidationError("line \(number): subject \(Printable.safe(link.subject, maxBytes: 64)) again (first on line \(first))")
                     }
+                    seen[key] = number
                     count += 1
                 } catch {
                     bad += 1
