@@ -86,9 +86,6 @@ extension RiscCommand.Accounts {
             init(_ path: String) throws {
                 self.path = path
                 held = path == "-" ? try readInput(path) : nil
-                if held == nil {
-                    do { _ = try LogLines(path: path) } catch { throw ValidationError("cannot read \(error.path): \(error.reason)") }
-                }
             }
 
             func forEach(_ body: (Int, ArraySlice<UInt8>) async throws -> Void) async throws {
@@ -100,11 +97,13 @@ extension RiscCommand.Accounts {
                     }
                     return
                 }
+                // A file that cannot be read is a usage error naming it (exit 64), as `readInput` says it.
+                func unreadable(_ error: FileContents.Unreadable) -> ValidationError { ValidationError("cannot read \(error.path): \(error.reason)") }
                 let lines: LogLines
-                do { lines = try LogLines(path: path, cutting: true) } catch { throw ValidationError("cannot read \(error.path): \(error.reason)") }
+                do { lines = try LogLines(path: path, cutting: true) } catch { throw unreadable(error) }
                 defer { lines.close() }
                 func next() throws -> ArraySlice<UInt8>? {
-                    do { return try lines.next() } catch { throw ValidationError("cannot read \(error.path): \(error.reason)") }
+                    do { return try lines.next() } catch { throw unreadable(error) }
                 }
                 var line = try next()
                 while let text = line ?? (lines.rest.isEmpty ? nil : lines.rest) {

@@ -223,7 +223,7 @@ extension RiscCommand {
                 source.open()
                 for file in Self.rotated(after: previous, before: source.inode, of: source.path) {
                     let lines = SourceLines(earlier: [file], own: nil, withRest: true)
-                    while let line = try? lines.next() { showLine(Substring(String(decoding: line, as: UTF8.self)), &source.chain) }
+                    while let line = try? lines.next() { showLine(Self.text(line), &source.chain) }
                 }
                 return true
             }
@@ -253,9 +253,8 @@ extension RiscCommand {
                     let reader = LogLines(handle: handle, path: sources[index].path, cutting: true)
                     var last: [(ts: String, text: String)] = []
                     func keep(_ line: ArraySlice<UInt8>) {
-                        guard lines > 0, let shown = render(Substring(String(decoding: line, as: UTF8.self)), color: color) else { return }
-                        last.append(shown)
-                        if last.count >= 2 * lines { last.removeFirst(last.count - lines) }
+                        guard lines > 0, let shown = render(Self.text(line), color: color) else { return }
+                        Self.keep(shown, last: lines, in: &last)
                     }
                     while let line = try reader.next() {
                         sources[index].chain.check(line)
@@ -272,19 +271,17 @@ extension RiscCommand {
                 }
                 for index in sources.indices { try sources[index].handle?.seek(toOffset: 0) }
             }
-            var streams: [SourceLines] = []
-            for index in sources.indices {
-                guard let handle = sources[index].handle else { continue }
-                streams.append(
-                    SourceLines(
-                        earlier: index == 0 && !verify ? earlier : [], own: LogLines(handle: handle, path: sources[index].path, limit: ends[index] ?? .max),
-                        withRest: !follow))
+            let read = sources.indices.filter { sources[$0].handle != nil }
+            let streams = read.map { index in
+                SourceLines(
+                    earlier: index == 0 && !verify ? earlier : [],
+                    own: LogLines(handle: sources[index].handle!, path: sources[index].path, limit: ends[index] ?? .max), withRest: !follow)
             }
             var heads: [(ts: String, text: String)?] = streams.map { _ in nil }, times = streams.map { _ in "" }
             func advance(_ stream: Int) throws {
                 heads[stream] = nil
                 while heads[stream] == nil, let line = try streams[stream].next() {
-                    heads[stream] = render(Substring(String(decoding: line, as: UTF8.self)), color: color)
+                    heads[stream] = render(Self.text(line), color: color)
                 }
             }
             for stream in streams.indices { try advance(stream) }
@@ -297,11 +294,7 @@ extension RiscCommand {
                 try advance(stream)
             }
             if follow && !verify {
-                var stream = 0
-                for index in sources.indices where sources[index].handle != nil {
-                    sources[index].partial = String(decoding: streams[stream].own?.rest ?? [], as: UTF8.self)
-                    stream += 1
-                }
+                for (index, stream) in zip(read, streams) { sources[index].partial = String(decoding: stream.own?.rest ?? [], as: UTF8.self) }
             }
         }
 
@@ -445,7 +438,7 @@ extension RiscCommand {
                 carry = position > 0 ? Array(pieces.removeFirst()) : []
                 if carry.count > longest { (carry, skipping) = ([], true) }
                 for piece in pieces.reversed() where found.count < count {
-                    if let text = render(Substring(String(decoding: piece, as: UTF8.self))) { found.append(text) }
+                    if let text = render(Self.text(piece)) { found.append(text) }
                 }
             }
             try handle.seek(toOffset: end)
@@ -480,11 +473,19 @@ extension RiscCommand {
             let lines = SourceLines(earlier: [file], own: nil, withRest: true)
             var found: [Shown] = []
             while let line = try lines.next() {
-                if let shown = render(Substring(String(decoding: line, as: UTF8.self))) { found.append(shown) }
-                if found.count >= 2 * count { found.removeFirst(found.count - count) }
+                if let shown = render(Self.text(line)) { Self.keep(shown, last: count, in: &found) }
             }
             return Array(found.suffix(count))
         }
+
+        /// Appends `item`, keeping at least the last `count` (at most twice as many: trimmed now and then).
+        static func keep<Item>(_ item: Item, last count: Int, in items: inout [Item]) {
+            items.append(item)
+            if items.count >= 2 * count { items.removeFirst(items.count - count) }
+        }
+
+        /// A line's bytes as the text `render` takes.
+        static func text(_ bytes: some Collection<UInt8>) -> Substring { Substring(String(decoding: bytes, as: UTF8.self)) }
 
         static func inode(_ path: String) -> UInt64 {
             var info = stat()
