@@ -323,7 +323,7 @@ extension RiscCommand {
             if fromStore {
                 ids = try await admin.requeue(ids: admin.ids(try selection()))
                 guard !ids.isEmpty else { throw ValidationError("no stored SET matches") }
-                for row in try await admin.rows(ids: ids) {
+                try await Self.inPages(ids, admin) { row in
                     var record = EventLogRecord(step: .replayed, outcome: .requeued, time: systemNow())
                     let outcome = row.outcomeJSON
                     record["jti"] = outcome["jti"]
@@ -338,7 +338,14 @@ extension RiscCommand {
                 processed = 0
                 for worker in storage.workers { processed += try await worker.processDue() }
             }
-            try report(try await admin.rows(ids: ids), ids: ids, duplicates: duplicates, refused: refused)
+            try await report(admin, ids: ids, duplicates: duplicates, refused: refused)
+        }
+
+        /// The rows of `ids`, read a page of 1,000 at a time (a million SETs with the memory of a page).
+        static func inPages(_ ids: [Int64], _ admin: any QueueAdministration, _ each: (QueueRow) throws -> Void) async throws {
+            for start in stride(from: 0, to: ids.count, by: 1_000) {
+                for row in try await admin.rows(ids: Array(ids[start..<min(start + 1_000, ids.count)])) { try each(row) }
+            }
         }
 
         /// Verifies and stores the SOURCE's SETs as the receiver would: their ids, duplicates, refusals.
@@ -367,11 +374,13 @@ extension RiscCommand {
         }
 
         /// Prints each replayed SET's outcome and the summary table; exits 1 unless all were applied.
-        func report(_ rows: [QueueRow], ids: [Int64], duplicates: Int, refused: Int) throws {
-            let outcomes = rows.map(\.outcomeJSON)
-            for outcome in outcomes { print(JSONValue.object(outcome).serialized) }
+        func report(_ admin: any QueueAdministration, ids: [Int64], duplicates: Int, refused: Int) async throws {
             var counts: [String: Int] = [:]
-            for outcome in outcomes { counts[outcome["state"]?.stringValue ?? "?", default: 0] += 1 }
+            try await Self.inPages(ids, admin) { row in
+                let outcome = row.outcomeJSON
+                print(JSONValue.object(outcome).serialized)
+                counts[outcome["state"]?.stringValue ?? "?", default: 0] += 1
+            }
             var rows = [("replayed", "\(ids.count)"), ("applied", "\(counts["done", default: 0])")]
             if !fromStore {
                 rows.append(("duplicate (not applied again)", "\(duplicates)"))

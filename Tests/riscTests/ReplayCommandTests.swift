@@ -80,7 +80,7 @@ extension ReplayCommandTests {
     /// planning one (125,000 SETs: 168 MB), and the store gave it at most 1,000,000 of them: a
     /// larger store was replayed in part, saying nothing of the rest. It now reads them a page of
     /// 1,000 at a time, all of them, in order.
-    @Test("replay --from-store reads the stored SETs a page at a time: 20,000 of them, in order, with the memory of a few")
+    @Test("replay --from-store, planned or re-driven here, reads the stored SETs a page at a time: 20,000 of them, in order, with the memory of a few")
     func fromStoreInPages() async throws {
         func storeOf(_ count: Int) async throws -> URL {
             let data = Scratch.root.appendingPathComponent("risc-replay-pages-\(UUID().uuidString)")
@@ -111,14 +111,30 @@ extension ReplayCommandTests {
         }
         let count = 20_000
         let (many, one) = (try await storeOf(count), try await storeOf(1))
-        func peak(_ data: URL) async throws -> Int {
-            try await RiscBinary.peakMemory(["replay", "--from-store", "--dry-run", "--data-dir", data.path], output: data.appendingPathComponent("out"))
+        func peak(_ data: URL, _ options: [String]) async throws -> Int {
+            try await RiscBinary.peakMemory(["replay", "--from-store", "--data-dir", data.path] + options, output: data.appendingPathComponent("out"))
         }
-        let (used, baseline) = (try await peak(many), try await peak(one))
-        let planned = try String(contentsOf: many.appendingPathComponent("out"), encoding: .utf8).split(separator: "\n")
-        let jtis = planned.compactMap { try? JSONParser.parseObject(Array($0.utf8))["jti"]?.stringValue }
-        #expect(jtis == (0..<count).map { "page-\($0)" }, "\(jtis.count) planned, first \(jtis.first ?? "-")")
+        func jtis(_ data: URL) throws -> [String] {
+            let lines = try String(contentsOf: data.appendingPathComponent("out"), encoding: .utf8).split(separator: "\n")
+            return lines.compactMap { try? JSONParser.parseObject(Array($0.utf8))["jti"]?.stringValue }
+        }
+        let (used, baseline) = (try await peak(many, ["--dry-run"]), try await peak(one, ["--dry-run"]))
+        let planned = try jtis(many)
+        #expect(planned == (0..<count).map { "page-\($0)" }, "\(planned.count) planned, first \(planned.first ?? "-")")
         #expect(used - baseline < 12 << 10, "replay --from-store --dry-run: peak \(used) KiB against \(baseline) KiB for one SET")
+
+        // Found next: `--local --from-store` (re-drive them here) read every chosen row twice, to
+        // log it requeued and to report it (50,000 SETs: 108 MB; 20,000 here 41 MB above one).
+        // Now a page at a time too (what stays above one SET's run is SQLite's caches: 55 MB for
+        // 20,000, 57 for 100,000).
+        let (redriven, alone) = (try await peak(many, ["--local"]), try await peak(one, ["--local"]))
+        let reported = try jtis(many)
+        #expect(reported == (0..<count).map { "page-\($0)" }, "\(reported.count) reported, first \(reported.first ?? "-")")
+        let summary = try String(contentsOf: many.appendingPathComponent("out"), encoding: .utf8)
+        #expect(summary.contains("replayed                      \(count)\napplied                       \(count)\n"), "\(summary.suffix(300))")
+        #expect(redriven - alone < 24 << 10, "replay --local --from-store: peak \(redriven) KiB against \(alone) KiB for one SET")
+        let log = try String(contentsOf: many.appendingPathComponent("events.log"), encoding: .utf8)
+        #expect(log.components(separatedBy: #""step":"replayed""#).count - 1 == count)
     }
 
     /// Found: `risc replay --dry-run`, "show what they would do", planned every SET with the default
