@@ -252,6 +252,8 @@ extension JSONLinesEventLog {
                 // After risc's own rotation, from the newest segment's digest: only the file being written is read.
                 if let newest = try EventLogSegments.newestDigest(path), newest.digest.tree != nil {
                     summary = try EventLogVerifier.verify(files: FileManager.default.fileExists(atPath: path) ? [path] : [], keepTree: true, start: newest.digest.end)
+                } else if let tree = EventLogResume.tree(log: path, end: chain) {
+                    return (tree, nil)  // from the last checkpoint: only the lines written since are read
                 } else {
                     summary = try EventLogVerifier.verify(files: EventLogVerifier.files(of: path), keepTree: true)
                 }
@@ -266,12 +268,14 @@ extension JSONLinesEventLog {
         }
 
         /// Signs and writes a checkpoint of `size` lines with `root`; off the flusher's thread work only.
-        private func writeCheckpoint(_ checkpoints: JSONLinesEventLog.Checkpoints, size: UInt64, root: [UInt8], time: Double) {
+        /// With where the chain, the tree and the file stood (`EventLogResume`), for the next start.
+        private func writeCheckpoint(_ checkpoints: JSONLinesEventLog.Checkpoints, tree: MerkleRange, chain: EventLogChain, time: Double) {
             guard let path else { return }
-            let checkpoint = EventLogCheckpoint(origin: origin, size: size, root: root, time: time)
+            let checkpoint = EventLogCheckpoint(origin: origin, size: tree.size, root: tree.root, time: time)
             guard let note = try? checkpoint.signed(by: checkpoints.key) else { return }
             let file = JSONLinesEventLog.checkpointPath(of: path)
             try? PrivateFiles.writeAtomically(file, Array(note.utf8))
+            if fd >= 0 { EventLogResume.write(log: path, fd: fd, chain: chain, tree: tree) }
             checkpoints.publish(note)
         }
 
@@ -333,10 +337,10 @@ extension JSONLinesEventLog {
                 reopenRequested = false
                 let stop = stopping
                 // A checkpoint covers exactly the lines taken here, written just below.
-                var due: (JSONLinesEventLog.Checkpoints, UInt64, [UInt8], Double)?
-                if let checkpoints, let range, case let now = clock(), stop || hasPassed(checkpoints.interval, since: lastCheckpoint, now: now) {
+                var due: (JSONLinesEventLog.Checkpoints, MerkleRange, EventLogChain, Double)?
+                if let checkpoints, let range, let chain, case let now = clock(), stop || hasPassed(checkpoints.interval, since: lastCheckpoint, now: now) {
                     lastCheckpoint = now
-                    due = (checkpoints, range.size, range.root, now)
+                    due = (checkpoints, range, chain, now)
                 }
                 condition.unlock()
                 if fd < 0, let path, !data.isEmpty, !reopenNow { openAgain(path) }  // it could not be opened at the last try
@@ -353,7 +357,7 @@ extension JSONLinesEventLog {
                 if written == boundary || reopened { written += write(data[written...]) }
                 let whole = written == data.count
                 if written > 0 { midLine = data[written - 1] != 0x0A }
-                if whole, let (checkpoints, size, root, time) = due { writeCheckpoint(checkpoints, size: size, root: root, time: time) }
+                if whole, let (checkpoints, tree, chain, time) = due { writeCheckpoint(checkpoints, tree: tree, chain: chain, time: time) }
                 if whole, let segments, let path, fd >= 0, !stop { rotateIfDue(segments, path: path) }
                 condition.lock()
                 // What was not written goes back before the lines recorded since, in the chain's

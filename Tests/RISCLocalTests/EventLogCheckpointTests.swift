@@ -104,6 +104,53 @@ struct EventLogCheckpointTests {
         #expect(result.result == .verified && result.unsealed == 1)
     }
 
+    /// Found: a writer that signs checkpoints read its log from the genesis at every start to
+    /// rebuild the tree (a 705 MB log: 5 s before the receiver answered; logrotate's files too), and
+    /// without risc's own segments nothing let it go on from where it stood. Now each checkpoint
+    /// records where the chain, the tree and the file stood (`events.resume`), and a start reads
+    /// only the lines after it: shown here by a line edited before it (same length, same file),
+    /// which a start from the genesis stops at ("no checkpoints") and this start does not read (it
+    /// goes on signing; the audit still finds the edit). A state
+    /// that does not fit the file (copied and truncated by logrotate, garbage) is the genesis read.
+    @Test("a start goes on from the last checkpoint's recorded state, reading only the lines after it; a state that does not fit is a read from the genesis")
+    func resumesFromTheLastCheckpoint() async throws {
+        let clock = TestClock()
+        try await write(9, clock: clock, advanceEvery: 3)
+        let state = EventLogResume.path(of: path)
+        let recorded = try #require(EventLogResume(text: try String(contentsOfFile: state, encoding: .utf8)))
+        #expect(recorded.chain.next == 10 && recorded.tree.size == 10)
+        #expect(recorded.offset == (try FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.int64Value)
+
+        // A start after copytruncate (the lines in events.log.1, events.log empty: the offset past
+        // its end) and after a garbage state reads from the genesis, and signs what is there.
+        let whole = try Data(contentsOf: URL(fileURLWithPath: path))
+        try whole.write(to: URL(fileURLWithPath: path + ".1"))
+        try FileHandle(forWritingAtPath: path).map { try $0.truncate(atOffset: 0) }
+        try await write(2, clock: clock)
+        var result = try audit()
+        #expect(result.result == .verified && result.checkpoint?.size == 12, "\(result)")
+        try "risc event log resume 1\nchain 12 x\n".write(toFile: state, atomically: true, encoding: .utf8)
+        try await write(1, clock: clock)
+        result = try audit()
+        #expect(result.result == .verified && result.checkpoint?.size == 13, "\(result)")
+        #expect(EventLogResume(text: try String(contentsOfFile: state, encoding: .utf8))?.chain.next == 13)
+
+        // A line before the recorded state edited in place: not read at the start.
+        var text = try String(contentsOfFile: path, encoding: .utf8)
+        let edited = try #require(text.range(of: #""jti":"jti-0""#))
+        text.replaceSubrange(edited, with: #""jti":"jti-X""#)
+        let file = try #require(FileHandle(forWritingAtPath: path))
+        try file.write(contentsOf: Data(text.utf8))
+        try file.close()
+        try await write(2, clock: clock)
+        let lines = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(!lines.contains("no checkpoints"), "\(lines.suffix(400))")
+        let signed = try EventLogCheckpoint.parse(note: try String(contentsOfFile: JSONLinesEventLog.checkpointPath(of: path), encoding: .utf8))
+        #expect(signed.size == 15)
+        result = try audit()
+        #expect(result.result == .tampered && result.summary.problem?.reason == .prevMismatch, "\(result)")
+    }
+
     @Test("what the chain alone cannot show: the end cut off, the log rewritten and chained again, an older checkpoint put back, another key's signature")
     func insiderRewrites() async throws {
         let clock = TestClock()
