@@ -191,63 +191,108 @@ extension CheckpointKey {
 
 /// RFC 9162 §2.1.3 inclusion proofs: that one line is in the tree a checkpoint signed.
 public enum InclusionProof {
-    /// MTH of `leaves` (RFC 9162 §2.1.1).
-    static func treeHash(_ leaves: ArraySlice<[UInt8]>) -> [UInt8] {
-        var range = MerkleRange()
-        for leaf in leaves { range.append(leaf: leaf) }
-        return range.root
-    }
-
     /// PATH(m, D[n]): the sibling hashes from leaf `index` up to the root of `leaves`.
     public static func path(index: Int, leaves: ArraySlice<[UInt8]>) -> [[UInt8]] {
-        (try? Partial(prefix: nil, leaves: Array(leaves)).path(UInt64(index), 0, UInt64(leaves.count))) ?? []
+        guard var nodes = try? Nodes(size: UInt64(leaves.count), prefix: nil, proving: [UInt64(index)]) else { return [] }
+        for leaf in leaves { nodes.append(leaf: leaf) }
+        return (try? nodes.finish().path(UInt64(index))) ?? []
     }
 
-    /// A tree whose first leaves are gone (retention deleted their segments) and are known by the
-    /// compact range a digest kept of them (`prefix`); the leaves after them are `leaves`. Every
-    /// sibling on the path of a leaf after the prefix is a subtree of later leaves, one of the
-    /// prefix's roots, or such roots followed by later leaves, so the path can still be made.
-    struct Partial {
-        let prefixSize: UInt64
-        /// The prefix's roots with where each subtree begins and how many leaves it holds.
-        let roots: [(offset: UInt64, size: UInt64, hash: [UInt8])]
-        let leaves: [[UInt8]]
-        var size: UInt64 { prefixSize + UInt64(leaves.count) }
+    /// A node of the RFC 9162 tree: the leaves `lo..<hi`.
+    struct Span: Hashable {
+        let lo: UInt64
+        let hi: UInt64
+    }
 
-        init(prefix: MerkleRange?, leaves: [[UInt8]]) {
-            prefixSize = prefix?.size ?? 0
-            var roots: [(offset: UInt64, size: UInt64, hash: [UInt8])] = []
-            var offset: UInt64 = 0
-            var bit: UInt64 = prefixSize == 0 ? 0 : 1 << (63 - UInt64(prefixSize.leadingZeroBitCount))
+    /// The nodes of a tree of `size` leaves that the root and the paths of some leaves need, hashed
+    /// as the leaves go by, each once (a log of millions of lines is proved with the memory of a few
+    /// paths, never holding its leaves). The first leaves may be gone (retention deleted their
+    /// segments) and known by the compact range a digest kept of them (`prefix`): every sibling on
+    /// the path of a later leaf is a subtree of later leaves, one of the prefix's roots, or such
+    /// roots followed by later leaves, so the path can still be made.
+    struct Nodes {
+        let size: UInt64
+        private var needed: Set<Span> = []
+        private var hashes: [Span: [UInt8]] = [:]
+        /// The perfect subtrees so far, largest first (a compact range with where each begins).
+        private var stack: [(lo: UInt64, count: UInt64, hash: [UInt8])] = []
+        /// The index of the next leaf.
+        private(set) var next: UInt64 = 0
+
+        init(size: UInt64, prefix: MerkleRange?, proving indices: [UInt64]) throws(EventLogCheckpoint.Invalid) {
+            self.size = size
+            needed.insert(Span(lo: 0, hi: size))
+            for index in indices { Self.siblings(index, 0, size, into: &needed) }
+            var bit: UInt64 = 1 << 63
             for hash in prefix?.compactRoots ?? [] {
-                while bit != 0 && prefixSize & bit == 0 { bit >>= 1 }
-                roots.append((offset, bit, hash))
-                offset += bit
+                while prefix!.size & bit == 0 { bit >>= 1 }
+                push(next, bit, hash)
+                next += bit
                 bit >>= 1
             }
-            self.roots = roots
-            self.leaves = leaves
         }
 
-        /// MTH of leaves `lo..<hi`, a subtree of the RFC 9162 recursion.
-        func hash(_ lo: UInt64, _ hi: UInt64) throws(EventLogCheckpoint.Invalid) -> [UInt8] {
-            guard lo < prefixSize else { return InclusionProof.treeHash(leaves[Int(lo - prefixSize)..<Int(hi - prefixSize)]) }
-            let end = min(hi, prefixSize)
-            let inside = roots.filter { $0.offset >= lo && $0.offset < end }
-            guard inside.first?.offset == lo, let last = inside.last, last.offset + last.size == end,
-                var range = MerkleRange(size: end - lo, roots: inside.map(\.hash))
-            else { throw EventLogCheckpoint.Invalid("leaves \(lo)–\(hi - 1) cross a subtree the digest kept whole: no path through them") }
-            for leaf in leaves[..<Int(hi - end)] { range.append(leaf: leaf) }
-            return range.root
+        /// The spans PATH(index, D[lo:hi]) takes the hashes of (RFC 9162 §2.1.3.1).
+        private static func siblings(_ index: UInt64, _ lo: UInt64, _ hi: UInt64, into spans: inout Set<Span>) {
+            guard hi - lo > 1 else { return }
+            let k = split(lo, hi)
+            if index < lo + k {
+                spans.insert(Span(lo: lo + k, hi: hi))
+                siblings(index, lo, lo + k, into: &spans)
+            } else {
+                spans.insert(Span(lo: lo, hi: lo + k))
+                siblings(index, lo + k, hi, into: &spans)
+            }
         }
 
-        /// PATH(index, D[lo:hi]).
-        func path(_ index: UInt64, _ lo: UInt64, _ hi: UInt64) throws(EventLogCheckpoint.Invalid) -> [[UInt8]] {
-            guard hi - lo > 1 else { return [] }
-            var k: UInt64 = 1
-            while k * 2 < hi - lo { k *= 2 }
-            if index < lo + k { return try path(index, lo, lo + k) + [hash(lo + k, hi)] }
-            return try path(index, lo + k, hi) + [hash(lo, lo + k)]
+        /// The largest power of two below `hi - lo` (more than one leaf): where D[lo:hi] splits.
+        private static func split(_ lo: UInt64, _ hi: UInt64) -> UInt64 { 1 << (63 - UInt64((hi - lo - 1).leadingZeroBitCount)) }
+
+        private mutating func push(_ lo: UInt64, _ count: UInt64, _ hash: [UInt8]) {
+            stack.append((lo, count, hash))
+            if needed.contains(Span(lo: lo, hi: lo + count)) { hashes[Span(lo: lo, hi: lo + count)] = hash }
+        }
+
+        /// The next leaf's hash; subtrees it completes are hashed now.
+        mutating func append(leaf: [UInt8]) {
+            push(next, 1, leaf)
+            next += 1
+            while stack.count > 1, stack[stack.count - 1].count == stack[stack.count - 2].count {
+                let right = stack.removeLast(), left = stack.removeLast()
+                push(left.lo, left.count * 2, MerkleRange.nodeHash(left.hash, right.hash))
+            }
+        }
+
+        /// After the last leaf: the nodes along the tree's right edge, from the subtrees that make it up.
+        func finish() throws(EventLogCheckpoint.Invalid) -> Nodes {
+            guard next == size else { throw EventLogCheckpoint.Invalid("the log gave \(next) of the tree's \(size) lines") }
+            var done = self
+            for span in needed where done.hashes[span] == nil {
+                guard span.hi == size, let first = stack.firstIndex(where: { $0.lo == span.lo }) else {
+                    throw EventLogCheckpoint.Invalid("leaves \(span.lo)–\(span.hi - 1) cross a subtree the digest kept whole: no path through them")
+                }
+                var hash = stack[stack.count - 1].hash
+                for left in stack[first..<(stack.count - 1)].reversed() { hash = MerkleRange.nodeHash(left.hash, hash) }
+                done.hashes[span] = hash
+            }
+            return done
+        }
+
+        /// MTH of every leaf (after `finish`).
+        var root: [UInt8] { hashes[Span(lo: 0, hi: size)] ?? [] }
+
+        /// PATH(index, D[0:size]) of a leaf given at `init` (after `finish`).
+        func path(_ index: UInt64) throws(EventLogCheckpoint.Invalid) -> [[UInt8]] {
+            var path: [[UInt8]] = []
+            var (lo, hi) = (UInt64(0), size)
+            while hi - lo > 1 {
+                let k = Self.split(lo, hi)
+                let sibling = index < lo + k ? Span(lo: lo + k, hi: hi) : Span(lo: lo, hi: lo + k)
+                guard let hash = hashes[sibling] else { throw EventLogCheckpoint.Invalid("no hash of leaves \(sibling.lo)–\(sibling.hi - 1)") }
+                path.insert(hash, at: 0)
+                (lo, hi) = index < lo + k ? (lo, lo + k) : (lo + k, hi)
+            }
+            return path
         }
     }
 

@@ -38,31 +38,58 @@ public struct EventLogProof: Sendable {
     }
 
     /// The lines about `jti` in `files`, proved against `checkpoint` (signed as `note`); `start`:
-    /// where the chain and tree stood before the first of them (the log's genesis when nil).
+    /// where the chain and tree stood before the first of them (the log's genesis when nil). The
+    /// files are read twice, a chunk at a time: for the event's lines, then for the hashes of the
+    /// tree's nodes their paths need (`InclusionProof.Nodes`).
     public static func make(
         files: [String], start: EventLogVerifier.Start? = nil, jti: String, note: String, checkpoint: EventLogCheckpoint
     ) throws -> EventLogProof {
-        let prefix = start?.tree
-        var leaves: [[UInt8]] = []
+        let gone = start?.tree?.size ?? 0
         var matches: [(UInt64, String)] = []
         var unsealed = 0
-        let summary = try EventLogVerifier.verify(files: files, start: start) { seq, line, leaf in
-            leaves.append(leaf)
+        // Only a line holding the jti's bytes is parsed (a jti of printable ASCII but `"` and `\` is
+        // written as it is; any other is looked for in every line).
+        let needle = jti.utf8.allSatisfy({ (0x20...0x7E).contains($0) && $0 != 0x22 && $0 != 0x5C }) ? Array(jti.utf8) : nil
+        let summary = try EventLogVerifier.verify(files: files, start: start) { seq, line, _ in
+            if let needle, !contains(line, needle) { return }
             guard let object = try? JSONParser.parseObject(line), object["jti"]?.stringValue == jti else { return }
             if seq < checkpoint.size { matches.append((seq, String(decoding: line, as: UTF8.self))) } else { unsealed += 1 }
         }
         if let problem = summary.problem { throw EventLogCheckpoint.Invalid("the log's chain is broken: \(problem)") }
-        let gone = prefix?.size ?? 0
-        guard summary.firstSeq == gone, gone <= checkpoint.size, gone + UInt64(leaves.count) >= checkpoint.size else {
+        guard summary.firstSeq == gone, gone <= checkpoint.size, summary.lastSeq.map { $0 + 1 } ?? gone >= checkpoint.size else {
             throw EventLogCheckpoint.Invalid(
                 gone > checkpoint.size
                     ? "the checkpoint's \(checkpoint.size) lines end in segments retention deleted: prove against a newer checkpoint"
                     : "the log does not hold the checkpoint's \(checkpoint.size) lines from its genesis")
         }
-        let tree = InclusionProof.Partial(prefix: prefix, leaves: Array(leaves[..<Int(checkpoint.size - gone)]))
-        guard try tree.hash(0, tree.size) == checkpoint.root else { throw EventLogCheckpoint.Invalid("the log's tree is not the one the checkpoint signed") }
-        let entries = try matches.map { Entry(index: $0.0, line: $0.1, path: try tree.path($0.0, 0, tree.size)) }
+        var nodes = try InclusionProof.Nodes(size: checkpoint.size, prefix: start?.tree, proving: matches.map(\.0))
+        let again = try EventLogVerifier.verify(files: files, start: start) { seq, _, leaf in
+            if seq < checkpoint.size { nodes.append(leaf: leaf) }
+        }
+        if let problem = again.problem { throw EventLogCheckpoint.Invalid("the log changed while it was read: \(problem)") }
+        let tree = try nodes.finish()
+        guard tree.root == checkpoint.root else { throw EventLogCheckpoint.Invalid("the log's tree is not the one the checkpoint signed") }
+        let entries = try matches.map { Entry(index: $0.0, line: $0.1, path: try tree.path($0.0)) }
         return EventLogProof(note: note, entries: entries, unsealed: unsealed, goneBefore: gone)
+    }
+
+    /// Whether `bytes` hold `needle` (`memchr` for its first byte, then `memcmp`).
+    static func contains(_ bytes: ArraySlice<UInt8>, _ needle: [UInt8]) -> Bool {
+        guard let first = needle.first else { return true }
+        return bytes.withUnsafeBytes { (hay: UnsafeRawBufferPointer) -> Bool in
+            needle.withUnsafeBytes { (wanted: UnsafeRawBufferPointer) -> Bool in
+                guard let start = hay.baseAddress, let target = wanted.baseAddress else { return false }
+                var offset = 0
+                while hay.count - offset >= wanted.count {
+                    guard let found = memchr(start + offset, Int32(first), hay.count - offset) else { return false }
+                    let at = UnsafeRawPointer(found) - start
+                    if hay.count - at < wanted.count { return false }
+                    if memcmp(start + at, target, wanted.count) == 0 { return true }
+                    offset = at + 1
+                }
+                return false
+            }
+        }
     }
 
     public var json: String {

@@ -211,15 +211,27 @@ struct EventLogCheckpointTests {
             for gone in 0..<size {
                 var prefix = MerkleRange()
                 for leaf in leaves[..<gone] { prefix.append(leaf: leaf) }
-                let tree = InclusionProof.Partial(prefix: prefix, leaves: Array(leaves[gone..<size]))
-                #expect(try tree.hash(0, UInt64(size)) == Self.mth(leaves[..<size]), "size \(size), \(gone) gone")
+                var nodes = try InclusionProof.Nodes(size: UInt64(size), prefix: prefix, proving: (gone..<size).map { UInt64($0) })
+                for leaf in leaves[gone..<size] { nodes.append(leaf: leaf) }
+                let tree = try nodes.finish()
+                #expect(tree.root == Self.mth(leaves[..<size]), "size \(size), \(gone) gone")
                 for index in gone..<size {
-                    let path = try tree.path(UInt64(index), 0, UInt64(size))
+                    let path = try tree.path(UInt64(index))
+                    #expect(path == InclusionProof.path(index: index, leaves: leaves[..<size]))
                     #expect(
                         InclusionProof.verify(leaf: leaves[index], index: UInt64(index), size: UInt64(size), path: path, root: Self.mth(leaves[..<size])),
                         "size \(size), \(gone) gone, index \(index)")
                 }
             }
+        }
+    }
+
+    @Test("log prove's look for a jti's bytes in a line: found at the start, the end, after a false start; not when cut off by the end")
+    func proofPrefilter() {
+        let line = Array(#"{"jti":"aab-1","x":"aab"}"#.utf8)
+        for (needle, found) in [("aab-1", true), ("{\"jti", true), ("aab\"}", true), ("ab-1", true), ("aab\"}x", false), ("aab-2", false), ("", true)] {
+            #expect(EventLogProof.contains(line[...], Array(needle.utf8)) == found, "\(needle)")
+            #expect(EventLogProof.contains(line[1...], Array(needle.utf8)) == (found && !needle.hasPrefix("{")), "\(needle) from the second byte")
         }
     }
 
