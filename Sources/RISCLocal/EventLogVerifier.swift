@@ -224,7 +224,8 @@ public struct EventLogVerifier: Sendable {
     /// The files of the log at `path`, oldest first: logrotate's, then `path` itself. logrotate
     /// names a moved file `path.N` (highest N oldest) or, with `dateext` (the default in Fedora's,
     /// RHEL's and SUSE's logrotate.conf), `path-20261205` or whatever its `dateformat` makes of
-    /// digits and separators, which logrotate requires to sort as text by age; either with `.gz`.
+    /// digits and separators, which logrotate requires to sort as text by age (`path.20261205`, more
+    /// than six digits after a dot, is such a date, not a number); either with `.gz`.
     /// Numbered files come before dated ones (a log switched to `dateext`, not back).
     public static func files(of path: String) -> [String] {
         let directory = PathText.directory(of: path)
@@ -236,7 +237,8 @@ public struct EventLogVerifier: Sendable {
             var suffix = entry.dropFirst(name.count)
             if suffix.hasSuffix(".gz") { suffix = suffix.dropLast(3) }
             let file = (directory as NSString).appendingPathComponent(entry)
-            if suffix.first == ".", let n = Int(suffix.dropFirst()), n >= 0 {
+            // More than six digits is no count of logrotate's but a date or time (`dateformat .%Y%m%d`, `.%s`).
+            if suffix.first == ".", suffix.count <= 7, let n = Int(suffix.dropFirst()), n >= 0 {
                 numbered.append((n, file))
             } else if let first = suffix.first, "-_.".contains(first), suffix.dropFirst().first?.isNumber == true,
                 suffix.allSatisfy({ $0.isASCII && ($0.isNumber || "-_.".contains($0)) })
