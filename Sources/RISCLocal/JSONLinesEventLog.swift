@@ -249,11 +249,11 @@ extension JSONLinesEventLog {
         static func rebuildRange(_ path: String, chain: EventLogChain) -> (tree: MerkleRange?, problem: String?) {
             let summary: EventLogVerifier.Summary
             do {
+                // From the last checkpoint, in the file being written: only the lines written since are read.
+                if let tree = EventLogResume.tree(log: path, end: chain) { return (tree, nil) }
                 // After risc's own rotation, from the newest segment's digest: only the file being written is read.
                 if let newest = try EventLogSegments.newestDigest(path), newest.digest.tree != nil {
                     summary = try EventLogVerifier.verify(files: FileManager.default.fileExists(atPath: path) ? [path] : [], keepTree: true, start: newest.digest.end)
-                } else if let tree = EventLogResume.tree(log: path, end: chain) {
-                    return (tree, nil)  // from the last checkpoint: only the lines written since are read
                 } else {
                     summary = try EventLogVerifier.verify(files: EventLogVerifier.files(of: path), keepTree: true)
                 }

@@ -68,6 +68,31 @@ struct EventLogSegmentTests {
             trustedNote: nil)
     }
 
+    /// Found with `events.resume`: with segments a start still read the file being written from the
+    /// newest digest (with `event_log_rotate_interval` alone, up to a day of lines) when the state of
+    /// the last checkpoint, in that same file, was newer. The state comes first now; a rotation since
+    /// (another file) leaves the digest's way.
+    @Test("with segments, a start goes on from the last checkpoint's state in the file being written, not from the newest digest")
+    func resumesPastTheDigest() throws {
+        let clock = Clock()
+        var log = try writer(clock)
+        hours(log, clock, 2)
+        for index in 0..<3 { log.record(Self.record("same-hour-\(index)", at: clock.now)) }
+        log.close()
+        #expect(!EventLogSegments.discover(path).isEmpty)
+        // A line of the file being written, before the state's offset, edited in place: not read.
+        var text = try String(contentsOfFile: path, encoding: .utf8)
+        text.replaceSubrange(try #require(text.range(of: "same-hour-0")), with: "same-hour-X")
+        let file = try #require(FileHandle(forWritingAtPath: path))
+        try file.write(contentsOf: Data(text.utf8))
+        try file.close()
+        log = try writer(clock)
+        log.record(Self.record("after", at: clock.now))
+        log.close()
+        let lines = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(!lines.contains("no checkpoints"), "\(Self.listing(path))")
+    }
+
     @Test("rotated every hour: segments with signed, chained digests; the chain and checkpoints go on across them and a restart")
     func rotation() throws {
         let clock = Clock()
