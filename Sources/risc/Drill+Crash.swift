@@ -48,6 +48,12 @@ extension RiscCommand.Drill {
             defer { try? FileManager.default.removeItem(at: work) }
             let data = work.appendingPathComponent("data").path
             let entry = try KeyDirectory.generate(into: work.appendingPathComponent("keys"), algorithm: .rs256, keyID: "drill")
+            // The receiver signs a checkpoint of its event log every half second: each start goes on
+            // with the tree from the last one (`events.resume`), torn lines and all, and the audit
+            // at the end checks the last against the whole log.
+            let checkpointKey = try CheckpointKey.generate(name: "drill")
+            let checkpointKeyFile = work.appendingPathComponent("keys/checkpoint.key").path
+            try PrivateFiles.writeAtomically(checkpointKeyFile, Array(checkpointKey.file.utf8))
             let scratchStore = try await scratch.open(data: data, work: work.appendingPathComponent("shared"))
             defer { scratchStore.close() }
             let repository = try scratchStore.storage.accounts()
@@ -59,6 +65,7 @@ extension RiscCommand.Drill {
                 arguments: [
                     "--audience", SETFactory.defaultAudience, "--jwks-file", work.appendingPathComponent("keys/jwks.json").path,
                     "--issuer", SETFactory.defaultIssuer, "--host", "127.0.0.1", "--port", "\(port)", "--data-dir", data,
+                    "--set", "event_log_checkpoint_key=\(checkpointKeyFile)", "--set", "event_log_checkpoint_interval=0.5s",
                 ] + scratchStore.serveArguments, adminPort: port + 1, errorLog: work.appendingPathComponent("serve.err"))
             let factory = SETFactory(signer: entry.signer)
             let accounts = self.accounts
@@ -103,7 +110,11 @@ extension RiscCommand.Drill {
             let audit = try await admin.audit(acknowledged: acknowledged)
             let eventLog = (data as NSString).appendingPathComponent("events.log")
             let (appliedLines, recovered) = try Self.logCounts(eventLog: eventLog)
-            let chain = try EventLogVerifier.verify(files: EventLogVerifier.files(of: eventLog))
+            let checkpointNote = FileManager.default.contents(atPath: JSONLinesEventLog.checkpointPath(of: eventLog)).map { String(decoding: $0, as: UTF8.self) }
+            let checked = try EventLogAudit.run(
+                files: EventLogVerifier.files(of: eventLog), key: try CheckpointVerifier(checkpointKey.key.verifierKey), checkpointNote: checkpointNote,
+                trustedNote: nil)
+            let chain = checked.summary
             let doubled = appliedLines.values.filter { $0 > 1 }.count
             let logged = acknowledged.filter { appliedLines[$0] != nil }.count
             let counts = load.counts.withLock { $0 }
@@ -126,13 +137,15 @@ extension RiscCommand.Drill {
             } else {
                 print("  event log chain          whole: \(chain.lines) lines, seq \(chain.firstSeq ?? 0)–\(chain.lastSeq ?? 0), \(chain.torn.count) torn (a write cut off at a kill, said so)")
             }
+            let signed = checked.checkpoint.map { "\($0.size) lines" } ?? "none"
+            print("  last checkpoint          \(checked.result == .verified ? "matches the log" : "\(checked.result)"): \(signed)\(checked.checkpointProblem.map { ", \($0.reason.rawValue): \($0.detail)" } ?? "")")
             print(String(format: "  202 latency              p50 %.1f ms, p99 %.1f ms", percentileMilliseconds(counts.latencies, 0.5), percentileMilliseconds(counts.latencies, 0.99)))
             let sigtermClean = number != SIGTERM || exitStatuses.allSatisfy { $0 == 0 }
-            guard audit.passed, doubled == 0, finalStatus == 0, sigtermClean, audit.acknowledged > 0, chain.problem == nil else {
+            guard audit.passed, doubled == 0, finalStatus == 0, sigtermClean, audit.acknowledged > 0, chain.problem == nil, checked.result == .verified else {
                 print("FAILED")
                 throw ExitStatus.rejected
             }
-            print("PASSED: every acknowledged SET stored and applied, none twice; the event log's chain whole")
+            print("PASSED: every acknowledged SET stored and applied, none twice; the event log's chain whole and its last checkpoint signed over it")
         }
 
         /// How many `applied` lines the event log has per jti, and how many SETs a start recovered
