@@ -138,7 +138,8 @@ extension RiscCommand.Drill {
                 print("  event log chain          whole: \(chain.lines) lines, seq \(chain.firstSeq ?? 0)–\(chain.lastSeq ?? 0), \(chain.torn.count) torn (a write cut off at a kill, said so)")
             }
             let signed = checked.checkpoint.map { "\($0.size) lines" } ?? "none"
-            print("  last checkpoint          \(checked.result == .verified ? "matches the log" : "\(checked.result)"): \(signed)\(checked.checkpointProblem.map { ", \($0.reason.rawValue): \($0.detail)" } ?? "")")
+            let why = checked.checkpointProblem.map { ", \($0.reason.rawValue): \($0.detail)" } ?? ""
+            print("  last checkpoint          \(checked.result == .verified ? "matches the log" : "\(checked.result)"): \(signed)\(why)")
             print(String(format: "  202 latency              p50 %.1f ms, p99 %.1f ms", percentileMilliseconds(counts.latencies, 0.5), percentileMilliseconds(counts.latencies, 0.99)))
             let sigtermClean = number != SIGTERM || exitStatuses.allSatisfy { $0 == 0 }
             guard audit.passed, doubled == 0, finalStatus == 0, sigtermClean, audit.acknowledged > 0, chain.problem == nil, checked.result == .verified else {
