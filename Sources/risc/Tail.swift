@@ -239,8 +239,8 @@ extension RiscCommand {
         /// The whole log (`-n 0`), or every line of it for `--verify`: read a chunk at a time, the
         /// sources merged by time as they are read, and only the lines still to be shown kept, so
         /// a log of gigabytes takes the memory of a few lines. With `--verify` each source's own
-        /// file is read once to check its chain, whose status comes before the lines: keeping its
-        /// last `lines` on the way, or (`-n 0`) reading it again up to where the check stopped.
+        /// file is read once to check its chain, whose status comes before the lines: then its last
+        /// `lines` read back from where the check stopped, or (`-n 0`) all of it read again up to there.
         /// What follows a file's last newline is shown as a line, or, with `--follow`, kept until
         /// the rest of it comes.
         func showWhole(_ sources: inout [Source], earlier: [String], color: Bool) throws {
@@ -251,19 +251,17 @@ extension RiscCommand {
                     guard let handle = sources[index].handle else { continue }
                     // An over-long run is checked (as its first 1 MiB: no record), not passed over.
                     let reader = LogLines(handle: handle, path: sources[index].path, cutting: true)
-                    var last: [(ts: String, text: String)] = []
-                    func keep(_ line: ArraySlice<UInt8>) {
-                        guard lines > 0, let shown = render(Self.text(line), color: color) else { return }
-                        Self.keep(shown, last: lines, in: &last)
-                    }
-                    while let line = try reader.next() {
-                        sources[index].chain.check(line)
-                        keep(line)
-                    }
-                    if follow { sources[index].partial = String(decoding: reader.rest, as: UTF8.self) } else if !reader.rest.isEmpty { keep(reader.rest) }
+                    while let line = try reader.next() { sources[index].chain.check(line) }
+                    if follow { sources[index].partial = String(decoding: reader.rest, as: UTF8.self) }
                     ends[index] = reader.consumed
                     print(index == 0 ? sources[index].chain.status : "\((sources[index].path as NSString).lastPathComponent): \(sources[index].chain.status)")
-                    kept.append(last)
+                    guard lines > 0 else { continue }
+                    // Its last lines read back from where the check ended (with --follow, before a
+                    // line still being written), not every line rendered on the way (2.6 million
+                    // lines: 15.7 s against 4.5 for the check).
+                    let end = reader.consumed - UInt64(follow ? reader.rest.count : 0)
+                    kept.append(try Self.lastLines(lines, of: handle, end: end) { render($0, color: color) })
+                    try handle.seek(toOffset: reader.consumed)
                 }
                 guard lines == 0 else {
                     for line in Self.merge(kept).suffix(lines) { print(line) }
@@ -414,11 +412,11 @@ extension RiscCommand {
         /// chunks from its end (a log of hundreds of megabytes is not read whole to show 20 lines).
         /// A run of more than `longest` bytes without a newline (zeros a crash left, a file that is
         /// no log) is no line of the log's: it is passed over, not gathered. Leaves the handle at
-        /// the end of the file, where `--follow` goes on.
+        /// the end of the file (or `end`: the lines before it), where `--follow` goes on.
         static func lastLines<Shown>(
-            _ count: Int, of handle: FileHandle, chunk: Int = 1 << 16, longest: Int = 1 << 20, render: (Substring) -> Shown?
+            _ count: Int, of handle: FileHandle, end: UInt64? = nil, chunk: Int = 1 << 16, longest: Int = 1 << 20, render: (Substring) -> Shown?
         ) throws -> [Shown] {
-            let end = try handle.seekToEnd()
+            let end = try end ?? handle.seekToEnd()
             var position = end
             var carry: [UInt8] = []  // the end of the earliest line seen, whose start is further back
             var skipping = false  // inside a run longer than `longest`
