@@ -55,7 +55,9 @@ struct EventLogResume: Equatable {
     /// The tree of the log at `log` whose chain ends at `end`, from the recorded state and the lines
     /// written after it; nil when the state is missing or does not fit the file (see the type).
     static func tree(log: String, end: EventLogChain) -> MerkleRange? {
-        guard let data = FileManager.default.contents(atPath: path(of: log)), let state = EventLogResume(text: String(decoding: data, as: UTF8.self)),
+        // A few hundred bytes when risc wrote it: anything past 64 KiB is not its state.
+        guard let data = try? FileContents.read(path(of: log), regularFile: true, limit: 1 << 16),
+            let state = EventLogResume(text: String(decoding: data, as: UTF8.self)),
             state.chain.next <= end.next
         else { return nil }
         guard let handle = FileHandle(forReadingAtPath: log) else { return nil }

@@ -133,7 +133,14 @@ struct EventLogCheckpointTests {
         try await write(1, clock: clock)
         result = try audit()
         #expect(result.result == .verified && result.checkpoint?.size == 13, "\(result)")
-        #expect(EventLogResume(text: try String(contentsOfFile: state, encoding: .utf8))?.chain.next == 13)
+        let saved = try Data(contentsOf: URL(fileURLWithPath: state))
+        #expect(EventLogResume(text: String(decoding: saved, as: UTF8.self))?.chain.next == 13)
+        // Nor is a FIFO put in its place waited on (reading one blocks until a writer comes).
+        try FileManager.default.removeItem(atPath: state)
+        try #require(mkfifo(state, 0o600) == 0)
+        #expect(EventLogResume.tree(log: path, end: EventLogChain(next: 13, last: [])) == nil)
+        try FileManager.default.removeItem(atPath: state)
+        try saved.write(to: URL(fileURLWithPath: state))
 
         // A line before the recorded state edited in place: not read at the start.
         var text = try String(contentsOfFile: path, encoding: .utf8)
