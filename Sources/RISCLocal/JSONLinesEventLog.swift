@@ -267,8 +267,8 @@ extension JSONLinesEventLog {
             return (tree, nil)
         }
 
-        /// Signs and writes a checkpoint of `size` lines with `root`; off the flusher's thread work only.
-        /// With where the chain, the tree and the file stood (`EventLogResume`), for the next start.
+        /// Signs and writes a checkpoint of `tree`, and where the chain, the tree and the file stood
+        /// (`EventLogResume`) for the next start; the flusher's thread's work only.
         private func writeCheckpoint(_ checkpoints: JSONLinesEventLog.Checkpoints, tree: MerkleRange, chain: EventLogChain, time: Double) {
             guard let path else { return }
             let checkpoint = EventLogCheckpoint(origin: origin, size: tree.size, root: tree.root, time: time)
