@@ -64,7 +64,7 @@ extension RiscCommand.Accounts {
                 beside the import stores SETs and applies their actions between them; an import cut short (killed, a full disk) is \
                 completed by running it again (an account imported again is updated, its sessions and tokens kept \
                 once). A file is read a chunk at a time, twice, whatever its size; standard input is held in memory, \
-                at most 256 MiB. A session is its id, or {"id", "created_at"} with the time it began (seconds since \
+                at most 256 MiB (past that, write it to a file). A session is its id, or {"id", "created_at"} with the time it began (seconds since \
                 1970): "end sessions" spares sessions begun after the event, and one given without begins at the \
                 import.
                 """)
@@ -85,7 +85,15 @@ extension RiscCommand.Accounts {
 
             init(_ path: String) throws {
                 self.path = path
-                held = path == "-" ? try readInput(path) : nil
+                guard path == "-" else {
+                    held = nil
+                    return
+                }
+                do { held = FileContents.text(try FileContents.readStandardInput()) } catch {
+                    guard error.reason.hasPrefix("larger than") else { throw ValidationError("\(error)") }
+                    throw ValidationError(
+                        "standard input holds more than \(FileContents.defaultLimit >> 20) MiB: write it to a file and import the file (read a chunk at a time, whatever its size)")
+                }
             }
 
             func forEach(_ body: (Int, ArraySlice<UInt8>) async throws -> Void) async throws {

@@ -132,6 +132,13 @@ struct AccountsQueueCommandTests {
         #expect(try await RiscBinary.run(["accounts", "show", "sub-\(count)", "--data-dir", data.path]).status == 1)
         let directory = try await RiscBinary.run(["accounts", "import", data.path, "--data-dir", data.path])
         #expect(directory.status == 64 && directory.stderr.contains("cannot read \(data.path): Is a directory"), "\(directory.stderr)")
+        // Found next: standard input past 256 MiB (it is held: it cannot be read twice) was refused
+        // as "cannot read -: larger than 256 MiB", naming no way on. It now says to give a file.
+        let piped = try await RiscBinary.run(
+            ["-c", "head -c 300000000 /dev/zero | tr '\\0' ' ' | \(RiscBinary.url.path) accounts import - --data-dir \(data.path)"],
+            executable: URL(fileURLWithPath: "/bin/sh"))
+        #expect(piped.status == 64, "\(piped.stderr)")
+        #expect(piped.stderr.contains("standard input holds more than 256 MiB: write it to a file and import the file"), "\(piped.stderr)")
     }
 
     /// Found: `risc accounts link` for a subject linked to another user moved it to the new user
