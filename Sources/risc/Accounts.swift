@@ -75,54 +75,6 @@ extension RiscCommand.Accounts {
         /// Accounts a transaction.
         static let chunk = 20_000
 
-        /// The input's lines, numbered from 1, read again from the start by each call: a file a chunk
-        /// at a time (`LogLines`; a line of over 1 MiB is cut there, and so refused), standard input
-        /// from the bytes it gave (it cannot be read twice). A leading UTF-8 byte-order mark is not
-        /// part of the first line.
-        struct Input {
-            let path: String
-            let held: [UInt8]?
-
-            init(_ path: String) throws {
-                self.path = path
-                guard path == "-" else {
-                    held = nil
-                    return
-                }
-                do { held = FileContents.text(try FileContents.readStandardInput()) } catch {
-                    guard error.reason.hasPrefix("larger than") else { throw ValidationError("\(error)") }
-                    throw ValidationError(
-                        "standard input holds more than \(FileContents.defaultLimit >> 20) MiB: write it to a file and import the file (read a chunk at a time, whatever its size)")
-                }
-            }
-
-            func forEach(_ body: (Int, ArraySlice<UInt8>) async throws -> Void) async throws {
-                var number = 0
-                if let held {
-                    for line in held.split(separator: 10, omittingEmptySubsequences: false) {
-                        number += 1
-                        try await body(number, line)
-                    }
-                    return
-                }
-                // A file that cannot be read is a usage error naming it (exit 64), as `readInput` says it.
-                func unreadable(_ error: FileContents.Unreadable) -> ValidationError { ValidationError("cannot read \(error.path): \(error.reason)") }
-                let lines: LogLines
-                do { lines = try LogLines(path: path, cutting: true) } catch { throw unreadable(error) }
-                defer { lines.close() }
-                func next() throws -> ArraySlice<UInt8>? {
-                    do { return try lines.next() } catch { throw unreadable(error) }
-                }
-                var line = try next()
-                while let text = line ?? (lines.rest.isEmpty ? nil : lines.rest) {
-                    number += 1
-                    try await body(number, number == 1 && text.starts(with: [0xEF, 0xBB, 0xBF]) ? text.dropFirst(3) : text)
-                    guard line != nil else { break }  // that was the end without a newline
-                    line = try next()
-                }
-            }
-        }
-
         /// Line `number`'s account; nil for a blank line.
         static func link(_ line: ArraySlice<UInt8>, number: Int, now: Double) throws -> AccountLink? {
             guard line.contains(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D }) else { return nil }
@@ -139,7 +91,7 @@ extension RiscCommand.Accounts {
 
         func run() async throws {
             let now = systemNow()
-            let input = try Input(file)
+            let input = try InputLines(file, command: "import")
             var problems: [String] = [], bad = 0, count = 0
             var seen: [SIMD2<UInt64>: Int] = [:]
             try await input.forEach { number, line in

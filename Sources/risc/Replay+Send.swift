@@ -58,12 +58,6 @@ extension RiscCommand.Replay {
         }
     }
 
-    func send(_ tokens: [String], to url: String) async throws -> Summary {
-        let progress = Progress(client: CurlHTTPClient(caBundlePath: caFile), total: tokens.count)
-        try await send(tokens, to: url, progress: progress)
-        return progress.finish()
-    }
-
     /// Sends `tokens`, `concurrency` at a time, at most `rate` a second from `progress`'s start.
     func send(_ tokens: [String], to url: String, progress shared: Progress) async throws {
         let client = shared.client

@@ -19,7 +19,9 @@ extension RiscCommand {
                 with a test key ({"type", "subject"?, "reason"?, "state"?, "jti"?, "iat"?, "token_file"?, "token_alg"?}; no other \
                 member), or, with \
                 --from-store, the receiver's own stored SETs (--jti; --since and --until as a time ago such as 2h or an \
-                RFC 3339 time such as 2026-11-23T01:00:00Z; --dead). Exit status 0 when \
+                RFC 3339 time such as 2026-11-23T01:00:00Z; --dead). A file is read a chunk at a time, whatever its size: \
+                checked whole first (a bad description, named by its line, stops the replay before anything is sent), \
+                then a page of 1,000 SETs at a time; standard input is held, at most 256 MiB. Exit status 0 when \
                 every SET got 202 (or, with --dry-run, verified; with --local, was applied), 1 otherwise.
                 --local pushes them through the pipeline without HTTP, into --data-dir: stored SETs are put back \
                 in the queue with what was applied for them forgotten; SETs from SOURCE are verified (against \
@@ -114,13 +116,22 @@ extension RiscCommand {
                 try await runFromStore()
                 return
             }
-            let (tokens, signed) = try await loadTokens()
-            guard !tokens.isEmpty else { throw ValidationError("no SETs to replay") }
             if dryRun {
-                try await dryRun(tokens, signedHere: signed)
+                var plan: ((String) async throws -> Bool)?
+                var failures = 0
+                try await sourcePages { page in
+                    if plan == nil { plan = try dryRunPlanner(signedHere: page.signed) }
+                    for token in page.tokens where !(try await plan!(token)) { failures += 1 }
+                }
+                if failures > 0 { throw ExitStatus.rejected }
                 return
             }
-            let summary = try await send(tokens, to: to!)
+            var progress: Progress?
+            try await sourcePages { page in
+                if progress == nil { progress = Progress(client: CurlHTTPClient(caBundlePath: caFile), total: page.total) }
+                try await send(page.tokens, to: to!, progress: progress!)
+            }
+            let summary = progress!.finish()
             print(summary.table)
             if summary.failures > 0 { throw ExitStatus.rejected }
         }
@@ -174,29 +185,70 @@ extension RiscCommand {
             if failures > 0 { throw ExitStatus.rejected }
         }
 
-        /// The SETs of SOURCE, and whether they were signed here (from descriptions, with `--keys`).
-        func loadTokens() async throws -> (tokens: [String], signed: Bool) {
-            // A line starting with # is a comment (no compact JWS or JSON object starts so).
-            let lines = nonEmptyLines(String(decoding: try readInput(source!), as: UTF8.self)).filter { !$0.hasPrefix("#") }
-            guard lines.first?.hasPrefix("{") == true else { return (lines, false) }
+        /// A page of SOURCE's SETs: at most 1,000, whether they were signed here from descriptions
+        /// (`--keys`), and how many SOURCE holds in all.
+        struct SourcePage {
+            let tokens: [String]
+            let signed: Bool
+            let total: Int
+        }
+
+        /// SOURCE's SETs, a page of 1,000 at a time, in order. Its lines are taken with the white
+        /// space around them trimmed; blank lines and `#` comments (no compact JWS or JSON object
+        /// starts so) are left out; a first line that is a JSON object makes every line an event
+        /// description, signed with `--keys`. A file is read a chunk at a time, twice: first checked
+        /// whole, so nothing is sent or planned when a description is bad (named by its line in the
+        /// file), then paged, each description signed as its page comes. Standard input is held.
+        func sourcePages(_ each: (SourcePage) async throws -> Void) async throws {
+            let input = try InputLines(source!, command: "replay", longest: 16 << 20)
+            func text(_ bytes: ArraySlice<UInt8>) -> String? {
+                let line = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+                return line.isEmpty || line.hasPrefix("#") ? nil : line
+            }
+            var factory: SETFactory?
+            func described(_ line: String, _ number: Int, sign: Bool) throws -> String {
+                do { return try Self.sign(description: JSONParser.parseObject(Array(line.utf8)), factory: factory!, checkOnly: !sign) } catch {
+                    throw ValidationError("\(source!):\(number): \(error)")
+                }
+            }
+            var total = 0
+            var signed: Bool?
+            try await input.forEach { number, bytes in
+                guard let line = text(bytes) else { return }
+                total += 1
+                if signed == nil {
+                    signed = line.hasPrefix("{")
+                    if signed == true { factory = try signingFactory() }
+                }
+                if signed == true { _ = try described(line, number, sign: false) }
+            }
+            guard let signed else { throw ValidationError("no SETs to replay") }
+            var page: [String] = []
+            try await input.forEach { number, bytes in
+                guard let line = text(bytes) else { return }
+                page.append(signed ? try described(line, number, sign: true) : line)
+                guard page.count == 1_000 else { return }
+                try await each(SourcePage(tokens: page, signed: signed, total: total))
+                page = []
+            }
+            if !page.isEmpty { try await each(SourcePage(tokens: page, signed: signed, total: total)) }
+        }
+
+        /// What signs descriptions: the first RS256 key of `--keys` (else its first key).
+        func signingFactory() throws -> SETFactory {
             let directory: KeyDirectory
             do { directory = try KeyDirectory(url: URL(fileURLWithPath: keys)) } catch { throw ValidationError("--keys \(keys): \(error)") }
             guard let entry = directory.entries.first(where: { $0.algorithm == .rs256 }) ?? directory.entries.first else {
                 throw ValidationError("no key in \(keys)")
             }
-            let factory = SETFactory(issuer: iss, audience: aud, signer: entry.signer)
-            let tokens = try lines.enumerated().map { number, line in
-                do { return try Self.sign(description: JSONParser.parseObject(Array(line.utf8)), factory: factory) } catch {
-                    throw ValidationError("\(source!):\(number + 1): \(error)")
-                }
-            }
-            return (tokens, true)
+            return SETFactory(issuer: iss, audience: aud, signer: entry.signer)
         }
 
         /// The members an event description may have.
         static let descriptionMembers: Set<String> = ["type", "subject", "reason", "state", "jti", "iat", "token_file", "token_alg"]
 
-        static func sign(description: JSONObject, factory: SETFactory) throws -> String {
+        /// The SET a description makes, signed; with `checkOnly`, only checked ("" when it is good).
+        static func sign(description: JSONObject, factory: SETFactory, checkOnly: Bool = false) throws -> String {
             // A misspelt member ("subjct") must not sign the event for the default subject.
             if let unknown = description.keys.filter({ !descriptionMembers.contains($0) }).sorted().first {
                 throw ValidationError(
@@ -222,7 +274,7 @@ extension RiscCommand {
                 guard let seconds = given.numberValue, seconds.isFinite, seconds >= 0 else { throw ValidationError("'iat' must be seconds since 1970") }
                 iat = seconds
             }
-            return try factory.make(type: type, subject: subject, extra: extra, jti: description["jti"]?.stringValue, iat: iat)
+            return checkOnly ? "" : try factory.make(type: type, subject: subject, extra: extra, jti: description["jti"]?.stringValue, iat: iat)
         }
 
         /// A verifier over a pinned JWK Set file, for `--dry-run` and `--local`.
@@ -249,15 +301,6 @@ extension RiscCommand {
             try config.map {
                 try ReceiverConfiguration.load(file: $0, flags: StoreOption.flags(dataDir: dataDir, storeURL: storeURL, tokenKeyFile: tokenKeyFile))
             }
-        }
-
-        /// `--dry-run`: each SET verified (as `--local` verifies it) and planned with the receiver's
-        /// action table (`--config`) or the default one.
-        func dryRun(_ tokens: [String], signedHere: Bool) async throws {
-            let plan = try dryRunPlanner(signedHere: signedHere)
-            var failures = 0
-            for token in tokens where !(try await plan(token)) { failures += 1 }
-            if failures > 0 { throw ExitStatus.rejected }
         }
 
         /// Verifies and plans one SET, printing its line (or its error's); false when it does not verify.
@@ -352,22 +395,25 @@ extension RiscCommand {
         func receiveAll(into store: any EventStore, configuration: ReceiverConfiguration, log: any EventLog) async throws
             -> (ids: [Int64], duplicates: Int, refused: Int)
         {
-            let tokens = try await loadTokens().tokens
-            guard !tokens.isEmpty else { throw ValidationError("no SETs to replay") }
-            // `--local` falls back to `--keys`' JWKS whatever SOURCE holds (signed here or not).
-            let file = localKeySet(configured: configuration.jwksFile, signedHere: true)!
-            let intake = Intake(verifier: try verifier(jwksFile: file, policy: localPolicy(configuration)), store: store, log: log, clock: systemNow)
+            var intake: Intake?
             var result: (ids: [Int64], duplicates: Int, refused: Int) = ([], 0, 0)
-            for token in tokens {
-                do {
-                    switch try await intake.receive(.init(body: Array(token.utf8), remoteAddress: "local", contentType: nil)) {
-                    case .accepted(let id): result.ids.append(id)
-                    case .duplicate: result.duplicates += 1
-                    case .journaled: break  // only the push endpoint journals
+            try await sourcePages { page in
+                if intake == nil {
+                    // `--local` falls back to `--keys`' JWKS whatever SOURCE holds (signed here or not).
+                    let file = localKeySet(configured: configuration.jwksFile, signedHere: true)!
+                    intake = Intake(verifier: try verifier(jwksFile: file, policy: localPolicy(configuration)), store: store, log: log, clock: systemNow)
+                }
+                for token in page.tokens {
+                    do {
+                        switch try await intake!.receive(.init(body: Array(token.utf8), remoteAddress: "local", contentType: nil)) {
+                        case .accepted(let id): result.ids.append(id)
+                        case .duplicate: result.duplicates += 1
+                        case .journaled: break  // only the push endpoint journals
+                        }
+                    } catch let error as SETError {
+                        result.refused += 1
+                        print(error.responseBody)
                     }
-                } catch let error as SETError {
-                    result.refused += 1
-                    print(error.responseBody)
                 }
             }
             return result

@@ -75,8 +75,8 @@ func readToken(_ path: String, what: String) throws -> String {
     return token
 }
 
-/// The lines of a file of tokens or descriptions, one a line (`risc replay`'s SOURCE): white space
-/// around each trimmed, empty ones left out.
+/// The lines of a text, one token a line (`risc verify`'s): white space around each trimmed, empty
+/// ones left out.
 func nonEmptyLines(_ text: String) -> [String] {
     text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
 }

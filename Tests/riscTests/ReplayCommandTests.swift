@@ -137,6 +137,45 @@ extension ReplayCommandTests {
         #expect(log.components(separatedBy: #""step":"replayed""#).count - 1 == count)
     }
 
+    /// Found: `risc replay SOURCE` read the whole file (at most 256 MiB: about 200,000 SETs) and
+    /// held every SET before sending or planning one (20,000 SETs: tens of MB); and a bad
+    /// description was named by its place among the descriptions, not its line in the file (a
+    /// comment or a blank line before it shifted the number). A file is now read a chunk at a
+    /// time, twice: checked whole first (nothing is sent when a description is bad, naming its
+    /// line), then a page of 1,000 at a time.
+    @Test("replay SOURCE reads the file a chunk at a time: 20,000 SETs planned in order with the memory of a few; a bad description named by its line")
+    func sourceInPages() async throws {
+        let directory = Scratch.root.appendingPathComponent("risc-replay-source-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        func part(_ json: String) -> String { Base64URL.encode(Array(json.utf8)) }
+        let header = part(#"{"alg":"RS256","kid":"k"}"#), event = "https://schemas.openid.net/secevent/risc/event-type/sessions-revoked"
+        func token(_ n: Int) -> String {
+            let subject = #"{"subject_type":"iss-sub","iss":"https://accounts.google.com/","sub":"\#(n)"}"#
+            let pad = String(repeating: "p", count: 1200)
+            let claims = #"{"iss":"https://accounts.google.com/","aud":"a","iat":1700000000,"jti":"line-\#(n)","events":{"\#(event)":{"subject":\#(subject)}},"pad":"\#(pad)"}"#
+            return header + "." + part(claims) + ".c2ln"
+        }
+        let count = 20_000
+        let many = directory.appendingPathComponent("many.txt"), one = directory.appendingPathComponent("one.txt")
+        try Data(("# captured\n\n" + (0..<count).map(token).joined(separator: "\n") + "\n").utf8).write(to: many)
+        try Data((token(0) + "\n").utf8).write(to: one)
+        let output = directory.appendingPathComponent("out")
+        let used = try await RiscBinary.peakMemory(["replay", many.path, "--dry-run"], output: output)
+        let planned = try String(contentsOf: output, encoding: .utf8).split(separator: "\n").compactMap {
+            try? JSONParser.parseObject(Array($0.utf8))["jti"]?.stringValue
+        }
+        let baseline = try await RiscBinary.peakMemory(["replay", one.path, "--dry-run"], output: directory.appendingPathComponent("out-one"))
+        #expect(planned == (0..<count).map { "line-\($0)" }, "\(planned.count) planned, first \(planned.first ?? "-")")
+        #expect(used - baseline < 12 << 10, "replay SOURCE --dry-run: peak \(used) KiB against \(baseline) KiB for one SET")
+
+        let descriptions = directory.appendingPathComponent("descriptions.txt")
+        try Data(("# two events\n\n" + #"{"type":"sessions-revoked","subject":"41"}"# + "\n" + #"{"type":"sessions-revoked","subjct":"42"}"# + "\n").utf8)
+            .write(to: descriptions)
+        let bad = try await RiscBinary.run(["replay", descriptions.path, "--dry-run"])
+        #expect(bad.status == 64 && bad.stderr.contains("\(descriptions.path):4: unknown member 'subjct'") && bad.stdout.isEmpty, "\(bad.stderr)")
+    }
+
     /// Found: `risc replay --dry-run`, "show what they would do", planned every SET with the default
     /// action table, so a receiver whose `actions.table` differs was shown actions it would not
     /// take (and `--config` was refused with a SOURCE file); and SETs it signed itself from
