@@ -223,15 +223,17 @@ extension RiscCommand {
                 if signed == true { _ = try described(line, number, sign: false) }
             }
             guard let signed else { throw ValidationError("no SETs to replay") }
-            var page: [String] = []
+            var page: [String] = [], read = 0
             try await input.forEach { number, bytes in
                 guard let line = text(bytes) else { return }
                 page.append(signed ? try described(line, number, sign: true) : line)
+                read += 1
                 guard page.count == 1_000 else { return }
                 try await each(SourcePage(tokens: page, signed: signed, total: total))
                 page = []
             }
             if !page.isEmpty { try await each(SourcePage(tokens: page, signed: signed, total: total)) }
+            guard read == total else { throw ValidationError("\(source!) changed while it was replayed: \(read) SETs read of the \(total) checked") }
         }
 
         /// What signs descriptions: the first RS256 key of `--keys` (else its first key).
