@@ -5,9 +5,9 @@ import RISCLocal
 
 /// A command's input of lines (`risc accounts import`, `risc replay`), numbered from 1 and read
 /// again from the start by each `forEach`: a file a chunk at a time (`LogLines`, a `.gz` through
-/// gzip; a line of over `longest` bytes is cut there), standard input (`-`) from the bytes it gave,
-/// held, since it cannot be read twice: at most 256 MiB, past which the command says to give a
-/// file. A leading UTF-8 byte-order mark is not part of the first line.
+/// gzip; a line of over `longest` bytes is cut there), standard input (`-`), a pipe or a device
+/// from the bytes it gave, held, since it cannot be read twice: at most 256 MiB, past which the
+/// command says to give a file. A leading UTF-8 byte-order mark is not part of the first line.
 struct InputLines {
     let path: String
     let held: [UInt8]?
@@ -16,14 +16,16 @@ struct InputLines {
     /// `command`: the verb the refusal of too much standard input names ("write it to a file and import the file").
     init(_ path: String, command: String, longest: Int = 1 << 20) throws {
         (self.path, self.longest) = (path, longest)
-        guard path == "-" else {
+        // A pipe (`/dev/stdin`, `<(…)`) or a device cannot be read twice either: held as standard input is.
+        var status = stat()
+        guard path == "-" || stat(path, &status) == 0 && status.st_mode & S_IFMT != S_IFREG else {
             held = nil
             return
         }
-        do { held = FileContents.text(try FileContents.readStandardInput()) } catch {
+        do { held = FileContents.text(try path == "-" ? FileContents.readStandardInput() : FileContents.read(path)) } catch {
             guard error.reason.hasPrefix("larger than") else { throw ValidationError("\(error)") }
             throw ValidationError(
-                "standard input holds more than \(FileContents.defaultLimit >> 20) MiB: write it to a file and \(command) the file (read a chunk at a time, whatever its size)")
+                "\(path == "-" ? "standard input" : path) holds more than \(FileContents.defaultLimit >> 20) MiB: write it to a file and \(command) the file (read a chunk at a time, whatever its size)")
         }
     }
 

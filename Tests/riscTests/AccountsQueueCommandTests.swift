@@ -139,6 +139,14 @@ struct AccountsQueueCommandTests {
             executable: URL(fileURLWithPath: "/bin/sh"))
         #expect(piped.status == 64, "\(piped.stderr)")
         #expect(piped.stderr.contains("standard input holds more than 256 MiB: write it to a file and import the file"), "\(piped.stderr)")
+        // Found with that: a pipe named as a file (`/dev/stdin`, `<(zcat accounts.gz)`) was read
+        // twice like a file, its second reading empty: "changed while it was imported: 0 accounts
+        // written of the 2 checked". A pipe or a device is held as standard input is.
+        let named = try await RiscBinary.run(["accounts", "import", "/dev/stdin", "--data-dir", data.path], stdin: line(7) + "\n" + line(8) + "\n")
+        #expect(named.status == 0 && named.stdout == "imported 2 accounts\n", "\(named.stdout) \(named.stderr)")
+        let substituted = try await RiscBinary.run(
+            ["-c", "\(RiscBinary.url.path) accounts import <(printf '%s\\n' '\(line(9))') --data-dir \(data.path)"], executable: URL(fileURLWithPath: "/bin/bash"))
+        #expect(substituted.status == 0 && substituted.stdout == "imported 1 account\n", "\(substituted.stdout) \(substituted.stderr)")
     }
 
     /// Found: `risc accounts link` for a subject linked to another user moved it to the new user
