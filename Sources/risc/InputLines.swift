@@ -24,8 +24,9 @@ struct InputLines {
         }
         do { held = FileContents.text(try path == "-" ? FileContents.readStandardInput() : FileContents.read(path)) } catch {
             guard error.reason.hasPrefix("larger than") else { throw ValidationError("\(error)") }
+            let what = path == "-" ? "standard input" : path
             throw ValidationError(
-                "\(path == "-" ? "standard input" : path) holds more than \(FileContents.defaultLimit >> 20) MiB: write it to a file and \(command) the file (read a chunk at a time, whatever its size)")
+                "\(what) holds more than \(FileContents.defaultLimit >> 20) MiB: write it to a file and \(command) the file (read a chunk at a time, whatever its size)")
         }
     }
 
