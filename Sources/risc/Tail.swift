@@ -251,14 +251,28 @@ extension RiscCommand {
                     guard let handle = sources[index].handle else { continue }
                     // An over-long run is checked (as its first 1 MiB: no record), not passed over.
                     let reader = LogLines(handle: handle, path: sources[index].path, cutting: true)
-                    while let line = try reader.next() { sources[index].chain.check(line) }
-                    if follow { sources[index].partial = String(decoding: reader.rest, as: UTF8.self) }
+                    // A pipe (`--file <(…)`) is read once: its last lines are kept as the check reads them.
+                    let once = !Self.isRegular(handle)
+                    guard !once || lines > 0 else { throw ValidationError("--verify -n 0 reads \(sources[index].path) twice: give a file, not a pipe") }
+                    var last: [(ts: String, text: String)] = []
+                    func keep(_ line: ArraySlice<UInt8>) {
+                        if once, let shown = render(Self.text(line), color: color) { Self.keep(shown, last: lines, in: &last) }
+                    }
+                    while let line = try reader.next() {
+                        sources[index].chain.check(line)
+                        keep(line)
+                    }
+                    if follow { sources[index].partial = String(decoding: reader.rest, as: UTF8.self) } else if !reader.rest.isEmpty { keep(reader.rest) }
                     ends[index] = reader.consumed
                     print(index == 0 ? sources[index].chain.status : "\((sources[index].path as NSString).lastPathComponent): \(sources[index].chain.status)")
                     guard lines > 0 else { continue }
-                    // Its last lines read back from where the check ended (with --follow, before a
-                    // line still being written), not every line rendered on the way (2.6 million
-                    // lines: 15.7 s against 4.5 for the check).
+                    guard !once else {
+                        kept.append(Array(last.suffix(lines)))
+                        continue
+                    }
+                    // A file's last lines read back from where the check ended (with --follow,
+                    // before a line still being written), not every line rendered on the way (2.6
+                    // million lines: 15.7 s against 4.5 for the check).
                     let end = reader.consumed - UInt64(follow ? reader.rest.count : 0)
                     kept.append(try Self.lastLines(lines, of: handle, end: end) { render($0, color: color) })
                     try handle.seek(toOffset: reader.consumed)
@@ -406,88 +420,6 @@ extension RiscCommand {
                 guard let first = summary.firstSeq, let last = summary.lastSeq else { return "hash chain: no chained line yet" }
                 return "hash chain: whole from seq \(first) to \(last) (\(summary.torn.count) torn); `risc log verify` checks it against the signed checkpoints"
             }
-        }
-
-        /// The last `count` lines of the file that `render` shows, in file order, read backwards in
-        /// chunks from its end (a log of hundreds of megabytes is not read whole to show 20 lines).
-        /// A run of more than `longest` bytes without a newline (zeros a crash left, a file that is
-        /// no log) is no line of the log's: it is passed over, not gathered. Leaves the handle at
-        /// the end of the file (or `end`: the lines before it), where `--follow` goes on.
-        static func lastLines<Shown>(
-            _ count: Int, of handle: FileHandle, end: UInt64? = nil, chunk: Int = 1 << 16, longest: Int = 1 << 20, render: (Substring) -> Shown?
-        ) throws -> [Shown] {
-            let end = try end ?? handle.seekToEnd()
-            var position = end
-            var carry: [UInt8] = []  // the end of the earliest line seen, whose start is further back
-            var skipping = false  // inside a run longer than `longest`
-            var found: [Shown] = []
-            while found.count < count && position > 0 {
-                let start = position - min(position, UInt64(chunk))
-                try handle.seek(toOffset: start)
-                var bytes = [UInt8](try handle.read(upToCount: Int(position - start)) ?? Data())
-                position = start
-                if !skipping { bytes += carry }
-                var pieces = bytes.split(separator: 10, omittingEmptySubsequences: false)
-                if skipping {
-                    pieces.removeLast()  // more of the over-long run
-                    if pieces.isEmpty { continue }
-                    skipping = false
-                }
-                carry = position > 0 ? Array(pieces.removeFirst()) : []
-                if carry.count > longest { (carry, skipping) = ([], true) }
-                for piece in pieces.reversed() where found.count < count {
-                    if let text = render(Self.text(piece)) { found.append(text) }
-                }
-            }
-            try handle.seek(toOffset: end)
-            return found.reversed()
-        }
-
-        /// What `read` gets of a rotated file, or nothing when it cannot be read (deleted by
-        /// retention since it was listed, a damaged `.gz`): said on standard error, with why, and
-        /// the other files still shown.
-        static func readable<Shown>(_ file: String, _ read: () throws -> [Shown]) -> [Shown] {
-            do { return try read() } catch {
-                cannotRead(file, error)
-                return []
-            }
-        }
-
-        /// Says on standard error that `file` could not be read (deleted by retention since it was
-        /// listed, a damaged `.gz`), and why.
-        static func cannotRead(_ file: String, _ error: any Error) {
-            let reason = (error as? FileContents.Unreadable)?.reason ?? "\(error)"
-            FileHandle.standardError.write(Data("risc tail: cannot read \(file): \(reason); its lines not read by then are not shown\n".utf8))
-        }
-
-        /// `lastLines` of a rotated file: read back from its end, or, compressed, read through
-        /// (keeping its last `count`).
-        static func lastLines<Shown>(_ count: Int, ofFile file: String, render: (Substring) -> Shown?) throws -> [Shown] {
-            guard file.hasSuffix(".gz") else {
-                guard let handle = FileHandle(forReadingAtPath: file) else { throw FileContents.Unreadable(path: file, reason: String(cString: strerror(errno))) }
-                defer { try? handle.close() }
-                return try lastLines(count, of: handle, render: render)
-            }
-            let lines = SourceLines(earlier: [file], own: nil, withRest: true)
-            var found: [Shown] = []
-            while let line = try lines.next() {
-                if let shown = render(Self.text(line)) { Self.keep(shown, last: count, in: &found) }
-            }
-            return Array(found.suffix(count))
-        }
-
-        /// Appends `item`, keeping at least the last `count` (at most twice as many: trimmed now and then).
-        static func keep<Item>(_ item: Item, last count: Int, in items: inout [Item]) {
-            items.append(item)
-            if items.count >= 2 * count { items.removeFirst(items.count - count) }
-        }
-
-        /// A line's bytes as the text `render` takes.
-        static func text(_ bytes: some Collection<UInt8>) -> Substring { Substring(String(decoding: bytes, as: UTF8.self)) }
-
-        static func inode(_ path: String) -> UInt64 {
-            var info = stat()
-            return stat(path, &info) == 0 ? UInt64(info.st_ino) : 0
         }
     }
 }

@@ -149,7 +149,16 @@ struct TailDevIssuerCommandTests {
             var lines = checked.stdout.split(separator: "\n", omittingEmptySubsequences: false)
             #expect(checked.status == 0 && lines.removeFirst().hasPrefix("hash chain: whole from seq 0 to 50"), "\(checked.stdout.prefix(200))")
             #expect(lines.joined(separator: "\n") == plain.stdout && !plain.stdout.isEmpty, "\(options): \(checked.stdout) against \(plain.stdout)")
+            // Found: a pipe (`--file <(…)`, `/dev/stdin`) cannot be read back from its end: `-n N`
+            // failed with "NSCocoaErrorDomain Code=256", and `--verify -n N` too once it read back.
+            let text = try String(contentsOfFile: path, encoding: .utf8)
+            let piped = try await RiscBinary.run(["tail", "--file", "/dev/stdin", "--json"] + options, stdin: text)
+            #expect(piped.status == 0 && piped.stdout == plain.stdout, "\(options) piped: \(piped.stdout) \(piped.stderr)")
+            let pipedChecked = try await RiscBinary.run(["tail", "--verify", "--file", "/dev/stdin", "--json"] + options, stdin: text)
+            #expect(pipedChecked.status == 0 && pipedChecked.stdout == checked.stdout, "\(options) piped: \(pipedChecked.stdout) \(pipedChecked.stderr)")
         }
+        let whole = try await RiscBinary.run(["tail", "--verify", "--file", "/dev/stdin", "-n", "0"], stdin: "{}\n")
+        #expect(whole.status == 64 && whole.stderr.contains("--verify -n 0 reads /dev/stdin twice: give a file, not a pipe"), "\(whole.stderr)")
     }
 
     @Test("tail -n 0 over 40 MB in four files (one gzipped, one a command's) shows them merged by time with the memory of a few lines")
