@@ -66,19 +66,12 @@ struct EventLogResume: Equatable {
         guard fstat(handle.fileDescriptor, &status) == 0, UInt64(status.st_dev) == state.device, UInt64(status.st_ino) == state.inode,
             Int64(status.st_size) >= state.offset, (try? handle.seek(toOffset: UInt64(state.offset))) != nil
         else { return nil }
-        var verifier = EventLogVerifier(keepTree: true, start: .init(chain: state.chain, tree: state.tree, logID: nil))
-        let lines = LogLines(handle: handle, path: log, cutting: true)
-        var number = 0
-        do {
-            while !verifier.broken, let line = try lines.next() {
-                number += 1
-                verifier.check(line, file: log, number: number)
-            }
-        } catch { return nil }
-        if !verifier.broken && !lines.rest.isEmpty { verifier.check(lines.rest, file: log, number: number + 1, final: true) }
-        verifier.finish()
-        let summary = verifier.summary
-        guard summary.problem == nil, summary.chain == end, let tree = summary.tree, tree.size == end.next else { return nil }
+        guard
+            let summary = try? EventLogVerifier.verify(
+                files: [log], keepTree: true, start: .init(chain: state.chain, tree: state.tree, logID: nil),
+                opened: [log: LogLines(handle: handle, path: log, cutting: true)]),
+            summary.problem == nil, summary.chain == end, let tree = summary.tree, tree.size == end.next
+        else { return nil }
         return tree
     }
 }

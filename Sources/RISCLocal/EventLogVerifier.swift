@@ -172,10 +172,11 @@ public struct EventLogVerifier: Sendable {
     /// Checks `files` in order (a `.gz` file is read through `gzip -dc`), each a chunk at a time
     /// (`LogLines`: a log of gigabytes takes the memory of its longest line).
     /// `each`: called with every chained line that checks: its `seq`, its exact bytes and its leaf hash.
-    /// `held`: files' bytes a caller has read already.
+    /// `held`: files' bytes a caller has read already; `opened`: files a caller has opened, read
+    /// from where they stand (`EventLogResume`: from the last checkpoint's offset).
     public static func verify(
         files: [String], keepTree: Bool = false, rootsAt: Set<UInt64> = [], start: Start? = nil,
-        held: [String: [UInt8]] = [:], each: ((UInt64, ArraySlice<UInt8>, [UInt8]) -> Void)? = nil
+        held: [String: [UInt8]] = [:], opened: [String: LogLines] = [:], each: ((UInt64, ArraySlice<UInt8>, [UInt8]) -> Void)? = nil
     ) throws -> Summary {
         var verifier = EventLogVerifier(keepTree: keepTree, rootsAt: rootsAt, start: start)
         for (index, file) in files.enumerated() where !verifier.broken {
@@ -198,8 +199,8 @@ public struct EventLogVerifier: Sendable {
             }
             // A line longer than any record (zeros a crash left) is checked as its first 1 MiB: no
             // record either way.
-            let lines = try LogLines(path: file, cutting: true)
-            defer { lines.close() }
+            let lines = try opened[file] ?? LogLines(path: file, cutting: true)
+            defer { lines.close() }  // not a caller's descriptor: only one it opened here
             while !verifier.broken, let line = try lines.next() { check(line, final: false) }
             if !verifier.broken && !lines.rest.isEmpty { check(lines.rest, final: last) }
         }
