@@ -14,13 +14,7 @@ extension RiscCommand.Tail {
         _ count: Int, of handle: FileHandle, end: UInt64? = nil, chunk: Int = 1 << 16, longest: Int = 1 << 20, render: (Substring) -> Shown?
     ) throws -> [Shown] {
         guard isRegular(handle) else {  // a pipe (`--file <(…)`): read through, keeping the last
-            let reader = LogLines(handle: handle, path: "", longest: longest)
-            var found: [Shown] = []
-            while let line = try reader.next() {
-                if let shown = render(Self.text(line)) { Self.keep(shown, last: count, in: &found) }
-            }
-            if !reader.rest.isEmpty, let shown = render(Self.text(reader.rest)) { Self.keep(shown, last: count, in: &found) }
-            return Array(found.suffix(count))
+            return try lastLines(count, readingThrough: SourceLines(earlier: [], own: LogLines(handle: handle, path: "", longest: longest), withRest: true), render: render)
         }
         let end = try end ?? handle.seekToEnd()
         var position = end
@@ -74,7 +68,12 @@ extension RiscCommand.Tail {
             defer { try? handle.close() }
             return try lastLines(count, of: handle, render: render)
         }
-        let lines = SourceLines(earlier: [file], own: nil, withRest: true)
+        return try lastLines(count, readingThrough: SourceLines(earlier: [file], own: nil, withRest: true), render: render)
+    }
+
+    /// The last `count` lines `render` shows of all `lines` gives: what cannot be read back from its
+    /// end (a pipe, a `.gz` file) is read through, keeping them.
+    static func lastLines<Shown>(_ count: Int, readingThrough lines: SourceLines, render: (Substring) -> Shown?) throws -> [Shown] {
         var found: [Shown] = []
         while let line = try lines.next() {
             if let shown = render(Self.text(line)) { Self.keep(shown, last: count, in: &found) }
