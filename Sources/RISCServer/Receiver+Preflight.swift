@@ -38,6 +38,23 @@ extension Receiver {
         return nil
     }
 
+    /// Why nothing can be made in `parent` (the system's words); nil: a file (or, with `directory`,
+    /// a directory) was made there and removed again. Tried rather than asked: as root, access()
+    /// calls sysfs and procfs writable, and the start then failed where the check said OK.
+    static func writeProbe(in parent: String, directory: Bool) -> String? {
+        let probe = (parent as NSString).appendingPathComponent(".risc-check-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+        if directory {
+            guard mkdir(probe, 0o700) == 0 else { return String(cString: strerror(errno)) }
+            rmdir(probe)
+        } else {
+            let descriptor = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+            guard descriptor >= 0 else { return String(cString: strerror(errno)) }
+            close(descriptor)
+            unlink(probe)
+        }
+        return nil
+    }
+
     /// Everything about the files and directories a configuration names that would stop a start,
     /// checked without binding a port or opening the store: `risc serve --check-config` and the
     /// start run this same list, so the check refuses whatever the start refuses.
@@ -48,8 +65,8 @@ extension Receiver {
         if files.fileExists(atPath: configuration.dataDirectory, isDirectory: &isDirectory) {
             if !isDirectory.boolValue {
                 problems.append("data_dir: \(configuration.dataDirectory) exists and is not a directory")
-            } else if !files.isWritableFile(atPath: configuration.dataDirectory) {
-                problems.append("data_dir: \(configuration.dataDirectory) is not writable by this user")
+            } else if let failure = writeProbe(in: configuration.dataDirectory, directory: false) {
+                problems.append("data_dir: \(configuration.dataDirectory) is not writable: \(failure)")
             }
         } else if !configuration.dataDirectory.isEmpty {
             var parent = configuration.dataDirectory
@@ -57,8 +74,10 @@ extension Receiver {
                 parent = PathText.directory(of: parent)
                 if parent.isEmpty { parent = "." }
             } while !files.fileExists(atPath: parent, isDirectory: &isDirectory) && parent != "/" && parent != "."
-            if !isDirectory.boolValue || !files.isWritableFile(atPath: parent) {
-                problems.append("data_dir: \(configuration.dataDirectory) cannot be created (\(parent) is not a writable directory)")
+            if !isDirectory.boolValue {
+                problems.append("data_dir: \(configuration.dataDirectory) cannot be created (\(parent) is not a directory)")
+            } else if let failure = writeProbe(in: parent, directory: true) {
+                problems.append("data_dir: \(configuration.dataDirectory) cannot be created in \(parent): \(failure)")
             }
         }
         problems += entryProblems(configuration)

@@ -285,6 +285,15 @@ extension ServeCommandTests {
         let device = try await RiscBinary.run(base + ["--data-dir", "/dev/null", "--check-config"])
         #expect(device.status == 64 && device.stderr.contains("data_dir: /dev/null exists and is not a directory"), "\(device.stderr)")
         #expect(!device.stderr.contains("writable by group or others"), "\(device.stderr)")
+        // Found: as root, access() calls sysfs writable, so the check said OK for a data directory
+        // in /sys, new or existing, and the start then failed ("Operation not permitted"). The
+        // check now writes there as the start would, and says what the system said.
+        for (path, problem) in [
+            ("/sys/risc-check-\(UUID().uuidString)", "cannot be created in /sys:"), ("/sys/kernel", "data_dir: /sys/kernel is not writable:"),
+        ] {
+            let special = try await RiscBinary.run(base + ["--data-dir", path, "--check-config"])
+            #expect(special.status == 64 && special.stderr.contains(problem), "\(path): \(special.status) \(special.stderr)")
+        }
         // Ranges and IPv6 are addresses too; a good secret passes.
         let fine = try await RiscBinary.run(
             base + [
