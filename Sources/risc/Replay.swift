@@ -220,6 +220,13 @@ extension RiscCommand {
                     signed = line.hasPrefix("{")
                     if signed == true { factory = try signingFactory() }
                 }
+                // The first line decides; a line of the other kind is two files run together.
+                if signed == true, !line.hasPrefix("{") {
+                    let what = line.split(separator: ".", omittingEmptySubsequences: false).count == 3 ? "a compact SET" : "not a JSON object"
+                    throw ValidationError("\(source!):\(number): \(what) in a file of event descriptions (its first line is one): one kind a file")
+                } else if signed == false, line.hasPrefix("{") {
+                    throw ValidationError("\(source!):\(number): an event description in a file of compact SETs (its first line is one): one kind a file")
+                }
                 if signed == true { _ = try described(line, number, sign: false) }
             }
             guard let signed else { throw ValidationError("no SETs to replay") }

@@ -222,6 +222,25 @@ extension ReplayCommandTests {
         #expect(bad.status == 64 && bad.stderr.contains("'iat' must be seconds since 1970"), "\(bad.stderr)")
     }
 
+    /// Found: a file's first line decides its kind, so a file of SETs with an event description
+    /// after them (two files concatenated) sent the description's JSON to the receiver as a SET (a
+    /// 400 counted, exit 1), and a file of descriptions with a SET after them stopped with the JSON
+    /// parser's "unexpected character at byte 0". Both now stop before anything is sent, naming
+    /// the line and what it is.
+    @Test("a file mixing compact SETs and event descriptions is refused before anything is sent, naming the line (exit 64)")
+    func oneKindAFile() async throws {
+        let sample = try String(contentsOfFile: "keys/test/sample-account-disabled.jwt", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let port = try PostgresCluster.freePort()  // nothing listens there: a send would be a transport error, exit 1
+        let setsThenDescription = try await RiscBinary.run(
+            ["replay", "-", "--to", "http://127.0.0.1:\(port)/events"], stdin: sample + "\n# next\n" + #"{"type":"sessions-revoked"}"# + "\n")
+        #expect(setsThenDescription.status == 64, "\(setsThenDescription.status) \(setsThenDescription.stdout)")
+        #expect(setsThenDescription.stderr.contains("-:3: an event description in a file of compact SETs"), "\(setsThenDescription.stderr)")
+        let descriptionThenSET = try await RiscBinary.run(
+            ["replay", "-", "--to", "http://127.0.0.1:\(port)/events"], stdin: #"{"type":"sessions-revoked"}"# + "\n" + sample + "\n")
+        #expect(descriptionThenSET.status == 64, "\(descriptionThenSET.status) \(descriptionThenSET.stdout)")
+        #expect(descriptionThenSET.stderr.contains("-:2: a compact SET in a file of event descriptions"), "\(descriptionThenSET.stderr)")
+    }
+
     /// Found: `--to notaurl` or `--to ftp://…` was taken, and every SET then counted as a
     /// "transport error" with nothing to say which: a mistyped URL or a receiver not listening
     /// looked the same, and neither was named.
