@@ -123,7 +123,7 @@ extension ReceiverConfiguration {
                 "seconds between fetch attempts after a failure; 0: at once (during an outage each SET that arrives may start a fetch)"),
             Setting(
                 "store.url",
-                "a shared PostgreSQL store for several receivers: `postgres://USER@HOST:PORT/DB` (an IPv6 address in brackets: `postgres://risc@[2001:db8::5]/risc`), `?sslmode=disable|require|verify-full` (TLS 1.2+; `verify-full` when not given, since issue 24: a password file is refused over TCP with anything else), `&host=/socket/dir` for a Unix socket; never a password (see `docs/operations.md` §6)",
+                "a shared PostgreSQL store for several receivers: `postgres://USER@HOST:PORT/DB` (an IPv6 address in brackets: `postgres://risc@[2001:db8::5]/risc`), `?sslmode=disable|require|verify-full` (TLS 1.2+; `verify-full` when not given, since issue 24: a password file is refused over TCP with anything else), `&host=/socket/dir` for a Unix socket; never a password (see `docs/high-availability.md`)",
                 read: { layers, c in
                     if let value = layers.string("store.url") {
                         do { c.store.url = try StoreURL(value) } catch { layers.report("\(error)") }
