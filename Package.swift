@@ -113,8 +113,11 @@ let package = Package(
         .target(name: "RISCTestKit", dependencies: ["RISCCore", "RISCClient", "CRiscSpawn", .product(name: "Logging", package: "swift-log")], swiftSettings: swiftSettings),
         // libFuzzer targets (scripts/fuzz builds them with -sanitize=fuzzer -DFUZZING); built
         // normally they replay input files, which the tests use for the kept crash inputs.
-        .executableTarget(name: "FuzzSET", dependencies: ["RISCCore"], swiftSettings: swiftSettings),
-        .executableTarget(name: "FuzzJWKS", dependencies: ["RISCCore", "RISCClient"], swiftSettings: swiftSettings),
+        .target(name: "FuzzSupport", swiftSettings: swiftSettings),
+        .executableTarget(name: "FuzzSET", dependencies: ["RISCCore", "FuzzSupport"], swiftSettings: swiftSettings),
+        .executableTarget(name: "FuzzJWKS", dependencies: ["RISCCore", "RISCClient", "FuzzSupport"], swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "FuzzFiles", dependencies: ["RISCLocal", "RISCSQLite", "RISCConfig", "FuzzSupport"], swiftSettings: swiftSettings),
         // The commit `risc --version` prints, generated at build time.
         .plugin(name: "BuildInfo", capability: .buildTool()),
         .executableTarget(

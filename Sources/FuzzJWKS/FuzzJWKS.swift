@@ -1,6 +1,7 @@
 // libFuzzer target for key material from the network: JWK Sets, single JWKs (OpenSSL import),
 // and discovery documents. Built as FuzzSET is (see scripts/fuzz).
 import Foundation
+import FuzzSupport
 import RISCClient
 import RISCCore
 
@@ -23,19 +24,7 @@ enum Target {
 }
 
 #if FUZZING
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
-    Target.run(Array(UnsafeBufferPointer(start: data, count: size)))
-    return 0
-}
+@_cdecl("LLVMFuzzerTestOneInput") public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt { FuzzEntry.run(data, size, Target.run) }
 #else
-@main
-enum Runner {
-    static func main() {
-        for path in CommandLine.arguments.dropFirst() {
-            guard let data = FileManager.default.contents(atPath: path) else { continue }
-            Target.run(Array(data))
-        }
-    }
-}
+@main enum Runner { static func main() { FuzzEntry.replayFiles(Target.run) } }
 #endif

@@ -3,6 +3,7 @@
 // Built by scripts/fuzz with -sanitize=fuzzer and -DFUZZING (libFuzzer supplies main); built
 // normally, it is a runner that feeds files (the kept crash inputs) through the same function.
 import Foundation
+import FuzzSupport
 import RISCCore
 
 enum Target {
@@ -33,19 +34,7 @@ enum Target {
 }
 
 #if FUZZING
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
-    Target.run(Array(UnsafeBufferPointer(start: data, count: size)))
-    return 0
-}
+@_cdecl("LLVMFuzzerTestOneInput") public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt { FuzzEntry.run(data, size, Target.run) }
 #else
-@main
-enum Runner {
-    static func main() {
-        for path in CommandLine.arguments.dropFirst() {
-            guard let data = FileManager.default.contents(atPath: path) else { continue }
-            Target.run(Array(data))
-        }
-    }
-}
+@main enum Runner { static func main() { FuzzEntry.replayFiles(Target.run) } }
 #endif

@@ -9,7 +9,7 @@ import RISCCore
 /// lines from there do not go on from the chain recorded, the writer reads the log from its genesis
 /// as before. What it skips is for `risc log verify` to read; an edit there does not change the
 /// tree the next checkpoints sign, so the audit finds it.
-struct EventLogResume: Equatable {
+package struct EventLogResume: Equatable {
     var chain: EventLogChain
     var tree: MerkleRange
     /// The file's device and inode, and the offset just past the line before `chain.next`.
@@ -30,7 +30,7 @@ struct EventLogResume: Equatable {
     }
 
     /// nil for anything but what `text` writes.
-    init?(text: String) {
+    package init?(text: String) {
         let lines = text.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
         func hash(_ word: String) -> [UInt8]? { Data(base64Encoded: word).map(Array.init).flatMap { $0.count == 32 ? $0 : nil } }
         guard lines.count == 4, lines[0] == ["risc", "event", "log", "resume", "1"],

@@ -253,6 +253,18 @@ struct ConfigFileCommandTests {
             ("int", "audiences = [\"a\"]\nmax_body_bytes = 9223372036854775807\n", "max_body_bytes: integer out of range"),
             // Found: the least 64-bit integer crashed the check ("Illegal instruction": abs() of it has no 64-bit value).
             ("int-min", "audiences = [\"a\"]\nmax_body_bytes = -9223372036854775808\n", "max_body_bytes: integer out of range"),
+            // Found by scripts/fuzz (FuzzFiles): a control character in a table header aborted
+            // risc (SIGABRT, an assertion of the TOML parser's), and a NUL ended the document there:
+            // what followed it was dropped without a word. TOML allows neither anywhere.
+            ("control", "audiences = [\"a\"]\n[\u{01}]\n", "TOML, line 2, column 2: a control character (U+0001)"),
+            ("nul", "audiences = [\"a\"]\n# ok\u{00}\n[listen]\nprot = 9443\n", "TOML, line 2, column 5: a control character (U+0000)"),
+            ("delete", "audiences = [\"a\u{7F}\"]\n", "TOML, line 1, column 16: a control character (U+007F)"),
+            // Found by scripts/fuzz (FuzzFiles): a table header starting with what starts no key
+            // aborted risc the same way: a '[' left alone on a line, a '#', '=' or '.' after it, a
+            // non-ASCII letter. A '[' starting a line inside an array value is no header.
+            ("open-header", "audiences = [\"a\"]\n[\n", "TOML, line 2, column 2: a table header names a table"),
+            ("hash-header", "audiences = [\n  \"a\",\n  [\"b\"],\n]\n[[ #listen]]\n", "TOML, line 5, column 4: a table header names a table"),
+            ("letter-header", "audiences = [\"a\"] # [\n[\u{E9}t\u{E9}]\n", "TOML, line 2, column 2: a table header names a table"),
         ]
         for (name, text, message) in cases {
             let file = directory.appendingPathComponent("\(name).toml")

@@ -6,7 +6,7 @@ import Testing
 /// overflow). The same inputs under libFuzzer: `scripts/fuzz`.
 @Suite("Kept fuzz inputs")
 struct FuzzReplayTests {
-    @Test("each kept input runs through its target without a crash", arguments: ["FuzzSET", "FuzzJWKS"])
+    @Test("each kept input runs through its target without a crash", arguments: ["FuzzSET", "FuzzJWKS", "FuzzFiles"])
     func replay(target: String) async throws {
         let folder = RiscBinary.repository.appendingPathComponent("Tests/FuzzInputs/\(target)")
         let inputs = try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted().map { folder.appendingPathComponent($0).path }

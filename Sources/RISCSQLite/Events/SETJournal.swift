@@ -1,5 +1,5 @@
 import Foundation
-import RISCCore
+package import RISCCore
 import Synchronization
 
 #if canImport(Glibc)
@@ -17,7 +17,7 @@ import Glibc
 /// SQLite holds. At the next start, records after the mark are indexed before anything else; a
 /// record cut short or failing its CRC ends the segment: its fdatasync never returned, so it was
 /// never acknowledged (and nothing after it was: an fdatasync covers every byte written before).
-final class SETJournal: Sendable {
+package final class SETJournal: Sendable {
     /// Where a record ends: its segment and the offset just past it.
     struct Position: Comparable, Sendable {
         var segment: Int64
@@ -386,7 +386,7 @@ final class SETJournal: Sendable {
         }
     }
 
-    static func decode(_ payload: ArraySlice<UInt8>) throws -> SETRecord {
+    package static func decode(_ payload: ArraySlice<UInt8>) throws -> SETRecord {
         var reader = Reader(bytes: payload, at: payload.startIndex)
         let issuer = try reader.required(), claimedIssuer = try reader.required(), tokenID = try reader.required()
         let issuedAt = try reader.double(), receivedAt = try reader.double()
@@ -416,7 +416,7 @@ final class SETJournal: Sendable {
     /// by whole records are damage done after they were written (the disk, a hand): `damaged`
     /// gives their ranges, and the reader goes on from the next whole record rather than drop
     /// every acknowledged record after them.
-    static func records(in bytes: [UInt8]) -> (records: [(payload: ArraySlice<UInt8>, end: Int64)], damaged: [Range<Int>], torn: Int) {
+    package static func records(in bytes: [UInt8]) -> (records: [(payload: ArraySlice<UInt8>, end: Int64)], damaged: [Range<Int>], torn: Int) {
         var records: [(payload: ArraySlice<UInt8>, end: Int64)] = []
         var damaged: [Range<Int>] = []
         var at = 0
