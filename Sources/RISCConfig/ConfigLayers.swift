@@ -158,7 +158,7 @@ public struct ConfigLayers {
         switch raw(key) {
         case nil: return nil
         case .text(let text, _): return text
-        case .json(.string(let text), _): return text
+        case .json(.string(let text), let source): return withoutNUL(text, source)
         case .json(let other, let source):
             problems.append("\(source): expected a string, got \(other.serialized)")
             return nil
@@ -176,11 +176,20 @@ public struct ConfigLayers {
         case .json(.array(let items), let source):
             let texts = items.compactMap(\.stringValue)
             if texts.count != items.count { problems.append("\(source): expected an array of strings") }
-            return texts
+            return texts.compactMap { withoutNUL($0, source) }
         case .json(let other, let source):
             problems.append("\(source): expected an array of strings, got \(other.serialized)")
             return nil
         }
+    }
+
+    /// `text`, unless it holds a NUL (a JSON file's `\u0000`): no path, URL or name can, and every
+    /// file call would stop there, so `"/srv/a\u0000b"` would have been /srv/a. (A flag or a
+    /// variable cannot hold one; the TOML reader refuses the escape.)
+    private mutating func withoutNUL(_ text: String, _ source: String) -> String? {
+        guard text.utf8.contains(0) else { return text }
+        problems.append("\(source): holds a NUL character (U+0000), which no setting can")
+        return nil
     }
 
     /// `a, b,,c` → `[a, b, c]`: a list given on the command line or in the environment.

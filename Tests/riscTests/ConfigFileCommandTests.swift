@@ -265,6 +265,9 @@ struct ConfigFileCommandTests {
             ("open-header", "audiences = [\"a\"]\n[\n", "TOML, line 2, column 2: a table header names a table"),
             ("hash-header", "audiences = [\n  \"a\",\n  [\"b\"],\n]\n[[ #listen]]\n", "TOML, line 5, column 4: a table header names a table"),
             ("letter-header", "audiences = [\"a\"] # [\n[\u{E9}t\u{E9}]\n", "TOML, line 2, column 2: a table header names a table"),
+            // Found the same way: a \u0000 escape ended the string there (the parser hands strings
+            // back as C strings): `data_dir = "/srv/a\u0000b"` became /srv/a without a word.
+            ("nul-escape", "audiences = [\"a\"]\ndata_dir = \"/srv/a\\u0000b\"\n", "TOML, line 2, column 19: a \\u0000 escape (NUL)"),
         ]
         for (name, text, message) in cases {
             let file = directory.appendingPathComponent("\(name).toml")
@@ -279,6 +282,20 @@ struct ConfigFileCommandTests {
         try Data("# comments are fine\naudiences = [\"a.apps.googleusercontent.com\"]\n[listen]\nport = 7000\n".utf8).write(to: unnamed)
         let read = try await RiscBinary.run(["serve", "--config", unnamed.path, "--print-config"])
         #expect(read.status == 0 && read.stdout.contains("port = 7000  # file \(unnamed.path)"), "\(read.stderr)")
+    }
+
+    /// Found: a JSON config's `"data_dir": "/srv/a\u0000b"` was taken, and every file call then
+    /// stopped at the NUL: the receiver used /srv/a. No path or name can hold one.
+    @Test("a NUL in a JSON config's string is refused, naming the key (exit 64)")
+    func nulInJSONString() async throws {
+        let directory = try temporaryDirectory("nul")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("risc.json")
+        try Data(#"{"audiences": ["a"], "data_dir": "/srv/a\u0000b", "store": {"url": "postgres://risc@db/risc\u0000x"}}"#.utf8).write(to: file)
+        let run = try await RiscBinary.run(["serve", "--config", file.path, "--check-config"])
+        #expect(run.status == 64, "\(run.status) \(run.stdout)")
+        #expect(run.stderr.contains("\(file.path): data_dir: holds a NUL character (U+0000)"), "\(run.stderr)")
+        #expect(run.stderr.contains("\(file.path): store.url: holds a NUL character (U+0000)"), "\(run.stderr)")
     }
 
     @Test("deploy/risc.example.toml says what risc.example.json says, passes --check-config, and the other commands read a TOML config too")
