@@ -31,7 +31,7 @@ public enum ConfigFile {
             do { return try JSONParser.parseObject(bytes) } catch { throw Unreadable(description: "not a JSON object (\(error))") }
         case .toml:
             guard let text = String(validating: bytes, as: UTF8.self) else { throw Unreadable(description: "TOML must be UTF-8") }
-            if let problem = controlCharacter(in: bytes) ?? parserPitfall(in: bytes) { throw Unreadable(description: problem) }
+            if let problem = controlCharacter(in: bytes) ?? TOMLPitfalls.first(in: bytes) { throw Unreadable(description: problem) }
             let table: TOMLTable
             do {
                 table = try TOMLTable(string: text)
@@ -55,83 +55,6 @@ public enum ConfigFile {
         let line = bytes[..<at].count { $0 == 0x0A } + 1
         let column = String(decoding: bytes[lineStart..<at], as: UTF8.self).unicodeScalars.count + 1
         return "TOML, line \(line), column \(column): a control character (U+\(String(format: "%04X", bytes[at]))) is not allowed in TOML"
-    }
-
-    /// Where a table header (`[name]`, `[[name]]`) starts with what can start no key: the parser
-    /// asserts instead of answering (`[` alone on a line, `[#x]`, `[.a]`, `[é]` aborted risc); or
-    /// where a basic string holds a `\u0000` escape, which the parser would cut the value at. nil
-    /// when every header starts with a letter, digit, `_`, `-`, a quote, `]` (the parser's own
-    /// error) or the end of the file. A header is a `[` first on a line outside any value: the scan
-    /// skips comments and strings (multi-line ones too) and counts the brackets of values, whose
-    /// arrays may span lines.
-    static func parserPitfall(in bytes: [UInt8]) -> String? {
-        let (quote, apostrophe, backslash, hash, newline) = (UInt8(ascii: "\""), UInt8(ascii: "'"), UInt8(ascii: "\\"), UInt8(ascii: "#"), UInt8(0x0A))
-        func starts(_ text: String, at index: Int) -> Bool { bytes[index...].starts(with: text.utf8) }
-        func isKeyStart(_ byte: UInt8) -> Bool {
-            (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
-                || [UInt8(ascii: "_"), UInt8(ascii: "-"), quote, apostrophe, UInt8(ascii: "]")].contains(byte)
-        }
-        var (at, line, lineStart, depth) = (0, 1, 0, 0)
-        // A basic string's \u0000 (or \U00000000): the parser hands strings back as C strings, so
-        // the value would end there without a word.
-        func nulEscape(_ index: Int) -> String? {
-            guard starts("\\u0000", at: index) || starts("\\U00000000", at: index) else { return nil }
-            let column = String(decoding: bytes[lineStart..<index], as: UTF8.self).unicodeScalars.count + 1
-            return "TOML, line \(line), column \(column): a \\u0000 escape (NUL) in a string: no setting can hold one"
-        }
-        var atLineStart = true
-        while at < bytes.count {
-            let byte = bytes[at]
-            if byte == newline {
-                (line, lineStart, atLineStart) = (line + 1, at + 1, true)
-                at += 1
-                continue
-            }
-            if byte == 0x20 || byte == 0x09 || byte == 0x0D {
-                at += 1
-                continue
-            }
-            if atLineStart && depth == 0 && byte == UInt8(ascii: "[") {
-                var next = at + 1
-                if next < bytes.count && bytes[next] == UInt8(ascii: "[") { next += 1 }
-                while next < bytes.count && (bytes[next] == 0x20 || bytes[next] == 0x09) { next += 1 }
-                if next < bytes.count && !isKeyStart(bytes[next]) {
-                    let column = String(decoding: bytes[lineStart..<next], as: UTF8.self).unicodeScalars.count + 1
-                    return "TOML, line \(line), column \(column): a table header names a table: a letter, digit, '_', '-' or a quoted key comes after its '['"
-                }
-                // A header holds no value: the rest of its line opens nothing that goes on.
-                at = bytes[at...].firstIndex(of: newline) ?? bytes.count
-                continue
-            }
-            atLineStart = false
-            if byte == hash {
-                at = bytes[at...].firstIndex(of: newline) ?? bytes.count
-            } else if starts("\"\"\"", at: at) || starts("'''", at: at) {
-                // A multi-line string ends at the next unescaped delimiter (a literal one has no escapes).
-                let delimiter = bytes[at]
-                at += 3
-                while at < bytes.count && !(bytes[at] == delimiter && starts(String(repeating: Character(UnicodeScalar(delimiter)), count: 3), at: at)) {
-                    if bytes[at] == newline { (line, lineStart) = (line + 1, at + 1) }
-                    if delimiter == quote && bytes[at] == backslash, let problem = nulEscape(at) { return problem }
-                    at += delimiter == quote && bytes[at] == backslash ? 2 : 1
-                }
-                at += 3
-                // Up to two more quotes may close it ("""a""""" is a"").
-                while at < bytes.count && bytes[at] == delimiter { at += 1 }
-            } else if byte == quote || byte == apostrophe {
-                at += 1
-                while at < bytes.count && bytes[at] != byte && bytes[at] != newline {
-                    if byte == quote && bytes[at] == backslash, let problem = nulEscape(at) { return problem }
-                    at += byte == quote && bytes[at] == backslash ? 2 : 1
-                }
-                if at < bytes.count && bytes[at] == byte { at += 1 }
-            } else {
-                if byte == UInt8(ascii: "[") || byte == UInt8(ascii: "{") { depth += 1 }
-                if byte == UInt8(ascii: "]") || byte == UInt8(ascii: "}") { depth = max(0, depth - 1) }
-                at += 1
-            }
-        }
-        return nil
     }
 
     /// How deep tables and arrays may nest, as in a JSON config (`JSONParser.maxDepth`): no

@@ -1,0 +1,118 @@
+/// What the TOML parser (TOMLKit 0.6.0's toml++) mishandles, found before it sees the text: it
+/// fails an assertion, aborting risc, where a table header starts with what starts no key (`[`
+/// alone on a line, `[#x]`, `[.a]`, `[é]`) or where an array expects a value and finds `}`
+/// (`a = [}]`, `a = [1, }]`); and it hands strings back as C strings, so a `\u0000` escape would
+/// cut a value there without a word. Found by `scripts/fuzz` (FuzzFiles).
+///
+/// The scan follows TOML's structure only as far as these need: a `[` first on a line outside any
+/// value is a header; comments and strings (multi-line ones too) are skipped; the brackets of
+/// values are kept on a stack, since arrays may span lines.
+enum TOMLPitfalls {
+    /// The first of them, as the parser words its errors ("TOML, line L, column C: …"); nil: none.
+    static func first(in bytes: [UInt8]) -> String? {
+        var scan = Scan(bytes: bytes)
+        return scan.run()
+    }
+
+    private struct Scan {
+        let bytes: [UInt8]
+        var at = 0, line = 1, lineStart = 0
+        var atLineStart = true
+        /// The open `[` and `{` of values.
+        var open: [UInt8] = []
+        /// Just after an array's `[` or a `,` in it: a value (or its `]`) comes next.
+        var expectingValue = false
+
+        static let (quote, apostrophe, backslash, hash, newline) = (
+            UInt8(ascii: "\""), UInt8(ascii: "'"), UInt8(ascii: "\\"), UInt8(ascii: "#"), UInt8(0x0A)
+        )
+
+        func starts(_ text: String, at index: Int) -> Bool { bytes[index...].starts(with: text.utf8) }
+
+        func problem(at index: Int, _ text: String) -> String {
+            "TOML, line \(line), column \(String(decoding: bytes[lineStart..<index], as: UTF8.self).unicodeScalars.count + 1): \(text)"
+        }
+
+        /// A basic string's `\u0000` or `\U00000000` at `index`.
+        func nulEscape(_ index: Int) -> String? {
+            guard starts("\\u0000", at: index) || starts("\\U00000000", at: index) else { return nil }
+            return problem(at: index, "a \\u0000 escape (NUL) in a string: no setting can hold one")
+        }
+
+        static func isKeyStart(_ byte: UInt8) -> Bool {
+            (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+                || [UInt8(ascii: "_"), UInt8(ascii: "-"), quote, apostrophe, UInt8(ascii: "]")].contains(byte)
+        }
+
+        mutating func run() -> String? {
+            while at < bytes.count {
+                let byte = bytes[at]
+                if byte == Self.newline {
+                    (line, lineStart, atLineStart) = (line + 1, at + 1, true)
+                    at += 1
+                } else if byte == 0x20 || byte == 0x09 || byte == 0x0D {
+                    at += 1
+                } else if byte == Self.hash {
+                    at = bytes[at...].firstIndex(of: Self.newline) ?? bytes.count
+                } else if atLineStart && open.isEmpty && byte == UInt8(ascii: "[") {
+                    if let problem = header() { return problem }
+                } else {
+                    atLineStart = false
+                    if expectingValue && byte == UInt8(ascii: "}") { return problem(at: at, "'}' where the array expects a value or its ']'") }
+                    expectingValue = false
+                    if let problem = valuePart(byte) { return problem }
+                }
+            }
+            return nil
+        }
+
+        /// A table header's line: its name must start as a key does.
+        mutating func header() -> String? {
+            var next = at + 1
+            if next < bytes.count && bytes[next] == UInt8(ascii: "[") { next += 1 }
+            while next < bytes.count && (bytes[next] == 0x20 || bytes[next] == 0x09) { next += 1 }
+            if next < bytes.count && !Self.isKeyStart(bytes[next]) {
+                return problem(at: next, "a table header names a table: a letter, digit, '_', '-' or a quoted key comes after its '['")
+            }
+            // A header holds no value: the rest of its line opens nothing that goes on.
+            at = bytes[at...].firstIndex(of: Self.newline) ?? bytes.count
+            return nil
+        }
+
+        /// A string, a bracket or any other byte of a key or value.
+        mutating func valuePart(_ byte: UInt8) -> String? {
+            if starts("\"\"\"", at: at) || starts("'''", at: at) {
+                // A multi-line string ends at the next unescaped delimiter (a literal one has no escapes);
+                // up to two more quotes may close it ("""a""""" is a"").
+                let delimiter = String(repeating: Character(UnicodeScalar(byte)), count: 3)
+                at += 3
+                while at < bytes.count && !starts(delimiter, at: at) {
+                    if bytes[at] == Self.newline { (line, lineStart) = (line + 1, at + 1) }
+                    if byte == Self.quote && bytes[at] == Self.backslash, let problem = nulEscape(at) { return problem }
+                    at += byte == Self.quote && bytes[at] == Self.backslash ? 2 : 1
+                }
+                at += 3
+                while at < bytes.count && bytes[at] == byte { at += 1 }
+            } else if byte == Self.quote || byte == Self.apostrophe {
+                at += 1
+                while at < bytes.count && bytes[at] != byte && bytes[at] != Self.newline {
+                    if byte == Self.quote && bytes[at] == Self.backslash, let problem = nulEscape(at) { return problem }
+                    at += byte == Self.quote && bytes[at] == Self.backslash ? 2 : 1
+                }
+                if at < bytes.count && bytes[at] == byte { at += 1 }
+            } else {
+                switch byte {
+                case UInt8(ascii: "["):
+                    open.append(byte)
+                    expectingValue = true
+                case UInt8(ascii: "{"): open.append(byte)
+                case UInt8(ascii: "]"), UInt8(ascii: "}"): _ = open.popLast()
+                case UInt8(ascii: ","): expectingValue = open.last == UInt8(ascii: "[")
+                default: break
+                }
+                at += 1
+            }
+            return nil
+        }
+    }
+}
