@@ -1,8 +1,11 @@
 /// What the TOML parser (TOMLKit 0.6.0's toml++) mishandles, found before it sees the text: it
 /// fails an assertion, aborting risc, where a table header starts with what starts no key (`[`
 /// alone on a line, `[#x]`, `[.a]`, `[é]`) or where an array expects a value and finds `}`
-/// (`a = [}]`, `a = [1, }]`); and it hands strings back as C strings, so a `\u0000` escape would
-/// cut a value there without a word. Found by `scripts/fuzz` (FuzzFiles).
+/// (`a = [}]`, `a = [1, }]`), and in several places of its date and time parsing (`a =
+/// 2026-12-06 0`); and it hands strings back as C strings, so a `\u0000` escape would cut a value
+/// there without a word. Found by `scripts/fuzz` (FuzzFiles). No setting takes a date or time: a
+/// well-formed one is left to the parser (and then refused naming its key); a bare value that
+/// looks like one (a digit first, and a `:`, or four digits and a `-`) but is not is refused here.
 ///
 /// The scan follows TOML's structure only as far as these need: a `[` first on a line outside any
 /// value is a header; comments and strings (multi-line ones too) are skipped; the brackets of
@@ -37,6 +40,39 @@ enum TOMLPitfalls {
         func nulEscape(_ index: Int) -> String? {
             guard starts("\\u0000", at: index) || starts("\\U00000000", at: index) else { return nil }
             return problem(at: index, "a \\u0000 escape (NUL) in a string: no setting can hold one")
+        }
+
+        /// What ends a bare key or value.
+        static let tokenEnds: Set<UInt8> = Set(" \t\r\n=,[]{}#\"'".utf8)
+
+        static func isDigit(_ byte: UInt8) -> Bool { (0x30...0x39).contains(byte) }
+
+        /// `text` all digits and `separators` at the offsets given.
+        static func shape(_ text: ArraySlice<UInt8>, _ count: Int, _ separators: [Int: UInt8]) -> Bool {
+            text.count == count && text.enumerated().allSatisfy { offset, byte in separators[offset].map { $0 == byte } ?? isDigit(byte) }
+        }
+
+        /// RFC 3339 as TOML has it: `YYYY-MM-DD`.
+        static func isDate(_ text: ArraySlice<UInt8>) -> Bool { shape(text, 10, [4: UInt8(ascii: "-"), 7: UInt8(ascii: "-")]) }
+
+        /// `HH:MM:SS`, then `.` and digits, then `Z` or `±HH:MM`, each optional.
+        static func isTime(_ text: ArraySlice<UInt8>) -> Bool {
+            guard text.count >= 8, shape(text.prefix(8), 8, [2: UInt8(ascii: ":"), 5: UInt8(ascii: ":")]) else { return false }
+            var rest = text.dropFirst(8)
+            if rest.first == UInt8(ascii: ".") {
+                let digits = rest.dropFirst().prefix(while: isDigit)
+                guard !digits.isEmpty else { return false }
+                rest = rest.dropFirst(1 + digits.count)
+            }
+            if rest.first == UInt8(ascii: "Z") || rest.first == UInt8(ascii: "z") { return rest.count == 1 }
+            if rest.first == UInt8(ascii: "+") || rest.first == UInt8(ascii: "-") { return shape(rest.dropFirst(), 5, [2: UInt8(ascii: ":")]) }
+            return rest.isEmpty
+        }
+
+        static func isDateOrTime(_ text: ArraySlice<UInt8>) -> Bool {
+            if isDate(text) || isTime(text) { return true }
+            guard text.count > 11, [UInt8(ascii: "T"), UInt8(ascii: "t")].contains(text[text.startIndex + 10]) else { return false }
+            return isDate(text.prefix(10)) && isTime(text.dropFirst(11))
         }
 
         static func isKeyStart(_ byte: UInt8) -> Bool {
@@ -108,6 +144,23 @@ enum TOMLPitfalls {
                 case UInt8(ascii: "{"): open.append(byte)
                 case UInt8(ascii: "]"), UInt8(ascii: "}"): _ = open.popLast()
                 case UInt8(ascii: ","): expectingValue = open.last == UInt8(ascii: "[")
+                case 0x30...0x39 where at == 0 || Self.tokenEnds.contains(bytes[at - 1]):
+                    var end = bytes[at...].firstIndex { Self.tokenEnds.contains($0) } ?? bytes.count
+                    let token = Array(bytes[at..<end])
+                    guard token.contains(UInt8(ascii: ":")) || token.count > 4 && token.prefix(4).allSatisfy(Self.isDigit) && token[4] == UInt8(ascii: "-")
+                    else { break }
+                    // A date, a space, then a digit: the parser reads on as one date-time.
+                    if Self.isDate(token[...]), end + 1 < bytes.count, bytes[end] == 0x20, Self.isDigit(bytes[end + 1]) {
+                        let timeEnd = bytes[(end + 1)...].firstIndex { Self.tokenEnds.contains($0) } ?? bytes.count
+                        guard Self.isTime(bytes[(end + 1)..<timeEnd]) else {
+                            return problem(at: at, "not a TOML date and time, and no setting takes one (quote it if it is text)")
+                        }
+                        end = timeEnd
+                    } else if !Self.isDateOrTime(token[...]) {
+                        return problem(at: at, "not a TOML date or time, and no setting takes one (quote it if it is text)")
+                    }
+                    at = end
+                    return nil
                 default: break
                 }
                 at += 1

@@ -261,11 +261,14 @@ struct ConfigFileCommandTests {
             ("delete", "audiences = [\"a\u{7F}\"]\n", "TOML, line 1, column 16: a control character (U+007F)"),
             // Found by scripts/fuzz (FuzzFiles): a table header starting with what starts no key
             // aborted risc the same way: a '[' left alone on a line, a '#', '=' or '.' after it, a
-            // non-ASCII letter; so did a '}' where an array expects a value. A '[' starting a line
+            // non-ASCII letter; so did a '}' where an array expects a value, and a date or time cut short
+            // or run on ("2026-12-06 0"). A '[' starting a line
             // inside an array value is no header.
             ("open-header", "audiences = [\"a\"]\n[\n", "TOML, line 2, column 2: a table header names a table"),
             ("hash-header", "audiences = [\n  \"a\",\n  [\"b\"],\n]\n[[ #listen]]\n", "TOML, line 5, column 4: a table header names a table"),
             ("letter-header", "audiences = [\"a\"] # [\n[\u{E9}t\u{E9}]\n", "TOML, line 2, column 2: a table header names a table"),
+            ("date-space-digit", "audiences = [\"a\"]\n[retention]\ndone = 2026-12-06 0\n", "TOML, line 3, column 8: not a TOML date and time"),
+            ("time-cut", "audiences = [\"a\"]\nr = 2206-12-06T0\":60\n", "TOML, line 2, column 5: not a TOML date or time"),
             ("array-brace", "audiences = [\n  \"a\", # one\n}]\n", "TOML, line 3, column 1: '}' where the array expects a value"),
             // Found the same way: a \u0000 escape ended the string there (the parser hands strings
             // back as C strings): `data_dir = "/srv/a\u0000b"` became /srv/a without a word.
