@@ -5,7 +5,8 @@
 /// 2026-12-06 0`); and it hands strings back as C strings, so a `\u0000` escape would cut a value
 /// there without a word. Found by `scripts/fuzz` (FuzzFiles). No setting takes a date or time: a
 /// well-formed one is left to the parser (and then refused naming its key); a bare value that
-/// looks like one (a digit first, and a `:`, or four digits and a `-`) but is not is refused here.
+/// it would read as one (a digit first, then a `:` or a `-` that is no exponent's) but is not one
+/// is refused here.
 ///
 /// The scan follows TOML's structure only as far as these need: a `[` first on a line outside any
 /// value is a header; comments and strings (multi-line ones too) are skipped; the brackets of
@@ -147,8 +148,10 @@ enum TOMLPitfalls {
                 case 0x30...0x39 where at == 0 || Self.tokenEnds.contains(bytes[at - 1]):
                     var end = bytes[at...].firstIndex { Self.tokenEnds.contains($0) } ?? bytes.count
                     let token = Array(bytes[at..<end])
-                    guard token.contains(UInt8(ascii: ":")) || token.count > 4 && token.prefix(4).allSatisfy(Self.isDigit) && token[4] == UInt8(ascii: "-")
-                    else { break }
+                    // A number holds a '-' only in its exponent ("1e-5"); the parser takes any other
+                    // '-' or a ':' for a date or time, whatever the digits around it.
+                    let dash = token.indices.contains { token[$0] == UInt8(ascii: "-") && ![UInt8(ascii: "e"), UInt8(ascii: "E")].contains(token[$0 - 1]) }
+                    guard dash || token.contains(UInt8(ascii: ":")) else { break }
                     // A date, a space, then a digit: the parser reads on as one date-time.
                     if Self.isDate(token[...]), end + 1 < bytes.count, bytes[end] == 0x20, Self.isDigit(bytes[end + 1]) {
                         let timeEnd = bytes[(end + 1)...].firstIndex { Self.tokenEnds.contains($0) } ?? bytes.count
