@@ -43,8 +43,10 @@ enum TOMLPitfalls {
             return problem(at: index, "a \\u0000 escape (NUL) in a string: no setting can hold one")
         }
 
-        /// What ends a bare key or value.
-        static let tokenEnds: Set<UInt8> = Set(" \t\r\n=,[]{}#\"'".utf8)
+        /// What a bare value starts after, and what ends one as the parser reads it (a quote does not:
+        /// it read `1'03-12-04 3` on as a date).
+        static let valueStartsAfter: Set<UInt8> = Set(" \t\r\n=,[{".utf8)
+        static let valueEnds: Set<UInt8> = Set(" \t\r\n,]}#".utf8)
 
         static func isDigit(_ byte: UInt8) -> Bool { (0x30...0x39).contains(byte) }
 
@@ -145,8 +147,8 @@ enum TOMLPitfalls {
                 case UInt8(ascii: "{"): open.append(byte)
                 case UInt8(ascii: "]"), UInt8(ascii: "}"): _ = open.popLast()
                 case UInt8(ascii: ","): expectingValue = open.last == UInt8(ascii: "[")
-                case 0x30...0x39 where at == 0 || Self.tokenEnds.contains(bytes[at - 1]):
-                    var end = bytes[at...].firstIndex { Self.tokenEnds.contains($0) } ?? bytes.count
+                case 0x30...0x39 where at == 0 || Self.valueStartsAfter.contains(bytes[at - 1]):
+                    var end = bytes[at...].firstIndex { Self.valueEnds.contains($0) } ?? bytes.count
                     let token = Array(bytes[at..<end])
                     // A number holds a '-' only in its exponent ("1e-5"); the parser takes any other
                     // '-' or a ':' for a date or time, whatever the digits around it.
@@ -154,7 +156,7 @@ enum TOMLPitfalls {
                     guard dash || token.contains(UInt8(ascii: ":")) else { break }
                     // A date, a space, then a digit: the parser reads on as one date-time.
                     if Self.isDate(token[...]), end + 1 < bytes.count, bytes[end] == 0x20, Self.isDigit(bytes[end + 1]) {
-                        let timeEnd = bytes[(end + 1)...].firstIndex { Self.tokenEnds.contains($0) } ?? bytes.count
+                        let timeEnd = bytes[(end + 1)...].firstIndex { Self.valueEnds.contains($0) } ?? bytes.count
                         guard Self.isTime(bytes[(end + 1)..<timeEnd]) else {
                             return problem(at: at, "not a TOML date and time, and no setting takes one (quote it if it is text)")
                         }

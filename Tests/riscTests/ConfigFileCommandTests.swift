@@ -270,6 +270,7 @@ struct ConfigFileCommandTests {
             ("date-space-digit", "audiences = [\"a\"]\n[retention]\ndone = 2026-12-06 0\n", "TOML, line 3, column 8: not a TOML date and time"),
             ("time-cut", "audiences = [\"a\"]\nr = 2206-12-06T0\":60\n", "TOML, line 2, column 5: not a TOML date or time"),
             ("dash-number", "audiences = [\"a\"]\nmax_body_bytes = 11?3-12-04 3\n", "TOML, line 2, column 18: not a TOML date or time"),
+            ("quote-in-date", "audiences = [\"a\"]\nmax_body_bytes = 1'03-12-04 3\n", "TOML, line 2, column 18: not a TOML date or time"),
             ("array-brace", "audiences = [\n  \"a\", # one\n}]\n", "TOML, line 3, column 1: '}' where the array expects a value"),
             // Found the same way: a \u0000 escape ended the string there (the parser hands strings
             // back as C strings): `data_dir = "/srv/a\u0000b"` became /srv/a without a word.
