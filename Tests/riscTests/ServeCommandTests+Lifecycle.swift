@@ -39,6 +39,14 @@ extension ServeCommandTests {
         try "max_body_bytes = 10\n[log]\nlevel = \"debug\"\n".write(toFile: file, atomically: true, encoding: .utf8)
         try await hangup(until: #""step":"config","outcome":"refused""#)
         #expect(try await post() == 413)
+        // Found by scripts/fuzz (FuzzFiles): a header left open ('[' alone on a line) failed an
+        // assertion of the TOML parser's, and the SIGHUP killed the receiver.
+        try "max_body_bytes = 4096\n[\n".write(toFile: file, atomically: true, encoding: .utf8)
+        process.signal(SIGHUP)
+        let refused = #""step":"config","outcome":"refused""#
+        _ = await waitWhile { events().components(separatedBy: refused).count < 3 }
+        #expect(events().components(separatedBy: refused).count == 3, "\(events())")
+        #expect(try await post() == 413)
         process.terminate()
         await process.exited()
         let diagnostics = try String(contentsOfFile: stderr, encoding: .utf8)
@@ -46,6 +54,7 @@ extension ServeCommandTests {
         #expect(diagnostics.contains("take effect only at the next start"), "\(diagnostics)")
         #expect(diagnostics.contains("configuration not reloaded (SIGHUP): still running on the previous one"), "\(diagnostics)")
         #expect(diagnostics.contains("max_body_bytes must be 1 KiB–1 MiB"), "\(diagnostics)")
+        #expect(diagnostics.contains("a table header names a table"), "\(diagnostics)")
         // The first SIGHUP's notice is there; after it the level is warning, so the second's is not.
         #expect(diagnostics.components(separatedBy: "event log reopened (SIGHUP)").count == 2, "\(diagnostics)")
     }
