@@ -44,15 +44,11 @@ enum Target {
 }
 
 #if FUZZING
+@_cdecl("LLVMFuzzerTestOneInput") public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt { FuzzEntry.run(data, size, Target.run) }
 @_silgen_name("__lsan_disable") private func lsanDisable()
 @_silgen_name("__lsan_enable") private func lsanEnable()
 private func leakCheck(_ on: Bool) { on ? lsanEnable() : lsanDisable() }
 #else
-private func leakCheck(_ on: Bool) {}
-#endif
-
-#if FUZZING
-@_cdecl("LLVMFuzzerTestOneInput") public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt { FuzzEntry.run(data, size, Target.run) }
-#else
 @main enum Runner { static func main() { FuzzEntry.replayFiles(Target.run) } }
+private func leakCheck(_ on: Bool) {}
 #endif

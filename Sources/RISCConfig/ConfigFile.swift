@@ -31,7 +31,7 @@ public enum ConfigFile {
             do { return try JSONParser.parseObject(bytes) } catch { throw Unreadable(description: "not a JSON object (\(error))") }
         case .toml:
             guard let text = String(validating: bytes, as: UTF8.self) else { throw Unreadable(description: "TOML must be UTF-8") }
-            if let problem = controlCharacter(in: bytes) ?? TOMLPitfalls.first(in: bytes) { throw Unreadable(description: problem) }
+            if let problem = TOMLPitfalls.first(in: bytes) { throw Unreadable(description: problem) }
             let table: TOMLTable
             do {
                 table = try TOMLTable(string: text)
@@ -42,19 +42,6 @@ public enum ConfigFile {
             }
             return try object(table, path: "", depth: 1)
         }
-    }
-
-    /// Where the first control character TOML allows nowhere (U+0000–U+0008, U+000B, U+000C,
-    /// U+000E–U+001F, U+007F: only tab, LF and CR are) stands, as the parser words its errors; nil
-    /// when there is none. Checked before the parser sees the text: it takes a C string, so a NUL
-    /// ended the document there and what followed was dropped, and a control character in a table
-    /// header failed one of its assertions, aborting risc.
-    static func controlCharacter(in bytes: [UInt8]) -> String? {
-        guard let at = bytes.firstIndex(where: { $0 < 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D || $0 == 0x7F }) else { return nil }
-        let lineStart = bytes[..<at].lastIndex(of: 0x0A).map { $0 + 1 } ?? 0
-        let line = bytes[..<at].count { $0 == 0x0A } + 1
-        let column = String(decoding: bytes[lineStart..<at], as: UTF8.self).unicodeScalars.count + 1
-        return "TOML, line \(line), column \(column): a control character (U+\(String(format: "%04X", bytes[at]))) is not allowed in TOML"
     }
 
     /// How deep tables and arrays may nest, as in a JSON config (`JSONParser.maxDepth`): no

@@ -1,9 +1,12 @@
-/// What the TOML parser (TOMLKit 0.6.0's toml++) mishandles, found before it sees the text: it
-/// fails an assertion, aborting risc, where a table header starts with what starts no key (`[`
-/// alone on a line, `[#x]`, `[.a]`, `[é]`) or where an array expects a value and finds `}`
-/// (`a = [}]`, `a = [1, }]`), and in several places of its date and time parsing (`a =
-/// 2026-12-06 0`); and it hands strings back as C strings, so a `\u0000` escape would cut a value
-/// there without a word. Found by `scripts/fuzz` (FuzzFiles). No setting takes a date or time: a
+import Foundation
+
+/// What the TOML parser (TOMLKit 0.6.0's toml++) mishandles, found before it sees the text. It
+/// fails an assertion, aborting risc, on a control character in a table header, where a header
+/// starts with what starts no key (`[` alone on a line, `[#x]`, `[.a]`, `[é]`), where an array
+/// expects a value and finds `}` (`a = [}]`, `a = [1, }]`), and in several places of its date and
+/// time parsing (`a = 2026-12-06 0`). It takes the text, and hands strings back, as C strings: a
+/// NUL ended the document there and dropped what followed, and a `\u0000` escape would cut a value
+/// without a word. Found by `scripts/fuzz` (FuzzFiles). No setting takes a date or time: a
 /// well-formed one is left to the parser (and then refused naming its key); a bare value that
 /// it would read as one (a digit first, then a `:` or a `-` that is no exponent's) but is not one
 /// is refused here.
@@ -13,14 +16,26 @@
 /// values are kept on a stack, since arrays may span lines.
 enum TOMLPitfalls {
     /// The first of them, as the parser words its errors ("TOML, line L, column C: …"); nil: none.
+    /// A control character TOML allows nowhere (U+0000–U+0008, U+000B, U+000C, U+000E–U+001F,
+    /// U+007F: only tab, LF and CR are) comes first, wherever it stands.
     static func first(in bytes: [UInt8]) -> String? {
+        if let at = bytes.firstIndex(where: { $0 < 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D || $0 == 0x7F }) {
+            return located(in: bytes, at: at, "a control character (U+\(String(format: "%04X", bytes[at]))) is not allowed in TOML")
+        }
         var scan = Scan(bytes: bytes)
         return scan.run()
     }
 
+    /// `text` at `index`, as "TOML, line L, column C: text" (the column in characters).
+    static func located(in bytes: [UInt8], at index: Int, _ text: String) -> String {
+        let lineStart = bytes[..<index].lastIndex(of: 0x0A).map { $0 + 1 } ?? 0
+        let line = bytes[..<index].count { $0 == 0x0A } + 1
+        return "TOML, line \(line), column \(String(decoding: bytes[lineStart..<index], as: UTF8.self).unicodeScalars.count + 1): \(text)"
+    }
+
     private struct Scan {
         let bytes: [UInt8]
-        var at = 0, line = 1, lineStart = 0
+        var at = 0
         var atLineStart = true
         /// The open `[` and `{` of values.
         var open: [UInt8] = []
@@ -33,9 +48,7 @@ enum TOMLPitfalls {
 
         func starts(_ text: String, at index: Int) -> Bool { bytes[index...].starts(with: text.utf8) }
 
-        func problem(at index: Int, _ text: String) -> String {
-            "TOML, line \(line), column \(String(decoding: bytes[lineStart..<index], as: UTF8.self).unicodeScalars.count + 1): \(text)"
-        }
+        func problem(at index: Int, _ text: String) -> String { TOMLPitfalls.located(in: bytes, at: index, text) }
 
         /// A basic string's `\u0000` or `\U00000000` at `index`.
         func nulEscape(_ index: Int) -> String? {
@@ -79,7 +92,7 @@ enum TOMLPitfalls {
         }
 
         static func isKeyStart(_ byte: UInt8) -> Bool {
-            (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+            isDigit(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
                 || [UInt8(ascii: "_"), UInt8(ascii: "-"), quote, apostrophe, UInt8(ascii: "]")].contains(byte)
         }
 
@@ -87,7 +100,7 @@ enum TOMLPitfalls {
             while at < bytes.count {
                 let byte = bytes[at]
                 if byte == Self.newline {
-                    (line, lineStart, atLineStart) = (line + 1, at + 1, true)
+                    atLineStart = true
                     at += 1
                 } else if byte == 0x20 || byte == 0x09 || byte == 0x0D {
                     at += 1
@@ -126,7 +139,6 @@ enum TOMLPitfalls {
                 let delimiter = String(repeating: Character(UnicodeScalar(byte)), count: 3)
                 at += 3
                 while at < bytes.count && !starts(delimiter, at: at) {
-                    if bytes[at] == Self.newline { (line, lineStart) = (line + 1, at + 1) }
                     if byte == Self.quote && bytes[at] == Self.backslash, let problem = nulEscape(at) { return problem }
                     at += byte == Self.quote && bytes[at] == Self.backslash ? 2 : 1
                 }
