@@ -95,17 +95,24 @@ public final class SharedStore: Sendable {
     /// A failure names its cause (`PostgresDatabase.diagnose`): `refused` for what waiting will
     /// not fix, so a receiver exits with a configuration status instead of retrying for ever.
     public func prepare() async throws {
-        try await database.probe()
+        let (from, to) = try await migrate()
+        if from != to {
+            database.logger.noteMigration(store: "\(database.url)", from: from, to: to)
+        }
         do {
-            let (from, to) = try await database.migrate()
-            if from != to {
-                database.logger.noteMigration(store: "\(database.url)", from: from, to: to)
-            }
             try await database.checkDurability(acceptUnsafe: settings.acceptUnsafeDurability)
             if !tokenKey.isEmpty { try await database.checkTokenKey(tokenKey, file: settings.tokenKeyFile) }
         } catch {
             throw await database.diagnose(error)
         }
+    }
+
+    /// Brings the schema to this binary's (`PostgresDatabase.migrate`) after a connection of our
+    /// own reached the server: the pool would wait for a server it cannot reach for ever
+    /// (`risc store migrate` and `risc store copy` did), where the probe says why at once.
+    public func migrate() async throws -> (from: Int, to: Int) {
+        try await database.probe()
+        do { return try await database.migrate() } catch { throw await database.diagnose(error) }
     }
 
     /// Applies each new SET's actions in the transaction that stores it (no webhook: the store's

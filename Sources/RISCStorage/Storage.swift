@@ -192,7 +192,7 @@ public final class Storage: Sendable {
             _ = try store.admin()  // opening migrates the embedded store
             return "embedded store in \(store.directory): schema current"
         case .shared(let store):
-            let (from, to) = try await store.database.migrate()
+            let (from, to) = try await store.migrate()
             return "PostgreSQL store \(store.database.url): " + (from == to ? "schema version \(to), current" : "schema version \(from) → \(to)")
         }
     }

@@ -7,7 +7,8 @@ import RISCStorage
 /// `risc`: a receiver for Google Cross-Account Protection (RISC) security events.
 ///
 /// Exit codes: 0 success; 1 the input was refused (for `verify`: an RFC 8935 rejection);
-/// 3 a temporary failure on our side (key set unavailable, I/O); 64 a usage error.
+/// 3 a temporary failure on our side (key set unavailable, I/O); 64 a usage error; 69 a store
+/// that cannot be reached now.
 @main
 struct RiscCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -74,11 +75,17 @@ struct RiscCommand: AsyncParsableCommand {
             Foundation.exit(64)
         } catch {
             // A store that refuses (damaged, a newer schema, a wrong password): 64, as the man page
-            // says, so nothing retries what a retry cannot mend.
+            // says, so nothing retries what a retry cannot mend; one not reached now: 69, as
+            // `serve --check-config --connect` says it, for a script to try again later.
             let explained = Storage.explain(error)
-            guard StoreError.isRefusal(explained) else { exit(withError: explained) }
+            let status: Int32
+            switch (explained as? StoreError)?.code {
+            case .refused?: status = 64
+            case .unavailable?, .timeout?: status = 69
+            default: exit(withError: explained)
+            }
             FileHandle.standardError.write(Data("risc: \(explained)\n".utf8))
-            Foundation.exit(64)
+            Foundation.exit(status)
         }
     }
 }

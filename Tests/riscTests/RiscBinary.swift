@@ -29,12 +29,17 @@ enum RiscBinary {
     /// Runs the command to its end. `directory`: the working directory (default the repository);
     /// `environment`: `RISC_*` variables added to this process's environment. It waits on
     /// `BlockingPool.waits`' threads, never on one of Swift concurrency's few, which the receivers
-    /// and clients of other tests in this process need meanwhile.
+    /// and clients of other tests in this process need meanwhile. A command still running after
+    /// `killedAfter` seconds is killed (the test then fails on its status).
     static func run(
-        _ arguments: [String], stdin: String? = nil, executable: URL? = nil, directory: URL? = nil, environment: [String: String] = [:]
+        _ arguments: [String], stdin: String? = nil, executable: URL? = nil, directory: URL? = nil, environment: [String: String] = [:],
+        killedAfter: Double = 600
     ) async throws -> Result {
         try await BlockingPool.waits.run {
-            Swift.Result { try runBlocking(arguments, stdin: stdin, executable: executable, directory: directory, environment: environment) }
+            Swift.Result {
+                try runBlocking(
+                    arguments, stdin: stdin, executable: executable, directory: directory, environment: environment, killedAfter: killedAfter)
+            }
         }.get()
     }
 
@@ -55,7 +60,7 @@ enum RiscBinary {
     }
 
     private static func runBlocking(
-        _ arguments: [String], stdin: String?, executable: URL?, directory: URL?, environment: [String: String]
+        _ arguments: [String], stdin: String?, executable: URL?, directory: URL?, environment: [String: String], killedAfter: Double
     ) throws -> Result {
         let process = ChildProcess()
         process.executableURL = executable ?? url
@@ -65,9 +70,9 @@ enum RiscBinary {
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         }
         let finished = try process.runToEnd(input: Data((stdin ?? "").utf8)) {
-            // A command that hangs is killed after ten minutes: the test fails on its status
-            // instead of holding the suite (`runToEnd` ends when the process does).
-            Thread.detachNewThread { [process] in process.stopWaiting(signal: nil, within: 600) }
+            // A command that hangs is killed (after ten minutes unless told): the test fails on its
+            // status instead of holding the suite (`runToEnd` ends when the process does).
+            Thread.detachNewThread { [process] in process.stopWaiting(signal: nil, within: killedAfter) }
         }
         return Result(
             status: finished.status, stdout: String(decoding: finished.output, as: UTF8.self),

@@ -161,4 +161,29 @@ struct SharedStoreCommandTests {
             #expect(result.status == 64 && result.stderr.contains("- store.url: port must be 1–65535"), "\(result.status) \(result.stderr)")
         }
     }
+
+    /// Found: `risc store migrate` and `risc store copy` waited for ever on a PostgreSQL they
+    /// could not reach (connection refused, or a server that never answers), saying nothing: the
+    /// pool queues a query until a connection comes. Every other command said why within seconds.
+    @Test("store migrate and store copy say why a PostgreSQL cannot be reached (exit 69), as the other commands do, instead of waiting for ever")
+    func unreachableStore() async throws {
+        let data = Scratch.root.appendingPathComponent("risc-unreachable-\(UUID().uuidString)").path
+        let linked = try await run(["accounts", "link", "--create", "--data-dir", data, "--subject", "42", "--user", "u42"])
+        try #require(linked.status == 0, "\(linked.stderr)")
+        // A port nothing listens on, and a server that takes connections and never answers.
+        let refused = try PostgresCluster.freePort()
+        let (silent, port) = try PostgresCluster.boundLoopbackSocket()
+        defer { close(silent) }
+        try #require(listen(silent, 16) == 0)
+        for (target, cause) in [(refused, "127.0.0.1:\(refused): Connection refused"), (port, "no answer within 5 s")] {
+            let url = "postgres://risc@127.0.0.1:\(target)/risc?sslmode=disable"
+            for arguments in [["store", "migrate", "--store-url", url], ["store", "copy", "--from", data, "--to", url]] {
+                let result = try await RiscBinary.run(arguments, killedAfter: 60)
+                #expect(result.status == 69 && result.stderr.contains(cause), "\(arguments): \(result.status) \(result.stderr)")
+            }
+        }
+        // The copy took nothing from the source: its lock is free, no moved-to marker.
+        #expect(!FileManager.default.fileExists(atPath: data + "/moved-to"))
+        #expect(try await run(["accounts", "list", "--data-dir", data]).status == 0)
+    }
 }
