@@ -39,6 +39,12 @@ public enum TokenKey {
         return bytes
     }
 
+    /// `accounts.token_key_file`'s bytes; nil when there is no such file.
+    private static func operatorFile(_ path: String) throws -> [UInt8]? {
+        guard FileManager.default.fileExists(atPath: path) else { return nil }
+        do { return try FileContents.read(path, regularFile: true, limit: 4_096) } catch { throw StoreError(.refused, "accounts.token_key_file: \(error)") }
+    }
+
     /// The key at `path` (`accounts.token_key_file`, or the data directory's `token-key` when
     /// `dataDirectoryFile`, made on first use), checked against the check value the store
     /// `recorded` (nil: none yet). On first use `record` stores the key's check value and returns
@@ -46,8 +52,9 @@ public enum TokenKey {
     public static func load(path: String, dataDirectoryFile: Bool, recorded: String?, record: (String) throws -> String?) throws -> [UInt8] {
         let setting = dataDirectoryFile ? "the data directory's token-key" : "accounts.token_key_file"
         var key: [UInt8]
-        // The data directory's own file is never read through a link; an operator's file may be one.
-        if let data = dataDirectoryFile ? PrivateFiles.read(path, limit: 4_096) : FileManager.default.contents(atPath: path).map(Array.init) {
+        // The data directory's own file is never read through a link; an operator's file may be
+        // one, and must be a regular file (a named pipe would hold the start for ever).
+        if let data = dataDirectoryFile ? PrivateFiles.read(path, limit: 4_096) : try operatorFile(path) {
             key = Array(data)
             guard key.count >= length else { throw StoreError(.refused, "\(setting) \(path) holds \(key.count) bytes; a token key has at least \(length)") }
         } else if let recorded {

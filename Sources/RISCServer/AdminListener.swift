@@ -252,17 +252,20 @@ final class AdminRequestDeadline: ChannelDuplexHandler, RemovableChannelHandler 
 
 /// A listener that cannot take its address, named by the setting that gives it: "address in use"
 /// (another process holds the port; `temporary`, exit 69, as systemd may start it again once the
-/// port is free) or one this machine will not give (no such local address, a port below 1024
-/// without the capability: exit 64 like any configuration problem).
+/// port is free) or one this machine will not give (a name that does not resolve, no such local
+/// address, a port below 1024 without the capability: exit 64 like any configuration problem).
 public struct ListenError: Error, CustomStringConvertible {
     public let setting: String
     public let host: String
     public let port: Int
-    public let errno: Int32
+    /// Why, in the operator's words.
+    public let cause: String
+    /// Whether the next try may succeed: the port in use, or a name server that did not answer.
+    public let temporary: Bool
 
-    public var temporary: Bool { errno == EADDRINUSE }
+    public var description: String { "cannot listen on \(hostPort(host, port)) (\(setting)): \(cause)" }
 
-    public var description: String {
+    init(setting: String, host: String, port: Int, errno: Int32) {
         let cause =
             switch errno {
             case EADDRINUSE: "the address is in use (another process listens there)"
@@ -270,13 +273,40 @@ public struct ListenError: Error, CustomStringConvertible {
             case EADDRNOTAVAIL: "no such address on this machine"
             default: String(cString: strerror(errno))
             }
-        return "cannot listen on \(hostPort(host, port)) (\(setting)): \(cause)"
+        self.init(setting: setting, host: host, port: port, cause: cause, temporary: errno == EADDRINUSE)
     }
 
-    /// `error` as a `ListenError` when it is a bind failure, else nil.
+    init(setting: String, host: String, port: Int, cause: String, temporary: Bool = false) {
+        (self.setting, self.host, self.port, self.cause, self.temporary) = (setting, host, port, cause, temporary)
+    }
+
+    /// `error` as a `ListenError` when it is a bind failure or a name that did not resolve, else nil.
     static func from(_ error: any Error, setting: String, host: String, port: Int) -> ListenError? {
+        if error is SocketAddressError.UnknownHost { return ListenError(setting: setting, host: host, port: port, cause: "the name does not resolve") }
         guard let error = error as? IOError, [EADDRINUSE, EACCES, EADDRNOTAVAIL].contains(error.errnoCode) else { return nil }
         return ListenError(setting: setting, host: host, port: port, errno: error.errnoCode)
+    }
+
+    /// What would stop a listener on `host` before it binds its port (`--check-config` and the
+    /// start's preflight): a name that does not resolve, an address that is not this machine's.
+    /// The address is resolved as the listener resolves it and bound with port 0, which takes no
+    /// port (a receiver running on the configured one is no problem). Nil: none found.
+    static func probe(setting: String, host: String, port: Int) -> ListenError? {
+        var hints = addrinfo()
+        hints.ai_flags = AI_PASSIVE
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var found: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(host, "0", &hints, &found)
+        guard status == 0, let address = found?.pointee else {
+            let why = String(cString: gai_strerror(status))
+            return ListenError(setting: setting, host: host, port: port, cause: "the name does not resolve (\(why))", temporary: status == EAI_AGAIN)
+        }
+        defer { freeaddrinfo(found) }
+        let descriptor = socket(address.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard descriptor >= 0 else { return nil }  // the start will say
+        defer { close(descriptor) }
+        guard bind(descriptor, address.ai_addr, address.ai_addrlen) != 0 else { return nil }
+        return ListenError(setting: setting, host: host, port: port, errno: errno)
     }
 }
 

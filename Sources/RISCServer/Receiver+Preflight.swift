@@ -27,17 +27,6 @@ extension Receiver {
         return warnings
     }
 
-    /// Why a file named in the configuration cannot be read as one (the system's words, or "it is
-    /// a directory", which `isReadableFile` lets through and the start then fails on); nil: it can.
-    static func unreadable(_ path: String) -> String? {
-        var isDirectory: ObjCBool = false
-        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue { return "it is a directory" }
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return String(cString: strerror(errno)) }
-        close(descriptor)
-        return nil
-    }
-
     /// Why nothing can be made in `parent` (the system's words); nil: a file (or, with `directory`,
     /// a directory) was made there and removed again. Tried rather than asked: as root, access()
     /// calls sysfs and procfs writable, and the start then failed where the check said OK.
@@ -82,6 +71,7 @@ extension Receiver {
         }
         problems += entryProblems(configuration)
         problems += trustProblems(configuration)
+        problems += listenProblems(configuration)
         let named: [(String, String?)] = [
             ("tls.certificate", configuration.tlsCertificate), ("tls.key", configuration.tlsKey), ("jwks_file", configuration.jwksFile),
             ("admin.tls.certificate", configuration.adminTLSCertificate), ("admin.tls.key", configuration.adminTLSKey),
@@ -93,9 +83,14 @@ extension Receiver {
             ("linking.notices.service_account_file", configuration.noticeIssuer == nil ? nil : configuration.noticeServiceAccountFile),
         ]
         let transmitterFiles = configuration.transmitters.map { ("transmitters.\($0.name).ca_file", $0.caFile) }
+        var unreadablePaths: Set<String> = []
         for (setting, path) in named + transmitterFiles {
-            if let path, let why = unreadable(path) { problems.append("\(setting): cannot read \(path): \(why)") }
+            guard let path, let why = FileContents.regularFileProblem(path) else { continue }
+            problems.append("\(setting): cannot read \(path): \(why)")
+            unreadablePaths.insert(path)
         }
+        // What follows reads the files named above that can be read, and only those.
+        func readable(_ path: String?) -> String? { path.flatMap { unreadablePaths.contains($0) || !files.fileExists(atPath: $0) ? nil : $0 } }
         let secrets: [(String, String?, String)] = [
             ("admin.token_file", configuration.adminTokenFile, "token"), ("webhook.secret_file", configuration.webhookSecretFile, "secret"),
             ("linking.client_secret_file", configuration.linkingRevocationPath == nil ? nil : configuration.linkingClientSecretFile, "secret"),
@@ -110,27 +105,27 @@ extension Receiver {
                 problems.append("\(setting): \(error)")
             }
         }
-        if let path = configuration.tokenKeyFile, let data = files.contents(atPath: path), data.count < TokenKey.length {
+        if let path = readable(configuration.tokenKeyFile), let data = try? FileContents.read(path, regularFile: true, limit: 4_096),
+            data.count < TokenKey.length
+        {
             problems.append("accounts.token_key_file: \(path) holds \(data.count) bytes; a token key has at least \(TokenKey.length)")
         }
-        if let path = configuration.jwksFile, let data = files.contents(atPath: path) {
-            do { _ = try JWKSet(json: FileContents.text(Array(data))) } catch { problems.append("jwks_file: \(path): \(error)") }
+        if let path = readable(configuration.jwksFile), let data = try? FileContents.readText(path) {
+            do { _ = try JWKSet(json: data) } catch { problems.append("jwks_file: \(path): \(error)") }
         }
         if let path = configuration.eventLogCheckpointKey {
             let inside = URL(fileURLWithPath: path).standardizedFileURL.path.hasPrefix(URL(fileURLWithPath: configuration.dataDirectory).standardizedFileURL.path + "/")
             if inside {
                 problems.append("event_log_checkpoint_key: \(path) is inside data_dir; keep the key that signs the log's checkpoints outside it")
-            } else if files.isReadableFile(atPath: path) {
+            } else if readable(path) != nil {
                 do { _ = try CheckpointKey(file: path) } catch { problems.append("event_log_checkpoint_key: \(error)") }
             }
         }
         // Unreadable files are named above; the pairs that can be read must load.
-        for pair in configuration.tlsPairs where [pair.certificate, pair.key, pair.clientCA ?? pair.key].allSatisfy(files.isReadableFile(atPath:)) {
+        for pair in configuration.tlsPairs where [pair.certificate, pair.key, pair.clientCA ?? pair.key].allSatisfy({ readable($0) != nil }) {
             do { _ = try ServerTLS.load(pair) } catch { problems.append("\(error)") }
         }
-        if configuration.noticeIssuer != nil, configuration.noticeProblems.isEmpty,
-            files.isReadableFile(atPath: configuration.noticeServiceAccountFile ?? "")
-        {
+        if configuration.noticeIssuer != nil, configuration.noticeProblems.isEmpty, readable(configuration.noticeServiceAccountFile) != nil {
             do { _ = try ReceiverStorage.makePublisher(configuration: configuration) } catch let error as ConfigurationError {
                 problems += error.problems
             } catch {
@@ -138,6 +133,18 @@ extension Receiver {
             }
         }
         return problems
+    }
+
+    /// The listeners' addresses that no start could take (`ListenError.probe`).
+    static func listenProblems(_ configuration: ReceiverConfiguration) -> [String] {
+        var listeners = [
+            ("listen.host, listen.port", configuration.host, configuration.port), ("admin.host, admin.port", configuration.adminHost, configuration.adminPort),
+        ]
+        if let port = configuration.adminAPIPort { listeners.append(("admin.api.host, admin.api.port", configuration.adminAPIHost, port)) }
+        // A name server that did not answer is left to the start, which may find it back.
+        return listeners.compactMap { setting, host, port in
+            ListenError.probe(setting: setting, host: host, port: port).flatMap { $0.temporary ? nil : $0.description }
+        }
     }
 
     /// What risc keeps in the data directory, each where it must be of its kind: a directory in the
@@ -185,7 +192,9 @@ extension Receiver {
     /// space or a leading byte-order mark (`FileContents.text`).
     static func readSecret(_ path: String, setting: String) throws -> [UInt8] {
         let data: [UInt8]
-        do { data = try FileContents.readText(path, limit: 1 << 20) } catch { throw ConfigurationError(problems: ["\(setting): \(error)"]) }
+        do { data = FileContents.text(try FileContents.read(path, regularFile: true, limit: 1 << 20)) } catch {
+            throw ConfigurationError(problems: ["\(setting): \(error)"])
+        }
         return Array(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).utf8)
     }
 

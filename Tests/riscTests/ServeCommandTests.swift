@@ -115,7 +115,8 @@ struct ServeCommandTests {
                     "--data-dir", data.path,
                 ] + flags)
             #expect(other.status == status, "\(other.stderr)")
-            #expect(other.stderr.contains("risc serve: cannot listen on " + said), "\(other.stderr)")
+            // An address not here is found before the start binds (the preflight, as --check-config).
+            #expect(other.stderr.contains(status == 64 ? "  - cannot listen on " + said : "risc serve: cannot listen on " + said), "\(other.stderr)")
             // Found: with the public port taken, the admin listener (started beside it) was
             // cancelled mid-start and logged `error risc: Waiting on child channel:
             // CancellationError()` and `Server shutdown error: Already closed` before the message.
@@ -252,7 +253,7 @@ extension ServeCommandTests {
             "serve", "--audience", "a", "--jwks-file", "keys/test/jwks.json", "--port", "0", "--admin-port", "0",
             "--host", "127.0.0.1", "--data-dir", directory.appendingPathComponent("data").path,
         ]
-        let cases: [([String], String)] = [
+        var cases: [([String], String)] = [
             (["--set", "webhook.url=http://127.0.0.1:9/hook", "--set", "webhook.secret_file=\(short)"], "webhook.secret_file: the secret in \(short) must be at least 16 bytes"),
             (["--data-dir", notAFile], "data_dir: \(notAFile) exists and is not a directory"),
             (["--set", "trusted_proxies=10.0.0.300"], "trusted_proxies: '10.0.0.300' is not an IP address"),
@@ -260,7 +261,7 @@ extension ServeCommandTests {
             (["--set", "admin.token_file=\(short)"], "admin.token_file: the token in \(short) must be at least 16 bytes"),
             (["--jwks-file", badJWKS], "jwks_file: \(badJWKS)"),
             // Issue 26 §5: a directory passed the check, and the start failed on it; unreadable files say why.
-            (["--jwks-file", directory.path], "jwks_file: cannot read \(directory.path): it is a directory"),
+            (["--jwks-file", directory.path], "jwks_file: cannot read \(directory.path): Is a directory"),
             (["--set", "accounts.token_key_file=\(directory.path)/missing"], "accounts.token_key_file: cannot read \(directory.path)/missing: No such file or directory"),
             // Issue 24 #4: a password goes only to a server whose certificate is checked.
             (
@@ -273,11 +274,33 @@ extension ServeCommandTests {
                 "linking.client_secret_file: the secret in \(short) must be at least 16 bytes"
             ),
         ]
+        // Found by a sweep of every setting: a device or a named pipe for a file, a listen address
+        // that does not resolve or is not here, passed the check; the start failed in other words
+        // (exit 1), and a pipe held both for ever, waiting for a writer.
+        let pipe = directory.appendingPathComponent("pipe").path
+        try #require(mkfifo(pipe, 0o600) == 0)
+        for special in ["/dev/null", pipe] {
+            cases += [
+                (["--jwks-file", special], "jwks_file: cannot read \(special): not a regular file"),
+                (["--set", "accounts.token_key_file=\(special)"], "accounts.token_key_file: cannot read \(special): not a regular file"),
+                (["--set", "admin.token_file=\(special)"], "admin.token_file: cannot read \(special): not a regular file"),
+                (["--set", "event_log_checkpoint_key=\(special)"], "event_log_checkpoint_key: cannot read \(special): not a regular file"),
+                (
+                    ["--set", "tls.certificate=\(special)", "--set", "tls.key=keys/test/risc-test-rs256.pem"],
+                    "tls.certificate: cannot read \(special): not a regular file"
+                ),
+            ]
+        }
+        cases += [
+            (["--host", "no-such-host.invalid"], "cannot listen on no-such-host.invalid:0 (listen.host, listen.port): the name does not resolve"),
+            (["--set", "admin.host=no-such-host.invalid"], "cannot listen on no-such-host.invalid:0 (admin.host, admin.port): the name does not resolve"),
+            (["--host", "192.0.2.1"], "cannot listen on 192.0.2.1:0 (listen.host, listen.port): no such address on this machine"),
+        ]
         for (extra, problem) in cases {
-            let checked = try await RiscBinary.run(base + extra + ["--check-config"])
+            let checked = try await RiscBinary.run(base + extra + ["--check-config"], killedAfter: 60)
             #expect(checked.status == 64 && checked.stderr.contains(problem), "check-config \(extra): \(checked.status) \(checked.stderr)")
             #expect(!checked.stderr.contains("Usage:"), "a configuration error is not a usage error")
-            let served = try await RiscBinary.run(base + extra)
+            let served = try await RiscBinary.run(base + extra, killedAfter: 60)
             #expect(served.status == 64 && served.stderr.contains(problem), "serve \(extra): \(served.status) \(served.stderr)")
         }
         // Found: a data directory that is a device (`/dev/null`, mode 666) was also told to be

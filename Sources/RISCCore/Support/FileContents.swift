@@ -38,16 +38,28 @@ public enum FileContents {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC | (regularFile ? O_NONBLOCK : 0))
         guard descriptor >= 0 else { throw failure() }
         defer { close(descriptor) }
-        if regularFile {
-            var status = stat()
-            guard fstat(descriptor, &status) == 0 else { throw failure() }
-            switch status.st_mode & S_IFMT {
-            case S_IFREG: break
-            case S_IFDIR: throw failure(String(cString: strerror(EISDIR)))
-            default: throw failure("not a regular file")
-            }
-        }
+        if regularFile, let problem = notRegular(descriptor) { throw failure(problem) }
         return try read(descriptor: descriptor, limit: limit, failure: failure)
+    }
+
+    /// Why `path` cannot be read as a regular file (the system's words, "Is a directory", "not
+    /// a regular file" for a device or a named pipe); nil: it can. Opened without waiting for a
+    /// pipe's writer, and nothing is read.
+    public static func regularFileProblem(_ path: String) -> String? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        guard descriptor >= 0 else { return String(cString: strerror(errno)) }
+        defer { close(descriptor) }
+        return notRegular(descriptor)
+    }
+
+    private static func notRegular(_ descriptor: Int32) -> String? {
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else { return String(cString: strerror(errno)) }
+        switch status.st_mode & S_IFMT {
+        case S_IFREG: return nil
+        case S_IFDIR: return String(cString: strerror(EISDIR))
+        default: return "not a regular file"
+        }
     }
 
     /// Standard input to its end, bounded like `read`.
