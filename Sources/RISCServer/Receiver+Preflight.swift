@@ -82,7 +82,16 @@ extension Receiver {
             ("accounts.token_key_file", configuration.tokenKeyFile), ("event_log_checkpoint_key", configuration.eventLogCheckpointKey),
             ("linking.notices.service_account_file", configuration.noticeIssuer == nil ? nil : configuration.noticeServiceAccountFile),
         ]
-        let transmitterFiles = configuration.transmitters.map { ("transmitters.\($0.name).ca_file", $0.caFile) }
+        // A transmitter's files as its start reads them: the credentials it polls with only when it polls.
+        let transmitterFiles = configuration.transmitters.flatMap { transmitter in
+            let key = "transmitters.\(transmitter.name)"
+            let polls = transmitter.delivery == "poll"
+            return [
+                ("\(key).ca_file", transmitter.caFile), ("\(key).jwks_file", transmitter.jwksFile), ("\(key).authorization_file", transmitter.authorizationFile),
+                ("\(key).management_token_file", polls ? transmitter.managementTokenFile : nil),
+                ("\(key).client_secret_file", polls ? transmitter.clientSecretFile : nil), ("\(key).client_key_file", polls ? transmitter.clientKeyFile : nil),
+            ]
+        }
         var unreadablePaths: Set<String> = []
         for (setting, path) in named + transmitterFiles {
             guard let path, let why = FileContents.regularFileProblem(path) else { continue }
@@ -112,6 +121,19 @@ extension Receiver {
         }
         if let path = readable(configuration.jwksFile), let data = try? FileContents.readText(path) {
             do { _ = try JWKSet(json: data) } catch { problems.append("jwks_file: \(path): \(error)") }
+        }
+        for transmitter in configuration.transmitters {
+            let files = [transmitter.jwksFile, transmitter.authorizationFile, transmitter.managementTokenFile, transmitter.clientSecretFile, transmitter.clientKeyFile]
+            guard files.allSatisfy({ $0 == nil || readable($0) != nil }) else { continue }
+            if let path = transmitter.jwksFile, let data = try? FileContents.readText(path) {
+                do { _ = try JWKSet(json: data) } catch { problems.append("transmitters.\(transmitter.name).jwks_file: \(path): \(error)") }
+            }
+            do {
+                _ = try transmitter.pushCredential()
+                if transmitter.delivery == "poll" { _ = try transmitter.managementAuthorization() }
+            } catch {
+                problems.append("\(error)")
+            }
         }
         if let path = configuration.eventLogCheckpointKey {
             let inside = URL(fileURLWithPath: path).standardizedFileURL.path.hasPrefix(URL(fileURLWithPath: configuration.dataDirectory).standardizedFileURL.path + "/")

@@ -18,7 +18,7 @@ extension Receiver {
     ) throws -> TransmitterKeys {
         if let file = jwksFile {
             let data: [UInt8]
-            do { data = try FileContents.readText(file) } catch { throw ConfigurationError(problems: ["\(setting): \(error)"]) }
+            do { data = FileContents.text(try FileContents.read(file, regularFile: true)) } catch { throw ConfigurationError(problems: ["\(setting): \(error)"]) }
             let provider = StaticKeyProvider(keys: try JWKSet(json: data), issuer: issuer)
             return TransmitterKeys(provider: provider, source: .pinned(provider), cache: nil)
         }
