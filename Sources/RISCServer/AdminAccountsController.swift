@@ -1,7 +1,9 @@
 import Foundation
 import Hummingbird
+import Logging
 import NIOCore
 import RISCCore
+import RISCStorage
 
 /// The admin listener's account API, for the site's login and linking servers to register
 /// accounts, sessions and issued tokens as they happen. Every request needs
@@ -30,6 +32,9 @@ struct AdminAccountsController: Sendable {
     /// The receiver's clock: the times the API records (accounts, sessions and tokens created,
     /// unlinks, revocations), which the ordering rule compares with SETs' times.
     var clock: @Sendable () -> Double = systemNow
+    /// Seconds in Retry-After when the store fails (`retry_after`), and where its failures are logged.
+    var retryAfter = 30
+    var logger: Logger? = nil
 
     func register(on router: Router<RISCRequestContext>) {
         router.post("/admin/accounts") { request, context in try await guarded(request) { try await link(request) } }
@@ -127,6 +132,16 @@ struct AdminAccountsController: Sendable {
             return try await body()
         } catch let error as BadRequest {
             return Responses.json(JSONValue.object(["error": "invalid_request", "description": .string(error.description)]).serialized, status: .badRequest)
+        } catch let error as HTTPError {
+            throw error  // the request's own (a body over the limit: 413)
+        } catch {
+            // The store's failure, ours and temporary: 503 with a JSON error, as a SET gets, not
+            // Hummingbird's bare 500. A driver's words go to the log only.
+            let description = (error as? StoreError)?.description ?? "the account store failed; the receiver's log says why"
+            logger?.error("account API: the store failed", metadata: ["risc.error": "\(Storage.explain(error))"])
+            return Responses.json(
+                JSONValue.object(["error": "store_unavailable", "description": .string(description)]).serialized, status: .serviceUnavailable,
+                extra: [.retryAfter: "\(retryAfter)"])
         }
     }
 

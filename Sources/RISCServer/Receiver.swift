@@ -128,12 +128,16 @@ public final class Receiver: Sendable {
         let apiRouter = configuration.adminAPIPort == nil ? adminRouter : Router(context: RISCRequestContext.self, options: .autoGenerateHeadEndpoints)
         if let tokenFile = configuration.adminTokenFile {
             let token = try Self.readSecret(tokenFile, setting: "admin.token_file")  // its length: preflight
+            // A shared store's calls within store.timeout, as a SET's (`DeadlineAccounts`).
+            let accounts: any AccountRepository =
+                configuration.store.url == nil ? storage.accounts : DeadlineAccounts(storage.accounts, seconds: configuration.store.timeout, clock: clock)
             AdminAccountsController(
-                accounts: storage.accounts, token: token,
+                accounts: accounts, token: token,
                 appFlip: configuration.linkingGoogleClientID.map {
                     AppFlipPolicy(clientID: $0, extraHosts: configuration.linkingAppFlipHosts, extraBundleIDs: configuration.linkingAppFlipBundleIDs)
                 },
-                notices: configuration.unlinkNotices(tokenKey: storage.tokenKey), log: log, clock: clock
+                notices: configuration.unlinkNotices(tokenKey: storage.tokenKey), log: log, clock: clock, retryAfter: configuration.retryAfter,
+                logger: logger
             ).register(on: apiRouter)
         }
         // With every route added: another method on a path they serve is 405 with Allow, not 404.

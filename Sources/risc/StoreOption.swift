@@ -137,12 +137,23 @@ final class CommandStore {
     /// `embedded` or `postgresql`.
     var backendName: String { storage.backendName }
     func queue() throws -> any QueueAdministration { try storage.admin() }
-    func accounts() throws -> any AccountRepository { try storage.accounts() }
+    /// The accounts; on a shared store each call within `sharedCallDeadline` seconds
+    /// (`DeadlineAccounts`): a PostgreSQL server gone away in the middle of `risc accounts import`
+    /// held it for ever, saying nothing.
+    func accounts() throws -> any AccountRepository {
+        let accounts = try storage.accounts()
+        guard resolved.store.url != nil else { return accounts }
+        return DeadlineAccounts(accounts, seconds: Self.sharedCallDeadline, clock: { ProcessInfo.processInfo.systemUptime })
+    }
+
+    /// Seconds one call to a shared store may take from the command line (a transaction of an
+    /// import's 20,000 accounts takes about one).
+    static let sharedCallDeadline: Double = 60
 
     /// The accounts, and what queues unlink notices when the configuration turns them on
     /// (`linking.notices.issuer`): revoking or unlinking from the CLI tells Google as the admin API does.
     func accountsAndNotices() throws -> (accounts: any AccountRepository, notices: UnlinkNotices?) {
-        (try storage.accounts(), resolved.configuration.unlinkNotices(tokenKey: try storage.tokenKey()))
+        (try accounts(), resolved.configuration.unlinkNotices(tokenKey: try storage.tokenKey()))
     }
 
     func verifications() throws -> any VerificationRequests { try storage.verifications() }

@@ -234,4 +234,32 @@ struct HardeningRoundTwoTests {
             try await cluster.start()
         }
     }
+
+    /// Found by stopping PostgreSQL under a running receiver: the account API (the site's login
+    /// and linking servers' calls) waited for the connection pool's minute, then answered 500
+    /// with no body, where a SET is answered 503 within `store.timeout`.
+    @Test("while PostgreSQL is down the account API answers 503 with a JSON error within store.timeout, not a bare 500 after a minute; it serves again once the server is back")
+    func accountAPIWhilePostgreSQLIsDown() async throws {
+        try await UnlinkNoticeTests.Fixture(.postgresql).run { fixture in
+            let cluster = try #require(fixture.cluster)
+            try await fixture.link("alice", linked: ["linked-1"])
+            try await cluster.stop(mode: "immediate")
+            let calls: [(String, String, String?)] = [
+                ("POST", "/admin/accounts", #"{"subject": "bob", "user_id": "u-bob"}"#), ("GET", "/admin/accounts/alice", nil),
+                ("POST", "/admin/accounts/alice/sessions", #"{"session_id": "s1"}"#),
+            ]
+            for (method, path, body) in calls {
+                let answer = try await fixture.admin(method, path, body)
+                #expect(answer.status == 503 && answer.json["error"] == "store_unavailable", "\(method) \(path): \(answer)")
+                #expect(answer.json["description"]?.stringValue?.isEmpty == false, "\(answer.json)")
+            }
+            try await cluster.start()
+            var status = 0
+            for _ in 0..<240 where status != 200 {
+                status = try await fixture.admin("GET", "/admin/accounts/alice").status
+                if status != 200 { try await Task.sleep(for: .milliseconds(250)) }
+            }
+            #expect(status == 200, "the account API did not serve again after PostgreSQL came back")
+        }
+    }
 }

@@ -4,7 +4,8 @@ extension StoreError {
     /// A call to the store that took longer than its deadline (the server unreachable, the pool
     /// waiting for a connection): a temporary failure, answered 503.
     public static func timeout(seconds: Double, what: String) -> StoreError {
-        StoreError(.timeout, "the store did not answer within \(seconds) s (\(what))")
+        let amount = seconds.rounded() == seconds && abs(seconds) < 1e15 ? "\(Int64(seconds))" : "\(seconds)"  // 60, not 60.0
+        return StoreError(.timeout, "the store did not answer within \(amount) s (\(what))")
     }
 }
 
