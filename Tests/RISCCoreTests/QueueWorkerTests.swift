@@ -50,6 +50,27 @@ struct QueueWorkerTests {
         #expect(lines.filter { $0.contains("rescuing expired leases again") }.count == 1, "\(lines)")
     }
 
+    /// Found by stopping a receiver during a PostgreSQL outage: each worker, its claim held by the
+    /// pool until the stop gave up on it, logged "cannot claim queued work; trying again" as the
+    /// receiver stopped. It is stopping, not trying again.
+    @Test("a claim that fails because the worker is being stopped is not reported as an outage to retry")
+    func claimFailingAtStopIsNotAnOutage() async throws {
+        let queue = MemoryWorkQueue()
+        let captured = CapturedLog()
+        let clock = TestClock()
+        let worker = QueueWorker(queue: queue, settings: .init(owner: "w"), log: MemoryEventLog(), logger: captured.logger, clock: clock.function)
+        queue.hanging.withLock { $0 = true }
+        worker.start()
+        #expect(await waitWhile { queue.claims.load(ordering: .relaxed) < 1 })
+        let stopped = Task { await worker.stop(waitingAtMost: 10) }
+        await clock.waitForReads(2)  // the stop is waiting on its clock
+        clock.advance(11)  // it gives up waiting and cancels the claim in hand
+        await stopped.value
+        await worker.stop()  // again: returns once the loop has ended (the clock stands still)
+        let lines = captured.lines.withLock { $0 }
+        #expect(!lines.contains { $0.contains("cannot claim queued work") }, "\(lines)")
+    }
+
     @Test("a hijacking ends the account's sessions, suspends Google sign-in and revokes linked tokens, once; the metric counts the attempt")
     func hijacking() async throws {
         let queue = MemoryWorkQueue(tokenKey: Array(repeating: 7, count: 32))

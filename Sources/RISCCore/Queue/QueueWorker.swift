@@ -151,7 +151,8 @@ public final class QueueWorker: Sendable {
                     logger.notice("claiming queued work again")
                 }
             } catch {
-                if !claimFailing { logger.warning("cannot claim queued work; trying again", metadata: ["risc.error": "\(error)"]) }
+                // A claim cut short by the stop (cancelled, or the store closed behind it) is no outage.
+                if !claimFailing && !stopping { logger.warning("cannot claim queued work; trying again", metadata: ["risc.error": "\(error)"]) }
                 claimFailing = true
                 processed = 0
             }
