@@ -82,16 +82,7 @@ extension Receiver {
             ("accounts.token_key_file", configuration.tokenKeyFile), ("event_log_checkpoint_key", configuration.eventLogCheckpointKey),
             ("linking.notices.service_account_file", configuration.noticeIssuer == nil ? nil : configuration.noticeServiceAccountFile),
         ]
-        // A transmitter's files as its start reads them: the credentials it polls with only when it polls.
-        let transmitterFiles = configuration.transmitters.flatMap { transmitter in
-            let key = "transmitters.\(transmitter.name)"
-            let polls = transmitter.delivery == "poll"
-            return [
-                ("\(key).ca_file", transmitter.caFile), ("\(key).jwks_file", transmitter.jwksFile), ("\(key).authorization_file", transmitter.authorizationFile),
-                ("\(key).management_token_file", polls ? transmitter.managementTokenFile : nil),
-                ("\(key).client_secret_file", polls ? transmitter.clientSecretFile : nil), ("\(key).client_key_file", polls ? transmitter.clientKeyFile : nil),
-            ]
-        }
+        let transmitterFiles = configuration.transmitters.flatMap(startFiles)
         var unreadablePaths: Set<String> = []
         for (setting, path) in named + transmitterFiles {
             guard let path, let why = FileContents.regularFileProblem(path) else { continue }
@@ -119,20 +110,16 @@ extension Receiver {
         {
             problems.append("accounts.token_key_file: \(path) holds \(data.count) bytes; a token key has at least \(TokenKey.length)")
         }
-        if let path = readable(configuration.jwksFile), let data = try? FileContents.readText(path) {
-            do { _ = try JWKSet(json: data) } catch { problems.append("jwks_file: \(path): \(error)") }
+        func check(_ body: () throws -> Void) {
+            do { try body() } catch { problems += (error as? ConfigurationError)?.problems ?? ["\(error)"] }
         }
-        for transmitter in configuration.transmitters {
-            let files = [transmitter.jwksFile, transmitter.authorizationFile, transmitter.managementTokenFile, transmitter.clientSecretFile, transmitter.clientKeyFile]
-            guard files.allSatisfy({ $0 == nil || readable($0) != nil }) else { continue }
-            if let path = transmitter.jwksFile, let data = try? FileContents.readText(path) {
-                do { _ = try JWKSet(json: data) } catch { problems.append("transmitters.\(transmitter.name).jwks_file: \(path): \(error)") }
-            }
-            do {
+        if let path = readable(configuration.jwksFile) { check { _ = try pinnedKeySet(path, setting: "jwks_file") } }
+        // Each transmitter's files that its start reads, once all of them can be read.
+        for transmitter in configuration.transmitters where startFiles(of: transmitter).allSatisfy({ $0.path == nil || readable($0.path) != nil }) {
+            if let path = transmitter.jwksFile { check { _ = try pinnedKeySet(path, setting: "transmitters.\(transmitter.name).jwks_file") } }
+            check {
                 _ = try transmitter.pushCredential()
                 if transmitter.delivery == "poll" { _ = try transmitter.managementAuthorization() }
-            } catch {
-                problems.append("\(error)")
             }
         }
         if let path = configuration.eventLogCheckpointKey {
@@ -155,6 +142,19 @@ extension Receiver {
             }
         }
         return problems
+    }
+
+    /// A transmitter's files as its start reads them, each with its setting: the credentials it
+    /// polls with only when it polls (a push transmitter's `management_token_file` is for `risc
+    /// stream` alone).
+    static func startFiles(of transmitter: TransmitterSettings) -> [(setting: String, path: String?)] {
+        let key = "transmitters.\(transmitter.name)"
+        let polls = transmitter.delivery == "poll"
+        return [
+            ("\(key).ca_file", transmitter.caFile), ("\(key).jwks_file", transmitter.jwksFile), ("\(key).authorization_file", transmitter.authorizationFile),
+            ("\(key).management_token_file", polls ? transmitter.managementTokenFile : nil),
+            ("\(key).client_secret_file", polls ? transmitter.clientSecretFile : nil), ("\(key).client_key_file", polls ? transmitter.clientKeyFile : nil),
+        ]
     }
 
     /// The listeners' addresses that no start could take (`ListenError.probe`).
@@ -214,9 +214,7 @@ extension Receiver {
     /// space or a leading byte-order mark (`FileContents.text`).
     static func readSecret(_ path: String, setting: String) throws -> [UInt8] {
         let data: [UInt8]
-        do { data = FileContents.text(try FileContents.read(path, regularFile: true, limit: 1 << 20)) } catch {
-            throw ConfigurationError(problems: ["\(setting): \(error)"])
-        }
+        do { data = try FileContents.readText(path, regularFile: true, limit: 1 << 20) } catch { throw ConfigurationError(problems: ["\(setting): \(error)"]) }
         return Array(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).utf8)
     }
 

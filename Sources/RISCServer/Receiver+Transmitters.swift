@@ -17,15 +17,21 @@ extension Receiver {
         caFile: String? = nil, clock: @escaping @Sendable () -> Double
     ) throws -> TransmitterKeys {
         if let file = jwksFile {
-            let data: [UInt8]
-            do { data = FileContents.text(try FileContents.read(file, regularFile: true)) } catch { throw ConfigurationError(problems: ["\(setting): \(error)"]) }
-            let provider = StaticKeyProvider(keys: try JWKSet(json: data), issuer: issuer)
+            let provider = StaticKeyProvider(keys: try pinnedKeySet(file, setting: setting), issuer: issuer)
             return TransmitterKeys(provider: provider, source: .pinned(provider), cache: nil)
         }
         var jwks = jwks
         jwks.persistencePath = (configuration.dataDirectory as NSString).appendingPathComponent(cacheFile)
         let cache = JWKSCache(configuration: jwks, client: CurlHTTPClient(caBundlePath: caFile, pool: .receiver), logger: logger, now: clock)
         return TransmitterKeys(provider: cache, source: .cache(cache), cache: cache)
+    }
+
+    /// A pinned key set (`jwks_file`, a transmitter's): a regular file that parses, read alike by
+    /// the start and the preflight, each failure a `ConfigurationError` naming the setting.
+    static func pinnedKeySet(_ file: String, setting: String) throws -> JWKSet {
+        let data: [UInt8]
+        do { data = try FileContents.readText(file, regularFile: true) } catch { throw ConfigurationError(problems: ["\(setting): \(error)"]) }
+        do { return try JWKSet(json: data) } catch { throw ConfigurationError(problems: ["\(setting): \(file): \(error)"]) }
     }
 
     /// A poller for each transmitter that delivers by poll (RFC 8936); one whose poll endpoint is

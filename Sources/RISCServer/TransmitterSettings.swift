@@ -159,9 +159,7 @@ extension TransmitterSettings {
     /// A file's content, trimmed (a secret or key risc reads by path); `member` names it in the error.
     public static func secret(_ file: String, _ member: String, of name: String) throws -> String {
         let data: [UInt8]
-        do { data = FileContents.text(try FileContents.read(file, regularFile: true)) } catch {
-            throw FileError(description: "transmitters.\(name).\(member): \(error)")
-        }
+        do { data = try FileContents.readText(file, regularFile: true) } catch { throw FileError(description: "transmitters.\(name).\(member): \(error)") }
         return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 

@@ -76,6 +76,12 @@ extension ServeCommandTests {
                 transmitter(jwks + #", "delivery": "poll", "poll_url": "https://okta.example.com/poll", "management_token_file": "\#(pipe)""#),
                 "transmitters.okta.management_token_file: cannot read \(pipe): not a regular file"
             ),
+            // A push transmitter's management token (for `risc stream` only, not read by a start)
+            // not made yet must not hide a key set the start refuses.
+            (
+                transmitter(#""jwks_file": "\#(badJWKS)", "management_token_file": "\#(directory.path)/not-yet""#),
+                "transmitters.okta.jwks_file: \(badJWKS)"
+            ),
             (["--host", "no-such-host.invalid"], "cannot listen on no-such-host.invalid:0 (listen.host, listen.port): the name does not resolve"),
             (["--set", "admin.host=no-such-host.invalid"], "cannot listen on no-such-host.invalid:0 (admin.host, admin.port): the name does not resolve"),
             (["--host", "192.0.2.1"], "cannot listen on 192.0.2.1:0 (listen.host, listen.port): no such address on this machine"),

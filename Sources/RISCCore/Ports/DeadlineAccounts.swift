@@ -32,8 +32,7 @@ public struct DeadlineAccounts: AccountRepository {
     }
 
     public func unlink(subject: String, issuer: String?, notices: UnlinkNotices?, now: Double) async throws -> (accounts: Int, noticesQueued: Int) {
-        let (accounts, queued) = try await within("unlinking an account") { try await $0.unlink(subject: subject, issuer: issuer, notices: notices, now: now) }
-        return (accounts, queued)
+        try await within("unlinking an account") { try await $0.unlink(subject: subject, issuer: issuer, notices: notices, now: now) }
     }
 
     public func revokeLinkedTokens(

@@ -25,8 +25,8 @@ public enum FileContents {
 
     /// The bytes of a text file at `path` (`read`), without a leading byte-order mark (`text`): for
     /// every file a person writes or edits (tokens, secrets, key sets, proofs).
-    public static func readText(_ path: String, limit: Int = defaultLimit) throws(Unreadable) -> [UInt8] {
-        text(try read(path, limit: limit))
+    public static func readText(_ path: String, regularFile: Bool = false, limit: Int = defaultLimit) throws(Unreadable) -> [UInt8] {
+        text(try read(path, regularFile: regularFile, limit: limit))
     }
 
     /// The bytes of `path`. Anything that can be read will do (a pipe such as `/dev/stdin` or a
