@@ -53,10 +53,12 @@ let package = Package(
         // What a receiver keeps in its data directory besides a store: the JSON-lines event log,
         // the data-directory lock, the token-key file. Either backend uses them.
         .target(name: "RISCLocal", dependencies: ["RISCCore"], swiftSettings: swiftSettings),
+        // The cold paths' statements, written once in the SQL both drivers speak.
+        .target(name: "RISCSQL", dependencies: ["RISCCore"], swiftSettings: swiftSettings),
         // The embedded backend: SQLite in the data directory (group commit, the queue, the accounts).
         .target(
             name: "RISCSQLite",
-            dependencies: ["RISCCore", "RISCLocal", "CSQLite", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["RISCCore", "RISCLocal", "RISCSQL", "CSQLite", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         // The PostgreSQL backend (several receivers on one database): store URL, schema, durability checks.
@@ -64,6 +66,7 @@ let package = Package(
             name: "RISCPostgres",
             dependencies: [
                 "RISCCore",
+                "RISCSQL",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),

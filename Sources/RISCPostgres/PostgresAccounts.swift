@@ -264,39 +264,9 @@ public struct PostgresAccounts: AccountRepository {
     }
 }
 
-/// The shared store's side of `risc stream verify`'s round trips (`stream_verifications`).
-public struct PostgresVerifications: VerificationRequests {
-    public let database: PostgresDatabase
-
-    public init(database: PostgresDatabase) { self.database = database }
-
-    public func request(state: String, apiBase: String, now: Double) async throws {
-        try await database.client.query(
-            "INSERT INTO stream_verifications (state, requested_at, api_base) VALUES (\(state), \(now), \(apiBase))", logger: database.logger)
-    }
-
-    public func entry(state: String) async throws -> VerificationEntry? {
-        let rows = try await database.client.query(
-            "SELECT requested_at, matched_at, jti, kid, alg, iss, aud FROM stream_verifications WHERE state = \(state)",
-            logger: database.logger)
-        for try await (requested, matched, jti, kid, alg, iss, aud) in rows.decode(
-            (Double, Double?, String?, String?, String?, String?, String?).self)
-        {
-            return VerificationEntry(
-                state: state, requestedAt: requested, matchedAt: matched, tokenID: jti, keyID: kid, algorithm: alg, issuer: iss, audience: aud)
-        }
-        return nil
-    }
-
-    public func received(since time: Double) async throws -> (all: Int, verifications: Int) {
-        let rows = try await database.client.query(
-            """
-            SELECT count(*), count(*) FILTER (WHERE event_types LIKE '%verification%') FROM sets WHERE last_received_at >= \(time)
-            """, logger: database.logger)
-        for try await (all, verifications) in rows.decode((Int64, Int64).self) { return (Int(all), Int(verifications)) }
-        return (0, 0)
-    }
-
+/// Verification SETs matched to the requests `risc stream verify` recorded (`SQLVerifications`),
+/// in the transaction that finishes them.
+enum PostgresVerifications {
     /// Verification events matched against the recorded requests inside a finishing transaction:
     /// one event-log line each, `matched` (with the round trip), `unrequested` or `no_state`.
     static func records(

@@ -1,6 +1,7 @@
 import Foundation
 public import Logging
 public import RISCCore
+import RISCSQL
 
 /// Everything a receiver or a CLI command needs from the shared PostgreSQL store, behind the
 /// Core ports: `EventStore`, `WorkQueue`, `AccountRepository`, `QueueAdministration`,
@@ -10,8 +11,8 @@ public final class SharedStore: Sendable {
     public let events: PostgresEventStore
     public let queue: PostgresWorkQueue
     public let accounts: PostgresAccounts
-    public let admin: PostgresQueueAdmin
-    public let verifications: PostgresVerifications
+    public let admin: any QueueAdministration
+    public let verifications: any VerificationRequests
     public let leases: PostgresLeases
 
     /// Where the store is and how to open it (`store.*` settings).
@@ -64,8 +65,9 @@ public final class SharedStore: Sendable {
         events = PostgresEventStore(database: database, commitDeadline: settings.timeout, wallClock: settings.clock)
         queue = PostgresWorkQueue(database: database, tokenKey: key)
         accounts = PostgresAccounts(database: database, tokenKey: key)
-        admin = PostgresQueueAdmin(database: database)
-        verifications = PostgresVerifications(database: database)
+        let session = PostgresSession(database: database)
+        admin = SQLQueueAdmin(session: session)
+        verifications = SQLVerifications(session: session)
         leases = PostgresLeases(database: database)
     }
 

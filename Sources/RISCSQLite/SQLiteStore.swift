@@ -1,6 +1,7 @@
 import Foundation
 public import Logging
 public import RISCCore
+import RISCSQL
 import Synchronization
 
 /// The embedded driver, whole, shaped like the shared one (`SharedStore`): one owner for the store
@@ -21,8 +22,8 @@ public final class SQLiteStore: Sendable {
         var events: SQLiteEventStore?
         var queue: EmbeddedWorkQueue?
         var accounts: AccountStore?
-        var admin: QueueAdmin?
-        var verifications: VerificationLedger?
+        var admin: (any QueueAdministration)?
+        var verifications: (any VerificationRequests)?
         var retention: SQLiteRetention?
         var tokenKey: [UInt8]?
     }
@@ -85,8 +86,17 @@ public final class SQLiteStore: Sendable {
         return try part(\.accounts) { try AccountStore(directory: directory, tokenKey: key) }
     }
     /// The queue's administration; the store must exist already (a command names where it looked).
-    public func admin() throws -> QueueAdmin { try part(\.admin) { try QueueAdmin(directory: directory) } }
-    public func verifications() throws -> VerificationLedger { try part(\.verifications) { try VerificationLedger(directory: directory) } }
+    public func admin() throws -> any QueueAdministration { try part(\.admin) { try Self.queueAdmin(directory: directory) } }
+    /// The queue's administration of the store in `directory`, which must exist.
+    public static func queueAdmin(directory: String) throws -> any QueueAdministration {
+        SQLQueueAdmin(session: try SQLiteSession(SQLiteDatabase(directory: directory, mustExist: true), .plain))
+    }
+    public func verifications() throws -> any VerificationRequests {
+        try part(\.verifications) {
+            try PrivateFiles.makeDirectory(directory)
+            return SQLVerifications(session: try SQLiteSession(SQLiteDatabase(directory: directory), .transactions))
+        }
+    }
     public func retention() throws -> SQLiteRetention { try part(\.retention) { try SQLiteRetention(directory: directory) } }
 
     /// Closes the event store (after its last commit is synced); the other parts' connections

@@ -22,7 +22,7 @@ extension Storage {
                 .refused, "\(journaled) acknowledged SETs are in the journal of \(directory), not yet in its store: start risc serve on it once (it indexes them first), stop it, then copy")
         }
         let source = try StoreExport(directory: directory)
-        try await shared.migrate()
+        _ = try await shared.migrate()
         let target = PostgresImport(database: shared.database)
         try await target.checkEmpty()
         if let check = try source.tokenKeyCheck() { try await target.adoptTokenKeyCheck(check) }

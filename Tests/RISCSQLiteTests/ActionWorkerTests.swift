@@ -247,14 +247,14 @@ struct ActionWorkerTests {
         try await f.worker.processDue(now: 3_600.5)
         outcomes = f.logLines.filter { $0["step"] == "applied" }.map { $0["outcome"]?.stringValue ?? "" }
         #expect(outcomes.last == "dead_lettered")
-        let admin = try QueueAdmin(directory: f.directory)
-        #expect(try admin.counts(now: 3_600).lastDeadError?.jti == "broken")
+        let admin = try SQLiteStore.queueAdmin(directory: f.directory)
+        #expect(try await admin.counts(now: 3_600).lastDeadError?.jti == "broken")
         // Requeued (the window restarts at the real now): a failure is retried again, not dead at once.
-        #expect(try admin.retry() == 1)
+        #expect(try await admin.retry(jti: nil) == 1)
         let real = Date().timeIntervalSince1970
         try await f.worker.processDue(now: real + 1)
         #expect(f.logLines.filter { $0["step"] == "applied" }.last?["outcome"] == "failed")
-        let counts = try admin.counts(now: real + 1)
+        let counts = try await admin.counts(now: real + 1)
         #expect(counts.scheduledRetry == 1 && counts.lastRetryError?.jti == "broken" && counts.lastRetryError?.error.isEmpty == false)
     }
 

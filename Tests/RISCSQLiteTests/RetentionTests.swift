@@ -19,8 +19,8 @@ struct RetentionTests {
         for jti in ["done-1", "done-2", "dead-1", "pending-1"] {
             _ = try await store.append(try await SQLiteEventStoreTests.record(jti: jti))
         }
-        let admin = try QueueAdmin(directory: directory)
-        let received = try admin.list(state: nil, limit: 10)[0].receivedAt
+        let admin = try SQLiteStore.queueAdmin(directory: directory)
+        let received = try await admin.list(state: nil, limit: 10)[0].receivedAt
         let db = try SQLiteConnection(path: directory + "/risc.sqlite3")
         try db.execute("UPDATE sets SET state = 'done', processed_at = \(received) WHERE jti LIKE 'done-%'")
         try db.execute("UPDATE sets SET state = 'dead' WHERE jti = 'dead-1'")
@@ -36,7 +36,7 @@ struct RetentionTests {
         #expect(try retention.retain(policy, now: received + policy.done + 60, batch: 100).stripped == 1)
         #expect(try db.scalar("SELECT count(*) FROM sets WHERE token = '' AND subjects = '[]' AND pruned_at IS NOT NULL") == 2)
         #expect(try db.scalar("SELECT count(*) FROM sets WHERE token != '' AND jti IN ('dead-1', 'pending-1')") == 2)
-        #expect(try admin.tokens(StoredSETSelection()).map(\.jti).sorted() == ["dead-1", "pending-1"])  // replay skips stripped ones
+        #expect(try await admin.tokens(StoredSETSelection()).map(\.jti).sorted() == ["dead-1", "pending-1"])  // replay skips stripped ones
         // A redelivery of a stripped SET is still a duplicate.
         if case .duplicate(_, let deliveries) = try await store.append(try await SQLiteEventStoreTests.record(jti: "done-1")) {
             #expect(deliveries == 2)
@@ -46,7 +46,7 @@ struct RetentionTests {
         // Past retention.duplicates (from receipt): the slim rows go, with their applied actions.
         let forgotten = try retention.retain(policy, now: received + policy.duplicates + 60, batch: 100)
         #expect(forgotten == RetentionPass(stripped: 0, forgotten: 2))
-        #expect(try admin.list(state: nil, limit: 10).map(\.jti).sorted() == ["dead-1", "pending-1"])
+        #expect(try await admin.list(state: nil, limit: 10).map(\.jti).sorted() == ["dead-1", "pending-1"])
         #expect(try db.scalar("SELECT count(*) FROM applied_actions") == 0)
         // Off: nothing is ever touched.
         #expect(try retention.retain(RetentionPolicy(done: 0), now: received + 1e9, batch: 100) == RetentionPass())

@@ -100,7 +100,7 @@ struct OutageDrillTests {
         let counts = delivered.withLock { $0 }
         #expect(Set(counts.keys) == Set(jtis))
         #expect(counts.values.allSatisfy { $0 == 1 })
-        let status = try QueueAdmin(directory: harness.dataDirectory).counts()
+        let status = try await SQLiteStore.queueAdmin(directory: harness.dataDirectory).counts(now: systemNow())
         #expect(status.dead == 0)
         print("drill webhook-down: sink down 3 s; \(attempts.withLock { $0 }) attempts; \(counts.count)/\(jtis.count) delivered once each after it returned, dead \(status.dead)")
         try await harness.stop()
@@ -169,7 +169,7 @@ struct OutageDrillTests {
         }
         #expect(recovered == 202)
         try await harness.stop()
-        let audit = try QueueAdmin(directory: data).audit(acknowledged: acknowledged)
+        let audit = try await SQLiteStore.queueAdmin(directory: data).audit(acknowledged: acknowledged)
         #expect(audit.lost == 0 && audit.integrity == "ok")
         print(
             "drill disk-full: answers while full \(statuses.sorted { $0.key < $1.key }.map { "\($0.key)×\($0.value)" }.joined(separator: " ")); after space returned → \(recovered); acknowledged \(audit.acknowledged), lost \(audit.lost), integrity \(audit.integrity ?? "-")"

@@ -85,7 +85,7 @@ struct WebhookSinkTests {
         #expect(try store.record(issuer: "https://accounts.google.com", jti: "dl-1")?.state == "dead")
         try await worker.processDue(now: 9_999)  // dead letters are not retried on their own
         #expect(server.requestCount == 2)
-        #expect(try QueueAdmin(directory: directory).retry() == 1)
+        #expect(try await SQLiteStore.queueAdmin(directory: directory).retry(jti: nil) == 1)
         try await worker.processDue(now: 10_000)  // third failure: scheduled again
         try await worker.processDue(now: 10_002)  // succeeds
         #expect(try store.record(issuer: "https://accounts.google.com", jti: "dl-1")?.state == "done")

@@ -22,16 +22,9 @@ public struct QueueCounts: Sendable, Equatable {
     public var lastRetryError: (jti: String, error: String)?
     public var lastDeadError: (jti: String, error: String)?
 
-    /// The queries `lastRetryError` and `lastDeadError` come from (the same on both stores; each
-    /// reads pending rows or the dead-letter index, not the table).
-    public static let lastRetryErrorSQL =
-        "SELECT jti, last_error FROM sets WHERE state = 'pending' AND attempts > 0 AND last_error IS NOT NULL ORDER BY next_attempt_at DESC LIMIT 1"
-    public static let lastDeadErrorSQL = "SELECT jti, last_error FROM sets WHERE state = 'dead' ORDER BY id DESC LIMIT 1"
-
     public init() {}
 
-    /// The counts from the rows of `SELECT state, attempts > 0, count(*), min(received_at) FROM
-    /// sets GROUP BY state, attempts > 0` (the same on both stores); the failures are filled apart.
+    /// The counts from (state, retried, count, oldest received) groups; the failures are filled apart.
     public init(groups: [(state: String, retried: Bool, count: Int, firstReceived: Double?)], now: Double) {
         var oldest: Double?
         for group in groups {

@@ -1,6 +1,7 @@
 import Foundation
 public import RISCCore
 import RISCLocal
+import RISCSQL
 
 /// The embedded linked-account store: Google accounts (issuer + `sub`) → the site's user, with
 /// their sessions, the Google refresh tokens the site holds and the tokens it issued to Google

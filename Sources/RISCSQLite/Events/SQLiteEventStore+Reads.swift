@@ -2,6 +2,7 @@ import CSQLite
 import Foundation
 import Logging
 import RISCCore
+import RISCSQL
 
 /// Reads for health, metrics, tests and the CLI: a separate connection; WAL lets it run beside the writer.
 extension SQLiteEventStore {

@@ -2,6 +2,7 @@ import CSQLite
 import Foundation
 import Logging
 import RISCCore
+import RISCSQL
 
 /// Group commit: the writer thread takes what waits, writes it in one transaction (applying
 /// actions inline when enabled) and hands the batch to the syncer.

@@ -2,6 +2,7 @@ import CSQLite
 import Foundation
 public import Logging
 public import RISCCore
+import RISCSQL
 
 /// The embedded default store: SQLite in WAL mode in the data directory, every acknowledged
 /// SET fsynced. No server to run.

@@ -1,5 +1,6 @@
 import Foundation
 public import RISCCore
+import RISCSQL
 
 /// The embedded store's `RetentionStore`: both steps are one indexed UPDATE or DELETE of at most
 /// `batch` rows, each under the store's write lock (so ingest waits at most one short batch).

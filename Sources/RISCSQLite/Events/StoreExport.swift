@@ -1,5 +1,6 @@
 import Foundation
 import RISCCore
+import RISCSQL
 
 /// One value of a row read for export, as SQLite holds it.
 public enum StoreCell: Sendable, Equatable {

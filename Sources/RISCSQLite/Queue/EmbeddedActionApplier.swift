@@ -1,5 +1,6 @@
 import Foundation
 import RISCCore
+import RISCSQL
 
 /// Applies a plan to the embedded account store, inside the caller's transaction. Idempotent per
 /// (SET, event, action): an action already recorded in `applied_actions` is not applied again.

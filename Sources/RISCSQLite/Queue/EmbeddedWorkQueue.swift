@@ -1,5 +1,6 @@
 import Foundation
 public import RISCCore
+import RISCSQL
 import Synchronization
 
 /// The embedded store's `WorkQueue`, so the embedded store runs the same `QueueWorker` as the

@@ -1,6 +1,7 @@
 import CSQLite
 import Foundation
 import RISCCore
+import RISCSQL
 import Synchronization
 
 extension StoreError {
@@ -220,6 +221,9 @@ final class SQLiteStatement {
 
     func reset() { sqlite3_reset(handle) }
 
+    /// How many columns a row of this statement has.
+    var columns: Int32 { sqlite3_column_count(handle) }
+
     func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
 
     enum ColumnType { case null, int, double, text }
@@ -241,14 +245,8 @@ final class SQLiteStatement {
     }
 }
 
-enum SQLiteValue {
-    case null
-    case int(Int64)
-    case double(Double)
-    case text(String)
-
-    static func optional(_ text: String?) -> SQLiteValue { text.map { .text($0) } ?? .null }
-}
+/// The values statements bind (`SQLValue`, which the cold paths share with PostgreSQL).
+typealias SQLiteValue = SQLValue
 
 /// Serialises write transactions on one database file within this process. SQLite allows one
 /// writer at a time and makes the others wait in its busy handler, which sleeps in steps of

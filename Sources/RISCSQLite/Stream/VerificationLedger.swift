@@ -1,49 +1,10 @@
 import Foundation
 public import RISCCore
+import RISCSQL
 
-/// The `state` values `risc stream verify` asked Google to send back, and the verification SETs
-/// that carried them: the two ends of the round trip, kept in the receiver's store so the
-/// command and the receiver (separate processes) meet there.
-public final class VerificationLedger: VerificationRequests, @unchecked Sendable {  // reason: a command's (`risc stream verify`), called from one task at a time
-    private let connection: SQLiteConnection
-
-    public typealias Entry = VerificationEntry
-
-    public init(directory: String) throws {
-        try PrivateFiles.makeDirectory(directory)
-        connection = try SQLiteDatabase(directory: directory).connect(.transactions)
-    }
-
-    /// Records that a verification carrying `state` was requested.
-    public func request(state: String, apiBase: String, now: Double = systemNow()) throws {
-        try connection.prepare("INSERT INTO stream_verifications (state, requested_at, api_base) VALUES (?1, ?2, ?3)")
-            .run([.text(state), .double(now), .text(apiBase)])
-    }
-
-    public func entry(state: String) throws -> Entry? {
-        let statement = try connection.prepare(
-            "SELECT requested_at, matched_at, jti, kid, alg, iss, aud FROM stream_verifications WHERE state = ?1")
-        try statement.bind([.text(state)])
-        defer { statement.reset() }
-        guard try statement.step() else { return nil }
-        return Entry(
-            state: state, requestedAt: statement.double(0), matchedAt: statement.isNull(1) ? nil : statement.double(1),
-            tokenID: statement.text(2), keyID: statement.text(3), algorithm: statement.text(4), issuer: statement.text(5),
-            audience: statement.text(6))
-    }
-
-    /// SETs received since `time`: how many, and how many of them were verification events.
-    public func received(since time: Double) throws -> (all: Int, verifications: Int) {
-        let statement = try connection.prepare(
-            """
-            SELECT count(*), coalesce(sum(event_types LIKE '%verification%'), 0) FROM sets WHERE last_received_at >= ?1
-            """)
-        try statement.bind([.double(time)])
-        defer { statement.reset() }
-        guard try statement.step() else { return (0, 0) }
-        return (Int(statement.int(0)), Int(statement.int(1)))
-    }
-
+/// Verification SETs matched to the requests `risc stream verify` recorded (`SQLVerifications`),
+/// in the transaction that stores or finishes them.
+enum VerificationLedger {
     /// Verification events: their `state` is matched against the requests `risc stream verify`
     /// recorded, closing the round trip. One event-log line each: `matched` (with the round trip),
     /// `unrequested` (a state we did not ask for, or already answered), or `no_state`; matched at `now`.
