@@ -153,13 +153,13 @@ let package = Package(
         ),
         .testTarget(
             name: "RISCSQLiteTests",
-            dependencies: ["RISCSQLite", "RISCLocal", "RISCCore", "RISCTestKit", "CSQLite", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["RISCSQLite", "RISCSQL", "RISCLocal", "RISCCore", "RISCTestKit", "CSQLite", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "RISCPostgresTests",
             dependencies: [
-                "RISCPostgres", "RISCCore", "RISCTestKit", .product(name: "Logging", package: "swift-log"), .product(name: "PostgresNIO", package: "postgres-nio"),
+                "RISCPostgres", "RISCSQL", "RISCCore", "RISCTestKit", .product(name: "Logging", package: "swift-log"), .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings

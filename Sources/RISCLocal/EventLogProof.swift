@@ -56,7 +56,7 @@ public struct EventLogProof: Sendable {
             if seq < checkpoint.size { matches.append((seq, String(decoding: line, as: UTF8.self))) } else { unsealed += 1 }
         }
         if let problem = summary.problem { throw EventLogCheckpoint.Invalid("the log's chain is broken: \(problem)") }
-        guard summary.firstSeq == gone, gone <= checkpoint.size, summary.lastSeq.map { $0 + 1 } ?? gone >= checkpoint.size else {
+        guard summary.firstSeq == gone, gone <= checkpoint.size, (summary.lastSeq.map { $0 + 1 } ?? gone) >= checkpoint.size else {
             throw EventLogCheckpoint.Invalid(
                 gone > checkpoint.size
                     ? "the checkpoint's \(checkpoint.size) lines end in segments retention deleted: prove against a newer checkpoint"

@@ -2,12 +2,14 @@ import Foundation
 import Logging
 import PostgresNIO
 public import RISCCore
+public import RISCSQL
 
 /// The shared store's `AccountRepository` (the tables `accounts`, `sessions`, `tokens`), with
 /// tokens kept only as fingerprints under the one key every receiver shares.
-public struct PostgresAccounts: AccountRepository {
+public struct PostgresAccounts: SQLAccounts {
     public let database: PostgresDatabase
-    let tokenKey: [UInt8]
+    public let tokenKey: [UInt8]
+    public var session: any SQLSession { PostgresSession(database: database) }
 
     public init(database: PostgresDatabase, tokenKey: [UInt8]) {
         self.database = database
@@ -100,43 +102,6 @@ public struct PostgresAccounts: AccountRepository {
         return accountIDs
     }
 
-    public func add(
-        to subject: String, issuer: String?, session: String?, viaGoogle: Bool, token: String?, tokenKind: TokenKind, now: Double
-    ) async throws -> Bool {
-        let logger = database.logger
-        let tokenKey = self.tokenKey
-        return try await database.client.withTransaction(logger: logger) { connection in
-            let scope = issuer.map(SETPolicy.issuerScope)
-            var id: Int64?
-            for try await value in try await connection.query(
-                """
-                SELECT id FROM accounts WHERE (\(scope)::text IS NULL OR issuer = \(scope)) AND subject = \(subject) ORDER BY id LIMIT 1
-                """, logger: logger
-            ).decode(Int64.self) {
-                id = value
-            }
-            guard let id else { return false }
-            if let session {
-                try await connection.query(
-                    """
-                    INSERT INTO sessions (account_id, session_id, via_google, created_at) VALUES (\(id), \(session), \(viaGoogle ? 1 : 0), \(now))
-                    ON CONFLICT (account_id, session_id) DO NOTHING
-                    """, logger: logger)
-            }
-            if let token {
-                let fingerprint = TokenFingerprint(token: token, key: tokenKey)
-                try await connection.query(
-                    """
-                    INSERT INTO tokens (account_id, kind, hash, hash_of_hex, prefix_mac, created_at)
-                    SELECT \(id), \(tokenKind.rawValue), \(fingerprint.hash), \(fingerprint.hashOfHex), \(fingerprint.prefixMAC), \(now)
-                    WHERE NOT EXISTS (
-                        SELECT 1 FROM tokens WHERE account_id = \(id) AND kind = \(tokenKind.rawValue) AND hash = \(fingerprint.hash) AND revoked_at IS NULL)
-                    """, logger: logger)
-            }
-            return true
-        }
-    }
-
     public func unlink(subject: String, issuer: String?, notices: UnlinkNotices?, now: Double) async throws -> (accounts: Int, noticesQueued: Int) {
         let scope = issuer.map(SETPolicy.issuerScope)
         let logger = database.logger
@@ -223,44 +188,6 @@ public struct PostgresAccounts: AccountRepository {
         }
         if queued > 0 { try await connection.query("SELECT pg_notify(\(PostgresWorkQueue.channel), '')", logger: logger) }
         return queued
-    }
-
-    public func googleSignInSuspended(userID: String) async throws -> Bool {
-        let rows = try await database.client.query(
-            "SELECT count(*) FROM accounts WHERE user_id = \(userID) AND google_signin_enabled = 0", logger: database.logger)
-        for try await count in rows.decode(Int64.self) { return count > 0 }
-        return false
-    }
-
-    public func accounts(subject: String?, after: Int64, limit: Int) async throws -> [AccountSummary] {
-        var binds = PostgresBindings()
-        binds.append(subject)
-        binds.append(after)
-        binds.append(Int64(limit))
-        let rows = try await database.client.query(
-            PostgresQuery(
-                unsafeSQL: """
-                    SELECT a.id, a.issuer, a.subject, a.user_id, a.email, a.google_signin_enabled, a.email_recovery_enabled,
-                        a.flagged_for_review, a.heightened_monitoring,
-                        (SELECT count(*) FROM sessions s WHERE s.account_id = a.id AND s.ended_at IS NULL),
-                        (SELECT count(*) FROM sessions s WHERE s.account_id = a.id AND s.ended_at IS NOT NULL),
-                        \(accountTokenCountsSQL)
-                    FROM accounts a WHERE ($1::text IS NULL OR a.subject = $1) AND a.id > $2 ORDER BY a.id LIMIT $3
-                    """, binds: binds), logger: database.logger)
-        var result: [AccountSummary] = []
-        for try await row in rows {
-            let (id, issuer, sub, user, email, signIn, recovery, flagged, monitored, open, ended) = try row.decode(
-                (Int64, String, String, String, String?, Int, Int, Int, Int, Int64, Int64).self)
-            let columns = row.makeRandomAccess()
-            let counts = try (11..<15).map { Int(try columns[$0].decode(Int64.self)) }
-            result.append(
-                AccountSummary(
-                    id: id, issuer: issuer, subject: sub, userID: user, email: email, googleSignInEnabled: signIn != 0,
-                    emailRecoveryEnabled: recovery != 0, flaggedForReview: flagged != 0, heightenedMonitoring: monitored != 0,
-                    openSessions: Int(open), endedSessions: Int(ended), googleRefreshTokens: .init(active: counts[0], revoked: counts[1]),
-                    linkedTokens: .init(active: counts[2], revoked: counts[3])))
-        }
-        return result
     }
 }
 

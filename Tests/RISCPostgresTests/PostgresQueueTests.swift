@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import RISCCore
 import RISCPostgres
+import RISCSQL
 import RISCTestKit
 import Synchronization
 import Testing

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import RISCCore
 import RISCLocal
+import RISCSQL
 import RISCSQLite
 import RISCTestKit
 import Testing
@@ -65,7 +66,7 @@ struct ActionWorkerTests {
                 queue: try! EmbeddedWorkQueue(directory: directory), settings: settings, table: table, retry: retry, log: log, logger: Logger(label: "t"))
         }
 
-        func account(_ subject: String) async throws -> AccountStore.Account { try await accounts.accounts(subject: subject)[0] }
+        func account(_ subject: String) async throws -> AccountSummary { try await accounts.accounts(subject: subject)[0] }
 
         func process() async throws { try await worker.processDue(now: 3_000) }
 

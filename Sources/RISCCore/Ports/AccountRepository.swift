@@ -41,15 +41,6 @@ public enum TokenKind: String, Sendable, CaseIterable {
     case linked
 }
 
-/// The token counts both stores' account queries select after the session counts: Google
-/// refresh tokens active and revoked, then linked tokens active and revoked.
-public let accountTokenCountsSQL = """
-    (SELECT count(*) FROM tokens t WHERE t.account_id = a.id AND t.kind = 'google_refresh' AND t.revoked_at IS NULL),
-    (SELECT count(*) FROM tokens t WHERE t.account_id = a.id AND t.kind = 'google_refresh' AND t.revoked_at IS NOT NULL),
-    (SELECT count(*) FROM tokens t WHERE t.account_id = a.id AND t.kind = 'linked' AND t.revoked_at IS NULL),
-    (SELECT count(*) FROM tokens t WHERE t.account_id = a.id AND t.kind = 'linked' AND t.revoked_at IS NOT NULL)
-    """
-
 /// One account as `risc accounts show` and the admin API print it.
 public struct AccountSummary: Sendable, Equatable {
     public let id: Int64

@@ -1,15 +1,16 @@
 import Foundation
 public import RISCCore
 import RISCLocal
-import RISCSQL
+public import RISCSQL
 
 /// The embedded linked-account store: Google accounts (issuer + `sub`) → the site's user, with
 /// their sessions, the Google refresh tokens the site holds and the tokens it issued to Google
 /// through account linking. Tokens are kept only as `TokenFingerprint`s. Its blocking SQLite calls
 /// run on `BlockingPool.storage`'s threads, not the cooperative pool.
-public final class AccountStore: AccountRepository, @unchecked Sendable {  // reason: its connection is used under `lock` only
-    private let connection: SQLiteConnection
-    private let lock = NSLock()
+public final class AccountStore: SQLAccounts, @unchecked Sendable {  // reason: `connection` is used in `sqlite.run` only, under its lock
+    private let sqlite: SQLiteSession
+    private var connection: SQLiteConnection { sqlite.connection }
+    public var session: any SQLSession { sqlite }
     /// The HMAC key for token prefixes (`TokenKey`): `DATA_DIR/token-key` or `accounts.token_key_file`.
     public let tokenKey: [UInt8]
 
@@ -20,7 +21,7 @@ public final class AccountStore: AccountRepository, @unchecked Sendable {  // re
 
     /// Opens the store with a token key already loaded and checked (`SQLiteStore.tokenKey`).
     init(directory: String, tokenKey: [UInt8]) throws {
-        connection = try SQLiteDatabase(directory: directory).connect(.transactions)
+        sqlite = try SQLiteSession(SQLiteDatabase(directory: directory), .transactions)
         self.tokenKey = tokenKey
     }
 
@@ -43,24 +44,9 @@ public final class AccountStore: AccountRepository, @unchecked Sendable {  // re
         return try statement.step() ? statement.text(0) : nil
     }
 
-    public typealias Account = AccountSummary
-
-    /// Runs `body` on a storage thread under `lock`; with `write`, in an immediate transaction
-    /// under the database file's write lock.
-    private func run<T: Sendable>(write: Bool = true, _ body: @escaping @Sendable (SQLiteConnection) throws -> T) async throws -> T {
-        try await BlockingPool.storage.run { [self] in
-            Result {
-                lock.lock()
-                defer { lock.unlock() }
-                guard write else { return try body(connection) }
-                return try connection.writeLock.withLock { try connection.immediateTransaction { try body(connection) } }
-            }
-        }.get()
-    }
-
     /// See `AccountRepository.link`: every account in one transaction, all or none.
     public func link(_ links: [AccountLink], now: Double = systemNow()) async throws -> [Int64] {
-        try await run { [self] _ in try links.map { try insert($0, now: now) } }
+        try await sqlite.run(write: true) { [self] _ in try links.map { try insert($0, now: now) } }
     }
 
     private func insert(_ link: AccountLink, now: Double) throws -> Int64 {
@@ -99,25 +85,9 @@ public final class AccountStore: AccountRepository, @unchecked Sendable {  // re
         ])
     }
 
-    /// See `AccountRepository.add`.
-    public func add(
-        to subject: String, issuer: String? = nil, session: String? = nil, viaGoogle: Bool = true,
-        token: String? = nil, tokenKind: TokenKind = .googleRefresh, now: Double = systemNow()
-    ) async throws -> Bool {
-        try await run { [self] connection in
-            guard let id = try accountID(subject: subject, issuer: issuer) else { return false }
-            if let session {
-                try connection.cached("INSERT OR IGNORE INTO sessions (account_id, session_id, via_google, created_at) VALUES (?1, ?2, ?3, ?4)")
-                    .run([.int(id), .text(session), .int(viaGoogle ? 1 : 0), .double(now)])
-            }
-            if let token { try insertToken(account: id, kind: tokenKind, TokenFingerprint(token: token, key: tokenKey), now: now) }
-            return true
-        }
-    }
-
     /// See `AccountRepository.unlink` (sessions and tokens go by `ON DELETE CASCADE`).
     public func unlink(subject: String, issuer: String?, notices: UnlinkNotices?, now: Double) async throws -> (accounts: Int, noticesQueued: Int) {
-        try await run { [self] connection in
+        try await sqlite.run(write: true) { [self] connection in
             let scope = issuer.map(SETPolicy.issuerScope)
             var queued = 0
             if let notices {
@@ -135,7 +105,7 @@ public final class AccountStore: AccountRepository, @unchecked Sendable {  // re
     public func revokeLinkedTokens(
         subject: String, issuer: String?, hashes: [String]?, tokenType: String?, reason: String, notices: UnlinkNotices?, now: Double
     ) async throws -> LinkedTokenRevocation? {
-        try await run { [self] connection -> LinkedTokenRevocation? in
+        try await sqlite.run(write: true) { [self] connection -> LinkedTokenRevocation? in
             guard let account = try accountID(subject: subject, issuer: issuer) else { return nil }
             var tokens = try linkedTokens(
                 "SELECT id, hash FROM tokens WHERE account_id = ?1 AND kind = 'linked' AND revoked_at IS NULL ORDER BY id", [.int(account)])
@@ -179,45 +149,5 @@ public final class AccountStore: AccountRepository, @unchecked Sendable {  // re
             queued += Int(connection.changes)
         }
         return queued
-    }
-
-    /// Whether any account of the site's user `userID` has Google sign-in suspended.
-    public func googleSignInSuspended(userID: String) async throws -> Bool {
-        try await run(write: false) { connection in
-            let statement = try connection.prepare("SELECT count(*) FROM accounts WHERE user_id = ?1 AND google_signin_enabled = 0")
-            defer { statement.reset() }
-            try statement.bind([.text(userID)])
-            return try statement.step() && statement.int(0) > 0
-        }
-    }
-
-    /// Accounts, optionally only the one with `subject`.
-    public func accounts(subject: String?, after: Int64, limit: Int) async throws -> [Account] {
-        try await run(write: false) { connection in
-            let statement = try connection.prepare(
-                """
-                SELECT a.id, a.issuer, a.subject, a.user_id, a.email, a.google_signin_enabled, a.email_recovery_enabled,
-                    a.flagged_for_review, a.heightened_monitoring,
-                    (SELECT count(*) FROM sessions s WHERE s.account_id = a.id AND s.ended_at IS NULL),
-                    (SELECT count(*) FROM sessions s WHERE s.account_id = a.id AND s.ended_at IS NOT NULL),
-                    \(accountTokenCountsSQL)
-                FROM accounts a WHERE (?1 IS NULL OR a.subject = ?1) AND a.id > ?2 ORDER BY a.id LIMIT ?3
-                """)
-            try statement.bind([.optional(subject), .int(after), .int(Int64(limit))])
-            var result: [Account] = []
-            while try statement.step() {
-                result.append(
-                    Account(
-                        id: statement.int(0), issuer: statement.text(1) ?? "", subject: statement.text(2) ?? "",
-                        userID: statement.text(3) ?? "", email: statement.text(4), googleSignInEnabled: statement.int(5) != 0,
-                        emailRecoveryEnabled: statement.int(6) != 0, flaggedForReview: statement.int(7) != 0,
-                        heightenedMonitoring: statement.int(8) != 0, openSessions: Int(statement.int(9)),
-                        endedSessions: Int(statement.int(10)),
-                        googleRefreshTokens: .init(active: Int(statement.int(11)), revoked: Int(statement.int(12))),
-                        linkedTokens: .init(active: Int(statement.int(13)), revoked: Int(statement.int(14)))))
-            }
-            statement.reset()
-            return result
-        }
     }
 }

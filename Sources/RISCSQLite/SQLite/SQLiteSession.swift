@@ -2,10 +2,12 @@ import Foundation
 import RISCCore
 public import RISCSQL
 
-/// The embedded store's `SQLSession`: a connection of its own, used a call at a time; a
-/// transaction is `BEGIN IMMEDIATE` under the file's in-process write lock.
+/// The embedded store's `SQLSession`: a connection of its own, used a call at a time on
+/// `BlockingPool.storage`'s threads (never the cooperative pool); a transaction is `BEGIN
+/// IMMEDIATE` under the file's in-process write lock.
 public final class SQLiteSession: SQLSession, @unchecked Sendable {  // reason: every use of `connection` is under `lock`
-    private let connection: SQLiteConnection
+    /// Used under `lock` only (`run`).
+    let connection: SQLiteConnection
     private let lock = NSLock()
     public let requeueAssignments = Schema.requeueAssignments
 
@@ -13,20 +15,31 @@ public final class SQLiteSession: SQLSession, @unchecked Sendable {  // reason: 
         connection = try database.connect(role)
     }
 
+    /// Runs `body` with the connection on a storage thread; with `write`, in an immediate
+    /// transaction under the database file's write lock.
+    func run<T: Sendable>(write: Bool, _ body: @escaping @Sendable (SQLiteConnection) throws -> T) async throws -> T {
+        try await BlockingPool.storage.run { [self] in
+            Result {
+                try lock.withLock {
+                    guard write else { return try body(connection) }
+                    return try connection.writeLock.withLock { try connection.immediateTransaction { try body(connection) } }
+                }
+            }
+        }.get()
+    }
+
     public func rows(_ sql: String, _ binds: [SQLValue]) async throws -> [[SQLValue]] {
-        try lock.withLock { try run(sql, binds) }
+        try await run(write: false) { try Self.rows($0, sql, binds) }
     }
 
     public func transaction(_ statements: [(sql: String, binds: [SQLValue])]) async throws -> [[[SQLValue]]] {
-        try lock.withLock {
-            try connection.writeLock.withLock { try connection.immediateTransaction { try statements.map { try run($0.sql, $0.binds) } } }
-        }
+        try await run(write: true) { connection in try statements.map { try Self.rows(connection, $0.sql, $0.binds) } }
     }
 
     public func integrityCheck() async throws -> String? { try await rows("PRAGMA integrity_check", []).first?.first?.text ?? "" }
 
     /// `$n` read as SQLite's `?n`.
-    private func run(_ sql: String, _ binds: [SQLValue]) throws -> [[SQLValue]] {
+    private static func rows(_ connection: SQLiteConnection, _ sql: String, _ binds: [SQLValue]) throws -> [[SQLValue]] {
         let statement = try connection.cached(sql.replacing(/\$(\d)/) { "?" + $0.1 })
         try statement.bind(binds)
         defer { statement.reset() }

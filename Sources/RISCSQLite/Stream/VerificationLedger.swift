@@ -1,5 +1,5 @@
 import Foundation
-public import RISCCore
+import RISCCore
 import RISCSQL
 
 /// Verification SETs matched to the requests `risc stream verify` recorded (`SQLVerifications`),
