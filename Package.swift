@@ -76,7 +76,7 @@ let package = Package(
         // The one storage factory: opens the driver the settings name; only it imports one.
         .target(
             name: "RISCStorage",
-            dependencies: ["RISCCore", "RISCLocal", "RISCSQLite", "RISCPostgres", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["RISCCore", "RISCLocal", "RISCSQL", "RISCSQLite", "RISCPostgres", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         // The HTTP layer: the RFC 8935 endpoint straight on SwiftNIO; health, metrics and the

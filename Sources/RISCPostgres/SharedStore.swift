@@ -1,7 +1,7 @@
 import Foundation
 public import Logging
 public import RISCCore
-import RISCSQL
+public import RISCSQL
 
 /// Everything a receiver or a CLI command needs from the shared PostgreSQL store, behind the
 /// Core ports: `EventStore`, `WorkQueue`, `AccountRepository`, `QueueAdministration`,
@@ -13,6 +13,8 @@ public final class SharedStore: Sendable {
     public let accounts: PostgresAccounts
     public let admin: any QueueAdministration
     public let verifications: any VerificationRequests
+    /// The store as the cold paths' statements take it.
+    public let session: any SQLSession
     public let leases: PostgresLeases
 
     /// Where the store is and how to open it (`store.*` settings).
@@ -65,7 +67,7 @@ public final class SharedStore: Sendable {
         events = PostgresEventStore(database: database, commitDeadline: settings.timeout, wallClock: settings.clock)
         queue = PostgresWorkQueue(database: database, tokenKey: key)
         accounts = PostgresAccounts(database: database, tokenKey: key)
-        let session = PostgresSession(database: database)
+        session = PostgresSession(database: database)
         admin = SQLQueueAdmin(session: session)
         verifications = SQLVerifications(session: session)
         leases = PostgresLeases(database: database)

@@ -46,7 +46,7 @@ public protocol SQLSession: Sendable {
 
 /// `ids` a chunk at a time (well under either driver's limit on parameters): each chunk's
 /// `$1, $2, …` list for an `IN (…)` and its binds.
-func chunks(_ ids: [Int64], of size: Int = 1_000) -> [(list: String, binds: [SQLValue])] {
+public func chunks(_ ids: [Int64], of size: Int = 1_000) -> [(list: String, binds: [SQLValue])] {
     stride(from: 0, to: ids.count, by: size).map { start in
         let chunk = ids[start..<min(start + size, ids.count)]
         return ((1...chunk.count).map { "$\($0)" }.joined(separator: ", "), chunk.map { .int($0) })

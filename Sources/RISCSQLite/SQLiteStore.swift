@@ -1,7 +1,7 @@
 import Foundation
 public import Logging
 public import RISCCore
-import RISCSQL
+public import RISCSQL
 import Synchronization
 
 /// The embedded driver, whole, shaped like the shared one (`SharedStore`): one owner for the store
@@ -88,8 +88,10 @@ public final class SQLiteStore: Sendable {
     /// The queue's administration; the store must exist already (a command names where it looked).
     public func admin() throws -> any QueueAdministration { try part(\.admin) { try Self.queueAdmin(directory: directory) } }
     /// The queue's administration of the store in `directory`, which must exist.
-    public static func queueAdmin(directory: String) throws -> any QueueAdministration {
-        SQLQueueAdmin(session: try SQLiteSession(SQLiteDatabase(directory: directory, mustExist: true), .plain))
+    public static func queueAdmin(directory: String) throws -> any QueueAdministration { SQLQueueAdmin(session: try session(directory: directory)) }
+    /// A session of its own on the store in `directory`, which must exist (`risc store copy` reads it).
+    public static func session(directory: String) throws -> any SQLSession {
+        try SQLiteSession(SQLiteDatabase(directory: directory, mustExist: true), .plain)
     }
     public func verifications() throws -> any VerificationRequests {
         try part(\.verifications) {
