@@ -7,18 +7,24 @@ public import RISCSQL
 public struct PostgresSession: SQLSession {
     let database: PostgresDatabase
     public var requeueAssignments: String { PostgresSchema.requeueAssignments }
+    public var lockRows: String { " FOR UPDATE" }
+    public var wakeWorkers: String? { "SELECT pg_notify('\(PostgresWorkQueue.channel)', '')" }
 
     public func rows(_ sql: String, _ binds: [SQLValue]) async throws -> [[SQLValue]] {
         try await Self.values(try await database.client.query(Self.query(sql, binds), logger: database.logger))
     }
 
-    public func transaction(_ statements: [(sql: String, binds: [SQLValue])]) async throws -> [[[SQLValue]]] {
+    public func transaction(steps: [SQLStep]) async throws -> [[[SQLValue]]] {
         try await database.client.withTransaction(logger: database.logger) { connection in
-            var results: [[[SQLValue]]] = []
-            for (sql, binds) in statements {
-                results.append(try await Self.values(try await connection.query(Self.query(sql, binds), logger: database.logger)))
+            var done: [[[SQLValue]]] = []
+            for step in steps {
+                var rows: [[SQLValue]] = []
+                for (sql, binds) in try step(done) {
+                    rows += try await Self.values(try await connection.query(Self.query(sql, binds), logger: database.logger))
+                }
+                done.append(rows)
             }
-            return results
+            return done
         }
     }
 

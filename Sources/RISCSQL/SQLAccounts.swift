@@ -1,8 +1,7 @@
 public import RISCCore
 
-/// The account repository's reads, and its one write that queues nothing, on either driver. Each
-/// driver keeps linking (in bulk, its own way) and the unlinks and revocations that queue notices
-/// to Google in the same transaction.
+/// The account repository on either driver, but for linking, which each does in bulk its own
+/// way. Unlinks and revocations queue their notices to Google in the transaction that makes them.
 public protocol SQLAccounts: AccountRepository {
     var session: any SQLSession { get }
     /// The token-fingerprint key (`TokenKey`).
@@ -14,9 +13,7 @@ extension SQLAccounts {
         to subject: String, issuer: String? = nil, session sessionID: String? = nil, viaGoogle: Bool = true, token: String? = nil,
         tokenKind: TokenKind = .googleRefresh, now: Double = systemNow()
     ) async throws -> Bool {
-        // The first account with `subject` (and the issuer when given: risc normally serves one, Google).
-        let account = "SELECT id FROM accounts WHERE (CAST($1 AS TEXT) IS NULL OR issuer = $1) AND subject = $2 ORDER BY id LIMIT 1"
-        let key: [SQLValue] = [.optional(issuer.map(SETPolicy.issuerScope)), .text(subject)]
+        let (account, key) = Self.account(subject, issuer)
         var statements = [(sql: account, binds: key)]
         if let sessionID {
             statements.append(
@@ -39,6 +36,75 @@ extension SQLAccounts {
                 ))
         }
         return try await !session.transaction(statements)[0].isEmpty
+    }
+
+    /// The first account with `subject` (and the issuer when given: risc normally serves one,
+    /// Google), over $1 and $2.
+    private static func account(_ subject: String, _ issuer: String?) -> SQLStatement {
+        (
+            "SELECT id FROM accounts WHERE (CAST($1 AS TEXT) IS NULL OR issuer = $1) AND subject = $2 ORDER BY id LIMIT 1",
+            [.optional(issuer.map(SETPolicy.issuerScope)), .text(subject)]
+        )
+    }
+
+    /// See `AccountRepository.unlink` (sessions and tokens go by `ON DELETE CASCADE`).
+    public func unlink(subject: String, issuer: String?, notices: UnlinkNotices?, now: Double) async throws -> (accounts: Int, noticesQueued: Int) {
+        let (which, key) = ("(CAST($1 AS TEXT) IS NULL OR issuer = $1) AND subject = $2", Self.account(subject, issuer).binds)
+        let tokens = """
+            SELECT t.hash FROM tokens t JOIN accounts a ON a.id = t.account_id
+            WHERE \(which) AND t.kind = 'linked' AND t.revoked_at IS NULL ORDER BY t.id\(session.lockRows)
+            """
+        let rows = try await session.transaction(
+            steps: [{ _ in notices == nil ? [] : [(tokens, key)] }] + queue(hashesIn: 0, tokenType: nil, notices: notices, now: now) + [
+                { _ in [("DELETE FROM accounts WHERE \(which) RETURNING id", key)] }
+            ])
+        return (rows[3].count, rows[1].count)
+    }
+
+    /// See `AccountRepository.revokeLinkedTokens` (`risc linking revoke`, the admin API).
+    public func revokeLinkedTokens(
+        subject: String, issuer: String?, hashes: [String]?, tokenType: String?, reason: String, notices: UnlinkNotices?, now: Double
+    ) async throws -> LinkedTokenRevocation? {
+        let (account, key) = Self.account(subject, issuer)
+        let revoke: SQLStep = { before in
+            guard let id = before[0].first?[0].int else { return [] }
+            let update = "UPDATE tokens SET revoked_at = $1, revoked_reason = $2 WHERE account_id = $3 AND kind = 'linked' AND revoked_at IS NULL"
+            let values: [SQLValue] = [.double(now), .text(reason), .int(id)]
+            guard let hashes else { return [(update + " RETURNING hash", values)] }
+            return chunks(hashes.map { .text($0) }, from: 4).map { (update + " AND hash IN (\($0.list)) RETURNING hash", values + $0.binds) }
+        }
+        let rows = try await session.transaction(
+            steps: [{ _ in [(account + session.lockRows, key)] }, revoke] + queue(hashesIn: 1, tokenType: tokenType, notices: notices, now: now))
+        guard !rows[0].isEmpty else { return nil }
+        let revoked = rows[1].map { $0[0].text ?? "" }
+        return LinkedTokenRevocation(revoked: revoked.count, noticesQueued: rows[2].count, notFound: hashes.map { Set($0).subtracting(revoked).count } ?? 0)
+    }
+
+    /// Two steps: one notice queued per fingerprint in the rows of step `step` (a repeat is one
+    /// notice: its `jti` comes from the fingerprint; the step's rows are the new ones), then the
+    /// other receivers' workers woken at COMMIT if any was new.
+    private func queue(hashesIn step: Int, tokenType: String?, notices: UnlinkNotices?, now: Double) -> [SQLStep] {
+        let wake = session.wakeWorkers
+        return [
+            { before in
+                guard let notices else { return [] }
+                return try before[step].map { row in
+                    let notice = try notices.record(tokenHash: row[0].text ?? "", tokenType: tokenType, now: now)
+                    return (
+                        """
+                        INSERT INTO sets (issuer, jti, iss, iat, received_at, last_received_at, content_type, event_types, subjects, token)
+                        VALUES ($1, $2, $3, $4, $5, $5, $6, $7, $8, $9) ON CONFLICT (issuer, jti) DO NOTHING RETURNING id
+                        """,
+                        [
+                            .text(notice.issuer), .text(notice.tokenID), .text(notice.claimedIssuer), .double(notice.issuedAt), .double(notice.receivedAt),
+                            .text(QueuedNotice.contentType), .text(JSONValue.array(notice.eventTypes.map { .string($0) }).serialized),
+                            .text(notice.subjectsJSON), .text(notice.token),
+                        ]
+                    )
+                }
+            },
+            { before in before[before.count - 1].isEmpty ? [] : wake.map { [($0, [])] } ?? [] },
+        ]
     }
 
     /// Whether any account of the site's user `userID` has Google sign-in suspended.

@@ -36,19 +36,41 @@ public enum SQLValue: Sendable, Equatable {
 public protocol SQLSession: Sendable {
     /// The rows `sql` returns.
     func rows(_ sql: String, _ binds: [SQLValue]) async throws -> [[SQLValue]]
-    /// Runs `statements` in one write transaction; the rows each returned.
-    func transaction(_ statements: [(sql: String, binds: [SQLValue])]) async throws -> [[[SQLValue]]]
+    /// Runs `steps` in order in one write transaction, each making its statements from the rows
+    /// of the steps before it (a step's rows: its statements', one after the other); the rows of
+    /// each step.
+    func transaction(steps: [SQLStep]) async throws -> [[[SQLValue]]]
     /// The assignments that put a SET back to be tried now (the dialect's clock; a lease cleared).
     var requeueAssignments: String { get }
+    /// What a `SELECT` in a write transaction ends with to lock the rows it read ("" where the
+    /// transaction holds the whole store).
+    var lockRows: String { get }
+    /// The statement that wakes every receiver's workers at COMMIT, where other receivers share the store.
+    var wakeWorkers: String? { get }
     /// The store's own consistency check ("ok" when sound); nil where the server keeps its own.
     func integrityCheck() async throws -> String?
 }
 
-/// `ids` a chunk at a time (well under either driver's limit on parameters): each chunk's
-/// `$1, $2, …` list for an `IN (…)` and its binds.
-public func chunks(_ ids: [Int64], of size: Int = 1_000) -> [(list: String, binds: [SQLValue])] {
-    stride(from: 0, to: ids.count, by: size).map { start in
-        let chunk = ids[start..<min(start + size, ids.count)]
-        return ((1...chunk.count).map { "$\($0)" }.joined(separator: ", "), chunk.map { .int($0) })
+/// One statement and its binds.
+public typealias SQLStatement = (sql: String, binds: [SQLValue])
+/// A step of a transaction: its statements, made from the rows of the steps before it.
+public typealias SQLStep = @Sendable (_ before: [[[SQLValue]]]) throws -> [SQLStatement]
+
+extension SQLSession {
+    /// Runs `statements` in one write transaction; the rows each returned.
+    public func transaction(_ statements: [SQLStatement]) async throws -> [[[SQLValue]]] {
+        try await transaction(steps: statements.map { statement in { _ in [statement] } })
     }
 }
+
+/// `values` a chunk at a time (well under either driver's limit on parameters): each chunk's
+/// `$first, $first+1, …` list for an `IN (…)` and its binds.
+public func chunks(_ values: [SQLValue], from first: Int = 1, of size: Int = 1_000) -> [(list: String, binds: [SQLValue])] {
+    stride(from: 0, to: values.count, by: size).map { start in
+        let chunk = values[start..<min(start + size, values.count)]
+        return ((first..<first + chunk.count).map { "$\($0)" }.joined(separator: ", "), Array(chunk))
+    }
+}
+
+/// `ids` a chunk at a time, as `chunks(_:)`.
+public func chunks(_ ids: [Int64]) -> [(list: String, binds: [SQLValue])] { chunks(ids.map { .int($0) }) }

@@ -10,6 +10,10 @@ public final class SQLiteSession: SQLSession, @unchecked Sendable {  // reason: 
     let connection: SQLiteConnection
     private let lock = NSLock()
     public let requeueAssignments = Schema.requeueAssignments
+    /// `BEGIN IMMEDIATE` holds the store's one write lock.
+    public let lockRows = ""
+    /// One process holds an embedded store; its workers look for work on their own.
+    public let wakeWorkers: String? = nil
 
     init(_ database: SQLiteDatabase, _ role: SQLiteDatabase.Role) throws {
         connection = try database.connect(role)
@@ -32,8 +36,10 @@ public final class SQLiteSession: SQLSession, @unchecked Sendable {  // reason: 
         try await run(write: false) { try Self.rows($0, sql, binds) }
     }
 
-    public func transaction(_ statements: [(sql: String, binds: [SQLValue])]) async throws -> [[[SQLValue]]] {
-        try await run(write: true) { connection in try statements.map { try Self.rows(connection, $0.sql, $0.binds) } }
+    public func transaction(steps: [SQLStep]) async throws -> [[[SQLValue]]] {
+        try await run(write: true) { connection in
+            try steps.reduce(into: []) { done, step in done.append(try step(done).flatMap { try Self.rows(connection, $0.sql, $0.binds) }) }
+        }
     }
 
     public func integrityCheck() async throws -> String? { try await rows("PRAGMA integrity_check", []).first?.first?.text ?? "" }
