@@ -66,10 +66,16 @@ public struct SQLQueueAdmin: QueueAdministration {
         return try await session.transaction([("UPDATE sets SET \(session.requeueAssignments) WHERE \(which) RETURNING id", jti.map { [.text($0)] } ?? [])])[0].count
     }
 
+    /// The dead letters chosen and locked first, then exactly those deleted with their applied actions.
     public func purgeDead(olderThan: Double, now: Double) async throws -> Int {
-        let chosen = "SELECT id FROM sets WHERE state = 'dead' AND received_at < $1", before: [SQLValue] = [.double(now - olderThan)]
-        return try await session.transaction([
-            ("DELETE FROM applied_actions WHERE set_id IN (\(chosen))", before), ("DELETE FROM sets WHERE id IN (\(chosen)) RETURNING id", before),
+        let chosen = "SELECT id FROM sets WHERE state = 'dead' AND received_at < $1 ORDER BY id" + session.lockRows
+        return try await session.transaction(steps: [
+            { _ in [(chosen, [.double(now - olderThan)])] },
+            { before in
+                chunks(before[0].map { $0[0] }).flatMap { list, binds in
+                    [("DELETE FROM applied_actions WHERE set_id IN (\(list))", binds), ("DELETE FROM sets WHERE id IN (\(list)) RETURNING id", binds)]
+                }
+            },
         ])[1].count
     }
 

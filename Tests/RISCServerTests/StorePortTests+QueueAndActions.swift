@@ -310,8 +310,13 @@ extension StorePortTests {
         counts = try await f.admin.counts(now: now)
         #expect(counts.pending == 3 && counts.dead == 0)
         try await f.execute("UPDATE sets SET state = 'dead' WHERE jti = 'q-1'")
+        for jti in ["q-1", "q-2"] {
+            try await f.execute("INSERT INTO applied_actions VALUES ((SELECT id FROM sets WHERE jti = '\(jti)'), 0, 'end_sessions', 0, 'x')")
+        }
         #expect(try await f.admin.purgeDead(olderThan: 3_600, now: now) == 0)
         #expect(try await f.admin.purgeDead(olderThan: 0, now: now + 1) == 1)
+        // The dead letter went with its applied actions, and nothing else's.
+        #expect(try await f.count("SELECT count(*) FROM applied_actions") == 1)
         let ids = try await f.admin.ids(StoredSETSelection(since: now - 97.5))
         #expect(ids.count == 1)
         #expect(try await f.admin.tokens(StoredSETSelection(jti: "q-2")).map(\.jti) == ["q-2"])
