@@ -291,6 +291,32 @@ struct StorePortTests {
         try await f.close()
     }
 
+    @Test("linked tokens revoked by fingerprint, more than one statement binds: only those named and active; the rest not found", arguments: Backend.allCases)
+    func revokeByFingerprint(_ backend: Backend) async throws {
+        let f = try await Fixture.open(backend)
+        _ = try await f.accounts.link(AccountLink(subject: "hana", userID: "u-h"), now: 1_000)
+        for n in 1...4 {
+            try await f.execute(
+                """
+                INSERT INTO tokens (account_id, kind, hash, hash_of_hex, prefix_mac, created_at)
+                VALUES ((SELECT id FROM accounts WHERE subject = 'hana'), 'linked', 'h-\(n)', 'x-\(n)', 'p-\(n)', 0)
+                """)
+        }
+        // 1,500 fingerprints (two statements' worth): two of the account's, one of them twice, at both ends.
+        let named = ["h-1"] + (0..<1_497).map { "absent-\($0)" } + ["h-3", "h-1"]
+        func revoke(_ hashes: [String]?, of subject: String = "hana") async throws -> LinkedTokenRevocation? {
+            try await f.accounts.revokeLinkedTokens(subject: subject, issuer: nil, hashes: hashes, tokenType: nil, reason: "test", notices: nil, now: 2_000)
+        }
+        let first = try #require(try await revoke(named))
+        #expect(first.revoked == 2 && first.notFound == 1_497 && first.noticesQueued == 0)
+        #expect(try await f.count("SELECT count(*) FROM tokens WHERE revoked_at IS NOT NULL AND hash IN ('h-1', 'h-3')") == 2)
+        #expect(try await revoke(named)?.notFound == 1_499)  // none of them active any more
+        let rest = try #require(try await revoke(nil))
+        #expect(rest.revoked == 2 && rest.notFound == 0)
+        #expect(try await revoke(nil, of: "nobody") == nil)
+        try await f.close()
+    }
+
     /// Found: a session given when an account is linked (`risc accounts link`/`import`, `POST
     /// /admin/accounts`) began, for risc, when it was linked: an import of a site's existing
     /// sessions, or a login server linking from a queue, made sessions opened before a hijacking
