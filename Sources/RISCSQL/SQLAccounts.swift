@@ -38,25 +38,26 @@ extension SQLAccounts {
         return try await !session.transaction(statements)[0].isEmpty
     }
 
-    /// The first account with `subject` (and the issuer when given: risc normally serves one,
-    /// Google), over $1 and $2.
+    /// The accounts with `subject` (and the issuer when given: risc normally serves one, Google),
+    /// over $1 and $2 (`key`).
+    private static var matching: String { "(CAST($1 AS TEXT) IS NULL OR issuer = $1) AND subject = $2" }
+    private static func key(_ subject: String, _ issuer: String?) -> [SQLValue] { [.optional(issuer.map(SETPolicy.issuerScope)), .text(subject)] }
+
+    /// The first of them.
     private static func account(_ subject: String, _ issuer: String?) -> SQLStatement {
-        (
-            "SELECT id FROM accounts WHERE (CAST($1 AS TEXT) IS NULL OR issuer = $1) AND subject = $2 ORDER BY id LIMIT 1",
-            [.optional(issuer.map(SETPolicy.issuerScope)), .text(subject)]
-        )
+        ("SELECT id FROM accounts WHERE \(matching) ORDER BY id LIMIT 1", key(subject, issuer))
     }
 
     /// See `AccountRepository.unlink` (sessions and tokens go by `ON DELETE CASCADE`).
     public func unlink(subject: String, issuer: String?, notices: UnlinkNotices?, now: Double) async throws -> (accounts: Int, noticesQueued: Int) {
-        let (which, key) = ("(CAST($1 AS TEXT) IS NULL OR issuer = $1) AND subject = $2", Self.account(subject, issuer).binds)
+        let key = Self.key(subject, issuer)
         let tokens = """
             SELECT t.hash FROM tokens t JOIN accounts a ON a.id = t.account_id
-            WHERE \(which) AND t.kind = 'linked' AND t.revoked_at IS NULL ORDER BY t.id\(session.lockRows)
+            WHERE \(Self.matching) AND t.kind = 'linked' AND t.revoked_at IS NULL ORDER BY t.id\(session.lockRows)
             """
         let rows = try await session.transaction(
             steps: [{ _ in notices == nil ? [] : [(tokens, key)] }] + queue(hashesIn: 0, tokenType: nil, notices: notices, now: now) + [
-                { _ in [("DELETE FROM accounts WHERE \(which) RETURNING id", key)] }
+                { _ in [("DELETE FROM accounts WHERE \(Self.matching) RETURNING id", key)] }
             ])
         return (rows[3].count, rows[1].count)
     }

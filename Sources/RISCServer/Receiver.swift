@@ -128,9 +128,8 @@ public final class Receiver: Sendable {
         let apiRouter = configuration.adminAPIPort == nil ? adminRouter : Router(context: RISCRequestContext.self, options: .autoGenerateHeadEndpoints)
         if let tokenFile = configuration.adminTokenFile {
             let token = try Self.readSecret(tokenFile, setting: "admin.token_file")  // its length: preflight
-            // A shared store's calls within store.timeout, as a SET's (`DeadlineAccounts`).
-            let accounts: any AccountRepository =
-                configuration.store.url == nil ? storage.accounts : DeadlineAccounts(storage.accounts, seconds: configuration.store.timeout, clock: clock)
+            // A shared store's calls within store.timeout, as a SET's.
+            let accounts = try storage.store.accounts(within: configuration.store.timeout, clock: clock)
             AdminAccountsController(
                 accounts: accounts, token: token,
                 appFlip: configuration.linkingGoogleClientID.map {

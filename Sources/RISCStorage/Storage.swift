@@ -106,6 +106,14 @@ public final class Storage: Sendable {
     public func events() throws -> any EventStore & StoreHealth { try part({ try $0.events() }, { $0.events }) }
     public func queue() throws -> any WorkQueue { try part({ try $0.queue() }, { $0.queue }) }
     public func accounts() throws -> any AccountRepository { try part({ try $0.accounts() }, { $0.accounts }) }
+    /// The accounts for a caller that must answer: on a shared store each call gives up after
+    /// `seconds` (`DeadlineAccounts`), where a server gone away held it for the pool's minute or
+    /// for ever; the embedded store's as they are.
+    public func accounts(within seconds: Double, clock: @escaping @Sendable () -> Double) throws -> any AccountRepository {
+        let accounts = try accounts()
+        guard case .shared = driver else { return accounts }
+        return DeadlineAccounts(accounts, seconds: seconds, clock: clock)
+    }
     /// The token-fingerprint key the store matches tokens with.
     public func tokenKey() throws -> [UInt8] { try part({ try $0.tokenKey() }, { $0.tokenKey }) }
     /// The queue's administration (`risc queue`, replay); the embedded store must exist already.

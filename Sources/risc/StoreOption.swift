@@ -141,9 +141,7 @@ final class CommandStore {
     /// (`DeadlineAccounts`): a PostgreSQL server gone away in the middle of `risc accounts import`
     /// held it for ever, saying nothing.
     func accounts() throws -> any AccountRepository {
-        let accounts = try storage.accounts()
-        guard resolved.store.url != nil else { return accounts }
-        return DeadlineAccounts(accounts, seconds: Self.sharedCallDeadline, clock: { ProcessInfo.processInfo.systemUptime })
+        try storage.accounts(within: Self.sharedCallDeadline, clock: { ProcessInfo.processInfo.systemUptime })
     }
 
     /// Seconds one call to a shared store may take from the command line (a transaction of an
