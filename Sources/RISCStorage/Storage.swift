@@ -3,6 +3,7 @@ public import Logging
 public import RISCCore
 import RISCLocal
 import RISCPostgres
+import RISCSQL
 public import RISCSQLite
 import Synchronization
 
@@ -119,6 +120,17 @@ public final class Storage: Sendable {
     /// The queue's administration (`risc queue`, replay); the embedded store must exist already.
     public func admin() throws -> any QueueAdministration { try part({ try $0.admin() }, { $0.admin }) }
     public func verifications() throws -> any VerificationRequests { try part({ try $0.verifications() }, { $0.verifications }) }
+    /// The queue's administration and `stream verify`'s requests for a command: on a shared store
+    /// each call gives up after `seconds` (`DeadlineSession`), where a server that stopped answering
+    /// held the command for ever; the embedded store's as they are.
+    public func admin(within seconds: Double, clock: @escaping @Sendable () -> Double) throws -> any QueueAdministration {
+        guard case .shared(let store) = driver else { return try admin() }
+        return SQLQueueAdmin(session: DeadlineSession(store.session, seconds: seconds, clock: clock))
+    }
+    public func verifications(within seconds: Double, clock: @escaping @Sendable () -> Double) throws -> any VerificationRequests {
+        guard case .shared(let store) = driver else { return try verifications() }
+        return SQLVerifications(session: DeadlineSession(store.session, seconds: seconds, clock: clock))
+    }
     public func retention() throws -> any RetentionStore { try part({ try $0.retention() }, { $0.events }) }
     /// Named leases: in memory for the embedded store (one process holds its data directory), in the shared store's `leases` table.
     public func leases() -> any LeaseStore { part({ _ in embeddedLeases }, { $0.leases }) }

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Waits, polling every `interval` seconds, while `condition` holds, for at most `seconds` of
 /// polling (default 30: far longer than anything takes on a quiet machine, so a loaded one passes
 /// too; a condition met early returns at once). Returns whether it stopped holding. For end-to-end
@@ -15,4 +17,29 @@ public func waitWhile(upTo seconds: Double = 30, every interval: Double = 0.02, 
         try? await Task.sleep(for: .milliseconds(Int64(interval * 1_000)))
     }
     return !(try await condition())
+}
+
+/// A call started in a task of its own, and what it answered (nil while it has not): for a test
+/// that watches a call which may never answer (awaiting it would hang the test with it).
+public final class CallWatch<T: Sendable>: Sendable {
+    /// The task the call runs in (cancel it if the call is left waiting).
+    public let task: Task<Void, Never>
+    private let answered: Answer
+
+    public init(_ call: @escaping @Sendable () async throws -> T) {
+        let answered = Answer()
+        task = Task {
+            let result: Result<T, any Error>
+            do { result = .success(try await call()) } catch { result = .failure(error) }
+            answered.state.withLock { $0 = result }
+        }
+        self.answered = answered
+    }
+
+    /// What the call answered; nil while it has not.
+    public var answer: Result<T, any Error>? { answered.state.withLock { $0 } }
+
+    private final class Answer: Sendable {
+        let state = Mutex<Result<T, any Error>?>(nil)
+    }
 }

@@ -176,6 +176,18 @@ public final class PostgresCluster: @unchecked Sendable {  // reason: started an
         _ = Self.started.withLock { $0.remove(directory) }
     }
 
+    /// Stops (`SIGSTOP`) or resumes (`SIGCONT`) the server and every process of it: a server that
+    /// keeps its connections open and stops answering, as one whose machine hangs. A test that
+    /// freezes it resumes it before it stops the cluster.
+    public func freeze(_ frozen: Bool) {
+        let pidFile = (try? String(contentsOfFile: directory + "/data/postmaster.pid", encoding: .utf8)) ?? ""
+        guard let server = pidFile.split(separator: "\n").first.flatMap({ Int32($0) }) else { return }
+        let children = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap(Int32.init).filter {
+            ProcStat(path: "/proc/\($0)/stat")?.field(4) == Substring(String(server))
+        }
+        for pid in [server] + children { kill(pid, frozen ? SIGSTOP : SIGCONT) }
+    }
+
     /// Makes the cluster write as one in service does: a new cluster creates each 16 MiB WAL
     /// segment the first time it fills one, zero-filled and fsynced while every COMMIT waits (17 ms
     /// a segment here, one a second under a bench's load); afterwards checkpoints recycle them.

@@ -369,7 +369,7 @@ extension RiscCommand {
             let storage = try ReceiverStorage.open(configuration: configuration, log: log, logger: logger)
             defer { storage.store.close() }
             try await storage.store.prepare(logger: logger)
-            let admin = try storage.store.admin()
+            let admin = try storage.store.admin(within: CommandStore.sharedCallDeadline, clock: CommandStore.uptime)
             var ids: [Int64] = []
             var refused = 0, duplicates = 0
             if fromStore {

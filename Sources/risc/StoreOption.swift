@@ -136,17 +136,20 @@ final class CommandStore {
     var dataDirectory: String { resolved.dataDirectory }
     /// `embedded` or `postgresql`.
     var backendName: String { storage.backendName }
-    func queue() throws -> any QueueAdministration { try storage.admin() }
+    /// The queue's administration; on a shared store each call within `sharedCallDeadline` seconds
+    /// (`DeadlineSession`).
+    func queue() throws -> any QueueAdministration { try storage.admin(within: Self.sharedCallDeadline, clock: Self.uptime) }
     /// The accounts; on a shared store each call within `sharedCallDeadline` seconds
     /// (`DeadlineAccounts`): a PostgreSQL server gone away in the middle of `risc accounts import`
     /// held it for ever, saying nothing.
     func accounts() throws -> any AccountRepository {
-        try storage.accounts(within: Self.sharedCallDeadline, clock: { ProcessInfo.processInfo.systemUptime })
+        try storage.accounts(within: Self.sharedCallDeadline, clock: Self.uptime)
     }
 
     /// Seconds one call to a shared store may take from the command line (a transaction of an
     /// import's 20,000 accounts takes about one).
     static let sharedCallDeadline: Double = 60
+    static let uptime: @Sendable () -> Double = { ProcessInfo.processInfo.systemUptime }
 
     /// The accounts, and what queues unlink notices when the configuration turns them on
     /// (`linking.notices.issuer`): revoking or unlinking from the CLI tells Google as the admin API does.
@@ -154,7 +157,7 @@ final class CommandStore {
         (try accounts(), resolved.configuration.unlinkNotices(tokenKey: try storage.tokenKey()))
     }
 
-    func verifications() throws -> any VerificationRequests { try storage.verifications() }
+    func verifications() throws -> any VerificationRequests { try storage.verifications(within: Self.sharedCallDeadline, clock: Self.uptime) }
     func close() { storage.close() }
 
     /// The event-log line of a change the operator made to the accounts from the command line, as

@@ -10,26 +10,17 @@ struct DeadlineTests {
     @Test("a call that does not answer is given up when the injected clock passes its deadline, not before")
     func givesUpOnTheClock() async throws {
         let clock = TestClock()
-        let answered = Mutex<Result<Int, any Error>?>(nil)
-        let call = Task {
-            let result: Result<Int, any Error>
-            do {
-                result = .success(try await withDeadline(30, "a question", clock: clock.function, tick: 0.01) { try await Self.never() })
-            } catch {
-                result = .failure(error)
-            }
-            answered.withLock { $0 = result }
-        }
+        let call = CallWatch { try await withDeadline(30, "a question", clock: clock.function, tick: 0.01) { try await Self.never() } }
         try await Task.sleep(for: .milliseconds(200))
         clock.advance(29.9)
         try await Task.sleep(for: .milliseconds(200))
-        #expect(answered.withLock { $0 == nil }, "given up before its deadline on the clock")
+        #expect(call.answer == nil, "given up before its deadline on the clock")
         clock.advance(0.2)
         // Real time: a moment, where the wall clock would have waited 30 s.
-        _ = await waitWhile(upTo: 10) { answered.withLock { $0 == nil } }
-        guard case .failure(let error as StoreError) = answered.withLock({ $0 }) else {
+        _ = await waitWhile(upTo: 10) { call.answer == nil }
+        guard case .failure(let error as StoreError) = call.answer else {
             Issue.record("not given up within 10 s of real time after its deadline on the injected clock")
-            call.cancel()
+            call.task.cancel()
             return
         }
         #expect(error.code == .timeout)
