@@ -89,9 +89,7 @@ public struct EventLogCheckpoint: Sendable, Equatable {
         }
         var time = 0.0
         for line in lines.dropFirst(3) where line.hasPrefix("risc-time ") {
-            let formatter = ISO8601DateFormatter()
-            formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-            time = formatter.date(from: String(line.dropFirst("risc-time ".count)))?.timeIntervalSince1970 ?? 0
+            time = Timestamp.parse(line.dropFirst("risc-time ".count)) ?? 0
         }
         return (EventLogCheckpoint(origin: lines[0], size: size, root: root, time: time), body, note[split.upperBound...])
     }

@@ -63,20 +63,11 @@ extension RiscCommand {
             guard let text else { return nil }
             if let ago = durationSeconds(text) { return now - ago }
             if unboundedDurationSeconds(text) != nil, let problem = durationProblem(text) { throw ValidationError("\(option): \(problem)") }
-            // The formatter rolls a day the calendar does not have (2026-02-30) into the next month.
+            if let time = Timestamp.parse(text) { return time }
             let day = text.prefix(10).split(separator: "-", omittingEmptySubsequences: false).compactMap { Int($0) }
-            if day.count == 3, (1...12).contains(day[1]) {
-                let leap = day[0] % 4 == 0 && day[0] % 100 != 0 || day[0] % 400 == 0
-                let days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][day[1] - 1]
-                if !(1...days).contains(day[2]) {
-                    throw ValidationError("\(option): \(Printable.safe(String(text.prefix(10)), maxBytes: 20)) is no day of the calendar")
-                }
+            if day.count == 3, (1...12).contains(day[1]), Timestamp.parse(text.prefix(10) + "T00:00:00Z") == nil {
+                throw ValidationError("\(option): \(Printable.safe(String(text.prefix(10)), maxBytes: 20)) is no day of the calendar")
             }
-            let formatter = ISO8601DateFormatter()
-            formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-            if let date = formatter.date(from: text) { return date.timeIntervalSince1970 }
-            formatter.formatOptions = [.withInternetDateTime]
-            if let date = formatter.date(from: text) { return date.timeIntervalSince1970 }
             throw ValidationError("\(option): a time ago (90s, 30m, 2h, 1d) or an RFC 3339 time (2026-11-23T01:00:00Z), got '\(text)'")
         }
 
