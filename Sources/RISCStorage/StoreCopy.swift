@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import RISCCore
+public import RISCCore
 import RISCLocal
 import RISCPostgres
 import RISCSQL
@@ -34,7 +34,12 @@ extension Storage {
     /// store, an empty PostgreSQL one, table by table with ids kept, then compares counts and
     /// `sample` SETs row by row. `say`: the report, line by line. A refusal (a locked directory,
     /// a target that is not empty, another token key, a mismatch) is a `StoreError` `refused`.
-    public func copy(embeddedStoreIn directory: String, batch: Int, sample: Int, say: (String) -> Void) async throws {
+    /// Each call to the target gives up after `seconds` on `clock` (`timeout`): a server that
+    /// stopped answering held the copy for ever.
+    public func copy(
+        embeddedStoreIn directory: String, batch: Int, sample: Int, callsWithin seconds: Double = 60,
+        clock: @escaping @Sendable () -> Double = systemUptime, say: (String) -> Void
+    ) async throws {
         guard case .shared(let shared) = driver else { throw StoreError(.refused, "the target of a copy is a PostgreSQL store") }
         try SQLiteStore.requireStore(in: directory)
         let lock: DataDirectoryLock
@@ -45,8 +50,9 @@ extension Storage {
             throw StoreError(
                 .refused, "\(journaled) acknowledged SETs are in the journal of \(directory), not yet in its store: start risc serve on it once (it indexes them first), stop it, then copy")
         }
-        let source = try SQLiteStore.session(directory: directory), target = shared.session
-        _ = try await shared.migrate()
+        let source = try SQLiteStore.session(directory: directory)
+        let target = DeadlineSession(shared.session, seconds: seconds, clock: clock)
+        _ = try await withDeadline(seconds, "migrating the store", clock: clock) { try await shared.migrate() }
         let present = try await target.rows("SELECT (SELECT count(*) FROM sets) + (SELECT count(*) FROM accounts) + (SELECT count(*) FROM applied_actions)", [])
         if let count = present.first?[0].int, count > 0 {
             throw StoreError(.refused, "the target store is not empty (\(count) rows in sets, accounts, applied_actions): copy into a new database")

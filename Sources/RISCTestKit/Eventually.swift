@@ -39,6 +39,20 @@ public final class CallWatch<T: Sendable>: Sendable {
     /// What the call answered; nil while it has not.
     public var answer: Result<T, any Error>? { answered.state.withLock { $0 } }
 
+    /// For a call with a deadline of `seconds` on `clock`: moves the clock to 0.1 s short of it,
+    /// then 0.1 s past it, each once the deadline's timer is reading the clock (on a loaded machine
+    /// it may start late). Whether the call had answered before its deadline, and its answer after
+    /// (nil: still none 20 s of real time later).
+    public func passDeadline(_ seconds: Double, on clock: TestClock) async -> (early: Bool, answer: Result<T, any Error>?) {
+        await clock.waitForReads(2)
+        clock.advance(seconds - 0.1)
+        await clock.waitForReads(2)
+        let early = answer != nil
+        clock.advance(0.2)
+        _ = await waitWhile(upTo: 20) { answer == nil }
+        return (early, answer)
+    }
+
     private final class Answer: Sendable {
         let state = Mutex<Result<T, any Error>?>(nil)
     }

@@ -360,7 +360,7 @@ extension RiscCommand {
             let storage = try ReceiverStorage.open(configuration: configuration, log: log, logger: logger)
             defer { storage.store.close() }
             try await storage.store.prepare(logger: logger)
-            let admin = try storage.store.admin(within: CommandStore.sharedCallDeadline, clock: CommandStore.uptime)
+            let admin = try storage.store.admin(within: CommandStore.sharedCallDeadline, clock: systemUptime)
             var ids: [Int64] = []
             var refused = 0, duplicates = 0
             if fromStore {

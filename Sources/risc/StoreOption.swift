@@ -138,18 +138,17 @@ final class CommandStore {
     var backendName: String { storage.backendName }
     /// The queue's administration; on a shared store each call within `sharedCallDeadline` seconds
     /// (`DeadlineSession`).
-    func queue() throws -> any QueueAdministration { try storage.admin(within: Self.sharedCallDeadline, clock: Self.uptime) }
+    func queue() throws -> any QueueAdministration { try storage.admin(within: Self.sharedCallDeadline, clock: systemUptime) }
     /// The accounts; on a shared store each call within `sharedCallDeadline` seconds
     /// (`DeadlineAccounts`): a PostgreSQL server gone away in the middle of `risc accounts import`
     /// held it for ever, saying nothing.
     func accounts() throws -> any AccountRepository {
-        try storage.accounts(within: Self.sharedCallDeadline, clock: Self.uptime)
+        try storage.accounts(within: Self.sharedCallDeadline, clock: systemUptime)
     }
 
     /// Seconds one call to a shared store may take from the command line (a transaction of an
     /// import's 20,000 accounts takes about one).
     static let sharedCallDeadline: Double = 60
-    static let uptime: @Sendable () -> Double = { ProcessInfo.processInfo.systemUptime }
 
     /// The accounts, and what queues unlink notices when the configuration turns them on
     /// (`linking.notices.issuer`): revoking or unlinking from the CLI tells Google as the admin API does.
@@ -157,7 +156,7 @@ final class CommandStore {
         (try accounts(), resolved.configuration.unlinkNotices(tokenKey: try storage.tokenKey()))
     }
 
-    func verifications() throws -> any VerificationRequests { try storage.verifications(within: Self.sharedCallDeadline, clock: Self.uptime) }
+    func verifications() throws -> any VerificationRequests { try storage.verifications(within: Self.sharedCallDeadline, clock: systemUptime) }
     func close() { storage.close() }
 
     /// The event-log line of a change the operator made to the accounts from the command line, as

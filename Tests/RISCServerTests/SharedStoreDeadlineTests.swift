@@ -8,18 +8,33 @@ import Testing
 
 /// Found: `risc queue`, `risc replay --local`'s selections and `risc stream verify`'s requests on a
 /// shared store waited for ever on a PostgreSQL server that stopped answering in the middle of the
-/// command (its connection open, nothing coming back), saying nothing; the account commands gave
-/// up after a minute (`DeadlineAccounts`). The commands take the queue's administration and the
-/// verification requests with `Storage.admin(within:)` and `verifications(within:)`.
-@Suite("A shared store that stops answering: the commands' queue and verification calls give up at their deadline")
+/// command (its connection open, nothing coming back), saying nothing, and so did `risc store
+/// copy`; the account commands gave up after a minute (`DeadlineAccounts`). The commands take the
+/// queue's administration and the verification requests with `Storage.admin(within:)` and
+/// `verifications(within:)`; the copy's calls to its target have a deadline of their own.
+@Suite("A shared store that stops answering: the commands' calls give up at their deadline")
 struct SharedStoreDeadlineTests {
     static let logger = Logger(label: "deadline") { _ in SwiftLogNoOpLogHandler() }
+
+    /// Runs `call` with the server stopped: not answered just short of its minute on `clock`, given
+    /// up with a timeout naming `what` once it passes.
+    static func expectGivesUp(_ name: String, what: String, clock: TestClock, _ call: @escaping @Sendable () async throws -> Void) async {
+        let (early, answer) = await CallWatch(call).passDeadline(60, on: clock)
+        #expect(!early, "\(name): answered before its deadline, with the server stopped")
+        guard case .failure(let error as StoreError) = answer else {
+            Issue.record("\(name): still waiting past its deadline on the clock (and 20 s of real time)")
+            return
+        }
+        #expect(error.code == .timeout && "\(error)".contains("the store did not answer within 60 s (\(what))"), "\(name): \(error)")
+    }
 
     @Test("server stopped (SIGSTOP): each queue and verification call fails with a timeout once the clock passes its deadline, not before")
     func callsGiveUp() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
         try await PostgresCluster.with { cluster in
-            let storage = try Storage(settings: StoreSettings(url: try StoreURL(cluster.url)), dataDirectory: cluster.directory, tokenKeyFile: nil, needsTokenKey: false, logger: Self.logger)
+            let storage = try Storage(
+                settings: StoreSettings(url: try StoreURL(cluster.url)), dataDirectory: cluster.directory, tokenKeyFile: nil, needsTokenKey: false,
+                logger: Self.logger)
             defer { storage.close() }
             try await storage.prepare()
             let clock = TestClock()
@@ -28,32 +43,41 @@ struct SharedStoreDeadlineTests {
             // Answered while the server answers.
             #expect(try await admin.counts(now: 1_000).pending == 0)
             #expect(try await verifications.entry(state: "none") == nil)
-            let calls: [(String, @Sendable () async throws -> Void)] = [
-                ("counts", { _ = try await admin.counts(now: 1_000) }),
-                ("list", { _ = try await admin.list(state: nil, limit: 10) }),
-                ("requeue", { _ = try await admin.requeue(ids: [1]) }),
-                ("purge", { _ = try await admin.purgeDead(olderThan: 0, now: 1_000) }),
-                ("verification request", { try await verifications.request(state: "s", apiBase: "https://risc.example", now: 1_000) }),
+            let calls: [(String, String, @Sendable () async throws -> Void)] = [
+                ("counts", "reading the store", { _ = try await admin.counts(now: 1_000) }),
+                ("list", "reading the store", { _ = try await admin.list(state: nil, limit: 10) }),
+                ("requeue", "writing to the store", { _ = try await admin.requeue(ids: [1]) }),
+                ("purge", "writing to the store", { _ = try await admin.purgeDead(olderThan: 0, now: 1_000) }),
+                ("verification request", "writing to the store", { try await verifications.request(state: "s", apiBase: "https://risc.example", now: 1_000) }),
             ]
             cluster.freeze(true)
             defer { cluster.freeze(false) }
-            for (name, call) in calls {
-                let watch = CallWatch(call)
-                // Once its deadline's timer looks at the clock (on a loaded machine it may start late).
-                await clock.waitForReads(2)
-                clock.advance(59)
-                await clock.waitForReads(2)
-                #expect(watch.answer == nil, "\(name): answered before its deadline, with the server stopped")
-                clock.advance(2)
-                _ = await waitWhile(upTo: 20) { watch.answer == nil }
-                guard case .failure(let error as StoreError) = watch.answer else {
-                    Issue.record("\(name): still waiting 61 s after it began on the clock (and 20 s of real time)")
-                    continue
-                }
-                #expect(error.code == .timeout && "\(error)".contains("the store did not answer within 60 s"), "\(name): \(error)")
-            }
+            for (name, what, call) in calls { await Self.expectGivesUp(name, what: what, clock: clock, call) }
             cluster.freeze(false)
             #expect(try await admin.counts(now: 1_000).pending == 0)
+        }
+    }
+
+    @Test("store copy into a server that stopped answering gives up once the clock passes its deadline, and marks nothing moved")
+    func copyGivesUp() async throws {
+        try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
+        try await PostgresCluster.with { cluster in
+            let source = Scratch.root.appendingPathComponent("risc-copy-\(UUID().uuidString)").path
+            try FileManager.default.createDirectory(atPath: source, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: source) }
+            let embedded = try Storage(settings: StoreSettings(), dataDirectory: source, tokenKeyFile: nil, needsTokenKey: false, logger: Self.logger)
+            _ = try embedded.events()  // makes the embedded store
+            embedded.close()
+            let target = try Storage(
+                settings: StoreSettings(url: try StoreURL(cluster.url)), dataDirectory: source, tokenKeyFile: nil, needsTokenKey: false, logger: Self.logger)
+            defer { target.close() }
+            let clock = TestClock()
+            cluster.freeze(true)
+            defer { cluster.freeze(false) }
+            await Self.expectGivesUp("store copy", what: "migrating the store", clock: clock) {
+                try await target.copy(embeddedStoreIn: source, batch: 100, sample: 1, clock: clock.function) { _ in }
+            }
+            #expect(!FileManager.default.fileExists(atPath: source + "/moved-to"))
         }
     }
 }
