@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import Logging
 import NIOCore
 import NIOPosix
@@ -35,7 +35,7 @@ public final class PostgresDatabase: Sendable {
     /// Opens a pool (it connects lazily). `password`: the contents of `store.password_file`.
     public init(
         url: PostgresStoreURL, password: String?, caFile: String? = nil, logger: Logger,
-        clock: @escaping @Sendable () -> Double = { ProcessInfo.processInfo.systemUptime }
+        clock: @escaping @Sendable () -> Double = systemUptime
     ) {
         self.url = url
         self.clock = clock

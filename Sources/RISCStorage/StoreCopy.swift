@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-public import RISCCore
+import RISCCore
 import RISCLocal
 import RISCPostgres
 import RISCSQL
@@ -37,8 +37,8 @@ extension Storage {
     /// Each call to the target gives up after `seconds` on `clock` (`timeout`): a server that
     /// stopped answering held the copy for ever.
     public func copy(
-        embeddedStoreIn directory: String, batch: Int, sample: Int, callsWithin seconds: Double = 60,
-        clock: @escaping @Sendable () -> Double = systemUptime, say: (String) -> Void
+        embeddedStoreIn directory: String, batch: Int, sample: Int, callsWithin seconds: Double, clock: @escaping @Sendable () -> Double,
+        say: (String) -> Void
     ) async throws {
         guard case .shared(let shared) = driver else { throw StoreError(.refused, "the target of a copy is a PostgreSQL store") }
         try SQLiteStore.requireStore(in: directory)

@@ -12,7 +12,7 @@ extension ChildProcess {
     /// injected, so a test drives the deadline instead of waiting it out.
     @discardableResult
     public func stopWaiting(
-        signal: Int32? = SIGTERM, within seconds: Double, clock: () -> Double = { ProcessInfo.processInfo.systemUptime },
+        signal: Int32? = SIGTERM, within seconds: Double, clock: () -> Double = systemUptime,
         pause: () -> Void = { usleep(20_000) }
     ) -> Bool {
         if let signal, isRunning { self.signal(signal) }

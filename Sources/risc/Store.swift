@@ -81,7 +81,9 @@ extension RiscCommand.Store {
                 logger: Logger(label: "risc") { _ in SwiftLogNoOpLogHandler() })
             defer { target.close() }
             do {
-                try await target.copy(embeddedStoreIn: from, batch: batch, sample: sample) { print($0) }
+                try await target.copy(
+                    embeddedStoreIn: from, batch: batch, sample: sample, callsWithin: CommandStore.sharedCallDeadline, clock: systemUptime
+                ) { print($0) }
             } catch let error where StoreError.isRefusal(error) {
                 throw SetupProblem("\(error)")
             }

@@ -58,7 +58,7 @@ struct StoreOption: ParsableArguments {
                 do {
                     guard prepare else { return storage }
                     // Unstructured: a pool waiting for an unreachable server does not heed cancellation.
-                    try await withDeadline(15, "opening the store", clock: { ProcessInfo.processInfo.systemUptime }) { try await storage.prepare() }
+                    try await withDeadline(15, "opening the store", clock: systemUptime) { try await storage.prepare() }
                 } catch {
                     storage.close()
                     throw error

@@ -3,7 +3,6 @@ import Logging
 import RISCCore
 import RISCStorage
 import RISCTestKit
-import Synchronization
 import Testing
 
 /// Found: `risc queue`, `risc replay --local`'s selections and `risc stream verify`'s requests on a
@@ -75,7 +74,7 @@ struct SharedStoreDeadlineTests {
             cluster.freeze(true)
             defer { cluster.freeze(false) }
             await Self.expectGivesUp("store copy", what: "migrating the store", clock: clock) {
-                try await target.copy(embeddedStoreIn: source, batch: 100, sample: 1, clock: clock.function) { _ in }
+                try await target.copy(embeddedStoreIn: source, batch: 100, sample: 1, callsWithin: 60, clock: clock.function) { _ in }
             }
             #expect(!FileManager.default.fileExists(atPath: source + "/moved-to"))
         }

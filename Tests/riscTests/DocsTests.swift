@@ -1,4 +1,5 @@
 import Foundation
+import RISCTestKit
 import Testing
 
 /// Issue 27: the README is the front door; the reference lives under docs/ by topic, every page is
@@ -93,7 +94,7 @@ struct DocsTests {
     /// program beside the patches; it must still build against Debian's libsqlite3 and measure.
     @Test("Benchmarks/ceiling/sqlite-floor.c builds, indexes the rows it is given and prints its CPU a SET, and refuses a token file too short")
     func sqliteFloorMeasures() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("risc-floor-\(UUID().uuidString)")
+        let directory = Scratch.root.appendingPathComponent("risc-floor-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let program = directory.appendingPathComponent("sqlite-floor").path

@@ -47,12 +47,14 @@ public enum Timestamp {
     public static func parse(_ text: some StringProtocol) -> Double? {
         let bytes = Array(text.utf8)
         var index = 0
+        func digit(at position: Int) -> Int? {
+            position < bytes.count && (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[position]) ? Int(bytes[position] - UInt8(ascii: "0")) : nil
+        }
         func number(_ digits: Int) -> Int? {
-            guard index + digits <= bytes.count else { return nil }
             var value = 0
-            for byte in bytes[index..<index + digits] {
-                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
-                value = value * 10 + Int(byte - UInt8(ascii: "0"))
+            for position in index..<index + digits {
+                guard let digit = digit(at: position) else { return nil }
+                value = value * 10 + digit
             }
             index += digits
             return value
@@ -68,8 +70,8 @@ public enum Timestamp {
         var fraction = 0.0
         if expect(".") {
             var scale = 0.1, digits = 0
-            while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) {
-                if digits < 9 { fraction += Double(bytes[index] - UInt8(ascii: "0")) * scale }
+            while let digit = digit(at: index) {
+                if digits < 9 { fraction += Double(digit) * scale }
                 scale /= 10
                 digits += 1
                 index += 1

@@ -155,7 +155,7 @@ public final class SQLiteEventStore: EventStore, JournalingStore, StoreHealth, @
         wallClock: @escaping @Sendable () -> Double = systemNow
     ) throws {
         journalBacklog = maxBatch * 8
-        self.clock = clock ?? { ProcessInfo.processInfo.systemUptime }
+        self.clock = clock ?? systemUptime
         clockInjected = clock != nil
         self.wallClock = wallClock
         try PrivateFiles.makeDirectory(directory)
