@@ -5,10 +5,12 @@ import RISCStorage
 import RISCTestKit
 import Testing
 
+@testable import RISCPostgres
+
 /// Found: `risc queue`, `risc replay --local`'s selections and `risc stream verify`'s requests on a
 /// shared store waited for ever on a PostgreSQL server that stopped answering in the middle of the
 /// command (its connection open, nothing coming back), saying nothing, and so did `risc store
-/// copy`; the account commands gave up after a minute (`DeadlineAccounts`). The commands take the
+/// copy` on a server that did not answer it; the account commands gave up after a minute (`DeadlineAccounts`). The commands take the
 /// queue's administration and the verification requests with `Storage.admin(within:)` and
 /// `verifications(within:)`; the copy's calls to its target have a deadline of their own.
 @Suite("A shared store that stops answering: the commands' calls give up at their deadline")
@@ -57,7 +59,11 @@ struct SharedStoreDeadlineTests {
         }
     }
 
-    @Test("store copy into a server that stopped answering gives up once the clock passes its deadline, and marks nothing moved")
+    /// Not a stopped server here: the copy's migration probes the server with a connection of its
+    /// own first, whose 5-s connect deadline (real time) raced the test's clock on a loaded machine.
+    /// Another session holds the lock every migration takes, so the server answers and the copy's
+    /// migration waits, as behind a receiver's migration that never ends.
+    @Test("store copy whose migration the server never answers (its lock held elsewhere) gives up once the clock passes its deadline, and marks nothing moved")
     func copyGivesUp() async throws {
         try #require(PostgresCluster.isAvailable, "PostgreSQL is not installed: run scripts/bootstrap --tests")
         try await PostgresCluster.with { cluster in
@@ -70,13 +76,16 @@ struct SharedStoreDeadlineTests {
             let target = try Storage(
                 settings: StoreSettings(url: try StoreURL(cluster.url)), dataDirectory: source, tokenKeyFile: nil, needsTokenKey: false, logger: Self.logger)
             defer { target.close() }
+            let holder = Task { _ = try? await cluster.psql("SELECT pg_advisory_lock(\(PostgresSchema.advisoryLock)); SELECT pg_sleep(600)") }
+            let held = await waitWhile { (try? await cluster.psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted")) != "1" }
+            try #require(held, "the migration's lock was not taken")
             let clock = TestClock()
-            cluster.freeze(true)
-            defer { cluster.freeze(false) }
             await Self.expectGivesUp("store copy", what: "migrating the store", clock: clock) {
                 try await target.copy(embeddedStoreIn: source, batch: 100, sample: 1, callsWithin: 60, clock: clock.function) { _ in }
             }
             #expect(!FileManager.default.fileExists(atPath: source + "/moved-to"))
+            try await cluster.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(600)%' AND pid <> pg_backend_pid()")
+            await holder.value
         }
     }
 }
